@@ -1,0 +1,33 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Engine starts and signals a node's workflows. The API never talks to a
+// BMC or an agent itself: every action goes through the engine (Temporal in
+// production, a fake in unit tests).
+type Engine interface {
+	// StartProvision starts the workflow for a provision verb. It returns
+	// ErrNodeLocked when a workflow for the node is already running.
+	StartProvision(ctx context.Context, req workflows.ProvisionRequest) error
+	// StartPower starts a power-state change (ErrNodeLocked as above).
+	StartPower(ctx context.Context, req workflows.PowerRequest) error
+	// SetBootDevice runs a boot-device change and waits for its result.
+	SetBootDevice(ctx context.Context, req workflows.BootDeviceRequest) error
+	// Signal sends a named signal (workflows.Signal*) to the node's running
+	// workflow. It returns ErrNoWorkflow when none is running.
+	Signal(ctx context.Context, nodeUUID, name string, arg any) error
+	// Running reports whether a workflow holds the node.
+	Running(ctx context.Context, nodeUUID string) (bool, error)
+}
+
+var (
+	// ErrNodeLocked: a workflow already holds the node (HTTP 409 NodeLocked).
+	ErrNodeLocked = errors.New("node locked")
+	// ErrNoWorkflow: no workflow runs for the node.
+	ErrNoWorkflow = errors.New("no workflow running for node")
+)

@@ -1,0 +1,120 @@
+// Package bmc owns out-of-band control of a machine through its baseboard
+// management controller: power, boot device and virtual media. It defines the
+// Driver interface that activities call and the drivers behind it (redfish,
+// ipmi, and a fake one for unit tests and scale benchmarks). It never touches
+// the store or Temporal: callers hand it a node's driver_info and get typed
+// errors back that say whether a retry can help.
+package bmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// PowerState is Ironic's power state vocabulary.
+type PowerState string
+
+const (
+	PowerOn  PowerState = "power on"
+	PowerOff PowerState = "power off"
+	// PowerUnknown is returned when the BMC answered but the state is neither.
+	PowerUnknown PowerState = ""
+)
+
+// PowerAction is a requested change, named as Ironic's power targets.
+type PowerAction string
+
+const (
+	ActionPowerOn    PowerAction = "power on"
+	ActionPowerOff   PowerAction = "power off"
+	ActionSoftOff    PowerAction = "soft power off"
+	ActionReboot     PowerAction = "rebooting"
+	ActionSoftReboot PowerAction = "soft rebooting"
+)
+
+// BootDevice is Ironic's boot device vocabulary.
+type BootDevice string
+
+const (
+	BootPXE   BootDevice = "pxe"
+	BootDisk  BootDevice = "disk"
+	BootCDROM BootDevice = "cdrom"
+	BootBIOS  BootDevice = "bios"
+)
+
+// BootMode is the firmware mode a boot override asks for.
+type BootMode string
+
+const (
+	BootModeUEFI BootMode = "uefi"
+	BootModeBIOS BootMode = "bios"
+)
+
+// BootSetting is what SetBootDevice asks for and GetBootDevice reads back.
+// Persistent false means "next boot only" (Redfish Once, IPMI no persistent flag).
+type BootSetting struct {
+	Device     BootDevice `json:"boot_device"`
+	Persistent bool       `json:"persistent"`
+	Mode       BootMode   `json:"boot_mode,omitempty"`
+}
+
+// Driver is one node's BMC. Implementations bound every call by the context
+// and by their own per-call timeout, and return errors wrapping one of the
+// sentinel errors below so that callers can decide whether to retry.
+type Driver interface {
+	// Validate checks that driver_info is complete and that the BMC answers
+	// with these credentials.
+	Validate(ctx context.Context) error
+	PowerState(ctx context.Context) (PowerState, error)
+	// SetPower performs the action and returns once the BMC reports the
+	// resulting state (or the action's deadline passed).
+	SetPower(ctx context.Context, action PowerAction) error
+	SetBootDevice(ctx context.Context, s BootSetting) error
+	GetBootDevice(ctx context.Context) (BootSetting, error)
+	SupportedBootDevices(ctx context.Context) ([]BootDevice, error)
+	// InsertMedia attaches the image at url as a virtual CD, ejecting what
+	// was there first. EjectMedia is idempotent.
+	InsertMedia(ctx context.Context, url string) error
+	EjectMedia(ctx context.Context) error
+	// Close releases sessions held for this BMC.
+	Close() error
+}
+
+// Typed failures. Drivers wrap them: fmt.Errorf("%w: ...", ErrUnreachable).
+var (
+	// ErrUnreachable: no answer within the timeout (network, BMC down). Retryable.
+	ErrUnreachable = errors.New("BMC unreachable")
+	// ErrAuth: the BMC rejected the credentials. Not retryable until an operator fixes driver_info.
+	ErrAuth = errors.New("BMC authentication failed")
+	// ErrUnsupported: the BMC cannot do this (no virtual media, unknown boot device). Not retryable.
+	ErrUnsupported = errors.New("not supported by this BMC")
+	// ErrBusy: the BMC answered but is busy or failed transiently (5xx, session exhaustion). Retryable.
+	ErrBusy = errors.New("BMC busy")
+	// ErrInvalidConfig: driver_info is missing or malformed keys. Not retryable.
+	ErrInvalidConfig = errors.New("invalid driver_info")
+)
+
+// Retryable reports whether a later attempt of the same call can succeed
+// without an operator changing anything.
+func Retryable(err error) bool {
+	return errors.Is(err, ErrUnreachable) || errors.Is(err, ErrBusy)
+}
+
+// Factory builds a Driver from a node's driver_info.
+type Factory func(driverInfo map[string]any) (Driver, error)
+
+var factories = map[string]Factory{}
+
+// Register makes a hardware type (Ironic's driver name: "ipmi", "redfish",
+// "fake-hardware") available to New. Drivers call it from init.
+func Register(name string, f Factory) { factories[name] = f }
+
+// New returns the driver for a node's hardware type and driver_info.
+func New(driver string, driverInfo map[string]any) (Driver, error) {
+	f, ok := factories[driver]
+	if !ok {
+		return nil, fmt.Errorf("%w: no BMC driver for hardware type %q", ErrInvalidConfig, driver)
+	}
+	return f(driverInfo)
+}
