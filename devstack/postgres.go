@@ -447,3 +447,38 @@ func findRunuser() (string, error) {
 	}
 	return "", errors.New("running as root, PostgreSQL must run as user postgres but runuser (util-linux) was not found")
 }
+
+// StopOnExit starts a detached watchdog that stops the cluster once the
+// calling process has exited, and then removes the data directory when
+// removeDataDir is set. Test processes use it as a safety net: Go has no
+// hook that runs at process exit, and a test binary that is killed or that
+// forgets its cleanup would otherwise leave a postmaster behind.
+func (p *Postgres) StopOnExit(removeDataDir bool) error {
+	stop := []string{filepath.Join(p.bin, "pg_ctl"), "-D", p.pgdata(), "-m", "fast", "-w", "stop"}
+	if p.asUser != "" {
+		runuser, err := findRunuser()
+		if err != nil {
+			return err
+		}
+		stop = append([]string{runuser, "-u", p.asUser, "--"}, stop...)
+	}
+	quoted := make([]string, len(stop))
+	for i, a := range stop {
+		quoted[i] = shellQuote(a)
+	}
+	script := fmt.Sprintf("while kill -0 %d 2>/dev/null; do sleep 1; done; if [ -f %s ]; then %s; fi",
+		os.Getpid(), shellQuote(filepath.Join(p.pgdata(), "postmaster.pid")), strings.Join(quoted, " "))
+	if removeDataDir {
+		script += "; rm -rf " + shellQuote(p.dataDir)
+	}
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Dir = "/"
+	// Its own session: signals to our process group must not reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres exit watchdog: %w", err)
+	}
+	return cmd.Process.Release()
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

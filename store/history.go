@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Severities of node history events, as Ironic's.
@@ -24,18 +27,62 @@ type HistoryEvent struct {
 	User      string    `json:"user" db:"user_name"`
 }
 
-// AddHistory records e for the node (UUID and CreatedAt filled when empty)
-// and prunes the node's oldest rows beyond HistoryMaxEntries.
-func (s *Store) AddHistory(ctx context.Context, nodeUUID string, e HistoryEvent) error {
-	panic("todo")
+const historyColumns = "id, uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name"
+
+func scanHistory(row pgx.CollectableRow) (HistoryEvent, error) {
+	var e HistoryEvent
+	err := row.Scan(&e.ID, &e.UUID, &e.NodeUUID, &e.CreatedAt, &e.Severity, &e.EventType, &e.Event, &e.Conductor, &e.User)
+	return e, err
 }
 
-// ListHistory returns the node's history, oldest first.
+// AddHistory records e for the node (UUID and CreatedAt filled when empty,
+// Severity defaults to INFO) and, in the same statement, prunes the node's
+// oldest rows beyond HistoryMaxEntries (0 or less: keep all). ErrNotFound
+// when the node does not exist.
+func (s *Store) AddHistory(ctx context.Context, nodeUUID string, e HistoryEvent) error {
+	node, _ := canonicalUUID(nodeUUID)
+	if e.UUID == "" {
+		e.UUID = uuid.NewString()
+	}
+	if e.Severity == "" {
+		e.Severity = SeverityInfo
+	}
+	var createdAt *time.Time
+	if !e.CreatedAt.IsZero() {
+		createdAt = &e.CreatedAt
+	}
+	// A data-modifying CTE runs to completion although the DELETE never
+	// reads it; the DELETE sees the rows from before the INSERT, so keeping
+	// max-1 of those plus the new one leaves max.
+	_, err := s.pool.Exec(ctx, `WITH ins AS (
+			INSERT INTO node_history (uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name)
+			VALUES ($1, $2, COALESCE($3, now()), $4, $5, $6, $7, $8) RETURNING id)
+		DELETE FROM node_history WHERE $9 > 0 AND node_uuid = $2 AND id <= (
+			SELECT id FROM node_history WHERE node_uuid = $2 ORDER BY id DESC OFFSET GREATEST($9 - 1, 0) LIMIT 1)`,
+		e.UUID, node, createdAt, e.Severity, e.EventType, e.Event, e.Conductor, e.User, s.HistoryMaxEntries)
+	return dbError(err, "add history event to node %s", nodeUUID)
+}
+
+// ListHistory returns the node's history, oldest first; empty when the node
+// has none or does not exist.
 func (s *Store) ListHistory(ctx context.Context, nodeUUID string) ([]HistoryEvent, error) {
-	panic("todo")
+	node, _ := canonicalUUID(nodeUUID)
+	rows, _ := s.pool.Query(ctx, "SELECT "+historyColumns+" FROM node_history WHERE node_uuid = $1 ORDER BY created_at, id", node)
+	events, err := pgx.CollectRows(rows, scanHistory)
+	if err != nil {
+		return nil, dbError(err, "list history of node %s", nodeUUID)
+	}
+	return events, nil
 }
 
 // GetHistoryEvent returns one event of the node's history.
 func (s *Store) GetHistoryEvent(ctx context.Context, nodeUUID, eventUUID string) (*HistoryEvent, error) {
-	panic("todo")
+	node, _ := canonicalUUID(nodeUUID)
+	ev, _ := canonicalUUID(eventUUID)
+	rows, _ := s.pool.Query(ctx, "SELECT "+historyColumns+" FROM node_history WHERE node_uuid = $1 AND uuid = $2", node, ev)
+	e, err := pgx.CollectExactlyOneRow(rows, scanHistory)
+	if err != nil {
+		return nil, dbError(err, "get history event %s of node %s", eventUUID, nodeUUID)
+	}
+	return &e, nil
 }

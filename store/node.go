@@ -2,7 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Node is one bare-metal machine, with Ironic's field names.
@@ -98,52 +105,473 @@ type NodeFilter struct {
 	SortDir string
 }
 
-// CreateNode inserts n, filling UUID when empty and CreatedAt/ID from the
-// database. The caller sets ProvisionState (Ironic ≥1.11: "enroll").
-func (s *Store) CreateNode(ctx context.Context, n *Node) error { panic("todo") }
+// nodeField ties a nodes column to its Node field, so that one list drives
+// SELECT, INSERT, UPDATE and Scan in the same order.
+type nodeField struct {
+	col string
+	ptr func(n *Node) any
+	// writable: written by CreateNode and UpdateNode (not id, uuid,
+	// created_at, updated_at, provision_updated_at: the database sets those).
+	writable bool
+}
+
+var nodeFields = []nodeField{
+	{"id", func(n *Node) any { return &n.ID }, false},
+	{"uuid", func(n *Node) any { return &n.UUID }, false},
+	{"name", func(n *Node) any { return &n.Name }, true},
+	{"driver", func(n *Node) any { return &n.Driver }, true},
+	{"bios_interface", func(n *Node) any { return &n.BIOSInterface }, true},
+	{"boot_interface", func(n *Node) any { return &n.BootInterface }, true},
+	{"console_interface", func(n *Node) any { return &n.ConsoleInterface }, true},
+	{"deploy_interface", func(n *Node) any { return &n.DeployInterface }, true},
+	{"firmware_interface", func(n *Node) any { return &n.FirmwareInterface }, true},
+	{"inspect_interface", func(n *Node) any { return &n.InspectInterface }, true},
+	{"management_interface", func(n *Node) any { return &n.ManagementInterface }, true},
+	{"network_interface", func(n *Node) any { return &n.NetworkInterface }, true},
+	{"power_interface", func(n *Node) any { return &n.PowerInterface }, true},
+	{"raid_interface", func(n *Node) any { return &n.RAIDInterface }, true},
+	{"rescue_interface", func(n *Node) any { return &n.RescueInterface }, true},
+	{"storage_interface", func(n *Node) any { return &n.StorageInterface }, true},
+	{"vendor_interface", func(n *Node) any { return &n.VendorInterface }, true},
+	{"provision_state", func(n *Node) any { return &n.ProvisionState }, true},
+	{"target_provision_state", func(n *Node) any { return &n.TargetProvisionState }, true},
+	{"power_state", func(n *Node) any { return &n.PowerState }, true},
+	{"target_power_state", func(n *Node) any { return &n.TargetPowerState }, true},
+	{"maintenance", func(n *Node) any { return &n.Maintenance }, true},
+	{"maintenance_reason", func(n *Node) any { return &n.MaintenanceReason }, true},
+	{"fault", func(n *Node) any { return &n.Fault }, true},
+	{"last_error", func(n *Node) any { return &n.LastError }, true},
+	{"reservation", func(n *Node) any { return &n.Reservation }, true},
+	{"conductor_group", func(n *Node) any { return &n.ConductorGroup }, true},
+	{"resource_class", func(n *Node) any { return &n.ResourceClass }, true},
+	{"description", func(n *Node) any { return &n.Description }, true},
+	{"owner", func(n *Node) any { return &n.Owner }, true},
+	{"lessee", func(n *Node) any { return &n.Lessee }, true},
+	{"automated_clean", func(n *Node) any { return &n.AutomatedClean }, true},
+	{"protected", func(n *Node) any { return &n.Protected }, true},
+	{"protected_reason", func(n *Node) any { return &n.ProtectedReason }, true},
+	{"retired", func(n *Node) any { return &n.Retired }, true},
+	{"retired_reason", func(n *Node) any { return &n.RetiredReason }, true},
+	{"instance_uuid", func(n *Node) any { return &n.InstanceUUID }, true},
+	{"chassis_uuid", func(n *Node) any { return &n.ChassisUUID }, true},
+	{"console_enabled", func(n *Node) any { return &n.ConsoleEnabled }, true},
+	{"boot_mode", func(n *Node) any { return &n.BootMode }, true},
+	{"secure_boot", func(n *Node) any { return &n.SecureBoot }, true},
+	{"shard", func(n *Node) any { return &n.Shard }, true},
+	{"traits", func(n *Node) any { return &n.Traits }, true},
+	{"driver_info", func(n *Node) any { return &n.DriverInfo }, true},
+	{"driver_internal_info", func(n *Node) any { return &n.DriverInternalInfo }, true},
+	{"instance_info", func(n *Node) any { return &n.InstanceInfo }, true},
+	{"properties", func(n *Node) any { return &n.Properties }, true},
+	{"extra", func(n *Node) any { return &n.Extra }, true},
+	{"clean_step", func(n *Node) any { return &n.CleanStep }, true},
+	{"deploy_step", func(n *Node) any { return &n.DeployStep }, true},
+	{"network_data", func(n *Node) any { return &n.NetworkData }, true},
+	{"raid_config", func(n *Node) any { return &n.RAIDConfig }, true},
+	{"target_raid_config", func(n *Node) any { return &n.TargetRAIDConfig }, true},
+	{"created_at", func(n *Node) any { return &n.CreatedAt }, false},
+	{"updated_at", func(n *Node) any { return &n.UpdatedAt }, false},
+	{"provision_updated_at", func(n *Node) any { return &n.ProvisionUpdatedAt }, false},
+	{"inspection_started_at", func(n *Node) any { return &n.InspectionStartedAt }, true},
+	{"inspection_finished_at", func(n *Node) any { return &n.InspectionFinishedAt }, true},
+}
+
+// nodeColumns is the SELECT/RETURNING list matching scanNode.
+var nodeColumns = func() string {
+	cols := make([]string, len(nodeFields))
+	for i, f := range nodeFields {
+		cols[i] = f.col
+	}
+	return strings.Join(cols, ", ")
+}()
+
+// scanNode reads one row of nodeColumns.
+func scanNode(row pgx.CollectableRow) (*Node, error) {
+	n := &Node{}
+	targets := make([]any, len(nodeFields))
+	for i, f := range nodeFields {
+		targets[i] = f.ptr(n)
+	}
+	if err := row.Scan(targets...); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// writableNodeValues returns the writable columns and their values, with the
+// JSON maps and traits made non-nil so that they are stored as {} and '{}'.
+func writableNodeValues(n *Node) (cols []string, vals []any) {
+	for _, m := range []*map[string]any{&n.DriverInfo, &n.DriverInternalInfo, &n.InstanceInfo,
+		&n.Properties, &n.Extra, &n.CleanStep, &n.DeployStep, &n.NetworkData, &n.RAIDConfig, &n.TargetRAIDConfig} {
+		if *m == nil {
+			*m = map[string]any{}
+		}
+	}
+	if n.Traits == nil {
+		n.Traits = []string{}
+	}
+	for _, f := range nodeFields {
+		if f.writable {
+			cols = append(cols, f.col)
+			vals = append(vals, f.ptr(n))
+		}
+	}
+	return cols, vals
+}
+
+// canonicalUUID returns the lowercase hyphenated form of a valid UUID.
+func canonicalUUID(s string) (string, bool) {
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return s, false
+	}
+	return u.String(), true
+}
+
+// CreateNode inserts n, filling UUID when empty and ID and CreatedAt from
+// the database. The caller sets ProvisionState (Ironic ≥1.11: "enroll").
+func (s *Store) CreateNode(ctx context.Context, n *Node) error {
+	if n.UUID == "" {
+		n.UUID = uuid.NewString()
+	} else if u, ok := canonicalUUID(n.UUID); ok {
+		n.UUID = u
+	} else {
+		return fmt.Errorf("create node: uuid %q: %w", n.UUID, ErrInvalidInput)
+	}
+	if n.ProvisionState == "" {
+		return fmt.Errorf("create node %s: empty provision_state: %w", n.UUID, ErrInvalidInput)
+	}
+	cols, vals := writableNodeValues(n)
+	cols = append(cols, "uuid")
+	vals = append(vals, n.UUID)
+	q := fmt.Sprintf("INSERT INTO nodes (%s) VALUES (%s) RETURNING id, created_at", strings.Join(cols, ", "), placeholders(1, len(cols)))
+	err := s.pool.QueryRow(ctx, q, vals...).Scan(&n.ID, &n.CreatedAt)
+	return dbError(err, "create node %s", n.UUID)
+}
+
+// placeholders returns "$from, ..., $(from+n-1)".
+func placeholders(from, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$" + strconv.Itoa(from+i))
+	}
+	return b.String()
+}
 
 // GetNode finds a node by UUID when uuidOrName is a valid UUID, else by name.
-func (s *Store) GetNode(ctx context.Context, uuidOrName string) (*Node, error) { panic("todo") }
+func (s *Store) GetNode(ctx context.Context, uuidOrName string) (*Node, error) {
+	col, key := "name", uuidOrName
+	if u, ok := canonicalUUID(uuidOrName); ok {
+		col, key = "uuid", u
+	}
+	rows, _ := s.pool.Query(ctx, "SELECT "+nodeColumns+" FROM nodes WHERE "+col+" = $1", key)
+	n, err := pgx.CollectExactlyOneRow(rows, scanNode)
+	if err != nil {
+		return nil, dbError(err, "get node %s", uuidOrName)
+	}
+	return n, nil
+}
+
+// NodeSortKeys are the accepted NodeFilter.SortKey values. Nullable columns
+// sort through COALESCE so that marker comparisons never meet NULL; the
+// migrations index the same expressions.
+var NodeSortKeys = map[string]string{
+	"id":                   "id",
+	"uuid":                 "uuid",
+	"name":                 "COALESCE(name, '')",
+	"created_at":           "created_at",
+	"updated_at":           "COALESCE(updated_at, '-infinity'::timestamptz)",
+	"provision_updated_at": "COALESCE(provision_updated_at, '-infinity'::timestamptz)",
+	"provision_state":      "provision_state",
+	"driver":               "driver",
+	"conductor_group":      "conductor_group",
+	"resource_class":       "COALESCE(resource_class, '')",
+	"power_state":          "COALESCE(power_state, '')",
+	"maintenance":          "maintenance",
+	"instance_uuid":        "COALESCE(instance_uuid, '')",
+	"owner":                "COALESCE(owner, '')",
+	"lessee":               "COALESCE(lessee, '')",
+}
+
+// nodeWhere renders the filter conditions of f, numbering arguments from 1.
+func nodeWhere(f NodeFilter) (conds []string, args []any) {
+	eq := func(col string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf("%s = $%d", col, len(args)))
+	}
+	if f.ProvisionState != "" {
+		eq("provision_state", f.ProvisionState)
+	}
+	if f.Driver != "" {
+		eq("driver", f.Driver)
+	}
+	if f.Maintenance != nil {
+		eq("maintenance", *f.Maintenance)
+	}
+	if f.ConductorGroup != nil {
+		eq("conductor_group", *f.ConductorGroup)
+	}
+	if f.Associated != nil {
+		if *f.Associated {
+			conds = append(conds, "instance_uuid IS NOT NULL")
+		} else {
+			conds = append(conds, "instance_uuid IS NULL")
+		}
+	}
+	if f.ResourceClass != "" {
+		eq("resource_class", f.ResourceClass)
+	}
+	if f.Fault != "" {
+		eq("fault", f.Fault)
+	}
+	if f.Owner != "" {
+		eq("owner", f.Owner)
+	}
+	if f.Lessee != "" {
+		eq("lessee", f.Lessee)
+	}
+	if f.InstanceUUID != "" {
+		u, _ := canonicalUUID(f.InstanceUUID)
+		eq("instance_uuid", u)
+	}
+	if f.Retired != nil {
+		eq("retired", *f.Retired)
+	}
+	return conds, args
+}
+
+// sortClause validates a sort key and direction against keys and returns
+// the ORDER BY expression, the direction and the marker comparison operator.
+func sortClause(keys map[string]string, key, dir string) (expr, sqlDir, op string, err error) {
+	if key == "" {
+		key = "id"
+	}
+	expr, ok := keys[key]
+	if !ok {
+		return "", "", "", fmt.Errorf("sort key %q: %w", key, ErrInvalidSortKey)
+	}
+	switch strings.ToLower(dir) {
+	case "", "asc":
+		return expr, "ASC", ">", nil
+	case "desc":
+		return expr, "DESC", "<", nil
+	default:
+		return "", "", "", fmt.Errorf("sort direction %q: %w", dir, ErrInvalidInput)
+	}
+}
+
+// pageQuery appends marker, ORDER BY and LIMIT to a SELECT. Rows after the
+// marker are those whose (sort expression, id) compares past the marker
+// row's: id breaks ties, so pages never skip or repeat. markerFrom is the
+// table (with the alias the sort expression uses) the marker row is read
+// from; idCol names the id column as the query sees it.
+func pageQuery(q string, conds []string, args []any, markerFrom, idCol, expr, sqlDir, op, marker string, limit int) (string, []any) {
+	if marker != "" {
+		args = append(args, marker)
+		if expr == idCol {
+			conds = append(conds, fmt.Sprintf("%s %s (SELECT %s FROM %s WHERE uuid = $%d)", idCol, op, idCol, markerFrom, len(args)))
+		} else {
+			conds = append(conds, fmt.Sprintf("(%s, %s) %s (SELECT %s, %s FROM %s WHERE uuid = $%d)",
+				expr, idCol, op, expr, idCol, markerFrom, len(args)))
+		}
+	}
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	if expr == idCol {
+		q += fmt.Sprintf(" ORDER BY %s %s", idCol, sqlDir)
+	} else {
+		q += fmt.Sprintf(" ORDER BY %s %s, %s %s", expr, sqlDir, idCol, sqlDir)
+	}
+	if limit > 0 {
+		args = append(args, limit)
+		q += fmt.Sprintf(" LIMIT $%d", len(args))
+	}
+	return q, args
+}
 
 // ListNodes returns the nodes that match f, in one query.
-func (s *Store) ListNodes(ctx context.Context, f NodeFilter) ([]*Node, error) { panic("todo") }
+func (s *Store) ListNodes(ctx context.Context, f NodeFilter) ([]*Node, error) {
+	expr, dir, op, err := sortClause(NodeSortKeys, f.SortKey, f.SortDir)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	marker := f.Marker
+	if marker != "" {
+		marker, _ = canonicalUUID(marker)
+	}
+	conds, args := nodeWhere(f)
+	q, args := pageQuery("SELECT "+nodeColumns+" FROM nodes", conds, args, "nodes", "id", expr, dir, op, marker, f.Limit)
+	rows, _ := s.pool.Query(ctx, q, args...)
+	nodes, err := pgx.CollectRows(rows, scanNode)
+	if err != nil {
+		return nil, dbError(err, "list nodes")
+	}
+	if len(nodes) == 0 && marker != "" {
+		// Only an empty page can hide a missing marker: check it then.
+		var exists bool
+		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM nodes WHERE uuid = $1)", marker).Scan(&exists); err != nil {
+			return nil, dbError(err, "list nodes: look up marker %s", marker)
+		}
+		if !exists {
+			return nil, fmt.Errorf("list nodes: marker %s: %w", f.Marker, ErrMarkerNotFound)
+		}
+	}
+	return nodes, nil
+}
 
 // CountNodes counts the nodes that match f (Limit, Marker, Sort ignored).
-func (s *Store) CountNodes(ctx context.Context, f NodeFilter) (int, error) { panic("todo") }
+func (s *Store) CountNodes(ctx context.Context, f NodeFilter) (int, error) {
+	conds, args := nodeWhere(f)
+	q := "SELECT count(*) FROM nodes"
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		return 0, dbError(err, "count nodes")
+	}
+	return n, nil
+}
 
 // DeleteNode deletes the node and, by cascade, its ports, history, boot
 // configuration and inventory.
-func (s *Store) DeleteNode(ctx context.Context, uuid string) error { panic("todo") }
+func (s *Store) DeleteNode(ctx context.Context, uuid string) error {
+	u, _ := canonicalUUID(uuid)
+	tag, err := s.pool.Exec(ctx, "DELETE FROM nodes WHERE uuid = $1", u)
+	if err != nil {
+		return dbError(err, "delete node %s", uuid)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete node %s: %w", uuid, ErrNotFound)
+	}
+	return nil
+}
 
 // UpdateNode reads the node FOR UPDATE, lets fn change it and writes it back
-// in one transaction, setting UpdatedAt. ID, UUID and CreatedAt are never
-// written. An error from fn aborts the update and is returned as is.
+// in one transaction, setting UpdatedAt (and ProvisionUpdatedAt when the
+// provision state changed). ID, UUID, CreatedAt, UpdatedAt and
+// ProvisionUpdatedAt are never taken from fn. An error from fn aborts the
+// update and is returned unwrapped.
 func (s *Store) UpdateNode(ctx context.Context, uuid string, fn func(n *Node) error) (*Node, error) {
-	panic("todo")
+	u, _ := canonicalUUID(uuid)
+	var out *Node
+	var fnErr error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, "SELECT "+nodeColumns+" FROM nodes WHERE uuid = $1 FOR UPDATE", u)
+		n, err := pgx.CollectExactlyOneRow(rows, scanNode)
+		if err != nil {
+			return err
+		}
+		id := n.ID
+		if fnErr = fn(n); fnErr != nil {
+			return fnErr
+		}
+		cols, vals := writableNodeValues(n)
+		sets := make([]string, len(cols))
+		for i, c := range cols {
+			sets[i] = fmt.Sprintf("%s = $%d", c, i+1)
+		}
+		psArg := -1
+		for i, c := range cols {
+			if c == "provision_state" {
+				psArg = i + 1
+			}
+		}
+		vals = append(vals, id)
+		q := fmt.Sprintf(`UPDATE nodes SET %s, updated_at = now(),
+			provision_updated_at = CASE WHEN provision_state <> $%d THEN now() ELSE provision_updated_at END
+			WHERE id = $%d RETURNING %s`, strings.Join(sets, ", "), psArg, len(vals), nodeColumns)
+		rows, _ = tx.Query(ctx, q, vals...)
+		out, err = pgx.CollectExactlyOneRow(rows, scanNode)
+		return err
+	})
+	if fnErr != nil {
+		return nil, fnErr
+	}
+	if err != nil {
+		return nil, dbError(err, "update node %s", uuid)
+	}
+	return out, nil
 }
 
 // SetProvisionState moves the node to provision state `to` only if its
-// current state is one of from (empty from: any state), in one UPDATE.
-// target and lastError are written as given (nil clears them). It returns
-// ErrStateConflict when the node is in another state, ErrNotFound when the
-// node does not exist.
+// current state is one of from (empty from: any state), in one UPDATE, so
+// that of two racing requests exactly one wins. target and lastError are
+// written as given (nil clears them); provision_updated_at is set. It
+// returns ErrStateConflict (naming the current state) when the node is in
+// another state, ErrNotFound when the node does not exist.
 func (s *Store) SetProvisionState(ctx context.Context, uuid string, from []string, to string, target *string, lastError *string) (*Node, error) {
-	panic("todo")
+	u, _ := canonicalUUID(uuid)
+	if from == nil {
+		from = []string{}
+	}
+	rows, _ := s.pool.Query(ctx, `UPDATE nodes SET provision_state = $2, target_provision_state = $3, last_error = $4,
+		provision_updated_at = now(), updated_at = now()
+		WHERE uuid = $1 AND (cardinality($5::text[]) = 0 OR provision_state = ANY($5::text[]))
+		RETURNING `+nodeColumns, u, to, target, lastError, from)
+	n, err := pgx.CollectExactlyOneRow(rows, scanNode)
+	if err == nil {
+		return n, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, dbError(err, "set provision state of node %s to %s", uuid, to)
+	}
+	var current string
+	if err := s.pool.QueryRow(ctx, "SELECT provision_state FROM nodes WHERE uuid = $1", u).Scan(&current); err != nil {
+		return nil, dbError(err, "set provision state of node %s to %s", uuid, to)
+	}
+	return nil, fmt.Errorf("set provision state of node %s to %s: node is in %q, not one of %q: %w",
+		uuid, to, current, from, ErrStateConflict)
 }
 
 // SetPowerState writes power_state, target_power_state and last_error as
 // given (nil clears them).
 func (s *Store) SetPowerState(ctx context.Context, uuid string, power *string, targetPower *string, lastError *string) (*Node, error) {
-	panic("todo")
+	u, _ := canonicalUUID(uuid)
+	rows, _ := s.pool.Query(ctx, `UPDATE nodes SET power_state = $2, target_power_state = $3, last_error = $4, updated_at = now()
+		WHERE uuid = $1 RETURNING `+nodeColumns, u, power, targetPower, lastError)
+	n, err := pgx.CollectExactlyOneRow(rows, scanNode)
+	if err != nil {
+		return nil, dbError(err, "set power state of node %s", uuid)
+	}
+	return n, nil
 }
 
 // MergeDriverInternalInfo merges keys into driver_internal_info in SQL
 // (jsonb ||), so concurrent writers of different keys never lose updates.
 func (s *Store) MergeDriverInternalInfo(ctx context.Context, uuid string, kv map[string]any) error {
-	panic("todo")
+	if kv == nil {
+		kv = map[string]any{}
+	}
+	u, _ := canonicalUUID(uuid)
+	tag, err := s.pool.Exec(ctx, `UPDATE nodes SET driver_internal_info = driver_internal_info || $2::jsonb, updated_at = now()
+		WHERE uuid = $1`, u, kv)
+	if err != nil {
+		return dbError(err, "merge driver_internal_info of node %s", uuid)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("merge driver_internal_info of node %s: %w", uuid, ErrNotFound)
+	}
+	return nil
 }
 
 // DeleteDriverInternalInfoKeys removes keys from driver_internal_info in SQL.
 func (s *Store) DeleteDriverInternalInfoKeys(ctx context.Context, uuid string, keys ...string) error {
-	panic("todo")
+	if keys == nil {
+		keys = []string{}
+	}
+	u, _ := canonicalUUID(uuid)
+	tag, err := s.pool.Exec(ctx, `UPDATE nodes SET driver_internal_info = driver_internal_info - $2::text[], updated_at = now()
+		WHERE uuid = $1`, u, keys)
+	if err != nil {
+		return dbError(err, "delete driver_internal_info keys of node %s", uuid)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete driver_internal_info keys of node %s: %w", uuid, ErrNotFound)
+	}
+	return nil
 }

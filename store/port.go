@@ -2,7 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Port is a network interface of a node, with Ironic's field names.
@@ -36,25 +43,215 @@ type PortFilter struct {
 	SortDir  string // "asc" (default) or "desc"
 }
 
+// portColumns is the SELECT list matching scanPort; the node's UUID comes
+// from the join, ports reference nodes by their internal id.
+const portColumns = `p.id, p.uuid, p.address, p.node_id, n.uuid, p.local_link_connection, p.pxe_enabled,
+	p.physical_network, p.extra, p.internal_info, p.is_smartnic, p.name, p.portgroup_uuid, p.created_at, p.updated_at`
+
+const portFrom = " FROM ports p JOIN nodes n ON n.id = p.node_id"
+
+func scanPort(row pgx.CollectableRow) (*Port, error) {
+	p := &Port{}
+	err := row.Scan(&p.ID, &p.UUID, &p.Address, &p.NodeID, &p.NodeUUID, &p.LocalLinkConnection, &p.PXEEnabled,
+		&p.PhysicalNetwork, &p.Extra, &p.InternalInfo, &p.IsSmartNIC, &p.Name, &p.PortgroupUUID, &p.CreatedAt, &p.UpdatedAt)
+	return p, err
+}
+
+// NormalizeMAC returns the lowercase colon-separated form of a MAC address.
+func NormalizeMAC(mac string) (string, error) {
+	hw, err := net.ParseMAC(strings.TrimSpace(mac))
+	if err != nil {
+		return "", fmt.Errorf("MAC address %q: %w", mac, ErrInvalidInput)
+	}
+	return hw.String(), nil
+}
+
+// preparePort validates and normalises the fields CreatePort and UpdatePort
+// write.
+func preparePort(p *Port) error {
+	mac, err := NormalizeMAC(p.Address)
+	if err != nil {
+		return err
+	}
+	p.Address = mac
+	for _, m := range []*map[string]any{&p.LocalLinkConnection, &p.Extra, &p.InternalInfo} {
+		if *m == nil {
+			*m = map[string]any{}
+		}
+	}
+	p.NodeUUID, _ = canonicalUUID(p.NodeUUID)
+	return nil
+}
+
 // CreatePort inserts p for the node p.NodeUUID (ErrNotFound if it does not
-// exist), filling UUID when empty, ID, NodeID and CreatedAt.
-func (s *Store) CreatePort(ctx context.Context, p *Port) error { panic("todo") }
+// exist), filling UUID when empty, ID, NodeID and CreatedAt. The address is
+// stored lowercase; a second port with it is ErrDuplicateMAC.
+func (s *Store) CreatePort(ctx context.Context, p *Port) error {
+	if p.UUID == "" {
+		p.UUID = uuid.NewString()
+	} else if u, ok := canonicalUUID(p.UUID); ok {
+		p.UUID = u
+	} else {
+		return fmt.Errorf("create port: uuid %q: %w", p.UUID, ErrInvalidInput)
+	}
+	if err := preparePort(p); err != nil {
+		return fmt.Errorf("create port %s: %w", p.UUID, err)
+	}
+	err := s.pool.QueryRow(ctx, `INSERT INTO ports (uuid, address, node_id, local_link_connection, pxe_enabled,
+			physical_network, extra, internal_info, is_smartnic, name, portgroup_uuid)
+		SELECT $1, $2, n.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM nodes n WHERE n.uuid = $3
+		RETURNING id, node_id, created_at`,
+		p.UUID, p.Address, p.NodeUUID, p.LocalLinkConnection, p.PXEEnabled,
+		p.PhysicalNetwork, p.Extra, p.InternalInfo, p.IsSmartNIC, p.Name, p.PortgroupUUID,
+	).Scan(&p.ID, &p.NodeID, &p.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("create port %s: node %s: %w", p.UUID, p.NodeUUID, ErrNotFound)
+	}
+	return dbError(err, "create port %s (%s)", p.UUID, p.Address)
+}
 
 // GetPort finds a port by UUID.
-func (s *Store) GetPort(ctx context.Context, uuid string) (*Port, error) { panic("todo") }
+func (s *Store) GetPort(ctx context.Context, uuid string) (*Port, error) {
+	u, _ := canonicalUUID(uuid)
+	rows, _ := s.pool.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.uuid = $1", u)
+	p, err := pgx.CollectExactlyOneRow(rows, scanPort)
+	if err != nil {
+		return nil, dbError(err, "get port %s", uuid)
+	}
+	return p, nil
+}
+
+// PortSortKeys are the accepted PortFilter.SortKey values.
+var PortSortKeys = map[string]string{
+	"id":         "p.id",
+	"uuid":       "p.uuid",
+	"address":    "p.address",
+	"created_at": "p.created_at",
+	"updated_at": "COALESCE(p.updated_at, '-infinity'::timestamptz)",
+}
 
 // ListPorts returns the ports that match f.
-func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) { panic("todo") }
+func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
+	expr, dir, op, err := sortClause(PortSortKeys, f.SortKey, f.SortDir)
+	if err != nil {
+		return nil, fmt.Errorf("list ports: %w", err)
+	}
+	var conds []string
+	var args []any
+	if f.NodeUUID != "" {
+		u, _ := canonicalUUID(f.NodeUUID)
+		args = append(args, u)
+		conds = append(conds, fmt.Sprintf("n.uuid = $%d", len(args)))
+	}
+	if f.Address != "" {
+		mac, err := NormalizeMAC(f.Address)
+		if err != nil {
+			return nil, fmt.Errorf("list ports: %w", err)
+		}
+		args = append(args, mac)
+		conds = append(conds, fmt.Sprintf("p.address = $%d", len(args)))
+	}
+	marker := f.Marker
+	if marker != "" {
+		marker, _ = canonicalUUID(marker)
+	}
+	q, args := pageQuery("SELECT "+portColumns+portFrom, conds, args, "ports p", "p.id", expr, dir, op, marker, f.Limit)
+	rows, _ := s.pool.Query(ctx, q, args...)
+	ports, err := pgx.CollectRows(rows, scanPort)
+	if err != nil {
+		return nil, dbError(err, "list ports")
+	}
+	if len(ports) == 0 && marker != "" {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM ports WHERE uuid = $1)", marker).Scan(&exists); err != nil {
+			return nil, dbError(err, "list ports: look up marker %s", marker)
+		}
+		if !exists {
+			return nil, fmt.Errorf("list ports: marker %s: %w", f.Marker, ErrMarkerNotFound)
+		}
+	}
+	return ports, nil
+}
 
 // UpdatePort reads the port FOR UPDATE, lets fn change it and writes it back
-// in one transaction. Changing NodeUUID moves the port to that node.
+// in one transaction. Changing NodeUUID moves the port to that node
+// (ErrNotFound if it does not exist). ID, UUID and CreatedAt are never taken
+// from fn. An error from fn aborts the update and is returned unwrapped.
 func (s *Store) UpdatePort(ctx context.Context, uuid string, fn func(p *Port) error) (*Port, error) {
-	panic("todo")
+	u, _ := canonicalUUID(uuid)
+	var out *Port
+	var fnErr error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.uuid = $1 FOR UPDATE OF p", u)
+		p, err := pgx.CollectExactlyOneRow(rows, scanPort)
+		if err != nil {
+			return err
+		}
+		id := p.ID
+		if fnErr = fn(p); fnErr != nil {
+			return fnErr
+		}
+		if err := preparePort(p); err != nil {
+			return err
+		}
+		var nodeID int64
+		if err := tx.QueryRow(ctx, "SELECT id FROM nodes WHERE uuid = $1", p.NodeUUID).Scan(&nodeID); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("node %s: %w", p.NodeUUID, ErrNotFound)
+			}
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE ports SET address = $2, node_id = $3, local_link_connection = $4, pxe_enabled = $5,
+			physical_network = $6, extra = $7, internal_info = $8, is_smartnic = $9, name = $10, portgroup_uuid = $11,
+			updated_at = now() WHERE id = $1`,
+			id, p.Address, nodeID, p.LocalLinkConnection, p.PXEEnabled,
+			p.PhysicalNetwork, p.Extra, p.InternalInfo, p.IsSmartNIC, p.Name, p.PortgroupUUID)
+		if err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.id = $1", id)
+		out, err = pgx.CollectExactlyOneRow(rows, scanPort)
+		return err
+	})
+	if fnErr != nil {
+		return nil, fnErr
+	}
+	if err != nil {
+		return nil, dbError(err, "update port %s", uuid)
+	}
+	return out, nil
 }
 
 // DeletePort deletes a port.
-func (s *Store) DeletePort(ctx context.Context, uuid string) error { panic("todo") }
+func (s *Store) DeletePort(ctx context.Context, uuid string) error {
+	u, _ := canonicalUUID(uuid)
+	tag, err := s.pool.Exec(ctx, "DELETE FROM ports WHERE uuid = $1", u)
+	if err != nil {
+		return dbError(err, "delete port %s", uuid)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete port %s: %w", uuid, ErrNotFound)
+	}
+	return nil
+}
 
 // NodesByMACs returns the nodes owning any of the MAC addresses (the agent's
-// lookup). Addresses are compared lowercase; invalid ones are ignored.
-func (s *Store) NodesByMACs(ctx context.Context, macs []string) ([]*Node, error) { panic("todo") }
+// lookup), by id. Addresses are compared lowercase; invalid ones are ignored.
+func (s *Store) NodesByMACs(ctx context.Context, macs []string) ([]*Node, error) {
+	valid := make([]string, 0, len(macs))
+	for _, m := range macs {
+		if mac, err := NormalizeMAC(m); err == nil {
+			valid = append(valid, mac)
+		}
+	}
+	if len(valid) == 0 {
+		return []*Node{}, nil
+	}
+	rows, _ := s.pool.Query(ctx, "SELECT "+nodeColumns+` FROM nodes
+		WHERE id IN (SELECT node_id FROM ports WHERE address = ANY($1)) ORDER BY id`, valid)
+	nodes, err := pgx.CollectRows(rows, scanNode)
+	if err != nil {
+		return nil, dbError(err, "look up nodes by MACs %v", valid)
+	}
+	return nodes, nil
+}

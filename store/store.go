@@ -9,6 +9,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Errors callers match with errors.Is; the API maps them to HTTP codes.
@@ -22,6 +25,8 @@ var (
 	ErrMarkerNotFound = errors.New("marker not found")
 	ErrInvalidSortKey = errors.New("invalid sort key")
 	ErrInvalidInput   = errors.New("invalid input")
+	// ErrInstanceAssociated: another node already has this instance_uuid.
+	ErrInstanceAssociated = errors.New("instance already associated with another node")
 )
 
 // DefaultHistoryMaxEntries is how many node_history rows a node keeps, as
@@ -32,17 +37,35 @@ const DefaultHistoryMaxEntries = 300
 type Store struct {
 	// HistoryMaxEntries bounds node_history per node; oldest rows are pruned.
 	HistoryMaxEntries int
+
+	pool *pgxpool.Pool
 }
 
-// Open connects a pool to databaseURL (a libpq URL or DSN).
-func Open(ctx context.Context, databaseURL string) (*Store, error) { panic("todo") }
+// Open connects a pool to databaseURL (a libpq URL or DSN) and checks that
+// the database answers.
+func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		// The URL may carry a password: never echo it.
+		return nil, fmt.Errorf("parse database URL: %w", ErrInvalidInput)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database %s on %s: %w", cfg.ConnConfig.Database, cfg.ConnConfig.Host, err)
+	}
+	s := &Store{HistoryMaxEntries: DefaultHistoryMaxEntries, pool: pool}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database %s on %s: %w", cfg.ConnConfig.Database, cfg.ConnConfig.Host, err)
+	}
+	return s, nil
+}
 
 // Close releases the pool.
-func (s *Store) Close() { panic("todo") }
+func (s *Store) Close() { s.pool.Close() }
 
 // Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { panic("todo") }
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
-// Migrate applies the embedded SQL migrations not yet recorded in
-// schema_migrations. Concurrent callers serialise on an advisory lock.
-func (s *Store) Migrate(ctx context.Context) error { panic("todo") }
+// Pool exposes the connection pool, for tests and tools that need raw SQL.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }

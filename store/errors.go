@@ -1,0 +1,46 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// uniqueErrors maps the unique constraints of migrations/*.sql to the typed
+// errors callers match.
+var uniqueErrors = map[string]error{
+	"nodes_uuid_key":          ErrDuplicateUUID,
+	"nodes_name_key":          ErrDuplicateName,
+	"nodes_instance_uuid_key": ErrInstanceAssociated,
+	"ports_uuid_key":          ErrDuplicateUUID,
+	"ports_address_key":       ErrDuplicateMAC,
+	"node_history_uuid_key":   ErrDuplicateUUID,
+}
+
+// dbError wraps err with what was being done, translating the database's
+// errors into the package's typed ones.
+func dbError(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	what := fmt.Sprintf(format, args...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505": // unique_violation
+			if typed, ok := uniqueErrors[pgErr.ConstraintName]; ok {
+				return fmt.Errorf("%s: %w", what, typed)
+			}
+		case "23503": // foreign_key_violation: the referenced node is gone
+			return fmt.Errorf("%s: node: %w", what, ErrNotFound)
+		case "23514", "22P02", "22023": // check_violation, invalid text, invalid parameter
+			return fmt.Errorf("%s: %w: %s", what, ErrInvalidInput, pgErr.Message)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

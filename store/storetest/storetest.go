@@ -1,0 +1,202 @@
+// Package storetest gives tests a migrated, empty ironflow database of their
+// own on a real PostgreSQL server.
+//
+// With IRONFLOW_TEST_DATABASE_URL set, each test gets a fresh database on
+// that server. Without it, the first test of the process starts a throwaway
+// cluster under os.TempDir (devstack.StartPostgres) that all the tests of
+// the process share, each in its own database. Packages using it should
+// stop that cluster when their tests end:
+//
+//	func TestMain(m *testing.M) {
+//		code := m.Run()
+//		storetest.Shutdown()
+//		os.Exit(code)
+//	}
+//
+// A watchdog also stops it once the test process has exited, so a killed or
+// forgetful test binary does not leave a postmaster running.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/store"
+)
+
+// EnvDatabaseURL names the variable pointing tests at an existing server;
+// its user must be allowed to CREATE DATABASE.
+const EnvDatabaseURL = "IRONFLOW_TEST_DATABASE_URL"
+
+// setupTimeout bounds starting the shared cluster and creating a database.
+const setupTimeout = 2 * time.Minute
+
+var (
+	mu       sync.Mutex
+	cluster  *devstack.Postgres
+	startErr error
+	started  bool
+)
+
+// New returns a store on a fresh, migrated database dropped at t.Cleanup.
+// It fails the test when no PostgreSQL server can be had.
+func New(t testing.TB) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	serverURL, err := serverURL(ctx)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	name := "ironflow_test_" + randomHex(8)
+	if err := adminExec(ctx, serverURL, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("storetest: create database %s: %v", name, err)
+	}
+	dbURL, err := withDatabase(serverURL, name)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	s, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("storetest: open %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		if err := adminExec(ctx, serverURL, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("storetest: drop database %s: %v", name, err)
+		}
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("storetest: migrate %s: %v", name, err)
+	}
+	return s
+}
+
+// URL returns the URL of a fresh, empty (unmigrated) database dropped at
+// t.Cleanup, for tests of migrations or of code that opens its own pool.
+func URL(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	serverURL, err := serverURL(ctx)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	name := "ironflow_test_" + randomHex(8)
+	if err := adminExec(ctx, serverURL, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("storetest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		if err := adminExec(ctx, serverURL, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("storetest: drop database %s: %v", name, err)
+		}
+	})
+	u, err := withDatabase(serverURL, name)
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	return u
+}
+
+// Shutdown stops the cluster this process started, if any, and removes it.
+func Shutdown() {
+	mu.Lock()
+	defer mu.Unlock()
+	if cluster == nil {
+		return
+	}
+	if err := cluster.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "storetest: %v\n", err)
+	}
+	// The cluster lives in <tmp>/ironflow-storetest-*/pg.
+	os.RemoveAll(filepath.Dir(cluster.DataDir()))
+	cluster, started, startErr = nil, false, nil
+}
+
+// serverURL is the server tests create their databases on, starting the
+// process's cluster on first use.
+func serverURL(ctx context.Context) (string, error) {
+	if u := os.Getenv(EnvDatabaseURL); u != "" {
+		return u, nil
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !started {
+		started = true
+		cluster, startErr = startCluster(ctx)
+	}
+	if startErr != nil {
+		return "", startErr
+	}
+	return cluster.URL(), nil
+}
+
+func startCluster(ctx context.Context) (*devstack.Postgres, error) {
+	dir, err := os.MkdirTemp("", "ironflow-storetest-")
+	if err != nil {
+		return nil, fmt.Errorf("create cluster dir: %w", err)
+	}
+	// As root the cluster runs as the postgres user, who must traverse dir.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("chmod %s: %w", dir, err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := devstack.StartPostgres(ctx, filepath.Join(dir, "pg"), log)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start a PostgreSQL cluster for tests (or set %s): %w", EnvDatabaseURL, err)
+	}
+	if err := p.StopOnExit(true); err != nil {
+		p.Stop()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return p, nil
+}
+
+func adminExec(ctx context.Context, serverURL, sql string) error {
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return fmt.Errorf("connect to test server: %w", err)
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// withDatabase points a libpq URL or key=value DSN at another database.
+func withDatabase(serverURL, db string) (string, error) {
+	if strings.Contains(serverURL, "://") {
+		u, err := url.Parse(serverURL)
+		if err != nil {
+			// url's error repeats the URL, password included: drop it.
+			return "", fmt.Errorf("parse %s: not a valid URL", EnvDatabaseURL)
+		}
+		u.Path = "/" + db
+		return u.String(), nil
+	}
+	return serverURL + " dbname=" + db, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
