@@ -1,0 +1,187 @@
+package workflows
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Activity names. Workflows call activities by these names only, so that this
+// package imports no I/O code; package activities registers its methods under
+// the same names.
+const (
+	// Local activities: short, idempotent store work inside the workflow task.
+	ActLoadNode          = "LoadNode"
+	ActRecordState       = "RecordState"
+	ActStoreConfigDrive  = "StoreConfigDrive"
+	ActRecordPowerState  = "RecordPowerState"
+	ActClearInstanceInfo = "ClearInstanceInfo"
+
+	// Regular activities on the node's conductor-group queue: they reach
+	// hardware or wait long.
+	ActPrepareBoot      = "PrepareBoot"
+	ActCleanBoot        = "CleanBoot"
+	ActSetBootDevice    = "SetBootDevice"
+	ActSetPower         = "SetPower"
+	ActGetPowerState    = "GetPowerState"
+	ActGetAgentSteps    = "GetAgentSteps"
+	ActRunAgentStep     = "RunAgentStep"
+	ActAgentPowerOff    = "AgentPowerOff"
+	ActValidateHardware = "ValidateHardware"
+)
+
+// NodeInfo is what a workflow needs to know of a node, loaded once at start.
+// It carries no secrets: activities read credentials and tokens from the
+// store themselves, so that they never enter workflow history.
+type NodeInfo struct {
+	UUID            string   `json:"uuid"`
+	Driver          string   `json:"driver"`
+	BootInterface   string   `json:"boot_interface"`
+	DeployInterface string   `json:"deploy_interface"`
+	ConductorGroup  string   `json:"conductor_group"`
+	ProvisionState  string   `json:"provision_state"`
+	PowerState      string   `json:"power_state"`
+	BootMode        string   `json:"boot_mode"` // uefi or bios
+	MACs            []string `json:"macs"`
+	// AutomatedClean is the effective setting: node field, else the global default.
+	AutomatedClean bool `json:"automated_clean"`
+	// Timeouts and policies in force for this node (configuration, overridden
+	// per node through driver_info).
+	Policy Policy `json:"policy"`
+}
+
+// Policy holds every timer and retry bound a workflow uses. Defaults live in
+// package activities (DefaultPolicy) and can be overridden in configuration
+// and per node.
+type Policy struct {
+	// CallbackTimeout bounds wait call-back / clean wait: Ironic's
+	// deploy_callback_timeout, reset by every heartbeat.
+	CallbackTimeout time.Duration `json:"callback_timeout"`
+	// HeartbeatTimeout: a running agent step fails when the agent has been
+	// silent this long (Ironic's ramdisk_heartbeat_timeout).
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	// OperatorWaitTimeout bounds how long a failed step waits for retry,
+	// skip-step or abort before the workflow ends in the failure state.
+	OperatorWaitTimeout time.Duration `json:"operator_wait_timeout"`
+	// BMCAttempts and BMCInitialInterval shape the retry of BMC calls.
+	BMCAttempts        int32         `json:"bmc_attempts"`
+	BMCInitialInterval time.Duration `json:"bmc_initial_interval"`
+	// BMCCallTimeout bounds one BMC activity attempt.
+	BMCCallTimeout time.Duration `json:"bmc_call_timeout"`
+	// AgentCommandTimeout bounds one agent command (write_image of a large
+	// image is the long one).
+	AgentCommandTimeout time.Duration `json:"agent_command_timeout"`
+	// EraseDevicesMetadataPriority and EraseDevicesPriority order the
+	// agent's automated clean steps (0 disables one), as Ironic's
+	// [deploy]erase_devices_metadata_priority and erase_devices_priority.
+	EraseDevicesMetadataPriority int `json:"erase_devices_metadata_priority"`
+	EraseDevicesPriority         int `json:"erase_devices_priority"`
+	// LocalBMC runs BMC activities as local activities: used for
+	// fake-hardware, which has no BMC to reach from a conductor group.
+	LocalBMC bool `json:"local_bmc"`
+}
+
+// UsesAgent reports whether the node's deploy interface boots the agent.
+func (n NodeInfo) UsesAgent() bool { return n.DeployInterface == "direct" }
+
+// VirtualMedia reports whether the agent boots from a virtual CD.
+func (n NodeInfo) VirtualMedia() bool {
+	return n.BootInterface == "redfish-virtual-media" || n.BootInterface == "redfish-https"
+}
+
+// RecordStateInput changes a node's provision state and writes a history
+// row, in one store transaction.
+type RecordStateInput struct {
+	NodeUUID string `json:"node_uuid"`
+	// From lists the states the change may start from; empty means any.
+	From   []string `json:"from,omitempty"`
+	To     string   `json:"to"`
+	Target string   `json:"target"` // "" records null
+	// LastError: "" clears it.
+	LastError string `json:"last_error"`
+	// Step is recorded as deploy_step / clean_step ("" clears).
+	Step      string `json:"step,omitempty"`
+	StepKind  string `json:"step_kind,omitempty"` // deploy or clean
+	Event     string `json:"event"`
+	EventType string `json:"event_type"`
+	Severity  string `json:"severity"` // INFO or ERROR
+	// ClearAgent wipes the agent token and URL (Ironic's wipe_token_and_url).
+	ClearAgent bool `json:"clear_agent,omitempty"`
+}
+
+// BootInput prepares or removes a node's network or virtual-media boot.
+type BootInput struct {
+	Node NodeInfo `json:"node"`
+	// Kind is what the machine boots: agent, ramdisk, anaconda.
+	Kind string `json:"kind"`
+}
+
+// BootDeviceInput is a boot-device change on a node's BMC.
+type BootDeviceInput struct {
+	Node       NodeInfo `json:"node"`
+	Device     string   `json:"device"`
+	Persistent bool     `json:"persistent"`
+}
+
+// PowerInput is a power action on a node's BMC.
+type PowerInput struct {
+	Node   NodeInfo `json:"node"`
+	Action string   `json:"action"` // bmc.PowerAction values
+	// Timeout for the action to show in the BMC's power state; 0 = default.
+	TimeoutSeconds int `json:"timeout,omitempty"`
+}
+
+// AgentInput addresses the agent that last heartbeated for a node. The token
+// and CA are read from the store by the activity.
+type AgentInput struct {
+	NodeUUID    string `json:"node_uuid"`
+	CallbackURL string `json:"callback_url"`
+}
+
+// Step is a deploy or clean step as Ironic names it.
+type Step struct {
+	Interface string          `json:"interface"`
+	Step      string          `json:"step"`
+	Priority  int             `json:"priority"`
+	Args      json.RawMessage `json:"args,omitempty"`
+	// RebootRequested comes from the agent's step list.
+	RebootRequested bool `json:"reboot_requested,omitempty"`
+}
+
+// Name is "interface.step", as last_error and history show it.
+func (s Step) Name() string { return s.Interface + "." + s.Step }
+
+// AgentStepInput runs one in-band step on the agent.
+type AgentStepInput struct {
+	Agent AgentInput `json:"agent"`
+	Kind  string     `json:"kind"` // deploy or clean
+	Step  Step       `json:"step"`
+}
+
+// AgentStepsInput asks the agent for its steps.
+type AgentStepsInput struct {
+	Agent AgentInput `json:"agent"`
+	Kind  string     `json:"kind"` // deploy or clean
+}
+
+// AgentStepResult is what a finished agent step reported.
+type AgentStepResult struct {
+	CommandID string `json:"command_id"`
+	Status    string `json:"status"`
+	Result    string `json:"result,omitempty"`
+}
+
+// ConfigDriveInput carries the request's configdrive to be stored with the
+// node (built into an ISO first when it is a JSON dict).
+type ConfigDriveInput struct {
+	NodeUUID    string          `json:"node_uuid"`
+	ConfigDrive json.RawMessage `json:"configdrive"`
+}
+
+// PowerStateRecord stores what the BMC reported.
+type PowerStateRecord struct {
+	NodeUUID   string `json:"node_uuid"`
+	PowerState string `json:"power_state"`
+	LastError  string `json:"last_error"`
+	Event      string `json:"event"`
+	Severity   string `json:"severity"`
+}

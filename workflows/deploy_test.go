@@ -1,0 +1,471 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// fakeCloud stands in for the activities: it records each call in order,
+// keeps the node's provision state like the store would, and fails the calls
+// a test asks it to fail. Workflow unit tests only; tests/ runs the real ones.
+type fakeCloud struct {
+	mu       sync.Mutex
+	calls    []string
+	states   []string
+	lastErr  string
+	node     NodeInfo
+	failures map[string][]error // activity+detail -> errors returned on successive calls
+	// agentStep runs in place of the agent for RunAgentStep.
+	agentStep func(ctx context.Context, in AgentStepInput) (AgentStepResult, error)
+}
+
+func newFakeCloud() *fakeCloud {
+	p := Policy{
+		CallbackTimeout: 30 * time.Minute, HeartbeatTimeout: 5 * time.Minute, OperatorWaitTimeout: time.Hour,
+		BMCAttempts: 3, BMCInitialInterval: time.Second, BMCCallTimeout: time.Minute, AgentCommandTimeout: time.Hour,
+		EraseDevicesMetadataPriority: 99,
+	}
+	return &fakeCloud{
+		node: NodeInfo{UUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Driver: "ipmi", BootInterface: "ipxe",
+			DeployInterface: "direct", ProvisionState: StateAvailable, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"},
+			AutomatedClean: true, Policy: p},
+		failures: map[string][]error{},
+	}
+}
+
+func (f *fakeCloud) log(call string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call)
+	if errs := f.failures[call]; len(errs) > 0 {
+		f.failures[call] = errs[1:]
+		return errs[0]
+	}
+	return nil
+}
+
+func (f *fakeCloud) callList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
+	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(ctx context.Context, uuid string) (NodeInfo, error) { return f.node, nil }, ActLoadNode)
+	reg(func(ctx context.Context, in RecordStateInput) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.states = append(f.states, in.To)
+		f.lastErr = in.LastError
+		f.calls = append(f.calls, "RecordState "+in.To)
+		return nil
+	}, ActRecordState)
+	reg(func(ctx context.Context, in ConfigDriveInput) error { return f.log("StoreConfigDrive") }, ActStoreConfigDrive)
+	reg(func(ctx context.Context, in PowerStateRecord) error { return f.log("RecordPowerState " + in.PowerState) }, ActRecordPowerState)
+	reg(func(ctx context.Context, uuid string) error { return f.log("ClearInstanceInfo") }, ActClearInstanceInfo)
+	reg(func(ctx context.Context, in BootInput) error { return f.log("PrepareBoot " + in.Kind) }, ActPrepareBoot)
+	reg(func(ctx context.Context, in BootInput) error { return f.log("CleanBoot") }, ActCleanBoot)
+	reg(func(ctx context.Context, in BootDeviceInput) error { return f.log("SetBootDevice " + in.Device) }, ActSetBootDevice)
+	reg(func(ctx context.Context, in PowerInput) (string, error) {
+		if err := f.log("SetPower " + in.Action); err != nil {
+			return "", err
+		}
+		if in.Action == "power off" {
+			return "power off", nil
+		}
+		return "power on", nil
+	}, ActSetPower)
+	reg(func(ctx context.Context, n NodeInfo) (string, error) { return "power off", f.log("GetPowerState") }, ActGetPowerState)
+	reg(func(ctx context.Context, in AgentStepsInput) ([]Step, error) {
+		return []Step{{Interface: "deploy", Step: "erase_devices_metadata", Priority: 0}, {Interface: "deploy", Step: "erase_devices", Priority: 10}},
+			f.log("GetAgentSteps " + in.Kind)
+	}, ActGetAgentSteps)
+	reg(func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+		if err := f.log("RunAgentStep " + in.Step.Name() + " @" + in.Agent.CallbackURL); err != nil {
+			return AgentStepResult{}, err
+		}
+		if f.agentStep != nil {
+			return f.agentStep(ctx, in)
+		}
+		return AgentStepResult{Status: "SUCCEEDED"}, nil
+	}, ActRunAgentStep)
+	reg(func(ctx context.Context, in AgentInput) error { return f.log("AgentPowerOff") }, ActAgentPowerOff)
+}
+
+func newEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(DeployNode)
+	env.RegisterWorkflow(UndeployNode)
+	env.RegisterWorkflow(ProvideNode)
+	env.RegisterWorkflow(ManageNode)
+	env.RegisterWorkflow(SetPowerState)
+	f.register(env)
+	return env
+}
+
+const agentURL = "https://10.0.0.5:9999"
+
+func heartbeatAfter(env *testsuite.TestWorkflowEnvironment, d time.Duration) {
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalHeartbeat, Heartbeat{CallbackURL: agentURL, AgentVersion: "1.0"})
+	}, d)
+}
+
+func deployRequest() ProvisionRequest {
+	return ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "active", FromState: StateAvailable}
+}
+
+func TestDeployNodeHappyPathRunsTheStepsInOrder(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, 2*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	want := []string{
+		"RecordState deploying",
+		"PrepareBoot agent", "SetBootDevice pxe", "SetPower rebooting",
+		"RecordState wait call-back",
+		"RecordState deploying",
+		"RunAgentStep deploy.write_image @" + agentURL,
+		"RunAgentStep deploy.prepare_instance_boot @" + agentURL,
+		"SetBootDevice disk",
+		"AgentPowerOff", "SetPower power off",
+		"CleanBoot", "SetPower power on",
+		"RecordState active",
+	}
+	if got := f.callList(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestDeployNodeCallbackTimeoutFailsNamingTheTimeout(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	// No heartbeat ever; no operator either.
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != StateDeployFailed {
+		t.Fatalf("final state %q, want deploy failed (states %v)", last, f.states)
+	}
+	if !strings.Contains(f.lastErr, "Timeout reached while waiting for callback") || !strings.Contains(f.lastErr, "30m0s") {
+		t.Fatalf("last_error %q does not name the callback timeout", f.lastErr)
+	}
+	// Nothing is left booting: boot config removed and power off.
+	calls := strings.Join(f.callList(), "\n")
+	if !strings.Contains(calls, "CleanBoot\nSetPower power off") {
+		t.Fatalf("failed deploy did not clean up boot and power off:\n%s", calls)
+	}
+}
+
+func TestDeployNodeHeartbeatsKeepALongWriteAlive(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, time.Minute)
+	// The write takes 3× the heartbeat timeout; the agent heartbeats every
+	// half timeout, so the step must succeed.
+	for i := 1; i <= 8; i++ {
+		heartbeatAfter(env, time.Minute+time.Duration(i)*150*time.Second)
+	}
+	f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+		if in.Step.Step == "write_image" {
+			return AgentStepResult{Status: "SUCCEEDED"}, nil
+		}
+		return AgentStepResult{Status: "SUCCEEDED"}, nil
+	}
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(15 * time.Minute).Return(AgentStepResult{Status: "SUCCEEDED"}, nil).Once()
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != StateActive {
+		t.Fatalf("final state %q (last_error %q), want active", last, f.lastErr)
+	}
+}
+
+func TestDeployNodeAgentSilentMidWriteFails(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, time.Minute)
+	// The write never finishes and the agent goes silent.
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(10 * time.Hour).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != StateDeployFailed {
+		t.Fatalf("final state %q, want deploy failed", last)
+	}
+	if !strings.Contains(f.lastErr, "stopped heartbeating") || !strings.Contains(f.lastErr, "deploy.write_image") {
+		t.Fatalf("last_error %q does not say the agent went silent during write_image", f.lastErr)
+	}
+}
+
+func TestDeployNodeChecksumMismatchThenRetryReachesActive(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, time.Minute)
+	mismatch := temporal.NewNonRetryableApplicationError("deploy.write_image on node x: agent command failed: image checksum mismatch: expected abc, got def", ErrTypeAgentStepFailed, nil)
+	writes := 0
+	f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+		if in.Step.Step == "write_image" {
+			writes++
+			if writes == 1 {
+				return AgentStepResult{}, mismatch
+			}
+		}
+		return AgentStepResult{Status: "SUCCEEDED"}, nil
+	}
+	var failedErr string
+	env.RegisterDelayedCallback(func() {
+		failedErr = f.lastErr
+		env.SignalWorkflow(SignalRetry, nil)
+	}, 10*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if !strings.Contains(failedErr, "checksum mismatch") || !strings.Contains(failedErr, "write_image") {
+		t.Fatalf("last_error while failed = %q, want it to name write_image and the checksum", failedErr)
+	}
+	if !containsState(f.states, StateDeployFailed) {
+		t.Fatalf("never recorded deploy failed: %v", f.states)
+	}
+	if last := f.states[len(f.states)-1]; last != StateActive || writes != 2 {
+		t.Fatalf("final state %q after %d writes, want active after 2", last, writes)
+	}
+}
+
+func TestDeployNodeAbortInWaitCallback(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, nil) }, 5*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != StateDeployFailed {
+		t.Fatalf("final state %q, want deploy failed", last)
+	}
+	if !strings.Contains(f.lastErr, "aborted by operator") {
+		t.Fatalf("last_error %q does not say the operator aborted", f.lastErr)
+	}
+	for _, c := range f.callList() {
+		if strings.HasPrefix(c, "RunAgentStep") {
+			t.Fatalf("an agent step ran after abort: %v", f.callList())
+		}
+	}
+}
+
+func TestDeployNodeSkipStep(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, time.Minute)
+	f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+		if in.Step.Step == "prepare_instance_boot" {
+			return AgentStepResult{}, temporal.NewNonRetryableApplicationError("no EFI partition", ErrTypeAgentStepFailed, nil)
+		}
+		return AgentStepResult{Status: "SUCCEEDED"}, nil
+	}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalSkipStep, nil) }, 10*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != StateActive {
+		t.Fatalf("final state %q, want active after skip-step", last)
+	}
+	// Only the failed in-band part was skipped: the bootloader is not
+	// retried, boot device disk and the rest still run.
+	calls := strings.Join(f.callList(), "\n")
+	if countCalls(f.callList(), "RunAgentStep deploy.prepare_instance_boot @"+agentURL) != 1 ||
+		!strings.Contains(calls, "RecordState deploy failed\nRecordState deploying\nSetBootDevice disk") ||
+		!strings.Contains(calls, "CleanBoot\nSetPower power on") {
+		t.Fatalf("unexpected calls after skip-step:\n%s", calls)
+	}
+}
+
+func TestDeployNodeBMCErrorsRetriedThenReported(t *testing.T) {
+	f := newFakeCloud()
+	busy := temporal.NewApplicationError("set boot device pxe: BMC busy: 503", "BMCError")
+	f.failures["SetBootDevice pxe"] = []error{busy, busy}
+	env := newEnv(t, f)
+	heartbeatAfter(env, 5*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != StateActive {
+		t.Fatalf("two transient BMC errors should be retried through: final %q (%s)", last, f.lastErr)
+	}
+	if n := countCalls(f.callList(), "SetBootDevice pxe"); n != 3 {
+		t.Fatalf("SetBootDevice pxe called %d times, want 3 (2 failures + success)", n)
+	}
+
+	// Persistent failure: attempts run out, the node says why and waits.
+	f2 := newFakeCloud()
+	f2.failures["SetBootDevice pxe"] = []error{busy, busy, busy, busy}
+	env2 := newEnv(t, f2)
+	env2.ExecuteWorkflow(DeployNode, deployRequest())
+	if env2.GetWorkflowError() != nil {
+		t.Fatal(env2.GetWorkflowError())
+	}
+	if n := countCalls(f2.callList(), "SetBootDevice pxe"); n != 3 {
+		t.Fatalf("SetBootDevice pxe called %d times, want BMCAttempts=3", n)
+	}
+	if !strings.Contains(f2.lastErr, "BMC busy") || !strings.Contains(f2.lastErr, "deploy.deploy") {
+		t.Fatalf("last_error %q should name the step and the BMC's answer", f2.lastErr)
+	}
+	if !containsState(f2.states, StateDeployFailed) {
+		t.Fatalf("states %v", f2.states)
+	}
+}
+
+func TestDeployNodeAuthFailureIsNotRetried(t *testing.T) {
+	f := newFakeCloud()
+	f.failures["SetBootDevice pxe"] = []error{temporal.NewNonRetryableApplicationError("BMC authentication failed", ErrTypeBMCAuth, nil)}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if n := countCalls(f.callList(), "SetBootDevice pxe"); n != 1 {
+		t.Fatalf("auth failure retried: %d calls", n)
+	}
+	if !strings.Contains(f.lastErr, "authentication failed") {
+		t.Fatalf("last_error %q", f.lastErr)
+	}
+}
+
+func TestUndeployCleansThroughTheAgent(t *testing.T) {
+	f := newFakeCloud()
+	f.node.ProvisionState = StateActive
+	env := newEnv(t, f)
+	heartbeatAfter(env, 3*time.Minute)
+	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: StateActive})
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	want := []string{
+		"RecordState deleting", "SetPower power off", "CleanBoot", "ClearInstanceInfo",
+		"RecordState cleaning", "PrepareBoot agent", "SetBootDevice pxe", "SetPower rebooting",
+		"RecordState clean wait", "RecordState cleaning", "GetAgentSteps clean",
+		"RunAgentStep deploy.erase_devices_metadata @" + agentURL,
+		"AgentPowerOff", "SetPower power off", "CleanBoot", "RecordState available",
+	}
+	if got := f.callList(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestProvideSkipsCleaningWhenDisabled(t *testing.T) {
+	f := newFakeCloud()
+	f.node.AutomatedClean = false
+	f.node.ProvisionState = StateManageable
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(ProvideNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "provide", FromState: StateManageable})
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if got := strings.Join(f.callList(), ","); got != "RecordState cleaning,RecordState available" {
+		t.Fatalf("calls %s", got)
+	}
+}
+
+func TestManageFailsBackToEnrollWithTheBMCError(t *testing.T) {
+	f := newFakeCloud()
+	f.node.Policy.BMCAttempts = 1
+	f.failures["GetPowerState"] = []error{temporal.NewNonRetryableApplicationError("BMC authentication failed: wrong password", ErrTypeBMCAuth, nil)}
+	env := newEnv(t, f)
+	env.ExecuteWorkflow(ManageNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "manage", FromState: StateEnroll})
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if got := strings.Join(f.states, ","); got != "verifying,enroll" {
+		t.Fatalf("states %s", got)
+	}
+	if !strings.Contains(f.lastErr, "Failed to get power state") || !strings.Contains(f.lastErr, "authentication failed") {
+		t.Fatalf("last_error %q", f.lastErr)
+	}
+}
+
+func TestPlanStepsMergesUserSteps(t *testing.T) {
+	user := []byte(`[{"interface":"deploy","step":"write_image","priority":80,"args":{"x":1}},{"interface":"deploy","step":"burnin_cpu","priority":70},{"interface":"deploy","step":"tear_down_agent","priority":0}]`)
+	got, err := planSteps(builtinDeploySteps, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range got {
+		names = append(names, fmt.Sprintf("%s:%d", s.Step, s.Priority))
+	}
+	want := "deploy:100,write_image:80,burnin_cpu:70,prepare_instance_boot:60,boot_instance:20"
+	if strings.Join(names, ",") != want {
+		t.Fatalf("plan %v, want %s", names, want)
+	}
+	if _, err := planSteps(builtinDeploySteps, []byte(`[{"step":"x"}]`)); err == nil {
+		t.Fatal("a step without interface was accepted")
+	}
+}
+
+func TestAcceptFollowsIronicStateMachine(t *testing.T) {
+	cases := []struct {
+		state, verb, next string
+		ok                bool
+	}{
+		{StateEnroll, "manage", StateVerifying, true},
+		{StateManageable, "provide", StateCleaning, true},
+		{StateAvailable, "active", StateDeploying, true},
+		{StateAvailable, "deploy", StateDeploying, true},
+		{StateActive, "deleted", StateDeleting, true},
+		{StateActive, "rebuild", StateDeploying, true},
+		{StateDeployFailed, "active", StateDeploying, true},
+		{StateAvailable, "provide", "", false},
+		{StateActive, "active", "", false},
+		{StateEnroll, "provide", "", false},
+		{StateAvailable, "bogus", "", false},
+	}
+	for _, c := range cases {
+		tr, ok := Accept(c.state, c.verb)
+		if ok != c.ok || tr.Next != c.next {
+			t.Errorf("Accept(%q, %q) = %+v, %v; want next %q, %v", c.state, c.verb, tr, ok, c.next, c.ok)
+		}
+	}
+}
+
+func containsState(states []string, s string) bool {
+	for _, v := range states {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func countCalls(calls []string, c string) int {
+	n := 0
+	for _, v := range calls {
+		if v == c {
+			n++
+		}
+	}
+	return n
+}
+
+var _ = errors.New
+
+// mockAny is testify's mock.Anything, spelled out to keep testify out of our imports.
+const mockAny = "mock.Anything"

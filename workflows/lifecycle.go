@@ -1,0 +1,184 @@
+package workflows
+
+import (
+	"fmt"
+	"sort"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// ManageNode verifies a node: enroll → verifying → manageable. For real
+// drivers the BMC must answer a power-state read with the node's
+// credentials; when it does not, the node goes back to enroll with a
+// last_error that says why. From clean failed, inspect failed and available,
+// manage simply records manageable.
+func ManageNode(ctx workflow.Context, req ProvisionRequest) error {
+	r, err := newRun(ctx, req, "manage")
+	if err != nil {
+		return err
+	}
+	if req.FromState != StateEnroll {
+		return r.enter(StateManageable, "", fmt.Sprintf("Node moved to manageable from %s", req.FromState))
+	}
+	if err := r.enter(StateVerifying, StateManageable, "Verifying the node's BMC"); err != nil {
+		return err
+	}
+	var state string
+	err = r.hardware(ActGetPowerState, r.node, &state)
+	if err != nil {
+		msg := fmt.Sprintf("Failed to get power state for node %s. Error: %s", r.node.UUID, errorText(err))
+		return r.record(RecordStateInput{To: StateEnroll, LastError: msg, Event: msg, Severity: "ERROR", EventType: "verify"})
+	}
+	if err := r.local(ActRecordPowerState, PowerStateRecord{NodeUUID: r.node.UUID, PowerState: state}, nil); err != nil {
+		return err
+	}
+	return r.enter(StateManageable, "", fmt.Sprintf("Verified: the BMC reports %s", orUnknown(state)))
+}
+
+// ProvideNode makes a manageable node available, through automated cleaning
+// when the node boots the agent and cleaning is enabled.
+func ProvideNode(ctx workflow.Context, req ProvisionRequest) error {
+	r, err := newRun(ctx, req, "provide")
+	if err != nil {
+		return err
+	}
+	r.active, r.fail = StateCleaning, StateCleanFailed
+	if err := r.enter(StateCleaning, StateAvailable, "Automated cleaning"); err != nil {
+		return err
+	}
+	if err := r.clean(StateAvailable); err != nil {
+		return r.finish(err)
+	}
+	return r.finish(r.record(RecordStateInput{To: StateAvailable, Event: "Node available", ClearAgent: true}))
+}
+
+// UndeployNode tears an instance down: deleting → power off → boot config
+// removed → instance_info cleared → cleaning → available.
+func UndeployNode(ctx workflow.Context, req ProvisionRequest) error {
+	r, err := newRun(ctx, req, "undeploy")
+	if err != nil {
+		return err
+	}
+	r.active, r.fail = StateDeleting, StateError
+	if err := r.enter(StateDeleting, StateAvailable, "Undeploy requested"); err != nil {
+		return err
+	}
+	if err := r.step("power off", func() error { return r.power("power off") }); err != nil {
+		return r.finish(err)
+	}
+	if err := r.step("clean up boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "instance"}, nil)
+	}); err != nil {
+		return r.finish(err)
+	}
+	if err := r.local(ActClearInstanceInfo, r.node.UUID, nil); err != nil {
+		return err
+	}
+	r.active, r.fail = StateCleaning, StateCleanFailed
+	if err := r.enter(StateCleaning, StateAvailable, "Automated cleaning"); err != nil {
+		return err
+	}
+	if err := r.clean(StateAvailable); err != nil {
+		return r.finish(err)
+	}
+	return r.finish(r.record(RecordStateInput{To: StateAvailable, Event: "Undeploy finished: node available", ClearAgent: true}))
+}
+
+// clean runs automated cleaning through the agent: boot it, wait for it,
+// run its clean steps with priority above zero (erase_devices_metadata by
+// default), then power off and remove the boot config. Nodes that do not
+// boot the agent, or with automated_clean false, skip it.
+func (r *run) clean(target string) error {
+	if !r.node.UsesAgent() || !r.node.AutomatedClean {
+		return nil
+	}
+	if err := r.step("prepare cleaning", r.bootAgent); err != nil {
+		return err
+	}
+	if err := r.step("wait call-back", func() error {
+		_, err := r.waitCallback(StateCleanWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		if err == nil {
+			err = r.enter(StateCleaning, target, fmt.Sprintf("Agent called back from %s", r.agent))
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	var offered []Step
+	if err := r.step("get clean steps", func() error {
+		return r.hardware(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: "clean"}, &offered)
+	}); err != nil {
+		return err
+	}
+	for _, s := range r.cleanPlan(offered) {
+		s := s
+		if err := r.step(s.Name(), func() error { return r.agentStep("clean", s) }); err != nil {
+			return err
+		}
+	}
+	if err := r.step("tear down agent", func() error {
+		if err := r.hardware(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
+			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
+		}
+		return r.power("power off")
+	}); err != nil {
+		return err
+	}
+	return r.step("clean up boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "agent"}, nil)
+	})
+}
+
+// cleanPlan applies the configured priorities to the agent's erase steps and
+// keeps the steps with priority above zero, highest first.
+func (r *run) cleanPlan(offered []Step) []Step {
+	var out []Step
+	for _, s := range offered {
+		switch s.Step {
+		case "erase_devices_metadata":
+			s.Priority = r.node.Policy.EraseDevicesMetadataPriority
+		case "erase_devices":
+			s.Priority = r.node.Policy.EraseDevicesPriority
+		}
+		if s.Priority > 0 {
+			out = append(out, s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Priority > out[j].Priority })
+	return out
+}
+
+// SetPowerState performs a power change asked through the API and records
+// the state the BMC reports (or the error) with target_power_state cleared.
+func SetPowerState(ctx workflow.Context, req PowerRequest) error {
+	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, "power")
+	if err != nil {
+		return err
+	}
+	var state string
+	err = r.hardware(ActSetPower, PowerInput{Node: r.node, Action: req.Target, TimeoutSeconds: req.TimeoutSeconds}, &state)
+	rec := PowerStateRecord{NodeUUID: req.NodeUUID, PowerState: state, Event: fmt.Sprintf("Power %s: %s", req.Target, orUnknown(state)), Severity: "INFO"}
+	if err != nil {
+		rec.PowerState = r.node.PowerState
+		rec.LastError = fmt.Sprintf("Failed to change power state to '%s' for node %s: %s", req.Target, req.NodeUUID, errorText(err))
+		rec.Event, rec.Severity = rec.LastError, "ERROR"
+	}
+	return r.local(ActRecordPowerState, rec, nil)
+}
+
+// ChangeBootDevice sets the boot device asked through the API; the API waits
+// for its result.
+func ChangeBootDevice(ctx workflow.Context, req BootDeviceRequest) error {
+	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, "boot device")
+	if err != nil {
+		return err
+	}
+	return r.bootDevice(req.BootDevice, req.Persistent)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown power state"
+	}
+	return s
+}

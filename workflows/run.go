@@ -1,0 +1,380 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// Search attribute keys, typed.
+var (
+	saNodeUUID       = temporal.NewSearchAttributeKeyKeyword(SearchAttrNodeUUID)
+	saProvisionState = temporal.NewSearchAttributeKeyKeyword(SearchAttrProvisionState)
+	saOperation      = temporal.NewSearchAttributeKeyKeyword(SearchAttrOperation)
+)
+
+// SearchAttributes are the attributes a node's workflow starts with.
+func SearchAttributes(nodeUUID, operation, provisionState string) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		saNodeUUID.ValueSet(nodeUUID),
+		saOperation.ValueSet(operation),
+		saProvisionState.ValueSet(provisionState),
+	)
+}
+
+var (
+	// errAborted ends a workflow because an operator sent abort.
+	errAborted = errors.New("aborted by operator")
+	// errGaveUp ends a workflow whose failed step waited for an operator
+	// longer than the policy allows.
+	errGaveUp = errors.New("no operator action before the wait timed out")
+)
+
+// Non-retryable error types that activities return. A retry of the same call
+// cannot help: an operator must change something first.
+const (
+	ErrTypeBMCAuth          = "BMCAuthFailed"
+	ErrTypeBMCUnsupported   = "BMCUnsupported"
+	ErrTypeInvalidConfig    = "InvalidConfig"
+	ErrTypeAgentStepFailed  = "AgentStepFailed"
+	ErrTypeAgentUnreachable = "AgentUnreachable"
+	ErrTypeNodeGone         = "NodeNotFound"
+	ErrTypeStateConflict    = "StateConflict"
+)
+
+// run is the state one provisioning workflow carries: the node, its status
+// for the query handler, and the signal channels an operator and the agent
+// use.
+type run struct {
+	ctx    workflow.Context
+	req    ProvisionRequest
+	node   NodeInfo
+	status Status
+	// active is the state a retried step returns to; fail is the failure
+	// state a failed step records (deploy failed, clean failed, ...).
+	active, fail string
+
+	heartbeats workflow.ReceiveChannel
+	abort      workflow.ReceiveChannel
+	retry      workflow.ReceiveChannel
+	skip       workflow.ReceiveChannel
+
+	// agent is the callback URL of the agent that last heartbeated.
+	agent         string
+	lastHeartbeat time.Time
+}
+
+// newRun registers the status query and the signal channels. It must be the
+// first thing a provisioning workflow does, so that signals sent right after
+// the start are never lost.
+func newRun(ctx workflow.Context, req ProvisionRequest, operation string) (*run, error) {
+	r := &run{
+		ctx:        ctx,
+		req:        req,
+		heartbeats: workflow.GetSignalChannel(ctx, SignalHeartbeat),
+		abort:      workflow.GetSignalChannel(ctx, SignalAbort),
+		retry:      workflow.GetSignalChannel(ctx, SignalRetry),
+		skip:       workflow.GetSignalChannel(ctx, SignalSkipStep),
+	}
+	r.status.Operation = operation
+	r.status.ProvisionState = req.FromState
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status, nil }); err != nil {
+		return nil, fmt.Errorf("register status query: %w", err)
+	}
+	if err := r.local(ActLoadNode, req.NodeUUID, &r.node); err != nil {
+		return nil, fmt.Errorf("load node %s: %w", req.NodeUUID, err)
+	}
+	return r, nil
+}
+
+// localOptions: store work is retried until the store answers again, so that
+// a database restart never fails a deploy.
+func localOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 24 * time.Hour,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: []string{ErrTypeNodeGone, ErrTypeStateConflict, ErrTypeInvalidConfig},
+		},
+	})
+}
+
+func (r *run) local(name string, in, out any) error {
+	return workflow.ExecuteLocalActivity(localOptions(r.ctx), name, in).Get(r.ctx, out)
+}
+
+// hardware runs a BMC activity on the node's conductor-group queue (or as a
+// local activity for fake-hardware, which has no network to reach), with the
+// BMC retry policy: transient failures back off and retry, authentication and
+// unsupported-operation failures stop at once.
+func (r *run) hardware(name string, in, out any) error {
+	p := r.node.Policy
+	retry := &temporal.RetryPolicy{
+		InitialInterval:        p.BMCInitialInterval,
+		BackoffCoefficient:     2,
+		MaximumInterval:        time.Minute,
+		MaximumAttempts:        p.BMCAttempts,
+		NonRetryableErrorTypes: []string{ErrTypeBMCAuth, ErrTypeBMCUnsupported, ErrTypeInvalidConfig, ErrTypeNodeGone},
+	}
+	if p.LocalBMC {
+		ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: p.BMCCallTimeout,
+			RetryPolicy:         retry,
+		})
+		return workflow.ExecuteLocalActivity(ctx, name, in).Get(ctx, out)
+	}
+	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		TaskQueue:           HardwareQueue(r.node.ConductorGroup),
+		StartToCloseTimeout: p.BMCCallTimeout,
+		RetryPolicy:         retry,
+	})
+	return workflow.ExecuteActivity(ctx, name, in).Get(ctx, out)
+}
+
+// record changes the node's provision state, writes a history row and keeps
+// the ProvisionState search attribute and the status query current.
+func (r *run) record(in RecordStateInput) error {
+	in.NodeUUID = r.node.UUID
+	if in.Severity == "" {
+		in.Severity = "INFO"
+	}
+	if in.EventType == "" {
+		in.EventType = "provisioning"
+	}
+	if err := r.local(ActRecordState, in, nil); err != nil {
+		return fmt.Errorf("record state %q for node %s: %w", in.To, r.node.UUID, err)
+	}
+	r.status.ProvisionState = in.To
+	r.status.LastError = in.LastError
+	_ = workflow.UpsertTypedSearchAttributes(r.ctx, saProvisionState.ValueSet(in.To))
+	return nil
+}
+
+// enter records a non-failure state with the operation's target.
+func (r *run) enter(state, target, event string) error {
+	return r.record(RecordStateInput{To: state, Target: target, Event: event})
+}
+
+// pendingAbort reports whether an abort signal has arrived, without blocking.
+func (r *run) pendingAbort() bool {
+	return r.abort.ReceiveAsync(nil)
+}
+
+// step runs one named step. When it fails, the node records the failure
+// state with a last_error naming the step, and the workflow waits (bounded by
+// the policy's OperatorWaitTimeout) for an operator: retry runs the step
+// again, skip-step goes on without it, abort ends the workflow.
+func (r *run) step(name string, fn func() error) error {
+	r.status.Step = name
+	r.status.Attempts = 0
+	for {
+		if r.pendingAbort() {
+			return errAborted
+		}
+		r.status.Attempts++
+		err := fn()
+		if err == nil {
+			r.status.Progress = ""
+			return nil
+		}
+		if errors.Is(err, errAborted) {
+			return err
+		}
+		msg := fmt.Sprintf("%s failed at step %s: %s", capitalize(r.status.Operation), name, errorText(err))
+		workflow.GetLogger(r.ctx).Error("step failed", "node", r.node.UUID, "step", name, "error", msg)
+		if rerr := r.record(RecordStateInput{To: r.fail, LastError: msg, Step: name, StepKind: r.stepKind(), Event: msg, Severity: "ERROR", EventType: r.status.Operation}); rerr != nil {
+			return rerr
+		}
+		switch r.waitForOperator() {
+		case SignalRetry:
+			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), Step: name, StepKind: r.stepKind(),
+				Event: fmt.Sprintf("Operator asked to retry step %s", name)}); err != nil {
+				return err
+			}
+			continue
+		case SignalSkipStep:
+			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), StepKind: r.stepKind(),
+				Event: fmt.Sprintf("Operator skipped step %s", name)}); err != nil {
+				return err
+			}
+			return nil
+		case SignalAbort:
+			return errAborted
+		default:
+			return errGaveUp
+		}
+	}
+}
+
+func (r *run) stepKind() string {
+	if r.fail == StateCleanFailed {
+		return "clean"
+	}
+	return "deploy"
+}
+
+// waitForOperator blocks until retry, skip-step or abort arrives, or the
+// operator wait times out ("" then).
+func (r *run) waitForOperator() string {
+	r.status.WaitingFor = "retry, skip-step or abort"
+	defer func() { r.status.WaitingFor = "" }()
+	ctx, cancel := workflow.WithCancel(r.ctx)
+	defer cancel()
+	timer := workflow.NewTimer(ctx, r.node.Policy.OperatorWaitTimeout)
+	got := ""
+	for got == "" {
+		sel := workflow.NewSelector(r.ctx)
+		sel.AddReceive(r.retry, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); got = SignalRetry })
+		sel.AddReceive(r.skip, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); got = SignalSkipStep })
+		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); got = SignalAbort })
+		// Heartbeats keep arriving while the agent waits with us; note them
+		// so a retried agent step uses the current callback URL.
+		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { r.takeHeartbeat(c) })
+		sel.AddFuture(timer, func(workflow.Future) { got = "timeout" })
+		sel.Select(r.ctx)
+	}
+	if got == "timeout" {
+		return ""
+	}
+	return got
+}
+
+func (r *run) takeHeartbeat(c workflow.ReceiveChannel) Heartbeat {
+	var hb Heartbeat
+	c.Receive(r.ctx, &hb)
+	if hb.CallbackURL != "" {
+		r.agent = hb.CallbackURL
+	}
+	r.lastHeartbeat = workflow.Now(r.ctx)
+	return hb
+}
+
+// waitCallback records the wait state and blocks until the agent's first
+// heartbeat arrives. The durable timer is the callback timeout; every
+// heartbeat that does not satisfy done resets it, as Ironic's
+// touch_provisioning does.
+func (r *run) waitCallback(state string, done func(Heartbeat) bool) (Heartbeat, error) {
+	if err := r.enter(state, r.req.target(), fmt.Sprintf("Waiting for the agent to call back (timeout %s)", r.node.Policy.CallbackTimeout)); err != nil {
+		return Heartbeat{}, err
+	}
+	r.status.Step = "wait for agent"
+	for {
+		ctx, cancel := workflow.WithCancel(r.ctx)
+		timer := workflow.NewTimer(ctx, r.node.Policy.CallbackTimeout)
+		var (
+			hb       Heartbeat
+			got      bool
+			timedOut bool
+			aborted  bool
+		)
+		sel := workflow.NewSelector(r.ctx)
+		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { hb = r.takeHeartbeat(c); got = true })
+		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
+		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
+		sel.Select(r.ctx)
+		cancel()
+		switch {
+		case aborted:
+			return Heartbeat{}, errAborted
+		case timedOut:
+			return Heartbeat{}, fmt.Errorf("Timeout reached while waiting for callback for node %s (%s without a heartbeat)", r.node.UUID, r.node.Policy.CallbackTimeout)
+		case got && done(hb):
+			return hb, nil
+		}
+	}
+}
+
+// agentStep runs one in-band step while watching the agent's heartbeats: if
+// the agent stays silent longer than the heartbeat timeout, the step fails
+// instead of waiting forever; abort cancels it.
+func (r *run) agentStep(kind string, s Step) error {
+	p := r.node.Policy
+	actCtx, cancelAct := workflow.WithCancel(r.ctx)
+	defer cancelAct()
+	actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
+		TaskQueue:           HardwareQueue(r.node.ConductorGroup),
+		StartToCloseTimeout: p.AgentCommandTimeout,
+		HeartbeatTimeout:    time.Minute,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        2 * time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			MaximumAttempts:        5,
+			NonRetryableErrorTypes: []string{ErrTypeAgentStepFailed, ErrTypeInvalidConfig, ErrTypeNodeGone},
+		},
+	})
+	fut := workflow.ExecuteActivity(actCtx, ActRunAgentStep, AgentStepInput{
+		Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: kind, Step: s,
+	})
+	for {
+		tctx, cancelTimer := workflow.WithCancel(r.ctx)
+		timer := workflow.NewTimer(tctx, p.HeartbeatTimeout)
+		var (
+			done, silent, aborted bool
+			err                   error
+		)
+		sel := workflow.NewSelector(r.ctx)
+		sel.AddFuture(fut, func(f workflow.Future) { done = true; err = f.Get(r.ctx, nil) })
+		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { r.takeHeartbeat(c) })
+		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
+		sel.AddFuture(timer, func(workflow.Future) { silent = true })
+		sel.Select(r.ctx)
+		cancelTimer()
+		switch {
+		case done:
+			return err
+		case aborted:
+			cancelAct()
+			_ = fut.Get(r.ctx, nil)
+			return errAborted
+		case silent:
+			cancelAct()
+			_ = fut.Get(r.ctx, nil)
+			return fmt.Errorf("the agent stopped heartbeating: no heartbeat for %s while running step %s", p.HeartbeatTimeout, s.Name())
+		}
+	}
+}
+
+// target is the target_provision_state the request aims for.
+func (req ProvisionRequest) target() string {
+	if t, ok := Accept(req.FromState, req.Verb); ok {
+		return t.Target
+	}
+	return ""
+}
+
+// errorText is the human part of an activity error: the application error's
+// message without Temporal's wrapping.
+func errorText(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var to *temporal.TimeoutError
+	if errors.As(err, &to) {
+		return fmt.Sprintf("timed out (%s)", to.TimeoutType())
+	}
+	var canceled *temporal.CanceledError
+	if errors.As(err, &canceled) {
+		return "canceled"
+	}
+	return err.Error()
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	b := []byte(s)
+	if b[0] >= 'a' && b[0] <= 'z' {
+		b[0] -= 'a' - 'A'
+	}
+	return string(b)
+}
