@@ -71,7 +71,9 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		return nil
 	}, ActRecordState)
 	reg(func(ctx context.Context, in ConfigDriveInput) error { return f.log("StoreConfigDrive") }, ActStoreConfigDrive)
-	reg(func(ctx context.Context, in PowerStateRecord) error { return f.log("RecordPowerState " + in.PowerState) }, ActRecordPowerState)
+	reg(func(ctx context.Context, in PowerStateRecord) error {
+		return f.log("RecordPowerState " + in.PowerState)
+	}, ActRecordPowerState)
 	reg(func(ctx context.Context, uuid string) error { return f.log("ClearInstanceInfo") }, ActClearInstanceInfo)
 	reg(func(ctx context.Context, in BootInput) error { return f.log("PrepareBoot " + in.Kind) }, ActPrepareBoot)
 	reg(func(ctx context.Context, in BootInput) error { return f.log("CleanBoot") }, ActCleanBoot)
@@ -188,7 +190,7 @@ func TestDeployNodeHeartbeatsKeepALongWriteAlive(t *testing.T) {
 		}
 		return AgentStepResult{Status: "SUCCEEDED"}, nil
 	}
-	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(15 * time.Minute).Return(AgentStepResult{Status: "SUCCEEDED"}, nil).Once()
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(15*time.Minute).Return(AgentStepResult{Status: "SUCCEEDED"}, nil).Once()
 	env.OnActivity(ActRunAgentStep, mockAny, mockAny).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
 	if env.GetWorkflowError() != nil {
@@ -204,7 +206,7 @@ func TestDeployNodeAgentSilentMidWriteFails(t *testing.T) {
 	env := newEnv(t, f)
 	heartbeatAfter(env, time.Minute)
 	// The write never finishes and the agent goes silent.
-	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(10 * time.Hour).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(10*time.Hour).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
