@@ -1,0 +1,232 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+)
+
+// TemporalConfig says how to run the Temporal dev server.
+type TemporalConfig struct {
+	// Bin is the temporal CLI; default: $IRONFLOW_TEMPORAL_BIN, ./bin/temporal
+	// next to the repository root, then PATH.
+	Bin string
+	// DBFile keeps workflows across restarts (file-backed SQLite). Empty
+	// keeps everything in memory.
+	DBFile string
+	IP     string // default 127.0.0.1
+	// Port for the frontend (default 7233; 0 picks a free one), UIPort for
+	// the Web UI (default Port+1000; -1 runs headless).
+	Port, UIPort int
+	Namespace    string // default "default"
+	// LogFile receives the server's output; default: discarded.
+	LogFile string
+	// SearchAttributes to register at start: name → type (Keyword, Text, ...).
+	SearchAttributes map[string]string
+}
+
+// Temporal is a running dev server.
+type Temporal struct {
+	cmd     *exec.Cmd
+	address string
+	uiURL   string
+	done    chan error
+}
+
+// Address is the frontend's host:port for client.Dial.
+func (t *Temporal) Address() string { return t.address }
+
+// UIURL is the Web UI's address ("" when headless).
+func (t *Temporal) UIURL() string { return t.uiURL }
+
+// FindTemporalCLI locates the temporal CLI.
+func FindTemporalCLI(bin string) (string, error) {
+	candidates := []string{bin, os.Getenv("IRONFLOW_TEMPORAL_BIN")}
+	if root, err := repoRoot(); err == nil {
+		candidates = append(candidates, filepath.Join(root, "bin", "temporal"))
+	}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if st, err := os.Stat(c); err == nil && !st.IsDir() {
+			return c, nil
+		}
+	}
+	if p, err := exec.LookPath("temporal"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("the Temporal CLI was not found: run 'make tools' (it installs github.com/temporalio/cli/cmd/temporal@v1.5.1 into ./bin), or set IRONFLOW_TEMPORAL_BIN, or point ironflow at a Temporal server with TEMPORAL_ADDRESS")
+}
+
+// repoRoot walks up from the working directory to the directory holding go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// StartTemporal starts `temporal server start-dev` and waits until its
+// frontend answers.
+func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*Temporal, error) {
+	bin, err := FindTemporalCLI(cfg.Bin)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.IP == "" {
+		cfg.IP = "127.0.0.1"
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.Port == 0 {
+		if cfg.Port, err = FreePort(cfg.IP); err != nil {
+			return nil, err
+		}
+	} else if !portFree(cfg.IP, cfg.Port) {
+		return nil, fmt.Errorf("port %s:%d is taken: is another Temporal server (or another 'make run') running? Stop it or choose another port", cfg.IP, cfg.Port)
+	}
+	args := []string{"server", "start-dev", "--ip", cfg.IP, "--port", strconv.Itoa(cfg.Port),
+		"--namespace", cfg.Namespace, "--log-level", "warn"}
+	t := &Temporal{address: net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port)), done: make(chan error, 1)}
+	switch {
+	case cfg.UIPort < 0:
+		args = append(args, "--headless")
+	default:
+		if cfg.UIPort == 0 {
+			cfg.UIPort = cfg.Port + 1000
+		}
+		args = append(args, "--ui-port", strconv.Itoa(cfg.UIPort))
+		t.uiURL = fmt.Sprintf("http://%s:%d", cfg.IP, cfg.UIPort)
+	}
+	if cfg.DBFile != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.DBFile), 0o755); err != nil {
+			return nil, fmt.Errorf("create Temporal data directory: %w", err)
+		}
+		args = append(args, "--db-filename", cfg.DBFile)
+	}
+	for name, typ := range cfg.SearchAttributes {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if cfg.LogFile != "" {
+		f, err := os.OpenFile(cfg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open Temporal log: %w", err)
+		}
+		defer f.Close()
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	t.cmd = cmd
+	go func() { t.done <- cmd.Wait() }()
+	log.Info("temporal dev server starting", "address", t.address, "ui", t.uiURL, "db", cfg.DBFile)
+	if err := t.waitReady(ctx, cfg.Namespace); err != nil {
+		_ = t.Stop()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Temporal) waitReady(ctx context.Context, namespace string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		select {
+		case err := <-t.done:
+			t.done <- err
+			return fmt.Errorf("the Temporal dev server exited during start: %v (see its log)", err)
+		default:
+		}
+		c, err := client.Dial(client.Options{HostPort: t.address, Namespace: namespace, Logger: quietLogger{}})
+		if err == nil {
+			_, herr := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+			c.Close()
+			if herr == nil {
+				return nil
+			}
+			err = herr
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Temporal dev server did not answer on %s within 2 minutes: %w", t.address, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// Stop ends the server (SIGTERM, then SIGKILL after 10 s) and waits for it.
+func (t *Temporal) Stop() error {
+	if t.cmd == nil || t.cmd.Process == nil {
+		return nil
+	}
+	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-t.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+		<-t.done
+	}
+	return nil
+}
+
+// Kill ends the server at once, as a crash would (fault-injection tests).
+func (t *Temporal) Kill() {
+	if t.cmd != nil && t.cmd.Process != nil {
+		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+		<-t.done
+	}
+}
+
+// FreePort asks the kernel for a free TCP port on ip.
+func FreePort(ip string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", ip, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portFree(ip string, port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// quietLogger drops the SDK's connection chatter while waiting for the server.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}
