@@ -1,0 +1,116 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// TemporalEngine is the Engine backed by a Temporal client: each node has at
+// most one running workflow, ID node-<uuid>, which is the node lock.
+type TemporalEngine struct {
+	Client client.Client
+}
+
+// workflowFor maps an accepted operation to its workflow type name.
+var workflowFor = map[string]string{
+	"manage":   "ManageNode",
+	"provide":  "ProvideNode",
+	"deploy":   "DeployNode",
+	"undeploy": "UndeployNode",
+}
+
+func (e *TemporalEngine) start(ctx context.Context, nodeUUID, operation, state, workflowType string, arg any) (client.WorkflowRun, error) {
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.WorkflowID(nodeUUID),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:    workflows.SearchAttributes(nodeUUID, operation, state),
+	}
+	run, err := e.Client.ExecuteWorkflow(ctx, opts, workflowType, arg)
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return nil, ErrNodeLocked
+		}
+		return nil, fmt.Errorf("start workflow %s for node %s: %w", workflowType, nodeUUID, err)
+	}
+	return run, nil
+}
+
+// StartProvision implements Engine.
+func (e *TemporalEngine) StartProvision(ctx context.Context, req workflows.ProvisionRequest) error {
+	t, ok := workflows.Accept(req.FromState, req.Verb)
+	if !ok {
+		return fmt.Errorf("verb %q not accepted in state %q", req.Verb, req.FromState)
+	}
+	wf, ok := workflowFor[t.Operation]
+	if !ok {
+		return fmt.Errorf("%w: provision verb %q", ErrNotImplemented, req.Verb)
+	}
+	_, err := e.start(ctx, req.NodeUUID, t.Operation, t.Next, wf, req)
+	return err
+}
+
+// StartPower implements Engine.
+func (e *TemporalEngine) StartPower(ctx context.Context, req workflows.PowerRequest) error {
+	_, err := e.start(ctx, req.NodeUUID, "power", "", "SetPowerState", req)
+	return err
+}
+
+// SetBootDevice implements Engine: it waits for the BMC's answer.
+func (e *TemporalEngine) SetBootDevice(ctx context.Context, req workflows.BootDeviceRequest) error {
+	run, err := e.start(ctx, req.NodeUUID, "boot device", "", "ChangeBootDevice", req)
+	if err != nil {
+		return err
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		return fmt.Errorf("set boot device of node %s: %w", req.NodeUUID, unwrapWorkflowError(err))
+	}
+	return nil
+}
+
+// Signal implements Engine.
+func (e *TemporalEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {
+	err := e.Client.SignalWorkflow(ctx, workflows.WorkflowID(nodeUUID), "", name, arg)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return ErrNoWorkflow
+	}
+	return err
+}
+
+// Running implements Engine.
+func (e *TemporalEngine) Running(ctx context.Context, nodeUUID string) (bool, error) {
+	d, err := e.Client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(nodeUUID), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+}
+
+// unwrapWorkflowError keeps the innermost message of a failed workflow: the
+// activity's own words.
+func unwrapWorkflowError(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+// ErrNotImplemented: a verb ironflow does not run yet.
+var ErrNotImplemented = errors.New("not implemented")
