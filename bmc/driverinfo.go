@@ -1,0 +1,199 @@
+package bmc
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Keys shared by the redfish and ipmi drivers. They are ironflow's own
+// (Ironic keeps these as conductor-wide options); a node's driver_info may
+// override them for a BMC that is known to be slow.
+const (
+	// KeyPowerStateTimeout bounds the wait for a power change to show in the
+	// BMC's power state (seconds or a Go duration).
+	KeyPowerStateTimeout = "power_state_change_timeout"
+	// KeyPowerPollInterval is how often the power state is read while waiting.
+	KeyPowerPollInterval = "power_poll_interval"
+	// KeySoftPowerOffTimeout is how long a graceful shutdown may take before
+	// the driver forces the power off.
+	KeySoftPowerOffTimeout = "soft_power_off_timeout"
+)
+
+// Defaults for the shared keys. HPE Cray BMCs take 45–60 s to show a power
+// change (field-pain-points §2), so the wait is well above a minute.
+const (
+	DefaultPowerStateTimeout   = 120 * time.Second
+	DefaultPowerPollInterval   = 2 * time.Second
+	DefaultSoftPowerOffTimeout = 120 * time.Second
+)
+
+var powerKeys = []string{KeyPowerStateTimeout, KeyPowerPollInterval, KeySoftPowerOffTimeout}
+
+// driverKeys lists the driver_info keys of each hardware type, as Ironic
+// names them, so that the API's validate call can name what is missing.
+var driverKeys = map[string]struct{ required, optional []string }{
+	"redfish": {
+		required: []string{"redfish_address"},
+		optional: append([]string{
+			"redfish_system_id", "redfish_username", "redfish_password",
+			"redfish_verify_ca", "redfish_auth_type", "redfish_timeout",
+			"redfish_connection_attempts", "redfish_connection_retry_interval",
+		}, powerKeys...),
+	},
+	"ipmi": {
+		required: []string{"ipmi_address"},
+		optional: append([]string{
+			"ipmi_port", "ipmi_username", "ipmi_password", "ipmi_cipher_suite",
+			"ipmi_priv_level", "ipmi_timeout", "ipmi_retries",
+		}, powerKeys...),
+	},
+	"fake-hardware": {
+		optional: []string{"fake_id", "fake_fail_rate", "fake_latency"},
+	},
+}
+
+// Describe returns the driver_info keys a hardware type requires and the
+// ones it understands besides, named as Ironic names them.
+func Describe(driver string) (required, optional []string, err error) {
+	k, ok := driverKeys[driver]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: no BMC driver for hardware type %q", ErrInvalidConfig, driver)
+	}
+	return slices.Clone(k.required), slices.Clone(k.optional), nil
+}
+
+// MissingKeys returns the required driver_info keys of a hardware type that
+// are absent or empty in info, in Describe's order.
+func MissingKeys(driver string, info map[string]any) ([]string, error) {
+	required, _, err := Describe(driver)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, k := range required {
+		if s, ok := infoString(info, k); !ok || s == "" {
+			missing = append(missing, k)
+		}
+	}
+	return missing, nil
+}
+
+// missingError is the ErrInvalidConfig a factory returns for absent keys;
+// the text follows Ironic's "Missing the following ... properties" message.
+func missingError(kind string, missing []string) error {
+	return fmt.Errorf("%w: missing the following %s properties in node's driver_info: %s",
+		ErrInvalidConfig, kind, strings.Join(missing, ", "))
+}
+
+// infoString reads a key as text. Numbers are accepted (a JSON port arrives
+// as float64); a nil value counts as absent.
+func infoString(info map[string]any, key string) (string, bool) {
+	v, ok := info[key]
+	if !ok || v == nil {
+		return "", false
+	}
+	switch t := v.(type) {
+	case string:
+		return strings.TrimSpace(t), true
+	case float64:
+		if t == math.Trunc(t) {
+			return strconv.FormatInt(int64(t), 10), true
+		}
+		return strconv.FormatFloat(t, 'f', -1, 64), true
+	default:
+		return fmt.Sprint(t), true
+	}
+}
+
+// infoBool accepts JSON booleans and the strings Ironic users write
+// ("True", "false", "yes", "0").
+func infoBool(info map[string]any, key string, def bool) (bool, error) {
+	v, ok := info[key]
+	if !ok || v == nil {
+		return def, nil
+	}
+	if b, ok := v.(bool); ok {
+		return b, nil
+	}
+	s, _ := infoString(info, key)
+	if b, ok := parseBoolWord(s); ok {
+		return b, nil
+	}
+	return false, fmt.Errorf("%w: %s %q is not a boolean", ErrInvalidConfig, key, s)
+}
+
+func parseBoolWord(s string) (bool, bool) {
+	switch strings.ToLower(s) {
+	case "true", "yes", "on", "1", "y", "t":
+		return true, true
+	case "false", "no", "off", "0", "n", "f":
+		return false, true
+	}
+	return false, false
+}
+
+// infoInt reads a non-negative integer within [min, max].
+func infoInt(info map[string]any, key string, def, lo, hi int) (int, error) {
+	s, ok := infoString(info, key)
+	if !ok || s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("%w: %s %q is not an integer between %d and %d", ErrInvalidConfig, key, s, lo, hi)
+	}
+	return n, nil
+}
+
+// infoDuration reads seconds (Ironic's unit: 60, "60", "0.5") or a Go
+// duration ("1m30s"). Zero or negative values are refused: a timeout of
+// zero would make every call fail.
+func infoDuration(info map[string]any, key string, def time.Duration) (time.Duration, error) {
+	s, ok := infoString(info, key)
+	if !ok || s == "" {
+		return def, nil
+	}
+	var d time.Duration
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		d = time.Duration(f * float64(time.Second))
+	} else if d, err = time.ParseDuration(s); err != nil {
+		return 0, fmt.Errorf("%w: %s %q is neither seconds nor a duration", ErrInvalidConfig, key, s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%w: %s %q must be positive", ErrInvalidConfig, key, s)
+	}
+	return d, nil
+}
+
+// powerTiming holds the shared power-wait settings of a node.
+type powerTiming struct {
+	stateTimeout   time.Duration
+	pollInterval   time.Duration
+	softOffTimeout time.Duration
+}
+
+func parsePowerTiming(info map[string]any) (powerTiming, error) {
+	var p powerTiming
+	var err error
+	if p.stateTimeout, err = infoDuration(info, KeyPowerStateTimeout, DefaultPowerStateTimeout); err != nil {
+		return p, err
+	}
+	if p.pollInterval, err = infoDuration(info, KeyPowerPollInterval, DefaultPowerPollInterval); err != nil {
+		return p, err
+	}
+	if p.softOffTimeout, err = infoDuration(info, KeySoftPowerOffTimeout, DefaultSoftPowerOffTimeout); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// fileExists tells a CA bundle path from a mistyped boolean.
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
+}
