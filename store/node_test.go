@@ -318,6 +318,14 @@ func TestListNodesPagination(t *testing.T) {
 		}
 	}
 
+	brief, err := s.ListNodes(ctx, store.NodeFilter{Fields: []string{"name", "provision_state"}, Limit: 3})
+	if err != nil || len(brief) != 3 || brief[1].UUID != nodes[1].UUID || brief[1].ProvisionState != nodes[1].ProvisionState ||
+		deref(brief[1].Name) != deref(nodes[1].Name) || brief[1].Driver != "" || brief[1].DriverInfo != nil {
+		t.Fatalf("ListNodes with fields = %+v, %v", brief, err)
+	}
+	if _, err := s.ListNodes(ctx, store.NodeFilter{Fields: []string{"password"}}); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("unknown field: %v, want ErrInvalidInput", err)
+	}
 	if _, err := s.ListNodes(ctx, store.NodeFilter{SortKey: "driver_info"}); !errors.Is(err, store.ErrInvalidSortKey) {
 		t.Fatalf("sort by a non-whitelisted column: %v, want ErrInvalidSortKey", err)
 	}
