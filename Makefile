@@ -1,0 +1,93 @@
+# ironflow: `make run` starts the whole service on embedded defaults,
+# `make test` runs every test. Both install what they need: pinned Go tools
+# under ./bin, Debian packages through scripts/install-deps.sh, data under
+# ./.data.
+
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/bin
+DATA := $(CURDIR)/.data
+TEMPORAL_CLI_VERSION := v1.5.1
+TEMPORAL := $(BIN)/temporal
+IRONFLOW := $(BIN)/ironflow
+AGENT := $(BIN)/ironflow-agent
+# Go test flags; TEST_TIMEOUT bounds the whole suite (VM tests included).
+TEST_TIMEOUT ?= 40m
+FUZZTIME ?= 5s
+
+export IRONFLOW_TEMPORAL_BIN := $(TEMPORAL)
+export IRONFLOW_BIN := $(IRONFLOW)
+export IRONFLOW_AGENT_BIN := $(AGENT)
+export IRONFLOW_IMAGES_DIR := $(DATA)/images
+
+.PHONY: all build tools deps deps-run run test test-unit fuzz bench ramdisk kernel lint clean help
+
+all: build
+
+help:
+	@echo "make run      start ironflow on embedded defaults (PostgreSQL, Temporal + Web UI, API, worker, PXE)"
+	@echo "make test     run every test (unit, integration, baremetal CLI, VM end-to-end)"
+	@echo "make bench    run the benchmarks and print their tables"
+	@echo "make fuzz     run every fuzz target longer (FUZZTIME=$(FUZZTIME))"
+	@echo "make ramdisk  build the agent kernel + initramfs into .data/images"
+
+go-check:
+	@command -v $(GO) >/dev/null || { echo "ironflow needs Go 1.26 or newer (https://go.dev/dl/)"; exit 1; }
+
+$(TEMPORAL): | go-check
+	@mkdir -p $(BIN)
+	@echo "installing the Temporal CLI $(TEMPORAL_CLI_VERSION) into ./bin (about a minute the first time)"
+	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+tools: $(TEMPORAL)
+
+deps-run:
+	@scripts/install-deps.sh run
+
+deps:
+	@scripts/install-deps.sh test
+
+build: go-check
+	@mkdir -p $(BIN)
+	$(GO) build -o $(IRONFLOW) ./cmd/ironflow
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(AGENT) ./cmd/ironflow-agent
+
+kernel:
+	@scripts/fetch-kernel.sh
+
+# The agent ramdisk: Debian's kernel and an initramfs with the static agent
+# as /init, cached under .data/images (agent.kernel, agent.initramfs).
+ramdisk: build kernel
+	$(GO) run ./agent/ramdisk -agent $(AGENT) -kernel-dir $(DATA)/kernel -out $(DATA)/images
+
+run: deps-run tools build
+	@$(MAKE) --no-print-directory ramdisk || echo "make run: the agent ramdisk could not be built; fake-hardware nodes work without it"
+	$(IRONFLOW) dev --data-dir $(DATA)
+
+test: deps tools build ramdisk
+	$(GO) vet ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+test-unit: go-check
+	$(GO) test -short -count=1 ./...
+
+# Every Go fuzz target, each for FUZZTIME.
+fuzz: go-check
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+		for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+bench: deps tools build ramdisk
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+
+lint: go-check
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN)/ironflow $(BIN)/ironflow-agent

@@ -1,0 +1,362 @@
+package activities
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Named defaults for every timer and retry bound (README: configuration).
+const (
+	DefaultCallbackTimeout     = 30 * time.Minute
+	DefaultHeartbeatTimeout    = 300 * time.Second
+	DefaultOperatorWaitTimeout = time.Hour
+	DefaultBMCAttempts         = 5
+	DefaultBMCInitialInterval  = 2 * time.Second
+	DefaultBMCCallTimeout      = 2 * time.Minute
+	DefaultAgentCommandTimeout = 2 * time.Hour
+	DefaultAgentPollInterval   = 2 * time.Second
+	DefaultEraseMetadataPrio   = 99
+	DefaultErasePrio           = 0
+)
+
+// DefaultPolicy is the policy in force when configuration says nothing.
+func DefaultPolicy() workflows.Policy {
+	return workflows.Policy{
+		CallbackTimeout:              DefaultCallbackTimeout,
+		HeartbeatTimeout:             DefaultHeartbeatTimeout,
+		OperatorWaitTimeout:          DefaultOperatorWaitTimeout,
+		BMCAttempts:                  DefaultBMCAttempts,
+		BMCInitialInterval:           DefaultBMCInitialInterval,
+		BMCCallTimeout:               DefaultBMCCallTimeout,
+		AgentCommandTimeout:          DefaultAgentCommandTimeout,
+		EraseDevicesMetadataPriority: DefaultEraseMetadataPrio,
+		EraseDevicesPriority:         DefaultErasePrio,
+	}
+}
+
+// Config is what the activities need to know of the deployment.
+type Config struct {
+	Policy workflows.Policy
+	// AutomatedClean is the global default for nodes whose automated_clean
+	// is unset (Ironic's [conductor]automated_clean).
+	AutomatedClean bool
+	// APIURL is the ironflow API as the agent reaches it (ipa-api-url).
+	APIURL string
+	// BootURL is the PXE HTTP service as machines reach it.
+	BootURL string
+	// AgentKernelURL and AgentInitrdURL default to BootURL/images/agent.kernel
+	// and agent.initramfs.
+	AgentKernelURL, AgentInitrdURL string
+	// AgentKernelParams are appended to the agent's command line.
+	AgentKernelParams string
+	// AgentPollInterval is how often a running agent command is polled.
+	AgentPollInterval time.Duration
+	// AgentInsecure skips TLS verification of the agent (labs).
+	AgentInsecure bool
+	// Conductor names this worker in node history.
+	Conductor string
+	// VirtualMedia builds and removes per-node agent ISOs; nil when the
+	// worker cannot serve virtual media.
+	VirtualMedia VirtualMedia
+}
+
+// VirtualMedia is what the activities need from the ISO builder.
+type VirtualMedia interface {
+	// BuildAgentISO builds the node's agent ISO and returns the URL a BMC
+	// downloads it from.
+	BuildAgentISO(ctx context.Context, req AgentISO) (string, error)
+	RemoveAgentISO(nodeUUID string) error
+}
+
+// AgentISO is what goes on a node's agent ISO command line. Token is a
+// secret: it must never be logged.
+type AgentISO struct {
+	NodeUUID, APIURL, Token, KernelParams string
+}
+
+// Activities holds the dependencies every activity shares.
+type Activities struct {
+	Store  *store.Store
+	Config Config
+	Log    *slog.Logger
+	// NewBMC builds a node's BMC driver; bmc.New by default.
+	NewBMC func(driver string, info map[string]any) (bmc.Driver, error)
+}
+
+// New returns the activities with defaults filled in.
+func New(st *store.Store, cfg Config, log *slog.Logger) *Activities {
+	if cfg.Policy == (workflows.Policy{}) {
+		cfg.Policy = DefaultPolicy()
+	}
+	if cfg.AgentPollInterval == 0 {
+		cfg.AgentPollInterval = DefaultAgentPollInterval
+	}
+	if cfg.AgentKernelURL == "" {
+		cfg.AgentKernelURL = strings.TrimRight(cfg.BootURL, "/") + "/images/agent.kernel"
+	}
+	if cfg.AgentInitrdURL == "" {
+		cfg.AgentInitrdURL = strings.TrimRight(cfg.BootURL, "/") + "/images/agent.initramfs"
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Activities{Store: st, Config: cfg, Log: log, NewBMC: bmc.New}
+}
+
+// LoadNode reads what a workflow needs of a node, with the policy in force
+// for it. Local activity.
+func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.NodeInfo, error) {
+	n, err := a.Store.GetNode(ctx, nodeUUID)
+	if err != nil {
+		return workflows.NodeInfo{}, storeErr(err, "load node %s", nodeUUID)
+	}
+	ports, err := a.Store.ListPorts(ctx, store.PortFilter{NodeUUID: n.UUID})
+	if err != nil {
+		return workflows.NodeInfo{}, storeErr(err, "load ports of node %s", nodeUUID)
+	}
+	info := workflows.NodeInfo{
+		UUID:            n.UUID,
+		Driver:          n.Driver,
+		BootInterface:   n.BootInterface,
+		DeployInterface: n.DeployInterface,
+		ConductorGroup:  n.ConductorGroup,
+		ProvisionState:  n.ProvisionState,
+		BootMode:        "bios",
+		AutomatedClean:  a.Config.AutomatedClean,
+		Policy:          a.Config.Policy,
+	}
+	if n.PowerState != nil {
+		info.PowerState = *n.PowerState
+	}
+	if n.AutomatedClean != nil {
+		info.AutomatedClean = *n.AutomatedClean
+	}
+	info.BootMode = bootMode(n)
+	for _, p := range ports {
+		if p.PXEEnabled {
+			info.MACs = append(info.MACs, p.Address)
+		}
+	}
+	if n.Driver == "fake-hardware" {
+		info.Policy.LocalBMC = true
+	}
+	if err := applyOverrides(&info.Policy, n.DriverInfo); err != nil {
+		return workflows.NodeInfo{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("driver_info of node %s: %v", n.UUID, err), workflows.ErrTypeInvalidConfig, err)
+	}
+	return info, nil
+}
+
+// bootMode is the node's boot mode: the boot_mode field, else
+// properties.capabilities boot_mode:uefi, else instance_info.deploy_boot_mode,
+// else bios.
+func bootMode(n *store.Node) string {
+	if n.BootMode != nil && *n.BootMode != "" {
+		return *n.BootMode
+	}
+	if v, ok := n.InstanceInfo["deploy_boot_mode"].(string); ok && v != "" {
+		return v
+	}
+	if caps, ok := n.Properties["capabilities"].(string); ok {
+		for _, c := range strings.Split(caps, ",") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(c), ":"); ok && k == "boot_mode" {
+				return v
+			}
+		}
+	}
+	return "bios"
+}
+
+// Per-node overrides in driver_info, in seconds.
+var overrideKeys = map[string]func(*workflows.Policy, time.Duration){
+	"deploy_callback_timeout":   func(p *workflows.Policy, d time.Duration) { p.CallbackTimeout = d },
+	"ramdisk_heartbeat_timeout": func(p *workflows.Policy, d time.Duration) { p.HeartbeatTimeout = d },
+	"operator_wait_timeout":     func(p *workflows.Policy, d time.Duration) { p.OperatorWaitTimeout = d },
+}
+
+func applyOverrides(p *workflows.Policy, driverInfo map[string]any) error {
+	for key, set := range overrideKeys {
+		v, ok := driverInfo[key]
+		if !ok {
+			continue
+		}
+		secs, err := strconv.ParseFloat(fmt.Sprint(v), 64)
+		if err != nil || secs <= 0 {
+			return fmt.Errorf("%s must be a positive number of seconds, got %v", key, v)
+		}
+		set(p, time.Duration(secs*float64(time.Second)))
+	}
+	return nil
+}
+
+// RecordState changes the provision state and writes history, in the
+// store. Local activity.
+func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateInput) error {
+	_, err := a.Store.UpdateNode(ctx, in.NodeUUID, func(n *store.Node) error {
+		if len(in.From) > 0 && !contains(in.From, n.ProvisionState) {
+			return fmt.Errorf("node %s is in %q, not in %v: %w", n.UUID, n.ProvisionState, in.From, store.ErrStateConflict)
+		}
+		now := time.Now().UTC()
+		n.ProvisionState = in.To
+		n.TargetProvisionState = optional(in.Target)
+		n.LastError = optional(in.LastError)
+		n.ProvisionUpdatedAt = &now
+		step := map[string]any{}
+		if in.Step != "" {
+			iface, name, _ := strings.Cut(in.Step, ".")
+			step = map[string]any{"interface": iface, "step": name}
+		}
+		switch in.StepKind {
+		case "clean":
+			n.CleanStep = step
+		case "deploy":
+			n.DeployStep = step
+		default:
+			n.CleanStep, n.DeployStep = map[string]any{}, map[string]any{}
+		}
+		if in.ClearAgent {
+			for _, k := range []string{"agent_secret_token", "agent_secret_token_pregenerated", "agent_url", "agent_verify_ca"} {
+				delete(n.DriverInternalInfo, k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return storeErr(err, "record state %q for node %s", in.To, in.NodeUUID)
+	}
+	return a.history(ctx, in.NodeUUID, in.Severity, in.EventType, in.Event)
+}
+
+func (a *Activities) history(ctx context.Context, nodeUUID, severity, eventType, event string) error {
+	if event == "" {
+		return nil
+	}
+	if severity == "" {
+		severity = store.SeverityInfo
+	}
+	err := a.Store.AddHistory(ctx, nodeUUID, store.HistoryEvent{
+		Severity: severity, EventType: eventType, Event: event, Conductor: a.Config.Conductor, User: "",
+	})
+	return storeErr(err, "add history for node %s", nodeUUID)
+}
+
+// RecordPowerState stores the power state a BMC reported. Local activity.
+func (a *Activities) RecordPowerState(ctx context.Context, in workflows.PowerStateRecord) error {
+	_, err := a.Store.SetPowerState(ctx, in.NodeUUID, optional(in.PowerState), nil, optional(in.LastError))
+	if err != nil {
+		return storeErr(err, "record power state of node %s", in.NodeUUID)
+	}
+	return a.history(ctx, in.NodeUUID, in.Severity, "power", in.Event)
+}
+
+// ClearInstanceInfo empties instance_info and the instance association, as
+// Ironic does on undeploy. Local activity.
+func (a *Activities) ClearInstanceInfo(ctx context.Context, nodeUUID string) error {
+	_, err := a.Store.UpdateNode(ctx, nodeUUID, func(n *store.Node) error {
+		n.InstanceInfo = map[string]any{}
+		n.InstanceUUID = nil
+		delete(n.DriverInternalInfo, "is_whole_disk_image")
+		return nil
+	})
+	return storeErr(err, "clear instance_info of node %s", nodeUUID)
+}
+
+// newToken is an agent token as Ironic makes them: secrets.token_urlsafe(),
+// 32 random bytes, 43 url-safe characters.
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// agentKernelParams is the agent's command line for a node.
+func (a *Activities) agentKernelParams(nodeUUID string) string {
+	return strings.Join(append([]string{"ipa-api-url=" + a.Config.APIURL}, a.agentExtraParams(nodeUUID)...), " ")
+}
+
+// agentExtraParams are the agent parameters besides the API URL.
+func (a *Activities) agentExtraParams(nodeUUID string) []string {
+	parts := []string{"ipa-node-uuid=" + nodeUUID}
+	if a.Config.AgentInsecure {
+		parts = append(parts, "ipa-insecure=1")
+	}
+	if a.Config.AgentKernelParams != "" {
+		parts = append(parts, a.Config.AgentKernelParams)
+	}
+	return parts
+}
+
+// storeErr turns store failures into activity errors: a missing node or a
+// lost state race cannot be fixed by retrying, anything else (the database
+// restarting) can.
+func storeErr(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	msg := fmt.Sprintf(format, args...) + ": " + err.Error()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeNodeGone, err)
+	case errors.Is(err, store.ErrStateConflict):
+		return temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeStateConflict, err)
+	}
+	return temporal.NewApplicationError(msg, "StoreError", err)
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// redactURL hides credentials in a URL for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = url.User("******")
+	return u.String()
+}
+
+// StoreConfigDrive keeps the deploy request's config drive with the node, in
+// instance_info.configdrive as Ironic does: a string (gzip+base64 ISO or URL)
+// as given, a JSON dict built into a config-2 ISO first. Local activity.
+func (a *Activities) StoreConfigDrive(ctx context.Context, in workflows.ConfigDriveInput) error {
+	value, err := configDriveValue(in.ConfigDrive)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("configdrive of node %s: %v", in.NodeUUID, err), workflows.ErrTypeInvalidConfig, err)
+	}
+	_, err = a.Store.UpdateNode(ctx, in.NodeUUID, func(n *store.Node) error {
+		n.InstanceInfo["configdrive"] = value
+		return nil
+	})
+	return storeErr(err, "store configdrive of node %s", in.NodeUUID)
+}

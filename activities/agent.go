@@ -1,0 +1,260 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// agentFor connects to the agent that last heartbeated for the node, with
+// the token and CA the store holds (never passed through workflow history).
+func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*client.Client, *store.Node, []*store.Port, error) {
+	n, err := a.Store.GetNode(ctx, in.NodeUUID)
+	if err != nil {
+		return nil, nil, nil, storeErr(err, "load node %s", in.NodeUUID)
+	}
+	ports, err := a.Store.ListPorts(ctx, store.PortFilter{NodeUUID: n.UUID})
+	if err != nil {
+		return nil, nil, nil, storeErr(err, "load ports of node %s", in.NodeUUID)
+	}
+	url := in.CallbackURL
+	if url == "" {
+		url, _ = n.DriverInternalInfo["agent_url"].(string)
+	}
+	if url == "" {
+		return nil, nil, nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s has no agent: no heartbeat recorded a callback_url", n.UUID), workflows.ErrTypeAgentUnreachable, nil)
+	}
+	token, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	opts := []client.Option{client.WithTimeout(time.Minute)}
+	if ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string); ca != "" && !a.Config.AgentInsecure {
+		opts = append(opts, client.WithCAPEM([]byte(ca)))
+	} else if strings.HasPrefix(url, "https://") {
+		opts = append(opts, client.WithInsecureTLS())
+	}
+	c, err := client.New(url, token, opts...)
+	if err != nil {
+		return nil, nil, nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("agent of node %s at %s: %v", n.UUID, url, err), workflows.ErrTypeInvalidConfig, err)
+	}
+	return c, n, ports, nil
+}
+
+// agentErr maps agent client failures: a failed command carries the
+// agent's own words and is not retried (an operator decides); a busy or
+// unreachable agent is retried.
+func agentErr(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	msg := fmt.Sprintf(format, args...) + ": " + err.Error()
+	switch {
+	case errors.Is(err, client.ErrCommandFailed):
+		return temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeAgentStepFailed, err)
+	case errors.Is(err, client.ErrUnauthorized):
+		return temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeAgentStepFailed, err)
+	}
+	return temporal.NewApplicationError(msg, workflows.ErrTypeAgentUnreachable, err)
+}
+
+// agentNode is the node as the agent sees it in command parameters, with the
+// secrets it needs (image URL, config drive) and nothing it does not.
+func agentNode(n *store.Node) map[string]any {
+	dii := map[string]any{}
+	for k, v := range n.DriverInternalInfo {
+		if k != "agent_secret_token" {
+			dii[k] = v
+		}
+	}
+	return map[string]any{
+		"uuid":                 n.UUID,
+		"instance_info":        n.InstanceInfo,
+		"driver_internal_info": dii,
+		"properties":           n.Properties,
+		"instance_uuid":        n.InstanceUUID,
+	}
+}
+
+func agentPorts(ports []*store.Port) []map[string]any {
+	out := make([]map[string]any, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, map[string]any{"address": p.Address, "uuid": p.UUID, "pxe_enabled": p.PXEEnabled})
+	}
+	return out
+}
+
+// GetAgentSteps lists the agent's deploy or clean steps.
+func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
+	c, n, ports, err := a.agentFor(ctx, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var list client.StepList
+	if in.Kind == "clean" {
+		list, err = c.GetCleanSteps(ctx, agentNode(n), agentPorts(ports))
+	} else {
+		list, err = c.GetDeploySteps(ctx, agentNode(n), agentPorts(ports))
+	}
+	if err != nil {
+		return nil, agentErr(err, "get %s steps from the agent of node %s", in.Kind, n.UUID)
+	}
+	out := make([]workflows.Step, 0, len(list.Steps))
+	for _, s := range list.Steps {
+		out = append(out, workflows.Step{Interface: s.Interface, Step: s.Step, Priority: s.Priority, RebootRequested: s.RebootRequested})
+	}
+	return out, nil
+}
+
+// RunAgentStep runs one in-band step and follows it to the end, reporting
+// progress as activity heartbeats. After a worker crash the retried activity
+// finds the command it started (heartbeat details, or the agent's command
+// list) and follows it instead of starting the step again, so an image is
+// never written twice.
+func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
+	c, n, ports, err := a.agentFor(ctx, in.Agent)
+	if err != nil {
+		return workflows.AgentStepResult{}, err
+	}
+	defer c.Close()
+	name := in.Step.Name()
+
+	var beat struct {
+		CommandID string `json:"command_id"`
+		Progress  string `json:"progress"`
+	}
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &beat)
+	}
+	if beat.CommandID == "" {
+		beat.CommandID = a.findCommand(ctx, c, in)
+	}
+	if beat.CommandID == "" {
+		res, err := a.startStep(ctx, c, n, ports, in)
+		if err != nil {
+			return workflows.AgentStepResult{}, agentErr(err, "start %s on the agent of node %s", name, n.UUID)
+		}
+		if res.ID == "" {
+			// Nothing to run in-band for this node (e.g. bootloader on BIOS).
+			return workflows.AgentStepResult{Status: client.StatusSucceeded}, nil
+		}
+		beat.CommandID = res.ID
+		if res.Done() {
+			if err := res.Err(); err != nil {
+				return workflows.AgentStepResult{}, agentErr(err, "%s on node %s", name, n.UUID)
+			}
+			return workflows.AgentStepResult{CommandID: res.ID, Status: res.CommandStatus, Result: string(res.CommandResult)}, nil
+		}
+	}
+	activity.RecordHeartbeat(ctx, beat)
+
+	// Heartbeat to Temporal on a ticker too, so that a few failed polls of a
+	// busy agent do not look like a dead worker.
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				mu.Lock()
+				activity.RecordHeartbeat(ctx, beat)
+				mu.Unlock()
+			}
+		}
+	}()
+	res, err := c.WaitCommand(ctx, beat.CommandID, a.Config.AgentPollInterval, func(r client.CommandResult) {
+		if p, ok := r.Progress(); ok {
+			mu.Lock()
+			beat.Progress = fmt.Sprintf("%d/%d bytes", p.BytesDownloaded, p.TotalBytes)
+			activity.RecordHeartbeat(ctx, beat)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		return workflows.AgentStepResult{}, agentErr(err, "%s on node %s", name, n.UUID)
+	}
+	return workflows.AgentStepResult{CommandID: res.ID, Status: res.CommandStatus, Result: string(res.CommandResult)}, nil
+}
+
+// startStep issues the agent command for a step.
+func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.Node, ports []*store.Port, in workflows.AgentStepInput) (client.CommandResult, error) {
+	if in.Step.Interface == "deploy" && in.Step.Step == "prepare_instance_boot" {
+		if bootMode(n) != "uefi" {
+			return client.CommandResult{}, nil
+		}
+		return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "uefi"})
+	}
+	step := client.Step{Interface: in.Step.Interface, Step: in.Step.Step, Priority: in.Step.Priority}
+	if len(in.Step.Args) > 0 {
+		if err := json.Unmarshal(in.Step.Args, &step.Args); err != nil {
+			return client.CommandResult{}, fmt.Errorf("step args: %w", err)
+		}
+	}
+	if in.Kind == "clean" {
+		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
+	}
+	return c.ExecuteDeployStep(ctx, step, agentNode(n), agentPorts(ports))
+}
+
+// findCommand looks in the agent's command list for this step started by an
+// earlier attempt of this activity.
+func (a *Activities) findCommand(ctx context.Context, c *client.Client, in workflows.AgentStepInput) string {
+	cmds, err := c.ListCommands(ctx)
+	if err != nil {
+		return ""
+	}
+	want := "deploy.execute_deploy_step"
+	if in.Kind == "clean" {
+		want = "clean.execute_clean_step"
+	}
+	if in.Step.Step == "prepare_instance_boot" {
+		want = "image.install_bootloader"
+	}
+	for i := len(cmds) - 1; i >= 0; i-- {
+		cmd := cmds[i]
+		if cmd.CommandName != want || cmd.CommandStatus == client.StatusFailed {
+			continue
+		}
+		if want == "image.install_bootloader" {
+			return cmd.ID
+		}
+		var p struct {
+			Step client.Step `json:"step"`
+		}
+		if json.Unmarshal(cmd.CommandParams, &p) == nil && p.Step.Step == in.Step.Step {
+			return cmd.ID
+		}
+	}
+	return ""
+}
+
+// AgentPowerOff asks the agent to sync and power the machine off.
+func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput) error {
+	c, n, _, err := a.agentFor(ctx, in)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Sync(ctx); err != nil {
+		a.Log.Warn("agent sync before power off", "node", n.UUID, "error", err)
+	}
+	return agentErr(c.PowerOff(ctx), "power off node %s through its agent", n.UUID)
+}

@@ -1,0 +1,242 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// driver builds the node's BMC driver from its current driver_info (read
+// from the store here, so that credentials never travel through workflow
+// history).
+func (a *Activities) driver(ctx context.Context, node workflows.NodeInfo) (bmc.Driver, error) {
+	n, err := a.Store.GetNode(ctx, node.UUID)
+	if err != nil {
+		return nil, storeErr(err, "load driver_info of node %s", node.UUID)
+	}
+	info := maps.Clone(n.DriverInfo)
+	if info == nil {
+		info = map[string]any{}
+	}
+	if n.Driver == "fake-hardware" {
+		if _, ok := info["fake_id"]; !ok {
+			info["fake_id"] = n.UUID
+		}
+	}
+	d, err := a.NewBMC(n.Driver, info)
+	if err != nil {
+		return nil, bmcErr(err, "set up the %s driver of node %s", n.Driver, n.UUID)
+	}
+	return d, nil
+}
+
+// bmcErr maps the driver's typed errors onto Temporal's retry decision.
+func bmcErr(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	msg := fmt.Sprintf(format, args...) + ": " + err.Error()
+	switch {
+	case errors.Is(err, bmc.ErrAuth):
+		return temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeBMCAuth, err)
+	case errors.Is(err, bmc.ErrUnsupported):
+		return temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeBMCUnsupported, err)
+	case errors.Is(err, bmc.ErrInvalidConfig):
+		return temporal.NewNonRetryableApplicationError(msg, workflows.ErrTypeInvalidConfig, err)
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return err
+	}
+	return temporal.NewApplicationError(msg, "BMCError", err)
+}
+
+// GetPowerState reads the power state from the BMC.
+func (a *Activities) GetPowerState(ctx context.Context, node workflows.NodeInfo) (string, error) {
+	d, err := a.driver(ctx, node)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	if err := d.Validate(ctx); err != nil {
+		return "", bmcErr(err, "validate BMC of node %s", node.UUID)
+	}
+	s, err := d.PowerState(ctx)
+	if err != nil {
+		return "", bmcErr(err, "get power state of node %s", node.UUID)
+	}
+	return string(s), nil
+}
+
+// ValidateHardware checks driver_info and that the BMC answers.
+func (a *Activities) ValidateHardware(ctx context.Context, node workflows.NodeInfo) error {
+	d, err := a.driver(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return bmcErr(d.Validate(ctx), "validate BMC of node %s", node.UUID)
+}
+
+// SetPower performs a power action and returns the state the BMC then
+// reports; it also records it. Rebooting a machine that is off powers it on
+// (never a cycle that would reboot a healthy node twice after a retry), and
+// powering on a machine that is on does nothing.
+func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (string, error) {
+	d, err := a.driver(ctx, in.Node)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	if in.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutSeconds)*time.Second)
+		defer cancel()
+	}
+	action := bmc.PowerAction(in.Action)
+	current, err := d.PowerState(ctx)
+	if err != nil {
+		return "", bmcErr(err, "get power state of node %s", in.Node.UUID)
+	}
+	switch {
+	case action == bmc.ActionPowerOn && current == bmc.PowerOn,
+		(action == bmc.ActionPowerOff || action == bmc.ActionSoftOff) && current == bmc.PowerOff:
+		// Already there: idempotent on retry and after a worker crash.
+	case (action == bmc.ActionReboot || action == bmc.ActionSoftReboot) && current == bmc.PowerOff:
+		if err := d.SetPower(ctx, bmc.ActionPowerOn); err != nil {
+			return "", bmcErr(err, "power on node %s", in.Node.UUID)
+		}
+	default:
+		if err := d.SetPower(ctx, action); err != nil {
+			return "", bmcErr(err, "%s node %s", in.Action, in.Node.UUID)
+		}
+	}
+	state, err := d.PowerState(ctx)
+	if err != nil {
+		return "", bmcErr(err, "get power state of node %s", in.Node.UUID)
+	}
+	if _, err := a.Store.SetPowerState(ctx, in.Node.UUID, optional(string(state)), nil, nil); err != nil {
+		return "", storeErr(err, "record power state of node %s", in.Node.UUID)
+	}
+	return string(state), nil
+}
+
+// SetBootDevice points the node's next boot (or every boot) at a device.
+func (a *Activities) SetBootDevice(ctx context.Context, in workflows.BootDeviceInput) error {
+	d, err := a.driver(ctx, in.Node)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	s := bmc.BootSetting{Device: bmc.BootDevice(in.Device), Persistent: in.Persistent, Mode: bmc.BootMode(in.Node.BootMode)}
+	if err := d.SetBootDevice(ctx, s); err != nil {
+		return bmcErr(err, "set boot device %s on node %s", in.Device, in.Node.UUID)
+	}
+	err = a.Store.MergeDriverInternalInfo(ctx, in.Node.UUID, map[string]any{
+		"boot_device": map[string]any{"boot_device": in.Device, "persistent": in.Persistent},
+	})
+	return storeErr(err, "record boot device of node %s", in.Node.UUID)
+}
+
+// PrepareBoot makes the node's next network or virtual-media boot load the
+// agent: a boot configuration the PXE services serve (PXE), or an ISO with
+// a pre-generated agent token inserted through the BMC (virtual media).
+func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) error {
+	node := in.Node
+	if node.VirtualMedia() {
+		return a.prepareVirtualMedia(ctx, node)
+	}
+	if len(node.MACs) == 0 {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s has no port with pxe_enabled: create one with the MAC of its boot interface", node.UUID),
+			workflows.ErrTypeInvalidConfig, nil)
+	}
+	// A new boot of the agent gets a new token on its first lookup.
+	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, "agent_secret_token", "agent_secret_token_pregenerated", "agent_url", "agent_verify_ca"); err != nil {
+		return storeErr(err, "wipe agent token of node %s", node.UUID)
+	}
+	err := a.Store.PutBootConfig(ctx, &store.BootConfig{
+		NodeUUID:     node.UUID,
+		MACs:         node.MACs,
+		BootMode:     node.BootMode,
+		Method:       "pxe",
+		KernelURL:    a.Config.AgentKernelURL,
+		InitrdURL:    a.Config.AgentInitrdURL,
+		KernelParams: a.agentKernelParams(node.UUID),
+		Kind:         in.Kind,
+	})
+	return storeErr(err, "store boot configuration of node %s", node.UUID)
+}
+
+func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.NodeInfo) error {
+	if a.Config.VirtualMedia == nil {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s boots from virtual media, but this worker has no virtual-media ISO service configured", node.UUID),
+			workflows.ErrTypeInvalidConfig, nil)
+	}
+	token, err := newToken()
+	if err != nil {
+		return fmt.Errorf("generate agent token: %w", err)
+	}
+	// Ironic's pre-generated token for virtual media: the agent reads it
+	// from the ISO's command line, lookup then never hands one out.
+	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, "agent_url", "agent_verify_ca"); err != nil {
+		return storeErr(err, "wipe agent url of node %s", node.UUID)
+	}
+	if err := a.Store.MergeDriverInternalInfo(ctx, node.UUID, map[string]any{
+		"agent_secret_token": token, "agent_secret_token_pregenerated": true,
+	}); err != nil {
+		return storeErr(err, "store agent token of node %s", node.UUID)
+	}
+	isoURL, err := a.Config.VirtualMedia.BuildAgentISO(ctx, AgentISO{
+		NodeUUID: node.UUID, APIURL: a.Config.APIURL, Token: token,
+		KernelParams: strings.Join(a.agentExtraParams(node.UUID), " "),
+	})
+	if err != nil {
+		return fmt.Errorf("build agent ISO for node %s: %w", node.UUID, err)
+	}
+	if err := a.Store.PutBootConfig(ctx, &store.BootConfig{
+		NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode, Method: "vmedia",
+		ISOPath: isoURL, Kind: "agent",
+	}); err != nil {
+		return storeErr(err, "store boot configuration of node %s", node.UUID)
+	}
+	d, err := a.driver(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return bmcErr(d.InsertMedia(ctx, isoURL), "insert agent ISO into node %s", node.UUID)
+}
+
+// CleanBoot removes what PrepareBoot set up: the boot configuration, and
+// for virtual media the inserted ISO (after power off: ejecting under a
+// running ramdisk can corrupt it). Idempotent.
+func (a *Activities) CleanBoot(ctx context.Context, in workflows.BootInput) error {
+	node := in.Node
+	if node.VirtualMedia() {
+		d, err := a.driver(ctx, node)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if err := d.EjectMedia(ctx); err != nil {
+			return bmcErr(err, "eject virtual media of node %s", node.UUID)
+		}
+		if a.Config.VirtualMedia != nil {
+			if err := a.Config.VirtualMedia.RemoveAgentISO(node.UUID); err != nil {
+				a.Log.Warn("remove agent ISO", "node", node.UUID, "error", err)
+			}
+		}
+	}
+	return storeErr(a.Store.DeleteBootConfig(ctx, node.UUID), "remove boot configuration of node %s", node.UUID)
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// runDev starts the whole service on embedded defaults: a throwaway
+// PostgreSQL cluster and the Temporal dev server under the data directory
+// (unless DATABASE_URL / TEMPORAL_ADDRESS point elsewhere), migrations, the
+// API, a worker and the PXE HTTP service. Ctrl-C stops every part; a second
+// run reuses the data directory, so workflows and nodes survive.
+func runDev(ctx context.Context, args []string) error {
+	s := newSettings("dev")
+	dataDir := s.String("data-dir", ".data", "where the embedded PostgreSQL, Temporal and boot files live")
+	api := addAPIFlags(s)
+	wf := addWorkerFlags(s, &api)
+	boot := addBootFlags(s)
+	temporalPort := s.Int("temporal-port", 7233, "embedded Temporal frontend port")
+	uiPort := s.Int("temporal-ui-port", 8233, "embedded Temporal Web UI port (-1: headless)")
+	if err := s.parse(args); err != nil {
+		return err
+	}
+	explicit := map[string]bool{}
+	s.fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	log := logger()
+
+	abs, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return fmt.Errorf("create data directory %s: %w", abs, err)
+	}
+
+	// PostgreSQL: DATABASE_URL, or a cluster under .data/pg.
+	if *api.databaseURL == "" {
+		pg, err := devstack.StartPostgres(ctx, filepath.Join(abs, "pg"), log.With("component", "postgres"))
+		if err != nil {
+			return err
+		}
+		defer pg.Stop()
+		*api.databaseURL = pg.URL()
+	}
+
+	// Temporal: TEMPORAL_ADDRESS, or the dev server with its SQLite file
+	// under .data so that workflows survive a restart.
+	uiURL := ""
+	if !explicit["temporal-address"] && os.Getenv("TEMPORAL_ADDRESS") == "" && os.Getenv(envName("temporal-address")) == "" {
+		t, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
+			DBFile:    filepath.Join(abs, "temporal", "temporal.db"),
+			Port:      *temporalPort,
+			UIPort:    *uiPort,
+			Namespace: *api.namespace,
+			LogFile:   filepath.Join(abs, "temporal", "server.log"),
+			SearchAttributes: map[string]string{
+				workflows.SearchAttrNodeUUID:       "Keyword",
+				workflows.SearchAttrProvisionState: "Keyword",
+				workflows.SearchAttrOperation:      "Keyword",
+			},
+		}, log.With("component", "temporal"))
+		if err != nil {
+			return err
+		}
+		defer t.Stop()
+		*api.temporal = t.Address()
+		uiURL = t.UIURL()
+	}
+
+	st, err := openStore(ctx, *api.databaseURL, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tc, err := dialTemporal(*api.temporal, *api.namespace, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	bootAddr, bootDone, vm, err := startBoot(ctx, boot, abs, st, log)
+	if err != nil {
+		return err
+	}
+	stopWorker, err := startWorker(st, tc, wf, vm, log)
+	if err != nil {
+		return err
+	}
+	defer stopWorker()
+	apiAddr, apiDone, err := startAPI(ctx, api.config(), st, tc, log)
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf(`
+ironflow is running (data in %s)
+  API          http://%s
+               export OS_ENDPOINT=http://%s OS_AUTH_TYPE=none; baremetal node list
+  Temporal     %s (namespace %s)
+  Web UI       %s
+  PostgreSQL   %s
+  Boot HTTP    http://%s
+Press Ctrl-C to stop.
+`, abs, apiAddr, apiAddr, *api.temporal, *api.namespace, orDash(uiURL), redactDSN(*api.databaseURL), bootAddr)
+
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+		return nil
+	case err := <-apiDone:
+		return fmt.Errorf("api stopped: %v", err)
+	case err := <-bootDone:
+		return fmt.Errorf("boot service stopped: %v", err)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// redactDSN hides a password in a database URL for display.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "******")
+	}
+	return u.String()
+}

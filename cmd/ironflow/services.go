@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/apiserver"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/worker"
+)
+
+// Named defaults (README: configuration).
+const (
+	defaultTemporalAddress = "127.0.0.1:7233"
+	defaultNamespace       = "default"
+	defaultBootListen      = "127.0.0.1:8080"
+)
+
+func openStore(ctx context.Context, url string, migrate bool) (*store.Store, error) {
+	if url == "" {
+		return nil, errors.New("no database: set --database-url or DATABASE_URL (postgres://user@host:port/db), or use 'ironflow dev' for an embedded PostgreSQL")
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if migrate {
+		if err := st.Migrate(ctx); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("migrate database: %w", err)
+		}
+	}
+	return st, nil
+}
+
+func dialTemporal(address, namespace string, log *slog.Logger) (client.Client, error) {
+	c, err := client.Dial(client.Options{
+		HostPort:  address,
+		Namespace: namespace,
+		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; is the Temporal server running? 'ironflow dev' starts one", address, namespace, err)
+	}
+	return c, nil
+}
+
+// serveHTTP serves h on addr until ctx ends, then shuts down gracefully.
+func serveHTTP(ctx context.Context, name, addr string, h http.Handler, log *slog.Logger) (string, <-chan error, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: listen on %s: %w", name, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	done := make(chan error, 1)
+	go func() {
+		err := srv.Serve(l)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Info(name+" listening", "address", l.Addr().String())
+	return l.Addr().String(), done, nil
+}
+
+// apiFlags are the API's settings.
+type apiFlags struct {
+	listen, databaseURL, temporal, namespace, auth, htpasswd, publicURL *string
+	heartbeatTimeout                                                     *time.Duration
+	maxLimit                                                             *int
+}
+
+func addAPIFlags(s *settings) apiFlags {
+	return apiFlags{
+		listen:           s.String("listen", apiserver.DefaultListen, "API listen address"),
+		databaseURL:      s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL"),
+		temporal:         s.String("temporal-address", defaultTemporalAddress, "Temporal frontend host:port", "TEMPORAL_ADDRESS"),
+		namespace:        s.String("temporal-namespace", defaultNamespace, "Temporal namespace", "TEMPORAL_NAMESPACE"),
+		auth:             s.String("auth-strategy", apiserver.AuthNoAuth, "noauth or http_basic"),
+		htpasswd:         s.String("htpasswd-file", "", "bcrypt htpasswd file for http_basic"),
+		publicURL:        s.String("public-url", "", "base URL of links and Location headers (default: from the request)"),
+		heartbeatTimeout: s.Duration("ramdisk-heartbeat-timeout", apiserver.DefaultConfig().RamdiskHeartbeatTimeout, "heartbeat_timeout sent to agents"),
+		maxLimit:         s.Int("max-limit", apiserver.DefaultConfig().MaxLimit, "largest page of a list"),
+	}
+}
+
+func (f apiFlags) config() apiserver.Config {
+	cfg := apiserver.DefaultConfig()
+	cfg.Listen = *f.listen
+	cfg.AuthStrategy = *f.auth
+	cfg.HtpasswdFile = *f.htpasswd
+	cfg.PublicURL = *f.publicURL
+	cfg.RamdiskHeartbeatTimeout = *f.heartbeatTimeout
+	cfg.MaxLimit = *f.maxLimit
+	if h, err := os.Hostname(); err == nil {
+		cfg.ConductorName = h
+	}
+	return cfg
+}
+
+func startAPI(ctx context.Context, cfg apiserver.Config, st *store.Store, tc client.Client, log *slog.Logger) (string, <-chan error, error) {
+	h, err := apiserver.New(cfg, st, &apiserver.TemporalEngine{Client: tc}, log.With("component", "api"))
+	if err != nil {
+		return "", nil, err
+	}
+	return serveHTTP(ctx, "api", cfg.Listen, h, log)
+}
+
+func runAPICommand(ctx context.Context, args []string) error {
+	s := newSettings("api")
+	f := addAPIFlags(s)
+	if err := s.parse(args); err != nil {
+		return err
+	}
+	log := logger()
+	st, err := openStore(ctx, *f.databaseURL, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tc, err := dialTemporal(*f.temporal, *f.namespace, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	_, done, err := startAPI(ctx, f.config(), st, tc, log)
+	if err != nil {
+		return err
+	}
+	return <-done
+}
+
+// workerFlags are the worker's settings.
+type workerFlags struct {
+	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams *string
+	callbackTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout         *time.Duration
+	bmcAttempts, maxActivities                                              *int
+	automatedClean, agentInsecure                                           *bool
+}
+
+func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
+	p := activities.DefaultPolicy()
+	f := workerFlags{
+		groups:           s.String("conductor-groups", "", "comma-separated conductor groups whose hardware this worker reaches (empty: the default group)"),
+		apiURL:           s.String("agent-api-url", "http://127.0.0.1:6385", "the API as agents reach it (ipa-api-url)"),
+		bootURL:          s.String("boot-url", "http://"+defaultBootListen, "the PXE HTTP service as machines reach it"),
+		kernelParams:     s.String("agent-kernel-params", "console=ttyS0", "extra kernel parameters for the agent"),
+		callbackTimeout:  s.Duration("deploy-callback-timeout", p.CallbackTimeout, "how long to wait for the agent's first heartbeat"),
+		heartbeatTimeout: s.Duration("agent-heartbeat-timeout", p.HeartbeatTimeout, "a running agent step fails after this long without a heartbeat"),
+		operatorWait:     s.Duration("operator-wait-timeout", p.OperatorWaitTimeout, "how long a failed step waits for retry/skip-step/abort"),
+		bmcCallTimeout:   s.Duration("bmc-call-timeout", p.BMCCallTimeout, "bound of one BMC activity attempt"),
+		bmcAttempts:      s.Int("bmc-attempts", int(p.BMCAttempts), "attempts of a BMC call before the step fails"),
+		maxActivities:    s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
+		automatedClean:   s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
+		agentInsecure:    s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
+	}
+	if shared != nil {
+		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
+	} else {
+		f.databaseURL = s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
+		f.temporal = s.String("temporal-address", defaultTemporalAddress, "Temporal frontend host:port", "TEMPORAL_ADDRESS")
+		f.namespace = s.String("temporal-namespace", defaultNamespace, "Temporal namespace", "TEMPORAL_NAMESPACE")
+	}
+	return f
+}
+
+func (f workerFlags) activitiesConfig() activities.Config {
+	p := activities.DefaultPolicy()
+	p.CallbackTimeout = *f.callbackTimeout
+	p.HeartbeatTimeout = *f.heartbeatTimeout
+	p.OperatorWaitTimeout = *f.operatorWait
+	p.BMCCallTimeout = *f.bmcCallTimeout
+	p.BMCAttempts = int32(*f.bmcAttempts)
+	host, _ := os.Hostname()
+	return activities.Config{
+		Policy:            p,
+		AutomatedClean:    *f.automatedClean,
+		APIURL:            *f.apiURL,
+		BootURL:           *f.bootURL,
+		AgentKernelParams: *f.kernelParams,
+		AgentInsecure:     *f.agentInsecure,
+		Conductor:         host,
+	}
+}
+
+func (f workerFlags) options() worker.Options {
+	var groups []string
+	for _, g := range strings.Split(*f.groups, ",") {
+		groups = append(groups, strings.TrimSpace(g))
+	}
+	return worker.Options{ConductorGroups: groups, MaxConcurrentActivities: *f.maxActivities}
+}
+
+func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities.VirtualMedia, log *slog.Logger) (func(), error) {
+	cfg := f.activitiesConfig()
+	cfg.VirtualMedia = vm
+	acts := activities.New(st, cfg, log.With("component", "activities"))
+	ws, err := worker.New(tc, acts, f.options())
+	if err != nil {
+		return nil, err
+	}
+	if err := worker.Start(ws); err != nil {
+		return nil, err
+	}
+	log.Info("worker started", "conductor_groups", *f.groups)
+	return func() { worker.Stop(ws) }, nil
+}
+
+func runWorkerCommand(ctx context.Context, args []string) error {
+	s := newSettings("worker")
+	f := addWorkerFlags(s, nil)
+	if err := s.parse(args); err != nil {
+		return err
+	}
+	log := logger()
+	st, err := openStore(ctx, *f.databaseURL, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tc, err := dialTemporal(*f.temporal, *f.namespace, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	stop, err := startWorker(st, tc, f, nil, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	<-ctx.Done()
+	return nil
+}
+
+func runMigrate(ctx context.Context, args []string) error {
+	s := newSettings("migrate")
+	url := s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
+	if err := s.parse(args); err != nil {
+		return err
+	}
+	st, err := openStore(ctx, *url, true)
+	if err != nil {
+		return err
+	}
+	st.Close()
+	fmt.Println("ironflow: database schema is up to date")
+	return nil
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ironflow's tests and `make run` need, when
+# they are missing. As root it runs apt-get; otherwise it prints the one
+# command to run. Idempotent and quiet when everything is present.
+#   scripts/install-deps.sh run    what `make run` needs
+#   scripts/install-deps.sh test   what `make test` needs (VMs, BMCs, the CLI)
+set -euo pipefail
+what="${1:-test}"
+
+# command-or-path → Debian package
+declare -A need=(
+	[/usr/lib/postgresql]=postgresql
+)
+if [[ "$what" == test ]]; then
+	need+=(
+		[qemu-system-x86_64]=qemu-system-x86
+		[qemu-img]=qemu-utils
+		[/usr/lib/ipxe/qemu/efi-virtio.rom]=ipxe-qemu
+		[/usr/share/OVMF/OVMF_CODE_4M.fd]=ovmf
+		[/usr/lib/ipxe/undionly.kpxe]=ipxe
+		[ipmi_sim]=openipmi
+		[ipmitool]=ipmitool
+		[/usr/lib/ISOLINUX/isolinux.bin]=isolinux
+		[/usr/lib/syslinux/modules/bios/ldlinux.c32]=syslinux-common
+		[syslinux]=syslinux
+		[mcopy]=mtools
+		[mkfs.vfat]=dosfstools
+		[sfdisk]=fdisk
+		[cpio]=cpio
+		[xorriso]=xorriso
+		[zstd]=zstd
+		[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
+		[/usr/bin/baremetal]=python3-ironicclient
+		[/usr/bin/openstack]=python3-openstackclient
+		[ip]=iproute2
+		[modinfo]=kmod
+		[/bin/busybox]=busybox-static
+		[curl]=curl
+	)
+fi
+
+missing=()
+for probe in "${!need[@]}"; do
+	if [[ "$probe" == /* ]]; then
+		[[ -e "$probe" ]] && continue
+	else
+		command -v "$probe" >/dev/null 2>&1 && continue
+	fi
+	missing+=("${need[$probe]}")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "ironflow needs these Debian packages (or their equivalents): ${missing[*]}" >&2
+	exit 1
+fi
+if [[ $(id -u) -ne 0 ]]; then
+	echo "ironflow needs these Debian packages: ${missing[*]}" >&2
+	echo "install them with: sudo apt-get install -y ${missing[*]}" >&2
+	exit 1
+fi
+echo "installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "installed: ${missing[*]}"

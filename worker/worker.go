@@ -1,0 +1,134 @@
+package worker
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Options size a worker. Zero values take the SDK's defaults.
+type Options struct {
+	// ConductorGroups this worker serves hardware activities for; the empty
+	// group is "default". A worker always runs workflows.
+	ConductorGroups []string
+	// MaxConcurrentActivities per task queue; hardware calls mostly wait.
+	MaxConcurrentActivities int
+	// MaxConcurrentWorkflowTasks and MaxConcurrentLocalActivities bound the
+	// workflow side.
+	MaxConcurrentWorkflowTasks   int
+	MaxConcurrentLocalActivities int
+}
+
+// Named defaults (README: configuration).
+const (
+	DefaultMaxConcurrentActivities      = 200
+	DefaultMaxConcurrentWorkflowTasks   = 50
+	DefaultMaxConcurrentLocalActivities = 200
+)
+
+// Workflows lists every workflow with the name clients start it by.
+func Workflows() map[string]any {
+	return map[string]any{
+		"ManageNode":       workflows.ManageNode,
+		"ProvideNode":      workflows.ProvideNode,
+		"DeployNode":       workflows.DeployNode,
+		"UndeployNode":     workflows.UndeployNode,
+		"SetPowerState":    workflows.SetPowerState,
+		"ChangeBootDevice": workflows.ChangeBootDevice,
+	}
+}
+
+// Activities lists every activity method under the name workflows call it by.
+func Activities(a *activities.Activities) map[string]any {
+	return map[string]any{
+		workflows.ActLoadNode:          a.LoadNode,
+		workflows.ActRecordState:       a.RecordState,
+		workflows.ActStoreConfigDrive:  a.StoreConfigDrive,
+		workflows.ActRecordPowerState:  a.RecordPowerState,
+		workflows.ActClearInstanceInfo: a.ClearInstanceInfo,
+		workflows.ActPrepareBoot:       a.PrepareBoot,
+		workflows.ActCleanBoot:         a.CleanBoot,
+		workflows.ActSetBootDevice:     a.SetBootDevice,
+		workflows.ActSetPower:          a.SetPower,
+		workflows.ActGetPowerState:     a.GetPowerState,
+		workflows.ActGetAgentSteps:     a.GetAgentSteps,
+		workflows.ActRunAgentStep:      a.RunAgentStep,
+		workflows.ActAgentPowerOff:     a.AgentPowerOff,
+		workflows.ActValidateHardware:  a.ValidateHardware,
+	}
+}
+
+// New builds the workers of one process: one on the workflow queue (which
+// also runs local activities) and one per conductor group on its hardware
+// queue. Start them with Run or Start.
+func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.Worker, error) {
+	if opts.MaxConcurrentActivities == 0 {
+		opts.MaxConcurrentActivities = DefaultMaxConcurrentActivities
+	}
+	if opts.MaxConcurrentWorkflowTasks == 0 {
+		opts.MaxConcurrentWorkflowTasks = DefaultMaxConcurrentWorkflowTasks
+	}
+	if opts.MaxConcurrentLocalActivities == 0 {
+		opts.MaxConcurrentLocalActivities = DefaultMaxConcurrentLocalActivities
+	}
+	if len(opts.ConductorGroups) == 0 {
+		opts.ConductorGroups = []string{""}
+	}
+	acts := Activities(a)
+	wf := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
+		MaxConcurrentLocalActivityExecutionSize: opts.MaxConcurrentLocalActivities,
+		// Hardware activities go to the group queues; this worker only runs
+		// local ones.
+		MaxConcurrentActivityExecutionSize: 1,
+		DisableRegistrationAliasing:        true,
+	})
+	for name, fn := range Workflows() {
+		wf.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
+	}
+	for name, fn := range acts {
+		wf.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	workers := []sdkworker.Worker{wf}
+	seen := map[string]bool{}
+	for _, g := range opts.ConductorGroups {
+		q := workflows.HardwareQueue(g)
+		if seen[q] {
+			continue
+		}
+		seen[q] = true
+		hw := sdkworker.New(c, q, sdkworker.Options{
+			MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
+			DisableWorkflowWorker:              true,
+		})
+		for name, fn := range acts {
+			hw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+		}
+		workers = append(workers, hw)
+	}
+	return workers, nil
+}
+
+// Start starts every worker; Stop them with Stop.
+func Start(ws []sdkworker.Worker) error {
+	for i, w := range ws {
+		if err := w.Start(); err != nil {
+			Stop(ws[:i])
+			return fmt.Errorf("start worker: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stop stops every worker.
+func Stop(ws []sdkworker.Worker) {
+	for _, w := range ws {
+		w.Stop()
+	}
+}
