@@ -1,0 +1,182 @@
+package vbmc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Defaults for a VM definition that leaves a field out.
+const (
+	DefaultMemoryMB   = 512
+	DefaultCPUs       = 1
+	DefaultFirmware   = FirmwareBIOS
+	DefaultNetdev     = "none"
+	DefaultQEMUBinary = "qemu-system-x86_64"
+	DefaultUsername   = "admin"
+)
+
+// Firmware names accepted in the configuration.
+const (
+	FirmwareBIOS = "bios"
+	FirmwareUEFI = "uefi"
+)
+
+// OVMF images from Debian's ovmf package, used for firmware "uefi".
+var (
+	OVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	OVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// Config is the vbmc configuration file (see the package documentation).
+type Config struct {
+	StateDir      string   `json:"state_dir"`
+	Username      string   `json:"username"`
+	Password      string   `json:"password"`
+	MediaNetworks []string `json:"media_networks,omitempty"`
+	QEMUBinary    string   `json:"qemu_binary,omitempty"`
+	VMs           []VM     `json:"vms"`
+
+	// Path is the file the configuration was loaded from; chassis_control
+	// commands written for ipmi_sim point at it.
+	Path string `json:"-"`
+
+	mediaNets []netip.Prefix
+}
+
+// VM is one virtual machine acting as a bare-metal server.
+type VM struct {
+	Name      string   `json:"name"`
+	MAC       string   `json:"mac"`
+	Disk      string   `json:"disk,omitempty"`
+	DiskSize  string   `json:"disk_size,omitempty"`
+	MemoryMB  int      `json:"memory_mb,omitempty"`
+	CPUs      int      `json:"cpus,omitempty"`
+	Firmware  string   `json:"firmware,omitempty"`
+	Netdev    string   `json:"netdev,omitempty"`
+	SerialLog string   `json:"serial_log,omitempty"`
+	QEMUExtra []string `json:"qemu_extra,omitempty"`
+}
+
+// LoadConfig reads, defaults and validates a configuration file.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read vbmc config: %w", err)
+	}
+	var cfg Config
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, fmt.Errorf("parse vbmc config %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("resolve vbmc config path %s: %w", path, err)
+	}
+	cfg.Path = abs
+	if err := cfg.normalize(); err != nil {
+		return Config{}, fmt.Errorf("vbmc config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+var vmNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+// normalize fills defaults and rejects what cannot work. It is idempotent,
+// so that a Config built in Go (tests of other packages) can go through it too.
+func (c *Config) normalize() error {
+	if c.StateDir == "" {
+		return errors.New("state_dir is required")
+	}
+	abs, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return fmt.Errorf("resolve state_dir: %w", err)
+	}
+	c.StateDir = abs
+	if c.Username == "" {
+		c.Username = DefaultUsername
+	}
+	if c.Password == "" {
+		return errors.New("password is required")
+	}
+	if c.QEMUBinary == "" {
+		c.QEMUBinary = DefaultQEMUBinary
+	}
+	c.mediaNets = c.mediaNets[:0]
+	for _, n := range c.MediaNetworks {
+		p, err := netip.ParsePrefix(n)
+		if err != nil {
+			return fmt.Errorf("media_networks: %w", err)
+		}
+		c.mediaNets = append(c.mediaNets, p.Masked())
+	}
+	if len(c.VMs) == 0 {
+		return errors.New("no vms")
+	}
+	seen := map[string]bool{}
+	for i := range c.VMs {
+		vm := &c.VMs[i]
+		if !vmNameRE.MatchString(vm.Name) {
+			return fmt.Errorf("vm %d: name %q must be letters, digits, '_', '.', '-'", i, vm.Name)
+		}
+		if seen[vm.Name] {
+			return fmt.Errorf("vm %s: defined twice", vm.Name)
+		}
+		seen[vm.Name] = true
+		if _, err := net.ParseMAC(vm.MAC); err != nil {
+			return fmt.Errorf("vm %s: mac: %w", vm.Name, err)
+		}
+		if vm.MemoryMB == 0 {
+			vm.MemoryMB = DefaultMemoryMB
+		}
+		if vm.CPUs == 0 {
+			vm.CPUs = DefaultCPUs
+		}
+		if vm.MemoryMB < 0 || vm.CPUs < 0 {
+			return fmt.Errorf("vm %s: memory_mb and cpus must be positive", vm.Name)
+		}
+		if vm.Firmware == "" {
+			vm.Firmware = DefaultFirmware
+		}
+		if vm.Firmware != FirmwareBIOS && vm.Firmware != FirmwareUEFI {
+			return fmt.Errorf("vm %s: firmware %q is neither %q nor %q", vm.Name, vm.Firmware, FirmwareBIOS, FirmwareUEFI)
+		}
+		if vm.Netdev == "" {
+			vm.Netdev = DefaultNetdev
+		}
+		switch {
+		case vm.Netdev == "none", vm.Netdev == "user":
+		case strings.HasPrefix(vm.Netdev, "tap:") && len(vm.Netdev) > len("tap:"):
+		default:
+			return fmt.Errorf("vm %s: netdev %q is not tap:IFNAME, user or none", vm.Name, vm.Netdev)
+		}
+		if vm.Disk != "" {
+			if vm.Disk, err = filepath.Abs(vm.Disk); err != nil {
+				return fmt.Errorf("vm %s: resolve disk: %w", vm.Name, err)
+			}
+		}
+		if vm.SerialLog == "" {
+			vm.SerialLog = filepath.Join(c.StateDir, vm.Name, "console.log")
+		} else if vm.SerialLog, err = filepath.Abs(vm.SerialLog); err != nil {
+			return fmt.Errorf("vm %s: resolve serial_log: %w", vm.Name, err)
+		}
+	}
+	return nil
+}
+
+// vm returns the definition of the named VM.
+func (c *Config) vm(name string) (VM, bool) {
+	for _, vm := range c.VMs {
+		if vm.Name == name {
+			return vm, true
+		}
+	}
+	return VM{}, false
+}

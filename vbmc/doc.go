@@ -1,0 +1,60 @@
+// Package vbmc is ironflow's virtual BMC: it makes QEMU virtual machines look
+// like bare-metal servers to ironflow's BMC drivers, through a Redfish service
+// (`ironflow vbmc serve`) and through OpenIPMI's ipmi_sim with a
+// chassis_control program (`ironflow vbmc ipmi-sim`, `ironflow vbmc
+// chassis-control`).
+//
+// One VM definition serves both paths: power, boot order and virtual media are
+// applied by the same code (machine.go), QEMU is always started fully detached
+// (`-daemonize`, its own session, stdio on /dev/null) so that a short-lived
+// chassis_control process can start it, and the VM's state lives in files under
+// state_dir/NAME, guarded by a file lock, so that the Redfish service and
+// chassis_control may act on the same VM.
+//
+// It owns QEMU processes and their state directories. It never reaches the
+// network beyond 127.0.0.1 or the lab networks named in the configuration
+// (virtual media downloads), and it never logs the BMC password or session
+// tokens.
+//
+// # Configuration
+//
+// The configuration is a JSON file:
+//
+//	{
+//	  "state_dir": "/var/lib/ironflow-vbmc",  // required; per-VM directories go below
+//	  "username": "admin",                     // BMC credentials (Redfish and IPMI)
+//	  "password": "password",
+//	  "media_networks": ["192.168.100.0/24"],  // where InsertMedia may download from
+//	                                           // besides loopback (optional)
+//	  "qemu_binary": "qemu-system-x86_64",     // optional
+//	  "vms": [{
+//	    "name": "vm0",                         // Redfish System/Manager id
+//	    "mac": "52:54:00:00:00:10",            // NIC MAC (virtio-net-pci)
+//	    "disk": "/path/vm0.qcow2",             // raw unless it ends in .qcow2; optional
+//	    "disk_size": "1G",                     // create the disk with qemu-img if missing
+//	    "memory_mb": 512,                      // default 512
+//	    "cpus": 1,                             // default 1
+//	    "firmware": "bios",                    // "bios" (SeaBIOS) or "uefi" (OVMF)
+//	    "netdev": "tap:tap0",                  // "tap:IFNAME", "user" or "none"
+//	    "serial_log": "/path/console.log",     // default state_dir/NAME/console.log
+//	    "qemu_extra": ["-cpu", "max"]          // appended to the QEMU command line
+//	  }]
+//	}
+//
+// # Boot order
+//
+// The machine has three boot devices: the disk (virtio-blk), the NIC
+// (virtio-net-pci, iPXE ROM) and a CD drive (ide-cd, empty until media is
+// inserted). Without an override the order is disk, NIC, CD — an empty disk
+// falls through to the network, as a fresh server does. An override puts its
+// device first. A running VM gets the new order through QMP qom-set on the
+// devices' bootindex property, which QEMU reads at the next reset; QEMU rejects
+// a bootindex already in use, so each change writes the whole order into the
+// other of two disjoint index ranges (1..3 and 11..13).
+//
+// A Redfish "Once" override is consumed by the next boot the BMC causes
+// (power on, ForceRestart, PowerCycle): the VM boots with the override, then
+// the default order is restored for later resets. IPMI (ipmi_sim) does not pass
+// the persistent flag to chassis_control, so boot devices set through IPMI are
+// kept until changed (Continuous).
+package vbmc
