@@ -268,8 +268,12 @@ func canonicalUUID(s string) (string, bool) {
 	return u.String(), true
 }
 
+// DefaultProvisionState is a new node's state when the caller sets none:
+// Ironic's since API 1.11 (older microversions ask for "available").
+const DefaultProvisionState = "enroll"
+
 // CreateNode inserts n, filling UUID when empty and ID and CreatedAt from
-// the database. The caller sets ProvisionState (Ironic ≥1.11: "enroll").
+// the database. The caller sets ProvisionState (empty: "enroll").
 func (s *Store) CreateNode(ctx context.Context, n *Node) error {
 	if n.UUID == "" {
 		n.UUID = uuid.NewString()
@@ -279,7 +283,7 @@ func (s *Store) CreateNode(ctx context.Context, n *Node) error {
 		return fmt.Errorf("create node: uuid %q: %w", n.UUID, ErrInvalidInput)
 	}
 	if n.ProvisionState == "" {
-		return fmt.Errorf("create node %s: empty provision_state: %w", n.UUID, ErrInvalidInput)
+		n.ProvisionState = DefaultProvisionState
 	}
 	cols, vals := writableNodeValues(n)
 	cols = append(cols, "uuid")

@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -125,8 +124,7 @@ func Shutdown() {
 	if err := cluster.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "storetest: %v\n", err)
 	}
-	// The cluster lives in <tmp>/ironflow-storetest-*/pg.
-	os.RemoveAll(filepath.Dir(cluster.DataDir()))
+	os.RemoveAll(cluster.DataDir())
 	cluster, started, startErr = nil, false, nil
 }
 
@@ -153,12 +151,9 @@ func startCluster(ctx context.Context) (*devstack.Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create cluster dir: %w", err)
 	}
-	// As root the cluster runs as the postgres user, who must traverse dir.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("chmod %s: %w", dir, err)
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := devstack.StartPostgres(ctx, filepath.Join(dir, "pg"), log)
+	// StartPostgres hands dir to the postgres user when we are root.
+	p, err := devstack.StartPostgres(ctx, dir, log)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start a PostgreSQL cluster for tests (or set %s): %w", EnvDatabaseURL, err)
