@@ -42,29 +42,27 @@ func startPostgres(t *testing.T, dir string) *Postgres {
 	return p
 }
 
-func exec1(t *testing.T, url, sql string, args ...any) {
+func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatalf("connect %s: %v", url, err)
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func exec1(t *testing.T, url, sql string) {
+	t.Helper()
+	if _, err := connect(t, url).Exec(context.Background(), sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
 func queryInt(t *testing.T, url, sql string) int {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatalf("connect %s: %v", url, err)
-	}
-	defer conn.Close(ctx)
 	var n int
-	if err := conn.QueryRow(ctx, sql).Scan(&n); err != nil {
+	if err := connect(t, url).QueryRow(context.Background(), sql).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n

@@ -459,16 +459,25 @@ func (s *Store) ListNodes(ctx context.Context, f NodeFilter) ([]*Node, error) {
 		return nil, dbError(err, "list nodes")
 	}
 	if len(nodes) == 0 && marker != "" {
-		// Only an empty page can hide a missing marker: check it then.
-		var exists bool
-		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM nodes WHERE uuid = $1)", marker).Scan(&exists); err != nil {
-			return nil, dbError(err, "list nodes: look up marker %s", marker)
-		}
-		if !exists {
-			return nil, fmt.Errorf("list nodes: marker %s: %w", f.Marker, ErrMarkerNotFound)
+		if err := s.checkMarker(ctx, "nodes", marker); err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 	}
 	return nodes, nil
+}
+
+// checkMarker returns ErrMarkerNotFound when no row of table has the
+// marker's uuid. Only an empty page can hide a missing marker (the marker
+// condition then matches nothing), so lists call it only then.
+func (s *Store) checkMarker(ctx context.Context, table, marker string) error {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+table+" WHERE uuid = $1)", marker).Scan(&exists); err != nil {
+		return dbError(err, "look up marker %s", marker)
+	}
+	if !exists {
+		return fmt.Errorf("marker %s: %w", marker, ErrMarkerNotFound)
+	}
+	return nil
 }
 
 // CountNodes counts the nodes that match f (Limit, Marker, Sort ignored).

@@ -162,12 +162,8 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 		return nil, dbError(err, "list ports")
 	}
 	if len(ports) == 0 && marker != "" {
-		var exists bool
-		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM ports WHERE uuid = $1)", marker).Scan(&exists); err != nil {
-			return nil, dbError(err, "list ports: look up marker %s", marker)
-		}
-		if !exists {
-			return nil, fmt.Errorf("list ports: marker %s: %w", f.Marker, ErrMarkerNotFound)
+		if err := s.checkMarker(ctx, "ports", marker); err != nil {
+			return nil, fmt.Errorf("list ports: %w", err)
 		}
 	}
 	return ports, nil

@@ -54,34 +54,17 @@ var (
 // It fails the test when no PostgreSQL server can be had.
 func New(t testing.TB) *store.Store {
 	t.Helper()
+	dbURL := URL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	serverURL, err := serverURL(ctx)
-	if err != nil {
-		t.Fatalf("storetest: %v", err)
-	}
-	name := "ironflow_test_" + randomHex(8)
-	if err := adminExec(ctx, serverURL, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("storetest: create database %s: %v", name, err)
-	}
-	dbURL, err := withDatabase(serverURL, name)
-	if err != nil {
-		t.Fatalf("storetest: %v", err)
-	}
 	s, err := store.Open(ctx, dbURL)
 	if err != nil {
-		t.Fatalf("storetest: open %s: %v", name, err)
+		t.Fatalf("storetest: %v", err)
 	}
-	t.Cleanup(func() {
-		s.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-		defer cancel()
-		if err := adminExec(ctx, serverURL, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("storetest: drop database %s: %v", name, err)
-		}
-	})
+	// Cleanups run last-in first-out: the pool closes before URL's DROP.
+	t.Cleanup(s.Close)
 	if err := s.Migrate(ctx); err != nil {
-		t.Fatalf("storetest: migrate %s: %v", name, err)
+		t.Fatalf("storetest: %v", err)
 	}
 	return s
 }
