@@ -516,7 +516,8 @@ func (c *rfCall) send(method, path string, body []byte, hdr map[string]string, a
 // connection) can always be repeated; one that may have reached it only when
 // repeating is harmless, which is not the case for an action (POST).
 func retryableNetError(method string, err error) bool {
-	if errors.Is(err, context.Canceled) {
+	var cv *tls.CertificateVerificationError
+	if errors.Is(err, context.Canceled) || errors.As(err, &cv) {
 		return false
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
@@ -540,7 +541,15 @@ func retryableStatus(method string, status int) bool {
 }
 
 // netError maps a transport failure to ErrUnreachable, naming what was done.
+// An untrusted certificate is not transient: the operator must fix
+// redfish_verify_ca.
 func netError(ctx context.Context, what string, err error) error {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) {
+		return fmt.Errorf("%w: %s: BMC certificate not trusted (set redfish_verify_ca to its CA bundle, or False): %v", ErrInvalidConfig, what, err)
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnreachable, what, ctx.Err())
 	}

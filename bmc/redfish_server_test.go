@@ -46,6 +46,8 @@ type recordedBMC struct {
 	lagLeft          int
 	justEjected      bool
 
+	tls bool // serve HTTPS with httptest's own certificate
+
 	// faults
 	fail503 int           // the next N authenticated requests answer 503
 	slow    time.Duration // authenticated requests stall this long (or until the client gives up)
@@ -97,7 +99,11 @@ func startBMC(t *testing.T, dir string, edit func(b *recordedBMC)) *recordedBMC 
 			}
 		}
 	}
-	b.srv = httptest.NewServer(b)
+	if b.tls {
+		b.srv = httptest.NewTLSServer(b)
+	} else {
+		b.srv = httptest.NewServer(b)
+	}
 	t.Cleanup(b.srv.Close)
 	return b
 }

@@ -2,7 +2,10 @@ package bmc
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -528,5 +531,64 @@ func TestRedfishConfig(t *testing.T) {
 				t.Fatalf("cfg = %+v", cfg)
 			}
 		})
+	}
+}
+
+func TestRedfishTLS(t *testing.T) {
+	ctx := context.Background()
+	b := startBMC(t, "hpe-ilo-dl325", func(b *recordedBMC) { b.tls = true })
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.srv.Certificate().Raw})
+	if err := os.WriteFile(ca, pemBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(b.srv.URL, "https://")
+	cases := []struct {
+		name    string
+		extra   map[string]any
+		wantErr error
+	}{
+		{"bare host means https, CA bundle trusted", map[string]any{"redfish_address": host, "redfish_verify_ca": ca}, nil},
+		{"verification off", map[string]any{"redfish_verify_ca": "False"}, nil},
+		{"unknown CA refused", map[string]any{"redfish_verify_ca": "True"}, ErrInvalidConfig},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newTestRedfish(t, b.info(tc.extra))
+			err := d.Validate(ctx)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("Validate = %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		driver   string
+		info     map[string]any
+		required []string
+		missing  []string
+	}{
+		{"redfish", map[string]any{"redfish_username": "u"}, []string{"redfish_address"}, []string{"redfish_address"}},
+		{"redfish", map[string]any{"redfish_address": "h"}, []string{"redfish_address"}, nil},
+		{"ipmi", map[string]any{"ipmi_address": ""}, []string{"ipmi_address"}, []string{"ipmi_address"}},
+		{"fake-hardware", nil, nil, nil},
+	} {
+		req, opt, err := Describe(tc.driver)
+		if err != nil || !slices.Equal(req, tc.required) || len(opt) == 0 {
+			t.Fatalf("Describe(%s) = %v, %v, %v", tc.driver, req, opt, err)
+		}
+		if missing, _ := MissingKeys(tc.driver, tc.info); !slices.Equal(missing, tc.missing) {
+			t.Fatalf("MissingKeys(%s, %v) = %v, want %v", tc.driver, tc.info, missing, tc.missing)
+		}
+		if tc.missing != nil {
+			if _, err := New(tc.driver, tc.info); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.missing[0]) {
+				t.Fatalf("New(%s) without %v: %v", tc.driver, tc.missing, err)
+			}
+		}
+	}
+	if _, _, err := Describe("idrac"); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Describe(idrac): %v", err)
 	}
 }
