@@ -1,0 +1,464 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// DownloadConfig tunes image downloads. Zero fields take IPA's defaults.
+type DownloadConfig struct {
+	// Retries is how many times a failed connection is retried (IPA: 9);
+	// each retry resumes with an HTTP Range request.
+	Retries int
+	// RetryDelay is the pause before a retry (IPA: 10 s).
+	RetryDelay time.Duration
+	// StallTimeout aborts a connection that delivers nothing for this long
+	// (IPA: the 60 s connection timeout).
+	StallTimeout time.Duration
+	// ChunkSize is the write unit; memory use is a few chunks (1 MiB).
+	ChunkSize int
+	// AllowMD5 accepts md5 checksums (Ironic's allow_md5_checksum, default on).
+	DisallowMD5 bool
+}
+
+// Download defaults.
+const (
+	DefaultDownloadRetries    = 9
+	DefaultDownloadRetryDelay = 10 * time.Second
+	DefaultStallTimeout       = 60 * time.Second
+	DefaultChunkSize          = 1 << 20
+	// writeBuffers is how many chunks are in flight between the download
+	// and the disk: enough to overlap the two, bounded memory.
+	writeBuffers = 4
+	// wipeSize is how much is zeroed at each end of a disk whose image
+	// write failed, so that no half-written partition table can boot.
+	wipeSize = 1 << 20
+)
+
+func (c DownloadConfig) withDefaults() DownloadConfig {
+	if c.Retries == 0 {
+		c.Retries = DefaultDownloadRetries
+	}
+	if c.Retries < 0 {
+		c.Retries = 0
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = DefaultDownloadRetryDelay
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.ChunkSize == 0 {
+		c.ChunkSize = DefaultChunkSize
+	}
+	return c
+}
+
+func defaultDownloadClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: 60 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	tr.ResponseHeaderTimeout = 60 * time.Second
+	// Images are compressed or not on purpose: never let the transport
+	// gunzip behind our back (the checksum is of the file as served).
+	tr.DisableCompression = true
+	return &http.Client{Transport: tr}
+}
+
+// ErrChecksumMismatch is wrapped by the error of an image whose digest
+// differs from the expected one.
+var ErrChecksumMismatch = errors.New("image checksum mismatch")
+
+// permanentError is a download failure not worth retrying (HTTP 4xx).
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// resumableReader reads an HTTP resource and, when the connection breaks,
+// reconnects with Range: bytes=<offset>- so the stream continues where it
+// stopped; whoever reads it (hash, decompressor) sees one unbroken stream.
+type resumableReader struct {
+	ctx    context.Context
+	hc     *http.Client
+	url    string
+	cfg    DownloadConfig
+	body   io.ReadCloser
+	cancel context.CancelFunc
+	stall  *time.Timer
+	offset int64
+	total  int64 // -1 when unknown
+	// totalBytes mirrors total for the progress reporter's goroutine.
+	totalBytes atomic.Int64
+	// validator pins the resource across resumes (ETag or Last-Modified).
+	etag, lastMod string
+	failures      int
+	resumes       int
+	eof           bool
+}
+
+func newResumableReader(ctx context.Context, hc *http.Client, u string, cfg DownloadConfig) *resumableReader {
+	return &resumableReader{ctx: ctx, hc: hc, url: u, cfg: cfg, total: -1}
+}
+
+func (r *resumableReader) open() error {
+	ctx, cancel := context.WithCancel(r.ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
+	if err != nil {
+		cancel()
+		return permanentError{fmt.Errorf("image URL %s: %w", redactURL(r.url), err)}
+	}
+	if r.offset > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", r.offset))
+		if v := r.etag; v != "" {
+			req.Header.Set("If-Range", v)
+		} else if v := r.lastMod; v != "" {
+			req.Header.Set("If-Range", v)
+		}
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("download %s: %w", redactURL(r.url), unwrapURLError(err))
+	}
+	switch {
+	case r.offset == 0 && resp.StatusCode == http.StatusOK:
+		r.total = resp.ContentLength
+		r.totalBytes.Store(r.total)
+		r.etag, r.lastMod = resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
+	case r.offset > 0 && resp.StatusCode == http.StatusPartialContent:
+		start, err := contentRangeStart(resp.Header.Get("Content-Range"))
+		if err != nil || start != r.offset {
+			resp.Body.Close()
+			cancel()
+			return fmt.Errorf("download %s: resume at %d answered with Content-Range %q", redactURL(r.url), r.offset, resp.Header.Get("Content-Range"))
+		}
+	case r.offset > 0 && resp.StatusCode == http.StatusOK:
+		// The server ignores Range (or the resource changed, If-Range): skip
+		// what we already have; if it changed the checksum will tell.
+		if _, err := io.CopyN(io.Discard, resp.Body, r.offset); err != nil {
+			resp.Body.Close()
+			cancel()
+			return fmt.Errorf("download %s: skip to %d after a resume without Range support: %w", redactURL(r.url), r.offset, err)
+		}
+	default:
+		resp.Body.Close()
+		cancel()
+		err := fmt.Errorf("download %s: HTTP %d", redactURL(r.url), resp.StatusCode)
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			return permanentError{err}
+		}
+		return err
+	}
+	r.body, r.cancel = resp.Body, cancel
+	r.stall = time.AfterFunc(r.cfg.StallTimeout, cancel)
+	return nil
+}
+
+func contentRangeStart(v string) (int64, error) {
+	// bytes 100-199/200
+	v = strings.TrimPrefix(v, "bytes ")
+	s, _, ok := strings.Cut(v, "-")
+	if !ok {
+		return 0, fmt.Errorf("bad Content-Range %q", v)
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+func (r *resumableReader) closeBody() {
+	if r.body != nil {
+		r.stall.Stop()
+		r.body.Close()
+		r.cancel()
+		r.body = nil
+	}
+}
+
+func (r *resumableReader) Close() error { r.closeBody(); return nil }
+
+func (r *resumableReader) Read(p []byte) (int, error) {
+	if r.eof {
+		return 0, io.EOF
+	}
+	for {
+		if r.body == nil {
+			if err := r.open(); err != nil {
+				if perr := r.retry(err); perr != nil {
+					return 0, perr
+				}
+				continue
+			}
+		}
+		n, err := r.body.Read(p)
+		r.offset += int64(n)
+		if n > 0 {
+			r.stall.Reset(r.cfg.StallTimeout)
+			r.failures = 0
+		}
+		if err == io.EOF {
+			if r.total >= 0 && r.offset < r.total {
+				err = fmt.Errorf("connection closed at byte %d of %d: %w", r.offset, r.total, io.ErrUnexpectedEOF)
+			} else {
+				r.closeBody()
+				r.eof = true
+				return n, io.EOF
+			}
+		}
+		if err != nil {
+			r.closeBody()
+			if n > 0 {
+				// Deliver what we got; the next Read reconnects.
+				r.failures++
+				r.resumes++
+				return n, nil
+			}
+			if perr := r.retry(err); perr != nil {
+				return 0, perr
+			}
+			continue
+		}
+		return n, nil
+	}
+}
+
+// retry sleeps before the next attempt or returns the error when attempts
+// are exhausted, the error is permanent, or ctx ended.
+func (r *resumableReader) retry(err error) error {
+	if r.ctx.Err() != nil {
+		return r.ctx.Err()
+	}
+	var perm permanentError
+	if errors.As(err, &perm) {
+		return err
+	}
+	r.failures++
+	if r.failures > r.cfg.Retries {
+		return fmt.Errorf("%w (gave up after %d retries)", err, r.cfg.Retries)
+	}
+	r.resumes++
+	select {
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	case <-time.After(r.cfg.RetryDelay):
+	}
+	return nil
+}
+
+// countingHashWriter hashes and counts the downloaded (as served) bytes.
+type countingHashWriter struct {
+	h hash.Hash
+	// n is read by the disk writer goroutine for progress.
+	n atomic.Int64
+}
+
+func (c *countingHashWriter) Write(p []byte) (int, error) {
+	c.h.Write(p)
+	c.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// streamResult reports a finished image stream.
+type streamResult struct {
+	Written    int64
+	Downloaded int64
+	Digest     string
+	Resumes    int
+	Format     string
+}
+
+// progressFunc is told bytes written to disk, downloaded and the download
+// total (-1 unknown).
+type progressFunc func(written, downloaded, total int64)
+
+var (
+	magicGzip  = []byte{0x1f, 0x8b}
+	magicZstd  = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	magicQcow2 = []byte{'Q', 'F', 'I', 0xfb}
+)
+
+// streamImage downloads url and writes it to dev from offset 0, hashing the
+// file as served in the same pass and decompressing gzip or zstd on the fly.
+// It fails with ErrChecksumMismatch when the digest differs from ck.
+func streamImage(ctx context.Context, hc *http.Client, imageURL string, ck expectedChecksum, dev io.WriterAt, devSize int64, cfg DownloadConfig, progress progressFunc) (streamResult, error) {
+	var res streamResult
+	h, err := newHash(ck.Algo)
+	if err != nil {
+		return res, err
+	}
+	rr := newResumableReader(ctx, hc, imageURL, cfg)
+	defer rr.Close()
+	counter := &countingHashWriter{h: h}
+	br := bufio.NewReaderSize(io.TeeReader(rr, counter), 256<<10)
+
+	head, err := br.Peek(4)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return res, fmt.Errorf("read image %s: %w", redactURL(imageURL), err)
+	}
+	var src io.Reader = br
+	res.Format = "raw"
+	switch {
+	case bytes.HasPrefix(head, magicQcow2):
+		return res, fmt.Errorf("image %s is qcow2: ironflow's agent writes raw images only (raw, or gzip/zstd-compressed raw); convert it with qemu-img convert -O raw", redactURL(imageURL))
+	case bytes.HasPrefix(head, magicGzip):
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return res, fmt.Errorf("open gzip image %s: %w", redactURL(imageURL), err)
+		}
+		defer gz.Close()
+		src, res.Format = gz, "gzip"
+	case bytes.HasPrefix(head, magicZstd):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(128<<20))
+		if err != nil {
+			return res, fmt.Errorf("open zstd image %s: %w", redactURL(imageURL), err)
+		}
+		defer zr.Close()
+		src, res.Format = zr, "zstd"
+	}
+
+	written, err := pipeToDevice(ctx, src, dev, devSize, cfg.ChunkSize, func(w int64) {
+		if progress != nil {
+			progress(w, counter.n.Load(), rr.totalBytes.Load())
+		}
+	})
+	res.Written, res.Resumes = written, rr.resumes
+	if err != nil {
+		return res, fmt.Errorf("write image %s: %w", redactURL(imageURL), err)
+	}
+	// The checksum covers the whole file as served: drain anything after
+	// the end of the compressed stream.
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		return res, fmt.Errorf("read the end of image %s: %w", redactURL(imageURL), err)
+	}
+	res.Downloaded = counter.n.Load()
+	res.Digest = hex.EncodeToString(h.Sum(nil))
+	if progress != nil {
+		progress(written, counter.n.Load(), rr.totalBytes.Load())
+	}
+	if res.Digest != ck.Value {
+		return res, fmt.Errorf("%w: image %s, %s from %s: expected %s, got %s", ErrChecksumMismatch, redactURL(imageURL), ck.Algo, ck.Source, ck.Value, res.Digest)
+	}
+	return res, nil
+}
+
+// pipeToDevice copies src to dev in chunks, reading the next chunk while the
+// previous one is written; memory is writeBuffers chunks.
+func pipeToDevice(ctx context.Context, src io.Reader, dev io.WriterAt, devSize int64, chunk int, progress func(int64)) (int64, error) {
+	type block struct {
+		buf []byte
+		n   int
+		off int64
+	}
+	free := make(chan []byte, writeBuffers)
+	for range writeBuffers {
+		free <- make([]byte, chunk)
+	}
+	full := make(chan block, writeBuffers)
+	var (
+		wg       sync.WaitGroup
+		writeErr error
+		written  int64
+	)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for b := range full {
+			if writeErr == nil {
+				if _, err := dev.WriteAt(b.buf[:b.n], b.off); err != nil {
+					writeErr = fmt.Errorf("write at offset %d: %w", b.off, err)
+					cancel()
+				} else {
+					written = b.off + int64(b.n)
+					progress(written)
+				}
+			}
+			free <- b.buf
+		}
+	}()
+	var off int64
+	var readErr error
+	for {
+		var buf []byte
+		select {
+		case buf = <-free:
+		case <-wctx.Done():
+		}
+		if buf == nil {
+			break
+		}
+		n, err := io.ReadFull(src, buf)
+		if n > 0 {
+			if devSize > 0 && off+int64(n) > devSize {
+				readErr = fmt.Errorf("image is larger than the %d-byte disk", devSize)
+				free <- buf
+				break
+			}
+			full <- block{buf: buf, n: n, off: off}
+			off += int64(n)
+		} else {
+			free <- buf
+		}
+		// Identity, not errors.Is: a wrapped ErrUnexpectedEOF is a broken
+		// download, while ReadFull's own means "short last chunk".
+		if err == io.EOF || err == io.ErrUnexpectedEOF { //nolint:errorlint // see above
+			break
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+	}
+	close(full)
+	wg.Wait()
+	if writeErr != nil {
+		return written, writeErr
+	}
+	if readErr != nil {
+		return written, readErr
+	}
+	if err := ctx.Err(); err != nil {
+		return written, err
+	}
+	return written, nil
+}
+
+// wipeEnds zeroes the first and last wipeSize bytes of a device (partition
+// tables, GPT backup, RAID/filesystem signatures near the end).
+func wipeEnds(dev Device) error {
+	size := dev.Size()
+	zero := make([]byte, min(int64(wipeSize), size))
+	if _, err := dev.WriteAt(zero, 0); err != nil {
+		return fmt.Errorf("wipe the start of the disk: %w", err)
+	}
+	if size > int64(len(zero)) {
+		if _, err := dev.WriteAt(zero, size-int64(len(zero))); err != nil {
+			return fmt.Errorf("wipe the end of the disk: %w", err)
+		}
+	}
+	return dev.Sync()
+}

@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/ironflow/ironflow/agent"
+	"github.com/ironflow/ironflow/agent/client"
+)
+
+// keep is how much of each end of a simulated disk is kept in memory:
+// enough for MBR/GPT tables and their backups, so partition-table work
+// (config drive, erase) behaves as on a real disk.
+const keep = 1 << 20
+
+// Hardware is simulated hardware: disks that remember only their first and
+// last MiB, a power switch that stops the agent.
+type Hardware struct {
+	mu      sync.Mutex
+	macs    []string
+	disks   []*Disk
+	onPower func(agent.PowerAction)
+	// Powered records power actions requested.
+	power []agent.PowerAction
+}
+
+// NewHardware returns simulated hardware with one disk of diskSize bytes.
+func NewHardware(macs []string, diskSize int64) *Hardware {
+	return &Hardware{macs: macs, disks: []*Disk{{name: "/dev/vda", size: diskSize}}}
+}
+
+// Disk is a simulated disk.
+type Disk struct {
+	mu      sync.Mutex
+	name    string
+	size    int64
+	head    []byte
+	tail    []byte
+	written int64
+}
+
+// BytesWritten is how many bytes were written to the disk in total.
+func (d *Disk) BytesWritten() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.written
+}
+
+// Disks returns the simulated disks.
+func (h *Hardware) Disks() []*Disk { return h.disks }
+
+// PowerActions returns the power actions requested so far.
+func (h *Hardware) PowerActions() []agent.PowerAction {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]agent.PowerAction(nil), h.power...)
+}
+
+// BlockDevices implements agent.Hardware.
+func (h *Hardware) BlockDevices(context.Context) ([]agent.BlockDevice, error) {
+	var out []agent.BlockDevice
+	for i, d := range h.disks {
+		out = append(out, agent.BlockDevice{Name: d.name, Size: d.size, Kind: "disk", Model: "SIMULATED DISK",
+			Serial: fmt.Sprintf("SIM%04d", i), ByPath: fmt.Sprintf("/dev/disk/by-path/pci-0000:00:%02x.0", 4+i)})
+	}
+	return out, nil
+}
+
+// Open implements agent.Hardware.
+func (h *Hardware) Open(bd agent.BlockDevice) (agent.Device, error) {
+	for _, d := range h.disks {
+		if d.name == bd.Name {
+			return &openDisk{d}, nil
+		}
+	}
+	return nil, fmt.Errorf("simulated disk %s does not exist", bd.Name)
+}
+
+// Inventory implements agent.Hardware.
+func (h *Hardware) Inventory(context.Context) (client.Inventory, error) {
+	inv := client.Inventory{
+		CPU:          client.CPU{ModelName: "Simulated CPU", Count: 2, Architecture: "x86_64"},
+		Memory:       client.Memory{Total: 2 << 30, PhysicalMB: 2048},
+		SystemVendor: client.SystemVendor{Manufacturer: "ironflow", ProductName: "simulated machine", SerialNumber: "SIM"},
+		Boot:         client.Boot{CurrentBootMode: "bios"},
+	}
+	for i, m := range h.macs {
+		inv.Interfaces = append(inv.Interfaces, client.Interface{Name: fmt.Sprintf("eth%d", i), MACAddress: m, HasCarrier: true})
+	}
+	devs, _ := h.BlockDevices(context.Background())
+	for _, d := range devs {
+		inv.Disks = append(inv.Disks, client.Disk{Name: d.Name, Size: d.Size, Model: d.Model, Serial: d.Serial, ByPath: d.ByPath})
+	}
+	return inv, nil
+}
+
+// Power implements agent.Hardware: the simulated machine stops its agent.
+func (h *Hardware) Power(_ context.Context, action agent.PowerAction) error {
+	h.mu.Lock()
+	h.power = append(h.power, action)
+	f := h.onPower
+	h.mu.Unlock()
+	if f != nil {
+		f(action)
+	}
+	return nil
+}
+
+// SyncAll implements agent.Hardware.
+func (h *Hardware) SyncAll() error { return nil }
+
+// AddUEFIBootEntry implements agent.Hardware: the simulated machine boots BIOS.
+func (h *Hardware) AddUEFIBootEntry(context.Context, agent.BlockDevice, agent.UEFIPartition, string) error {
+	return agent.ErrNotUEFI
+}
+
+type openDisk struct{ *Disk }
+
+func (d *openDisk) Size() int64  { return d.size }
+func (d *openDisk) Sync() error  { return nil }
+func (d *openDisk) Close() error { return nil }
+
+func (d *openDisk) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > d.size {
+		return 0, fmt.Errorf("simulated disk %s: write of %d bytes at %d beyond its %d bytes", d.name, len(p), off, d.size)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.written += int64(len(p))
+	if off < keep {
+		if d.head == nil {
+			d.head = make([]byte, min(keep, d.size))
+		}
+		copy(d.head[off:], p)
+	}
+	tailStart := d.size - keep
+	if end := off + int64(len(p)); end > tailStart {
+		if d.tail == nil {
+			d.tail = make([]byte, min(keep, d.size))
+		}
+		if off >= tailStart {
+			copy(d.tail[off-tailStart:], p)
+		} else {
+			copy(d.tail, p[tailStart-off:])
+		}
+	}
+	return len(p), nil
+}
+
+func (d *openDisk) ReadAt(p []byte, off int64) (int, error) {
+	if off >= d.size {
+		return 0, io.EOF
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := min(int64(len(p)), d.size-off)
+	clear(p[:n])
+	if off < keep && d.head != nil {
+		copy(p[:n], d.head[off:])
+	}
+	tailStart := d.size - keep
+	if off+n > tailStart && d.tail != nil {
+		if off >= tailStart {
+			copy(p[:n], d.tail[off-tailStart:])
+		} else {
+			copy(p[tailStart-off:n], d.tail)
+		}
+	}
+	if n < int64(len(p)) {
+		return int(n), io.EOF
+	}
+	return int(n), nil
+}

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ironflow/ironflow/agent/client"
+)
+
+// hardwareManager names the agent's single hardware manager in step lists
+// and hardware_manager_version, as IPA keys them.
+const (
+	hardwareManager        = "GenericHardwareManager"
+	hardwareManagerKey     = "generic_hardware_manager"
+	hardwareManagerVersion = "1.2"
+	// powerDelay lets the HTTP answer of standby.power_off reach the
+	// control plane before the machine goes down.
+	powerDelay = 500 * time.Millisecond
+)
+
+func managerVersion() map[string]any {
+	return map[string]any{hardwareManagerKey: hardwareManagerVersion}
+}
+
+// deploySteps are the in-band deploy steps, with Ironic's priorities.
+func deploySteps() []client.Step {
+	return []client.Step{
+		{Step: "write_image", Priority: 80, Interface: "deploy", ArgsInfo: map[string]any{
+			"image_info":  map[string]any{"description": "image to write: urls, checksum or os_hash_algo/os_hash_value, disk_format", "required": false},
+			"configdrive": map[string]any{"description": "gzip+base64 ISO 9660 config drive or its URL", "required": false},
+		}},
+		{Step: "erase_devices_metadata", Priority: 0, Interface: "deploy"},
+	}
+}
+
+func cleanSteps() []client.Step {
+	return []client.Step{
+		{Step: "erase_devices_metadata", Priority: 99, Interface: "deploy", Abortable: true},
+		{Step: "erase_devices", Priority: 10, Interface: "deploy", Abortable: true},
+	}
+}
+
+type stepParams struct {
+	Step    client.Step      `json:"step"`
+	Node    map[string]any   `json:"node"`
+	Ports   []map[string]any `json:"ports"`
+	Version map[string]any   `json:"deploy_version"`
+	Clean   map[string]any   `json:"clean_version"`
+}
+
+// commandSpecs is the command table: IPA's names, sync or async.
+func (a *Agent) commandSpecs() map[string]commandSpec {
+	return map[string]commandSpec{
+		"deploy.get_deploy_steps": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
+			return map[string]any{"deploy_steps": map[string]any{hardwareManager: deploySteps()}, "hardware_manager_version": managerVersion()}, nil
+		}},
+		"deploy.execute_deploy_step": {async: true, kind: "deploy", run: a.executeDeployStep},
+		"clean.get_clean_steps": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
+			return map[string]any{"clean_steps": map[string]any{hardwareManager: cleanSteps()}, "hardware_manager_version": managerVersion()}, nil
+		}},
+		"clean.execute_clean_step": {async: true, kind: "clean", run: a.executeCleanStep},
+		"standby.prepare_image":    {async: true, kind: "deploy", run: a.prepareImage},
+		"standby.sync": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
+			if err := a.cfg.Hardware.SyncAll(); err != nil {
+				return nil, fmt.Errorf("sync: %w", err)
+			}
+			return "sync completed", nil
+		}},
+		"standby.power_off":        {async: true, run: a.powerCommand(PowerOff)},
+		"standby.reboot":           {async: true, run: a.powerCommand(Reboot)},
+		"image.install_bootloader": {async: true, kind: "deploy", run: a.installBootloader},
+		"poll.get_hardware_info": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
+			return a.cfg.Hardware.Inventory(ctx)
+		}},
+		"log.collect_system_logs": {run: a.collectSystemLogs},
+	}
+}
+
+func (a *Agent) powerCommand(action PowerAction) handlerFunc {
+	return func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
+		if err := a.cfg.Hardware.SyncAll(); err != nil {
+			a.log.Warn("sync before power action failed", "err", err)
+		}
+		// Answer first, then act: the caller is waiting for the result.
+		go func() {
+			time.Sleep(powerDelay)
+			if err := a.cfg.Hardware.Power(context.Background(), action); err != nil {
+				a.log.Error("power action failed", "action", action, "err", err)
+			}
+		}()
+		return fmt.Sprintf("power %s requested", action), nil
+	}
+}
+
+func (a *Agent) executeDeployStep(ctx context.Context, cmd *command, raw json.RawMessage) (any, error) {
+	var p stepParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	if p.Step.Step == "" {
+		return nil, newRESTError("InvalidCommandParamsError", 400, "Invalid command parameters", "Malformed deploy_step, no \"step\" key")
+	}
+	var result any
+	var err error
+	switch p.Step.Step {
+	case "write_image":
+		result, err = a.writeImage(ctx, cmd, p.Node, p.Step.Args)
+	case "erase_devices_metadata":
+		result, err = a.eraseDevicesMetadata(ctx, cmd)
+	default:
+		return nil, newRESTError("HardwareManagerMethodNotFound", 500, "No HardwareManager found to handle method", "Could not find method: "+p.Step.Step)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"deploy_result": result, "deploy_step": p.Step}, nil
+}
+
+func (a *Agent) executeCleanStep(ctx context.Context, cmd *command, raw json.RawMessage) (any, error) {
+	var p stepParams
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	var result any
+	var err error
+	switch p.Step.Step {
+	case "erase_devices_metadata":
+		result, err = a.eraseDevicesMetadata(ctx, cmd)
+	case "erase_devices":
+		result, err = a.eraseDevices(ctx, cmd)
+	case "":
+		return nil, newRESTError("InvalidCommandParamsError", 400, "Invalid command parameters", "Malformed clean_step, no \"step\" key")
+	default:
+		return nil, newRESTError("HardwareManagerMethodNotFound", 500, "No HardwareManager found to handle method", "Could not find method: "+p.Step.Step)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"clean_result": result, "clean_step": p.Step}, nil
+}
+
+// prepareImage is IPA's legacy standby.prepare_image {image_info, configdrive}.
+func (a *Agent) prepareImage(ctx context.Context, cmd *command, raw json.RawMessage) (any, error) {
+	var p map[string]any
+	if err := decodeParams(raw, &p); err != nil {
+		return nil, err
+	}
+	return a.writeImage(ctx, cmd, nil, p)
+}
+
+var errNoRootDevice = errors.New("no suitable root device")
