@@ -1,0 +1,84 @@
+package apiserver
+
+import "time"
+
+// Defaults of Config, as Ironic's [api] and [agent] options where one exists.
+const (
+	DefaultListen                  = "127.0.0.1:6385"
+	DefaultAuthStrategy            = AuthNoAuth
+	DefaultMaxLimit                = 1000
+	DefaultRestrictLookup          = true
+	DefaultRamdiskHeartbeatTimeout = 300 * time.Second
+	DefaultAgentTokenRequired      = true
+	// DefaultConductorName is the host name shown where Ironic shows a
+	// conductor (driver hosts, NodeLocked messages without a reservation).
+	DefaultConductorName = "ironflow"
+)
+
+// Auth strategies, Ironic's [DEFAULT]auth_strategy values this API knows.
+const (
+	AuthNoAuth    = "noauth"
+	AuthHTTPBasic = "http_basic"
+)
+
+// Config is the API's configuration.
+type Config struct {
+	// Listen is the address the API serves on (used by the caller).
+	Listen string
+	// AuthStrategy is AuthNoAuth or AuthHTTPBasic.
+	AuthStrategy string
+	// HtpasswdFile holds "user:bcrypt-hash" lines for AuthHTTPBasic.
+	HtpasswdFile string
+	// MaxLimit caps the page size of every list, as [api]max_limit.
+	MaxLimit int
+	// PublicURL is the base of links and Location headers, e.g.
+	// "https://baremetal.example.com:6385". Empty: derived from the request.
+	PublicURL string
+	// RestrictLookup limits agent lookups to nodes in lookup states.
+	RestrictLookup bool
+	// RamdiskHeartbeatTimeout is sent to the agent (it heartbeats every
+	// 0.3–0.6 of it).
+	RamdiskHeartbeatTimeout time.Duration
+	// AgentTokenRequired refuses heartbeats without the lookup token.
+	AgentTokenRequired bool
+	// AllowedDrivers restricts node drivers (hardware types); empty: all of
+	// ipmi, redfish and fake-hardware.
+	AllowedDrivers []string
+	// ConductorName is the host name reported where Ironic reports a
+	// conductor.
+	ConductorName string
+}
+
+// DefaultConfig returns the configuration with every default filled.
+func DefaultConfig() Config {
+	return Config{
+		Listen:                  DefaultListen,
+		AuthStrategy:            DefaultAuthStrategy,
+		MaxLimit:                DefaultMaxLimit,
+		RestrictLookup:          DefaultRestrictLookup,
+		RamdiskHeartbeatTimeout: DefaultRamdiskHeartbeatTimeout,
+		AgentTokenRequired:      DefaultAgentTokenRequired,
+		ConductorName:           DefaultConductorName,
+	}
+}
+
+// withDefaults fills zero fields that have no meaningful zero value.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Listen == "" {
+		c.Listen = d.Listen
+	}
+	if c.AuthStrategy == "" {
+		c.AuthStrategy = d.AuthStrategy
+	}
+	if c.MaxLimit <= 0 {
+		c.MaxLimit = d.MaxLimit
+	}
+	if c.RamdiskHeartbeatTimeout <= 0 {
+		c.RamdiskHeartbeatTimeout = d.RamdiskHeartbeatTimeout
+	}
+	if c.ConductorName == "" {
+		c.ConductorName = d.ConductorName
+	}
+	return c
+}

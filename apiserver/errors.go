@@ -1,0 +1,138 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+)
+
+// apiError is an error answered with Ironic's error body. Handlers return it;
+// anything else becomes a 500 whose detail stays in the log.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d: %s", e.status, e.msg) }
+
+func errorf(status int, format string, args ...any) *apiError {
+	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *apiError {
+	return errorf(http.StatusBadRequest, format, args...)
+}
+
+// notAcceptable is Ironic's NotAcceptable: a feature asked below the version
+// that introduced it.
+func notAcceptable() *apiError {
+	return &apiError{status: http.StatusNotAcceptable, msg: "Request not acceptable."}
+}
+
+// resourceNotFound is Ironic's generic 404 (unknown routes, lookups, features
+// hidden below their version).
+func resourceNotFound() *apiError {
+	return &apiError{status: http.StatusNotFound, msg: "Resource could not be found."}
+}
+
+func nodeNotFound(ident string) *apiError {
+	return errorf(http.StatusNotFound, "Node %s could not be found.", ident)
+}
+
+// errorBody renders Ironic's double-encoded error body: the outer object's
+// error_message is a JSON string holding {faultcode, faultstring, debuginfo},
+// both encoded as Python's json.dumps does (", " and ": " separators,
+// non-ASCII escaped) so that the bytes match Ironic's.
+func errorBody(status int, msg string) []byte {
+	fault := "Client"
+	if status >= 500 {
+		fault = "Server"
+	}
+	inner := `{"faultcode": ` + pyQuote(fault) + `, "faultstring": ` + pyQuote(msg) + `, "debuginfo": null}`
+	return []byte(`{"error_message": ` + pyQuote(inner) + `}`)
+}
+
+// versionErrorBody is the different inner shape of the 406 answered by
+// microversion negotiation.
+func versionErrorBody(description string) []byte {
+	inner := `{"code": 406, "title": "Not Acceptable", "description": ` + pyQuote(description) + `}`
+	return []byte(`{"error_message": ` + pyQuote(inner) + `}`)
+}
+
+// pyQuote encodes s as a JSON string the way Python's json.dumps does with
+// ensure_ascii: no HTML escaping, every non-ASCII rune as \uXXXX (surrogate
+// pairs above the BMP). Invalid UTF-8 becomes U+FFFD.
+func pyQuote(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			switch {
+			case r < 0x20 || (r >= 0x7f && r <= 0xffff):
+				writeU(&b, r)
+			case r > 0xffff:
+				r -= 0x10000
+				writeU(&b, 0xd800+(r>>10))
+				writeU(&b, 0xdc00+(r&0x3ff))
+			default:
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func writeU(b *strings.Builder, r rune) {
+	h := strconv.FormatInt(int64(r), 16)
+	b.WriteString(`\u`)
+	b.WriteString(strings.Repeat("0", 4-len(h)))
+	b.WriteString(h)
+}
+
+// writeError answers err: an *apiError as itself, anything else as a 500
+// that says nothing about the cause (it is logged with the request id).
+func (s *server) writeError(c *gin.Context, err error) {
+	ae, ok := err.(*apiError)
+	if !ok {
+		s.log.Error("request failed", "request_id", c.GetString(ctxRequestID),
+			"method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
+		ae = &apiError{status: http.StatusInternalServerError, msg: "Internal Server Error"}
+	}
+	writeRaw(c, ae.status, errorBody(ae.status, sanitizeUTF8(ae.msg)))
+}
+
+func writeRaw(c *gin.Context, status int, body []byte) {
+	c.Header("Content-Type", "application/json")
+	c.Header("Content-Length", strconv.Itoa(len(body)))
+	c.Status(status)
+	_, _ = c.Writer.Write(body)
+	c.Abort()
+}
+
+func sanitizeUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}

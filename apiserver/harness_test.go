@@ -1,0 +1,237 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/store/storetest"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	storetest.Shutdown()
+	os.Exit(code)
+}
+
+// fakeEngine stands in for Temporal in unit tests. With instant set it
+// applies a provision verb's end state in the store at once, as a fake
+// driver's workflow would; running holds the nodes a "workflow" holds.
+type fakeEngine struct {
+	st      *store.Store
+	instant bool
+
+	mu         sync.Mutex
+	running    map[string]bool
+	provisions []workflows.ProvisionRequest
+	powers     []workflows.PowerRequest
+	boots      []workflows.BootDeviceRequest
+	signals    []sentSignal
+}
+
+type sentSignal struct {
+	node, name string
+	arg        any
+}
+
+func newFakeEngine(st *store.Store) *fakeEngine {
+	return &fakeEngine{st: st, running: map[string]bool{}}
+}
+
+// verbEndState is where a verb leaves a node when everything succeeds.
+var verbEndState = map[string]string{
+	"manage": "manageable", "provide": "available", "active": "active", "deploy": "active",
+	"rebuild": "active", "deleted": "available", "undeploy": "available", "inspect": "manageable",
+	"clean": "manageable",
+}
+
+func (e *fakeEngine) StartProvision(ctx context.Context, req workflows.ProvisionRequest) error {
+	e.mu.Lock()
+	if e.running[req.NodeUUID] {
+		e.mu.Unlock()
+		return ErrNodeLocked
+	}
+	e.provisions = append(e.provisions, req)
+	e.mu.Unlock()
+	if e.instant {
+		if end, ok := verbEndState[req.Verb]; ok {
+			if _, err := e.st.SetProvisionState(ctx, req.NodeUUID, nil, end, nil, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (e *fakeEngine) StartPower(ctx context.Context, req workflows.PowerRequest) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[req.NodeUUID] {
+		return ErrNodeLocked
+	}
+	e.powers = append(e.powers, req)
+	return nil
+}
+
+func (e *fakeEngine) SetBootDevice(ctx context.Context, req workflows.BootDeviceRequest) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[req.NodeUUID] {
+		return ErrNodeLocked
+	}
+	e.boots = append(e.boots, req)
+	return nil
+}
+
+func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.running[nodeUUID] {
+		return ErrNoWorkflow
+	}
+	e.signals = append(e.signals, sentSignal{nodeUUID, name, arg})
+	return nil
+}
+
+func (e *fakeEngine) Running(ctx context.Context, nodeUUID string) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running[nodeUUID], nil
+}
+
+func (e *fakeEngine) hold(node string, on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.running[node] = on
+}
+
+// env is one API under test on a fresh database.
+type env struct {
+	t   *testing.T
+	st  *store.Store
+	eng *fakeEngine
+	srv *httptest.Server
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newEnv(t *testing.T, mutate ...func(*Config)) *env {
+	t.Helper()
+	st := storetest.New(t)
+	eng := newFakeEngine(st)
+	cfg := DefaultConfig()
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	h, err := New(cfg, st, eng, quietLogger())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{t: t, st: st, eng: eng, srv: srv}
+}
+
+// resp is a response read whole.
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r resp) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("decode %d body %q: %v", r.status, r.body, err)
+	}
+	return m
+}
+
+// faultstring decodes Ironic's double-encoded error body.
+func (r resp) faultstring(t *testing.T) string {
+	t.Helper()
+	var inner map[string]any
+	if err := json.Unmarshal([]byte(r.json(t)["error_message"].(string)), &inner); err != nil {
+		t.Fatalf("decode error_message of %q: %v", r.body, err)
+	}
+	if s, ok := inner["faultstring"].(string); ok {
+		return s
+	}
+	return inner["description"].(string)
+}
+
+// do sends a request with microversion version ("" sends no header).
+func (e *env) do(method, path, version string, body any) resp {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if version != "" {
+		req.Header.Set(headerVersion, version)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp{status: res.StatusCode, header: res.Header, body: data}
+}
+
+// createNode makes a node through the API and returns its body.
+func (e *env) createNode(body map[string]any) map[string]any {
+	e.t.Helper()
+	r := e.do("POST", "/v1/nodes", "1.78", body)
+	if r.status != http.StatusCreated {
+		e.t.Fatalf("create node: %d %s", r.status, r.body)
+	}
+	return r.json(e.t)
+}
+
+// setState puts a node straight into a provision state in the store.
+func (e *env) setState(uuid, state string) {
+	e.t.Helper()
+	if _, err := e.st.SetProvisionState(context.Background(), uuid, nil, state, nil, nil); err != nil {
+		e.t.Fatalf("set state %s: %v", state, err)
+	}
+}
+
+func (e *env) node(uuid string) *store.Node {
+	e.t.Helper()
+	n, err := e.st.GetNode(context.Background(), uuid)
+	if err != nil {
+		e.t.Fatalf("get node: %v", err)
+	}
+	return n
+}

@@ -1,0 +1,304 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// patchOp is one RFC 6902 operation of the subset Ironic accepts.
+type patchOp struct {
+	Op       string
+	Path     string
+	Value    any
+	HasValue bool
+}
+
+// patchPathRE is Ironic's JSON-patch path pattern.
+var patchPathRE = regexp.MustCompile(`^(/[\w-]+)+$`)
+
+// decodeJSON decodes a request body keeping numbers exact (json.Number), as
+// Ironic keeps 10 as 10 and 1.5 as 1.5.
+func decodeJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after JSON value")
+	}
+	return nil
+}
+
+// decodePatch parses and validates a JSON-patch document with Ironic's
+// messages ("Schema error for patch: ...").
+func decodePatch(body []byte) ([]patchOp, error) {
+	var raw any
+	if err := decodeJSON(body, &raw); err != nil {
+		return nil, badRequest("Invalid JSON in request body: %s", err.Error())
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, badRequest("Schema error for patch: %s is not of type 'array'", pyRepr(raw))
+	}
+	ops := make([]patchOp, 0, len(list))
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, badRequest("Schema error for patch: %s is not of type 'object'", pyRepr(item))
+		}
+		for k := range m {
+			if k != "op" && k != "path" && k != "value" && k != "from" {
+				return nil, badRequest("Schema error for patch: Additional properties are not allowed (%s was unexpected)", pyRepr(k))
+			}
+		}
+		opV, ok := m["op"]
+		if !ok {
+			return nil, badRequest("Schema error for patch: 'op' is a required property")
+		}
+		pathV, ok := m["path"]
+		if !ok {
+			return nil, badRequest("Schema error for patch: 'path' is a required property")
+		}
+		op, _ := opV.(string)
+		if op != "add" && op != "replace" && op != "remove" {
+			return nil, badRequest("Schema error for patch: %s is not one of ['add', 'replace', 'remove']", pyRepr(opV))
+		}
+		path, ok := pathV.(string)
+		if !ok {
+			return nil, badRequest("Schema error for patch: %s is not of type 'string'", pyRepr(pathV))
+		}
+		if !patchPathRE.MatchString(path) {
+			return nil, badRequest("Schema error for patch: %s does not match '^(/[\\\\w-]+)+$'", pyRepr(path))
+		}
+		v, has := m["value"]
+		if op != "remove" && !has {
+			return nil, badRequest("'add' and 'replace' operations need a value")
+		}
+		ops = append(ops, patchOp{Op: op, Path: path, Value: v, HasValue: has})
+	}
+	return ops, nil
+}
+
+// patchRules are a resource's limits on patching.
+type patchRules struct {
+	resource string          // "node", "port": for messages
+	allowed  map[string]bool // root fields a patch may touch
+	internal map[string]bool // root fields that exist but are read-only
+	// mandatory root fields may not be removed.
+	mandatory map[string]bool
+}
+
+func (r patchRules) check(ops []patchOp) error {
+	for _, op := range ops {
+		root := strings.SplitN(op.Path[1:], "/", 2)[0]
+		if r.internal[root] {
+			return badRequest("'%s' is an internal attribute and can not be updated", op.Path)
+		}
+		if op.Op == "remove" && r.mandatory[root] && op.Path == "/"+root {
+			return badRequest("'%s' is a mandatory attribute and can not be removed", op.Path)
+		}
+		if !r.allowed[root] {
+			if op.Op == "add" && op.Path == "/"+root {
+				return badRequest("Adding a new attribute (%s) to the root of the resource is not allowed", op.Path)
+			}
+			names := make([]string, 0, len(r.allowed))
+			for k := range r.allowed {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			return badRequest("Cannot patch %s. Only the following can be updated: %s", op.Path, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
+// applyPatch applies ops to doc one at a time, so that an error names the
+// operation that failed, as Ironic's apply_jsonpatch.
+func applyPatch(doc map[string]any, ops []patchOp) error {
+	for _, op := range ops {
+		if err := applyOne(doc, op); err != nil {
+			return badRequest("Couldn't apply patch '%s'. Reason: %s", pyRepr(op.asMap()), err.Error())
+		}
+	}
+	return nil
+}
+
+func (op patchOp) asMap() map[string]any {
+	m := map[string]any{"op": op.Op, "path": op.Path}
+	if op.HasValue {
+		m["value"] = op.Value
+	}
+	return m
+}
+
+func unescapePointer(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+}
+
+func applyOne(doc map[string]any, op patchOp) error {
+	toks := strings.Split(op.Path[1:], "/")
+	for i := range toks {
+		toks[i] = unescapePointer(toks[i])
+	}
+	// Walk to the parent container.
+	var parent any = doc
+	for _, t := range toks[:len(toks)-1] {
+		switch p := parent.(type) {
+		case map[string]any:
+			next, ok := p[t]
+			if !ok {
+				return fmt.Errorf("can't %s to a non-existent object '%s'", op.Op, t)
+			}
+			parent = next
+		case []any:
+			i, err := arrayIndex(t, len(p), false)
+			if err != nil {
+				return err
+			}
+			parent = p[i]
+		default:
+			return fmt.Errorf("member '%s' not found in %s", t, pyRepr(parent))
+		}
+	}
+	last := toks[len(toks)-1]
+	switch p := parent.(type) {
+	case map[string]any:
+		_, exists := p[last]
+		switch op.Op {
+		case "add":
+			p[last] = op.Value
+		case "replace":
+			if !exists {
+				return fmt.Errorf("can't replace a non-existent object '%s'", last)
+			}
+			p[last] = op.Value
+		case "remove":
+			if !exists {
+				return fmt.Errorf("can't remove a non-existent object '%s'", last)
+			}
+			delete(p, last)
+		}
+		return nil
+	case []any:
+		// Arrays live inside maps; rewrite the slice in its container.
+		return patchArray(doc, toks, p, last, op)
+	}
+	return fmt.Errorf("member '%s' not found in %s", last, pyRepr(parent))
+}
+
+func arrayIndex(tok string, n int, forAdd bool) (int, error) {
+	i, err := strconv.Atoi(tok)
+	if err != nil || i < 0 {
+		return 0, fmt.Errorf("'%s' is not a valid sequence index", tok)
+	}
+	if i > n || (!forAdd && i == n) {
+		return 0, fmt.Errorf("can't access index %d of a list of length %d", i, n)
+	}
+	return i, nil
+}
+
+func patchArray(doc map[string]any, toks []string, arr []any, last string, op patchOp) error {
+	i, err := arrayIndex(last, len(arr), op.Op == "add")
+	if err != nil {
+		return err
+	}
+	var out []any
+	switch op.Op {
+	case "add":
+		out = make([]any, 0, len(arr)+1)
+		out = append(out, arr[:i]...)
+		out = append(out, op.Value)
+		out = append(out, arr[i:]...)
+	case "replace":
+		out = append([]any(nil), arr...)
+		out[i] = op.Value
+	case "remove":
+		out = append(append([]any(nil), arr[:i]...), arr[i+1:]...)
+	}
+	// Set the new slice where the old one was.
+	var container any = doc
+	for _, t := range toks[:len(toks)-2] {
+		switch c := container.(type) {
+		case map[string]any:
+			container = c[t]
+		case []any:
+			j, _ := strconv.Atoi(t)
+			container = c[j]
+		}
+	}
+	key := toks[len(toks)-2]
+	switch c := container.(type) {
+	case map[string]any:
+		c[key] = out
+	case []any:
+		j, _ := strconv.Atoi(key)
+		c[j] = out
+	}
+	return nil
+}
+
+// pyRepr renders a decoded JSON value as Python's repr() does, for messages
+// that quote the value the client sent.
+func pyRepr(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if t {
+			return "True"
+		}
+		return "False"
+	case string:
+		if strings.Contains(t, "'") && !strings.Contains(t, `"`) {
+			return `"` + t + `"`
+		}
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(t, `\`, `\\`), "'", `\'`) + "'"
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return strconv.FormatInt(i, 10)
+		}
+		if f, err := t.Float64(); err == nil {
+			return pyFloat(f)
+		}
+		return t.String()
+	case float64:
+		return pyFloat(t)
+	case int:
+		return strconv.Itoa(t)
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = pyRepr(k) + ": " + pyRepr(t[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case []any:
+		parts := make([]string, len(t))
+		for i, e := range t {
+			parts[i] = pyRepr(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return fmt.Sprint(v)
+}
+
+func pyFloat(f float64) string {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}

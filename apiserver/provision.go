@@ -1,0 +1,342 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// verbSince are the microversions that introduced provision verbs; a verb
+// used below its version is 406, as Ironic's MIN_VERB_VERSIONS.
+var verbSince = map[string]int{
+	"manage": v4ManageableState, "provide": v4ManageableState, "inspect": v6InspectState,
+	"abort": v13AbortVerb, "clean": v15ManualClean,
+	"deploy": v73DeployVerbs, "undeploy": v73DeployVerbs,
+}
+
+// provisionArgs are the keys PUT .../states/provision accepts.
+var provisionArgs = map[string]bool{
+	"target": true, "configdrive": true, "clean_steps": true, "deploy_steps": true,
+	"disable_ramdisk": true, "rescue_password": true, "service_steps": true, "runbook": true,
+}
+
+func stepsArg(body map[string]any, key string) (json.RawMessage, error) {
+	v, ok := body[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, badRequest("Invalid %s: %s is not of type 'array'", key, pyRepr(v))
+	}
+	for _, item := range list {
+		step, ok := item.(map[string]any)
+		if !ok {
+			return nil, badRequest("Invalid %s: %s is not of type 'object'", key, pyRepr(item))
+		}
+		for _, req := range []string{"interface", "step"} {
+			if s, ok := step[req].(string); !ok || s == "" {
+				return nil, badRequest("Invalid %s: '%s' is a required property", key, req)
+			}
+		}
+	}
+	raw, err := json.Marshal(normalizeNumbers(v))
+	if err != nil {
+		return nil, badRequest("Invalid %s: %s", key, err.Error())
+	}
+	return raw, nil
+}
+
+func configDriveArg(c *gin.Context, body map[string]any, verb string) (json.RawMessage, error) {
+	v, ok := body["configdrive"]
+	if !ok || v == nil || v == "" {
+		return nil, nil
+	}
+	if verb != "active" && verb != "deploy" && verb != "rebuild" {
+		return nil, badRequest("Adding a config drive is only supported when setting provision state to active, rebuild")
+	}
+	switch t := v.(type) {
+	case string:
+	case map[string]any:
+		if ver(c) < v56BuildConfigdrive {
+			return nil, badRequest("Providing a JSON object for configdrive is only supported starting with API version 1.%d", v56BuildConfigdrive)
+		}
+		for k := range t {
+			switch k {
+			case "meta_data", "network_data", "user_data":
+			case "vendor_data":
+				if ver(c) < v59VendorData {
+					return nil, badRequest("Providing vendor_data in configdrive is only supported starting with API version 1.%d", v59VendorData)
+				}
+			default:
+				return nil, badRequest("Invalid configdrive format: %s", additionalProps([]string{k}).Error())
+			}
+		}
+		for _, k := range []string{"meta_data", "network_data", "vendor_data"} {
+			if e, ok := t[k]; ok && e != nil {
+				if _, ok := e.(map[string]any); !ok {
+					return nil, badRequest("Invalid configdrive format: %s is not of type 'object'", pyRepr(e))
+				}
+			}
+		}
+	default:
+		return nil, badRequest("Invalid configdrive format: %s is not valid under any of the given schemas", pyRepr(v))
+	}
+	raw, err := json.Marshal(normalizeNumbers(v))
+	if err != nil {
+		return nil, badRequest("Invalid configdrive format: %s", err.Error())
+	}
+	return raw, nil
+}
+
+// provision answers PUT /v1/nodes/{id}/states/provision.
+func (s *server) provision(c *gin.Context) {
+	body, err := decodeObject(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	for k := range body {
+		if !provisionArgs[k] {
+			s.writeError(c, badRequest("Unknown argument: \"%s\"", k))
+			return
+		}
+	}
+	tv, ok := body["target"]
+	if !ok || tv == nil {
+		s.writeError(c, badRequest("Missing argument: \"target\""))
+		return
+	}
+	verb, ok := tv.(string)
+	if !ok {
+		s.writeError(c, badRequest("Invalid target: %s is not a string", pyRepr(tv)))
+		return
+	}
+	if since, ok := verbSince[verb]; ok && ver(c) < since {
+		s.writeError(c, notAcceptable())
+		return
+	}
+	configDrive, err := configDriveArg(c, body, verb)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	cleanSteps, err := stepsArg(body, "clean_steps")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if verb == "clean" && cleanSteps == nil {
+		s.writeError(c, badRequest("\"clean_steps\" is required when setting target provision state to clean"))
+		return
+	}
+	if cleanSteps != nil && verb != "clean" {
+		s.writeError(c, badRequest("\"clean_steps\" is only valid when setting target provision state to clean or service"))
+		return
+	}
+	deploySteps, err := stepsArg(body, "deploy_steps")
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if deploySteps != nil {
+		if ver(c) < v69DeploySteps {
+			s.writeError(c, notAcceptable())
+			return
+		}
+		if verb != "active" && verb != "deploy" && verb != "rebuild" {
+			s.writeError(c, badRequest("\"deploy_steps\" is only valid when setting target provision state to active or rebuild"))
+			return
+		}
+	}
+	disableRamdisk := false
+	if v, ok := body["disable_ramdisk"]; ok && v != nil {
+		if ver(c) < v70DisableRamdisk {
+			s.writeError(c, notAcceptable())
+			return
+		}
+		if disableRamdisk, err = boolValue(v); err != nil {
+			s.writeError(c, badRequest("Invalid disable_ramdisk: %s", err.Error()))
+			return
+		}
+		if disableRamdisk && verb != "clean" {
+			s.writeError(c, badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service"))
+			return
+		}
+	}
+
+	n, err := s.loadNode(c, c.Param("node"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	t, ok := workflows.Accept(n.ProvisionState, verb)
+	if !ok {
+		s.writeError(c, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState)))
+		return
+	}
+	if n.Protected && slices.Contains([]string{"deleted", "undeploy", "rebuild"}, verb) {
+		s.writeError(c, errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID))
+		return
+	}
+	location := s.baseURL(c) + "/v1/nodes/" + n.UUID + "/states"
+	ctx := c.Request.Context()
+
+	if t.Operation == "abort" {
+		err := s.eng.Signal(ctx, n.UUID, workflows.SignalAbort, nil)
+		if errors.Is(err, ErrNoWorkflow) {
+			s.writeError(c, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState)))
+			return
+		}
+		if err != nil {
+			s.writeError(c, fmt.Errorf("signal abort to node %s: %w", n.UUID, err))
+			return
+		}
+		s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning", fmt.Sprintf("Abort requested in state \"%s\"", n.ProvisionState))
+		writeEmpty(c, http.StatusAccepted, location)
+		return
+	}
+
+	err = s.eng.StartProvision(ctx, workflows.ProvisionRequest{
+		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
+		ConfigDrive: configDrive, DeploySteps: deploySteps, CleanSteps: cleanSteps,
+		DisableRamdisk: disableRamdisk, ConductorGroup: n.ConductorGroup,
+		RequestedAt: time.Now().UTC(),
+	})
+	if errors.Is(err, ErrNodeLocked) {
+		s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
+		return
+	}
+	if err != nil {
+		s.writeError(c, fmt.Errorf("start %s workflow for node %s: %w", t.Operation, n.UUID, err))
+		return
+	}
+	var target *string
+	if t.Target != "" {
+		target = &t.Target
+	}
+	// Conditional on the state we saw: if the workflow already moved the
+	// node on, its write wins and this one is a no-op.
+	_, err = s.store.SetProvisionState(ctx, n.UUID, []string{n.ProvisionState}, t.Next, target, nil)
+	switch {
+	case errors.Is(err, store.ErrStateConflict):
+		s.log.Debug("workflow moved the node before the API recorded the transition", "node", n.UUID, "verb", verb)
+	case errors.Is(err, store.ErrNotFound):
+		s.writeError(c, nodeNotFound(n.UUID))
+		return
+	case err != nil:
+		s.writeError(c, fmt.Errorf("record provision state of node %s: %w", n.UUID, err))
+		return
+	}
+	s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning",
+		fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target))
+	writeEmpty(c, http.StatusAccepted, location)
+}
+
+// Power targets, Ironic's names.
+var powerTargets = map[string]int{
+	"power on": 1, "power off": 1, "rebooting": 1,
+	"soft power off": v27SoftPower, "soft rebooting": v27SoftPower,
+}
+
+// power answers PUT /v1/nodes/{id}/states/power.
+func (s *server) power(c *gin.Context) {
+	body, err := decodeObject(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	for k := range body {
+		if k != "target" && k != "timeout" {
+			s.writeError(c, badRequest("Unknown argument: \"%s\"", k))
+			return
+		}
+	}
+	target, ok := body["target"].(string)
+	if !ok {
+		s.writeError(c, badRequest("Missing argument: \"target\""))
+		return
+	}
+	timeout := 0
+	if tv, ok := body["timeout"]; ok && tv != nil {
+		if ver(c) < v27SoftPower {
+			s.writeError(c, notAcceptable())
+			return
+		}
+		num, ok := tv.(json.Number)
+		i, err := num.Int64()
+		if !ok || err != nil || i <= 0 || i > 1<<31 {
+			s.writeError(c, badRequest("Invalid timeout value %s. The timeout must be a positive integer.", pyRepr(tv)))
+			return
+		}
+		timeout = int(i)
+	}
+	since, known := powerTargets[target]
+	if known && ver(c) < since {
+		s.writeError(c, notAcceptable())
+		return
+	}
+	n, err := s.loadNode(c, c.Param("node"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if !known {
+		state := "None"
+		if n.PowerState != nil {
+			state = *n.PowerState
+		}
+		s.writeError(c, badRequest("%s", workflows.NotAllowed(target, n.UUID, state)))
+		return
+	}
+	final := "power on"
+	if target == "power off" || target == "soft power off" {
+		final = "power off"
+	}
+	ctx := c.Request.Context()
+	// target_power_state is recorded before the workflow starts so that the
+	// workflow's own completion (which clears it) always comes after.
+	if _, err := s.store.UpdateNode(ctx, n.UUID, func(cur *store.Node) error {
+		cur.TargetPowerState = &final
+		return nil
+	}); err != nil {
+		s.writeError(c, nodeWriteError(err, n))
+		return
+	}
+	err = s.eng.StartPower(ctx, workflows.PowerRequest{
+		NodeUUID: n.UUID, Target: target, TimeoutSeconds: timeout, ConductorGroup: n.ConductorGroup,
+	})
+	if err != nil {
+		s.clearPowerTarget(c, n.UUID, final)
+		if errors.Is(err, ErrNodeLocked) {
+			s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
+			return
+		}
+		s.writeError(c, fmt.Errorf("start power workflow for node %s: %w", n.UUID, err))
+		return
+	}
+	s.addHistory(c, n.UUID, store.SeverityInfo, "power", fmt.Sprintf("Power action \"%s\" accepted", target))
+	writeEmpty(c, http.StatusAccepted, s.baseURL(c)+"/v1/nodes/"+n.UUID+"/states")
+}
+
+// clearPowerTarget undoes the target this request recorded, unless someone
+// changed it since.
+func (s *server) clearPowerTarget(c *gin.Context, uuid, ours string) {
+	_, err := s.store.UpdateNode(c.Request.Context(), uuid, func(cur *store.Node) error {
+		if cur.TargetPowerState != nil && *cur.TargetPowerState == ours {
+			cur.TargetPowerState = nil
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("clear target power state", "node", uuid, "err", err)
+	}
+}

@@ -1,0 +1,423 @@
+package apiserver
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Keys of driver_internal_info the ramdisk endpoints own.
+const (
+	keyAgentToken         = "agent_secret_token"
+	keyAgentTokenPregen   = "agent_secret_token_pregenerated"
+	keyAgentURL           = "agent_url"
+	keyAgentVersion       = "agent_version"
+	keyAgentLastHeartbeat = "agent_last_heartbeat"
+	keyAgentVerifyCA      = "agent_verify_ca"
+)
+
+// lookupStates are where an agent may find its node with restrict_lookup.
+var lookupStates = []string{
+	workflows.StateDeploying, workflows.StateDeployWait, workflows.StateCleaning, workflows.StateCleanWait,
+	workflows.StateInspecting, workflows.StateInspectWait, "rescuing", "rescue wait",
+}
+
+// agentStatuses are the agent_status values a heartbeat may carry (1.72).
+var agentStatuses = []string{"start", "end", "error"}
+
+// newAgentToken is secrets.token_urlsafe(): 32 random bytes, URL-safe
+// base64 without padding (43 characters).
+func newAgentToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate agent token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// errTokenIssued stops the token-issuing update when another lookup won.
+var errTokenIssued = errors.New("agent token already issued")
+
+// lookup answers GET /v1/lookup: the agent finds its node by MAC or UUID
+// and, at ≥1.62, gets its one-time token.
+func (s *server) lookup(c *gin.Context) {
+	if ver(c) < v22Ramdisk {
+		s.writeError(c, resourceNotFound())
+		return
+	}
+	var macs []string
+	for _, a := range strings.Split(c.Query("addresses"), ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if mac, ok := normalizeMAC(a); ok {
+			macs = append(macs, mac)
+		}
+	}
+	nodeUUID := c.Query("node_uuid")
+	if len(macs) == 0 && nodeUUID == "" {
+		s.writeError(c, badRequest("At least one of 'addresses' and 'node_uuid' parameters is required"))
+		return
+	}
+	ctx := c.Request.Context()
+	var n *store.Node
+	if nodeUUID != "" {
+		if !isUUID(nodeUUID) {
+			s.writeError(c, badRequest("Expected a UUID for node_uuid but received %s.", nodeUUID))
+			return
+		}
+		got, err := s.store.GetNode(ctx, nodeUUID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.writeError(c, fmt.Errorf("lookup node %s: %w", nodeUUID, err))
+			return
+		}
+		n = got
+	} else {
+		nodes, err := s.store.NodesByMACs(ctx, macs)
+		if err != nil {
+			s.writeError(c, fmt.Errorf("lookup nodes by MAC: %w", err))
+			return
+		}
+		if len(nodes) == 1 {
+			n = nodes[0]
+		} else if len(nodes) > 1 {
+			s.log.Warn("lookup matched more than one node", "macs", macs, "nodes", len(nodes))
+		}
+	}
+	// Not found and not in a lookup state look the same to the agent, as
+	// Ironic: the reason is only logged.
+	if n == nil {
+		s.log.Info("lookup found no node", "macs", macs, "node_uuid", nodeUUID)
+		s.writeError(c, resourceNotFound())
+		return
+	}
+	if s.cfg.RestrictLookup && !slices.Contains(lookupStates, n.ProvisionState) {
+		s.log.Info("lookup refused: node not in a lookup state", "node", n.UUID, "provision_state", n.ProvisionState)
+		s.writeError(c, resourceNotFound())
+		return
+	}
+
+	var token any // null below 1.62
+	if ver(c) >= v62AgentToken {
+		t, err := s.issueToken(c, n)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		token = t
+	}
+	base := s.baseURL(c)
+	nodeView := map[string]any{
+		"uuid":                 n.UUID,
+		"properties":           mapOrEmpty(n.Properties),
+		"instance_info":        maskSecrets(n.InstanceInfo, scopeInstanceInfo),
+		"driver_internal_info": maskSecrets(n.DriverInternalInfo, scopeDriverInternalInfo),
+		"links":                selfLinks(base, "nodes/"+n.UUID),
+	}
+	writeJSON(c, http.StatusOK, map[string]any{
+		"node":   nodeView,
+		"config": s.agentConfig(token),
+	})
+}
+
+// issueToken returns the token to hand out: a new one on the first lookup,
+// "******" once one exists. The check and the write are one row-locked
+// update, so two racing lookups never both get a token.
+func (s *server) issueToken(c *gin.Context, n *store.Node) (string, error) {
+	if _, ok := n.DriverInternalInfo[keyAgentToken]; ok {
+		return masked, nil
+	}
+	tok, err := newAgentToken()
+	if err != nil {
+		return "", err
+	}
+	updated, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
+		if _, ok := cur.DriverInternalInfo[keyAgentToken]; ok {
+			return errTokenIssued
+		}
+		if cur.DriverInternalInfo == nil {
+			cur.DriverInternalInfo = map[string]any{}
+		}
+		cur.DriverInternalInfo[keyAgentToken] = tok
+		return nil
+	})
+	if errors.Is(err, errTokenIssued) {
+		return masked, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store agent token for node %s: %w", n.UUID, err)
+	}
+	*n = *updated
+	s.log.Info("issued agent token", "node", n.UUID)
+	return tok, nil
+}
+
+// agentConfig is the config block of a lookup answer, as Ironic sends it.
+func (s *server) agentConfig(token any) map[string]any {
+	return map[string]any{
+		"agent_token":                    token,
+		"agent_token_required":           s.cfg.AgentTokenRequired,
+		"heartbeat_timeout":              int(s.cfg.RamdiskHeartbeatTimeout / time.Second),
+		"disable_deep_image_inspection":  false,
+		"enable_bios_bootloader_install": true,
+		"permitted_image_formats":        []string{"raw", "qcow2", "iso"},
+		"metrics": map[string]any{
+			"backend": "noop", "global_prefix": nil, "prepend_host": false,
+			"prepend_host_reverse": true, "prepend_uuid": false,
+		},
+		"metrics_statsd": map[string]any{"statsd_host": "localhost", "statsd_port": 8125},
+	}
+}
+
+// heartbeatBody is what the agent posts to /v1/heartbeat/{node}.
+type heartbeatBody struct {
+	CallbackURL        *string
+	AgentToken         *string
+	AgentVersion       *string
+	AgentVerifyCA      *string
+	AgentStatus        *string
+	AgentStatusMessage *string
+}
+
+func parseHeartbeat(body map[string]any) (heartbeatBody, error) {
+	var hb heartbeatBody
+	fields := map[string]**string{
+		"callback_url": &hb.CallbackURL, "agent_token": &hb.AgentToken, "agent_version": &hb.AgentVersion,
+		"agent_verify_ca": &hb.AgentVerifyCA, "agent_status": &hb.AgentStatus,
+		"agent_status_message": &hb.AgentStatusMessage,
+	}
+	for k, v := range body {
+		dst, ok := fields[k]
+		if !ok {
+			continue // unknown keys are ignored so that newer agents still heartbeat
+		}
+		switch t := v.(type) {
+		case nil:
+		case string:
+			s := t
+			*dst = &s
+		default:
+			return hb, badRequest("Invalid value for %s: %s is not a string", k, pyRepr(v))
+		}
+	}
+	return hb, nil
+}
+
+// heartbeat answers POST /v1/heartbeat/{node}: validate as Ironic, record
+// what the agent said in driver_internal_info, and signal the node's
+// workflow.
+func (s *server) heartbeat(c *gin.Context) {
+	if ver(c) < v22Ramdisk {
+		s.writeError(c, resourceNotFound())
+		return
+	}
+	body, err := decodeObject(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	hb, err := parseHeartbeat(body)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if hb.AgentVersion != nil && ver(c) < v36AgentVersion {
+		s.writeError(c, badRequest("Field \"agent_version\" not recognised"))
+		return
+	}
+	if hb.AgentVerifyCA != nil && ver(c) < v68AgentVerifyCA {
+		s.writeError(c, badRequest("Field \"agent_verify_ca\" not recognised"))
+		return
+	}
+	if (hb.AgentStatus != nil || hb.AgentStatusMessage != nil) && ver(c) < v72AgentStatus {
+		s.writeError(c, badRequest("Field \"agent_status\" not recognised"))
+		return
+	}
+	ident := c.Param("node")
+	n, err := s.loadNode(c, ident)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if hb.CallbackURL == nil || *hb.CallbackURL == "" {
+		s.writeError(c, badRequest("Missing mandatory parameter: callback_url"))
+		return
+	}
+	if u, err := url.Parse(*hb.CallbackURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		s.writeError(c, badRequest("Invalid callback_url: expected an http(s) URL with a host"))
+		return
+	}
+	if hb.AgentStatus != nil && !slices.Contains(agentStatuses, *hb.AgentStatus) {
+		s.writeError(c, badRequest("Agent status is invalid. Valid states are %s.", strings.Join(agentStatuses, ",")))
+		return
+	}
+	if hb.AgentToken == nil && s.cfg.AgentTokenRequired {
+		s.writeError(c, badRequest("Agent token is required for heartbeat processing."))
+		return
+	}
+	if hb.AgentVersion == nil || *hb.AgentVersion == "" {
+		s.writeError(c, badRequest("Agent did not transmit a version, and a version is required. Please update the agent being used."))
+		return
+	}
+	if hb.AgentToken != nil || s.cfg.AgentTokenRequired {
+		stored, _ := n.DriverInternalInfo[keyAgentToken].(string)
+		given := ""
+		if hb.AgentToken != nil {
+			given = *hb.AgentToken
+		}
+		if stored == "" || subtle.ConstantTimeCompare([]byte(stored), []byte(given)) != 1 {
+			s.writeError(c, badRequest("Invalid or missing agent token received."))
+			return
+		}
+	}
+	if prev, _ := n.DriverInternalInfo[keyAgentURL].(string); prev != "" && prev != *hb.CallbackURL {
+		s.log.Warn("heartbeat refused: callback_url changed", "node", n.UUID)
+		s.writeError(c, badRequest("Detected change in ramdisk provided \"callback_url\""))
+		return
+	}
+
+	now := time.Now().UTC()
+	kv := map[string]any{
+		keyAgentLastHeartbeat: now.Format("2006-01-02T15:04:05.000000"),
+		keyAgentURL:           *hb.CallbackURL,
+		keyAgentVersion:       *hb.AgentVersion,
+	}
+	if hb.AgentVerifyCA != nil {
+		kv[keyAgentVerifyCA] = *hb.AgentVerifyCA
+	}
+	ctx := c.Request.Context()
+	if err := s.store.MergeDriverInternalInfo(ctx, n.UUID, kv); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			s.writeError(c, nodeNotFound(ident))
+			return
+		}
+		s.writeError(c, fmt.Errorf("record heartbeat of node %s: %w", n.UUID, err))
+		return
+	}
+	sig := workflows.Heartbeat{
+		CallbackURL: *hb.CallbackURL, AgentVersion: *hb.AgentVersion, ReceivedAt: now,
+	}
+	if hb.AgentVerifyCA != nil {
+		sig.AgentVerifyCA = *hb.AgentVerifyCA
+	}
+	if hb.AgentStatus != nil {
+		sig.AgentStatus = *hb.AgentStatus
+	}
+	if hb.AgentStatusMessage != nil {
+		sig.AgentStatusMessage = *hb.AgentStatusMessage
+	}
+	err = s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, sig)
+	switch {
+	case errors.Is(err, ErrNoWorkflow):
+		// Ironic answers 202 to a heartbeat from a node that is not waiting
+		// for one and only logs it; so do we.
+		s.log.Info("heartbeat from a node no workflow is waiting on", "node", n.UUID, "provision_state", n.ProvisionState)
+	case err != nil:
+		s.writeError(c, fmt.Errorf("signal heartbeat to node %s: %w", n.UUID, err))
+		return
+	}
+	writeEmpty(c, http.StatusAccepted, "")
+}
+
+// continueInspection answers POST /v1/continue_inspection: the agent sends
+// the inventory it collected. The node is found by ?node_uuid= or by the
+// MACs of the inventory's interfaces; the inventory is stored and the node's
+// workflow gets a heartbeat with agent_status "end" (the inspection step
+// is done).
+func (s *server) continueInspection(c *gin.Context) {
+	if ver(c) < v22Ramdisk {
+		s.writeError(c, resourceNotFound())
+		return
+	}
+	body, err := decodeObject(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	inv, ok := body["inventory"].(map[string]any)
+	if !ok {
+		s.writeError(c, badRequest("Missing mandatory parameter: inventory"))
+		return
+	}
+	plugin, _ := normalizeNumbers(body["plugin_data"]).(map[string]any)
+	ctx := c.Request.Context()
+
+	var n *store.Node
+	if id := c.Query("node_uuid"); id != "" {
+		if !isUUID(id) {
+			s.writeError(c, badRequest("Expected a UUID for node_uuid but received %s.", id))
+			return
+		}
+		got, err := s.store.GetNode(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.writeError(c, fmt.Errorf("lookup node %s: %w", id, err))
+			return
+		}
+		n = got
+	} else {
+		var macs []string
+		ifaces, _ := inv["interfaces"].([]any)
+		for _, it := range ifaces {
+			m, _ := it.(map[string]any)
+			if a, ok := m["mac_address"].(string); ok {
+				if mac, ok := normalizeMAC(a); ok {
+					macs = append(macs, mac)
+				}
+			}
+		}
+		if len(macs) > 0 {
+			nodes, err := s.store.NodesByMACs(ctx, macs)
+			if err != nil {
+				s.writeError(c, fmt.Errorf("lookup nodes by MAC: %w", err))
+				return
+			}
+			if len(nodes) == 1 {
+				n = nodes[0]
+			}
+		}
+	}
+	if n == nil || (s.cfg.RestrictLookup && n.ProvisionState != workflows.StateInspecting && n.ProvisionState != workflows.StateInspectWait) {
+		s.writeError(c, resourceNotFound())
+		return
+	}
+	if stored, _ := n.DriverInternalInfo[keyAgentToken].(string); stored != "" {
+		given, _ := body["agent_token"].(string)
+		if given == "" {
+			given = c.GetHeader("X-Agent-Token")
+		}
+		if subtle.ConstantTimeCompare([]byte(stored), []byte(given)) != 1 {
+			s.writeError(c, badRequest("Invalid or missing agent token received."))
+			return
+		}
+	}
+	if err := s.store.PutInventory(ctx, &store.Inventory{
+		NodeUUID: n.UUID, Inventory: normalizeNumbers(inv).(map[string]any), PluginData: plugin,
+	}); err != nil {
+		s.writeError(c, fmt.Errorf("store inventory of node %s: %w", n.UUID, err))
+		return
+	}
+	agentURL, _ := n.DriverInternalInfo[keyAgentURL].(string)
+	agentVersion, _ := n.DriverInternalInfo[keyAgentVersion].(string)
+	err = s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, workflows.Heartbeat{
+		CallbackURL: agentURL, AgentVersion: agentVersion, AgentStatus: "end",
+		AgentStatusMessage: "inspection data received", ReceivedAt: time.Now().UTC(),
+	})
+	if err != nil && !errors.Is(err, ErrNoWorkflow) {
+		s.writeError(c, fmt.Errorf("signal inspection data to node %s: %w", n.UUID, err))
+		return
+	}
+	s.addHistory(c, n.UUID, store.SeverityInfo, "inspection", "Inspection data received from the agent")
+	writeJSON(c, http.StatusAccepted, map[string]any{"uuid": n.UUID})
+}

@@ -1,0 +1,252 @@
+// Package apiserver is ironflow's Ironic v1-compatible REST API: nodes,
+// ports, drivers, provision and power verbs, and the ramdisk endpoints
+// (lookup, heartbeat, continue_inspection) the agent calls. It reads and
+// writes the inventory through store and starts or signals workflows through
+// Engine; it never talks to a BMC or an agent itself.
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+// Keys of values kept on the gin context.
+const (
+	ctxVersion   = "ironflow.version"
+	ctxRequestID = "ironflow.request_id"
+	ctxUser      = "ironflow.user"
+)
+
+// headerRequestID is the request id header Ironic answers with.
+const headerRequestID = "Openstack-Request-Id"
+
+type server struct {
+	cfg   Config
+	store *store.Store
+	eng   Engine
+	log   *slog.Logger
+	auth  *htpasswd
+}
+
+// New builds the API handler. cfg zero fields get their defaults (start from
+// DefaultConfig() to keep RestrictLookup and AgentTokenRequired on).
+func New(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (http.Handler, error) {
+	if st == nil || eng == nil {
+		return nil, errors.New("apiserver: store and engine are required")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg = cfg.withDefaults()
+	s := &server{cfg: cfg, store: st, eng: eng, log: log}
+	switch cfg.AuthStrategy {
+	case AuthNoAuth:
+	case AuthHTTPBasic:
+		h, err := loadHtpasswd(cfg.HtpasswdFile)
+		if err != nil {
+			return nil, fmt.Errorf("apiserver: load htpasswd file: %w", err)
+		}
+		s.auth = h
+	default:
+		return nil, fmt.Errorf("apiserver: unknown auth strategy %q (want %q or %q)", cfg.AuthStrategy, AuthNoAuth, AuthHTTPBasic)
+	}
+	for _, d := range cfg.AllowedDrivers {
+		if _, ok := hardwareTypes[d]; !ok {
+			return nil, fmt.Errorf("apiserver: unknown driver %q in allowed drivers", d)
+		}
+	}
+	return s.routes(), nil
+}
+
+func (s *server) routes() http.Handler {
+	// Release mode: no route dump or debug warnings on stdout; our access
+	// log is the structured one.
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.Use(s.requestIDAndLog, s.recovery)
+
+	r.GET("/", s.rootDocument)
+	r.NoRoute(s.noRoute)
+	r.NoMethod(func(c *gin.Context) {
+		if strings.HasPrefix(c.Request.URL.Path, "/v1") {
+			versionMiddleware(c)
+			if c.IsAborted() {
+				return
+			}
+		}
+		s.writeError(c, errorf(http.StatusMethodNotAllowed, "The method %s is not allowed for this resource.", c.Request.Method))
+	})
+
+	v1 := r.Group("/v1", versionMiddleware)
+	// Public, as in Ironic: discovery and the ramdisk endpoints, which the
+	// agent calls with its token instead of user credentials.
+	v1.GET("", s.v1Document)
+	v1.GET("/lookup", s.lookup)
+	v1.POST("/heartbeat/:node", s.heartbeat)
+	v1.POST("/continue_inspection", s.continueInspection)
+
+	a := v1.Group("", s.authenticate)
+	a.GET("/nodes", s.listNodes)
+	a.GET("/nodes/detail", s.listNodesDetail)
+	a.POST("/nodes", s.createNode)
+	a.GET("/nodes/:node", s.showNode)
+	a.PATCH("/nodes/:node", s.patchNode)
+	a.DELETE("/nodes/:node", s.deleteNode)
+	a.GET("/nodes/:node/validate", s.validate)
+	a.GET("/nodes/:node/states", s.states)
+	a.PUT("/nodes/:node/states/provision", s.provision)
+	a.PUT("/nodes/:node/states/power", s.power)
+	a.PUT("/nodes/:node/maintenance", s.setMaintenance)
+	a.DELETE("/nodes/:node/maintenance", s.unsetMaintenance)
+	a.GET("/nodes/:node/management/boot_device", s.getBootDevice)
+	a.PUT("/nodes/:node/management/boot_device", s.setBootDevice)
+	a.GET("/nodes/:node/management/boot_device/supported", s.supportedBootDevices)
+	a.GET("/nodes/:node/history", s.listHistory)
+	a.GET("/nodes/:node/history/:event", s.showHistory)
+	a.GET("/nodes/:node/inventory", s.inventory)
+	a.GET("/nodes/:node/ports", s.listNodePorts)
+	a.GET("/nodes/:node/ports/detail", s.listNodePortsDetail)
+
+	a.GET("/ports", s.listPorts)
+	a.GET("/ports/detail", s.listPortsDetail)
+	a.POST("/ports", s.createPort)
+	a.GET("/ports/:port", s.showPort)
+	a.PATCH("/ports/:port", s.patchPort)
+	a.DELETE("/ports/:port", s.deletePort)
+
+	a.GET("/drivers", s.listDrivers)
+	a.GET("/drivers/:name", s.showDriver)
+	a.GET("/drivers/:name/properties", s.driverProperties)
+	a.GET("/conductors", s.listConductors)
+	a.GET("/conductors/:name", s.showConductor)
+
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// Ironic serves "/v1/ports/" like "/v1/ports" (the CLI uses both).
+		if p := req.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+			req.URL.Path = strings.TrimRight(p, "/")
+			if req.URL.Path == "" {
+				req.URL.Path = "/"
+			}
+			req.URL.RawPath = ""
+		}
+		r.ServeHTTP(w, req)
+	})
+}
+
+// noRoute answers unknown paths with Ironic's 404 (with the version headers
+// under /v1, as Ironic's v1 controller sets them before routing).
+func (s *server) noRoute(c *gin.Context) {
+	if strings.HasPrefix(c.Request.URL.Path, "/v1/") {
+		versionMiddleware(c)
+		if c.IsAborted() {
+			return
+		}
+	}
+	s.writeError(c, resourceNotFound())
+}
+
+// requestIDAndLog gives every request an id (Openstack-Request-Id) and
+// writes one structured access-log line. Query strings are logged with any
+// token masked.
+func (s *server) requestIDAndLog(c *gin.Context) {
+	start := time.Now()
+	id := "req-" + uuid.NewString()
+	c.Set(ctxRequestID, id)
+	c.Header(headerRequestID, id)
+	c.Next()
+	s.log.Info("request",
+		"request_id", id,
+		"method", c.Request.Method,
+		"path", c.Request.URL.Path,
+		"query", maskQuery(c.Request.URL.RawQuery),
+		"status", c.Writer.Status(),
+		"duration", time.Since(start),
+		"user", c.GetString(ctxUser),
+	)
+}
+
+// recovery turns a panic into Ironic's 500 body; the panic value goes to the
+// log only.
+func (s *server) recovery(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.writeError(c, fmt.Errorf("panic: %v", p))
+		}
+	}()
+	c.Next()
+}
+
+// baseURL is the scheme://host of links and Location headers.
+func (s *server) baseURL(c *gin.Context) string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimRight(s.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if c.Request.TLS != nil {
+		scheme = "https"
+	}
+	host := c.Request.Host
+	if host == "" {
+		host = s.cfg.Listen
+	}
+	return scheme + "://" + host
+}
+
+// writeJSON answers v as JSON without HTML escaping.
+func writeJSON(c *gin.Context, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		writeRaw(c, http.StatusInternalServerError, errorBody(http.StatusInternalServerError, "Internal Server Error"))
+		return
+	}
+	writeRawBytes(c, status, bytes.TrimRight(buf.Bytes(), "\n"))
+}
+
+func writeRawBytes(c *gin.Context, status int, body []byte) {
+	c.Header("Content-Type", "application/json")
+	c.Header("Content-Length", strconv.Itoa(len(body)))
+	c.Status(status)
+	_, _ = c.Writer.Write(body)
+}
+
+// writeEmpty answers status with no body (202/204), optionally with a
+// Location.
+func writeEmpty(c *gin.Context, status int, location string) {
+	if location != "" {
+		c.Header("Location", location)
+	}
+	c.Header("Content-Length", "0")
+	c.Status(status)
+	c.Writer.WriteHeaderNow()
+}
+
+// parseBool accepts the spellings oslo's bool_from_string accepts.
+func parseBool(name, v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "t", "true", "on", "y", "yes":
+		return true, nil
+	case "0", "f", "false", "off", "n", "no":
+		return false, nil
+	}
+	return false, badRequest("Invalid value for %s: \"%s\". Must be a boolean.", name, v)
+}

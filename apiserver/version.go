@@ -1,0 +1,205 @@
+package apiserver
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Microversions this API serves. The default when a request names none is
+// the minimum, as Ironic (clients that predate microversions get 1.1).
+const (
+	MinVersionMinor = 1
+	MaxVersionMinor = 82
+)
+
+// Headers of microversion negotiation.
+const (
+	headerVersion    = "X-OpenStack-Ironic-API-Version"
+	headerMinVersion = "X-OpenStack-Ironic-API-Minimum-Version"
+	headerMaxVersion = "X-OpenStack-Ironic-API-Maximum-Version"
+)
+
+// Microversions that gate behaviour, named after Ironic's versions.py.
+const (
+	v2AvailableState    = 2
+	v3DriverInternal    = 3
+	v4ManageableState   = 4
+	v5NodeName          = 5
+	v6InspectState      = 6
+	v7NodeClean         = 7
+	v8FetchFields       = 8
+	v9ProvisionFilter   = 9
+	v11EnrollState      = 11
+	v12RAIDConfig       = 12
+	v13AbortVerb        = 13
+	v14StateLinks       = 14
+	v15ManualClean      = 15
+	v16DriverFilter     = 16
+	v18PortInternalInfo = 18
+	v19PortAdvanced     = 19
+	v20NetworkIface     = 20
+	v21ResourceClass    = 21
+	v22Ramdisk          = 22
+	v24PortgroupSub     = 24
+	v27SoftPower        = 27
+	v30DynamicDrivers   = 30
+	v31DynamicIfaces    = 31
+	v32Volume           = 32
+	v33StorageIface     = 33
+	v34PhysicalNetwork  = 34
+	v36AgentVersion     = 36
+	v37Traits           = 37
+	v38RescueIface      = 38
+	v39InspectWait      = 39
+	v40BIOSIface        = 40
+	v42Fault            = 42
+	v43NodeDetail       = 43
+	v44DeployStep       = 44
+	v46ConductorGroup   = 46
+	v47AutomatedClean   = 47
+	v48Protected        = 48
+	v49Conductors       = 49
+	v50Owner            = 50
+	v51Description      = 51
+	v52Allocation       = 52
+	v53SmartNIC         = 53
+	v56BuildConfigdrive = 56
+	v59VendorData       = 59
+	v61Retired          = 61
+	v62AgentToken       = 62
+	v65Lessee           = 65
+	v66NetworkData      = 66
+	v68AgentVerifyCA    = 68
+	v69DeploySteps      = 69
+	v70DisableRamdisk   = 70
+	v72AgentStatus      = 72
+	v73DeployVerbs      = 73
+	v75BootMode         = 75
+	v78History          = 78
+	v81Inventory        = 81
+	v82Shard            = 82
+)
+
+func versionString(minor int) string { return "1." + strconv.Itoa(minor) }
+
+// negotiate parses the request's microversion header. ok is false with the
+// description of Ironic's 406 when the version is unusable; rangeHeaders says
+// whether that 406 still carries the min/max headers (Ironic omits them for
+// a header that does not parse).
+func negotiate(h string) (minor int, desc string, rangeHeaders bool, ok bool) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return MinVersionMinor, "", true, true
+	}
+	if strings.EqualFold(h, "latest") {
+		return MaxVersionMinor, "", true, true
+	}
+	majS, minS, found := strings.Cut(h, ".")
+	maj, err1 := strconv.Atoi(majS)
+	mnr, err2 := strconv.Atoi(minS)
+	if !found || err1 != nil || err2 != nil || maj < 0 || mnr < 0 || len(h) > 16 {
+		return 0, "Invalid value for X-OpenStack-Ironic-API-Version header", false, false
+	}
+	rangeText := fmt.Sprintf("The supported version range is: [%s, %s].", versionString(MinVersionMinor), versionString(MaxVersionMinor))
+	asked := strconv.Itoa(maj) + "." + strconv.Itoa(mnr)
+	if maj != 1 {
+		return 0, fmt.Sprintf("Mutually exclusive versions requested. Version %s requested but not supported by this service. %s", asked, rangeText), true, false
+	}
+	if mnr < MinVersionMinor || mnr > MaxVersionMinor {
+		return 0, fmt.Sprintf("Version %s was requested but the minor version is not supported by this service. %s", asked, rangeText), true, false
+	}
+	return mnr, "", true, true
+}
+
+// versionMiddleware negotiates the microversion of every /v1 request and sets
+// the headers Ironic sets.
+func versionMiddleware(c *gin.Context) {
+	minor, desc, rangeHeaders, ok := negotiate(c.GetHeader(headerVersion))
+	if rangeHeaders {
+		c.Header(headerMinVersion, versionString(MinVersionMinor))
+		c.Header(headerMaxVersion, versionString(MaxVersionMinor))
+	}
+	if !ok {
+		writeRaw(c, http.StatusNotAcceptable, versionErrorBody(desc))
+		return
+	}
+	c.Header(headerVersion, versionString(minor))
+	c.Set(ctxVersion, minor)
+	c.Next()
+}
+
+// ver is the negotiated minor version of the request.
+func ver(c *gin.Context) int {
+	if v, ok := c.Get(ctxVersion); ok {
+		return v.(int)
+	}
+	return MinVersionMinor
+}
+
+// link is Ironic's {href, rel} link.
+type link struct {
+	Href string `json:"href"`
+	Rel  string `json:"rel"`
+	Type string `json:"type,omitempty"`
+}
+
+// selfLinks are Ironic's self + bookmark links of a resource path such as
+// "nodes/<uuid>".
+func selfLinks(base, path string) []link {
+	return []link{{Href: base + "/v1/" + path, Rel: "self"}, {Href: base + "/" + path, Rel: "bookmark"}}
+}
+
+func versionObject(base string) map[string]any {
+	return map[string]any{
+		"id":          "v1",
+		"links":       []link{{Href: base + "/v1/", Rel: "self"}},
+		"status":      "CURRENT",
+		"min_version": versionString(MinVersionMinor),
+		"version":     versionString(MaxVersionMinor),
+	}
+}
+
+// rootDocument answers GET /: version discovery, no authentication.
+func (s *server) rootDocument(c *gin.Context) {
+	base := s.baseURL(c)
+	v := versionObject(base)
+	c.JSON(http.StatusOK, map[string]any{
+		"name":            "OpenStack Ironic API",
+		"description":     "Ironic is an OpenStack project which enables the provision and management of baremetal machines.",
+		"default_version": v,
+		"versions":        []any{v},
+	})
+}
+
+// v1Document answers GET /v1 with the resource links the version allows.
+func (s *server) v1Document(c *gin.Context) {
+	base := s.baseURL(c)
+	res := func(name string) []link {
+		return []link{{Href: base + "/v1/" + name + "/", Rel: "self"}, {Href: base + "/" + name + "/", Rel: "bookmark"}}
+	}
+	doc := map[string]any{
+		"id": "v1",
+		"links": []link{
+			{Href: base + "/v1/", Rel: "self"},
+			{Href: "https://docs.openstack.org//ironic/latest/contributor//webapi.html", Rel: "describedby", Type: "text/html"},
+		},
+		"media_types": map[string]string{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"},
+		"chassis":     res("chassis"),
+		"nodes":       res("nodes"),
+		"ports":       res("ports"),
+		"drivers":     res("drivers"),
+		"version":     versionObject(base),
+	}
+	if ver(c) >= v22Ramdisk {
+		doc["lookup"] = res("lookup")
+		doc["heartbeat"] = res("heartbeat")
+	}
+	if ver(c) >= v49Conductors {
+		doc["conductors"] = res("conductors")
+	}
+	c.JSON(http.StatusOK, doc)
+}
