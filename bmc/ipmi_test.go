@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -322,6 +323,7 @@ func TestIPMISimStopped(t *testing.T) {
 func TestIPMISimConcurrentCalls(t *testing.T) {
 	sim := startIPMISim(t)
 	info := sim.info(nil)
+	baseline := runtime.NumGoroutine()
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
@@ -347,6 +349,14 @@ func TestIPMISimConcurrentCalls(t *testing.T) {
 	for err := range errs {
 		t.Errorf("concurrent PowerState: %v", err)
 	}
+	var now int
+	for range 200 { // settle: sessions are closed, nothing may keep running
+		if now = runtime.NumGoroutine(); now <= baseline {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("goroutines: %d before, %d after", baseline, now)
 }
 
 func TestIPMIConfig(t *testing.T) {

@@ -177,10 +177,16 @@ func (c *rfConn) logout(ctx context.Context) {
 	c.gen++
 	c.mu.Unlock()
 	defer c.http.CloseIdleConnections()
+	c.deleteSession(ctx, DefaultRedfishLogoutTimeout, token, uri)
+}
+
+// deleteSession logs a session out. A refused DELETE (the session already
+// expired) is fine; what must not happen is a live session left behind.
+func (c *rfConn) deleteSession(ctx context.Context, timeout time.Duration, token, uri string) {
 	if token == "" || uri == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultRedfishLogoutTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.endpoint+uri, nil)
 	if err != nil {
@@ -189,7 +195,7 @@ func (c *rfConn) logout(ctx context.Context) {
 	req.Header.Set("X-Auth-Token", token)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		c.log.Warn("redfish session logout failed", "bmc", c.endpoint, "error", err)
+		c.log.Warn("redfish session logout failed", "session", uri, "error", err)
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxRedfishBody))
@@ -230,15 +236,18 @@ func basicCredentials(user, pass string) string {
 }
 
 // invalidate forgets the token of generation gen after the BMC refused it, so
-// that the next auth logs in again. A newer token (another call already
+// that the next auth logs in again, and returns it for logout (a 403 can come
+// with a session that is still alive). A newer token (another call already
 // logged in again) is kept.
-func (c *rfConn) invalidate(gen uint64) {
+func (c *rfConn) invalidate(gen uint64) (token, uri string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen == gen && c.token != "" {
+		token, uri = c.token, c.sessionURI
 		c.token, c.sessionURI = "", ""
 		c.gen++
 	}
+	return token, uri
 }
 
 // login creates a session. Concurrent callers wait for one login.
@@ -453,7 +462,9 @@ func (c *rfCall) once(method, path string, body []byte, hdr map[string]string) (
 		if status == http.StatusUnauthorized || status == http.StatusForbidden {
 			if gen != 0 && auth.Get("X-Auth-Token") != "" && relogin == 0 {
 				c.conn.log.Info("redfish session refused, logging in again", "bmc", c.conn.endpoint, "status", status)
-				c.conn.invalidate(gen)
+				if tok, uri := c.conn.invalidate(gen); tok != "" {
+					c.conn.deleteSession(c.ctx, c.timeout, tok, uri)
+				}
 				continue
 			}
 			return nil, false, fmt.Errorf("%w: %s %s as %q: HTTP %d: %s", ErrAuth, method, path, c.conn.username, status, bmcMessage(payload))

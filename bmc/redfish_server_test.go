@@ -50,6 +50,7 @@ type recordedBMC struct {
 
 	// faults
 	fail503 int           // the next N authenticated requests answer 503
+	forbid  int           // the next N authenticated requests answer 403
 	slow    time.Duration // authenticated requests stall this long (or until the client gives up)
 }
 
@@ -234,7 +235,15 @@ func (b *recordedBMC) serve(w http.ResponseWriter, r *http.Request) {
 	if fail {
 		b.fail503--
 	}
+	forbid := b.forbid > 0 && r.Method != http.MethodDelete
+	if forbid {
+		b.forbid--
+	}
 	b.mu.Unlock()
+	if forbid {
+		redfishErr(w, http.StatusForbidden, "Base.1.8.InsufficientPrivilege", "There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
+		return
+	}
 	if slow > 0 {
 		select {
 		case <-time.After(slow):

@@ -350,10 +350,38 @@ func TestRedfishFaults(t *testing.T) {
 			if _, err := d.PowerState(ctx); err != nil {
 				t.Fatalf("PowerState %d: %v", i, err)
 			}
-			b.expireSessions()
+			if i < 2 {
+				b.expireSessions()
+			}
 		}
-		if b.sessionsCreated() != 3 || b.status(401) != 2 {
-			t.Fatalf("sessions created %d, 401s %d; want 3 logins after 2 expiries", b.sessionsCreated(), b.status(401))
+		if b.sessionsCreated() != 3 || b.liveSessions() != 1 {
+			t.Fatalf("sessions created %d, live %d; want 3 logins after 2 expiries, 1 live", b.sessionsCreated(), b.liveSessions())
+		}
+	})
+	t.Run("403 with a live session", func(t *testing.T) {
+		b := startBMC(t, "hpe-ilo-dl325", nil)
+		d := newTestRedfish(t, b.info(nil))
+		if err := d.Validate(ctx); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		b.mu.Lock()
+		b.forbid = 1
+		b.mu.Unlock()
+		if _, err := d.PowerState(ctx); err != nil {
+			t.Fatalf("PowerState after one 403: %v", err)
+		}
+		if b.sessionsCreated() != 2 || b.liveSessions() != 1 {
+			t.Fatalf("sessions created %d, live %d; the refused session must be logged out", b.sessionsCreated(), b.liveSessions())
+		}
+		b.mu.Lock()
+		b.forbid = 2
+		b.mu.Unlock()
+		_, err := d.PowerState(ctx)
+		if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "insufficient privileges") {
+			t.Fatalf("PowerState refused after a fresh login: %v; want ErrAuth with the BMC's message", err)
+		}
+		if b.liveSessions() != 1 {
+			t.Fatalf("live sessions %d after refusals", b.liveSessions())
 		}
 	})
 	t.Run("wrong password", func(t *testing.T) {
