@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -158,9 +159,7 @@ func (s *ipmiSim) info(extra map[string]any) map[string]any {
 		KeyPowerStateTimeout:   "10s",
 		KeySoftPowerOffTimeout: "300ms",
 	}
-	for k, v := range extra {
-		m[k] = v
-	}
+	maps.Copy(m, extra)
 	return m
 }
 

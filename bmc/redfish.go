@@ -148,18 +148,18 @@ func (d *redfishDriver) call(ctx context.Context) (*rfCall, error) {
 	return &rfCall{conn: conn, ctx: ctx, timeout: d.cfg.timeout, attempts: d.cfg.attempts, retryInterval: d.cfg.retryInterval}, nil
 }
 
-// getJSON reads a document into v (and keeps the ETag for gofish objects).
-func getJSON(c *rfCall, uri string, v any) (etag string, err error) {
+// getJSON reads a document into v, for the links gofish does not expose.
+func getJSON(c *rfCall, uri string, v any) error {
 	resp, err := c.Get(uri)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if err := json.Unmarshal(b, v); err != nil {
-		return "", fmt.Errorf("%w: GET %s: not a Redfish document: %v", ErrUnsupported, uri, err)
+		return fmt.Errorf("%w: GET %s: not a Redfish document: %v", ErrUnsupported, uri, err)
 	}
-	return resp.Header.Get("ETag"), nil
+	return nil
 }
 
 // rfSystem is the ComputerSystem plus the links and annotations gofish does
@@ -220,7 +220,7 @@ func (d *redfishDriver) resolveSystem(c *rfCall) (string, error) {
 		uri = id
 	} else {
 		var root struct{ Systems common.Link }
-		if _, err := getJSON(c, "/redfish/v1/", &root); err != nil {
+		if err := getJSON(c, "/redfish/v1/", &root); err != nil {
 			return "", fmt.Errorf("read service root: %w", err)
 		}
 		if root.Systems == "" {
@@ -260,7 +260,7 @@ func collectionMembers(c *rfCall, uri string) ([]string, error) {
 	var out []string
 	for page := 0; uri != "" && page < 100; page++ {
 		col.Members, col.NextLink = nil, ""
-		if _, err := getJSON(c, uri, &col); err != nil {
+		if err := getJSON(c, uri, &col); err != nil {
 			return nil, err
 		}
 		for _, m := range col.Members {
@@ -339,15 +339,21 @@ func (d *redfishDriver) setPower(c *rfCall, action PowerAction) error {
 	cur := s.PowerState
 	switch action {
 	case ActionPowerOn:
-		if cur == redfish.OnPowerState {
+		switch cur {
+		case redfish.OnPowerState:
 			d.log.Info("power on: already on, nothing to do")
 			return nil
+		case redfish.PoweringOnPowerState: // a previous attempt is under way
+			return d.waitPower(c, redfish.OnPowerState, d.cfg.power.stateTimeout)
 		}
 		return d.powerOn(c, s)
 	case ActionPowerOff:
-		if cur == redfish.OffPowerState {
+		switch cur {
+		case redfish.OffPowerState:
 			d.log.Info("power off: already off, nothing to do")
 			return nil
+		case redfish.PoweringOffPowerState:
+			return d.waitPower(c, redfish.OffPowerState, d.cfg.power.stateTimeout)
 		}
 		return d.forceOff(c, s)
 	case ActionSoftOff:
@@ -366,7 +372,7 @@ func (d *redfishDriver) setPower(c *rfCall, action PowerAction) error {
 	return fmt.Errorf("%w: power action %q", ErrUnsupported, action)
 }
 
-func (d *redfishDriver) reset(c *rfCall, s *rfSystem, rt redfish.ResetType) error {
+func (d *redfishDriver) reset(s *rfSystem, rt redfish.ResetType) error {
 	d.log.Info("redfish reset", "system", s.ODataID, "reset_type", rt)
 	if err := s.Reset(rt); err != nil {
 		return fmt.Errorf("ComputerSystem.Reset %s: %w", rt, err)
@@ -379,7 +385,7 @@ func (d *redfishDriver) powerOn(c *rfCall, s *rfSystem) error {
 	if !ok {
 		return fmt.Errorf("%w: no power-on reset type among %v", ErrUnsupported, s.SupportedResetTypes)
 	}
-	if err := d.reset(c, s, rt); err != nil {
+	if err := d.reset(s, rt); err != nil {
 		return err
 	}
 	return d.waitPower(c, redfish.OnPowerState, d.cfg.power.stateTimeout)
@@ -390,7 +396,7 @@ func (d *redfishDriver) forceOff(c *rfCall, s *rfSystem) error {
 	if !ok {
 		return fmt.Errorf("%w: no power-off reset type among %v", ErrUnsupported, s.SupportedResetTypes)
 	}
-	if err := d.reset(c, s, rt); err != nil {
+	if err := d.reset(s, rt); err != nil {
 		return err
 	}
 	return d.waitPower(c, redfish.OffPowerState, d.cfg.power.stateTimeout)
@@ -404,7 +410,7 @@ func (d *redfishDriver) softOff(c *rfCall, s *rfSystem) error {
 		d.log.Warn("soft power off: GracefulShutdown not offered, forcing off", "allowed", s.SupportedResetTypes)
 		return d.forceOff(c, s)
 	}
-	if err := d.reset(c, s, rt); err != nil {
+	if err := d.reset(s, rt); err != nil {
 		return err
 	}
 	err := d.waitPower(c, redfish.OffPowerState, d.cfg.power.softOffTimeout)
@@ -429,7 +435,7 @@ func (d *redfishDriver) reboot(c *rfCall, s *rfSystem, soft bool) error {
 			return d.powerOn(c, s)
 		}
 		if rt, ok := pickReset(s, redfish.GracefulRestartResetType); ok {
-			if err := d.reset(c, s, rt); err != nil {
+			if err := d.reset(s, rt); err != nil {
 				return err
 			}
 			return d.waitPower(c, redfish.OnPowerState, d.cfg.power.stateTimeout)
@@ -446,7 +452,7 @@ func (d *redfishDriver) reboot(c *rfCall, s *rfSystem, soft bool) error {
 	if !ok {
 		return fmt.Errorf("%w: no reboot reset type among %v", ErrUnsupported, s.SupportedResetTypes)
 	}
-	if err := d.reset(c, s, rt); err != nil {
+	if err := d.reset(s, rt); err != nil {
 		return err
 	}
 	return d.waitPower(c, redfish.OnPowerState, d.cfg.power.stateTimeout)
@@ -610,7 +616,7 @@ func (d *redfishDriver) findCD(c *rfCall) (*redfish.VirtualMedia, error) {
 	var collections []string
 	for _, m := range s.managedBy {
 		var mgr struct{ VirtualMedia common.Link }
-		if _, err := getJSON(c, m, &mgr); err != nil {
+		if err := getJSON(c, m, &mgr); err != nil {
 			d.log.Warn("cannot read manager while looking for virtual media", "manager", m, "error", err)
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -121,9 +122,7 @@ func (b *recordedBMC) info(extra map[string]any) map[string]any {
 		KeyPowerStateTimeout:                "5s",
 		KeySoftPowerOffTimeout:              "50ms",
 	}
-	for k, v := range extra {
-		m[k] = v
-	}
+	maps.Copy(m, extra)
 	return m
 }
 

@@ -255,6 +255,8 @@ func TestRedfishPowerActions(t *testing.T) {
 		{"soft off ignored by the OS falls back to ForceOff", "On", ActionSoftOff,
 			func(b *recordedBMC) { b.ignoreGraceful = true }, []string{"Reset GracefulShutdown", "Reset ForceOff"}, "Off"},
 		{"soft reboot", "On", ActionSoftReboot, nil, []string{"Reset GracefulShutdown", "Reset On"}, "On"},
+		{"power on while powering on only waits", "PoweringOn", ActionPowerOn,
+			func(b *recordedBMC) { b.pending, b.lagLeft = "On", 2 }, nil, "On"},
 		{"power change shows late", "Off", ActionPowerOn,
 			func(b *recordedBMC) { b.powerLag = 5 }, []string{"Reset On"}, "On"},
 		{"reboot without On uses ForceRestart", "On", ActionReboot,
