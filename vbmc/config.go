@@ -22,6 +22,13 @@ const (
 	DefaultUsername   = "admin"
 )
 
+// Accelerator choices.
+const (
+	AccelAuto = "auto"
+	AccelKVM  = "kvm"
+	AccelTCG  = "tcg"
+)
+
 // Firmware names accepted in the configuration.
 const (
 	FirmwareBIOS = "bios"
@@ -41,7 +48,9 @@ type Config struct {
 	Password      string   `json:"password"`
 	MediaNetworks []string `json:"media_networks,omitempty"`
 	QEMUBinary    string   `json:"qemu_binary,omitempty"`
-	VMs           []VM     `json:"vms"`
+	// Accel is "auto" (KVM when /dev/kvm opens, else TCG), "kvm" or "tcg".
+	Accel string `json:"accel,omitempty"`
+	VMs   []VM   `json:"vms"`
 
 	// Path is the file the configuration was loaded from; chassis_control
 	// commands written for ipmi_sim point at it.
@@ -108,6 +117,13 @@ func (c *Config) normalize() error {
 	}
 	if c.QEMUBinary == "" {
 		c.QEMUBinary = DefaultQEMUBinary
+	}
+	switch c.Accel {
+	case "":
+		c.Accel = AccelAuto
+	case AccelAuto, AccelKVM, AccelTCG:
+	default:
+		return fmt.Errorf("accel %q is not auto, kvm or tcg", c.Accel)
 	}
 	c.mediaNets = c.mediaNets[:0]
 	for _, n := range c.MediaNetworks {

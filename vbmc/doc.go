@@ -27,6 +27,7 @@
 //	  "media_networks": ["192.168.100.0/24"],  // where InsertMedia may download from
 //	                                           // besides loopback (optional)
 //	  "qemu_binary": "qemu-system-x86_64",     // optional
+//	  "accel": "auto",                         // auto (KVM if /dev/kvm opens, else TCG), kvm, tcg
 //	  "vms": [{
 //	    "name": "vm0",                         // Redfish System/Manager id
 //	    "mac": "52:54:00:00:00:10",            // NIC MAC (virtio-net-pci)
@@ -40,6 +41,9 @@
 //	    "qemu_extra": ["-cpu", "max"]          // appended to the QEMU command line
 //	  }]
 //	}
+//
+// Some nested-KVM hosts cannot run OVMF from pflash (QEMU logs "KVM internal
+// error" and query-status says internal-error): use "accel": "tcg" there.
 //
 // # Boot order
 //

@@ -101,11 +101,12 @@ func newMachine(cfg *Config, vm VM, log *slog.Logger) *Machine {
 	}
 }
 
-func (m *Machine) qmpSocket() string { return filepath.Join(m.dir, "qmp.sock") }
-func (m *Machine) pidFile() string   { return filepath.Join(m.dir, "qemu.pid") }
-func (m *Machine) bootFile() string  { return filepath.Join(m.dir, "boot.json") }
-func (m *Machine) mediaFile() string { return filepath.Join(m.dir, "media.json") }
-func (m *Machine) mediaDir() string  { return filepath.Join(m.dir, "media") }
+func (m *Machine) qmpSocket() string  { return filepath.Join(m.dir, "qmp.sock") }
+func (m *Machine) pidFile() string    { return filepath.Join(m.dir, "qemu.pid") }
+func (m *Machine) bootFile() string   { return filepath.Join(m.dir, "boot.json") }
+func (m *Machine) mediaFile() string  { return filepath.Join(m.dir, "media.json") }
+func (m *Machine) mediaDir() string   { return filepath.Join(m.dir, "media") }
+func (m *Machine) serconFile() string { return filepath.Join(m.dir, "sercon-port.bin") }
 
 // UUID is the SMBIOS system UUID QEMU presents, stable for a VM name.
 func (m *Machine) UUID() string { return nameUUID(m.vm.Name) }
@@ -201,8 +202,14 @@ func (m *Machine) PowerState(ctx context.Context) (string, error) {
 		m.log.Debug("query-status failed on a running VM", "err", err)
 		return PowerOn, nil
 	}
-	if status.Status == "shutdown" {
+	switch status.Status {
+	case "shutdown":
 		return PowerOff, nil
+	case "internal-error":
+		// Seen with OVMF under nested KVM that lacks read-only memory
+		// slots: the firmware cannot run from pflash. The machine is on
+		// but dead; "accel": "tcg" in the configuration avoids it.
+		m.log.Error("QEMU reports internal-error: the guest CPU stopped; if this is KVM, try \"accel\": \"tcg\"", "pid", m.pid())
 	}
 	return PowerOn, nil
 }
@@ -664,6 +671,10 @@ func (m *Machine) prepare() error {
 			return fmt.Errorf("disk of %s: %w", m.vm.Name, err)
 		}
 	}
+	// SeaBIOS reads etc/sercon-port as a little-endian integer: COM1, 0x3f8.
+	if err := os.WriteFile(m.serconFile(), []byte{0xf8, 0x03}, 0o644); err != nil {
+		return fmt.Errorf("write SeaBIOS serial console setting for %s: %w", m.vm.Name, err)
+	}
 	if m.vm.Firmware == FirmwareUEFI {
 		vars := filepath.Join(m.dir, "OVMF_VARS.fd")
 		if _, err := os.Stat(vars); errors.Is(err, fs.ErrNotExist) {
@@ -693,9 +704,12 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 		"-uuid", m.UUID(),
 		"-machine", "q35",
 	}
-	if kvmUsable() {
+	switch {
+	case m.cfg.Accel == AccelKVM:
+		a = append(a, "-accel", "kvm")
+	case m.cfg.Accel == AccelAuto && kvmUsable():
 		a = append(a, "-accel", "kvm", "-accel", "tcg")
-	} else {
+	default:
 		a = append(a, "-accel", "tcg")
 	}
 	a = append(a,
@@ -720,6 +734,11 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode,
 			"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(m.dir, "OVMF_VARS.fd"),
 		)
+	} else {
+		// Without a VGA device SeaBIOS (and the iPXE ROM, which prints
+		// through it) stays silent; its serial console puts both into the
+		// console log.
+		a = append(a, "-fw_cfg", "name=etc/sercon-port,file="+m.serconFile())
 	}
 	switch {
 	case m.vm.Netdev == "user":

@@ -156,7 +156,6 @@ func mainChassisControl(ctx context.Context, args []string, stdout, stderr io.Wr
 	log := slog.New(slog.NewTextHandler(logw, nil)).With("component", "vbmc")
 	if err := ChassisControl(ctx, cfg, *vm, fs.Args(), stdout, log); err != nil {
 		log.Error("chassis control", "args", fs.Args(), "err", err)
-		fmt.Fprintln(stderr, err)
 		return err
 	}
 	return nil

@@ -2,6 +2,7 @@ package vbmc
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/redfish"
@@ -117,6 +119,7 @@ func TestRedfishWithQEMU(t *testing.T) {
 	if st := queryStatus(t, m); st != "running" {
 		t.Fatalf("QMP status after power on: %s", st)
 	}
+	waitLogContains(t, cfg.VMs[0].SerialLog, "SeaBIOS")
 	// On again is a no-op, not a second QEMU.
 	if err := getSystem(t, client).Reset(redfish.OnResetType); err != nil {
 		t.Fatalf("second reset On: %v", err)
@@ -423,4 +426,70 @@ func TestLoadConfigRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUEFIConsoleAppends powers a UEFI VM on twice under TCG (the mode CI
+// without KVM uses) and checks that OVMF writes to the serial log and that
+// the second power-on appends to the first one's history.
+func TestUEFIConsoleAppends(t *testing.T) {
+	requireTools(t, DefaultQEMUBinary, "qemu-img", "pgrep")
+	if _, err := os.Stat(OVMFCode); err != nil {
+		t.Skipf("SKIP: OVMF is not installed (Debian package ovmf): %v", err)
+	}
+	cfg := newTestConfigWith(t, func(top, vm map[string]any) {
+		top["accel"] = AccelTCG
+		vm["firmware"] = FirmwareUEFI
+	})
+	m := newMachine(&cfg, cfg.VMs[0], testLogger(t))
+	ctx := context.Background()
+	t.Cleanup(func() { m.ForceOff(context.Background()) })
+
+	var sizes []int64
+	for range 2 {
+		if err := m.PowerOn(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := int64(0)
+		if len(sizes) > 0 {
+			before = sizes[len(sizes)-1]
+		}
+		size := waitLogGrows(t, cfg.VMs[0].SerialLog, before)
+		sizes = append(sizes, size)
+		if err := m.ForceOff(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sizes[1] <= sizes[0] {
+		t.Fatalf("console log sizes %v: the second power-on did not append", sizes)
+	}
+}
+
+// waitLogContains waits (bounded by a generous deadline for a loaded TCG
+// host) until the console log holds want.
+func waitLogContains(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(want)) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(path)
+	t.Fatalf("%s never showed %q; it holds %q", path, want, b)
+}
+
+// waitLogGrows waits (bounded by a generous deadline for a loaded TCG host)
+// until the firmware has written past size bytes of the log.
+func waitLogGrows(t *testing.T, path string, size int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := os.Stat(path); err == nil && st.Size() > size {
+			return st.Size()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not grow past %d bytes", path, size)
+	return 0
 }

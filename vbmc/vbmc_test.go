@@ -44,6 +44,13 @@ func requireTools(t *testing.T, tools ...string) {
 // QEMU processes left behind.
 func newTestConfig(t *testing.T) Config {
 	t.Helper()
+	return newTestConfigWith(t, nil)
+}
+
+// newTestConfigWith lets a test change the raw configuration (top level and
+// the VM) before it is written.
+func newTestConfigWith(t *testing.T, mutate func(top, vm map[string]any)) Config {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "vbmc")
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +66,18 @@ func newTestConfig(t *testing.T) Config {
 	if err := os.Truncate(disk, 16<<20); err != nil {
 		t.Fatal(err)
 	}
+	vm := map[string]any{
+		"name": "vm0", "mac": "52:54:00:00:00:10", "disk": disk,
+		"memory_mb": 256, "cpus": 1, "firmware": "bios", "netdev": "none",
+	}
 	raw := map[string]any{
 		"state_dir": filepath.Join(dir, "state"),
 		"username":  "admin",
 		"password":  "password",
-		"vms": []any{map[string]any{
-			"name": "vm0", "mac": "52:54:00:00:00:10", "disk": disk,
-			"memory_mb": 256, "cpus": 1, "firmware": "bios", "netdev": "none",
-		}},
+		"vms":       []any{vm},
+	}
+	if mutate != nil {
+		mutate(raw, vm)
 	}
 	b, _ := json.Marshal(raw)
 	path := filepath.Join(dir, "vms.json")
