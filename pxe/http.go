@@ -1,0 +1,193 @@
+package pxe
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Named defaults of the HTTP boot service.
+const (
+	DefaultHTTPAddr = ":8080"
+	// DefaultHTTPReadHeaderTimeout bounds a slow client's headers; bodies
+	// are large images, so there is no overall write timeout.
+	DefaultHTTPReadHeaderTimeout = 10 * time.Second
+)
+
+// HTTPConfig configures the HTTP boot service.
+type HTTPConfig struct {
+	Addr      string // listen address, DefaultHTTPAddr if empty
+	ImagesDir string // served under /images/ (agent kernel, initramfs, images); off if empty
+	ISODir    string // per-node virtual media ISOs <ISODir>/<uuid>.iso under /iso/; off if empty
+}
+
+type httpBoot struct {
+	backend NodeBackend
+	images  *os.Root
+	isos    *os.Root
+	log     *slog.Logger
+}
+
+// NewHTTPHandler returns the boot service's routes:
+//
+//	GET /boot/{uuid}/boot.ipxe  the node's iPXE script (404 without a boot config)
+//	GET /images/{path...}        static files, range requests included
+//	GET /iso/{uuid}.iso          the node's virtual media ISO (404 without a boot config)
+//	GET /health                  200 "ok"
+func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http.Handler, error) {
+	if backend == nil {
+		return nil, errors.New("http boot: no boot config backend")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &httpBoot{backend: backend, log: log.With("service", "http")}
+	var err error
+	// os.Root keeps every lookup, symlinks included, inside its directory.
+	if cfg.ImagesDir != "" {
+		if h.images, err = os.OpenRoot(cfg.ImagesDir); err != nil {
+			return nil, fmt.Errorf("http boot: open images dir: %w", err)
+		}
+	}
+	if cfg.ISODir != "" {
+		if h.isos, err = os.OpenRoot(cfg.ISODir); err != nil {
+			return nil, fmt.Errorf("http boot: open ISO dir: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /boot/{uuid}/boot.ipxe", h.script)
+	mux.HandleFunc("GET /images/{path...}", h.image)
+	mux.HandleFunc("GET /iso/{file}", h.iso)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return h.logRequests(mux), nil
+}
+
+// bootConfig returns the node's boot config, or writes the error reply.
+func (h *httpBoot) bootConfig(w http.ResponseWriter, r *http.Request, raw string) (*BootConfig, bool) {
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		http.NotFound(w, r)
+		return nil, false
+	}
+	bc, err := h.backend.BootConfigByNode(r.Context(), id.String())
+	switch {
+	case errors.Is(err, ErrNoBootConfig):
+		http.NotFound(w, r)
+		return nil, false
+	case err != nil:
+		h.log.Error("read boot config", "node", id.String(), "error", err)
+		http.Error(w, "boot config unavailable", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	return bc, true
+}
+
+func (h *httpBoot) script(w http.ResponseWriter, r *http.Request) {
+	bc, ok := h.bootConfig(w, r, r.PathValue("uuid"))
+	if !ok {
+		return
+	}
+	s, err := RenderIPXEScript(*bc)
+	if err != nil {
+		h.log.Error("render iPXE script", "node", bc.NodeUUID, "error", err)
+		http.Error(w, "boot config cannot be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte(s))
+}
+
+func (h *httpBoot) image(w http.ResponseWriter, r *http.Request) {
+	if h.images == nil {
+		http.NotFound(w, r)
+		return
+	}
+	serveFromRoot(w, r, h.images, r.PathValue("path"))
+}
+
+func (h *httpBoot) iso(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	id, found := strings.CutSuffix(name, ".iso")
+	if h.isos == nil || !found {
+		http.NotFound(w, r)
+		return
+	}
+	bc, ok := h.bootConfig(w, r, id)
+	if !ok {
+		return
+	}
+	serveFromRoot(w, r, h.isos, bc.NodeUUID+".iso")
+}
+
+// serveFromRoot serves one regular file under root with http.ServeContent,
+// which answers Range and If-Modified-Since requests. Directories are not
+// listed.
+func serveFromRoot(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
+	if name == "" || !fs.ValidPath(name) || strings.Contains(name, `\`) {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := root.Open(path.Clean(name))
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeContent(w, r, st.Name(), st.ModTime(), f)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+// logRequests logs each request without its query string, which may carry
+// tokens.
+func (h *httpBoot) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		h.log.Info("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "bytes", sw.bytes, "peer", r.RemoteAddr, "duration", time.Since(start))
+	})
+}
+
+// NewHTTPServer wraps handler in a server with ironflow's timeouts.
+func NewHTTPServer(addr string, handler http.Handler) *http.Server {
+	if addr == "" {
+		addr = DefaultHTTPAddr
+	}
+	return &http.Server{Addr: addr, Handler: handler, ReadHeaderTimeout: DefaultHTTPReadHeaderTimeout}
+}

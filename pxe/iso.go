@@ -1,0 +1,363 @@
+package pxe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/fat32"
+	"github.com/diskfs/go-diskfs/filesystem/iso9660"
+	"github.com/google/uuid"
+)
+
+// Boot loaders the agent ISO is built from, as Debian installs them
+// (packages isolinux, syslinux-common, systemd-boot-efi).
+var (
+	DefaultISOLinuxBin = "/usr/lib/ISOLINUX/isolinux.bin"
+	DefaultLDLinuxC32  = "/usr/lib/syslinux/modules/bios/ldlinux.c32"
+	DefaultEFILoader   = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
+)
+
+const (
+	// minEFIBootImage keeps efiboot.img above 65525 clusters of 512
+	// bytes: below that, firmware reads a FAT32 volume as FAT16 and fails.
+	minEFIBootImage = 36 << 20
+	// efiBootSlack is free room in efiboot.img for FAT metadata.
+	efiBootSlack = 4 << 20
+	isoVolumeID  = "IRONFLOW_AGENT"
+)
+
+// ISONetwork is a static network configuration for the agent, for
+// networks without DHCP. It becomes the kernel's ip= parameter.
+type ISONetwork struct {
+	Interface string       // e.g. "eth0"; empty lets the kernel try every NIC
+	Address   netip.Prefix // e.g. 192.0.2.10/24
+	Gateway   netip.Addr   // optional
+	DNS       []netip.Addr // at most two are used
+	Hostname  string
+}
+
+// ISOParams is what the agent ISO tells the agent on its command line.
+type ISOParams struct {
+	NodeUUID string
+	APIURL   string // ipa-api-url=
+	// AgentToken is pre-generated for virtual media boots, as Ironic does
+	// (ipa-agent-token=). It is a secret: it is written into the ISO and
+	// nowhere else, never into logs or errors.
+	AgentToken   string
+	KernelParams string      // extra parameters, e.g. "console=ttyS0"
+	Network      *ISONetwork // optional static network
+	// Boot loaders; the Default* paths when empty.
+	ISOLinuxBin, LDLinuxC32, EFILoader string
+}
+
+// KernelCommandLine returns the agent's kernel command line. It holds the
+// agent token: never log it.
+func (p ISOParams) KernelCommandLine() (string, error) {
+	var words []string
+	words = append(words, strings.Fields(p.KernelParams)...)
+	if p.APIURL != "" {
+		if strings.ContainsFunc(p.APIURL, isCmdlineBreak) {
+			return "", errors.New("agent ISO: API URL contains whitespace or control characters")
+		}
+		words = append(words, "ipa-api-url="+p.APIURL)
+	}
+	if p.AgentToken != "" {
+		if strings.ContainsFunc(p.AgentToken, isCmdlineBreak) {
+			// The message must not quote the token.
+			return "", errors.New("agent ISO: agent token contains whitespace or control characters")
+		}
+		words = append(words, "ipa-agent-token="+p.AgentToken)
+	}
+	if n := p.Network; n != nil {
+		ip, err := n.kernelIPParam()
+		if err != nil {
+			return "", err
+		}
+		words = append(words, ip)
+	}
+	for _, w := range words {
+		if strings.ContainsFunc(w, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return "", errors.New("agent ISO: kernel parameters contain control characters")
+		}
+	}
+	return strings.Join(words, " "), nil
+}
+
+func isCmdlineBreak(r rune) bool { return r <= 0x20 || r == 0x7f }
+
+// kernelIPParam renders the kernel's
+// ip=<client>::<gateway>:<netmask>:<hostname>:<device>:off:<dns0>:<dns1>
+// (Documentation/admin-guide/nfs/nfsroot.rst).
+func (n *ISONetwork) kernelIPParam() (string, error) {
+	if !n.Address.Addr().Is4() {
+		return "", fmt.Errorf("agent ISO: static address %q is not IPv4", n.Address)
+	}
+	for _, s := range []string{n.Interface, n.Hostname} {
+		if strings.ContainsFunc(s, func(r rune) bool { return isCmdlineBreak(r) || r == ':' }) {
+			return "", errors.New("agent ISO: static network interface or hostname has invalid characters")
+		}
+	}
+	m := prefixMask(n.Address.Bits())
+	gw := ""
+	if n.Gateway.IsValid() {
+		gw = n.Gateway.String()
+	}
+	dns := []string{"", ""}
+	for i, d := range n.DNS {
+		if i == 2 {
+			break
+		}
+		dns[i] = d.String()
+	}
+	return fmt.Sprintf("ip=%s::%s:%s:%s:%s:off:%s:%s", n.Address.Addr(), gw, m, n.Hostname, n.Interface, dns[0], dns[1]), nil
+}
+
+func prefixMask(bits int) string {
+	var m [4]byte
+	for i := 0; i < bits && i < 32; i++ {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	return netip.AddrFrom4(m).String()
+}
+
+// BuildAgentISO writes to out an ISO that boots kernel and initrd with the
+// node's parameters under BIOS (El Torito, isolinux) and UEFI (El Torito
+// EFI entry: a FAT image holding systemd-boot, the kernel, the initrd and a
+// loader entry). The file is written next to out and renamed into place,
+// mode 0600 since it holds the agent token.
+func BuildAgentISO(ctx context.Context, out, kernel, initrd string, params ISOParams) error {
+	if params.ISOLinuxBin == "" {
+		params.ISOLinuxBin = DefaultISOLinuxBin
+	}
+	if params.LDLinuxC32 == "" {
+		params.LDLinuxC32 = DefaultLDLinuxC32
+	}
+	if params.EFILoader == "" {
+		params.EFILoader = DefaultEFILoader
+	}
+	for _, f := range []string{kernel, initrd, params.ISOLinuxBin, params.LDLinuxC32, params.EFILoader} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+		}
+	}
+	cmdline, err := params.KernelCommandLine()
+	if err != nil {
+		return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+	}
+	work, err := os.MkdirTemp(filepath.Dir(out), ".agent-iso-")
+	if err != nil {
+		return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+	}
+	defer os.RemoveAll(work)
+	tree := filepath.Join(work, "tree")
+
+	// BIOS: isolinux reads its config and the kernel from the ISO9660 tree.
+	isolinuxCfg := "DEFAULT agent\nPROMPT 0\nTIMEOUT 0\nLABEL agent\n  KERNEL /vmlinuz\n  INITRD /initrd\n  APPEND " + cmdline + "\n"
+	steps := []func() error{
+		func() error { return placeFile(params.ISOLinuxBin, filepath.Join(tree, "isolinux", "isolinux.bin")) },
+		func() error { return placeFile(params.LDLinuxC32, filepath.Join(tree, "isolinux", "ldlinux.c32")) },
+		func() error { return writeFile(filepath.Join(tree, "isolinux", "isolinux.cfg"), isolinuxCfg) },
+		func() error { return placeFile(kernel, filepath.Join(tree, "vmlinuz")) },
+		func() error { return placeFile(initrd, filepath.Join(tree, "initrd")) },
+		// UEFI: firmware mounts only the El Torito FAT image, so the loader
+		// and what it boots live inside it.
+		func() error {
+			return buildEFIBootImage(ctx, filepath.Join(tree, "efiboot.img"), kernel, initrd, params.EFILoader, cmdline)
+		},
+	}
+	for _, step := range steps {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+		}
+		if err := step(); err != nil {
+			return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+		}
+	}
+	tmp := filepath.Join(work, "agent.iso")
+	if err := writeISO(tmp, tree, isoVolumeID, &iso9660.ElTorito{
+		BootCatalog: "/isolinux/boot.cat",
+		Entries: []*iso9660.ElToritoEntry{
+			{Platform: iso9660.BIOS, Emulation: iso9660.NoEmulation, BootFile: "/isolinux/isolinux.bin", BootTable: true, LoadSegment: 0},
+			{Platform: iso9660.EFI, Emulation: iso9660.NoEmulation, BootFile: "/efiboot.img"},
+		},
+	}); err != nil {
+		return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+	}
+	return nil
+}
+
+// writeISO writes the directory tree as an ISO9660 image with Rock Ridge
+// names, bootable when et is set.
+func writeISO(out, tree, volumeID string, et *iso9660.ElTorito) error {
+	f, err := os.OpenFile(out, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fs, err := iso9660.Create(file.New(f, false), 0, 0, 2048, tree)
+	if err != nil {
+		return fmt.Errorf("create ISO9660: %w", err)
+	}
+	if err := fs.Finalize(iso9660.FinalizeOptions{RockRidge: true, VolumeIdentifier: volumeID, ElTorito: et}); err != nil {
+		return fmt.Errorf("write ISO9660: %w", err)
+	}
+	return f.Close()
+}
+
+// buildEFIBootImage writes a FAT32 image with \EFI\BOOT\BOOTX64.EFI
+// (systemd-boot), a loader entry booting the kernel with cmdline, and the
+// kernel and initrd it names.
+func buildEFIBootImage(ctx context.Context, out, kernel, initrd, loader, cmdline string) error {
+	var content int64
+	for _, p := range []string{kernel, initrd, loader} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		content += st.Size()
+	}
+	size := max(int64(minEFIBootImage), (content+content/16+efiBootSlack+(1<<20)-1)&^((1<<20)-1))
+	f, err := os.OpenFile(out, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	fs, err := fat32.Create(file.New(f, false), size, 0, 512, "EFIBOOT", true)
+	if err != nil {
+		return fmt.Errorf("create efiboot.img: %w", err)
+	}
+	for _, d := range []string{"/EFI", "/EFI/BOOT", "/loader", "/loader/entries"} {
+		if err := fs.Mkdir(d); err != nil {
+			return fmt.Errorf("efiboot.img: mkdir %s: %w", d, err)
+		}
+	}
+	entry := "title ironflow agent\nlinux /vmlinuz\ninitrd /initrd\noptions " + cmdline + "\n"
+	files := []struct{ src, content, dst string }{
+		{src: loader, dst: "/EFI/BOOT/BOOTX64.EFI"},
+		{content: "default ironflow.conf\ntimeout 0\n", dst: "/loader/loader.conf"},
+		{content: entry, dst: "/loader/entries/ironflow.conf"},
+		{src: kernel, dst: "/vmlinuz"},
+		{src: initrd, dst: "/initrd"},
+	}
+	for _, fl := range files {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		w, err := fs.OpenFile(fl.dst, os.O_CREATE|os.O_RDWR)
+		if err != nil {
+			return fmt.Errorf("efiboot.img: create %s: %w", fl.dst, err)
+		}
+		var r io.Reader = strings.NewReader(fl.content)
+		if fl.src != "" {
+			src, err := os.Open(fl.src)
+			if err != nil {
+				w.Close()
+				return err
+			}
+			defer src.Close()
+			r = src
+		}
+		if _, err := io.Copy(w, r); err != nil {
+			w.Close()
+			return fmt.Errorf("efiboot.img: write %s: %w", fl.dst, err)
+		}
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("efiboot.img: close %s: %w", fl.dst, err)
+		}
+	}
+	return f.Close()
+}
+
+// placeFile puts src at dst, hard-linked when they share a filesystem
+// (the ISO writer only reads it), copied otherwise.
+func placeFile(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func writeFile(dst, content string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, []byte(content), 0o600)
+}
+
+// AgentISOs keeps one agent ISO per node under Dir as <uuid>.iso, the
+// layout the HTTP boot service serves under /iso/.
+type AgentISOs struct {
+	Dir string
+}
+
+// Path is where node's ISO lives.
+func (c AgentISOs) Path(nodeUUID string) (string, error) {
+	id, err := uuid.Parse(nodeUUID)
+	if err != nil {
+		return "", fmt.Errorf("agent ISO path: node UUID %q: %w", nodeUUID, err)
+	}
+	return filepath.Join(c.Dir, id.String()+".iso"), nil
+}
+
+// Build (re)builds the node's ISO; every deploy gets a fresh token, so an
+// existing one is replaced.
+func (c AgentISOs) Build(ctx context.Context, kernel, initrd string, params ISOParams) (string, error) {
+	p, err := c.Path(params.NodeUUID)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return "", fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+	}
+	if err := BuildAgentISO(ctx, p, kernel, initrd, params); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// Remove deletes the node's ISO (CleanBoot); a missing one is not an error.
+func (c AgentISOs) Remove(nodeUUID string) error {
+	p, err := c.Path(nodeUUID)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove agent ISO of node %s: %w", nodeUUID, err)
+	}
+	return nil
+}
+
+// RemoveAgentISO deletes node's ISO from dir.
+func RemoveAgentISO(dir, nodeUUID string) error { return AgentISOs{Dir: dir}.Remove(nodeUUID) }
