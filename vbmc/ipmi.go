@@ -262,20 +262,30 @@ set_working_mc 0x20
 		logf.Close()
 		close(exited)
 	}()
-	stopSim := func() error {
+	pgid := cmd.Process.Pid
+	stopSim := func() {
 		select {
 		case <-exited:
-			return nil
 		default:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(DefaultIPMISimStopTimeout):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(DefaultIPMISimStopTimeout):
-			_ = cmd.Process.Kill()
-			<-exited
+		// A chassis_control call may still run (it ignores SIGTERM so that
+		// a power-on is not cut in half): let it finish, so that the QEMU it
+		// starts is on record before the VM is powered off.
+		deadline := time.Now().Add(DefaultChassisControlTimeout)
+		for syscall.Kill(-pgid, 0) == nil {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				break
+			}
+			time.Sleep(processPollInterval)
 		}
-		return nil
 	}
 	stop = func() error {
 		stopSim()

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // freeUDPPort returns a UDP port on 127.0.0.1 that was free a moment ago.
@@ -92,6 +93,23 @@ func TestIPMIWithQEMU(t *testing.T) {
 		t.Fatalf("boot order after bootdev disk: %v, want disk0 first", idx)
 	}
 
+	// Power cycle: ipmi_sim powers off, then on again a second later.
+	ipmitool("chassis", "power", "cycle")
+	waitFor(t, "a new QEMU after power cycle", func() bool {
+		if p := m.pid(); p == 0 || p == pid {
+			return false
+		}
+		// Started through and through: its monitor answers.
+		return qmpDo(context.Background(), m.qmpSocket(), func(*qmpConn) error { return nil }) == nil
+	})
+	if processAlive(pid) {
+		t.Fatalf("QEMU pid %d survived power cycle", pid)
+	}
+	pid = m.pid()
+	if idx := bootIndexes(t, m); first(idx) != "disk0" {
+		t.Fatalf("boot order after power cycle: %v, want disk0 first (bootdev disk is kept)", idx)
+	}
+
 	ipmitool("chassis", "power", "off")
 	if processAlive(pid) || m.pid() != 0 {
 		t.Fatalf("QEMU pid %d alive after ipmitool power off", pid)
@@ -138,5 +156,18 @@ func TestChassisControlProtocol(t *testing.T) {
 				t.Fatalf("chassis_control %q: %q, %v; want %q (error %v)", tc.args, out, err, tc.want, tc.wantErr)
 			}
 		})
+	}
+}
+
+// waitFor polls cond with a generous deadline (power cycles are carried out
+// by ipmi_sim after its own one-second timer, on a possibly loaded host).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

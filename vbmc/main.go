@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -154,7 +156,12 @@ func mainChassisControl(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 	}
 	log := slog.New(slog.NewTextHandler(logw, nil)).With("component", "vbmc")
-	if err := ChassisControl(ctx, cfg, *vm, fs.Args(), stdout, log); err != nil {
+	// A power action cut in half (QEMU launched, not yet on record) would
+	// leave a VM nobody stops: once started, the call runs to its end,
+	// bounded by DefaultChassisControlTimeout, whatever signal ipmi_sim's
+	// shutdown sends its children.
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if err := ChassisControl(context.WithoutCancel(ctx), cfg, *vm, fs.Args(), stdout, log); err != nil {
 		log.Error("chassis control", "args", fs.Args(), "err", err)
 		return err
 	}

@@ -108,6 +108,15 @@ func TestRedfishWithQEMU(t *testing.T) {
 		t.Errorf("memory/processor summary: %+v %+v", system.MemorySummary, system.ProcessorSummary)
 	}
 
+	// Media inserted while off is in the drive when the machine starts.
+	isoDir, isoName := makeISO(t)
+	isoSrv := httptest.NewServer(http.FileServer(http.Dir(isoDir)))
+	t.Cleanup(isoSrv.Close)
+	image := isoSrv.URL + "/" + isoName
+	if err := getCD(t, client).InsertMedia(image, true, true); err != nil {
+		t.Fatalf("insert media while off: %v", err)
+	}
+
 	// Power on: a QEMU process with this VM's monitor, and QMP says running.
 	if err := system.Reset(redfish.OnResetType); err != nil {
 		t.Fatalf("reset On: %v", err)
@@ -118,6 +127,12 @@ func TestRedfishWithQEMU(t *testing.T) {
 	}
 	if st := queryStatus(t, m); st != "running" {
 		t.Fatalf("QMP status after power on: %s", st)
+	}
+	if file := queryCD(t, m); file == "" {
+		t.Fatal("media inserted while off is not in the CD drive after power on")
+	}
+	if err := getCD(t, client).EjectMedia(); err != nil {
+		t.Fatalf("eject media: %v", err)
 	}
 	waitLogContains(t, cfg.VMs[0].SerialLog, "SeaBIOS")
 	// On again is a no-op, not a second QEMU.
@@ -168,14 +183,10 @@ func TestRedfishWithQEMU(t *testing.T) {
 	}
 
 	// Virtual media: the BMC downloads the ISO and QEMU gets it in its CD drive.
-	isoDir, isoName := makeISO(t)
-	isoSrv := httptest.NewServer(http.FileServer(http.Dir(isoDir)))
-	t.Cleanup(isoSrv.Close)
 	cd := getCD(t, client)
 	if cd.Inserted || len(cd.MediaTypes) != 2 {
 		t.Fatalf("virtual CD before insert: %+v", cd)
 	}
-	image := isoSrv.URL + "/" + isoName
 	if err := cd.InsertMedia(image, true, true); err != nil {
 		t.Fatalf("insert media: %v", err)
 	}
@@ -204,6 +215,25 @@ func TestRedfishWithQEMU(t *testing.T) {
 	if cd = getCD(t, client); cd.Inserted {
 		t.Fatal("virtual CD reads back inserted after eject")
 	}
+
+	// No OS answers ACPI: a graceful shutdown leaves the machine on, as on
+	// a real server. An NMI is delivered without harm.
+	for _, rt := range []redfish.ResetType{redfish.GracefulShutdownResetType, redfish.NmiResetType} {
+		if err := getSystem(t, client).Reset(rt); err != nil {
+			t.Fatalf("reset %s: %v", rt, err)
+		}
+		if m.pid() != pid {
+			t.Fatalf("reset %s changed the QEMU process", rt)
+		}
+	}
+	// PowerCycle: a new QEMU process.
+	if err := getSystem(t, client).Reset(redfish.PowerCycleResetType); err != nil {
+		t.Fatalf("reset PowerCycle: %v", err)
+	}
+	if processAlive(pid) || m.pid() == 0 {
+		t.Fatalf("after PowerCycle: old pid %d alive %v, new pid %d", pid, processAlive(pid), m.pid())
+	}
+	pid = m.pid()
 
 	// ForceOff: the process is gone.
 	if err := getSystem(t, client).Reset(redfish.ForceOffResetType); err != nil {

@@ -76,6 +76,10 @@ func newTestConfigWith(t *testing.T, mutate func(top, vm map[string]any)) Config
 		"password":  "password",
 		"vms":       []any{vm},
 	}
+	// VBMC_TEST_ACCEL=tcg runs the tests the way a CI machine without KVM does.
+	if a := os.Getenv("VBMC_TEST_ACCEL"); a != "" {
+		raw["accel"] = a
+	}
 	if mutate != nil {
 		mutate(raw, vm)
 	}
