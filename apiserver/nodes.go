@@ -596,7 +596,9 @@ func (s *server) patchNode(c *gin.Context) {
 			explicit[strings.TrimSuffix(root, "_interface")] = true
 		}
 	}
+	attempted := *n
 	updated, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
+		defer func() { attempted = *cur }()
 		doc := nodeToDoc(cur)
 		if err := applyPatch(doc, ops); err != nil {
 			return err
@@ -622,7 +624,7 @@ func (s *server) patchNode(c *gin.Context) {
 			s.writeError(c, ae)
 			return
 		}
-		s.writeError(c, nodeWriteError(err, n))
+		s.writeError(c, nodeWriteError(err, &attempted))
 		return
 	}
 	s.writeOneNode(c, http.StatusOK, updated, nil)

@@ -304,7 +304,9 @@ func (s *server) power(c *gin.Context) {
 	ctx := c.Request.Context()
 	// target_power_state is recorded before the workflow starts so that the
 	// workflow's own completion (which clears it) always comes after.
+	var previous *string
 	if _, err := s.store.UpdateNode(ctx, n.UUID, func(cur *store.Node) error {
+		previous = cur.TargetPowerState
 		cur.TargetPowerState = &final
 		return nil
 	}); err != nil {
@@ -315,7 +317,7 @@ func (s *server) power(c *gin.Context) {
 		NodeUUID: n.UUID, Target: target, TimeoutSeconds: timeout, ConductorGroup: n.ConductorGroup,
 	})
 	if err != nil {
-		s.clearPowerTarget(c, n.UUID, final)
+		s.restorePowerTarget(c, n.UUID, final, previous)
 		if errors.Is(err, ErrNodeLocked) {
 			s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
 			return
@@ -327,12 +329,12 @@ func (s *server) power(c *gin.Context) {
 	writeEmpty(c, http.StatusAccepted, s.baseURL(c)+"/v1/nodes/"+n.UUID+"/states")
 }
 
-// clearPowerTarget undoes the target this request recorded, unless someone
-// changed it since.
-func (s *server) clearPowerTarget(c *gin.Context, uuid, ours string) {
+// restorePowerTarget undoes the target this request recorded, unless
+// someone changed it since.
+func (s *server) restorePowerTarget(c *gin.Context, uuid, ours string, previous *string) {
 	_, err := s.store.UpdateNode(c.Request.Context(), uuid, func(cur *store.Node) error {
 		if cur.TargetPowerState != nil && *cur.TargetPowerState == ours {
-			cur.TargetPowerState = nil
+			cur.TargetPowerState = previous
 		}
 		return nil
 	})
