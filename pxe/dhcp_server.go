@@ -21,6 +21,7 @@ type DHCPServer struct {
 	Handler *DHCPHandler
 	cfg     DHCPConfig
 	log     *slog.Logger
+	conns   []net.PacketConn
 }
 
 // NewDHCPServer returns a server for cfg; Serve opens its sockets.
@@ -32,10 +33,13 @@ func NewDHCPServer(cfg DHCPConfig, backend Backend, leases Leases, log *slog.Log
 	return &DHCPServer{Handler: h, cfg: h.cfg, log: h.log}, nil
 }
 
-// Serve answers DHCP on the configured interface until ctx ends. Port 67 is
-// bound on all addresses of the interface (clients without an address
-// broadcast); in proxy mode port 4011 on the server address as well.
-func (s *DHCPServer) Serve(ctx context.Context) error {
+// Listen opens the sockets: port 67 on all addresses of the interface
+// (clients without an address broadcast), and in proxy mode port 4011 on
+// the server address. Serve calls it when it was not called before.
+func (s *DHCPServer) Listen() error {
+	if s.conns != nil {
+		return nil
+	}
 	if s.cfg.Interface == "" {
 		return errors.New("dhcp: no interface configured")
 	}
@@ -52,6 +56,16 @@ func (s *DHCPServer) Serve(ctx context.Context) error {
 		}
 		conns = append(conns, pc)
 	}
+	s.conns = conns
+	return nil
+}
+
+// Serve answers DHCP until ctx ends.
+func (s *DHCPServer) Serve(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	conns := s.conns
 	s.log.Info("DHCP serving", "interface", s.cfg.Interface, "addr", s.cfg.Addr)
 	stop := context.AfterFunc(ctx, func() {
 		for _, c := range conns {

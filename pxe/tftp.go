@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,6 +43,26 @@ type TFTPServer struct {
 	root *os.Root
 	srv  *tftp.Server
 	log  *slog.Logger
+	// pinned maps the iPXE loaders' names to files resolved once at start.
+	pinned map[string]string
+}
+
+// PinnedTFTPFiles are served even when they are symlinks leaving the root:
+// Debian's ipxe package links /usr/lib/ipxe/ipxe.efi to /boot. They are
+// resolved once at start from the operator's configuration, never from a
+// client's request.
+var PinnedTFTPFiles = []string{DefaultBIOSBootFile, DefaultUEFIBootFile, "snponly.efi"}
+
+func (s *TFTPServer) pinLoaders() {
+	for _, name := range PinnedTFTPFiles {
+		resolved, err := filepath.EvalSymlinks(filepath.Join(s.cfg.Root, name))
+		if err != nil {
+			continue
+		}
+		if st, err := os.Stat(resolved); err == nil && st.Mode().IsRegular() {
+			s.pinned[name] = resolved
+		}
+	}
 }
 
 // NewTFTPServer opens the root directory; Serve or ListenAndServe start it.
@@ -74,7 +95,8 @@ func NewTFTPServer(cfg TFTPConfig, log *slog.Logger) (*TFTPServer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &TFTPServer{cfg: cfg, root: root, log: log.With("service", "tftp")}
+	s := &TFTPServer{cfg: cfg, root: root, log: log.With("service", "tftp"), pinned: map[string]string{}}
+	s.pinLoaders()
 	// A nil write handler makes the library refuse every write request.
 	s.srv = tftp.NewServer(s.read, nil)
 	s.srv.SetTimeout(cfg.Timeout)
@@ -112,7 +134,12 @@ func (s *TFTPServer) read(name string, rf io.ReaderFrom) error {
 		s.log.Warn("refused TFTP path", "file", name, "peer", peer)
 		return err
 	}
-	f, err := s.root.Open(rel)
+	var f *os.File
+	if p, ok := s.pinned[rel]; ok {
+		f, err = os.Open(p)
+	} else {
+		f, err = s.root.Open(rel)
+	}
 	if err != nil {
 		s.log.Warn("TFTP file not served", "file", name, "peer", peer, "error", err)
 		if errors.Is(err, fs.ErrNotExist) {
