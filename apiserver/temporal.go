@@ -31,8 +31,11 @@ func (e *TemporalEngine) start(ctx context.Context, nodeUUID, operation, state, 
 		ID:                       workflows.WorkflowID(nodeUUID),
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes:    workflows.SearchAttributes(nodeUUID, operation, state),
+		// Without this the SDK hands back the running workflow as if it
+		// were ours, and two verbs would both be accepted.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:                    workflows.SearchAttributes(nodeUUID, operation, state),
 	}
 	run, err := e.Client.ExecuteWorkflow(ctx, opts, workflowType, arg)
 	if err != nil {

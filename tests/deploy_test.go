@@ -1,0 +1,226 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// enrollAgentNode creates an available fake-hardware node that deploys
+// through the agent (deploy_interface direct), with one port.
+func enrollAgentNode(t *testing.T, name, mac string, img *imageServer) string {
+	t.Helper()
+	var n node
+	code, _ := call(t, "POST", "/v1/nodes", map[string]any{
+		"name": name, "driver": "fake-hardware", "deploy_interface": "direct",
+		"properties": map[string]any{"cpus": 2, "memory_mb": 2048, "local_gb": 20},
+	}, &n)
+	if code != 201 {
+		t.Fatalf("create node %s: %d", name, code)
+	}
+	if code, _ := call(t, "POST", "/v1/ports", map[string]any{"address": mac, "node_uuid": n.UUID}, nil); code != 201 {
+		t.Fatalf("create port: %d", code)
+	}
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+n.UUID, []map[string]any{
+		{"op": "add", "path": "/instance_info/image_source", "value": img.URL + "/disk.raw"},
+		{"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
+		{"op": "add", "path": "/instance_info/image_os_hash_value", "value": img.sha256},
+	}, nil); code != 200 {
+		t.Fatalf("set instance_info: %d", code)
+	}
+	return n.UUID
+}
+
+func temporalClient(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: lab.temporal.Address()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// historyEvents returns the last run's history of the node's workflow.
+func historyCount(t *testing.T, c client.Client, nodeUUID string, match func(eventType enumspb.EventType, text string) bool) (total, matched int) {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(nodeUUID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total++
+		if match(ev.GetEventType(), ev.String()) {
+			matched++
+		}
+	}
+	return total, matched
+}
+
+func TestDeployAndUndeployWithSimulatedAgent(t *testing.T) {
+	img := newImageServer(t, 8<<20)
+	uuid := enrollAgentNode(t, "sim-node-0", "52:54:00:bb:00:01", img)
+	m := startSimMachine(t, uuid, []string{"52:54:00:bb:00:01"}, sim.Config{})
+
+	mustCLI(t, "node", "manage", uuid, "--wait", "60")
+	mustCLI(t, "node", "provide", uuid, "--wait", "120")
+	if m.boots() != 1 {
+		t.Fatalf("provide should clean through one agent boot, saw %d", m.boots())
+	}
+	mustCLI(t, "node", "deploy", uuid, "--wait", "180")
+	n := getNode(t, uuid)
+	if n.ProvisionState != "active" || deref(n.PowerState) != "power on" {
+		t.Fatalf("after deploy: %+v", n)
+	}
+	if _, ok := n.DriverInternalInfo["agent_secret_token"]; ok {
+		t.Fatalf("agent token kept after deploy: %v", n.DriverInternalInfo)
+	}
+	if got := img.downloads.Load(); got != 1 {
+		t.Fatalf("image downloaded %d times, want 1", got)
+	}
+	// The workflow's history reads like the steps.
+	c := temporalClient(t)
+	total, _ := historyCount(t, c, uuid, func(enumspb.EventType, string) bool { return false })
+	for _, act := range []string{"RunAgentStep", "CleanBoot"} {
+		if _, n := historyCount(t, c, uuid, func(et enumspb.EventType, s string) bool {
+			// fake-hardware's BMC calls are local activities: markers.
+			return (et == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED || et == enumspb.EVENT_TYPE_MARKER_RECORDED) && strings.Contains(s, act)
+		}); n == 0 {
+			t.Errorf("deploy history has no %s activity", act)
+		}
+	}
+	t.Logf("deploy with the simulated agent: %d history events", total)
+
+	mustCLI(t, "node", "undeploy", uuid, "--wait", "180")
+	n = getNode(t, uuid)
+	if n.ProvisionState != "available" || len(n.InstanceInfo) != 0 {
+		t.Fatalf("after undeploy: %+v", n)
+	}
+	if m.boots() != 3 {
+		t.Fatalf("undeploy should clean through a third agent boot, saw %d", m.boots())
+	}
+	hist := mustCLI(t, "node", "history", "list", uuid, "-f", "json")
+	if !strings.Contains(hist, "Agent called back") {
+		t.Fatalf("history does not show the agent's callbacks:\n%s", hist)
+	}
+}
+
+// TestWorkerKilledMidDeploy kills the worker with SIGKILL while the node
+// waits for its agent and again while the agent writes the image: the deploy
+// finishes when a worker comes back, without a second power-on or write.
+func TestWorkerKilledMidDeploy(t *testing.T) {
+	img := newImageServer(t, 16<<20)
+	img.delay = 300 * time.Millisecond // about 5 s of writing
+	uuid := enrollAgentNode(t, "crash-node-0", "52:54:00:bb:00:02", img)
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{{"op": "add", "path": "/automated_clean", "value": false}}, nil); code != 200 {
+		t.Fatalf("set automated_clean: %d", code)
+	}
+	for _, verb := range []string{"manage", "provide"} {
+		if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": verb}, nil); code != 202 {
+			t.Fatalf("%s: %d", verb, code)
+		}
+		waitState(t, uuid, map[string]string{"manage": "manageable", "provide": "available"}[verb], 60*time.Second)
+	}
+	// No agent yet: the node will wait for its call-back.
+	if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, uuid, "wait call-back", 60*time.Second)
+	lab.killWorker()
+	time.Sleep(time.Second)
+	if err := lab.startWorker(); err != nil {
+		t.Fatal(err)
+	}
+	m := startSimMachine(t, uuid, []string{"52:54:00:bb:00:02"}, sim.Config{})
+	// Wait until the image is being written, then crash again.
+	deadline := time.Now().Add(90 * time.Second)
+	for img.downloads.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if img.downloads.Load() == 0 {
+		t.Fatalf("write_image never started; node %+v\n%s", getNode(t, uuid), tail(lab.workerLog))
+	}
+	lab.killWorker()
+	time.Sleep(2 * time.Second)
+	if err := lab.startWorker(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, uuid, "active", 180*time.Second)
+	if got := img.downloads.Load(); got != 1 {
+		t.Errorf("image written %d times across the crashes, want 1", got)
+	}
+	if m.boots() != 1 {
+		t.Errorf("the machine booted the agent %d times, want 1", m.boots())
+	}
+	c := temporalClient(t)
+	_, powerOns := historyCount(t, c, uuid, func(et enumspb.EventType, s string) bool {
+		return et == enumspb.EVENT_TYPE_MARKER_RECORDED && strings.Contains(s, `SetPower`) && strings.Contains(s, "rebooting")
+	})
+	_, scheduled := historyCount(t, c, uuid, func(et enumspb.EventType, s string) bool {
+		return et == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && strings.Contains(s, "SetPower") && strings.Contains(s, "rebooting")
+	})
+	if powerOns+scheduled > 1 {
+		t.Errorf("the agent boot's power action ran %d times", powerOns+scheduled)
+	}
+}
+
+// call2 is call without decoding, for requests whose body is empty.
+func call2(t *testing.T, method, path string, body any) (int, error) {
+	code, _ := call(t, method, path, body, nil)
+	if code >= 300 {
+		return code, fmt.Errorf("%s %s: HTTP %d", method, path, code)
+	}
+	return code, nil
+}
+
+// TestConcurrentDeployRequestsOneWins sends two deploy requests for one node
+// at once: exactly one is accepted (202), the other gets 409 NodeLocked.
+func TestConcurrentDeployRequestsOneWins(t *testing.T) {
+	img := newImageServer(t, 1<<20)
+	uuid := enrollAgentNode(t, "race-node-0", "52:54:00:bb:00:03", img)
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{{"op": "add", "path": "/automated_clean", "value": false}}, nil); code != 200 {
+		t.Fatalf("set automated_clean: %d", code)
+	}
+	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}} {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, uuid, s.state, 60*time.Second)
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	bodies := make([]map[string]any, 2)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}, &bodies[i])
+		}()
+	}
+	wg.Wait()
+	if !((codes[0] == 202 && codes[1] == 409) || (codes[0] == 409 && codes[1] == 202)) {
+		t.Fatalf("two concurrent deploys answered %v (%v), want one 202 and one 409", codes, bodies)
+	}
+	for i, b := range bodies {
+		if codes[i] == 409 {
+			msg, _ := json.Marshal(b)
+			if !strings.Contains(string(msg), "locked") {
+				t.Errorf("409 body does not say the node is locked: %s", msg)
+			}
+		}
+	}
+	// Let it finish so that the node is left clean.
+	startSimMachine(t, uuid, []string{"52:54:00:bb:00:03"}, sim.Config{})
+	waitState(t, uuid, "active", 120*time.Second)
+}

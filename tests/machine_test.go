@@ -1,0 +1,146 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/agent/sim"
+)
+
+// simMachine stands in for a fake-hardware machine's boots: whenever the
+// node waits for its agent (wait call-back, clean wait) and no simulated
+// agent runs, it "boots" one, as the machine would after its PXE boot. The
+// agent is ironflow's real agent code on simulated disks (agent/sim).
+type simMachine struct {
+	t      *testing.T
+	uuid   string
+	macs   []string
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	agents []*sim.Agent
+	paused atomic.Bool
+	cfg    sim.Config
+}
+
+func startSimMachine(t *testing.T, uuid string, macs []string, cfg sim.Config) *simMachine {
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.APIURL, cfg.MACs = lab.apiURL, macs
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	m := &simMachine{t: t, uuid: uuid, macs: macs, cancel: cancel, done: make(chan struct{}), cfg: cfg}
+	go m.run(ctx)
+	t.Cleanup(m.stop)
+	return m
+}
+
+func (m *simMachine) run(ctx context.Context) {
+	defer close(m.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if m.paused.Load() {
+			continue
+		}
+		var n node
+		if code, _ := call(m.t, "GET", "/v1/nodes/"+m.uuid, nil, &n); code != 200 {
+			continue
+		}
+		if n.ProvisionState != "wait call-back" && n.ProvisionState != "clean wait" {
+			continue
+		}
+		if cur := m.current(); cur != nil && cur.PoweredOn() {
+			continue
+		}
+		a, err := sim.Start(ctx, m.cfg)
+		if err != nil {
+			m.t.Errorf("boot simulated agent: %v", err)
+			return
+		}
+		m.mu.Lock()
+		m.agents = append(m.agents, a)
+		m.mu.Unlock()
+	}
+}
+
+func (m *simMachine) current() *sim.Agent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.agents) == 0 {
+		return nil
+	}
+	return m.agents[len(m.agents)-1]
+}
+
+func (m *simMachine) boots() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.agents)
+}
+
+func (m *simMachine) stop() {
+	m.cancel()
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range m.agents {
+		if a.PoweredOn() {
+			a.Stop()
+		}
+	}
+}
+
+// imageServer serves one random disk image and counts full downloads.
+type imageServer struct {
+	*httptest.Server
+	data      []byte
+	sha256    string
+	downloads atomic.Int64
+	// delay slows each response down (per 1 MiB) to stretch write_image.
+	delay time.Duration
+}
+
+func newImageServer(t *testing.T, size int) *imageServer {
+	s := &imageServer{data: make([]byte, size)}
+	_, _ = rand.Read(s.data)
+	sum := sha256.Sum256(s.data)
+	s.sha256 = hex.EncodeToString(sum[:])
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Range") == "" {
+			s.downloads.Add(1)
+		}
+		if s.delay == 0 {
+			http.ServeContent(w, r, "disk.raw", time.Time{}, bytes.NewReader(s.data))
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(s.data)))
+		for off := 0; off < len(s.data); off += 1 << 20 {
+			end := min(off+1<<20, len(s.data))
+			if _, err := w.Write(s.data[off:end]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(s.delay):
+			}
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
