@@ -84,8 +84,8 @@ func serveHTTP(ctx context.Context, name, addr string, h http.Handler, log *slog
 // apiFlags are the API's settings.
 type apiFlags struct {
 	listen, databaseURL, temporal, namespace, auth, htpasswd, publicURL *string
-	heartbeatTimeout                                                     *time.Duration
-	maxLimit                                                             *int
+	heartbeatTimeout                                                    *time.Duration
+	maxLimit                                                            *int
 }
 
 func addAPIFlags(s *settings) apiFlags {
