@@ -16,6 +16,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/apiserver"
+	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/worker"
 )
@@ -221,7 +222,14 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 		return nil, err
 	}
 	log.Info("worker started", "conductor_groups", *f.groups)
-	return func() { worker.Stop(ws) }, nil
+	return func() {
+		worker.Stop(ws)
+		// Log out of the Redfish sessions this worker kept open, so that
+		// BMCs do not hold them until they time out.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		bmc.CloseSessions(ctx)
+	}, nil
 }
 
 func runWorkerCommand(ctx context.Context, args []string) error {
