@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -90,6 +91,10 @@ type Machine struct {
 	vm  VM
 	dir string
 	log *slog.Logger
+
+	// internalErrorPID is the QEMU whose internal-error was logged, so
+	// that polling clients do not repeat the error every few seconds.
+	internalErrorPID atomic.Int64
 }
 
 func newMachine(cfg *Config, vm VM, log *slog.Logger) *Machine {
@@ -209,7 +214,9 @@ func (m *Machine) PowerState(ctx context.Context) (string, error) {
 		// Seen with OVMF under nested KVM that lacks read-only memory
 		// slots: the firmware cannot run from pflash. The machine is on
 		// but dead; "accel": "tcg" in the configuration avoids it.
-		m.log.Error("QEMU reports internal-error: the guest CPU stopped; if this is KVM, try \"accel\": \"tcg\"", "pid", m.pid())
+		if pid := int64(m.pid()); m.internalErrorPID.Swap(pid) != pid {
+			m.log.Error("QEMU reports internal-error: the guest CPU stopped; if this is KVM, try \"accel\": \"tcg\"", "pid", pid)
+		}
 	}
 	return PowerOn, nil
 }
