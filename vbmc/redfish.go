@@ -137,9 +137,9 @@ func (s *Server) routes() {
 	mux.HandleFunc("GET "+redfishRoot+"/Managers", s.handleManagers)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}", s.withMachine(s.handleManager))
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}/VirtualMedia", s.withMachine(s.handleVirtualMedias))
-	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}/VirtualMedia/{dev}", s.withMachine(s.handleVirtualMedia))
-	mux.HandleFunc("POST "+redfishRoot+"/Managers/{id}/VirtualMedia/{dev}/Actions/VirtualMedia.InsertMedia", s.withMachine(s.handleInsertMedia))
-	mux.HandleFunc("POST "+redfishRoot+"/Managers/{id}/VirtualMedia/{dev}/Actions/VirtualMedia.EjectMedia", s.withMachine(s.handleEjectMedia))
+	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}/VirtualMedia/{dev}", s.withCD(s.handleVirtualMedia))
+	mux.HandleFunc("POST "+redfishRoot+"/Managers/{id}/VirtualMedia/{dev}/Actions/VirtualMedia.InsertMedia", s.withCD(s.handleInsertMedia))
+	mux.HandleFunc("POST "+redfishRoot+"/Managers/{id}/VirtualMedia/{dev}/Actions/VirtualMedia.EjectMedia", s.withCD(s.handleEjectMedia))
 	mux.HandleFunc("GET "+redfishRoot+"/Chassis", s.handleChassisCollection)
 	mux.HandleFunc("GET "+redfishRoot+"/Chassis/{id}", s.withMachine(s.handleChassis))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -219,6 +219,26 @@ func (s *Server) withMachine(h func(http.ResponseWriter, *http.Request, *Machine
 	}
 }
 
+// withCD is withMachine for the virtual media device: the CD is the only one.
+func (s *Server) withCD(h func(http.ResponseWriter, *http.Request, *Machine)) http.HandlerFunc {
+	return s.withMachine(func(w http.ResponseWriter, r *http.Request, m *Machine) {
+		if r.PathValue("dev") != virtualMediaCd {
+			writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such virtual media device.")
+			return
+		}
+		h(w, r, m)
+	})
+}
+
+// decodeBody reads a small JSON request body, answering 400 when it is not JSON.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
+		return false
+	}
+	return true
+}
+
 // actionContext bounds an action by the server's life, not by the client's
 // connection: a power action half done because a client hung up helps no one.
 func (s *Server) actionContext() (context.Context, context.CancelFunc) {
@@ -293,8 +313,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		UserName string
 		Password string
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
+	if !decodeBody(w, r, &body) {
 		return
 	}
 	if !s.checkPassword(body.UserName, body.Password) {
@@ -445,8 +464,7 @@ func (s *Server) handleSystem(w http.ResponseWriter, r *http.Request, m *Machine
 
 func (s *Server) handlePatchSystem(w http.ResponseWriter, r *http.Request, m *Machine) {
 	var body map[string]json.RawMessage
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
+	if !decodeBody(w, r, &body) {
 		return
 	}
 	for k := range body {
@@ -511,8 +529,7 @@ func (s *Server) handlePatchSystem(w http.ResponseWriter, r *http.Request, m *Ma
 
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request, m *Machine) {
 	var body struct{ ResetType string }
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
+	if !decodeBody(w, r, &body) {
 		return
 	}
 	if !slices.Contains(resetTypes, body.ResetType) {
@@ -624,10 +641,6 @@ func (s *Server) handleVirtualMedias(w http.ResponseWriter, r *http.Request, m *
 }
 
 func (s *Server) handleVirtualMedia(w http.ResponseWriter, r *http.Request, m *Machine) {
-	if r.PathValue("dev") != virtualMediaCd {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such virtual media device.")
-		return
-	}
 	media, inserted, err := m.Media()
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
@@ -665,16 +678,11 @@ func imageName(u string) string {
 }
 
 func (s *Server) handleInsertMedia(w http.ResponseWriter, r *http.Request, m *Machine) {
-	if r.PathValue("dev") != virtualMediaCd {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such virtual media device.")
-		return
-	}
 	var body struct {
 		Image    string
 		Inserted *bool
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "MalformedJSON", "The request body submitted was malformed JSON.")
+	if !decodeBody(w, r, &body) {
 		return
 	}
 	if body.Image == "" {
@@ -701,10 +709,6 @@ func (s *Server) handleInsertMedia(w http.ResponseWriter, r *http.Request, m *Ma
 }
 
 func (s *Server) handleEjectMedia(w http.ResponseWriter, r *http.Request, m *Machine) {
-	if r.PathValue("dev") != virtualMediaCd {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such virtual media device.")
-		return
-	}
 	s.log.Info("redfish eject media", "vm", m.vm.Name, "user", r.Context().Value(userKey{}))
 	ctx, cancel := s.actionContext()
 	defer cancel()

@@ -344,6 +344,9 @@ func TestRedfishRequests(t *testing.T) {
 		{"eject when empty", "POST", "/redfish/v1/Managers/vm0/VirtualMedia/Cd/Actions/VirtualMedia.EjectMedia", `{}`, true, nil, 204, ""},
 		{"graceful shutdown while off", "POST", "/redfish/v1/Systems/vm0/Actions/ComputerSystem.Reset", `{"ResetType":"GracefulShutdown"}`, true, nil, 204, ""},
 		{"chassis", "GET", "/redfish/v1/Chassis/vm0", "", true, nil, 200, `"PowerState": "Off"`},
+		{"no floppy", "GET", "/redfish/v1/Managers/vm0/VirtualMedia/Floppy", "", true, nil, 404, "ResourceMissingAtURI"},
+		{"malformed reset", "POST", "/redfish/v1/Systems/vm0/Actions/ComputerSystem.Reset", `{"ResetType":`, true, nil, 400, "MalformedJSON"},
+		{"login with wrong password", "POST", "/redfish/v1/SessionService/Sessions", `{"UserName":"admin","Password":"nope"}`, false, nil, 401, "InvalidCredentials"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
