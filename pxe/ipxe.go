@@ -96,9 +96,11 @@ func checkScriptWords(v string) error {
 			return fmt.Errorf("%w: control character %q", errUnsafeScriptValue, r)
 		}
 	}
-	for _, w := range strings.Fields(v) {
-		if w == "||" || w == "&&" {
-			return fmt.Errorf("%w: iPXE operator %q", errUnsafeScriptValue, w)
+	// iPXE only treats "||" and "&&" as operators when they stand alone,
+	// but refusing them anywhere keeps the rule simple to check.
+	for _, op := range []string{"||", "&&"} {
+		if strings.Contains(v, op) {
+			return fmt.Errorf("%w: iPXE operator %q", errUnsafeScriptValue, op)
 		}
 	}
 	return nil

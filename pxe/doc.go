@@ -1,0 +1,31 @@
+// Package pxe owns ironflow's network boot services and boot media: DHCP
+// (reservation or ProxyDHCP mode), read-only TFTP for the iPXE loaders, the
+// HTTP boot service (per-node iPXE scripts, agent images, per-node virtual
+// media ISOs) and the agent ISO builder.
+//
+// It reads what to boot through small interfaces (Backend, NodeBackend,
+// Leases) and never imports the store. It must never answer a machine
+// ironflow was not asked to boot: a MAC or node without a boot config gets
+// no DHCP reply and a 404.
+//
+// Boot chain, as measured on QEMU (SeaBIOS, OVMF) with Debian's ipxe:
+//
+//	PXE ROM (option 93 = 0 BIOS, 7/9 UEFI, no user class) → TFTP undionly.kpxe | ipxe.efi
+//	iPXE (user class 77 = "iPXE")                        → http://<http>/boot/<uuid>/boot.ipxe
+//	boot.ipxe                                            → kernel + initrd over HTTP, retried on failure
+//
+// iPXE waits 11 s for a ProxyDHCP offer unless the offer carries
+// encapsulated option 175 sub-option 176 = 1; ironflow sends it to every
+// iPXE client.
+//
+// IPv6: iPXE also waits about 16 s for an IPv6 router advertisement before
+// it runs the script when no router answers on the segment. ironflow does
+// not send router advertisements: on a segment with an IPv6 router the wait
+// ends at once; on an IPv4-only provisioning network each iPXE boot costs
+// those 16 s. Operators who want them back can run a router advertisement
+// daemon (radvd) on the provisioning interface or use an iPXE build without
+// IPv6 (NET_PROTO_IPV6 undefined).
+//
+// Reservation-mode replies to clients without an address are broadcast
+// (RFC 2131 §4.1 allows unicast to yiaddr only with an injected ARP entry).
+package pxe
