@@ -322,3 +322,11 @@ func FuzzDHCPHandle(f *testing.F) {
 		}
 	})
 }
+
+func mustMAC(s string) net.HardwareAddr {
+	hw, err := net.ParseMAC(s)
+	if err != nil {
+		panic(err)
+	}
+	return hw
+}

@@ -1,0 +1,121 @@
+package pxe
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/iso9660"
+)
+
+func TestKernelCommandLine(t *testing.T) {
+	p := ISOParams{APIURL: "http://10.99.0.1:6385", AgentToken: "s3cret", KernelParams: "console=ttyS0  nofb",
+		Network: &ISONetwork{Interface: "eth0", Address: netip.MustParsePrefix("192.0.2.10/24"), Gateway: netip.MustParseAddr("192.0.2.1"),
+			DNS: []netip.Addr{netip.MustParseAddr("192.0.2.53")}, Hostname: "node-1"}}
+	got, err := p.KernelCommandLine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "console=ttyS0 nofb ipa-api-url=http://10.99.0.1:6385 ipa-agent-token=s3cret ip=192.0.2.10::192.0.2.1:255.255.255.0:node-1:eth0:off:192.0.2.53:"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestAgentISOErrorsNeverShowTheToken(t *testing.T) {
+	const token = "zq9x en-with-space"
+	dir := t.TempDir()
+	k := filepath.Join(dir, "k")
+	os.WriteFile(k, []byte("k"), 0o644)
+	err := BuildAgentISO(context.Background(), filepath.Join(dir, "x.iso"), k, k, ISOParams{NodeUUID: testNode, AgentToken: token})
+	if err == nil {
+		t.Fatal("a token with whitespace was accepted")
+	}
+	if strings.Contains(err.Error(), "zq9x") {
+		t.Errorf("error shows the token: %v", err)
+	}
+}
+
+func TestAgentISOLayout(t *testing.T) {
+	for _, f := range []string{DefaultISOLinuxBin, DefaultLDLinuxC32, DefaultEFILoader} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("SKIPPING: boot loader %s missing (apt-get install isolinux syslinux-common systemd-boot-efi)", f)
+		}
+	}
+	dir := t.TempDir()
+	k := filepath.Join(dir, "vmlinuz")
+	i := filepath.Join(dir, "initrd")
+	os.WriteFile(k, []byte("kernel"), 0o644)
+	os.WriteFile(i, []byte("initrd"), 0o644)
+	isos := AgentISOs{Dir: filepath.Join(dir, "isos")}
+	p, err := isos.Build(context.Background(), k, i, ISOParams{NodeUUID: testNode, APIURL: "http://a:1", AgentToken: "t0k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("ISO mode %v, want 0600: it holds the agent token", st.Mode().Perm())
+	}
+	f, _ := os.Open(p)
+	defer f.Close()
+	fs, err := iso9660.Read(file.New(f, true), st.Size(), 0, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := fs.ReadFile("isolinux/isolinux.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cfg), "APPEND ipa-api-url=http://a:1 ipa-agent-token=t0k") {
+		t.Errorf("isolinux.cfg: %s", cfg)
+	}
+	for _, name := range []string{"vmlinuz", "initrd", "efiboot.img", "isolinux/isolinux.bin", "isolinux/ldlinux.c32"} {
+		if _, err := fs.Stat(name); err != nil {
+			t.Errorf("%s missing: %v", name, err)
+		}
+	}
+	if err := isos.Remove(testNode); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Errorf("ISO still there after Remove: %v", err)
+	}
+	if err := RemoveAgentISO(isos.Dir, testNode); err != nil {
+		t.Errorf("second remove: %v", err)
+	}
+}
+
+func TestMemoryLeases(t *testing.T) {
+	l := NewMemoryLeases()
+	first, last := netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11")
+	ctx := context.Background()
+	macs := []string{"52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"}
+	a1, err := l.Allocate(ctx, mustMAC(macs[0]), "n1", first, last, DefaultLeaseTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := l.Allocate(ctx, mustMAC(macs[1]), "n2", first, last, DefaultLeaseTime)
+	if a1 == a2 {
+		t.Errorf("two MACs share %s", a1)
+	}
+	if again, _ := l.Allocate(ctx, mustMAC(macs[0]), "n1", first, last, DefaultLeaseTime); again != a1 {
+		t.Errorf("MAC moved from %s to %s", a1, again)
+	}
+	if _, err := l.Allocate(ctx, mustMAC(macs[2]), "n3", first, last, DefaultLeaseTime); err == nil {
+		t.Error("exhausted pool handed out an address")
+	}
+	// An expired lease is reused when the pool is full.
+	if _, err := l.Allocate(ctx, mustMAC(macs[1]), "n2", first, last, -1); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.Allocate(ctx, mustMAC(macs[2]), "n3", first, last, DefaultLeaseTime); err != nil || got != a2 {
+		t.Errorf("got %s, %v; want the expired %s", got, err, a2)
+	}
+}
