@@ -131,15 +131,9 @@ func TestDHCPReservation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reply, dest := h.Handle(context.Background(), tc.req)
-			if tc.wantType == dhcpv4.MessageTypeNone {
-				if reply != nil {
-					t.Fatalf("want no reply, got %s", reply.Summary())
-				}
-				return
-			}
+			reply, dest := handleExpect(t, h, tc.req, tc.wantType)
 			if reply == nil {
-				t.Fatalf("want %s, got no reply", tc.wantType)
+				return
 			}
 			checkReply(t, reply, dest, tc.wantType, tc.wantIP, tc.wantFile, tc.wantNext, tc.want176, tc.wantDest)
 			if reply.TransactionID != tc.req.TransactionID || reply.ClientHWAddr.String() != tc.req.ClientHWAddr.String() {
@@ -230,15 +224,9 @@ func TestDHCPProxy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reply, dest := h.Handle(context.Background(), tc.req)
-			if tc.wantType == dhcpv4.MessageTypeNone {
-				if reply != nil {
-					t.Fatalf("want no reply, got %s", reply.Summary())
-				}
-				return
-			}
+			reply, dest := handleExpect(t, h, tc.req, tc.wantType)
 			if reply == nil {
-				t.Fatalf("want %s, got no reply", tc.wantType)
+				return
 			}
 			want := bcast
 			if isSet(tc.req.ClientIPAddr) {
@@ -329,4 +317,18 @@ func mustMAC(s string) net.HardwareAddr {
 		panic(err)
 	}
 	return hw
+}
+
+// handleExpect handles req and checks whether a reply came as wanted
+// (MessageTypeNone: none). It returns the reply, nil when none was wanted.
+func handleExpect(t *testing.T, h *DHCPHandler, req *dhcpv4.DHCPv4, want dhcpv4.MessageType) (*dhcpv4.DHCPv4, *net.UDPAddr) {
+	t.Helper()
+	reply, dest := h.Handle(context.Background(), req)
+	switch {
+	case want == dhcpv4.MessageTypeNone && reply != nil:
+		t.Fatalf("want no reply, got %s", reply.Summary())
+	case want != dhcpv4.MessageTypeNone && reply == nil:
+		t.Fatalf("want %s, got no reply", want)
+	}
+	return reply, dest
 }
