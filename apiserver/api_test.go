@@ -338,6 +338,9 @@ func TestListPaginationFieldsFilters(t *testing.T) {
 		{"/v1/nodes?marker=00000000-0000-0000-0000-000000000000", "1.78", "Marker 00000000-0000-0000-0000-000000000000 could not be found."},
 		{"/v1/nodes?sort_key=driver_info", "1.78", "The sort_key value driver_info is an invalid field for sorting"},
 		{"/v1/nodes?maintenance=perhaps", "1.78", `Invalid value for maintenance: "perhaps". Must be a boolean.`},
+		{"/v1/nodes?driver=a%00b", "1.78", "Invalid query parameter driver: not valid UTF-8 text"},
+		{"/v1/nodes?owner=%ff", "1.78", "Invalid query parameter owner: not valid UTF-8 text"},
+		{"/v1/nodes?marker=garbage", "1.78", "Marker garbage could not be found."},
 	}
 	for _, c := range errCases {
 		if r := e.do("GET", c.path, c.ver, nil); r.status != 400 || r.faultstring(t) != c.msg {

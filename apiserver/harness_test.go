@@ -116,9 +116,10 @@ func (e *fakeEngine) hold(node string, on bool) {
 
 // env is one API under test on a fresh database.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	st  *store.Store
 	eng *fakeEngine
+	h   http.Handler
 	srv *httptest.Server
 }
 
@@ -126,7 +127,7 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newEnv(t *testing.T, mutate ...func(*Config)) *env {
+func newEnv(t testing.TB, mutate ...func(*Config)) *env {
 	t.Helper()
 	st := storetest.New(t)
 	eng := newFakeEngine(st)
@@ -140,7 +141,7 @@ func newEnv(t *testing.T, mutate ...func(*Config)) *env {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, st: st, eng: eng, srv: srv}
+	return &env{t: t, st: st, eng: eng, h: h, srv: srv}
 }
 
 // resp is a response read whole.
@@ -150,7 +151,7 @@ type resp struct {
 	body   []byte
 }
 
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -160,7 +161,7 @@ func (r resp) json(t *testing.T) map[string]any {
 }
 
 // faultstring decodes Ironic's double-encoded error body.
-func (r resp) faultstring(t *testing.T) string {
+func (r resp) faultstring(t testing.TB) string {
 	t.Helper()
 	var inner map[string]any
 	if err := json.Unmarshal([]byte(r.json(t)["error_message"].(string)), &inner); err != nil {

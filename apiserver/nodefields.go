@@ -306,10 +306,8 @@ func normalizeNumbers(v any) any {
 		if i, err := t.Int64(); err == nil {
 			return i
 		}
-		if f, err := t.Float64(); err == nil {
-			return f
-		}
-		return t // out of float64 range: kept verbatim, JSONB numeric holds it
+		f, _ := t.Float64() // decodeJSON refused what does not fit
+		return f
 	case map[string]any:
 		for k, e := range t {
 			t[k] = normalizeNumbers(e)

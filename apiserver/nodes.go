@@ -557,6 +557,12 @@ func nodeWriteError(err error, n *store.Node) error {
 		return errorf(http.StatusConflict, "A node with name %s already exists.", name)
 	case errors.Is(err, store.ErrDuplicateUUID):
 		return errorf(http.StatusConflict, "A node with UUID %s already exists.", n.UUID)
+	case errors.Is(err, store.ErrInstanceAssociated):
+		inst := ""
+		if n.InstanceUUID != nil {
+			inst = *n.InstanceUUID
+		}
+		return errorf(http.StatusConflict, "Instance %s is already associated with a node, it cannot be associated with this other node %s", inst, n.UUID)
 	case errors.Is(err, store.ErrNotFound):
 		return nodeNotFound(n.UUID)
 	case errors.Is(err, store.ErrInvalidInput):

@@ -33,6 +33,45 @@ func decodeJSON(body []byte, v any) error {
 	if dec.More() {
 		return fmt.Errorf("trailing data after JSON value")
 	}
+	if p, ok := v.(*any); ok {
+		return checkValues(*p)
+	}
+	return nil
+}
+
+// checkValues refuses what PostgreSQL cannot store: numbers a float64
+// cannot hold (JSONB and its readers would disagree on them) and NUL
+// characters (neither text nor JSONB accepts them).
+func checkValues(v any) error {
+	switch t := v.(type) {
+	case string:
+		if strings.ContainsRune(t, 0) {
+			return fmt.Errorf("NUL characters are not allowed")
+		}
+	case json.Number:
+		if _, err := t.Int64(); err == nil {
+			return nil
+		}
+		f, err := t.Float64()
+		if err != nil || math.IsInf(f, 0) {
+			return fmt.Errorf("number %s is out of range", t.String())
+		}
+	case map[string]any:
+		for k, e := range t {
+			if err := checkValues(k); err != nil {
+				return err
+			}
+			if err := checkValues(e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if err := checkValues(e); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

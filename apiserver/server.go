@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
@@ -92,7 +93,7 @@ func (s *server) routes() http.Handler {
 		s.writeError(c, errorf(http.StatusMethodNotAllowed, "The method %s is not allowed for this resource.", c.Request.Method))
 	})
 
-	v1 := r.Group("/v1", versionMiddleware)
+	v1 := r.Group("/v1", versionMiddleware, s.checkQuery)
 	// Public, as in Ironic: discovery and the ramdisk endpoints, which the
 	// agent calls with its token instead of user credentials.
 	v1.GET("", s.v1Document)
@@ -192,6 +193,19 @@ func (s *server) recovery(c *gin.Context) {
 		}
 	}()
 	c.Next()
+}
+
+// checkQuery refuses query strings PostgreSQL could not compare against:
+// invalid UTF-8 or NUL characters.
+func (s *server) checkQuery(c *gin.Context) {
+	for k, vs := range c.Request.URL.Query() {
+		for _, v := range append(vs, k) {
+			if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+				s.writeError(c, badRequest("Invalid query parameter %s: not valid UTF-8 text", strings.ToValidUTF8(strings.ReplaceAll(k, "\x00", ""), "?")))
+				return
+			}
+		}
+	}
 }
 
 // baseURL is the scheme://host of links and Location headers.
