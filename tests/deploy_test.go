@@ -224,3 +224,39 @@ func TestConcurrentDeployRequestsOneWins(t *testing.T) {
 	startSimMachine(t, uuid, []string{"52:54:00:bb:00:03"}, sim.Config{})
 	waitState(t, uuid, "active", 120*time.Second)
 }
+
+// TestAPIKilledMidDeploy kills the API with SIGKILL while the node waits for
+// its agent: the agent's lookups fail until the API is back, then the deploy
+// goes on. The API holds no state of its own.
+func TestAPIKilledMidDeploy(t *testing.T) {
+	img := newImageServer(t, 1<<20)
+	uuid := enrollAgentNode(t, "api-crash-node-0", "52:54:00:bb:00:04", img)
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{{"op": "add", "path": "/automated_clean", "value": false}}, nil); code != 200 {
+		t.Fatalf("set automated_clean: %d", code)
+	}
+	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "wait call-back"}} {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, uuid, s.state, 60*time.Second)
+	}
+	lab.killAPI()
+	// The machine boots its agent while the API is down.
+	a, err := sim.Start(context.Background(), sim.Config{APIURL: lab.apiURL, MACs: []string{"52:54:00:bb:00:04"}, HeartbeatInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if a.PoweredOn() {
+			a.Stop()
+		}
+	})
+	time.Sleep(3 * time.Second)
+	if err := lab.startAPI(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, uuid, "active", 120*time.Second)
+	if got := img.downloads.Load(); got != 1 {
+		t.Errorf("image written %d times, want 1", got)
+	}
+}
