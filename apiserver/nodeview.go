@@ -3,6 +3,8 @@ package apiserver
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"sort"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -212,12 +214,40 @@ func writeValue(buf *bytes.Buffer, v any) {
 		}
 	case int:
 		buf.WriteString(strconv.Itoa(t))
-	case map[string]any:
-		if len(t) == 0 {
-			buf.WriteString("{}")
+	case int64:
+		buf.WriteString(strconv.FormatInt(t, 10))
+	case float64:
+		if math.IsInf(t, 0) || math.IsNaN(t) {
+			buf.WriteString("null")
 			return
 		}
 		writeMarshal(buf, t)
+	case map[string]any:
+		// Keys sorted, as encoding/json does, without its reflection.
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeJSONString(buf, k)
+			buf.WriteByte(':')
+			writeValue(buf, t[k])
+		}
+		buf.WriteByte('}')
+	case []any:
+		buf.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeValue(buf, e)
+		}
+		buf.WriteByte(']')
 	default:
 		writeMarshal(buf, t)
 	}
