@@ -1,0 +1,498 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// keyPowerSyncFailures in driver_internal_info counts a node's consecutive
+// failed power-state reads. It lives with the node, not in workflow state,
+// so that it survives continue-as-new, a restarted sync workflow and a
+// node moving between conductor groups, and so that an operator sees it.
+const keyPowerSyncFailures = "power_sync_failures"
+
+// syncExcludedStates are never read, as Ironic's SYNC_EXCLUDED_STATES: an
+// enrolled node's driver_info is not verified yet, and a node waiting for
+// its agent must not have its BMC raced.
+var syncExcludedStates = map[string]bool{
+	workflows.StateEnroll:     true,
+	workflows.StateDeployWait: true,
+	workflows.StateCleanWait:  true,
+}
+
+// HeldFunc reports which of the given nodes a provisioning workflow holds
+// (Ironic's node lock). Nodes absent from the map are free.
+type HeldFunc func(ctx context.Context, nodeUUIDs []string) (map[string]bool, error)
+
+// PowerSync is the power-state sync activity: Activities for the store and
+// the BMC drivers, and Held for the node lock.
+type PowerSync struct {
+	Activities *Activities
+	Held       HeldFunc
+}
+
+// NewPowerSync returns the sync activity with the node lock read from
+// Temporal through c.
+func NewPowerSync(a *Activities, c client.Client) *PowerSync {
+	return &PowerSync{Activities: a, Held: TemporalHeld(c)}
+}
+
+// errNodeMoved: between the listing and the write, something else changed
+// the node (an operation started, an operator edited it). The sync never
+// overwrites that; the next tick sees the new state.
+var errNodeMoved = errors.New("node changed during power sync")
+
+// SyncPowerStates is one tick of a conductor group's power sync. It reads
+// every node of the group from its BMC, Workers at a time, and:
+//   - stores a changed power state with a history row;
+//   - counts consecutive failed reads; at MaxRetries the node goes to
+//     maintenance with fault "power failure" and power_state None, as
+//     Ironic does;
+//   - with Recover, reads power-failure nodes too and takes them out of
+//     maintenance when their BMC answers (power_failure_recovery).
+//
+// It leaves alone nodes a workflow holds or that have an operation in flight
+// (target_provision_state or target_power_state set), nodes in enroll and
+// the wait states, and nodes in maintenance for any other reason: an
+// operator put them there and their BMC may be under repair, so Ironic does
+// not read them either. Regular activity on the group's hardware queue.
+func (p *PowerSync) SyncPowerStates(ctx context.Context, in workflows.PowerSyncBatch) (workflows.PowerSyncResult, error) {
+	a := p.Activities
+	var res workflows.PowerSyncResult
+	group := in.ConductorGroup
+	nodes, err := a.Store.ListNodes(ctx, store.NodeFilter{ConductorGroup: &group, Fields: []string{
+		"provision_state", "target_provision_state", "power_state", "target_power_state", "maintenance", "fault",
+	}})
+	if err != nil {
+		return res, storeErr(err, "list nodes of conductor group %q", group)
+	}
+	res.Nodes = len(nodes)
+	var candidates []*store.Node
+	for _, n := range nodes {
+		switch {
+		case n.TargetProvisionState != nil || n.TargetPowerState != nil:
+			res.Held++
+		case syncExcludedStates[n.ProvisionState]:
+			res.Skipped++
+		case n.Maintenance && (!in.Recover || deref(n.Fault) != workflows.FaultPowerFailure):
+			res.Skipped++
+		default:
+			candidates = append(candidates, n)
+		}
+	}
+	if len(candidates) == 0 {
+		return res, nil
+	}
+	uuids := make([]string, len(candidates))
+	for i, n := range candidates {
+		uuids[i] = n.UUID
+	}
+	held, err := p.Held(ctx, uuids)
+	if err != nil {
+		// Without the lock the sync could overwrite a deploy's power state:
+		// do nothing this tick.
+		return res, fmt.Errorf("find nodes held by a workflow in conductor group %q: %w", group, err)
+	}
+	free := candidates[:0]
+	for _, n := range candidates {
+		if held[n.UUID] {
+			res.Held++
+		} else {
+			free = append(free, n)
+		}
+	}
+
+	outcomes, err := p.syncNodes(ctx, free, in)
+	for _, o := range outcomes {
+		o.addTo(&res)
+	}
+	if err != nil {
+		return res, err
+	}
+	a.Log.Debug("power sync", "conductor_group", group, "nodes", res.Nodes, "checked", res.Checked,
+		"changed", res.Changed, "failed", res.Failed, "held", res.Held, "skipped", res.Skipped, "deferred", res.Deferred)
+	return res, nil
+}
+
+// outcome is what happened to one node.
+type outcome int
+
+const (
+	outDeferred outcome = iota
+	outUnchanged
+	outChanged
+	outFailed
+	outMaintenance
+	outRecovered
+	outMoved
+)
+
+type nodeOutcome struct {
+	uuid string
+	what outcome
+}
+
+func (o nodeOutcome) addTo(r *workflows.PowerSyncResult) {
+	switch o.what {
+	case outDeferred:
+		r.Deferred++
+	case outUnchanged:
+		r.Checked++
+	case outChanged:
+		r.Checked++
+		r.Changed++
+	case outFailed:
+		r.Failed++
+	case outMaintenance:
+		r.Failed++
+		r.Maintenance = append(r.Maintenance, o.uuid)
+	case outRecovered:
+		r.Checked++
+		r.Recovered = append(r.Recovered, o.uuid)
+	case outMoved:
+		r.Held++
+	}
+}
+
+// syncNodes reads the nodes Workers at a time and returns one outcome per
+// node, in the nodes' order. Nodes not started before the batch's soft
+// deadline (its deadline less one NodeTimeout) are deferred. A store
+// failure stops the batch: the database is what is broken, and every other
+// write would fail the same way.
+func (p *PowerSync) syncNodes(ctx context.Context, nodes []*store.Node, in workflows.PowerSyncBatch) ([]nodeOutcome, error) {
+	workers := max(in.Workers, 1)
+	nodeTimeout := in.NodeTimeout
+	if nodeTimeout <= 0 {
+		nodeTimeout = workflows.DefaultPowerSyncNodeTimeout
+	}
+	softDeadline, hasDeadline := ctx.Deadline()
+	softDeadline = softDeadline.Add(-nodeTimeout)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]nodeOutcome, len(nodes))
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+		done     atomic.Int64
+	)
+	stopBeat := heartbeatEvery(ctx, func() string { return fmt.Sprintf("%d/%d nodes read", done.Load(), len(nodes)) })
+	defer stopBeat()
+	next := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o, err := p.syncNode(ctx, nodes[i], in, nodeTimeout)
+				out[i] = o
+				done.Add(1)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i, n := range nodes {
+		out[i] = nodeOutcome{uuid: n.UUID, what: outDeferred}
+		if ctx.Err() != nil || (hasDeadline && time.Now().After(softDeadline)) {
+			continue
+		}
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return out, firstErr
+}
+
+// syncNode reads one node's power state and records what follows from it.
+// Only store failures are returned as errors.
+func (p *PowerSync) syncNode(ctx context.Context, seen *store.Node, in workflows.PowerSyncBatch, timeout time.Duration) (nodeOutcome, error) {
+	a := p.Activities
+	o := nodeOutcome{uuid: seen.UUID}
+	state, readErr := p.readPower(ctx, seen.UUID, timeout)
+	if ctx.Err() != nil {
+		// The batch is ending (a store failure elsewhere, or the activity
+		// was cancelled): a read cut short says nothing about the BMC.
+		o.what = outDeferred
+		return o, nil
+	}
+	var event, severity string
+	_, err := a.Store.UpdateNode(ctx, seen.UUID, func(n *store.Node) error {
+		if moved(seen, n) {
+			return errNodeMoved
+		}
+		failures := intValue(n.DriverInternalInfo[keyPowerSyncFailures])
+		if readErr != nil {
+			if n.Maintenance {
+				// Still down: stays in maintenance, nothing new to say.
+				o.what = outFailed
+				return errUnchanged
+			}
+			failures++
+			if failures < in.MaxRetries {
+				n.DriverInternalInfo[keyPowerSyncFailures] = failures
+				o.what = outFailed
+				return nil
+			}
+			reason := fmt.Sprintf("During power state sync, %d reads in a row failed: %s. Power state set to None; "+
+				"maintenance ends by itself when the BMC answers again", failures, errorMessage(readErr))
+			delete(n.DriverInternalInfo, keyPowerSyncFailures)
+			n.Maintenance = true
+			n.MaintenanceReason = &reason
+			n.Fault = optional(workflows.FaultPowerFailure)
+			n.PowerState = nil
+			event, severity = reason, store.SeverityError
+			o.what = outMaintenance
+			return nil
+		}
+		delete(n.DriverInternalInfo, keyPowerSyncFailures)
+		old := n.PowerState
+		n.PowerState = optional(state)
+		if n.Maintenance {
+			n.Maintenance, n.MaintenanceReason, n.Fault = false, nil, nil
+			event = fmt.Sprintf("The BMC answers again (power state %s): maintenance for power failure cleared", orNone(n.PowerState))
+			severity, o.what = store.SeverityInfo, outRecovered
+			return nil
+		}
+		if deref(old) != state {
+			event = fmt.Sprintf("Power state changed from %s to %s (sync)", orNone(old), orNone(n.PowerState))
+			severity, o.what = store.SeverityInfo, outChanged
+			return nil
+		}
+		o.what = outUnchanged
+		if failures == 0 {
+			// Nothing to write: end the transaction without an UPDATE.
+			return errUnchanged
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errUnchanged):
+		return o, nil
+	case errors.Is(err, errNodeMoved), errors.Is(err, store.ErrNotFound):
+		o.what = outMoved
+		return o, nil
+	case err != nil:
+		o.what = outDeferred
+		return o, storeErr(err, "record synced power state of node %s", seen.UUID)
+	}
+	if event != "" {
+		if o.what == outMaintenance {
+			a.Log.Error("power sync: node put in maintenance", "node", seen.UUID, "error", errorMessage(readErr))
+		} else {
+			a.Log.Info("power sync", "node", seen.UUID, "event", event)
+		}
+		if err := a.history(ctx, seen.UUID, severity, "power", event); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// errUnchanged ends an UpdateNode that has nothing to write.
+var errUnchanged = errors.New("power state unchanged")
+
+// readPower asks the node's BMC for its power state within timeout.
+func (p *PowerSync) readPower(ctx context.Context, nodeUUID string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d, err := p.Activities.driver(ctx, workflows.NodeInfo{UUID: nodeUUID})
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	s, err := d.PowerState(ctx)
+	if err != nil {
+		return "", bmcErr(err, "get power state of node %s", nodeUUID)
+	}
+	return string(s), nil
+}
+
+// moved reports whether the node changed, since it was listed, in a way
+// that means someone else now acts on it.
+func moved(seen, now *store.Node) bool {
+	return now.TargetProvisionState != nil || now.TargetPowerState != nil ||
+		now.ProvisionState != seen.ProvisionState || now.Maintenance != seen.Maintenance ||
+		deref(now.Fault) != deref(seen.Fault) || deref(now.PowerState) != deref(seen.PowerState)
+}
+
+// heartbeatEvery records progress at a third of the heartbeat timeout until
+// stopped, so that a tick waiting on slow BMCs is not taken for a dead
+// worker.
+func heartbeatEvery(ctx context.Context, progress func() string) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, progress())
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// TemporalHeld reads Ironic's node lock from Temporal: a node is held while
+// a workflow with ID node-<uuid> runs. One visibility query lists them all;
+// where the server's visibility store cannot answer it, each node's
+// workflow is described instead. Visibility lags starts by a moment, which
+// is why the sync also rechecks the node's state in its write.
+func TemporalHeld(c client.Client) HeldFunc {
+	return func(ctx context.Context, nodeUUIDs []string) (map[string]bool, error) {
+		running, err := runningNodeWorkflows(ctx, c)
+		if err == nil {
+			held := map[string]bool{}
+			for _, u := range nodeUUIDs {
+				if running[workflows.WorkflowID(u)] {
+					held[u] = true
+				}
+			}
+			return held, nil
+		}
+		var invalid *serviceerror.InvalidArgument
+		if !errors.As(err, &invalid) {
+			return nil, err
+		}
+		return describeNodeWorkflows(ctx, c, nodeUUIDs)
+	}
+}
+
+// runningNodeWorkflowsQuery selects every running node lock.
+const runningNodeWorkflowsQuery = "WorkflowId STARTS_WITH 'node-' AND ExecutionStatus = 'Running'"
+
+func runningNodeWorkflows(ctx context.Context, c client.Client) (map[string]bool, error) {
+	running := map[string]bool{}
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: runningNodeWorkflowsQuery, NextPageToken: token, PageSize: 1000,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list running node workflows: %w", err)
+		}
+		for _, e := range resp.Executions {
+			running[e.GetExecution().GetWorkflowId()] = true
+		}
+		token = resp.NextPageToken
+		if len(token) == 0 {
+			return running, nil
+		}
+	}
+}
+
+func describeNodeWorkflows(ctx context.Context, c client.Client, nodeUUIDs []string) (map[string]bool, error) {
+	held := map[string]bool{}
+	for _, u := range nodeUUIDs {
+		d, err := c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(u), "")
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("describe workflow %s: %w", workflows.WorkflowID(u), err)
+		}
+		if d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			held[u] = true
+		}
+	}
+	return held, nil
+}
+
+// StartPowerSync starts the power sync of a conductor group, or leaves the
+// running one as it is: every worker calls it at startup for each group it
+// serves, and the first one wins. interval <= 0 disables the sync (Ironic's
+// sync_power_state_interval 0): nothing is started and the run is nil. A
+// sync already running keeps its settings; terminate it
+// (`temporal workflow terminate --workflow-id power-sync-<group>`) and
+// restart a worker to apply new ones.
+func StartPowerSync(ctx context.Context, c client.Client, group string, interval time.Duration) (client.WorkflowRun, error) {
+	if interval <= 0 {
+		return nil, nil
+	}
+	return StartPowerSyncOn(ctx, c, workflows.TaskQueue, workflows.SyncPowerInput{ConductorGroup: group, Interval: interval})
+}
+
+// StartPowerSyncOn is StartPowerSync with every setting and the workflow
+// task queue given.
+func StartPowerSyncOn(ctx context.Context, c client.Client, taskQueue string, in workflows.SyncPowerInput) (client.WorkflowRun, error) {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.PowerSyncWorkflowID(in.ConductorGroup),
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, workflows.WorkflowSyncPowerStates, in)
+	if err != nil {
+		return nil, fmt.Errorf("start power sync of conductor group %q: %w", in.ConductorGroup, err)
+	}
+	return run, nil
+}
+
+// errorMessage is an activity error's own words, without Temporal's
+// wrapping.
+func errorMessage(err error) string {
+	var app interface{ Message() string }
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
+}
+
+func intValue(v any) int {
+	switch x := v.(type) {
+	case float64:
+		return int(x)
+	case int:
+		return x
+	case int64:
+		return int(x)
+	}
+	return 0
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func orNone(s *string) string {
+	if s == nil {
+		return "None"
+	}
+	return *s
+}
