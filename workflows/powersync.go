@@ -194,9 +194,12 @@ func SyncPowerStates(ctx workflow.Context, in SyncPowerInput) error {
 		if batch.Recover {
 			in.LastRecovery = now
 		}
-		if len(res.Maintenance) > 0 || len(res.Recovered) > 0 || res.Deferred > 0 {
-			log.Warn("power sync", "conductor_group", in.ConductorGroup, "maintenance", res.Maintenance,
+		switch {
+		case len(res.Maintenance) > 0 || res.Deferred > 0:
+			log.Warn("power sync: nodes to look at", "conductor_group", in.ConductorGroup, "maintenance", res.Maintenance,
 				"recovered", res.Recovered, "deferred", res.Deferred)
+		case len(res.Recovered) > 0:
+			log.Info("power sync: nodes recovered from power failure", "conductor_group", in.ConductorGroup, "recovered", res.Recovered)
 		}
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			break
