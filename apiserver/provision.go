@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,6 +181,12 @@ func (s *server) provision(c *gin.Context) {
 	}
 	t, ok := workflows.Accept(n.ProvisionState, verb)
 	if !ok {
+		// Ironic takes the node lock before it checks the state: a verb
+		// that races a running operation is told the node is locked.
+		if running, rerr := s.eng.Running(c.Request.Context(), n.UUID); rerr == nil && running && verb != "abort" {
+			s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
+			return
+		}
 		s.writeError(c, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState)))
 		return
 	}
@@ -205,6 +212,15 @@ func (s *server) provision(c *gin.Context) {
 		return
 	}
 
+	// A failed step's workflow waits for retry, skip-step or abort and holds
+	// the node. A new verb from the failure state (undeploy, rebuild,
+	// manage) is the operator's answer: abort the waiting workflow first.
+	if workflows.IsFailureState(n.ProvisionState) {
+		if err := s.abortWaiting(ctx, n.UUID); err != nil {
+			s.writeError(c, err)
+			return
+		}
+	}
 	err = s.eng.StartProvision(ctx, workflows.ProvisionRequest{
 		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
 		ConfigDrive: configDrive, DeploySteps: deploySteps, CleanSteps: cleanSteps,
@@ -213,6 +229,10 @@ func (s *server) provision(c *gin.Context) {
 	})
 	if errors.Is(err, ErrNodeLocked) {
 		s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
+		return
+	}
+	if errors.Is(err, ErrNotImplemented) {
+		s.writeError(c, badRequest("The requested action \"%s\" is not supported by ironflow yet.", verb))
 		return
 	}
 	if err != nil {
@@ -341,4 +361,32 @@ func (s *server) restorePowerTarget(c *gin.Context, uuid, ours string, previous 
 	if err != nil {
 		s.log.Warn("clear target power state", "node", uuid, "err", err)
 	}
+}
+
+// abortWaitTimeout bounds how long a verb waits for a failed workflow to
+// end after abort.
+const abortWaitTimeout = 15 * time.Second
+
+// abortWaiting ends the workflow that waits for an operator on a failed
+// node, if there is one, and waits until it is gone.
+func (s *server) abortWaiting(ctx context.Context, nodeUUID string) error {
+	running, err := s.eng.Running(ctx, nodeUUID)
+	if err != nil || !running {
+		return nil
+	}
+	if err := s.eng.Signal(ctx, nodeUUID, workflows.SignalAbort, nil); err != nil && !errors.Is(err, ErrNoWorkflow) {
+		return fmt.Errorf("abort the waiting workflow of node %s: %w", nodeUUID, err)
+	}
+	deadline := time.Now().Add(abortWaitTimeout)
+	for time.Now().Before(deadline) {
+		if running, err := s.eng.Running(ctx, nodeUUID); err == nil && !running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nodeLocked(nodeUUID, "its workflow, which did not end within "+abortWaitTimeout.String()+" of abort")
 }

@@ -120,6 +120,10 @@ func newImageServer(t *testing.T, size int) *imageServer {
 	sum := sha256.Sum256(s.data)
 	s.sha256 = hex.EncodeToString(sum[:])
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/disk.raw" {
+			http.NotFound(w, r)
+			return
+		}
 		if r.Header.Get("Range") == "" {
 			s.downloads.Add(1)
 		}

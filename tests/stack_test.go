@@ -124,7 +124,7 @@ func startStack() (*stack, error) {
 	s.workerArgs = []string{"worker", "--database-url", s.pgURL, "--temporal-address", s.temporal.Address(),
 		"--agent-api-url", s.apiURL, "--boot-url", "http://127.0.0.1:1",
 		"--deploy-callback-timeout", "3m", "--agent-heartbeat-timeout", "30s", "--operator-wait-timeout", "10m",
-		"--bmc-attempts", "3", "--agent-insecure"}
+		"--bmc-attempts", "3", "--agent-insecure", "--sync-power-state-interval", "5s"}
 	if err := s.startAPI(); err != nil {
 		return s, err
 	}

@@ -35,12 +35,13 @@ const (
 // Workflows lists every workflow with the name clients start it by.
 func Workflows() map[string]any {
 	return map[string]any{
-		"ManageNode":       workflows.ManageNode,
-		"ProvideNode":      workflows.ProvideNode,
-		"DeployNode":       workflows.DeployNode,
-		"UndeployNode":     workflows.UndeployNode,
-		"SetPowerState":    workflows.SetPowerState,
-		"ChangeBootDevice": workflows.ChangeBootDevice,
+		"ManageNode":                      workflows.ManageNode,
+		"ProvideNode":                     workflows.ProvideNode,
+		"DeployNode":                      workflows.DeployNode,
+		"UndeployNode":                    workflows.UndeployNode,
+		"SetPowerState":                   workflows.SetPowerState,
+		"ChangeBootDevice":                workflows.ChangeBootDevice,
+		workflows.WorkflowSyncPowerStates: workflows.SyncPowerStates,
 	}
 }
 
@@ -81,8 +82,10 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 		opts.ConductorGroups = []string{""}
 	}
 	acts := Activities(a)
+	// The power sync needs the Temporal client to skip nodes a workflow holds.
+	acts[workflows.ActSyncPowerStates] = activities.NewPowerSync(a, c).SyncPowerStates
 	wf := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
-		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
+		MaxConcurrentWorkflowTaskExecutionSize:  opts.MaxConcurrentWorkflowTasks,
 		MaxConcurrentLocalActivityExecutionSize: opts.MaxConcurrentLocalActivities,
 		// Hardware activities go to the group queues; this worker only runs
 		// local ones.

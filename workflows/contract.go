@@ -109,28 +109,30 @@ type Status struct {
 
 // Provision states, Ironic's names.
 const (
-	StateEnroll        = "enroll"
-	StateVerifying     = "verifying"
-	StateManageable    = "manageable"
-	StateAvailable     = "available"
-	StateActive        = "active"
-	StateError         = "error"
-	StateDeploying     = "deploying"
-	StateDeployWait    = "wait call-back"
-	StateDeployFailed  = "deploy failed"
-	StateDeleting      = "deleting"
-	StateCleaning      = "cleaning"
-	StateCleanWait     = "clean wait"
-	StateCleanFailed   = "clean failed"
-	StateInspecting    = "inspecting"
-	StateInspectWait   = "inspect wait"
-	StateInspectFailed = "inspect failed"
-	StateAdopting      = "adopting"
-	StateAdoptFailed   = "adopt failed"
-	StateRescue        = "rescue"
-	StateRescueFailed  = "rescue failed"
-	StateDeployHold    = "deploy hold"
-	StateCleanHold     = "clean hold"
+	StateEnroll         = "enroll"
+	StateVerifying      = "verifying"
+	StateManageable     = "manageable"
+	StateAvailable      = "available"
+	StateActive         = "active"
+	StateError          = "error"
+	StateDeploying      = "deploying"
+	StateDeployWait     = "wait call-back"
+	StateDeployFailed   = "deploy failed"
+	StateDeleting       = "deleting"
+	StateCleaning       = "cleaning"
+	StateCleanWait      = "clean wait"
+	StateCleanFailed    = "clean failed"
+	StateInspecting     = "inspecting"
+	StateInspectWait    = "inspect wait"
+	StateInspectFailed  = "inspect failed"
+	StateAdopting       = "adopting"
+	StateAdoptFailed    = "adopt failed"
+	StateRescue         = "rescue"
+	StateRescueFailed   = "rescue failed"
+	StateRescueWait     = "rescue wait"
+	StateUnrescueFailed = "unrescue failed"
+	StateDeployHold     = "deploy hold"
+	StateCleanHold      = "clean hold"
 )
 
 // Transition is what a verb does from a state: the state the API records
@@ -162,7 +164,7 @@ func Accept(state, verb string) (t Transition, ok bool) {
 		switch state {
 		case StateEnroll:
 			return Transition{"manage", StateVerifying, StateManageable}, true
-		case StateCleanFailed, StateInspectFailed, StateAvailable:
+		case StateCleanFailed, StateInspectFailed, StateAvailable, StateAdoptFailed:
 			return Transition{"manage", StateManageable, ""}, true
 		}
 	case "provide":
@@ -179,7 +181,7 @@ func Accept(state, verb string) (t Transition, ok bool) {
 		}
 	case "delete":
 		switch state {
-		case StateActive, StateDeployFailed, StateDeployWait, StateError, StateRescue, StateRescueFailed:
+		case StateActive, StateDeployFailed, StateDeployWait, StateError, StateRescue, StateRescueFailed, StateRescueWait, StateUnrescueFailed:
 			return Transition{"undeploy", StateDeleting, StateAvailable}, true
 		}
 	case "inspect":
@@ -191,8 +193,10 @@ func Accept(state, verb string) (t Transition, ok bool) {
 			return Transition{"clean", StateCleaning, StateManageable}, true
 		}
 	case "abort":
+		// Ironic aborts in the wait states (wait call-back from 1.110);
+		// ironflow also aborts a failed step's wait for an operator.
 		switch state {
-		case StateDeployWait, StateCleanWait, StateInspectWait, StateDeployFailed, StateCleanFailed, StateInspectFailed, StateInspecting, StateDeploying, StateCleaning:
+		case StateDeployWait, StateCleanWait, StateInspectWait, StateDeployFailed, StateCleanFailed, StateInspectFailed:
 			return Transition{"abort", state, ""}, true
 		}
 	}
@@ -202,4 +206,14 @@ func Accept(state, verb string) (t Transition, ok bool) {
 // NotAllowed is Ironic's message for a verb refused in a state.
 func NotAllowed(verb, nodeUUID, state string) string {
 	return fmt.Sprintf("The requested action \"%s\" can not be performed on node \"%s\" while it is in state \"%s\".", verb, nodeUUID, state)
+}
+
+// IsFailureState reports whether state is one of Ironic's failure states,
+// where a workflow may wait for an operator.
+func IsFailureState(state string) bool {
+	switch state {
+	case StateDeployFailed, StateCleanFailed, StateInspectFailed, StateAdoptFailed, StateRescueFailed, StateUnrescueFailed:
+		return true
+	}
+	return false
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/worker"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // Named defaults (README: configuration).
@@ -153,6 +154,7 @@ func runAPICommand(ctx context.Context, args []string) error {
 type workerFlags struct {
 	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams *string
 	callbackTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout         *time.Duration
+	syncInterval                                                            *time.Duration
 	bmcAttempts, maxActivities                                              *int
 	automatedClean, agentInsecure                                           *bool
 }
@@ -168,6 +170,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		heartbeatTimeout: s.Duration("agent-heartbeat-timeout", p.HeartbeatTimeout, "a running agent step fails after this long without a heartbeat"),
 		operatorWait:     s.Duration("operator-wait-timeout", p.OperatorWaitTimeout, "how long a failed step waits for retry/skip-step/abort"),
 		bmcCallTimeout:   s.Duration("bmc-call-timeout", p.BMCCallTimeout, "bound of one BMC activity attempt"),
+		syncInterval:     s.Duration("sync-power-state-interval", workflows.DefaultPowerSyncInterval, "how often each conductor group's power states are read from the BMCs (0 disables)"),
 		bmcAttempts:      s.Int("bmc-attempts", int(p.BMCAttempts), "attempts of a BMC call before the step fails"),
 		maxActivities:    s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
 		automatedClean:   s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
@@ -222,6 +225,19 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 		return nil, err
 	}
 	log.Info("worker started", "conductor_groups", *f.groups)
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, g := range f.options().ConductorGroups {
+		run, err := activities.StartPowerSync(sctx, tc, g, *f.syncInterval)
+		switch {
+		case err != nil:
+			log.Error("power sync not started", "conductor_group", g, "error", err)
+		case run == nil:
+			log.Info("power sync disabled", "conductor_group", g)
+		default:
+			log.Info("power sync running", "conductor_group", g, "workflow", run.GetID())
+		}
+	}
 	return func() {
 		worker.Stop(ws)
 		// Log out of the Redfish sessions this worker kept open, so that
