@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+
+	"github.com/ironflow/ironflow/pxe"
+)
+
+// Sizes of the boot part.
+const (
+	// dhcpMachines have boot configs; DISCOVERs cycle through their MACs.
+	dhcpMachines = 1000
+	// udpClients send DISCOVERs closed-loop over the UDP socket.
+	udpClients = 32
+	// udpReplyTimeout: a lost datagram costs this much, then the client
+	// sends the next one.
+	udpReplyTimeout = 500 * time.Millisecond
+	kernelSize      = 8 << 20
+	initrdSize      = 30 << 20
+	// downloadTimeout bounds all downloads of one server.
+	downloadTimeout = 5 * time.Minute
+)
+
+func benchBoot(ctx context.Context, cfg config, dir string, log *slog.Logger) ([]Row, error) {
+	backend := pxe.NewMemoryBackend()
+	var discovers []*dhcpv4.DHCPv4
+	for i := range dhcpMachines {
+		mac := net.HardwareAddr{0x52, 0x57, 0, 0, byte(i >> 8), byte(i)}
+		uuid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		if err := backend.Put(pxe.BootConfig{NodeUUID: uuid, MACs: []string{mac.String()}, BootMode: pxe.BootModeBIOS, Method: pxe.MethodPXE,
+			Kind: "agent", KernelURL: "http://10.98.0.1:8080/images/agent.kernel", InitrdURL: "http://10.98.0.1:8080/images/agent.initramfs"}); err != nil {
+			return nil, err
+		}
+		d, err := dhcpv4.NewDiscovery(mac, dhcpv4.WithBroadcast(true),
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
+			dhcpv4.WithGeneric(dhcpv4.OptionClientSystemArchitectureType, []byte{0, 0}))
+		if err != nil {
+			return nil, err
+		}
+		discovers = append(discovers, d)
+	}
+	// The pool is larger than the machines, so every DISCOVER gets an offer.
+	h, err := pxe.NewDHCPHandler(pxe.DHCPConfig{
+		Mode: pxe.DHCPModeReservation, Interface: "bench0", Addr: netip.MustParseAddr("10.98.0.1"), HTTPBaseURL: "http://10.98.0.1:8080",
+		Pools: []pxe.DHCPPool{{Subnet: netip.MustParsePrefix("10.98.0.0/20"), First: netip.MustParseAddr("10.98.1.0"), Last: netip.MustParseAddr("10.98.15.250")}},
+	}, backend, pxe.NewMemoryLeases(), nil)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Row
+
+	// The handler alone, one goroutine per CPU, vs decoding and encoding
+	// the same packets (the part of the work that is the DHCP library's).
+	wire := make([][]byte, len(discovers))
+	for i, d := range discovers {
+		wire[i] = d.ToBytes()
+	}
+	handled, err := loopRate(ctx, cfg.dhcpDuration, numCPU(), func(i int) bool {
+		reply, _ := h.HandleBytes(ctx, wire[i%len(wire)])
+		if reply == nil || reply.MessageType() != dhcpv4.MessageTypeOffer {
+			return false
+		}
+		_ = reply.ToBytes()
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	codec, err := loopRate(ctx, cfg.dhcpDuration, numCPU(), func(i int) bool {
+		p, err := dhcpv4.FromBytes(wire[i%len(wire)])
+		if err != nil {
+			return false
+		}
+		_ = p.ToBytes()
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row("boot", fmt.Sprintf("DHCP offers from pxe.DHCPHandler.HandleBytes (%d machines, in memory, %d goroutines)", dhcpMachines, numCPU()), handled, "offers/s").
+		vs("decode + encode the same packets only", codec))
+
+	// Over a UDP socket on 127.0.0.1: the pxe package's server binds port 67
+	// of a named interface, so the socket loop here mirrors its serveConn
+	// (a goroutine per datagram, replies to the sender) on a free port.
+	udp, err := udpRate(ctx, cfg.dhcpDuration, wire, func(b []byte) []byte {
+		reply, _ := h.HandleBytes(ctx, b)
+		if reply == nil {
+			return nil
+		}
+		return reply.ToBytes()
+	})
+	if err != nil {
+		return nil, err
+	}
+	echo, err := udpRate(ctx, cfg.dhcpDuration, wire, func(b []byte) []byte { return b })
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row("boot", fmt.Sprintf("DHCP offers over UDP on 127.0.0.1 (%d closed-loop clients)", udpClients), udp, "offers/s").
+		vs("same socket loop echoing the packet", echo).
+		note("pxe.DHCPServer binds port 67 on a named interface; a configurable address would let the bench run the server itself"))
+	log.Info("dhcp measured", "handler", handled, "udp", udp)
+
+	// HTTP boot: kernel + initramfs by many clients at once.
+	images := filepath.Join(dir, "boot-images")
+	if err := os.MkdirAll(images, 0o755); err != nil {
+		return rows, err
+	}
+	defer os.RemoveAll(images)
+	for name, size := range map[string]int{"agent.kernel": kernelSize, "agent.initramfs": initrdSize} {
+		b := make([]byte, size)
+		_, _ = crand.Read(b)
+		if err := os.WriteFile(filepath.Join(images, name), b, 0o644); err != nil {
+			return rows, fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	ph, err := pxe.NewHTTPHandler(pxe.HTTPConfig{ImagesDir: images}, backend, nil)
+	if err != nil {
+		return rows, err
+	}
+	plain := http.NewServeMux()
+	plain.Handle("GET /images/", http.StripPrefix("/images/", http.FileServer(http.Dir(images))))
+	pxeRate, pxeP99, err := downloadRate(ctx, ph, cfg.bootClients)
+	if err != nil {
+		return rows, fmt.Errorf("pxe HTTP: %w", err)
+	}
+	plainRate, plainP99, err := downloadRate(ctx, plain, cfg.bootClients)
+	if err != nil {
+		return rows, fmt.Errorf("plain file server: %w", err)
+	}
+	rows = append(rows,
+		row("boot", fmt.Sprintf("kernel (8 MiB) + initramfs (30 MiB) downloads by %d concurrent clients, pxe.NewHTTPHandler", cfg.bootClients), pxeRate, "MiB/s").
+			vs("http.FileServer, same files", plainRate),
+		row("boot", "time per client (both files) p99", pxeP99.Seconds(), "s").vs("http.FileServer", plainP99.Seconds()),
+	)
+	log.Info("http boot measured", "pxe", pxeRate, "plain", plainRate)
+	return rows, nil
+}
+
+// loopRate calls fn from workers goroutines for d: successful calls per second.
+func loopRate(ctx context.Context, d time.Duration, workers int, fn func(i int) bool) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var ok, bad atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; ctx.Err() == nil; i += workers {
+				if fn(i) {
+					ok.Add(1)
+				} else {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if bad.Load() > 0 && ok.Load() == 0 {
+		return 0, errors.New("no call succeeded")
+	}
+	return float64(ok.Load()) / time.Since(start).Seconds(), nil
+}
+
+// udpRate serves handle on a UDP socket on 127.0.0.1 (a goroutine per
+// datagram, at most 64 at once, like pxe's server) and measures the replies
+// per second udpClients closed-loop clients receive.
+func udpRate(ctx context.Context, d time.Duration, packets [][]byte, handle func([]byte) []byte) (float64, error) {
+	srv, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("listen UDP: %w", err)
+	}
+	defer srv.Close()
+	go func() {
+		sem := make(chan struct{}, 64)
+		for {
+			buf := make([]byte, 4096)
+			n, peer, err := srv.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem }()
+				if reply := handle(buf[:n]); reply != nil {
+					_, _ = srv.WriteTo(reply, peer)
+				}
+			}()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, udpClients)
+	start := time.Now()
+	for c := range udpClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := net.DialUDP("udp4", nil, srv.LocalAddr().(*net.UDPAddr))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			buf := make([]byte, 4096)
+			for i := c; ctx.Err() == nil; i += udpClients {
+				if _, err := conn.Write(packets[i%len(packets)]); err != nil {
+					errs <- err
+					return
+				}
+				_ = conn.SetReadDeadline(time.Now().Add(udpReplyTimeout))
+				if _, err := conn.Read(buf); err == nil {
+					got.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, fmt.Errorf("UDP client: %w", err)
+	}
+	return float64(got.Load()) / time.Since(start).Seconds(), nil
+}
+
+// downloadRate serves h on 127.0.0.1 and has clients fetch the kernel and
+// the initramfs at once: aggregate MiB/s and the p99 time per client.
+func downloadRate(ctx context.Context, h http.Handler, clients int) (float64, time.Duration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, 0, err
+	}
+	srv := pxe.NewHTTPServer(ln.Addr().String(), h)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	base := "http://" + ln.Addr().String() + "/images/"
+	hc := newHTTPClient(clients)
+	ctx, cancel := context.WithTimeout(ctx, downloadTimeout)
+	defer cancel()
+	var total atomic.Int64
+	times := make([]time.Duration, clients)
+	errs := make([]error, clients)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			for _, name := range []string{"agent.kernel", "agent.initramfs"} {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+name, nil)
+				resp, err := hc.Do(req)
+				if err != nil {
+					errs[c] = err
+					return
+				}
+				n, err := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK {
+					errs[c] = fmt.Errorf("GET %s: HTTP %d: %v", name, resp.StatusCode, err)
+					return
+				}
+				total.Add(n)
+			}
+			times[c] = time.Since(t0)
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, err
+	}
+	if want := int64(clients) * (kernelSize + initrdSize); total.Load() != want {
+		return 0, 0, fmt.Errorf("downloaded %d bytes, want %d", total.Load(), want)
+	}
+	return float64(total.Load()) / (1 << 20) / wall.Seconds(), percentile(times, 99), nil
+}

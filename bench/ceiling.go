@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/worker"
+)
+
+// The ceiling's workflow runs a DeployNode's activity mix as no-ops on its
+// own task queue: what the same Temporal server allows for that mix.
+const (
+	ceilingQueue    = "ironflow-bench-ceiling"
+	ceilingWorkflow = "BenchCeiling"
+	ceilingActivity = "BenchNoop"
+	// Activity kinds in a mix.
+	kindLocal   = "local"
+	kindRegular = "regular"
+)
+
+// ceilingWorkflowFn runs kinds in order: local activities as markers in the
+// workflow task, regular ones through the task queue.
+func ceilingWorkflowFn(ctx workflow.Context, kinds []string) error {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2},
+	})
+	rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
+	})
+	for _, k := range kinds {
+		var err error
+		if k == kindLocal {
+			err = workflow.ExecuteLocalActivity(lctx, ceilingActivity).Get(ctx, nil)
+		} else {
+			err = workflow.ExecuteActivity(rctx, ceilingActivity).Get(ctx, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func noopActivity(context.Context) error { return nil }
+
+// activityMix reads a workflow's history: the kinds of its activities in
+// order, and its event count and signal count.
+type activityMix struct {
+	Kinds   []string
+	Events  int
+	Signals int
+	Timers  int
+}
+
+func (m activityMix) count(kind string) int {
+	n := 0
+	for _, k := range m.Kinds {
+		if k == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func readMix(ctx context.Context, c client.Client, workflowID string) (activityMix, error) {
+	var m activityMix
+	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return m, fmt.Errorf("read history of %s: %w", workflowID, err)
+		}
+		m.Events++
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			m.Kinds = append(m.Kinds, kindRegular)
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			// Version and side-effect markers are not activities.
+			if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+				m.Kinds = append(m.Kinds, kindLocal)
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			m.Signals++
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			m.Timers++
+		}
+	}
+	return m, nil
+}
+
+// ceilingResult is n bare workflows of one mix on the server.
+type ceilingResult struct {
+	Rate        float64 // workflows/s
+	Completed   int
+	Events      int // per workflow
+	Wall        time.Duration
+	TemporalCPU time.Duration // per workflow
+}
+
+// runCeiling starts n workflows of the mix through a pool of clients, with a
+// worker in this process configured as ironflow's workflow worker, and waits
+// for all to complete.
+func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, timeout time.Duration) (ceilingResult, error) {
+	var res ceilingResult
+	w := sdkworker.New(st.tc, ceilingQueue, sdkworker.Options{
+		MaxConcurrentWorkflowTaskExecutionSize:  worker.DefaultMaxConcurrentWorkflowTasks,
+		MaxConcurrentLocalActivityExecutionSize: worker.DefaultMaxConcurrentLocalActivities,
+		MaxConcurrentActivityExecutionSize:      worker.DefaultMaxConcurrentActivities,
+	})
+	w.RegisterWorkflowWithOptions(ceilingWorkflowFn, workflow.RegisterOptions{Name: ceilingWorkflow})
+	w.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: ceilingActivity})
+	if err := w.Start(); err != nil {
+		return res, fmt.Errorf("start the ceiling worker: %w", err)
+	}
+	defer w.Stop()
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	runID := time.Now().UnixNano()
+	before := procCPU(st.temporalPID)
+	start := time.Now()
+	var (
+		mu   sync.Mutex
+		last time.Time
+		errs []error
+		wg   sync.WaitGroup
+	)
+	jobs := make(chan int)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				run, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+					ID: fmt.Sprintf("bench-ceiling-%d-%d", runID, i), TaskQueue: ceilingQueue,
+				}, ceilingWorkflow, kinds)
+				if err == nil {
+					// Waiting is a long poll: it does not hold a client slot
+					// from starting the next workflow.
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						err := run.Get(ctx, nil)
+						mu.Lock()
+						defer mu.Unlock()
+						if err != nil {
+							errs = append(errs, err)
+							return
+						}
+						res.Completed++
+						last = time.Now()
+					}()
+					continue
+				}
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	res.Wall = last.Sub(start)
+	if res.Completed > 0 && res.Wall > 0 {
+		res.Rate = float64(res.Completed) / res.Wall.Seconds()
+		res.TemporalCPU = (procCPU(st.temporalPID) - before) / time.Duration(res.Completed)
+	}
+	if mix, err := readMix(context.Background(), st.tc, fmt.Sprintf("bench-ceiling-%d-0", runID)); err == nil {
+		res.Events = mix.Events
+	}
+	if len(errs) > 0 {
+		return res, fmt.Errorf("%d of %d ceiling workflows failed, first: %w", len(errs), n, errs[0])
+	}
+	return res, nil
+}
+
+// mixOf summarises kinds as "L local + R regular".
+func mixOf(kinds []string) string {
+	m := activityMix{Kinds: kinds}
+	return fmt.Sprintf("%d local + %d regular activities", m.count(kindLocal), m.count(kindRegular))
+}

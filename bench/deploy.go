@@ -1,0 +1,518 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Sizes and bounds of the deploy parts.
+const (
+	// enrollTimeout bounds manage and provide of all nodes.
+	enrollTimeout = 5 * time.Minute
+	// agentImageSize is the small image the agent part's nodes write.
+	agentImageSize = 1 << 20
+	// agentPollInterval: the agent part boots a simulated agent at most this
+	// long after its node enters wait call-back.
+	agentPollInterval = 250 * time.Millisecond
+	// ceilingTimeout bounds the ceiling workflows.
+	ceilingTimeout = 8 * time.Minute
+)
+
+// ironicReference is recorded elsewhere (reference/temporal-throughput.md),
+// not measured by this program.
+const ironicReference = "Ironic 21.4, fake-hardware, same kind of machine: 6.6–9.1 nodes/s (recorded in reference/temporal-throughput.md, NOT measured in this run)"
+
+// deployMode is what distinguishes the control and agent parts.
+type deployMode struct {
+	part            string
+	deployInterface string
+	img             *imageServer // direct only
+}
+
+// benchNode is one node of a deploy run.
+type benchNode struct {
+	uuid, name, mac string
+	requested       time.Time     // before the PUT
+	accepted        time.Duration // PUT round trip
+	state           string
+	lastError       string
+	activeAt        time.Time // provision_updated_at when active
+	observedAt      time.Time // first poll that saw it terminal
+	agent           *sim.Agent
+}
+
+func benchControl(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]Row, error) {
+	return benchDeploys(ctx, cfg, st, log, cfg.nodes, deployMode{part: "control", deployInterface: "fake"})
+}
+
+func benchAgent(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]Row, error) {
+	img, err := newImageServer(agentImageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer img.Close()
+	return benchDeploys(ctx, cfg, st, log, cfg.agentNodes, deployMode{part: "agent", deployInterface: "direct", img: img})
+}
+
+func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, n int, mode deployMode) ([]Row, error) {
+	if err := st.restart(ctx); err != nil {
+		return nil, err
+	}
+	nodes, err := enrollNodes(ctx, st, n, mode, cfg.clients)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("nodes available", "part", mode.part, "nodes", n)
+
+	var prof *profiler
+	if cfg.profile && mode.part == "control" {
+		prof = startProfiles(ctx, st, log)
+	}
+	before := st.usage()
+	start := time.Now()
+	errs := forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
+		bn.requested = time.Now()
+		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": "active"}, nil)
+		bn.accepted = time.Since(bn.requested)
+		return err
+	})
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%d deploy requests refused, first: %w", len(errs), errs[0])
+	}
+	log.Info("deploy requests accepted", "part", mode.part, "took", time.Since(start).Round(time.Millisecond))
+	var agents agentBooter
+	if mode.img != nil {
+		agents = agentBooter{st: st, interval: cfg.agentHeartbeat}
+		defer agents.stopAll()
+	}
+	poll := DefaultPollInterval
+	if mode.img != nil {
+		poll = agentPollInterval
+	}
+	waitErr := waitStates(ctx, st, nodes, cfg.deployTimeout, poll, func(bn *benchNode) bool {
+		return bn.state == workflows.StateActive || isFailed(bn.state)
+	}, func(bn *benchNode) {
+		if mode.img != nil && bn.state == workflows.StateDeployWait {
+			agents.boot(ctx, bn)
+		}
+	})
+	after := st.usage()
+	if prof != nil {
+		prof.stop()
+	}
+	if waitErr != nil && !errors.Is(waitErr, context.DeadlineExceeded) {
+		return nil, waitErr
+	}
+
+	// Figures.
+	var (
+		active, failed int
+		times, accepts []time.Duration
+		first, last    time.Time
+		firstFailure   string
+	)
+	first = start
+	for _, bn := range nodes {
+		accepts = append(accepts, bn.accepted)
+		if bn.state != workflows.StateActive {
+			failed++
+			if firstFailure == "" {
+				firstFailure = fmt.Sprintf("%s %q: %s", bn.name, bn.state, bn.lastError)
+			}
+			continue
+		}
+		active++
+		done := bn.activeAt
+		if done.IsZero() || done.Before(bn.requested) {
+			done = bn.observedAt
+		}
+		times = append(times, done.Sub(bn.requested))
+		if done.After(last) {
+			last = done
+		}
+	}
+	part := mode.part
+	rate := 0.0
+	if active > 0 {
+		rate = float64(active) / last.Sub(first).Seconds()
+	}
+	log.Info("deploys done", "part", part, "active", active, "failed", failed, "rate", fmt.Sprintf("%.2f/s", rate))
+
+	mixes, mixErr := sampleHistories(ctx, st, nodes, DefaultHistorySample)
+	var rows []Row
+	label := fmt.Sprintf("%d nodes, deploy_interface %s", n, mode.deployInterface)
+	rateRow := row(part, "deploy rate ("+label+", "+fmt.Sprint(cfg.clients)+" request goroutines)", rate, "nodes/s")
+	var ceil ceilingResult
+	var ceilErr error
+	if len(mixes) > 0 {
+		kinds := mixes[0].Kinds
+		log.Info("ceiling starting", "part", part, "workflows", n, "mix", mixOf(kinds))
+		ceil, ceilErr = runCeiling(ctx, st, n, cfg.clients, kinds, ceilingTimeout)
+		rateRow = rateRow.vs("bare workflows, same mix ("+mixOf(kinds)+"), same server", ceil.Rate)
+		if mode.img != nil {
+			rateRow = rateRow.note(fmt.Sprintf("the ceiling has no agent, no image download, no callback wait and none of the %.0f heartbeat signals per deploy", meanSignals(mixes)))
+		}
+	}
+	if failed > 0 {
+		rateRow = rateRow.note(strings.TrimSpace(rateRow.Note + fmt.Sprintf(" %d of %d nodes not active (first: %s)", failed, n, firstFailure)))
+	}
+	rows = append(rows, rateRow)
+	if mode.img == nil {
+		rows = append(rows, Row{Part: part, Measure: "Ironic deploy rate (reference)", Unit: "nodes/s", Baseline: ironicReference, Reference: true, Value: math.NaN()})
+	}
+	rows = append(rows,
+		row(part, "time per deploy p50 (PUT → active, provision_updated_at)", ms(percentile(times, 50))/1000, "s"),
+		row(part, "time per deploy p99", ms(percentile(times, 99))/1000, "s"),
+		row(part, "provision request (PUT target active) p50", ms(percentile(accepts, 50)), "ms"),
+		row(part, "provision request p99", ms(percentile(accepts, 99)), "ms"),
+	)
+	if len(mixes) > 0 {
+		r := row(part, fmt.Sprintf("Temporal history events per deploy (mean of %d)", len(mixes)), meanEvents(mixes), "events")
+		if ceil.Events > 0 {
+			r = r.vs("bare workflow", float64(ceil.Events))
+		}
+		rows = append(rows, r.note(fmt.Sprintf("%s, %.0f signals, %.0f timers per deploy", mixOf(mixes[0].Kinds), meanSignals(mixes), meanTimers(mixes))))
+	}
+	used := after.sub(before)
+	if active > 0 {
+		per := func(d time.Duration) float64 { return ms(d) / float64(n) }
+		tcpu := row(part, "CPU per deploy: Temporal server", per(used.TemporalCPU), "ms")
+		if ceil.TemporalCPU > 0 {
+			tcpu = tcpu.vs("bare workflow", ms(ceil.TemporalCPU))
+		}
+		rows = append(rows,
+			row(part, "CPU per deploy: api", per(used.APICPU), "ms"),
+			row(part, "CPU per deploy: worker", per(used.WorkerCPU), "ms"),
+			tcpu,
+			row(part, "CPU per deploy: PostgreSQL", per(used.PostgresCPU), "ms"),
+		)
+	}
+	rows = append(rows,
+		row(part, "peak RSS api (VmHWM)", mib(after.APIHWM), "MiB"),
+		row(part, "peak RSS worker (VmHWM)", mib(after.WorkerHWM), "MiB"),
+	)
+	if prof != nil {
+		rows = append(rows, prof.rows(part)...)
+	}
+	return rows, errors.Join(mixErr, ceilErr)
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func isFailed(state string) bool {
+	return strings.HasSuffix(state, "failed") || state == workflows.StateError
+}
+
+func meanEvents(ms []activityMix) float64 {
+	t := 0
+	for _, m := range ms {
+		t += m.Events
+	}
+	return float64(t) / float64(len(ms))
+}
+
+func meanSignals(ms []activityMix) float64 {
+	t := 0
+	for _, m := range ms {
+		t += m.Signals
+	}
+	return float64(t) / float64(len(ms))
+}
+
+func meanTimers(ms []activityMix) float64 {
+	t := 0
+	for _, m := range ms {
+		t += m.Timers
+	}
+	return float64(t) / float64(len(ms))
+}
+
+// sampleHistories reads the histories of up to k active nodes' deploys.
+func sampleHistories(ctx context.Context, st *stack, nodes []*benchNode, k int) ([]activityMix, error) {
+	var out []activityMix
+	step := max(len(nodes)/k, 1)
+	for i := 0; i < len(nodes) && len(out) < k; i += step {
+		if nodes[i].state != workflows.StateActive {
+			continue
+		}
+		m, err := readMix(ctx, st.tc, workflows.WorkflowID(nodes[i].uuid))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// enrollNodes creates n nodes through the API and takes them to available:
+// create (with a port for agent deploys), manage, provide.
+func enrollNodes(ctx context.Context, st *stack, n int, mode deployMode, clients int) ([]*benchNode, error) {
+	runID := time.Now().UnixNano() % 1_000_000
+	nodes := make([]*benchNode, n)
+	for i := range nodes {
+		nodes[i] = &benchNode{
+			name: fmt.Sprintf("bench-%s-%d-%d", mode.part, runID, i),
+			mac:  fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", (runID>>8)&0xff, runID&0xff, (i>>8)&0xff, i&0xff),
+		}
+	}
+	errs := forEach(ctx, nodes, clients, func(ctx context.Context, bn *benchNode) error {
+		body := map[string]any{
+			"name": bn.name, "driver": "fake-hardware", "deploy_interface": mode.deployInterface, "automated_clean": false,
+			"properties": map[string]any{"cpus": 2, "memory_mb": 2048, "local_gb": 20},
+		}
+		if mode.img != nil {
+			body["instance_info"] = map[string]any{
+				"image_source": mode.img.URL + "/disk.raw", "image_os_hash_algo": "sha256", "image_os_hash_value": mode.img.sha256,
+			}
+		}
+		var created struct {
+			UUID string `json:"uuid"`
+		}
+		if _, err := st.call(ctx, http.MethodPost, "/v1/nodes", body, &created); err != nil {
+			return fmt.Errorf("create node %s: %w", bn.name, err)
+		}
+		bn.uuid = created.UUID
+		if mode.img != nil {
+			if _, err := st.call(ctx, http.MethodPost, "/v1/ports", map[string]any{"address": bn.mac, "node_uuid": bn.uuid}, nil); err != nil {
+				return fmt.Errorf("create port of %s: %w", bn.name, err)
+			}
+		}
+		return nil
+	})
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%d nodes not created, first: %w", len(errs), errs[0])
+	}
+	for _, step := range []struct{ verb, state string }{{"manage", workflows.StateManageable}, {"provide", workflows.StateAvailable}} {
+		errs := forEach(ctx, nodes, clients, func(ctx context.Context, bn *benchNode) error {
+			_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": step.verb}, nil)
+			return err
+		})
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("%s: %d refused, first: %w", step.verb, len(errs), errs[0])
+		}
+		if err := waitStates(ctx, st, nodes, enrollTimeout, DefaultPollInterval, func(bn *benchNode) bool {
+			return bn.state == step.state || isFailed(bn.state)
+		}, nil); err != nil {
+			return nil, fmt.Errorf("wait for %s: %w", step.state, err)
+		}
+		for _, bn := range nodes {
+			if bn.state != step.state {
+				return nil, fmt.Errorf("node %s went to %q instead of %q: %s", bn.name, bn.state, step.state, bn.lastError)
+			}
+		}
+	}
+	return nodes, nil
+}
+
+// forEach runs fn on every node with a pool of workers and returns the errors.
+func forEach(ctx context.Context, nodes []*benchNode, workers int, fn func(context.Context, *benchNode) error) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	jobs := make(chan *benchNode)
+	for range min(workers, len(nodes)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for bn := range jobs {
+				if err := fn(ctx, bn); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, bn := range nodes {
+		if ctx.Err() != nil {
+			break
+		}
+		jobs <- bn
+	}
+	close(jobs)
+	wg.Wait()
+	return errs
+}
+
+// listedNode is the part of a listed node the polling reads.
+type listedNode struct {
+	UUID               string  `json:"uuid"`
+	ProvisionState     string  `json:"provision_state"`
+	ProvisionUpdatedAt *string `json:"provision_updated_at"`
+	LastError          *string `json:"last_error"`
+}
+
+// listStates reads every node's state, a page of 1,000 at a time: one
+// request per page rather than one per node keeps the poller's own load on
+// the API small.
+func listStates(ctx context.Context, st *stack) (map[string]listedNode, error) {
+	out := map[string]listedNode{}
+	marker := ""
+	for {
+		q := url.Values{"fields": {"uuid,provision_state,provision_updated_at,last_error"}, "limit": {"1000"}}
+		if marker != "" {
+			q.Set("marker", marker)
+		}
+		var page struct {
+			Nodes []listedNode `json:"nodes"`
+		}
+		if _, err := st.call(ctx, http.MethodGet, "/v1/nodes?"+q.Encode(), nil, &page); err != nil {
+			return nil, err
+		}
+		for _, n := range page.Nodes {
+			out[n.UUID] = n
+		}
+		if len(page.Nodes) < 1000 {
+			return out, nil
+		}
+		marker = page.Nodes[len(page.Nodes)-1].UUID
+	}
+}
+
+// waitStates polls until done holds for every node or timeout; onPoll sees
+// each node not yet done after every poll.
+func waitStates(ctx context.Context, st *stack, nodes []*benchNode, timeout, every time.Duration, done func(*benchNode) bool, onPoll func(*benchNode)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		states, err := listStates(ctx, st)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		now := time.Now()
+		pending := 0
+		for _, bn := range nodes {
+			l, ok := states[bn.uuid]
+			if !ok {
+				return fmt.Errorf("node %s is gone", bn.name)
+			}
+			if bn.state != l.ProvisionState || bn.observedAt.IsZero() {
+				bn.state = l.ProvisionState
+				bn.lastError = deref(l.LastError)
+				if l.ProvisionUpdatedAt != nil {
+					bn.activeAt = parseTime(*l.ProvisionUpdatedAt)
+				}
+			}
+			if done(bn) {
+				if bn.observedAt.IsZero() {
+					bn.observedAt = now
+				}
+				continue
+			}
+			bn.observedAt = time.Time{}
+			pending++
+			if onPoll != nil {
+				onPoll(bn)
+			}
+		}
+		if pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d nodes not done: %w", pending, len(nodes), ctx.Err())
+		case <-time.After(every):
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// parseTime reads the API's timestamps (ISO 8601 with offset).
+func parseTime(s string) time.Time {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999-07:00", "2006-01-02T15:04:05.999999"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// agentBooter plays the machines of the agent part: when a node waits for
+// its call-back and no simulated agent runs for it, it boots one, as the
+// machine would after its network boot.
+type agentBooter struct {
+	st       *stack
+	interval time.Duration
+	mu       sync.Mutex
+	all      []*sim.Agent
+	boots    atomic.Int64
+}
+
+func (b *agentBooter) boot(ctx context.Context, bn *benchNode) {
+	if bn.agent != nil && bn.agent.PoweredOn() {
+		return
+	}
+	a, err := sim.Start(ctx, sim.Config{APIURL: b.st.apiURL, MACs: []string{bn.mac}, HeartbeatInterval: b.interval})
+	if err != nil {
+		b.st.log.Warn("boot simulated agent", "node", bn.name, "err", err)
+		return
+	}
+	bn.agent = a
+	b.boots.Add(1)
+	b.mu.Lock()
+	b.all = append(b.all, a)
+	b.mu.Unlock()
+}
+
+func (b *agentBooter) stopAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, a := range b.all {
+		if a.PoweredOn() {
+			a.Stop()
+		}
+	}
+}
+
+// imageServer serves one random image from memory on 127.0.0.1.
+type imageServer struct {
+	URL    string
+	sha256 string
+	srv    *http.Server
+}
+
+func newImageServer(size int) (*imageServer, error) {
+	data := make([]byte, size)
+	_, _ = crand.Read(data)
+	sum := sha256.Sum256(data)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the image server: %w", err)
+	}
+	s := &imageServer{URL: "http://" + ln.Addr().String(), sha256: hex.EncodeToString(sum[:])}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "disk.raw", time.Time{}, bytes.NewReader(data))
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *imageServer) Close() { _ = s.srv.Close() }

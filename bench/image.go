@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ironflow/ironflow/agent"
+	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Bounds of the image part.
+const (
+	// imageRounds alternates agent and curl|dd this many times and keeps
+	// each one's best: the machine is shared, single runs are noisy.
+	imageRounds = 2
+	// imageWriteTimeout bounds one write of the image.
+	imageWriteTimeout = 5 * time.Minute
+	// imageBlock is the random block the generated image repeats.
+	imageBlock = 1 << 20
+	// childStartTimeout bounds the agent child's start and lookup.
+	childStartTimeout = 60 * time.Second
+	// diskSlack: the file the agent writes to is a sparse "disk" this much
+	// larger than the image and at least the agent's smallest root disk.
+	diskSlack = 1 << 30
+)
+
+// Environment of the agent writer child process.
+const (
+	envAPIURL   = "IRONFLOW_BENCH_API_URL"
+	envMAC      = "IRONFLOW_BENCH_MAC"
+	envNodeUUID = "IRONFLOW_BENCH_NODE_UUID"
+	envToken    = "IRONFLOW_BENCH_AGENT_TOKEN" // environment, not argv: argv is world-readable in /proc
+	envDisk     = "IRONFLOW_BENCH_DISK"
+	envDiskSize = "IRONFLOW_BENCH_DISK_SIZE"
+)
+
+func benchImage(ctx context.Context, cfg config, st *stack, dir string, log *slog.Logger) ([]Row, error) {
+	size := int64(cfg.imageMiB) << 20
+	img, err := newGeneratedImage(size)
+	if err != nil {
+		return nil, err
+	}
+	defer img.Close()
+	log.Info("image generated", "bytes", size, "sha256", img.sha256)
+	disk := filepath.Join(dir, "disk.img")
+	var best, bestDD time.Duration
+	var peak, idle int64
+	for round := range imageRounds {
+		took, hwm, rss, err := agentWrite(ctx, st, img, disk, size)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", round, err)
+		}
+		if best == 0 || took < best {
+			best = took
+		}
+		peak, idle = max(peak, hwm), max(idle, rss)
+		took, err = curlDD(ctx, img.URL+"/disk.raw", disk)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", round, err)
+		}
+		if bestDD == 0 || took < bestDD {
+			bestDD = took
+		}
+		log.Info("image round", "round", round, "agent", best, "curl_dd", bestDD)
+	}
+	rate := func(d time.Duration) float64 { return float64(size) / (1 << 20) / d.Seconds() }
+	label := fmt.Sprintf("%d MiB image, local HTTP into a file", cfg.imageMiB)
+	return []Row{
+		row("image", "agent write_image throughput ("+label+", best of "+strconv.Itoa(imageRounds)+")", rate(best), "MiB/s").
+			vs("curl -s URL | dd of=FILE bs=1M conv=fsync", rate(bestDD)).
+			note("the agent also verifies sha256 in the same pass and fsyncs, as dd's conv=fsync does"),
+		row("image", "agent peak RSS while writing (VmHWM)", mib(peak), "MiB").vs("agent RSS before the write", mib(idle)),
+	}, nil
+}
+
+// agentWrite runs the agent in a child process on a file "disk", has it
+// look up a node ironflow's API knows, and times write_image through its
+// command API, as the worker drives it.
+func agentWrite(ctx context.Context, st *stack, img *generatedImage, disk string, size int64) (took time.Duration, hwm, idleRSS int64, err error) {
+	_ = os.Remove(disk)
+	f, err := os.Create(disk)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("create disk file: %w", err)
+	}
+	diskSize := max(size+diskSlack, agent.DefaultMinRootDiskSize+diskSlack)
+	if err := f.Truncate(diskSize); err != nil {
+		f.Close()
+		return 0, 0, 0, fmt.Errorf("size disk file: %w", err)
+	}
+	f.Close()
+	defer os.Remove(disk)
+
+	tok := make([]byte, 32)
+	_, _ = crand.Read(tok)
+	token := base64.RawURLEncoding.EncodeToString(tok)
+	mac := fmt.Sprintf("52:56:00:%02x:%02x:%02x", tok[0], tok[1], tok[2])
+	name := "bench-image-" + hex.EncodeToString(tok[:4])
+	target := workflows.StateActive
+	node := &store.Node{
+		Name: &name, Driver: "fake-hardware", DeployInterface: "direct", ProvisionState: workflows.StateDeployWait,
+		TargetProvisionState: &target,
+		DriverInternalInfo:   map[string]any{"agent_secret_token": token},
+		InstanceInfo:         map[string]any{"image_source": img.URL + "/disk.raw", "image_os_hash_algo": "sha256", "image_os_hash_value": img.sha256},
+	}
+	if err := st.store.CreateNode(ctx, node); err != nil {
+		return 0, 0, 0, fmt.Errorf("create the image node: %w", err)
+	}
+	if err := st.store.CreatePort(ctx, &store.Port{Address: mac, NodeUUID: node.UUID, PXEEnabled: true}); err != nil {
+		return 0, 0, 0, fmt.Errorf("create the image node's port: %w", err)
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	cmd := exec.CommandContext(ctx, self)
+	cmd.Env = append(os.Environ(), childEnv+"="+childAgentWriter, envAPIURL+"="+st.apiURL, envMAC+"="+mac,
+		envNodeUUID+"="+node.UUID, envToken+"="+token, envDisk+"="+disk, envDiskSize+"="+strconv.FormatInt(diskSize, 10))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, fmt.Errorf("start the agent child: %w", err)
+	}
+	defer func() {
+		stdin.Close() // the child stops when its stdin closes
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "callback_url="); ok {
+				lines <- v
+			}
+		}
+		close(lines)
+	}()
+	var callback string
+	select {
+	case callback = <-lines:
+	case <-time.After(childStartTimeout):
+	}
+	if callback == "" {
+		return 0, 0, 0, errors.New("the agent child did not look up its node")
+	}
+	ac, err := client.New(callback, token)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer ac.Close()
+	idleRSS = procRSS(cmd.Process.Pid)
+
+	wctx, cancel := context.WithTimeout(ctx, imageWriteTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := ac.ExecuteDeployStep(wctx, client.Step{Step: "write_image", Interface: "deploy", Priority: 80, Args: map[string]any{
+		"image_info": map[string]any{"urls": []string{img.URL + "/disk.raw"}, "os_hash_algo": "sha256", "os_hash_value": img.sha256, "disk_format": "raw"},
+	}}, map[string]any{"uuid": node.UUID, "instance_info": node.InstanceInfo, "properties": map[string]any{}}, nil)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("start write_image: %w", err)
+	}
+	if _, err := ac.WaitCommand(wctx, res.ID, 100*time.Millisecond, nil); err != nil {
+		return 0, 0, 0, fmt.Errorf("write_image: %w", err)
+	}
+	took = time.Since(start)
+	return took, procHWM(cmd.Process.Pid), idleRSS, nil
+}
+
+// curlDD is the baseline: the same download written by curl and dd.
+func curlDD(ctx context.Context, url, file string) (time.Duration, error) {
+	_ = os.Remove(file)
+	defer os.Remove(file)
+	ctx, cancel := context.WithTimeout(ctx, imageWriteTimeout)
+	defer cancel()
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, "sh", "-c", `set -o pipefail 2>/dev/null; curl -sf "$1" | dd of="$2" bs=1M conv=fsync status=none`, "sh", url, file).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("curl | dd: %w: %s", err, out)
+	}
+	return time.Since(start), nil
+}
+
+// runAgentWriterChild is the agent on a file "disk": it looks up its node
+// with the token the parent put in the store, says its callback URL on
+// stdout, and runs until stdin closes.
+func runAgentWriterChild() error {
+	size, err := strconv.ParseInt(os.Getenv(envDiskSize), 10, 64)
+	if err != nil {
+		return fmt.Errorf("disk size: %w", err)
+	}
+	hw := &fileHardware{path: os.Getenv(envDisk), size: size, mac: os.Getenv(envMAC)}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := agent.New(agent.Config{
+		APIURL: os.Getenv(envAPIURL), LookupAddresses: []string{hw.mac}, NodeUUID: os.Getenv(envNodeUUID),
+		AgentToken: os.Getenv(envToken), ListenAddr: "127.0.0.1:0", Insecure: true, Hardware: hw,
+		HeartbeatInterval: time.Minute, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-a.LookedUp():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	fmt.Printf("callback_url=%s\n", a.CallbackURL())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	<-ctx.Done()
+	a.Stop()
+	return nil
+}
+
+// fileHardware is a machine whose only disk is a file.
+type fileHardware struct {
+	path string
+	size int64
+	mac  string
+}
+
+func (h *fileHardware) BlockDevices(context.Context) ([]agent.BlockDevice, error) {
+	return []agent.BlockDevice{{Name: h.path, Size: h.size, Kind: "disk", Model: "FILE", Serial: "BENCH0"}}, nil
+}
+
+func (h *fileHardware) Open(agent.BlockDevice) (agent.Device, error) {
+	f, err := os.OpenFile(h.path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return fileDevice{File: f, size: h.size}, nil
+}
+
+func (h *fileHardware) Inventory(context.Context) (client.Inventory, error) {
+	return client.Inventory{
+		CPU:        client.CPU{ModelName: "bench", Count: 1, Architecture: "x86_64"},
+		Interfaces: []client.Interface{{Name: "eth0", MACAddress: h.mac, HasCarrier: true}},
+		Disks:      []client.Disk{{Name: h.path, Size: h.size}},
+	}, nil
+}
+
+func (h *fileHardware) Power(context.Context, agent.PowerAction) error { return nil }
+func (h *fileHardware) SyncAll() error                                 { return nil }
+func (h *fileHardware) AddUEFIBootEntry(context.Context, agent.BlockDevice, agent.UEFIPartition, string) error {
+	return agent.ErrNotUEFI
+}
+
+type fileDevice struct {
+	*os.File
+	size int64
+}
+
+func (d fileDevice) Size() int64 { return d.size }
+
+// generatedImage serves an image of any size without storing it: a random
+// block repeated, with range requests, so a 2 GiB image costs 1 MiB.
+type generatedImage struct {
+	URL    string
+	sha256 string
+	block  []byte
+	size   int64
+	srv    *http.Server
+}
+
+func newGeneratedImage(size int64) (*generatedImage, error) {
+	g := &generatedImage{block: make([]byte, imageBlock), size: size}
+	_, _ = crand.Read(g.block)
+	h := sha256.New()
+	if _, err := io.Copy(h, g.reader()); err != nil {
+		return nil, err
+	}
+	g.sha256 = hex.EncodeToString(h.Sum(nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the image server: %w", err)
+	}
+	g.URL = "http://" + ln.Addr().String()
+	g.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "disk.raw", time.Time{}, g.reader())
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = g.srv.Serve(ln) }()
+	return g, nil
+}
+
+func (g *generatedImage) Close() { _ = g.srv.Close() }
+
+func (g *generatedImage) reader() *patternReader { return &patternReader{block: g.block, size: g.size} }
+
+// patternReader reads size bytes of block repeated.
+type patternReader struct {
+	block     []byte
+	size, off int64
+}
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	if p.off >= p.size {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(b) && p.off < p.size {
+		i := p.off % int64(len(p.block))
+		c := copy(b[n:], p.block[i:min(int64(len(p.block)), i+p.size-p.off)])
+		n += c
+		p.off += int64(c)
+	}
+	return n, nil
+}
+
+func (p *patternReader) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += p.off
+	case io.SeekEnd:
+		offset += p.size
+	}
+	if offset < 0 {
+		return 0, errors.New("seek before the start")
+	}
+	p.off = offset
+	return offset, nil
+}

@@ -1,0 +1,274 @@
+// Command bench measures ironflow against baselines measured in the same run
+// on the same machine, and prints one markdown table (and writes it as JSON):
+//
+//	control  deploys/s of fake-hardware nodes through the real API, api and
+//	         worker as processes, on the file-backed Temporal dev server, vs
+//	         bare workflows running the same activity mix on the same server
+//	agent    the same with deploy_interface direct and simulated agents
+//	api      node list/show latency with 1,000 and 10,000 nodes, lookups and
+//	         heartbeats per second, vs a trivial net/http handler
+//	image    the agent's image write throughput and peak RSS vs curl | dd
+//	boot     DHCP offers/s (handler and UDP socket) and kernel+initramfs
+//	         downloads by 200 clients vs a plain http.FileServer
+//
+// Every part is bounded in time and requests, listens on 127.0.0.1 only and
+// stops by itself. Run: go run ./bench -nodes 500 -out .data/bench/results.json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Named defaults, sized so that the whole run stays under 15 minutes on 2 cores.
+const (
+	DefaultControlNodes    = 500
+	DefaultAgentNodes      = 100
+	DefaultClients         = 64 // deploy request pool
+	DefaultAPIClients      = 32
+	DefaultAPIRequests     = 200
+	DefaultAPIDuration     = 5 * time.Second
+	DefaultImageMiB        = 2048
+	DefaultBootClients     = 200
+	DefaultDHCPDuration    = 3 * time.Second
+	DefaultDeployTimeout   = 8 * time.Minute
+	DefaultAgentHeartbeat  = 10 * time.Second
+	DefaultHistorySample   = 5
+	DefaultPollInterval    = 500 * time.Millisecond
+	allParts               = "control,agent,api,image,boot"
+	childEnv               = "IRONFLOW_BENCH_CHILD"
+	childAgentWriter       = "agent-writer"
+	defaultOutFile         = ".data/bench/results.json"
+	defaultWorkDirTemplate = "ironflow-bench-"
+)
+
+type config struct {
+	parts          []string
+	nodes          int
+	agentNodes     int
+	clients        int
+	apiClients     int
+	apiRequests    int
+	apiDuration    time.Duration
+	apiSizes       []int
+	imageMiB       int
+	bootClients    int
+	dhcpDuration   time.Duration
+	deployTimeout  time.Duration
+	agentHeartbeat time.Duration
+	out            string
+	dir            string
+	keep           bool
+	ironflowBin    string
+	profile        bool
+	verbose        bool
+}
+
+func main() {
+	if os.Getenv(childEnv) == childAgentWriter {
+		if err := runAgentWriterChild(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench agent writer: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	parts := fs.String("parts", allParts, "comma-separated parts to run: "+allParts)
+	fs.IntVar(&cfg.nodes, "nodes", DefaultControlNodes, "fake-hardware nodes deployed by the control part")
+	fs.IntVar(&cfg.agentNodes, "agent-nodes", DefaultAgentNodes, "nodes deployed through simulated agents by the agent part")
+	fs.IntVar(&cfg.clients, "clients", DefaultClients, "client goroutines sending deploy requests")
+	fs.IntVar(&cfg.apiClients, "api-clients", DefaultAPIClients, "concurrent clients for lookups and heartbeats")
+	fs.IntVar(&cfg.apiRequests, "api-requests", DefaultAPIRequests, "requests per latency measure")
+	fs.DurationVar(&cfg.apiDuration, "api-duration", DefaultAPIDuration, "how long each requests/s measure runs")
+	sizes := fs.String("api-sizes", "1000,10000", "node counts the api part measures at")
+	fs.IntVar(&cfg.imageMiB, "image-mib", DefaultImageMiB, "size of the generated image the image part writes (MiB)")
+	fs.IntVar(&cfg.bootClients, "boot-clients", DefaultBootClients, "concurrent kernel+initramfs downloads")
+	fs.DurationVar(&cfg.dhcpDuration, "dhcp-duration", DefaultDHCPDuration, "how long each DHCP measure runs")
+	fs.DurationVar(&cfg.deployTimeout, "deploy-timeout", DefaultDeployTimeout, "bound of one part's deploys (nodes not active by then count as failed)")
+	fs.DurationVar(&cfg.agentHeartbeat, "agent-heartbeat", DefaultAgentHeartbeat, "heartbeat interval of the simulated agents")
+	fs.StringVar(&cfg.out, "out", defaultOutFile, "JSON results file")
+	fs.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory (logs of api, worker, Temporal, PostgreSQL)")
+	fs.StringVar(&cfg.ironflowBin, "ironflow", os.Getenv("IRONFLOW_BIN"), "ironflow binary (default $IRONFLOW_BIN, else built into the work directory)")
+	fs.BoolVar(&cfg.profile, "profile", false, "record a CPU profile of the api and worker with perf during the control deploys")
+	fs.BoolVar(&cfg.verbose, "v", false, "log progress at debug level")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	for _, p := range strings.Split(*parts, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(strings.Split(allParts, ","), p) {
+			return cfg, fmt.Errorf("unknown part %q (want some of %s)", p, allParts)
+		}
+		cfg.parts = append(cfg.parts, p)
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n <= 0 {
+			return cfg, fmt.Errorf("-api-sizes: %q is not a positive count", s)
+		}
+		cfg.apiSizes = append(cfg.apiSizes, n)
+	}
+	slices.Sort(cfg.apiSizes)
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 {
+		return cfg, errors.New("counts and sizes must be positive")
+	}
+	return cfg, nil
+}
+
+func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
+
+// needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
+func (c config) needsStack() bool {
+	return c.has("control") || c.has("agent") || c.has("api") || c.has("image")
+}
+
+func run(ctx context.Context, cfg config) error {
+	level := slog.LevelInfo
+	if cfg.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	dir := cfg.dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", defaultWorkDirTemplate)
+		if err != nil {
+			return fmt.Errorf("create work directory: %w", err)
+		}
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create work directory: %w", err)
+	}
+	// PostgreSQL runs as the postgres user when we are root: it must reach
+	// its data directory.
+	_ = os.Chmod(dir, 0o755)
+	defer func() {
+		if cfg.keep {
+			log.Info("work directory kept", "dir", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
+
+	rep := &report{Started: time.Now().UTC(), Machine: machineInfo()}
+	var st *stack
+	if cfg.needsStack() {
+		var err error
+		st, err = startStack(ctx, cfg, dir, log)
+		if err != nil {
+			if st != nil {
+				st.stop()
+			}
+			return fmt.Errorf("start the stack: %w", err)
+		}
+		defer st.stop()
+	}
+	type part struct {
+		name string
+		fn   func(context.Context) ([]Row, error)
+	}
+	parts := []part{
+		{"control", func(ctx context.Context) ([]Row, error) { return benchControl(ctx, cfg, st, log) }},
+		{"agent", func(ctx context.Context) ([]Row, error) { return benchAgent(ctx, cfg, st, log) }},
+		{"api", func(ctx context.Context) ([]Row, error) { return benchAPI(ctx, cfg, st, log) }},
+		{"image", func(ctx context.Context) ([]Row, error) { return benchImage(ctx, cfg, st, dir, log) }},
+		{"boot", func(ctx context.Context) ([]Row, error) { return benchBoot(ctx, cfg, dir, log) }},
+	}
+	var failed []string
+	for _, p := range parts {
+		if !cfg.has(p.name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		log.Info("part starting", "part", p.name)
+		start := time.Now()
+		rows, err := p.fn(ctx)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			log.Error("part failed", "part", p.name, "err", err)
+			failed = append(failed, p.name)
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", p.name, err))
+		}
+		log.Info("part done", "part", p.name, "took", time.Since(start).Round(time.Second))
+	}
+	rep.Finished = time.Now().UTC()
+	printTable(os.Stdout, rep)
+	if err := writeJSON(cfg.out, rep); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("parts failed: %s", strings.Join(failed, ", "))
+	}
+	return ctx.Err()
+}
+
+func writeJSON(path string, rep *report) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create results directory: %w", err)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+// machineInfo names what the figures were measured on.
+func machineInfo() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				if _, v, ok := strings.Cut(l, ":"); ok {
+					cpu = strings.TrimSpace(v)
+				}
+				break
+			}
+		}
+	}
+	load := ""
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return fmt.Sprintf("%d CPUs (%s), load average at start %s", numCPU(), cpu, load)
+}
