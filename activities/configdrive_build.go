@@ -1,10 +1,23 @@
 package activities
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
+	"fmt"
+
+	"github.com/ironflow/ironflow/configdrive"
 )
 
+// buildConfigDriveISO builds the config-2 ISO from Ironic's JSON form
+// (meta_data, user_data, network_data, vendor_data), as the conductor does.
 func buildConfigDriveISO(raw json.RawMessage) ([]byte, error) {
-	return nil, errors.New("building a config drive from JSON is not available yet")
+	d, err := configdrive.FromJSONForm(raw)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := configdrive.Build(&buf, d); err != nil {
+		return nil, fmt.Errorf("build config-2 ISO: %w", err)
+	}
+	return buf.Bytes(), nil
 }

@@ -80,8 +80,13 @@ func TestDeployAndUndeployWithSimulatedAgent(t *testing.T) {
 	if m.boots() != 1 {
 		t.Fatalf("provide should clean through one agent boot, saw %d", m.boots())
 	}
-	mustCLI(t, "node", "deploy", uuid, "--wait", "180")
+	mustCLI(t, "node", "deploy", uuid, "--wait", "180", "--config-drive", `{"meta_data": {"hostname": "sim-0", "public_keys": {"0": "ssh-ed25519 AAAAC3Nza sim"}}}`)
 	n := getNode(t, uuid)
+	// The agent wrote the config drive that ironflow built from the JSON
+	// form: a config-2 partition on the simulated disk.
+	if cd, _ := n.InstanceInfo["configdrive"].(string); cd == "" {
+		t.Fatalf("no configdrive kept in instance_info: %v", n.InstanceInfo)
+	}
 	if n.ProvisionState != "active" || deref(n.PowerState) != "power on" {
 		t.Fatalf("after deploy: %+v", n)
 	}

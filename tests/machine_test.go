@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
@@ -117,6 +118,14 @@ type imageServer struct {
 func newImageServer(t *testing.T, size int) *imageServer {
 	s := &imageServer{data: make([]byte, size)}
 	_, _ = rand.Read(s.data)
+	// A whole-disk image has a partition table (the agent adds the config
+	// drive partition after it): an MBR with one Linux partition from 1 MiB.
+	clear(s.data[440:512])
+	entry := s.data[446:462]
+	entry[4] = 0x83
+	binary.LittleEndian.PutUint32(entry[8:], 2048)
+	binary.LittleEndian.PutUint32(entry[12:], uint32(size/512-2048))
+	s.data[510], s.data[511] = 0x55, 0xaa
 	sum := sha256.Sum256(s.data)
 	s.sha256 = hex.EncodeToString(sum[:])
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
