@@ -106,6 +106,9 @@ type ceilingResult struct {
 	Events      int // per workflow
 	Wall        time.Duration
 	TemporalCPU time.Duration // per workflow
+	// Starts are the ExecuteWorkflow round trips: what a provision request
+	// waits for at least.
+	Starts []time.Duration
 }
 
 // runCeiling starts n workflows of the mix through a pool of clients, with a
@@ -142,10 +145,15 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
+				t0 := time.Now()
 				run, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 					ID: fmt.Sprintf("bench-ceiling-%d-%d", runID, i), TaskQueue: ceilingQueue,
 				}, ceilingWorkflow, kinds)
+				took := time.Since(t0)
 				if err == nil {
+					mu.Lock()
+					res.Starts = append(res.Starts, took)
+					mu.Unlock()
 					// Waiting is a long poll: it does not hold a client slot
 					// from starting the next workflow.
 					wg.Add(1)

@@ -208,7 +208,7 @@ func curlDD(ctx context.Context, url, file string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, imageWriteTimeout)
 	defer cancel()
 	start := time.Now()
-	out, err := exec.CommandContext(ctx, "sh", "-c", `set -o pipefail 2>/dev/null; curl -sf "$1" | dd of="$2" bs=1M conv=fsync status=none`, "sh", url, file).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "bash", "-c", `set -o pipefail; curl -sf "$1" | dd of="$2" bs=1M conv=fsync status=none`, "bash", url, file).CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("curl | dd: %w: %s", err, out)
 	}
