@@ -129,15 +129,16 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		return workflows.NodeInfo{}, storeErr(err, "load ports of node %s", nodeUUID)
 	}
 	info := workflows.NodeInfo{
-		UUID:            n.UUID,
-		Driver:          n.Driver,
-		BootInterface:   n.BootInterface,
-		DeployInterface: n.DeployInterface,
-		ConductorGroup:  n.ConductorGroup,
-		ProvisionState:  n.ProvisionState,
-		BootMode:        "bios",
-		AutomatedClean:  a.Config.AutomatedClean,
-		Policy:          a.Config.Policy,
+		UUID:             n.UUID,
+		Driver:           n.Driver,
+		BootInterface:    n.BootInterface,
+		DeployInterface:  n.DeployInterface,
+		InspectInterface: n.InspectInterface,
+		ConductorGroup:   n.ConductorGroup,
+		ProvisionState:   n.ProvisionState,
+		BootMode:         "bios",
+		AutomatedClean:   a.Config.AutomatedClean,
+		Policy:           a.Config.Policy,
 	}
 	if n.PowerState != nil {
 		info.PowerState = *n.PowerState

@@ -152,6 +152,12 @@ func (a *Activities) SetBootDevice(ctx context.Context, in workflows.BootDeviceI
 // a pre-generated agent token inserted through the BMC (virtual media).
 func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) error {
 	node := in.Node
+	switch in.Kind {
+	case "ramdisk":
+		return a.prepareRamdisk(ctx, node)
+	case "anaconda":
+		return a.prepareAnaconda(ctx, node)
+	}
 	if node.VirtualMedia() {
 		return a.prepareVirtualMedia(ctx, node)
 	}
@@ -172,7 +178,7 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		KernelURL:    a.Config.AgentKernelURL,
 		InitrdURL:    a.Config.AgentInitrdURL,
 		KernelParams: a.agentKernelParams(node.UUID),
-		Kind:         in.Kind,
+		Kind:         "agent",
 	})
 	return storeErr(err, "store boot configuration of node %s", node.UUID)
 }
@@ -239,4 +245,47 @@ func (a *Activities) CleanBoot(ctx context.Context, in workflows.BootInput) erro
 		}
 	}
 	return storeErr(a.Store.DeleteBootConfig(ctx, node.UUID), "remove boot configuration of node %s", node.UUID)
+}
+
+// prepareRamdisk sets up deploy_interface=ramdisk: the instance's own
+// kernel and ramdisk (instance_info kernel, ramdisk,
+// ramdisk_kernel_arguments) over the network, or its boot_iso as virtual
+// media.
+func (a *Activities) prepareRamdisk(ctx context.Context, node workflows.NodeInfo) error {
+	n, err := a.Store.GetNode(ctx, node.UUID)
+	if err != nil {
+		return storeErr(err, "load node %s", node.UUID)
+	}
+	ii := n.InstanceInfo
+	str := func(k string) string { v, _ := ii[k].(string); return v }
+	if iso := str("boot_iso"); iso != "" {
+		if !node.VirtualMedia() {
+			return invalidConfig("node %s: instance_info boot_iso needs a virtual-media boot interface (redfish-virtual-media); for network boot give kernel and ramdisk", node.UUID)
+		}
+		if err := a.Store.PutBootConfig(ctx, &store.BootConfig{NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode,
+			Method: "vmedia", ISOPath: iso, Kind: "ramdisk"}); err != nil {
+			return storeErr(err, "store boot configuration of node %s", node.UUID)
+		}
+		d, err := a.driver(ctx, node)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return bmcErr(d.InsertMedia(ctx, iso), "insert boot_iso into node %s", node.UUID)
+	}
+	if str("kernel") == "" || str("ramdisk") == "" {
+		return invalidConfig("node %s: deploy_interface ramdisk needs instance_info kernel and ramdisk (or boot_iso)", node.UUID)
+	}
+	if len(node.MACs) == 0 {
+		return invalidConfig("node %s has no port with pxe_enabled: create one with the MAC of its boot interface", node.UUID)
+	}
+	err = a.Store.PutBootConfig(ctx, &store.BootConfig{
+		NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode, Method: "pxe",
+		KernelURL: str("kernel"), InitrdURL: str("ramdisk"), KernelParams: str("ramdisk_kernel_arguments"), Kind: "ramdisk",
+	})
+	return storeErr(err, "store boot configuration of node %s", node.UUID)
+}
+
+func invalidConfig(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), workflows.ErrTypeInvalidConfig, nil)
 }

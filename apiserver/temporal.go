@@ -24,6 +24,7 @@ var workflowFor = map[string]string{
 	"provide":  "ProvideNode",
 	"deploy":   "DeployNode",
 	"undeploy": "UndeployNode",
+	"inspect":  "InspectNode",
 }
 
 func (e *TemporalEngine) start(ctx context.Context, nodeUUID, operation, state, workflowType string, arg any) (client.WorkflowRun, error) {

@@ -62,6 +62,9 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActRunAgentStep:      a.RunAgentStep,
 		workflows.ActAgentPowerOff:     a.AgentPowerOff,
 		workflows.ActValidateHardware:  a.ValidateHardware,
+		workflows.ActApplyInventory:    a.ApplyInventory,
+		workflows.ActRecordInspection:  a.RecordInspection,
+		workflows.ActCollectInventory:  a.CollectInventory,
 	}
 }
 

@@ -15,6 +15,8 @@ const (
 	ActStoreConfigDrive  = "StoreConfigDrive"
 	ActRecordPowerState  = "RecordPowerState"
 	ActClearInstanceInfo = "ClearInstanceInfo"
+	ActApplyInventory    = "ApplyInventory"
+	ActRecordInspection  = "RecordInspection"
 
 	// Regular activities on the node's conductor-group queue: they reach
 	// hardware or wait long.
@@ -27,21 +29,24 @@ const (
 	ActRunAgentStep     = "RunAgentStep"
 	ActAgentPowerOff    = "AgentPowerOff"
 	ActValidateHardware = "ValidateHardware"
+	ActInspectOutOfBand = "InspectOutOfBand"
+	ActCollectInventory = "CollectInventory"
 )
 
 // NodeInfo is what a workflow needs to know of a node, loaded once at start.
 // It carries no secrets: activities read credentials and tokens from the
 // store themselves, so that they never enter workflow history.
 type NodeInfo struct {
-	UUID            string   `json:"uuid"`
-	Driver          string   `json:"driver"`
-	BootInterface   string   `json:"boot_interface"`
-	DeployInterface string   `json:"deploy_interface"`
-	ConductorGroup  string   `json:"conductor_group"`
-	ProvisionState  string   `json:"provision_state"`
-	PowerState      string   `json:"power_state"`
-	BootMode        string   `json:"boot_mode"` // uefi or bios
-	MACs            []string `json:"macs"`
+	UUID             string   `json:"uuid"`
+	Driver           string   `json:"driver"`
+	BootInterface    string   `json:"boot_interface"`
+	DeployInterface  string   `json:"deploy_interface"`
+	InspectInterface string   `json:"inspect_interface"`
+	ConductorGroup   string   `json:"conductor_group"`
+	ProvisionState   string   `json:"provision_state"`
+	PowerState       string   `json:"power_state"`
+	BootMode         string   `json:"boot_mode"` // uefi or bios
+	MACs             []string `json:"macs"`
 	// AutomatedClean is the effective setting: node field, else the global default.
 	AutomatedClean bool `json:"automated_clean"`
 	// Timeouts and policies in force for this node (configuration, overridden
@@ -184,4 +189,12 @@ type PowerStateRecord struct {
 	LastError  string `json:"last_error"`
 	Event      string `json:"event"`
 	Severity   string `json:"severity"`
+}
+
+// InspectionRecord marks the start or end of an inspection on the node
+// (inspection_started_at, inspection_finished_at).
+type InspectionRecord struct {
+	NodeUUID string `json:"node_uuid"`
+	Started  bool   `json:"started,omitempty"`
+	Finished bool   `json:"finished,omitempty"`
 }

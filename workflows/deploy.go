@@ -47,6 +47,12 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		}
 	}
 
+	switch r.node.DeployInterface {
+	case "ramdisk":
+		return r.finish(r.deployRamdisk())
+	case "anaconda":
+		return r.finish(r.deployAnaconda())
+	}
 	if !r.node.UsesAgent() {
 		// deploy_interface fake: nothing to write; power the instance on.
 		if err := r.step("boot_instance", func() error { return r.power("power on") }); err != nil {

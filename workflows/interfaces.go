@@ -1,0 +1,180 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// deployRamdisk is deploy_interface=ramdisk: the instance is a kernel and
+// ramdisk (or an ISO) that the machine network-boots on every boot. Nothing
+// is written to disk and no agent runs; the boot configuration stays in
+// place while the node is active and is removed on undeploy.
+func (r *run) deployRamdisk() error {
+	if err := r.step("prepare ramdisk boot", func() error {
+		return r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: "ramdisk"}, nil)
+	}); err != nil {
+		return err
+	}
+	if err := r.step("boot_instance", func() error {
+		if err := r.bootDevice(r.netbootDevice(), true); err != nil {
+			return err
+		}
+		return r.power("rebooting")
+	}); err != nil {
+		return err
+	}
+	return r.enter(StateActive, "", "Deploy finished: the instance boots its ramdisk from the network")
+}
+
+// deployAnaconda is deploy_interface=anaconda: the machine boots the
+// installer with a kickstart that ironflow renders and serves; the
+// kickstart's %pre, %post and %onerror sections heartbeat with agent_status
+// start, end and error. The workflow waits (durable timer, reset by every
+// heartbeat) for end, then boots the machine from its disk.
+func (r *run) deployAnaconda() error {
+	if err := r.step("prepare anaconda boot", func() error {
+		if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: "anaconda"}, nil); err != nil {
+			return err
+		}
+		if err := r.bootDevice(r.netbootDevice(), false); err != nil {
+			return err
+		}
+		return r.power("rebooting")
+	}); err != nil {
+		return err
+	}
+	if err := r.step("wait for the installer", func() error {
+		hb, err := r.waitCallback(StateDeployWait, func(hb Heartbeat) bool {
+			if hb.AgentStatus == "start" {
+				r.status.Progress = hb.AgentStatusMessage
+			}
+			return hb.AgentStatus == "end" || hb.AgentStatus == "error"
+		})
+		if err != nil {
+			return err
+		}
+		if hb.AgentStatus == "error" {
+			return fmt.Errorf("the installer reported an error: %s", orDefault(hb.AgentStatusMessage, "no message"))
+		}
+		return r.enter(StateDeploying, StateActive, fmt.Sprintf("The installer finished: %s", orDefault(hb.AgentStatusMessage, "end")))
+	}); err != nil {
+		return err
+	}
+	if err := r.step("clean up boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "anaconda"}, nil)
+	}); err != nil {
+		return err
+	}
+	if err := r.step("boot_instance", func() error {
+		if err := r.bootDevice("disk", true); err != nil {
+			return err
+		}
+		return r.power("rebooting")
+	}); err != nil {
+		return err
+	}
+	return r.record(RecordStateInput{To: StateActive, Event: "Deploy finished: the installed system boots from disk", ClearAgent: true})
+}
+
+// netbootDevice is how the node boots what ironflow serves it.
+func (r *run) netbootDevice() string {
+	if r.node.VirtualMedia() {
+		return "cdrom"
+	}
+	return "pxe"
+}
+
+// InspectNode learns what a machine is: manageable → inspecting → inspect
+// wait → manageable. With inspect_interface redfish the BMC answers
+// out-of-band and nothing boots; otherwise the agent boots, reports its
+// inventory (POST /v1/continue_inspection, or ironflow asks it), the node's
+// properties and missing ports are filled in, and the machine is powered
+// off.
+func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
+	r, err := newRun(ctx, req, "inspect")
+	if err != nil {
+		return err
+	}
+	r.active, r.fail = StateInspecting, StateInspectFailed
+	if err := r.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Started: true}, nil); err != nil {
+		return err
+	}
+	if err := r.enter(StateInspecting, StateManageable, "Inspection started"); err != nil {
+		return err
+	}
+	if r.node.InspectInterface == "redfish" {
+		if err := r.step("inspect out-of-band", func() error {
+			return r.hardware(ActInspectOutOfBand, r.node, nil)
+		}); err != nil {
+			return r.finishInspect(err)
+		}
+	} else {
+		if err := r.inspectInBand(); err != nil {
+			return r.finishInspect(err)
+		}
+	}
+	if err := r.step("apply inventory", func() error {
+		return r.local(ActApplyInventory, r.node.UUID, nil)
+	}); err != nil {
+		return r.finishInspect(err)
+	}
+	if err := r.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Finished: true}, nil); err != nil {
+		return err
+	}
+	return r.finishInspect(r.record(RecordStateInput{To: StateManageable, Event: "Inspection finished", ClearAgent: true}))
+}
+
+func (r *run) inspectInBand() error {
+	if err := r.step("boot the agent", func() error {
+		if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: "inspect"}, nil); err != nil {
+			return err
+		}
+		if err := r.bootDevice(r.netbootDevice(), false); err != nil {
+			return err
+		}
+		return r.power("rebooting")
+	}); err != nil {
+		return err
+	}
+	var reported bool
+	if err := r.step("wait for the agent", func() error {
+		hb, err := r.waitCallback(StateInspectWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" || hb.AgentStatus == "end" })
+		reported = hb.AgentStatus == "end"
+		return err
+	}); err != nil {
+		return err
+	}
+	if !reported {
+		// The agent heartbeats but did not post its inventory: ask it.
+		if err := r.step("collect inventory", func() error {
+			return r.hardware(ActCollectInventory, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil)
+		}); err != nil {
+			return err
+		}
+	}
+	return r.step("power off", func() error {
+		if r.agent != "" {
+			if err := r.hardware(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
+				workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
+			}
+		}
+		if err := r.power("power off"); err != nil {
+			return err
+		}
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "inspect"}, nil)
+	})
+}
+
+// finishInspect is finish for inspection: its failure state says why and
+// the machine is left off with no boot configuration.
+func (r *run) finishInspect(err error) error {
+	return r.finish(err)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
