@@ -53,6 +53,9 @@ type recordedBMC struct {
 	fail503 int           // the next N authenticated requests answer 503
 	forbid  int           // the next N authenticated requests answer 403
 	slow    time.Duration // authenticated requests stall this long (or until the client gives up)
+	// forbidPath answers 403 for this one document, as BMCs do for
+	// resources a role may not read.
+	forbidPath string
 }
 
 const (
@@ -238,6 +241,7 @@ func (b *recordedBMC) serve(w http.ResponseWriter, r *http.Request) {
 	if forbid {
 		b.forbid--
 	}
+	forbid = forbid || (b.forbidPath != "" && p == b.forbidPath)
 	b.mu.Unlock()
 	if forbid {
 		redfishErr(w, http.StatusForbidden, "Base.1.8.InsufficientPrivilege", "There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
