@@ -1,0 +1,30 @@
+// Command mkramdisk builds ironflow's agent ramdisk into .data/ramdisk:
+//
+//	scripts/fetch-kernel.sh && go run ./agent/ramdisk/cmd/mkramdisk -out .data/ramdisk
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/ironflow/ironflow/agent/ramdisk"
+)
+
+func main() {
+	kernel := flag.String("kernel", ".data/kernel", "directory with vmlinuz, version and modules/ (scripts/fetch-kernel.sh)")
+	out := flag.String("out", ".data/ramdisk", "output directory")
+	agentBin := flag.String("agent", "", "prebuilt static agent binary (default: build ./cmd/ironflow-agent)")
+	force := flag.Bool("force", false, "rebuild even when inputs are unchanged")
+	flag.Parse()
+	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mkramdisk:", err)
+		os.Exit(1)
+	}
+	if res.Cached {
+		fmt.Printf("mkramdisk: %s is up to date\n", res.Initramfs)
+		return
+	}
+	fmt.Printf("mkramdisk: %s (%d kernel modules) and %s\n", res.Initramfs, len(res.Modules), res.Kernel)
+}

@@ -1,0 +1,347 @@
+package ramdisk_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/agent/ramdisk"
+	"golang.org/x/sys/unix"
+)
+
+// Addresses inside the network namespace the test creates; nothing leaves it.
+const (
+	nsBridgeIP = "10.77.0.1"
+	nsVMIP     = "10.77.0.10"
+	vmMAC      = "52:54:00:aa:bb:01"
+	qemuToken  = "qemu-test-token-0123456789abcdefghijklmnopq"
+	// bootTimeout bounds boot to first heartbeat; TCG on a loaded 2-core
+	// machine is slow.
+	bootTimeout = 240 * time.Second
+)
+
+func repoRoot(t *testing.T) string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..")
+}
+
+func run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// netns is a network namespace with a bridge and one tap for the VM.
+type netns struct {
+	name   string
+	handle int
+	orig   int
+}
+
+func newNetns(t *testing.T) *netns {
+	name := fmt.Sprintf("ifagent%d", os.Getpid())
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	ns := func(args ...string) { run(t, "ip", append([]string{"netns", "exec", name, "ip"}, args...)...) }
+	ns("link", "set", "lo", "up")
+	ns("link", "add", "br0", "type", "bridge", "forward_delay", "0")
+	ns("addr", "add", nsBridgeIP+"/24", "dev", "br0")
+	ns("link", "set", "br0", "up")
+	ns("tuntap", "add", "tap0", "mode", "tap")
+	ns("link", "set", "tap0", "master", "br0")
+	ns("link", "set", "tap0", "up")
+	h, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := unix.Open("/proc/self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(h); unix.Close(o) })
+	return &netns{name: name, handle: h, orig: o}
+}
+
+// do runs f with the calling thread inside the namespace: sockets created
+// by f stay in it.
+func (n *netns) do(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Setns(n.handle, unix.CLONE_NEWNET); err != nil {
+		return err
+	}
+	defer unix.Setns(n.orig, unix.CLONE_NEWNET)
+	return f()
+}
+
+func (n *netns) dial(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+	err = n.do(func() error {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return conn, err
+}
+
+// dhcpHandler gives the VM its address, as pxe/ will in production.
+func dhcpHandler(t *testing.T) server4.Handler {
+	return func(conn net.PacketConn, peer net.Addr, m *dhcpv4.DHCPv4) {
+		var typ dhcpv4.MessageType
+		switch m.MessageType() {
+		case dhcpv4.MessageTypeDiscover:
+			typ = dhcpv4.MessageTypeOffer
+		case dhcpv4.MessageTypeRequest:
+			typ = dhcpv4.MessageTypeAck
+		default:
+			return
+		}
+		reply, err := dhcpv4.NewReplyFromRequest(m, dhcpv4.WithMessageType(typ), dhcpv4.WithYourIP(net.ParseIP(nsVMIP)),
+			dhcpv4.WithServerIP(net.ParseIP(nsBridgeIP)), dhcpv4.WithNetmask(net.CIDRMask(24, 32)),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.ParseIP(nsBridgeIP))), dhcpv4.WithLeaseTime(3600))
+		if err != nil {
+			t.Logf("dhcp reply: %v", err)
+			return
+		}
+		if _, err := conn.WriteTo(reply.ToBytes(), peer); err != nil {
+			t.Logf("dhcp send: %v", err)
+		}
+	}
+}
+
+// fakeIronflowAPI answers lookup and heartbeat and serves the image.
+type fakeIronflowAPI struct {
+	mu        sync.Mutex
+	heartbeat map[string]any
+	hbCh      chan map[string]any
+	image     []byte
+}
+
+func (f *fakeIronflowAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/v1/lookup":
+		if !strings.Contains(r.URL.Query().Get("addresses"), vmMAC) {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{
+			"node":   map[string]any{"uuid": "0f5bd1f6-6a2b-4f52-9b8c-4d9c7d3b1a01", "properties": map[string]any{}},
+			"config": map[string]any{"heartbeat_timeout": 300, "agent_token": qemuToken, "agent_token_required": true},
+		})
+	case strings.HasPrefix(r.URL.Path, "/v1/heartbeat/"):
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		if body["agent_token"] != qemuToken {
+			w.WriteHeader(400)
+			return
+		}
+		select {
+		case f.hbCh <- body:
+		default:
+		}
+		w.WriteHeader(202)
+	case r.URL.Path == "/disk.img":
+		http.ServeContent(w, r, "disk.img", time.Unix(0, 0), bytes.NewReader(f.image))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// accel picks KVM when it really runs a guest, else TCG: /dev/kvm can exist
+// on hosts (nested virtualisation) where guests hang.
+func accel(t *testing.T, kernel string) string {
+	if v := os.Getenv("IRONFLOW_QEMU_ACCEL"); v != "" {
+		return v
+	}
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		return "tcg"
+	}
+	log := filepath.Join(t.TempDir(), "probe.log")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", "-accel", "kvm", "-m", "256", "-kernel", kernel,
+		"-append", "console=ttyS0 panic=-1", "-display", "none", "-serial", "file:"+log, "-no-reboot")
+	_ = cmd.Start()
+	for ctx.Err() == nil {
+		if b, _ := os.ReadFile(log); bytes.Contains(b, []byte("Linux version")) {
+			cancel()
+			cmd.Wait()
+			return "kvm"
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cmd.Wait()
+	t.Log("KVM does not boot a guest here: using TCG")
+	return "tcg"
+}
+
+// TestAgentQEMU boots the real ramdisk in QEMU inside a network namespace,
+// drives write_image through the agent's command API, powers the VM off
+// through the agent and checks the image is on the VM's disk.
+func TestAgentQEMU(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP: TestAgentQEMU needs root (network namespaces, tap devices)")
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skip("SKIP: qemu-system-x86_64 is not installed (Debian qemu-system-x86)")
+	}
+	root := repoRoot(t)
+	kernelDir := filepath.Join(root, ".data", "kernel")
+	if _, err := os.Stat(filepath.Join(kernelDir, "vmlinuz")); err != nil {
+		run(t, filepath.Join(root, "scripts", "fetch-kernel.sh"))
+	}
+	res, err := ramdisk.Build(ramdisk.Options{KernelDir: kernelDir, OutDir: filepath.Join(root, ".data", "ramdisk"), ModuleRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ramdisk %s (cached %v)", res.Initramfs, res.Cached)
+
+	ns := newNetns(t)
+	api := &fakeIronflowAPI{hbCh: make(chan map[string]any, 16), image: vmImage(8 << 20)}
+	var ln net.Listener
+	var dhcp *server4.Server
+	if err := ns.do(func() error {
+		var err error
+		if ln, err = net.Listen("tcp", nsBridgeIP+":0"); err != nil {
+			return err
+		}
+		dhcp, err = server4.NewServer("br0", &net.UDPAddr{IP: net.IPv4zero, Port: dhcpv4.ServerPort}, dhcpHandler(t))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go dhcp.Serve()
+	t.Cleanup(func() { dhcp.Close() })
+	srv := &http.Server{Handler: api}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	apiURL := "http://" + ln.Addr().String()
+
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "disk.img")
+	if err := os.WriteFile(disk, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(disk, 64<<20)
+	console := filepath.Join(dir, "console.log")
+	acc := accel(t, res.Kernel)
+	qemu := exec.Command("ip", "netns", "exec", ns.name, "qemu-system-x86_64",
+		"-accel", acc, "-m", "512", "-smp", "1", "-kernel", res.Kernel, "-initrd", res.Initramfs,
+		"-append", "console=ttyS0 panic=-1 ipa-api-url="+apiURL+" ipa-heartbeat-interval=5 ipa-min-disk-size=32M",
+		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "virtio-net-pci,netdev=n0,mac="+vmMAC,
+		"-device", "virtio-rng-pci", "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe",
+		"-display", "none", "-serial", "file:"+console, "-no-reboot")
+	if err := qemu.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = qemu.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		qemu.Process.Kill()
+		<-exited
+		if t.Failed() {
+			b, _ := os.ReadFile(console)
+			t.Logf("VM console:\n%s", b)
+		}
+	})
+
+	var hb map[string]any
+	select {
+	case hb = <-api.hbCh:
+	case <-exited:
+		t.Fatalf("QEMU exited before the agent heartbeated: %v", waitErr)
+	case <-time.After(bootTimeout):
+		t.Fatalf("no heartbeat from the agent within %s (accel %s)", bootTimeout, acc)
+	}
+	cbURL, _ := hb["callback_url"].(string)
+	caPEM, _ := hb["agent_verify_ca"].(string)
+	if cbURL != "https://"+nsVMIP+":9999" || !strings.Contains(caPEM, "BEGIN CERTIFICATE") {
+		t.Fatalf("heartbeat %v", hb)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(caPEM))
+	hc := &http.Client{Transport: &http.Transport{DialContext: ns.dial, TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c, err := client.New(cbURL, qemuToken, client.WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	steps, err := c.GetDeploySteps(ctx, nil, nil)
+	if err != nil || len(steps.Steps) == 0 || steps.Steps[0].Step != "write_image" {
+		t.Fatalf("deploy steps %+v %v", steps, err)
+	}
+	inv, err := c.GetInventory(ctx)
+	if err != nil || len(inv.Disks) != 1 || inv.Disks[0].Name != "/dev/vda" || inv.Disks[0].Size != 64<<20 {
+		t.Fatalf("inventory disks %+v %v", inv.Disks, err)
+	}
+	sum := sha256.Sum256(api.image)
+	step := steps.Steps[0]
+	step.Args = map[string]any{"image_source": apiURL + "/disk.img", "image_os_hash_algo": "sha256", "image_os_hash_value": hex.EncodeToString(sum[:])}
+	r, err := c.ExecuteDeployStep(ctx, step, map[string]any{"uuid": "0f5bd1f6-6a2b-4f52-9b8c-4d9c7d3b1a01"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = c.WaitCommand(ctx, r.ID, time.Second, func(cr client.CommandResult) {
+		if p, ok := cr.Progress(); ok {
+			t.Logf("write_image progress: %d/%d", p.BytesWritten, p.TotalBytes)
+		}
+	})
+	if err != nil {
+		t.Fatalf("write_image: %v", err)
+	}
+	if err := c.PowerOff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the VM did not power off")
+	}
+	got := make([]byte, len(api.image))
+	f, err := os.Open(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.ReadAt(got, 0)
+	if !bytes.Equal(got, api.image) {
+		t.Fatal("the VM's disk does not hold the image after power off")
+	}
+}
+
+// vmImage is a random image with an MBR, smaller than the VM's disk.
+func vmImage(size int) []byte {
+	img := make([]byte, size)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range img {
+		img[i] = byte(r.Uint32())
+	}
+	clear(img[446:512])
+	img[446+4] = 0x83
+	img[446+8], img[446+9] = 0x00, 0x08 // start 2048
+	n := uint32(size/512 - 2048)
+	img[446+12], img[446+13], img[446+14], img[446+15] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
+	img[510], img[511] = 0x55, 0xaa
+	return img
+}
