@@ -11,6 +11,12 @@
 // state_dir/NAME, guarded by a file lock, so that the Redfish service and
 // chassis_control may act on the same VM.
 //
+// For out-of-band inspection the Redfish system also links Processors (one
+// CPU with TotalThreads = cpus), Memory (one DIMM of memory_mb),
+// EthernetInterfaces (the NIC's MAC) and SimpleStorage (the disk with the size
+// the guest sees, from qemu-img info), all answered from the configuration and
+// the disk file without starting QEMU.
+//
 // It owns QEMU processes and their state directories. It never reaches the
 // network beyond 127.0.0.1 or the lab networks named in the configuration
 // (virtual media downloads), and it never logs the BMC password or session

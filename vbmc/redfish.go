@@ -134,6 +134,12 @@ func (s *Server) routes() {
 	mux.HandleFunc("POST "+redfishRoot+"/Systems/{id}/Actions/ComputerSystem.Reset", s.withMachine(s.handleReset))
 	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/EthernetInterfaces", s.withMachine(s.handleNICs))
 	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/EthernetInterfaces/{nic}", s.withMachine(s.handleNIC))
+	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/Processors", s.withMachine(s.handleProcessors))
+	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/Processors/{cpu}", s.withMachine(s.handleProcessor))
+	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/Memory", s.withMachine(s.handleMemoryCollection))
+	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/Memory/{dimm}", s.withMachine(s.handleMemory))
+	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/SimpleStorage", s.withMachine(s.handleSimpleStorages))
+	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/SimpleStorage/{ctl}", s.withMachine(s.handleSimpleStorage))
 	mux.HandleFunc("GET "+redfishRoot+"/Managers", s.handleManagers)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}", s.withMachine(s.handleManager))
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}/VirtualMedia", s.withMachine(s.handleVirtualMedias))
@@ -439,6 +445,9 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 			"Status":                okStatus(),
 		},
 		"EthernetInterfaces": link(p + "/EthernetInterfaces"),
+		"Processors":         link(p + "/Processors"),
+		"Memory":             link(p + "/Memory"),
+		"SimpleStorage":      link(p + "/SimpleStorage"),
 		"Links": map[string]any{
 			"Chassis":   []any{link(redfishRoot + "/Chassis/" + m.vm.Name)},
 			"ManagedBy": []any{link(redfishRoot + "/Managers/" + m.vm.Name)},
