@@ -583,6 +583,7 @@ func TestLookupAndHeartbeat(t *testing.T) {
 		{"wrong token", "1.78", with("agent_token", "wrong"), "Invalid or missing agent token received."},
 		{"no version", "1.78", with("agent_version", nil), "Agent did not transmit a version, and a version is required. Please update the agent being used."},
 		{"no callback", "1.78", with("callback_url", nil), "Missing mandatory parameter: callback_url"},
+		{"empty callback without a status", "1.78", with("callback_url", ""), "Missing mandatory parameter: callback_url"},
 		{"agent_version at 1.35", "1.35", good, `Field "agent_version" not recognised`},
 		{"bad status", "1.78", with("agent_status", "bogus"), "Agent status is invalid. Valid states are start,end,error."},
 		{"status at 1.71", "1.71", with("agent_status", "start"), `Field "agent_status" not recognised`},
@@ -606,6 +607,17 @@ func TestLookupAndHeartbeat(t *testing.T) {
 		e.eng.signals[0].arg.(workflows.Heartbeat).AgentStatus != "start" {
 		t.Errorf("signals %+v", e.eng.signals)
 	}
+	// An installer (anaconda's kickstart) reports status with an empty
+	// callback_url: accepted, signalled, and the agent URL is kept.
+	if r := hb("1.78", with("callback_url", "", "agent_status", "end", "agent_status_message", "installed")); r.status != 202 {
+		t.Fatalf("installer heartbeat: %d %s", r.status, r.body)
+	}
+	if dii := e.node(uuid).DriverInternalInfo; dii["agent_url"] != "http://127.0.0.1:9999" {
+		t.Errorf("an empty callback_url replaced the agent URL: %v", dii)
+	}
+	if n := len(e.eng.signals); n != 2 || e.eng.signals[1].arg.(workflows.Heartbeat).AgentStatus != "end" {
+		t.Errorf("installer heartbeat not signalled: %+v", e.eng.signals)
+	}
 	if r := hb("1.78", with("callback_url", "http://127.0.0.2:9999")); r.status != 400 ||
 		r.faultstring(t) != `Detected change in ramdisk provided "callback_url"` {
 		t.Errorf("callback change: %d %s", r.status, r.body)
@@ -619,7 +631,7 @@ func TestLookupAndHeartbeat(t *testing.T) {
 	if r := hb("1.78", good); r.status != 202 {
 		t.Errorf("heartbeat without workflow: %d %s", r.status, r.body)
 	}
-	if len(e.eng.signals) != 1 {
+	if len(e.eng.signals) != 2 {
 		t.Errorf("signalled without a workflow")
 	}
 

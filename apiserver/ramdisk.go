@@ -251,11 +251,17 @@ func (s *server) heartbeat(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	if hb.CallbackURL == nil || *hb.CallbackURL == "" {
+	if hb.CallbackURL == nil {
 		s.writeError(c, badRequest("Missing mandatory parameter: callback_url"))
 		return
 	}
-	if u, err := url.Parse(*hb.CallbackURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	// An empty callback_url is what an installer without an agent sends
+	// (Ironic's anaconda kickstart): a status report, nothing to call back.
+	if *hb.CallbackURL == "" && hb.AgentStatus == nil {
+		s.writeError(c, badRequest("Missing mandatory parameter: callback_url"))
+		return
+	}
+	if u, err := url.Parse(*hb.CallbackURL); *hb.CallbackURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		s.writeError(c, badRequest("Invalid callback_url: expected an http(s) URL with a host"))
 		return
 	}
@@ -282,7 +288,7 @@ func (s *server) heartbeat(c *gin.Context) {
 			return
 		}
 	}
-	if prev, _ := n.DriverInternalInfo[keyAgentURL].(string); prev != "" && prev != *hb.CallbackURL {
+	if prev, _ := n.DriverInternalInfo[keyAgentURL].(string); prev != "" && *hb.CallbackURL != "" && prev != *hb.CallbackURL {
 		s.log.Warn("heartbeat refused: callback_url changed", "node", n.UUID)
 		s.writeError(c, badRequest("Detected change in ramdisk provided \"callback_url\""))
 		return
@@ -291,8 +297,10 @@ func (s *server) heartbeat(c *gin.Context) {
 	now := time.Now().UTC()
 	kv := map[string]any{
 		keyAgentLastHeartbeat: now.Format("2006-01-02T15:04:05.000000"),
-		keyAgentURL:           *hb.CallbackURL,
 		keyAgentVersion:       *hb.AgentVersion,
+	}
+	if *hb.CallbackURL != "" {
+		kv[keyAgentURL] = *hb.CallbackURL
 	}
 	if hb.AgentVerifyCA != nil {
 		kv[keyAgentVerifyCA] = *hb.AgentVerifyCA
