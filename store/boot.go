@@ -25,23 +25,28 @@ const (
 // BootConfig is what the PXE services may serve one node; a node without
 // one gets nothing from them.
 type BootConfig struct {
-	NodeUUID     string    `json:"node_uuid" db:"node_uuid"`
-	MACs         []string  `json:"macs" db:"macs"` // lowercase
-	BootMode     string    `json:"boot_mode" db:"boot_mode"`
-	Method       string    `json:"method" db:"method"`
-	KernelURL    string    `json:"kernel_url" db:"kernel_url"`
-	InitrdURL    string    `json:"initrd_url" db:"initrd_url"`
-	KernelParams string    `json:"kernel_params" db:"kernel_params"`
-	ISOPath      string    `json:"iso_path" db:"iso_path"`
-	Kind         string    `json:"kind" db:"kind"`
-	UpdatedAt    time.Time `json:"updated_at" db:"updated_at"`
+	NodeUUID     string   `json:"node_uuid" db:"node_uuid"`
+	MACs         []string `json:"macs" db:"macs"` // lowercase
+	BootMode     string   `json:"boot_mode" db:"boot_mode"`
+	Method       string   `json:"method" db:"method"`
+	KernelURL    string   `json:"kernel_url" db:"kernel_url"`
+	InitrdURL    string   `json:"initrd_url" db:"initrd_url"`
+	KernelParams string   `json:"kernel_params" db:"kernel_params"`
+	ISOPath      string   `json:"iso_path" db:"iso_path"`
+	Kind         string   `json:"kind" db:"kind"`
+	// Kickstart is the rendered kickstart of an anaconda deploy, served at
+	// /boot/{uuid}/ks.cfg. It carries the agent token, so it is never
+	// logged and never marshalled to JSON (which would put the token into
+	// API output or Temporal history): the activity that renders it stores it.
+	Kickstart string    `json:"-" db:"kickstart"`
+	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
 }
 
-const bootColumns = "node_uuid, macs, boot_mode, method, kernel_url, initrd_url, kernel_params, iso_path, kind, updated_at"
+const bootColumns = "node_uuid, macs, boot_mode, method, kernel_url, initrd_url, kernel_params, iso_path, kind, kickstart, updated_at"
 
 func scanBootConfig(row pgx.CollectableRow) (*BootConfig, error) {
 	c := &BootConfig{}
-	err := row.Scan(&c.NodeUUID, &c.MACs, &c.BootMode, &c.Method, &c.KernelURL, &c.InitrdURL, &c.KernelParams, &c.ISOPath, &c.Kind, &c.UpdatedAt)
+	err := row.Scan(&c.NodeUUID, &c.MACs, &c.BootMode, &c.Method, &c.KernelURL, &c.InitrdURL, &c.KernelParams, &c.ISOPath, &c.Kind, &c.Kickstart, &c.UpdatedAt)
 	return c, err
 }
 
@@ -84,13 +89,13 @@ func (s *Store) PutBootConfig(ctx context.Context, c *BootConfig) error {
 		return fmt.Errorf("put boot config of node %s: %w", c.NodeUUID, err)
 	}
 	err := s.pool.QueryRow(ctx, `INSERT INTO boot_configs (`+bootColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
 		ON CONFLICT (node_uuid) DO UPDATE SET macs = EXCLUDED.macs, boot_mode = EXCLUDED.boot_mode,
 			method = EXCLUDED.method, kernel_url = EXCLUDED.kernel_url, initrd_url = EXCLUDED.initrd_url,
 			kernel_params = EXCLUDED.kernel_params, iso_path = EXCLUDED.iso_path, kind = EXCLUDED.kind,
-			updated_at = now()
+			kickstart = EXCLUDED.kickstart, updated_at = now()
 		RETURNING updated_at`,
-		c.NodeUUID, c.MACs, c.BootMode, c.Method, c.KernelURL, c.InitrdURL, c.KernelParams, c.ISOPath, c.Kind,
+		c.NodeUUID, c.MACs, c.BootMode, c.Method, c.KernelURL, c.InitrdURL, c.KernelParams, c.ISOPath, c.Kind, c.Kickstart,
 	).Scan(&c.UpdatedAt)
 	return dbError(err, "put boot config of node %s", c.NodeUUID)
 }

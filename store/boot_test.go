@@ -111,3 +111,34 @@ func TestBootConfigValidation(t *testing.T) {
 		t.Fatalf("BootConfigByMAC(nonsense): %v, want ErrInvalidInput", err)
 	}
 }
+
+// An anaconda boot config carries its kickstart; replacing the config with
+// one that has none empties it, so an old kickstart (and its token) is never
+// served to a later deploy.
+func TestBootConfigKickstartRoundTrip(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{})
+	const ks = "text\nliveimg --url=http://127.0.0.1:8080/images/os.tar\n%pre\ncurl -d '{\"agent_token\": \"tok\"}'\n%end\n"
+	c := agentBoot(n.UUID, "52:54:00:00:0d:01")
+	c.Kind, c.Kickstart = store.BootKindAnaconda, ks
+	if err := s.PutBootConfig(ctx, c); err != nil {
+		t.Fatalf("PutBootConfig: %v", err)
+	}
+	for _, get := range []func() (*store.BootConfig, error){
+		func() (*store.BootConfig, error) { return s.GetBootConfig(ctx, n.UUID) },
+		func() (*store.BootConfig, error) { return s.BootConfigByMAC(ctx, "52:54:00:00:0d:01") },
+	} {
+		got, err := get()
+		if err != nil || got.Kickstart != ks || got.Kind != store.BootKindAnaconda {
+			t.Fatalf("read back = %+v, %v; want the kickstart", got, err)
+		}
+	}
+	if err := s.PutBootConfig(ctx, agentBoot(n.UUID, "52:54:00:00:0d:01")); err != nil {
+		t.Fatalf("PutBootConfig replace: %v", err)
+	}
+	got, err := s.GetBootConfig(ctx, n.UUID)
+	if err != nil || got.Kickstart != "" {
+		t.Fatalf("after replacing with an agent boot config: kickstart %q, %v; want empty", got.Kickstart, err)
+	}
+}
