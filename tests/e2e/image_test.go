@@ -87,15 +87,7 @@ func TestTestImageBootsFromDisk(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			disk := filepath.Join(dir, "disk.img")
-			data, err := os.ReadFile(img)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(disk, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			disks := []string{disk}
+			disks := []string{img}
 			if tc.configDrive {
 				cd := filepath.Join(dir, "config-drive.iso")
 				err := BuildConfigDrive(cd, map[string]any{
@@ -108,7 +100,7 @@ func TestTestImageBootsFromDisk(t *testing.T) {
 				}
 				disks = append(disks, cd)
 			}
-			vm := StartQEMU(t, QEMUConfig{Name: "direct-" + tc.name, Firmware: tc.firmware, Disks: disks, Dir: dir})
+			vm := StartQEMU(t, QEMUConfig{Name: "direct-" + tc.name, Firmware: tc.firmware, Disks: disks, Dir: dir, Snapshot: true})
 			ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
 			defer cancel()
 			if _, err := WaitSerial(ctx, vm.SerialLog, "IRONFLOW-E2E done", vm.Exited()); err != nil {

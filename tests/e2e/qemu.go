@@ -80,6 +80,9 @@ type QEMUConfig struct {
 	// Tap and MAC give the VM a virtio NIC on that tap (network boot
 	// first); empty Tap: no NIC.
 	Tap, MAC string
+	// Snapshot keeps the disk files unchanged: the guest's writes go to a
+	// temporary overlay.
+	Snapshot bool
 	// Netns runs QEMU inside that network namespace (where Tap lives).
 	Netns string
 	// Dir holds the VM's serial log and UEFI variable store.
@@ -90,6 +93,7 @@ type QEMUConfig struct {
 type VMProcess struct {
 	Name      string
 	SerialLog string
+	QEMULog   string
 	Accel     string
 	cmd       *exec.Cmd
 	exited    chan struct{}
@@ -100,9 +104,12 @@ type VMProcess struct {
 // stall under TCG.
 func qemuArgs(c QEMUConfig, serialLog, accel string) ([]string, error) {
 	a := []string{"-name", c.Name, "-machine", "q35"}
-	if accel == "kvm" {
+	switch accel {
+	case AccelKVM:
 		a = append(a, "-accel", "kvm", "-accel", "tcg")
-	} else {
+	case "kvm-only":
+		a = append(a, "-accel", "kvm")
+	default:
 		a = append(a, "-accel", "tcg")
 	}
 	a = append(a,
@@ -149,8 +156,12 @@ func qemuArgs(c QEMUConfig, serialLog, accel string) ([]string, error) {
 		if i == 0 {
 			dev += fmt.Sprintf(",bootindex=%d", boot)
 		}
+		drive := fmt.Sprintf("if=none,id=d%d,format=raw,file=%s", i, d)
+		if c.Snapshot {
+			drive += ",snapshot=on"
+		}
 		a = append(a,
-			"-drive", fmt.Sprintf("if=none,id=d%d,format=raw,file=%s", i, d),
+			"-drive", drive,
 			"-device", dev)
 	}
 	return a, nil
@@ -159,44 +170,50 @@ func qemuArgs(c QEMUConfig, serialLog, accel string) ([]string, error) {
 // StartQEMU starts a VM and stops it when the test ends.
 func StartQEMU(t testing.TB, c QEMUConfig) *VMProcess {
 	t.Helper()
-	if c.MemoryMB == 0 {
-		c.MemoryMB = DefaultMemoryMB
-	}
 	if c.Dir == "" {
 		c.Dir = t.TempDir()
 	}
-	accel := "tcg"
-	if KVMUsable() {
-		accel = "kvm"
-	}
-	v := &VMProcess{Name: c.Name, SerialLog: filepath.Join(c.Dir, "console.log"), Accel: accel, exited: make(chan struct{})}
-	args, err := qemuArgs(c, v.SerialLog, accel)
+	v, err := startQEMU(c, Accel())
 	if err != nil {
 		t.Fatalf("VM %s: %v", c.Name, err)
+	}
+	t.Logf("VM %s: QEMU pid %d (%s, %s), serial console %s", c.Name, v.cmd.Process.Pid, c.Firmware, v.Accel, v.SerialLog)
+	t.Cleanup(v.Stop)
+	return v
+}
+
+func startQEMU(c QEMUConfig, accel string) (*VMProcess, error) {
+	if c.MemoryMB == 0 {
+		c.MemoryMB = DefaultMemoryMB
+	}
+	v := &VMProcess{Name: c.Name, SerialLog: filepath.Join(c.Dir, "console.log"), QEMULog: filepath.Join(c.Dir, "qemu.log"),
+		Accel: accel, exited: make(chan struct{})}
+	args, err := qemuArgs(c, v.SerialLog, accel)
+	if err != nil {
+		return nil, err
 	}
 	argv := append([]string{QEMUBinary}, args...)
 	if c.Netns != "" {
 		argv = append([]string{"ip", "netns", "exec", c.Netns}, argv...)
 	}
-	logf, err := os.Create(filepath.Join(c.Dir, "qemu.log"))
+	logf, err := os.Create(v.QEMULog)
 	if err != nil {
-		t.Fatalf("VM %s: %v", c.Name, err)
+		return nil, fmt.Errorf("create QEMU log: %w", err)
 	}
+	fmt.Fprintf(logf, "%s\n", strings.Join(argv, " "))
 	v.cmd = exec.Command(argv[0], argv[1:]...)
 	v.cmd.Stdout, v.cmd.Stderr = logf, logf
 	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := v.cmd.Start(); err != nil {
 		logf.Close()
-		t.Fatalf("VM %s: start QEMU: %v", c.Name, err)
+		return nil, fmt.Errorf("start QEMU: %w", err)
 	}
 	go func() {
 		_ = v.cmd.Wait()
 		logf.Close()
 		close(v.exited)
 	}()
-	t.Logf("VM %s: QEMU pid %d (%s, %s): %s", c.Name, v.cmd.Process.Pid, c.Firmware, accel, strings.Join(argv, " "))
-	t.Cleanup(v.Stop)
-	return v
+	return v, nil
 }
 
 // Stop ends QEMU (SIGTERM, then SIGKILL) and waits for it.
@@ -222,6 +239,15 @@ func (v *VMProcess) Exited() <-chan struct{} { return v.exited }
 // returns that line. It fails when done closes first (QEMU exited), or on
 // ctx's end, with the log's tail.
 func WaitSerial(ctx context.Context, serialLog, substr string, done <-chan struct{}) (string, error) {
+	line, err := waitLine(ctx, serialLog, substr, done)
+	if err != nil {
+		return "", fmt.Errorf("%w; console tail:\n%s", err, Tail(serialLog, 2000))
+	}
+	return line, nil
+}
+
+// waitLine polls a file until a line contains substr.
+func waitLine(ctx context.Context, serialLog, substr string, done <-chan struct{}) (string, error) {
 	t := time.NewTicker(serialPollInterval)
 	defer t.Stop()
 	for {
@@ -230,12 +256,12 @@ func WaitSerial(ctx context.Context, serialLog, substr string, done <-chan struc
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("no %q on the serial console (%w); console tail:\n%s", substr, ctx.Err(), Tail(serialLog, 2000))
+			return "", fmt.Errorf("no %q in %s: %w", substr, serialLog, ctx.Err())
 		case <-done:
 			if line, ok := findLine(serialLog, substr); ok {
 				return line, nil
 			}
-			return "", fmt.Errorf("VM stopped before %q appeared on the serial console; console tail:\n%s", substr, Tail(serialLog, 2000))
+			return "", fmt.Errorf("VM stopped before %q appeared in %s", substr, serialLog)
 		case <-t.C:
 		}
 	}
