@@ -108,10 +108,13 @@ type Agent struct {
 	lookedUp   chan struct{}
 	lookupOnce sync.Once
 	done       chan struct{}
-	runErr     error
 	cancel     context.CancelFunc
 	bgCtx      context.Context
 	wg         sync.WaitGroup
+	// cmdWG tracks running asynchronous commands; cmdMu orders their Add
+	// against shutdown.
+	cmdWG sync.WaitGroup
+	cmdMu sync.Mutex
 }
 
 // New validates cfg and returns an Agent; Start runs it.
@@ -212,6 +215,11 @@ func (a *Agent) Start(ctx context.Context) error {
 	}()
 	go func() {
 		a.wg.Wait()
+		// No command starts once the context is cancelled (startCommand
+		// checks it under cmdMu), so cmdWG can be waited on safely.
+		a.cmdMu.Lock()
+		a.cmdMu.Unlock() //nolint:staticcheck // a barrier, see above
+		a.cmdWG.Wait()
 		close(a.done)
 	}()
 	a.log.Info("agent listening", "callback_url", a.callbackURL, "api", a.api.Redacted())

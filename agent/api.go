@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -151,9 +152,17 @@ func (a *Agent) handleExecute(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, cmd.view())
 		return
 	}
-	a.wg.Add(1)
+	a.cmdMu.Lock()
+	if a.bgCtx.Err() != nil {
+		a.cmdMu.Unlock()
+		cmd.finish(nil, errors.New("agent is shutting down"), spec.kind)
+		writeJSON(w, 200, cmd.view())
+		return
+	}
+	a.cmdWG.Add(1)
+	a.cmdMu.Unlock()
 	go func() {
-		defer a.wg.Done()
+		defer a.cmdWG.Done()
 		run(a.bgCtx)
 		// As IPA: tell the control plane right away that the step ended.
 		a.ForceHeartbeat()

@@ -199,3 +199,47 @@ func TestStandbyPowerOff(t *testing.T) {
 	}
 	_ = io.Discard
 }
+
+// The agent keeps retrying lookup and heartbeats through an API outage.
+func TestSurvivesAPIOutage(t *testing.T) {
+	api := newFakeAPI(t)
+	api.down.Store(true)
+	a, err := New(Config{APIURL: api.URL, LookupAddresses: []string{"52:54:00:12:34:56"}, ListenAddr: "127.0.0.1:0",
+		HeartbeatInterval: 20 * time.Millisecond, Hardware: newFileHardware(t, 8<<20), Logger: testLogger(t), LookupBackoffMax: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-a.Done() }()
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		api.mu.Lock()
+		n := api.lookups
+		api.mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lookup was not retried")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	api.down.Store(false)
+	<-a.LookedUp()
+	api.waitHeartbeat(t)
+	api.down.Store(true)
+	for api.hbFailures.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("heartbeats stopped during the outage")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for len(api.hbCh) > 0 {
+		<-api.hbCh
+	}
+	api.down.Store(false)
+	api.waitHeartbeat(t)
+}

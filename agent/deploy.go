@@ -98,6 +98,9 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
 		return nil, fmt.Errorf("write_image: image URL %s is not http(s)", redactURL(p.URL))
 	}
+	if t := str(mapOf(node, "instance_info"), "image_type"); t == "partition" {
+		return nil, errors.New("write_image: partition images are not supported: ironflow's agent writes whole-disk images")
+	}
 	if !supportedDiskFormats[strings.ToLower(p.DiskFormat)] {
 		return nil, fmt.Errorf("write_image: disk_format %q is not supported: ironflow's agent writes raw images (raw, or gzip/zstd-compressed raw)", p.DiskFormat)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,9 @@ type fakeAPI struct {
 	hbCh       chan map[string]any
 	instance   map[string]any
 	properties map[string]any
+	// down makes both endpoints answer 503, as an API outage.
+	down       atomic.Bool
+	hbFailures atomic.Int32
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
@@ -40,6 +44,10 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.lookups++
+		if f.down.Load() {
+			w.WriteHeader(503)
+			return
+		}
 		if r.Header.Get("X-OpenStack-Ironic-API-Version") == "" || r.URL.Query().Get("addresses") == "" {
 			http.Error(w, "bad lookup", 400)
 			return
@@ -58,6 +66,11 @@ func newFakeAPI(t *testing.T) *fakeAPI {
 	mux.HandleFunc("POST /v1/heartbeat/{node}", func(w http.ResponseWriter, r *http.Request) {
 		var body map[string]any
 		json.NewDecoder(r.Body).Decode(&body)
+		if f.down.Load() {
+			f.hbFailures.Add(1)
+			w.WriteHeader(503)
+			return
+		}
 		if r.PathValue("node") != f.node || body["agent_token"] != f.token {
 			w.WriteHeader(400)
 			fmt.Fprint(w, `{"error_message": "{\"faultstring\": \"Invalid or missing agent token received.\", \"faultcode\": \"Client\", \"debuginfo\": null}"}`)
