@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The lab's network: one bridge inside the namespace, the services'
+// address on it, the VMs' taps enslaved to it. Every lab has its own
+// namespace, so labs of concurrent tests do not see each other.
+const (
+	LabAddress = "10.77.0.1"
+	LabPrefix  = 24
+	LabNetwork = "10.77.0.0/24"
+	LabBridge  = "e2ebr0"
+	// LabPoolFirst and LabPoolLast bound the DHCP pool the scenarios give
+	// ironflow.
+	LabPoolFirst = "10.77.0.100"
+	LabPoolLast  = "10.77.0.200"
+	// processStopTimeout is how long a lab process gets between SIGTERM
+	// and SIGKILL; ironflow dev stops PostgreSQL and Temporal in that time.
+	processStopTimeout = 30 * time.Second
+)
+
+// Lab is a network namespace with a bridge where the tests' services and
+// VMs meet. Nothing in it can reach the host's networks.
+type Lab struct {
+	t      testing.TB
+	Netns  string
+	Bridge string
+	// Dir holds the lab's logs and VM state; kept for failure analysis
+	// until the test's temporary directories go.
+	Dir  string
+	taps int
+}
+
+// NewLab creates the namespace (ironflow-e2e-<random>) with a bridge
+// (forward delay 0, so taps forward at once) addressed LabAddress/24, and
+// deletes it, with everything still running inside, when the test ends.
+func NewLab(t testing.TB) *Lab {
+	t.Helper()
+	RequireQEMU(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	l := &Lab{t: t, Netns: "ironflow-e2e-" + hex.EncodeToString(b[:]), Bridge: LabBridge, Dir: t.TempDir()}
+	if out, err := exec.Command("ip", "netns", "add", l.Netns).CombinedOutput(); err != nil {
+		t.Fatalf("lab: create network namespace %s: %v: %s", l.Netns, err, out)
+	}
+	t.Cleanup(l.teardown)
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "add", l.Bridge, "type", "bridge", "forward_delay", "0"},
+		{"addr", "add", LabAddress + "/" + strconv.Itoa(LabPrefix), "dev", l.Bridge},
+		{"link", "set", l.Bridge, "up"},
+	} {
+		l.ip(args...)
+	}
+	t.Logf("lab: network namespace %s, bridge %s %s/%d", l.Netns, l.Bridge, LabAddress, LabPrefix)
+	return l
+}
+
+func (l *Lab) ip(args ...string) {
+	l.t.Helper()
+	argv := append([]string{"-n", l.Netns}, args...)
+	if out, err := exec.Command("ip", argv...).CombinedOutput(); err != nil {
+		l.t.Fatalf("lab: ip %s: %v: %s", strings.Join(argv, " "), err, out)
+	}
+}
+
+// teardown kills whatever still runs in the namespace (only the tests'
+// own processes can be there: the namespace is private to this lab) and
+// deletes it, which removes the bridge and the taps.
+func (l *Lab) teardown() {
+	for range 3 {
+		out, _ := exec.Command("ip", "netns", "pids", l.Netns).Output()
+		pids := strings.Fields(string(out))
+		if len(pids) == 0 {
+			break
+		}
+		for _, p := range pids {
+			if pid, err := strconv.Atoi(p); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if out, err := exec.Command("ip", "netns", "del", l.Netns).CombinedOutput(); err != nil {
+		l.t.Errorf("lab: delete network namespace %s: %v: %s", l.Netns, err, out)
+	}
+}
+
+// Command is name run inside the namespace.
+func (l *Lab) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", l.Netns, name}, args...)...)
+}
+
+// Process is a long-running program the lab started in its namespace.
+type Process struct {
+	Name   string
+	Log    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+}
+
+// Start runs argv inside the namespace with env added, output into
+// <Dir>/<name>.log, and stops it (SIGTERM, then SIGKILL of its process
+// group) when the test ends.
+func (l *Lab) Start(name string, env []string, argv ...string) *Process {
+	l.t.Helper()
+	p := &Process{Name: name, Log: filepath.Join(l.Dir, name+".log"), exited: make(chan struct{})}
+	f, err := os.Create(p.Log)
+	if err != nil {
+		l.t.Fatalf("lab: %s: %v", name, err)
+	}
+	p.cmd = l.Command(argv[0], argv[1:]...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		l.t.Fatalf("lab: start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.exited)
+	}()
+	l.t.Logf("lab: %s started, pid %d, log %s", name, p.cmd.Process.Pid, p.Log)
+	l.t.Cleanup(p.Stop)
+	return p
+}
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Stop sends SIGTERM and, after processStopTimeout, SIGKILL to the
+// process group.
+func (p *Process) Stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(processStopTimeout):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+// LabVM is a machine of the lab: a tap on the bridge, a MAC, a firmware
+// and a disk. It is started either directly (Start) or by a BMC that runs
+// QEMU with the same definition.
+type LabVM struct {
+	Name     string
+	MAC      string
+	Firmware string
+	Disk     string
+	Tap      string
+	// Dir holds the VM's state; SerialLog its serial console (appended
+	// across power cycles).
+	Dir       string
+	SerialLog string
+	lab       *Lab
+}
+
+// AddVM creates the VM's tap in the namespace, enslaved to the bridge.
+func (l *Lab) AddVM(name, mac, firmware, disk string) *LabVM {
+	l.t.Helper()
+	if firmware != FirmwareBIOS && firmware != FirmwareUEFI {
+		l.t.Fatalf("lab: VM %s: firmware %q is neither %q nor %q", name, firmware, FirmwareBIOS, FirmwareUEFI)
+	}
+	tap := fmt.Sprintf("e2etap%d", l.taps)
+	l.taps++
+	l.ip("tuntap", "add", "dev", tap, "mode", "tap")
+	l.ip("link", "set", tap, "master", l.Bridge)
+	l.ip("link", "set", tap, "up")
+	dir := filepath.Join(l.Dir, "vm-"+name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		l.t.Fatalf("lab: VM %s: %v", name, err)
+	}
+	return &LabVM{Name: name, MAC: mac, Firmware: firmware, Disk: disk, Tap: tap, Dir: dir,
+		SerialLog: filepath.Join(dir, "console.log"), lab: l}
+}
+
+// Start boots the VM directly (no BMC): network first, then its disk.
+func (v *LabVM) Start(t testing.TB, memoryMB int) *VMProcess {
+	t.Helper()
+	return StartQEMU(t, QEMUConfig{Name: v.Name, MemoryMB: memoryMB, Firmware: v.Firmware, Disks: []string{v.Disk},
+		Tap: v.Tap, MAC: v.MAC, Netns: v.lab.Netns, Dir: v.Dir})
+}
