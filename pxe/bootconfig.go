@@ -38,7 +38,10 @@ type BootConfig struct {
 	KernelParams string
 	ISOPath      string
 	Kind         string // "agent" | "ramdisk" | "anaconda" | "instance"
-	UpdatedAt    time.Time
+	// Kickstart is served at /boot/{uuid}/ks.cfg for Kind "anaconda"
+	// (RenderKickstart). It holds the agent token: never log it.
+	Kickstart string
+	UpdatedAt time.Time
 }
 
 // Backend is what the DHCP handler reads: the boot config of the machine

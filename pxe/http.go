@@ -39,6 +39,7 @@ type httpBoot struct {
 // NewHTTPHandler returns the boot service's routes:
 //
 //	GET /boot/{uuid}/boot.ipxe  the node's iPXE script (404 without a boot config)
+//	GET /boot/{uuid}/ks.cfg     the node's kickstart (404 without a boot config or kickstart)
 //	GET /images/{path...}        static files, range requests included
 //	GET /iso/{uuid}.iso          the node's virtual media ISO (404 without a boot config)
 //	GET /health                  200 "ok"
@@ -64,6 +65,7 @@ func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /boot/{uuid}/boot.ipxe", h.script)
+	mux.HandleFunc("GET /boot/{uuid}/ks.cfg", h.kickstart)
 	mux.HandleFunc("GET /images/{path...}", h.image)
 	mux.HandleFunc("GET /iso/{file}", h.iso)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
@@ -107,6 +109,23 @@ func (h *httpBoot) script(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte(s))
+}
+
+// kickstart serves the kickstart stored with the boot config. It carries
+// the agent token, so it is never cached, and a node whose deploy is over
+// (boot config removed) gets 404.
+func (h *httpBoot) kickstart(w http.ResponseWriter, r *http.Request) {
+	bc, ok := h.bootConfig(w, r, r.PathValue("uuid"))
+	if !ok {
+		return
+	}
+	if bc.Kickstart == "" {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte(bc.Kickstart))
 }
 
 func (h *httpBoot) image(w http.ResponseWriter, r *http.Request) {

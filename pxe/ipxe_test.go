@@ -67,3 +67,23 @@ func FuzzRenderIPXEScript(f *testing.F) {
 		}
 	})
 }
+
+// An anaconda or ramdisk boot config boots its own kernel with its own
+// parameters (inst.ks pointing at the kickstart route, inst.stage2) the way
+// the agent's does.
+func TestRenderIPXEScriptInstallerKinds(t *testing.T) {
+	for _, kind := range []string{"anaconda", "ramdisk"} {
+		bc := BootConfig{NodeUUID: testNode, BootMode: BootModeBIOS, Kind: kind,
+			KernelURL: "http://10.99.0.1:8080/images/fedora/vmlinuz", InitrdURL: "http://10.99.0.1:8080/images/fedora/initrd.img",
+			KernelParams: "inst.ks=http://10.99.0.1:8080/boot/" + testNode + "/ks.cfg inst.stage2=http://10.99.0.1:8080/images/fedora/ ip=dhcp inst.text console=ttyS0"}
+		s, err := RenderIPXEScript(bc)
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		want := "kernel --name kernel http://10.99.0.1:8080/images/fedora/vmlinuz initrd=initrd inst.ks=http://10.99.0.1:8080/boot/" + testNode +
+			"/ks.cfg inst.stage2=http://10.99.0.1:8080/images/fedora/ ip=dhcp inst.text console=ttyS0 BOOTIF=${mac} || goto retry\n"
+		if !strings.Contains(s, want) || !strings.Contains(s, "# ironflow: node "+testNode+", bios boot ("+kind+")") {
+			t.Errorf("%s script:\n%s\nwant line %q", kind, s, want)
+		}
+	}
+}
