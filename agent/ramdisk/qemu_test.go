@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 	"github.com/ironflow/ironflow/agent/client"
@@ -169,6 +170,16 @@ func (f *fakeIronflowAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // accel picks KVM when it really runs a guest, else TCG: /dev/kvm can exist
 // on hosts (nested virtualisation) where guests hang.
 func accel(t *testing.T, kernel string) string {
+	accelOnce.Do(func() { accelChoice = probeAccel(t, kernel) })
+	return accelChoice
+}
+
+var (
+	accelOnce   sync.Once
+	accelChoice string
+)
+
+func probeAccel(t *testing.T, kernel string) string {
 	if v := os.Getenv("IRONFLOW_QEMU_ACCEL"); v != "" {
 		return v
 	}
@@ -194,12 +205,23 @@ func accel(t *testing.T, kernel string) string {
 	return "tcg"
 }
 
-// TestAgentQEMU boots the real ramdisk in QEMU inside a network namespace,
-// drives write_image through the agent's command API, powers the VM off
-// through the agent and checks the image is on the VM's disk.
-func TestAgentQEMU(t *testing.T) {
+// vm is one agent VM in its own network namespace with the test-side
+// DHCP and API servers.
+type vm struct {
+	api     *fakeIronflowAPI
+	apiURL  string
+	disk    string
+	vars    string // UEFI variable store (UEFI VMs)
+	console string
+	exited  chan struct{}
+	client  *client.Client
+}
+
+// bootVM builds the ramdisk, boots it (UEFI with OVMF when uefi) and waits
+// for the agent's first heartbeat; it returns a client for the agent.
+func bootVM(t *testing.T, uefi bool, image []byte) *vm {
 	if os.Geteuid() != 0 {
-		t.Skip("SKIP: TestAgentQEMU needs root (network namespaces, tap devices)")
+		t.Skip("SKIP: the agent VM tests need root (network namespaces, tap devices)")
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		t.Skip("SKIP: qemu-system-x86_64 is not installed (Debian qemu-system-x86)")
@@ -216,7 +238,7 @@ func TestAgentQEMU(t *testing.T) {
 	t.Logf("ramdisk %s (cached %v)", res.Initramfs, res.Cached)
 
 	ns := newNetns(t)
-	api := &fakeIronflowAPI{hbCh: make(chan map[string]any, 16), image: vmImage(8 << 20)}
+	v := &vm{api: &fakeIronflowAPI{hbCh: make(chan map[string]any, 16), image: image}, exited: make(chan struct{})}
 	var ln net.Listener
 	var dhcp *server4.Server
 	if err := ns.do(func() error {
@@ -231,44 +253,58 @@ func TestAgentQEMU(t *testing.T) {
 	}
 	go dhcp.Serve()
 	t.Cleanup(func() { dhcp.Close() })
-	srv := &http.Server{Handler: api}
+	srv := &http.Server{Handler: v.api}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	apiURL := "http://" + ln.Addr().String()
+	v.apiURL = "http://" + ln.Addr().String()
 
 	dir := t.TempDir()
-	disk := filepath.Join(dir, "disk.img")
-	if err := os.WriteFile(disk, nil, 0o600); err != nil {
+	v.disk = filepath.Join(dir, "disk.img")
+	if err := os.WriteFile(v.disk, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	os.Truncate(disk, 64<<20)
-	console := filepath.Join(dir, "console.log")
+	os.Truncate(v.disk, 64<<20)
+	v.console = filepath.Join(dir, "console.log")
 	acc := accel(t, res.Kernel)
-	qemu := exec.Command("ip", "netns", "exec", ns.name, "qemu-system-x86_64",
+	args := []string{"netns", "exec", ns.name, "qemu-system-x86_64",
 		"-accel", acc, "-m", "512", "-smp", "1", "-kernel", res.Kernel, "-initrd", res.Initramfs,
-		"-append", "console=ttyS0 panic=-1 ipa-api-url="+apiURL+" ipa-heartbeat-interval=5 ipa-min-disk-size=32M",
-		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "virtio-net-pci,netdev=n0,mac="+vmMAC,
-		"-device", "virtio-rng-pci", "-drive", "file="+disk+",format=raw,if=virtio,cache=unsafe",
-		"-display", "none", "-serial", "file:"+console, "-no-reboot")
+		"-append", "console=ttyS0 panic=-1 ipa-api-url=" + v.apiURL + " ipa-heartbeat-interval=5 ipa-min-disk-size=32M",
+		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "virtio-net-pci,netdev=n0,mac=" + vmMAC,
+		"-device", "virtio-rng-pci", "-drive", "file=" + v.disk + ",format=raw,if=virtio,cache=unsafe",
+		"-display", "none", "-serial", "file:" + v.console, "-no-reboot"}
+	if uefi {
+		const code, vars = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"
+		if _, err := os.Stat(code); err != nil {
+			t.Skip("SKIP: OVMF is not installed (Debian ovmf)")
+		}
+		b, err := os.ReadFile(vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.vars = filepath.Join(dir, "vars.fd")
+		os.WriteFile(v.vars, b, 0o600)
+		args = append(args, "-machine", "q35", "-drive", "if=pflash,format=raw,readonly=on,file="+code,
+			"-drive", "if=pflash,format=raw,file="+v.vars)
+	}
+	qemu := exec.Command("ip", args...)
 	if err := qemu.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
 	var waitErr error
-	go func() { waitErr = qemu.Wait(); close(exited) }()
+	go func() { waitErr = qemu.Wait(); close(v.exited) }()
 	t.Cleanup(func() {
 		qemu.Process.Kill()
-		<-exited
+		<-v.exited
 		if t.Failed() {
-			b, _ := os.ReadFile(console)
+			b, _ := os.ReadFile(v.console)
 			t.Logf("VM console:\n%s", b)
 		}
 	})
 
 	var hb map[string]any
 	select {
-	case hb = <-api.hbCh:
-	case <-exited:
+	case hb = <-v.api.hbCh:
+	case <-v.exited:
 		t.Fatalf("QEMU exited before the agent heartbeated: %v", waitErr)
 	case <-time.After(bootTimeout):
 		t.Fatalf("no heartbeat from the agent within %s (accel %s)", bootTimeout, acc)
@@ -281,53 +317,131 @@ func TestAgentQEMU(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(caPEM))
 	hc := &http.Client{Transport: &http.Transport{DialContext: ns.dial, TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	c, err := client.New(cbURL, qemuToken, client.WithHTTPClient(hc))
-	if err != nil {
+	if v.client, err = client.New(cbURL, qemuToken, client.WithHTTPClient(hc)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	steps, err := c.GetDeploySteps(ctx, nil, nil)
+	return v
+}
+
+// writeImage runs the write_image deploy step on the VM.
+func (v *vm) writeImage(t *testing.T, ctx context.Context) {
+	t.Helper()
+	steps, err := v.client.GetDeploySteps(ctx, nil, nil)
 	if err != nil || len(steps.Steps) == 0 || steps.Steps[0].Step != "write_image" {
 		t.Fatalf("deploy steps %+v %v", steps, err)
 	}
-	inv, err := c.GetInventory(ctx)
-	if err != nil || len(inv.Disks) != 1 || inv.Disks[0].Name != "/dev/vda" || inv.Disks[0].Size != 64<<20 {
-		t.Fatalf("inventory disks %+v %v", inv.Disks, err)
-	}
-	sum := sha256.Sum256(api.image)
+	sum := sha256.Sum256(v.api.image)
 	step := steps.Steps[0]
-	step.Args = map[string]any{"image_source": apiURL + "/disk.img", "image_os_hash_algo": "sha256", "image_os_hash_value": hex.EncodeToString(sum[:])}
-	r, err := c.ExecuteDeployStep(ctx, step, map[string]any{"uuid": "0f5bd1f6-6a2b-4f52-9b8c-4d9c7d3b1a01"}, nil)
+	step.Args = map[string]any{"image_source": v.apiURL + "/disk.img", "image_os_hash_algo": "sha256", "image_os_hash_value": hex.EncodeToString(sum[:])}
+	r, err := v.client.ExecuteDeployStep(ctx, step, map[string]any{"uuid": "0f5bd1f6-6a2b-4f52-9b8c-4d9c7d3b1a01"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err = c.WaitCommand(ctx, r.ID, time.Second, func(cr client.CommandResult) {
+	if _, err = v.client.WaitCommand(ctx, r.ID, time.Second, func(cr client.CommandResult) {
 		if p, ok := cr.Progress(); ok {
 			t.Logf("write_image progress: %d/%d", p.BytesWritten, p.TotalBytes)
 		}
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatalf("write_image: %v", err)
 	}
-	if err := c.PowerOff(ctx); err != nil {
+}
+
+// powerOff asks the agent to power the VM off and waits for QEMU to exit.
+func (v *vm) powerOff(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := v.client.PowerOff(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
+	case <-v.exited:
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the VM did not power off")
 	}
-	got := make([]byte, len(api.image))
-	f, err := os.Open(disk)
+}
+
+// TestAgentQEMU boots the real ramdisk in QEMU (BIOS) inside a network
+// namespace, drives write_image through the agent's command API, powers the
+// VM off through the agent and checks the image is on the VM's disk.
+func TestAgentQEMU(t *testing.T) {
+	v := bootVM(t, false, vmImage(8<<20))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	inv, err := v.client.GetInventory(ctx)
+	if err != nil || len(inv.Disks) != 1 || inv.Disks[0].Name != "/dev/vda" || inv.Disks[0].Size != 64<<20 || inv.Boot.CurrentBootMode != "bios" {
+		t.Fatalf("inventory %+v %v", inv, err)
+	}
+	v.writeImage(t, ctx)
+	v.powerOff(t, ctx)
+	got := make([]byte, len(v.api.image))
+	f, err := os.Open(v.disk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	f.ReadAt(got, 0)
-	if !bytes.Equal(got, api.image) {
+	if !bytes.Equal(got, v.api.image) {
 		t.Fatal("the VM's disk does not hold the image after power off")
 	}
+}
+
+// TestAgentQEMUUEFI boots the ramdisk under OVMF, writes a GPT image with an
+// EFI system partition and runs image.install_bootloader: the new boot entry
+// must be in the VM's UEFI variable store after power off.
+func TestAgentQEMUUEFI(t *testing.T) {
+	v := bootVM(t, true, gptESPImage(t, 8<<20))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	inv, err := v.client.GetInventory(ctx)
+	if err != nil || inv.Boot.CurrentBootMode != "uefi" {
+		t.Fatalf("inventory boot %+v %v", inv.Boot, err)
+	}
+	v.writeImage(t, ctx)
+	r, err := v.client.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "uefi"})
+	if err == nil {
+		r, err = v.client.WaitCommand(ctx, r.ID, time.Second, nil)
+	}
+	if err != nil || !strings.Contains(string(r.CommandResult), "UEFI boot entry added") {
+		t.Fatalf("install_bootloader: %v %s", err, r.CommandResult)
+	}
+	v.powerOff(t, ctx)
+	vars, err := os.ReadFile(v.vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ironflow vda", `\EFI\BOOT\BOOTX64.EFI`} {
+		if !bytes.Contains(vars, utf16le(want)) {
+			t.Errorf("UEFI variable store lacks %q", want)
+		}
+	}
+}
+
+func utf16le(s string) []byte {
+	var b []byte
+	for _, r := range s {
+		b = append(b, byte(r), byte(r>>8))
+	}
+	return b
+}
+
+// gptESPImage is a whole-disk image with a GPT holding an EFI system
+// partition and a root partition.
+func gptESPImage(t *testing.T, size int64) []byte {
+	p := filepath.Join(t.TempDir(), "gpt.img")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(size)
+	tbl := &gpt.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, ProtectiveMBR: true, Partitions: []*gpt.Partition{
+		{Index: 1, Start: 2048, End: 8191, Type: gpt.EFISystemPartition, Name: "ESP"},
+		{Index: 2, Start: 8192, End: uint64(size/512) - 2048, Type: gpt.LinuxFilesystem, Name: "root"},
+	}}
+	if err := tbl.Write(f, size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b, _ := os.ReadFile(p)
+	return b
 }
 
 // vmImage is a random image with an MBR, smaller than the VM's disk.
