@@ -58,7 +58,10 @@ kernel:
 # The agent ramdisk: Debian's kernel and an initramfs with the static agent
 # as /init, cached under .data/images (agent.kernel, agent.initramfs).
 ramdisk: build kernel
-	$(GO) run ./agent/ramdisk -agent $(AGENT) -kernel-dir $(DATA)/kernel -out $(DATA)/images
+	$(GO) run ./agent/ramdisk/cmd/mkramdisk -agent $(AGENT) -kernel $(DATA)/kernel -out $(DATA)/ramdisk
+	@mkdir -p $(DATA)/images
+	@ln -f $(DATA)/ramdisk/vmlinuz $(DATA)/images/agent.kernel
+	@ln -f $(DATA)/ramdisk/initramfs.cpio.gz $(DATA)/images/agent.initramfs
 
 run: deps-run tools build
 	@$(MAKE) --no-print-directory ramdisk || echo "make run: the agent ramdisk could not be built; fake-hardware nodes work without it"
