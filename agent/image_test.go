@@ -222,12 +222,20 @@ func TestWriteImageCompressed(t *testing.T) {
 	zw, _ := zstd.NewWriter(&zs)
 	zw.Write(img)
 	zw.Close()
-	srv := newImageServer(t, map[string][]byte{"disk.img.gz": gz.Bytes(), "disk.img.zst": zs.Bytes()})
 	for _, tc := range []struct {
 		name, file string
 		data       []byte
-	}{{"gzip", "disk.img.gz", gz.Bytes()}, {"zstd", "disk.img.zst", zs.Bytes()}} {
-		t.Run(tc.name, func(t *testing.T) {
+		cut        int64
+	}{
+		{"gzip", "disk.img.gz", gz.Bytes(), 0},
+		{"zstd", "disk.img.zst", zs.Bytes(), 0},
+		// The decompressor keeps its state across a resumed connection.
+		{"gzip", "disk.img.gz", gz.Bytes(), int64(gz.Len() / 3)},
+		{"zstd", "disk.img.zst", zs.Bytes(), int64(zs.Len() / 2)},
+	} {
+		t.Run(fmt.Sprintf("%s cut at %d", tc.name, tc.cut), func(t *testing.T) {
+			srv := newImageServer(t, map[string][]byte{"disk.img.gz": gz.Bytes(), "disk.img.zst": zs.Bytes()})
+			srv.cutAfter = tc.cut
 			api := newFakeAPI(t)
 			hw := newFileHardware(t, 16<<20)
 			_, c := startAgent(t, api, hw, nil)
@@ -241,6 +249,9 @@ func TestWriteImageCompressed(t *testing.T) {
 			}
 			if !strings.Contains(string(r.CommandResult), `"image_format":"`+tc.name+`"`) {
 				t.Fatalf("result %s", r.CommandResult)
+			}
+			if tc.cut > 0 && srv.ranges.Load() == 0 {
+				t.Fatal("the compressed download was not resumed with Range")
 			}
 		})
 	}
