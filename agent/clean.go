@@ -15,7 +15,9 @@ import (
 // metadata at either end (md 1.1/1.2 at the start, 0.90/1.0 at the end).
 const signatureWipe = 1 << 20
 
-// eraseTargets are the disks cleaning touches: every writable disk.
+// eraseTargets are the disks cleaning touches: every writable, fixed disk.
+// Removable devices are left alone: virtual media (the ramdisk's own USB
+// stick) shows up as one.
 func (a *Agent) eraseTargets(ctx context.Context) ([]BlockDevice, error) {
 	devs, err := a.cfg.Hardware.BlockDevices(ctx)
 	if err != nil {
@@ -23,7 +25,7 @@ func (a *Agent) eraseTargets(ctx context.Context) ([]BlockDevice, error) {
 	}
 	var out []BlockDevice
 	for _, d := range devs {
-		if (d.Kind == "" || d.Kind == "disk") && !d.ReadOnly {
+		if (d.Kind == "" || d.Kind == "disk") && !d.ReadOnly && !d.Removable {
 			out = append(out, d)
 		}
 	}
