@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
@@ -122,7 +125,27 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		if hbErrs > 0 {
 			hr = hr.note(fmt.Sprintf("%s; %d refused", hr.Note, hbErrs))
 		}
-		rows = append(rows, lr, hr)
+		// What a heartbeat is made of, each alone from this process with
+		// the same concurrency: its store write and its Temporal signal.
+		merges, err := loopRate(ctx, cfg.apiDuration, cfg.apiClients, func(i int) bool {
+			n := ramdisk[i%len(ramdisk)]
+			return st.store.MergeDriverInternalInfo(ctx, n.uuid, map[string]any{"agent_last_heartbeat": time.Now().UTC().Format(time.RFC3339Nano)}) == nil
+		})
+		if err != nil {
+			return rows, fmt.Errorf("store writes: %w", err)
+		}
+		signals, err := loopRate(ctx, cfg.apiDuration, cfg.apiClients, func(i int) bool {
+			err := st.tc.SignalWorkflow(ctx, workflows.WorkflowID(ramdisk[i%len(ramdisk)].uuid), "", workflows.SignalHeartbeat, nil)
+			var nf *serviceerror.NotFound
+			return errors.As(err, &nf)
+		})
+		if err != nil {
+			return rows, fmt.Errorf("Temporal signals: %w", err)
+		}
+		rows = append(rows, lr, hr,
+			row("api", "  heartbeat part: store MergeDriverInternalInfo alone ("+clients+", from the bench process)", merges, "req/s"),
+			row("api", "  heartbeat part: Temporal SignalWorkflow to a missing workflow alone ("+clients+", from the bench process)", signals, "req/s"),
+		)
 	}
 	rows = append(rows, row("api", "peak RSS api (VmHWM)", mib(st.usage().APIHWM), "MiB"))
 	return rows, nil

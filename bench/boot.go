@@ -32,33 +32,14 @@ const (
 	udpReplyTimeout = 500 * time.Millisecond
 	kernelSize      = 8 << 20
 	initrdSize      = 30 << 20
+	// bootRounds: each HTTP server is measured this many times.
+	bootRounds = 2
 	// downloadTimeout bounds all downloads of one server.
 	downloadTimeout = 5 * time.Minute
 )
 
 func benchBoot(ctx context.Context, cfg config, dir string, log *slog.Logger) ([]Row, error) {
-	backend := pxe.NewMemoryBackend()
-	var discovers []*dhcpv4.DHCPv4
-	for i := range dhcpMachines {
-		mac := net.HardwareAddr{0x52, 0x57, 0, 0, byte(i >> 8), byte(i)}
-		uuid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-		if err := backend.Put(pxe.BootConfig{NodeUUID: uuid, MACs: []string{mac.String()}, BootMode: pxe.BootModeBIOS, Method: pxe.MethodPXE,
-			Kind: "agent", KernelURL: "http://10.98.0.1:8080/images/agent.kernel", InitrdURL: "http://10.98.0.1:8080/images/agent.initramfs"}); err != nil {
-			return nil, err
-		}
-		d, err := dhcpv4.NewDiscovery(mac, dhcpv4.WithBroadcast(true),
-			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
-			dhcpv4.WithGeneric(dhcpv4.OptionClientSystemArchitectureType, []byte{0, 0}))
-		if err != nil {
-			return nil, err
-		}
-		discovers = append(discovers, d)
-	}
-	// The pool is larger than the machines, so every DISCOVER gets an offer.
-	h, err := pxe.NewDHCPHandler(pxe.DHCPConfig{
-		Mode: pxe.DHCPModeReservation, Interface: "bench0", Addr: netip.MustParseAddr("10.98.0.1"), HTTPBaseURL: "http://10.98.0.1:8080",
-		Pools: []pxe.DHCPPool{{Subnet: netip.MustParsePrefix("10.98.0.0/20"), First: netip.MustParseAddr("10.98.1.0"), Last: netip.MustParseAddr("10.98.15.250")}},
-	}, backend, pxe.NewMemoryLeases(), nil)
+	backend, h, discovers, err := newDHCPSetup()
 	if err != nil {
 		return nil, err
 	}
@@ -136,23 +117,37 @@ func benchBoot(ctx context.Context, cfg config, dir string, log *slog.Logger) ([
 	}
 	plain := http.NewServeMux()
 	plain.Handle("GET /images/", http.StripPrefix("/images/", http.FileServer(http.Dir(images))))
-	pxeRate, pxeP99, err := downloadRate(ctx, ph, cfg.bootClients)
-	if err != nil {
-		return rows, fmt.Errorf("pxe HTTP: %w", err)
+	// Each server twice, in opposite orders, keeping its best: the first
+	// run after writing the files and the machine's other users move single
+	// runs. The wrapped file server is a diagnosis: a ResponseWriter that
+	// records the status, as request logging does, hides io.ReaderFrom, so
+	// the server cannot hand the file to sendfile(2).
+	servers := []struct {
+		name string
+		h    http.Handler
+	}{{"pxe", ph}, {"plain", plain}, {"wrapped", hideReaderFrom(plain)}}
+	best := map[string]float64{}
+	p99 := map[string]time.Duration{}
+	for round := range bootRounds {
+		for k := range servers {
+			if round%2 == 1 {
+				k = len(servers) - 1 - k
+			}
+			s := servers[k]
+			rate, tail, err := downloadRate(ctx, s.h, cfg.bootClients)
+			if err != nil {
+				return rows, fmt.Errorf("%s HTTP: %w", s.name, err)
+			}
+			best[s.name] = max(best[s.name], rate)
+			if p99[s.name] == 0 || tail < p99[s.name] {
+				p99[s.name] = tail
+			}
+		}
 	}
-	plainRate, plainP99, err := downloadRate(ctx, plain, cfg.bootClients)
-	if err != nil {
-		return rows, fmt.Errorf("plain file server: %w", err)
-	}
-	// The same file server behind a ResponseWriter wrapper that records the
-	// status and bytes, as request logging does: the wrapper hides
-	// io.ReaderFrom, so the server cannot hand the file to sendfile(2).
-	wrappedRate, _, err := downloadRate(ctx, hideReaderFrom(plain), cfg.bootClients)
-	if err != nil {
-		return rows, fmt.Errorf("wrapped file server: %w", err)
-	}
+	pxeRate, plainRate, wrappedRate := best["pxe"], best["plain"], best["wrapped"]
+	pxeP99, plainP99 := p99["pxe"], p99["plain"]
 	rows = append(rows,
-		row("boot", fmt.Sprintf("kernel (8 MiB) + initramfs (30 MiB) downloads by %d concurrent clients, pxe.NewHTTPHandler", cfg.bootClients), pxeRate, "MiB/s").
+		row("boot", fmt.Sprintf("kernel (8 MiB) + initramfs (30 MiB) downloads by %d concurrent clients, pxe.NewHTTPHandler, best of %d", cfg.bootClients, bootRounds), pxeRate, "MiB/s").
 			vs("http.FileServer, same files", plainRate),
 		row("boot", "time per client (both files) p99", pxeP99.Seconds(), "s").vs("http.FileServer", plainP99.Seconds()),
 		row("boot", "diagnosis: http.FileServer behind a status-recording ResponseWriter (no ReadFrom, so no sendfile)", wrappedRate, "MiB/s").
@@ -160,6 +155,34 @@ func benchBoot(ctx context.Context, cfg config, dir string, log *slog.Logger) ([
 	)
 	log.Info("http boot measured", "pxe", pxeRate, "plain", plainRate)
 	return rows, nil
+}
+
+// newDHCPSetup is a reservation-mode handler with dhcpMachines boot configs
+// and one DISCOVER from each machine, shaped as SeaBIOS's iPXE sends it.
+func newDHCPSetup() (*pxe.MemoryBackend, *pxe.DHCPHandler, []*dhcpv4.DHCPv4, error) {
+	backend := pxe.NewMemoryBackend()
+	var discovers []*dhcpv4.DHCPv4
+	for i := range dhcpMachines {
+		mac := net.HardwareAddr{0x52, 0x57, 0, 0, byte(i >> 8), byte(i)}
+		uuid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		if err := backend.Put(pxe.BootConfig{NodeUUID: uuid, MACs: []string{mac.String()}, BootMode: pxe.BootModeBIOS, Method: pxe.MethodPXE,
+			Kind: "agent", KernelURL: "http://10.98.0.1:8080/images/agent.kernel", InitrdURL: "http://10.98.0.1:8080/images/agent.initramfs"}); err != nil {
+			return nil, nil, nil, err
+		}
+		d, err := dhcpv4.NewDiscovery(mac, dhcpv4.WithBroadcast(true),
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
+			dhcpv4.WithGeneric(dhcpv4.OptionClientSystemArchitectureType, []byte{0, 0}))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		discovers = append(discovers, d)
+	}
+	// The pool is larger than the machines, so every DISCOVER gets an offer.
+	h, err := pxe.NewDHCPHandler(pxe.DHCPConfig{
+		Mode: pxe.DHCPModeReservation, Interface: "bench0", Addr: netip.MustParseAddr("10.98.0.1"), HTTPBaseURL: "http://10.98.0.1:8080",
+		Pools: []pxe.DHCPPool{{Subnet: netip.MustParsePrefix("10.98.0.0/20"), First: netip.MustParseAddr("10.98.1.0"), Last: netip.MustParseAddr("10.98.15.250")}},
+	}, backend, pxe.NewMemoryLeases(), nil)
+	return backend, h, discovers, err
 }
 
 // loopRate calls fn from workers goroutines for d: successful calls per second.
