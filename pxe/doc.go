@@ -1,7 +1,9 @@
 // Package pxe owns ironflow's network boot services and boot media: DHCP
 // (reservation or ProxyDHCP mode), read-only TFTP for the iPXE loaders, the
 // HTTP boot service (per-node iPXE scripts, agent images, per-node virtual
-// media ISOs) and the agent ISO builder.
+// media ISOs, per-node kickstarts for anaconda deploys) and the agent ISO
+// builder. RenderKickstart renders a kickstart like Ironic's: it carries the
+// node's agent token, so kickstarts are never logged or cached.
 //
 // It reads what to boot through small interfaces (Backend, NodeBackend,
 // Leases) and never imports the store. It must never answer a machine
