@@ -108,6 +108,12 @@ func TestDeployAndUndeployWithSimulatedAgent(t *testing.T) {
 		}
 	}
 	t.Logf("deploy with the simulated agent: %d history events", total)
+	// The operator's timeline of that deploy: every step with its duration.
+	out, err := exec.Command(lab.bin, "timeline", "--temporal-address", lab.temporal.Address(), uuid).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "DeployNode for node "+uuid) || !strings.Contains(string(out), "RunAgentStep") {
+		t.Fatalf("ironflow timeline: %v\n%s", err, out)
+	}
+	t.Logf("timeline:\n%s", out)
 
 	mustCLI(t, "node", "undeploy", uuid, "--wait", "180")
 	n = getNode(t, uuid)

@@ -6,6 +6,7 @@
 //	ironflow pxe       DHCP, TFTP and HTTP boot services
 //	ironflow migrate   apply the database migrations
 //	ironflow vbmc      a virtual BMC (Redfish, IPMI) for QEMU virtual machines
+//	ironflow timeline  a node's latest workflow, step by step with durations
 package main
 
 import (
@@ -21,12 +22,13 @@ import (
 )
 
 var commands = map[string]func(ctx context.Context, args []string) error{
-	"dev":     runDev,
-	"api":     runAPICommand,
-	"worker":  runWorkerCommand,
-	"migrate": runMigrate,
-	"pxe":     runPXECommand,
-	"vbmc":    runVBMC,
+	"dev":      runDev,
+	"api":      runAPICommand,
+	"worker":   runWorkerCommand,
+	"migrate":  runMigrate,
+	"pxe":      runPXECommand,
+	"vbmc":     runVBMC,
+	"timeline": runTimeline,
 }
 
 func usage(w io.Writer) {
@@ -39,6 +41,7 @@ commands:
   pxe       DHCP, TFTP and HTTP boot services
   migrate   apply the database migrations
   vbmc      a virtual BMC for QEMU virtual machines
+  timeline  each step of a node's latest workflow with its start and duration
 
 'ironflow <command> -h' lists the command's flags; every flag can also be
 set from the environment as IRONFLOW_<FLAG_NAME>.
