@@ -21,23 +21,67 @@ import (
 // diskInfoTimeout bounds qemu-img info on a disk another QEMU holds open.
 const diskInfoTimeout = 10 * time.Second
 
-func (s *Server) handleProcessors(w http.ResponseWriter, r *http.Request, m *Machine) {
-	p := redfishRoot + "/Systems/" + m.vm.Name + "/Processors"
-	writeJSONResponse(w, http.StatusOK, collection(p, "#ProcessorCollection.ProcessorCollection", "Processors Collection", []string{p + "/CPU0"}))
+// systemResource is a collection under the system with one member, which
+// is all a VM needs: one CPU socket, one DIMM, one NIC, one disk controller.
+type systemResource struct {
+	collection, collectionType, collectionName string
+	member                                     string
+	// doc is the member's document; @odata.id and Id are added.
+	doc func(ctx context.Context, m *Machine) (map[string]any, error)
 }
 
-// handleProcessor describes the VM's vCPUs as one socket: QEMU's default
+var systemResources = []systemResource{
+	{"EthernetInterfaces", "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interface Collection", "nic0", nicDoc},
+	{"Processors", "#ProcessorCollection.ProcessorCollection", "Processors Collection", "CPU0", processorDoc},
+	{"Memory", "#MemoryCollection.MemoryCollection", "Memory Module Collection", "DIMM0", memoryDoc},
+	{"SimpleStorage", "#SimpleStorageCollection.SimpleStorageCollection", "Simple Storage Collection", "1", simpleStorageDoc},
+}
+
+// routeSystemResources serves each systemResource's collection and member.
+func (s *Server) routeSystemResources(mux *http.ServeMux) {
+	for _, res := range systemResources {
+		base := redfishRoot + "/Systems/{id}/" + res.collection
+		mux.HandleFunc("GET "+base, s.withMachine(func(w http.ResponseWriter, r *http.Request, m *Machine) {
+			p := redfishRoot + "/Systems/" + m.vm.Name + "/" + res.collection
+			writeJSONResponse(w, http.StatusOK, collection(p, res.collectionType, res.collectionName, []string{p + "/" + res.member}))
+		}))
+		mux.HandleFunc("GET "+base+"/{member}", s.withMachine(func(w http.ResponseWriter, r *http.Request, m *Machine) {
+			if r.PathValue("member") != res.member {
+				writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such resource in "+res.collection+".")
+				return
+			}
+			doc, err := res.doc(r.Context(), m)
+			if err != nil {
+				s.log.Warn("cannot describe a system resource", "vm", m.vm.Name, "resource", res.collection, "error", err)
+				writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
+				return
+			}
+			doc[odataID] = redfishRoot + "/Systems/" + m.vm.Name + "/" + res.collection + "/" + res.member
+			doc["Id"] = res.member
+			writeJSONResponse(w, http.StatusOK, doc)
+		}))
+	}
+}
+
+func nicDoc(_ context.Context, m *Machine) (map[string]any, error) {
+	return map[string]any{
+		odataType:               "#EthernetInterface.v1_6_0.EthernetInterface",
+		"Name":                  "virtio-net-pci",
+		"MACAddress":            strings.ToLower(m.vm.MAC),
+		"PermanentMACAddress":   strings.ToLower(m.vm.MAC),
+		"InterfaceEnabled":      true,
+		"LinkStatus":            "LinkUp",
+		"Status":                okStatus(),
+		"EthernetInterfaceType": "Physical",
+	}, nil
+}
+
+// processorDoc describes the VM's vCPUs as one socket: QEMU's default
 // topology for -smp N is N sockets of one core, but inspection counts
 // threads either way.
-func (s *Server) handleProcessor(w http.ResponseWriter, r *http.Request, m *Machine) {
-	if r.PathValue("cpu") != "CPU0" {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such processor.")
-		return
-	}
-	writeJSONResponse(w, http.StatusOK, map[string]any{
-		odataID:                 redfishRoot + "/Systems/" + m.vm.Name + "/Processors/CPU0",
+func processorDoc(_ context.Context, m *Machine) (map[string]any, error) {
+	return map[string]any{
 		odataType:               "#Processor.v1_17_0.Processor",
-		"Id":                    "CPU0",
 		"Name":                  "Processor",
 		"Socket":                "CPU 0",
 		"ProcessorType":         "CPU",
@@ -48,50 +92,28 @@ func (s *Server) handleProcessor(w http.ResponseWriter, r *http.Request, m *Mach
 		"TotalCores":            m.vm.CPUs,
 		"TotalThreads":          m.vm.CPUs,
 		"Status":                okStatus(),
-	})
+	}, nil
 }
 
-func (s *Server) handleMemoryCollection(w http.ResponseWriter, r *http.Request, m *Machine) {
-	p := redfishRoot + "/Systems/" + m.vm.Name + "/Memory"
-	writeJSONResponse(w, http.StatusOK, collection(p, "#MemoryCollection.MemoryCollection", "Memory Module Collection", []string{p + "/DIMM0"}))
-}
-
-func (s *Server) handleMemory(w http.ResponseWriter, r *http.Request, m *Machine) {
-	if r.PathValue("dimm") != "DIMM0" {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such memory module.")
-		return
-	}
-	writeJSONResponse(w, http.StatusOK, map[string]any{
-		odataID:            redfishRoot + "/Systems/" + m.vm.Name + "/Memory/DIMM0",
+func memoryDoc(_ context.Context, m *Machine) (map[string]any, error) {
+	return map[string]any{
 		odataType:          "#Memory.v1_17_0.Memory",
-		"Id":               "DIMM0",
 		"Name":             "DIMM Slot 0",
 		"CapacityMiB":      m.vm.MemoryMB,
 		"MemoryType":       "DRAM",
 		"MemoryDeviceType": "DDR4",
 		"Status":           okStatus(),
-	})
+	}, nil
 }
 
-func (s *Server) handleSimpleStorages(w http.ResponseWriter, r *http.Request, m *Machine) {
-	p := redfishRoot + "/Systems/" + m.vm.Name + "/SimpleStorage"
-	writeJSONResponse(w, http.StatusOK, collection(p, "#SimpleStorageCollection.SimpleStorageCollection", "Simple Storage Collection", []string{p + "/1"}))
-}
-
-// handleSimpleStorage lists the virtio-blk disk with the size the guest
-// sees. A VM without a disk has a controller with no devices.
-func (s *Server) handleSimpleStorage(w http.ResponseWriter, r *http.Request, m *Machine) {
-	if r.PathValue("ctl") != "1" {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such storage controller.")
-		return
-	}
+// simpleStorageDoc lists the virtio-blk disk with the size the guest sees.
+// A VM without a disk has a controller with no devices.
+func simpleStorageDoc(ctx context.Context, m *Machine) (map[string]any, error) {
 	devices := []any{}
 	if m.vm.Disk != "" {
-		size, err := diskBytes(r.Context(), m.vm)
+		size, err := diskBytes(ctx, m.vm)
 		if err != nil {
-			s.log.Warn("cannot size the VM's disk", "vm", m.vm.Name, "disk", m.vm.Disk, "error", err)
-			writeError(w, http.StatusInternalServerError, "InternalError", fmt.Sprintf("size disk of %s: %v", m.vm.Name, err))
-			return
+			return nil, fmt.Errorf("size disk of %s: %w", m.vm.Name, err)
 		}
 		if size > 0 {
 			devices = append(devices, map[string]any{
@@ -103,14 +125,12 @@ func (s *Server) handleSimpleStorage(w http.ResponseWriter, r *http.Request, m *
 			})
 		}
 	}
-	writeJSONResponse(w, http.StatusOK, map[string]any{
-		odataID:   redfishRoot + "/Systems/" + m.vm.Name + "/SimpleStorage/1",
+	return map[string]any{
 		odataType: "#SimpleStorage.v1_3_1.SimpleStorage",
-		"Id":      "1",
 		"Name":    "Simple Storage Controller",
 		"Status":  okStatus(),
 		"Devices": devices,
-	})
+	}, nil
 }
 
 // diskBytes is the disk's size as the guest sees it: qemu-img's

@@ -132,14 +132,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}", s.withMachine(s.handleSystem))
 	mux.HandleFunc("PATCH "+redfishRoot+"/Systems/{id}", s.withMachine(s.handlePatchSystem))
 	mux.HandleFunc("POST "+redfishRoot+"/Systems/{id}/Actions/ComputerSystem.Reset", s.withMachine(s.handleReset))
-	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/EthernetInterfaces", s.withMachine(s.handleNICs))
-	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/EthernetInterfaces/{nic}", s.withMachine(s.handleNIC))
-	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/Processors", s.withMachine(s.handleProcessors))
-	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/Processors/{cpu}", s.withMachine(s.handleProcessor))
-	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/Memory", s.withMachine(s.handleMemoryCollection))
-	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/Memory/{dimm}", s.withMachine(s.handleMemory))
-	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/SimpleStorage", s.withMachine(s.handleSimpleStorages))
-	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}/SimpleStorage/{ctl}", s.withMachine(s.handleSimpleStorage))
+	s.routeSystemResources(mux)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers", s.handleManagers)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}", s.withMachine(s.handleManager))
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}/VirtualMedia", s.withMachine(s.handleVirtualMedias))
@@ -592,30 +585,6 @@ func (s *Server) markStarted(m *Machine) {
 	s.mu.Lock()
 	s.started[m.vm.Name] = true
 	s.mu.Unlock()
-}
-
-func (s *Server) handleNICs(w http.ResponseWriter, r *http.Request, m *Machine) {
-	p := redfishRoot + "/Systems/" + m.vm.Name + "/EthernetInterfaces"
-	writeJSONResponse(w, http.StatusOK, collection(p, "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interface Collection", []string{p + "/nic0"}))
-}
-
-func (s *Server) handleNIC(w http.ResponseWriter, r *http.Request, m *Machine) {
-	if r.PathValue("nic") != "nic0" {
-		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such interface.")
-		return
-	}
-	writeJSONResponse(w, http.StatusOK, map[string]any{
-		odataID:                 redfishRoot + "/Systems/" + m.vm.Name + "/EthernetInterfaces/nic0",
-		odataType:               "#EthernetInterface.v1_6_0.EthernetInterface",
-		"Id":                    "nic0",
-		"Name":                  "virtio-net-pci",
-		"MACAddress":            strings.ToLower(m.vm.MAC),
-		"PermanentMACAddress":   strings.ToLower(m.vm.MAC),
-		"InterfaceEnabled":      true,
-		"LinkStatus":            "LinkUp",
-		"Status":                okStatus(),
-		"EthernetInterfaceType": "Physical",
-	})
 }
 
 func (s *Server) handleManagers(w http.ResponseWriter, r *http.Request) {
