@@ -44,7 +44,8 @@ type Lab struct {
 }
 
 // NewLab creates the namespace (ironflow-e2e-<random>) with a bridge
-// (forward delay 0, so taps forward at once) addressed LabAddress/24, and
+// (forward delay 0, so taps forward at once) addressed LabAddress/24 and
+// an IPv6 router advertisement on it (see AdvertiseIPv6Router), and
 // deletes it, with everything still running inside, when the test ends.
 func NewLab(t testing.TB) *Lab {
 	t.Helper()
@@ -64,6 +65,7 @@ func NewLab(t testing.TB) *Lab {
 	} {
 		l.ip(args...)
 	}
+	l.AdvertiseIPv6Router()
 	t.Logf("lab: network namespace %s, bridge %s %s/%d", l.Netns, l.Bridge, LabAddress, LabPrefix)
 	return l
 }

@@ -21,14 +21,15 @@ const (
 )
 
 // TestE2E_A_IPMI_PXE_BIOS deploys a SeaBIOS VM behind OpenIPMI's ipmi_sim
-// with the unmodified baremetal CLI: IPMI power and boot device, DHCP +
-// TFTP + iPXE network boot of ironflow's agent, image streamed with its
+// with the unmodified baremetal CLI: IPMI power and boot device, automated
+// cleaning through the agent on provide, DHCP + TFTP + iPXE network boot of
+// ironflow's agent, image streamed with its
 // sha256 checked, config drive written, boot from disk. The VM's own init
 // then prints what it read from the config drive.
 func TestE2E_A_IPMI_PXE_BIOS(t *testing.T) {
 	RequireQEMU(t)
 	lab := NewLab(t)
-	s := startStack(t, lab, "--automated-clean=false")
+	s := startStack(t, lab, "--automated-clean=true")
 	_, sum, err := BuildTestImage(DefaultCacheDir())
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +50,11 @@ func TestE2E_A_IPMI_PXE_BIOS(t *testing.T) {
 		"--property", "capabilities=boot_mode:bios",
 		"-f", "value", "-c", "uuid"))
 	t.Logf("node e2e-a is %s", uuid)
-	defer printTimeline(t, s, uuid)
+	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "port", "create", vm.MAC, "--node", uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
+	printTimeline(t, s, uuid, "provide (automated cleaning)")
 	s.mustCLI(t, "node", "set", uuid,
 		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
 		"--instance-info", "image_os_hash_algo=sha256",
@@ -64,6 +66,7 @@ func TestE2E_A_IPMI_PXE_BIOS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer printTimeline(t, s, uuid, "deploy")
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd), "--wait", seconds(deployWait)); err != nil {
 		show, _ := s.baremetal(t, "node", "show", uuid, "-f", "json", "-c", "provision_state", "-c", "last_error", "-c", "driver_internal_info")
 		t.Fatalf("%v\nnode: %s\nironflow dev log tail:\n%s\nVM console tail:\n%s", err, show, Tail(s.dev.Log, 4000), Tail(vm.SerialLog, 3000))

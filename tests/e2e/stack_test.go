@@ -42,7 +42,18 @@ var (
 	binOnce sync.Once
 	binPath string
 	binErr  error
+	// binDir is the directory of a binary built by the tests, removed
+	// when they end.
+	binDir string
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // ironflowBinary is $IRONFLOW_BIN (make test builds it) or a fresh build.
 func ironflowBinary(t testing.TB) string {
@@ -59,6 +70,7 @@ func ironflowBinary(t testing.TB) string {
 			binErr = err
 			return
 		}
+		binDir = dir
 		binPath = filepath.Join(dir, "ironflow")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/ironflow")
 		cmd.Dir = RepoRoot()
@@ -284,16 +296,21 @@ func startIPMISim(t *testing.T, s *stack, vm *LabVM, password string) {
 	}
 }
 
-// printTimeline logs the node's history and the Temporal history of its
-// last workflow (node-<uuid>) as a timeline: when each activity, local
-// activity (marker), timer and signal happened and how long activities took.
-func printTimeline(t *testing.T, s *stack, uuid string) {
+// printNodeHistory logs the node's history as the API keeps it.
+func printNodeHistory(t *testing.T, s *stack, uuid string) {
 	t.Helper()
 	if out, err := s.baremetal(t, "node", "history", "list", uuid); err == nil {
 		t.Logf("node history of %s:\n%s", uuid, out)
 	} else {
 		t.Logf("node history: %v", err)
 	}
+}
+
+// printTimeline logs the Temporal history of the node's latest workflow
+// (node-<uuid>) as a timeline: when each activity, local activity, timer
+// and signal happened and how long activities took, so slow phases show.
+func printTimeline(t *testing.T, s *stack, uuid, what string) {
+	t.Helper()
 	cmd := s.lab.Command(temporalCLI(), "workflow", "show", "--workflow-id", "node-"+uuid,
 		"--address", "127.0.0.1:"+temporalPort, "--output", "json")
 	out, err := cmd.Output()
@@ -306,7 +323,7 @@ func printTimeline(t *testing.T, s *stack, uuid string) {
 		t.Logf("temporal history of node-%s: %v", uuid, err)
 		return
 	}
-	t.Logf("Temporal timeline of node-%s (offsets from workflow start):\n%s", uuid, strings.Join(lines, "\n"))
+	t.Logf("timeline of %s, workflow node-%s (offsets from its start):\n%s", what, uuid, strings.Join(lines, "\n"))
 }
 
 // historyEvent is the part of a Temporal history event (protojson, as
