@@ -128,17 +128,21 @@ func benchBoot(ctx context.Context, cfg config, dir string, log *slog.Logger) ([
 	}{{"pxe", ph}, {"plain", plain}, {"wrapped", hideReaderFrom(plain)}}
 	best := map[string]float64{}
 	p99 := map[string]time.Duration{}
+	cpuPerGiB := map[string]time.Duration{}
 	for round := range bootRounds {
 		for k := range servers {
 			if round%2 == 1 {
 				k = len(servers) - 1 - k
 			}
 			s := servers[k]
-			rate, tail, err := downloadRate(ctx, s.h, cfg.bootClients)
+			rate, tail, cpu, err := downloadRate(ctx, s.h, cfg.bootClients)
 			if err != nil {
 				return rows, fmt.Errorf("%s HTTP: %w", s.name, err)
 			}
 			best[s.name] = max(best[s.name], rate)
+			if cpuPerGiB[s.name] == 0 || cpu < cpuPerGiB[s.name] {
+				cpuPerGiB[s.name] = cpu
+			}
 			if p99[s.name] == 0 || tail < p99[s.name] {
 				p99[s.name] = tail
 			}
@@ -150,8 +154,9 @@ func benchBoot(ctx context.Context, cfg config, dir string, log *slog.Logger) ([
 		row("boot", fmt.Sprintf("kernel (8 MiB) + initramfs (30 MiB) downloads by %d concurrent clients, pxe.NewHTTPHandler, best of %d", cfg.bootClients, bootRounds), pxeRate, "MiB/s").
 			vs("http.FileServer, same files", plainRate),
 		row("boot", "time per client (both files) p99", pxeP99.Seconds(), "s").vs("http.FileServer", plainP99.Seconds()),
+		row("boot", "CPU per GiB served (server and clients, one process)", ms(cpuPerGiB["pxe"]), "ms").vs("http.FileServer", ms(cpuPerGiB["plain"])),
 		row("boot", "diagnosis: http.FileServer behind a status-recording ResponseWriter (no ReadFrom, so no sendfile)", wrappedRate, "MiB/s").
-			vs("http.FileServer", plainRate),
+			vs("http.FileServer", plainRate).note(fmt.Sprintf("CPU per GiB %.0f ms", ms(cpuPerGiB["wrapped"]))),
 	)
 	log.Info("http boot measured", "pxe", pxeRate, "plain", plainRate)
 	return rows, nil
@@ -277,10 +282,10 @@ func udpRate(ctx context.Context, d time.Duration, packets [][]byte, handle func
 
 // downloadRate serves h on 127.0.0.1 and has clients fetch the kernel and
 // the initramfs at once: aggregate MiB/s and the p99 time per client.
-func downloadRate(ctx context.Context, h http.Handler, clients int) (float64, time.Duration, error) {
+func downloadRate(ctx context.Context, h http.Handler, clients int) (float64, time.Duration, time.Duration, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	srv := pxe.NewHTTPServer(ln.Addr().String(), h)
 	go func() { _ = srv.Serve(ln) }()
@@ -294,6 +299,7 @@ func downloadRate(ctx context.Context, h http.Handler, clients int) (float64, ti
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	start := time.Now()
+	cpu0 := procCPU(os.Getpid())
 	for c := range clients {
 		wg.Add(1)
 		go func() {
@@ -319,13 +325,15 @@ func downloadRate(ctx context.Context, h http.Handler, clients int) (float64, ti
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	cpu := procCPU(os.Getpid()) - cpu0
 	if err := errors.Join(errs...); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if want := int64(clients) * (kernelSize + initrdSize); total.Load() != want {
-		return 0, 0, fmt.Errorf("downloaded %d bytes, want %d", total.Load(), want)
+		return 0, 0, 0, fmt.Errorf("downloaded %d bytes, want %d", total.Load(), want)
 	}
-	return float64(total.Load()) / (1 << 20) / wall.Seconds(), percentile(times, 99), nil
+	perGiB := time.Duration(float64(cpu) / (float64(total.Load()) / (1 << 30)))
+	return float64(total.Load()) / (1 << 20) / wall.Seconds(), percentile(times, 99), perGiB, nil
 }
 
 // hideReaderFrom wraps every ResponseWriter in a type that only records the
