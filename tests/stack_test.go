@@ -32,6 +32,7 @@ type stack struct {
 	pgURL        string
 	pg           *devstack.Postgres
 	temporal     *devstack.Temporal
+	temporalCfg  devstack.TemporalConfig
 	apiURL       string
 	apiAddr      string
 	api, worker  *exec.Cmd
@@ -99,20 +100,28 @@ func startStack() (*stack, error) {
 		return s, err
 	}
 	s.pgURL = s.pg.URL()
-	if s.temporal, err = devstack.StartTemporal(ctx, devstack.TemporalConfig{
+	// File-backed, as `make run` uses it, so that a test can kill and
+	// restart the Temporal server without losing workflows.
+	port, err := devstack.FreePort("127.0.0.1")
+	if err != nil {
+		return s, err
+	}
+	s.temporalCfg = devstack.TemporalConfig{
+		Port:    port,
 		UIPort:  -1,
+		DBFile:  filepath.Join(dir, "temporal", "temporal.db"),
 		LogFile: filepath.Join(dir, "temporal.log"),
 		SearchAttributes: map[string]string{
 			workflows.SearchAttrNodeUUID: "Keyword", workflows.SearchAttrProvisionState: "Keyword", workflows.SearchAttrOperation: "Keyword",
 		},
-	}, log); err != nil {
+	}
+	if s.temporal, err = devstack.StartTemporal(ctx, s.temporalCfg, log); err != nil {
 		return s, err
 	}
 	if out, err := exec.Command(s.bin, "migrate", "--database-url", s.pgURL).CombinedOutput(); err != nil {
 		return s, fmt.Errorf("migrate: %v: %s", err, out)
 	}
-	port, err := devstack.FreePort("127.0.0.1")
-	if err != nil {
+	if port, err = devstack.FreePort("127.0.0.1"); err != nil {
 		return s, err
 	}
 	s.apiAddr = fmt.Sprintf("127.0.0.1:%d", port)
@@ -190,6 +199,18 @@ func (s *stack) killAPI() {
 		_ = syscall.Kill(-s.api.Process.Pid, syscall.SIGKILL)
 		s.api = nil
 	}
+}
+
+// restartTemporal kills the Temporal server as a crash would and starts it
+// again on the same port and database file.
+func (s *stack) restartTemporal() error {
+	s.temporal.Kill()
+	t, err := devstack.StartTemporal(context.Background(), s.temporalCfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	s.temporal = t
+	return nil
 }
 
 func (s *stack) stop() {
