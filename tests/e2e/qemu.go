@@ -59,9 +59,13 @@ func KVMUsable() bool {
 }
 
 // RequireQEMU skips the test, loudly, when the machine cannot run the VM
-// tests at all: not root (network namespaces, taps) or no QEMU.
+// tests at all (not root: network namespaces, taps; no QEMU) or when only
+// unit tests were asked for (-short).
 func RequireQEMU(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("SKIPPED in -short mode: VM end-to-end test (run without -short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: the VM end-to-end tests need root (network namespaces, tap devices); run them as root")
 	}
