@@ -7,6 +7,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -135,10 +136,13 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	start := time.Now()
 	var (
 		mu   sync.Mutex
-		last time.Time
 		errs []error
 		wg   sync.WaitGroup
 	)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("bench-ceiling-%d-%d", runID, i)
+	}
 	jobs := make(chan int)
 	for range clients {
 		wg.Add(1)
@@ -146,33 +150,14 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 			defer wg.Done()
 			for i := range jobs {
 				t0 := time.Now()
-				run, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-					ID: fmt.Sprintf("bench-ceiling-%d-%d", runID, i), TaskQueue: ceilingQueue,
-				}, ceilingWorkflow, kinds)
+				_, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: ceilingQueue}, ceilingWorkflow, kinds)
 				took := time.Since(t0)
-				if err == nil {
-					mu.Lock()
-					res.Starts = append(res.Starts, took)
-					mu.Unlock()
-					// Waiting is a long poll: it does not hold a client slot
-					// from starting the next workflow.
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						err := run.Get(ctx, nil)
-						mu.Lock()
-						defer mu.Unlock()
-						if err != nil {
-							errs = append(errs, err)
-							return
-						}
-						res.Completed++
-						last = time.Now()
-					}()
-					continue
-				}
 				mu.Lock()
-				errs = append(errs, err)
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					res.Starts = append(res.Starts, took)
+				}
 				mu.Unlock()
 			}
 		}()
@@ -185,25 +170,44 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	}
 	close(jobs)
 	wg.Wait()
+	if len(errs) > 0 {
+		return res, fmt.Errorf("%d of %d ceiling workflows not started, first: %w", len(errs), n, errs[0])
+	}
+	// Wait as the deploys are waited for: one cheap query every poll
+	// interval, not a long poll per workflow, which would load the server
+	// the deploys do not have.
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", ceilingWorkflow)
+	for {
+		resp, err := st.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			return res, fmt.Errorf("count running ceiling workflows: %w", err)
+		}
+		if resp.GetCount() == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("ceiling workflows still running: %w", ctx.Err())
+		case <-time.After(DefaultPollInterval):
+		}
+	}
 	// The end is the last workflow's close time on the server, as for
-	// ironflow's deploys: the client's long poll adds its own delay.
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("bench-ceiling-%d-%d", runID, i)
+	// ironflow's deploys.
+	last, completed, err := closeInfo(context.Background(), st, ids)
+	if err != nil {
+		return res, err
 	}
-	if closed, err := lastClose(context.Background(), st, ids); err == nil && !closed.IsZero() {
-		last = closed
-	}
+	res.Completed = completed
 	res.Wall = last.Sub(start)
 	if res.Completed > 0 && res.Wall > 0 {
 		res.Rate = float64(res.Completed) / res.Wall.Seconds()
 		res.TemporalCPU = (procCPU(st.temporalPID) - before) / time.Duration(res.Completed)
 	}
-	if mix, err := readMix(context.Background(), st.tc, fmt.Sprintf("bench-ceiling-%d-0", runID)); err == nil {
+	if mix, err := readMix(context.Background(), st.tc, ids[0]); err == nil {
 		res.Events = mix.Events
 	}
-	if len(errs) > 0 {
-		return res, fmt.Errorf("%d of %d ceiling workflows failed, first: %w", len(errs), n, errs[0])
+	if completed < n {
+		return res, fmt.Errorf("%d of %d ceiling workflows did not complete", n-completed, n)
 	}
 	return res, nil
 }
@@ -217,13 +221,15 @@ func mixOf(kinds []string) string {
 // describeWorkers bound the DescribeWorkflowExecution calls in flight.
 const describeWorkers = 16
 
-// lastClose is the latest close time among the workflows' latest runs.
-func lastClose(ctx context.Context, st *stack, ids []string) (time.Time, error) {
+// closeInfo is the latest close time among the workflows' latest runs and
+// how many of them completed.
+func closeInfo(ctx context.Context, st *stack, ids []string) (time.Time, int, error) {
 	var (
-		mu    sync.Mutex
-		last  time.Time
-		first error
-		wg    sync.WaitGroup
+		mu        sync.Mutex
+		last      time.Time
+		completed int
+		first     error
+		wg        sync.WaitGroup
 	)
 	jobs := make(chan string)
 	for range describeWorkers {
@@ -237,8 +243,14 @@ func lastClose(ctx context.Context, st *stack, ids []string) (time.Time, error) 
 					if first == nil {
 						first = fmt.Errorf("describe %s: %w", id, err)
 					}
-				} else if ct := d.GetWorkflowExecutionInfo().GetCloseTime(); ct != nil && ct.AsTime().After(last) {
-					last = ct.AsTime()
+				} else {
+					info := d.GetWorkflowExecutionInfo()
+					if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+						completed++
+					}
+					if ct := info.GetCloseTime(); ct != nil && ct.AsTime().After(last) {
+						last = ct.AsTime()
+					}
 				}
 				mu.Unlock()
 			}
@@ -249,5 +261,5 @@ func lastClose(ctx context.Context, st *stack, ids []string) (time.Time, error) 
 	}
 	close(jobs)
 	wg.Wait()
-	return last, first
+	return last, completed, first
 }

@@ -74,11 +74,38 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	if err := st.restart(ctx); err != nil {
 		return nil, err
 	}
-	nodes, err := enrollNodes(ctx, st, n, mode, cfg.clients)
+	// One more node than measured: the pilot deploys alone first, so that
+	// its history gives the ceiling's activity mix before the run.
+	all, err := enrollNodes(ctx, st, n+1, mode, cfg.clients)
 	if err != nil {
 		return nil, err
 	}
+	pilot, nodes := all[:1], all[1:]
 	log.Info("nodes available", "part", mode.part, "nodes", n)
+	var agents *agentBooter
+	if mode.img != nil {
+		agents = &agentBooter{st: st, interval: cfg.agentHeartbeat}
+		defer agents.stopAll()
+	}
+	if err := deployAll(ctx, st, pilot, cfg, agents); err != nil {
+		return nil, fmt.Errorf("pilot deploy: %w", err)
+	}
+	if pilot[0].state != workflows.StateActive {
+		return nil, fmt.Errorf("pilot deploy ended %q: %s", pilot[0].state, pilot[0].lastError)
+	}
+	pilotMix, err := readMix(ctx, st.tc, workflows.WorkflowID(pilot[0].uuid))
+	if err != nil {
+		return nil, err
+	}
+	kinds := pilotMix.Kinds
+	// The ceiling runs before and after ironflow's deploys: the machine is
+	// shared and the server's state moves, so the better of the two is the
+	// baseline (the harder one for ironflow to reach).
+	log.Info("ceiling starting", "part", mode.part, "workflows", n, "mix", mixOf(kinds))
+	ceilBefore, ceilErr := runCeiling(ctx, st, n, cfg.clients, kinds, ceilingTimeout)
+	if ceilErr != nil {
+		return nil, ceilErr
+	}
 
 	var prof *profiler
 	if cfg.profile && mode.part == "control" {
@@ -86,32 +113,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	}
 	before := st.usage()
 	start := time.Now()
-	errs := forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
-		bn.requested = time.Now()
-		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": "active"}, nil)
-		bn.accepted = time.Since(bn.requested)
-		return err
-	})
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%d deploy requests refused, first: %w", len(errs), errs[0])
-	}
-	log.Info("deploy requests accepted", "part", mode.part, "took", time.Since(start).Round(time.Millisecond))
-	var agents agentBooter
-	if mode.img != nil {
-		agents = agentBooter{st: st, interval: cfg.agentHeartbeat}
-		defer agents.stopAll()
-	}
-	poll := DefaultPollInterval
-	if mode.img != nil {
-		poll = agentPollInterval
-	}
-	waitErr := waitStates(ctx, st, nodes, cfg.deployTimeout, poll, func(bn *benchNode) bool {
-		return bn.state == workflows.StateActive || isFailed(bn.state)
-	}, func(bn *benchNode) {
-		if mode.img != nil && bn.state == workflows.StateDeployWait {
-			agents.boot(ctx, bn)
-		}
-	})
+	waitErr := deployAll(ctx, st, nodes, cfg, agents)
 	after := st.usage()
 	if prof != nil {
 		prof.stop()
@@ -156,7 +158,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 			ids = append(ids, workflows.WorkflowID(bn.uuid))
 		}
 	}
-	if closed, err := lastClose(ctx, st, ids); err != nil {
+	if closed, _, err := closeInfo(ctx, st, ids); err != nil {
 		log.Warn("read deploy workflows' close times; the rate ends at the last active instead", "err", err)
 	} else if closed.After(last) {
 		last = closed
@@ -168,19 +170,18 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	log.Info("deploys done", "part", part, "active", active, "failed", failed, "rate", fmt.Sprintf("%.2f/s", rate))
 
 	mixes, mixErr := sampleHistories(ctx, st, nodes, DefaultHistorySample)
+	ceilAfter, ceilErr := runCeiling(ctx, st, n, cfg.clients, kinds, ceilingTimeout)
+	ceil := ceilBefore
+	if ceilAfter.Rate > ceil.Rate {
+		ceil = ceilAfter
+	}
 	var rows []Row
 	label := fmt.Sprintf("%d nodes, deploy_interface %s", n, mode.deployInterface)
-	rateRow := row(part, "deploy rate ("+label+", "+fmt.Sprint(cfg.clients)+" request goroutines; first request → last workflow closed)", rate, "nodes/s")
-	var ceil ceilingResult
-	var ceilErr error
-	if len(mixes) > 0 {
-		kinds := mixes[0].Kinds
-		log.Info("ceiling starting", "part", part, "workflows", n, "mix", mixOf(kinds))
-		ceil, ceilErr = runCeiling(ctx, st, n, cfg.clients, kinds, ceilingTimeout)
-		rateRow = rateRow.vs("bare workflows, same mix ("+mixOf(kinds)+"), same server", ceil.Rate)
-		if mode.img != nil {
-			rateRow = rateRow.note(fmt.Sprintf("the ceiling has no agent, no image download, no callback wait and none of the %.0f heartbeat signals per deploy", meanSignals(mixes)))
-		}
+	rateRow := row(part, "deploy rate ("+label+", "+fmt.Sprint(cfg.clients)+" request goroutines; first request → last workflow closed)", rate, "nodes/s").
+		vs("bare workflows, same mix ("+mixOf(kinds)+"), same server, best of before/after", ceil.Rate).
+		note(fmt.Sprintf("ceiling before %.1f/s, after %.1f/s", ceilBefore.Rate, ceilAfter.Rate))
+	if mode.img != nil {
+		rateRow = rateRow.note(rateRow.Note + fmt.Sprintf("; the ceiling has no agent, no image download, no callback wait and none of the %.0f heartbeat signals per deploy", meanSignals(mixes)))
 	}
 	if failed > 0 {
 		rateRow = rateRow.note(strings.TrimSpace(rateRow.Note + fmt.Sprintf(" %d of %d nodes not active (first: %s)", failed, n, firstFailure)))
@@ -533,3 +534,29 @@ func newImageServer(size int) (*imageServer, error) {
 }
 
 func (s *imageServer) Close() { _ = s.srv.Close() }
+
+// deployAll asks for every node's deploy through the API with a pool of
+// clients and polls until each is active or failed; with agents, it boots a
+// simulated agent for each node that waits for its call-back.
+func deployAll(ctx context.Context, st *stack, nodes []*benchNode, cfg config, agents *agentBooter) error {
+	errs := forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
+		bn.requested = time.Now()
+		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": "active"}, nil)
+		bn.accepted = time.Since(bn.requested)
+		return err
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("%d deploy requests refused, first: %w", len(errs), errs[0])
+	}
+	poll := DefaultPollInterval
+	if agents != nil {
+		poll = agentPollInterval
+	}
+	return waitStates(ctx, st, nodes, cfg.deployTimeout, poll, func(bn *benchNode) bool {
+		return bn.state == workflows.StateActive || isFailed(bn.state)
+	}, func(bn *benchNode) {
+		if agents != nil && bn.state == workflows.StateDeployWait {
+			agents.boot(ctx, bn)
+		}
+	})
+}
