@@ -76,12 +76,15 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		if err != nil {
 			return rows, err
 		}
+		apiCPU := func() time.Duration { return procCPU(st.api.Process.Pid) }
+		cpu0 := apiCPU()
 		list, err := latencies(ctx, hc, cfg.apiRequests, func(int) (string, string, any) {
 			return http.MethodGet, fmt.Sprintf("%s/v1/nodes?detail=true&limit=%d", st.apiURL, apiPageLimit), nil
 		})
 		if err != nil {
 			return rows, err
 		}
+		listCPU := (apiCPU() - cpu0) / time.Duration(cfg.apiRequests)
 		show, err := latencies(ctx, hc, cfg.apiRequests, func(i int) (string, string, any) {
 			return http.MethodGet, st.apiURL + "/v1/nodes/" + uuids[rand.IntN(len(uuids))], nil
 		})
@@ -90,7 +93,8 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		}
 		tp50, tp99 := ms(percentile(trivialLat, 50)), ms(percentile(trivialLat, 99))
 		rows = append(rows,
-			row("api", fmt.Sprintf("GET /v1/nodes?detail=true&limit=%d p50 (%s)", apiPageLimit, label), ms(percentile(list, 50)), "ms").vs("trivial handler p50", tp50),
+			row("api", fmt.Sprintf("GET /v1/nodes?detail=true&limit=%d p50 (%s)", apiPageLimit, label), ms(percentile(list, 50)), "ms").vs("trivial handler p50", tp50).
+				note(fmt.Sprintf("api CPU %.1f ms per request", ms(listCPU))),
 			row("api", fmt.Sprintf("GET /v1/nodes?detail=true&limit=%d p99 (%s)", apiPageLimit, label), ms(percentile(list, 99)), "ms").vs("trivial handler p99", tp99),
 			row("api", fmt.Sprintf("GET /v1/nodes/{uuid} p50 (%s)", label), ms(percentile(show, 50)), "ms").vs("trivial handler p50", tp50),
 			row("api", fmt.Sprintf("GET /v1/nodes/{uuid} p99 (%s)", label), ms(percentile(show, 99)), "ms").vs("trivial handler p99", tp99),
@@ -100,12 +104,15 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		if err != nil {
 			return rows, err
 		}
+		cpu0 = apiCPU()
 		lookups, lookupErrs, err := throughput(ctx, hc, cfg.apiClients, cfg.apiDuration, func(i int) (string, string, any) {
 			return http.MethodGet, st.apiURL + "/v1/lookup?addresses=" + ramdisk[i%len(ramdisk)].mac, nil
 		})
 		if err != nil {
 			return rows, err
 		}
+		lookupCPU := perRequest(apiCPU()-cpu0, lookups, cfg.apiDuration)
+		cpu0 = apiCPU()
 		heartbeats, hbErrs, err := throughput(ctx, hc, cfg.apiClients, cfg.apiDuration, func(i int) (string, string, any) {
 			n := ramdisk[i%len(ramdisk)]
 			return http.MethodPost, st.apiURL + "/v1/heartbeat/" + n.uuid, map[string]any{
@@ -115,13 +122,15 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		if err != nil {
 			return rows, err
 		}
+		heartbeatCPU := perRequest(apiCPU()-cpu0, heartbeats, cfg.apiDuration)
 		clients := fmt.Sprintf("%d clients, %s", cfg.apiClients, label)
-		lr := row("api", "lookups accepted ("+clients+")", lookups, "req/s").vs("trivial handler", trivialRate)
+		lr := row("api", "lookups accepted ("+clients+")", lookups, "req/s").vs("trivial handler", trivialRate).
+			note(fmt.Sprintf("api CPU %.2f ms per request", ms(lookupCPU)))
 		if lookupErrs > 0 {
-			lr = lr.note(fmt.Sprintf("%d refused", lookupErrs))
+			lr = lr.note(fmt.Sprintf("%s; %d refused", lr.Note, lookupErrs))
 		}
 		hr := row("api", "heartbeats accepted, 202 ("+clients+")", heartbeats, "req/s").vs("trivial handler", trivialRate).
-			note("node in wait call-back without a workflow: a store write and a Temporal signal that finds no workflow")
+			note(fmt.Sprintf("api CPU %.2f ms per request; node in wait call-back without a workflow: a store write and a Temporal signal that finds no workflow", ms(heartbeatCPU)))
 		if hbErrs > 0 {
 			hr = hr.note(fmt.Sprintf("%s; %d refused", hr.Note, hbErrs))
 		}
@@ -314,3 +323,12 @@ func startTrivialServer() (*trivialServer, error) {
 }
 
 func (s *trivialServer) Close() { _ = s.srv.Close() }
+
+// perRequest divides CPU time by the requests a rate over d stands for.
+func perRequest(cpu time.Duration, rate float64, d time.Duration) time.Duration {
+	n := rate * d.Seconds()
+	if n < 1 {
+		return 0
+	}
+	return time.Duration(float64(cpu) / n)
+}
