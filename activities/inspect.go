@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -155,4 +156,28 @@ func number(v any) (float64, bool) {
 		return f, err == nil
 	}
 	return 0, false
+}
+
+// InspectOutOfBand asks the node's BMC what the machine is (Redfish
+// inspection) and stores it as the node's inventory; nothing boots.
+func (a *Activities) InspectOutOfBand(ctx context.Context, node workflows.NodeInfo) error {
+	d, err := a.driver(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	insp, ok := d.(bmc.Inspector)
+	if !ok {
+		return bmcErr(fmt.Errorf("%w: the %s driver cannot inspect out-of-band: use inspect_interface agent", bmc.ErrUnsupported, node.Driver), "inspect node %s", node.UUID)
+	}
+	inv, err := insp.Inspect(ctx)
+	if err != nil {
+		return bmcErr(err, "inspect node %s through its BMC", node.UUID)
+	}
+	m, err := toMap(inv)
+	if err != nil {
+		return fmt.Errorf("inventory of node %s: %w", node.UUID, err)
+	}
+	return storeErr(a.Store.PutInventory(ctx, &store.Inventory{NodeUUID: node.UUID, Inventory: m, PluginData: map[string]any{"source": "redfish"}}),
+		"store inventory of node %s", node.UUID)
 }

@@ -83,7 +83,7 @@ var hardwareTypes = map[string]*hardwareType{
 		name: "fake-hardware",
 		interfaces: map[string]ifaceChoice{
 			"bios": {"fake", "no-bios"}, "boot": {"fake", "ipxe", "pxe"}, "console": {"fake", "no-console"},
-			"deploy": {"fake", "direct", "ramdisk"}, "firmware": {"fake", "no-firmware"},
+			"deploy": {"fake", "direct", "ramdisk", "anaconda"}, "firmware": {"fake", "no-firmware"},
 			"inspect": {"fake", "agent", "no-inspect"}, "management": {"fake", "noop"},
 			"network": {"noop", "flat"}, "power": {"fake"}, "raid": {"fake", "agent", "no-raid"},
 			"rescue": {"fake", "agent", "no-rescue"}, "storage": {"noop"}, "vendor": {"fake", "no-vendor"},

@@ -221,12 +221,24 @@ func (s *server) provision(c *gin.Context) {
 			return
 		}
 	}
-	err = s.eng.StartProvision(ctx, workflows.ProvisionRequest{
+	req := workflows.ProvisionRequest{
 		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
 		ConfigDrive: configDrive, DeploySteps: deploySteps, CleanSteps: cleanSteps,
 		DisableRamdisk: disableRamdisk, ConductorGroup: n.ConductorGroup,
 		RequestedAt: time.Now().UTC(),
-	})
+	}
+	// As Ironic's node_locked_retry_attempts: a workflow that has just
+	// recorded the node's stable state may still be finishing.
+	for attempt := 1; ; attempt++ {
+		err = s.eng.StartProvision(ctx, req)
+		if !errors.Is(err, ErrNodeLocked) || attempt >= nodeLockedRetryAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(nodeLockedRetryInterval):
+		}
+	}
 	if errors.Is(err, ErrNodeLocked) {
 		s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
 		return
@@ -362,6 +374,12 @@ func (s *server) restorePowerTarget(c *gin.Context, uuid, ours string, previous 
 		s.log.Warn("clear target power state", "node", uuid, "err", err)
 	}
 }
+
+// Ironic's [conductor]node_locked_retry_attempts and _interval.
+const (
+	nodeLockedRetryAttempts = 3
+	nodeLockedRetryInterval = time.Second
+)
 
 // abortWaitTimeout bounds how long a verb waits for a failed workflow to
 // end after abort.

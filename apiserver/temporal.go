@@ -118,3 +118,13 @@ func unwrapWorkflowError(err error) error {
 
 // ErrNotImplemented: a verb ironflow does not run yet.
 var ErrNotImplemented = errors.New("not implemented")
+
+// WorkflowTypes lists every workflow type the API starts, so that the
+// worker's registration can be checked against it.
+func WorkflowTypes() []string {
+	out := []string{"SetPowerState", "ChangeBootDevice"}
+	for _, wf := range workflowFor {
+		out = append(out, wf)
+	}
+	return out
+}

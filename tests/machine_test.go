@@ -63,7 +63,7 @@ func (m *simMachine) run(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if n.ProvisionState != "wait call-back" && n.ProvisionState != "clean wait" {
+		if n.ProvisionState != "wait call-back" && n.ProvisionState != "clean wait" && n.ProvisionState != "inspect wait" {
 			continue
 		}
 		if cur := m.current(); cur != nil && cur.PoweredOn() {

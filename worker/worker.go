@@ -41,6 +41,7 @@ func Workflows() map[string]any {
 		"UndeployNode":                    workflows.UndeployNode,
 		"SetPowerState":                   workflows.SetPowerState,
 		"ChangeBootDevice":                workflows.ChangeBootDevice,
+		"InspectNode":                     workflows.InspectNode,
 		workflows.WorkflowSyncPowerStates: workflows.SyncPowerStates,
 	}
 }
@@ -65,6 +66,7 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActApplyInventory:    a.ApplyInventory,
 		workflows.ActRecordInspection:  a.RecordInspection,
 		workflows.ActCollectInventory:  a.CollectInventory,
+		workflows.ActInspectOutOfBand:  a.InspectOutOfBand,
 	}
 }
 

@@ -97,7 +97,7 @@ func (r *run) deployStep(s Step) error {
 	case s.Interface == "deploy" && s.Step == "tear_down_agent":
 		return r.step(s.Name(), func() error {
 			// The agent syncs and powers off; the BMC makes sure.
-			if err := r.hardware(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
+			if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
 				workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
 			}
 			return r.power("power off")

@@ -103,6 +103,11 @@ func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.enter(StateInspecting, StateManageable, "Inspection started"); err != nil {
 		return err
 	}
+	switch r.node.InspectInterface {
+	case "fake", "no-inspect":
+		// Nothing to learn (fake-hardware): Ironic's fake inspection.
+		return r.record(RecordStateInput{To: StateManageable, Event: "Inspection finished (" + r.node.InspectInterface + ")"})
+	}
 	if r.node.InspectInterface == "redfish" {
 		if err := r.step("inspect out-of-band", func() error {
 			return r.hardware(ActInspectOutOfBand, r.node, nil)
@@ -148,14 +153,14 @@ func (r *run) inspectInBand() error {
 	if !reported {
 		// The agent heartbeats but did not post its inventory: ask it.
 		if err := r.step("collect inventory", func() error {
-			return r.hardware(ActCollectInventory, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil)
+			return r.agentCall(ActCollectInventory, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil)
 		}); err != nil {
 			return err
 		}
 	}
 	return r.step("power off", func() error {
 		if r.agent != "" {
-			if err := r.hardware(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
+			if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
 				workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
 			}
 		}

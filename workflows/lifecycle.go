@@ -106,7 +106,7 @@ func (r *run) clean(target string) error {
 	}
 	var offered []Step
 	if err := r.step("get clean steps", func() error {
-		return r.hardware(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: "clean"}, &offered)
+		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: "clean"}, &offered)
 	}); err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (r *run) clean(target string) error {
 		}
 	}
 	if err := r.step("tear down agent", func() error {
-		if err := r.hardware(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
+		if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
 			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
 		}
 		return r.power("power off")

@@ -137,6 +137,26 @@ func (r *run) hardware(name string, in, out any) error {
 	return workflow.ExecuteActivity(ctx, name, in).Get(ctx, out)
 }
 
+// agentCall runs a short call to the node's agent as a regular activity on
+// the conductor-group queue, even for fake-hardware: an agent call changes
+// the machine (it powers off, it reports once), and a regular activity's
+// result is recorded before anything after it runs, whereas local
+// activities are run again when their workflow task has to be retried.
+func (r *run) agentCall(name string, in, out any) error {
+	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		TaskQueue:           HardwareQueue(r.node.ConductorGroup),
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        2 * time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			MaximumAttempts:        3,
+			NonRetryableErrorTypes: []string{ErrTypeAgentStepFailed, ErrTypeInvalidConfig, ErrTypeNodeGone},
+		},
+	})
+	return workflow.ExecuteActivity(ctx, name, in).Get(ctx, out)
+}
+
 // record changes the node's provision state, writes a history row and keeps
 // the ProvisionState search attribute and the status query current.
 func (r *run) record(in RecordStateInput) error {
