@@ -891,7 +891,8 @@ func (s *server) listHistory(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	detail := false
+	// `baremetal node history list --long` asks for /history/detail.
+	detail := c.Param("event") == "detail"
 	if v := c.Query("detail"); v != "" {
 		if detail, err = parseBool("detail", v); err != nil {
 			s.writeError(c, err)
@@ -921,6 +922,10 @@ func (s *server) showHistory(c *gin.Context) {
 		return
 	}
 	ev := c.Param("event")
+	if ev == "detail" {
+		s.listHistory(c)
+		return
+	}
 	if !isUUID(ev) {
 		s.writeError(c, badRequest("Expected a UUID but received %s.", ev))
 		return

@@ -70,6 +70,9 @@ func TestBaremetalCLIOnRealStack(t *testing.T) {
 	if n := getNode(t, uuid); n.ProvisionState != "available" || len(n.InstanceInfo) != 0 {
 		t.Fatalf("after undeploy: %+v", n)
 	}
+	if long := mustCLI(t, "node", "history", "list", "cli-node-0", "--long", "-f", "json"); !strings.Contains(long, "Deploy finished") {
+		t.Errorf("history list --long:\n%s", long)
+	}
 	hist := mustCLI(t, "node", "history", "list", "cli-node-0", "-f", "json")
 	for _, want := range []string{"Verified", "Deploy finished", "Undeploy finished"} {
 		if !strings.Contains(hist, want) {
