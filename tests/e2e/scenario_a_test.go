@@ -69,7 +69,7 @@ func TestE2E_A_IPMI_PXE_BIOS(t *testing.T) {
 	defer printTimeline(t, s, uuid, "deploy")
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd), "--wait", seconds(deployWait)); err != nil {
 		show, _ := s.baremetal(t, "node", "show", uuid, "-f", "json", "-c", "provision_state", "-c", "last_error", "-c", "driver_internal_info")
-		t.Fatalf("%v\nnode: %s\nironflow dev log tail:\n%s\nVM console tail:\n%s", err, show, Tail(s.dev.Log, 4000), Tail(vm.SerialLog, 3000))
+		t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, show, s.logTail(), Tail(vm.SerialLog, 3000))
 	}
 	t.Logf("deploy of e2e-a reached active %.1fs after node create", time.Since(begin).Seconds())
 

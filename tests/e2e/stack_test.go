@@ -3,20 +3,26 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/vbmc"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // Where ironflow listens inside a lab. Each lab is its own namespace, so
@@ -141,17 +147,35 @@ func linkOrCopy(src, dst string) error {
 
 // stack is `ironflow dev` running inside a lab: API, worker, PXE (DHCP on
 // the bridge, TFTP, HTTP boot), embedded PostgreSQL and Temporal.
+//
+// A split stack (startSplitStack) runs the same parts as separate
+// processes instead, so that a scenario can kill one of them.
 type stack struct {
 	lab       *Lab
 	bin       string
 	dataDir   string
 	imagesDir string
 	dev       *Process
+	// procs are every ironflow process of the stack, for log tails.
+	procs []*Process
+	// split stacks only: the worker and how to start it again.
+	worker     *Process
+	workerArgs []string
+	workerRuns int
 }
 
-// startStack runs `ironflow dev` in the lab with the agent images and the
-// test image in its images directory, and waits for the API.
-func startStack(t *testing.T, lab *Lab, extra ...string) *stack {
+// logTail is the end of every stack process's log, for failure messages.
+func (s *stack) logTail() string {
+	var b strings.Builder
+	for _, p := range s.procs {
+		fmt.Fprintf(&b, "--- %s log tail (%s):\n%s\n", p.Name, p.Log, Tail(p.Log, 3000))
+	}
+	return b.String()
+}
+
+// newStack prepares a stack's directories: a data directory and an images
+// directory with the agent kernel and initramfs and the test image.
+func newStack(t *testing.T, lab *Lab) *stack {
 	t.Helper()
 	s := &stack{lab: lab, bin: ironflowBinary(t)}
 	// PostgreSQL runs as an unprivileged user: its directory must be
@@ -183,39 +207,146 @@ func startStack(t *testing.T, lab *Lab, extra ...string) *stack {
 			t.Fatalf("stack: images dir: %v", err)
 		}
 	}
-	args := []string{s.bin, "dev",
-		"--data-dir", s.dataDir,
-		"--listen", apiListen,
+	return s
+}
+
+// bootFlags are the PXE settings of a lab: DHCP on the bridge, TFTP and
+// HTTP boot on the lab address.
+func (s *stack) bootFlags() []string {
+	return []string{
 		"--boot-listen", bootListen,
-		"--agent-api-url", "http://" + apiListen,
-		"--boot-url", "http://" + bootListen,
 		"--tftp-listen", tftpListen,
-		"--dhcp-interface", lab.Bridge,
+		"--dhcp-interface", s.lab.Bridge,
 		"--dhcp-server-address", LabAddress,
 		"--dhcp-pool", LabNetwork + "," + LabPoolFirst + "," + LabPoolLast,
 		"--images-dir", s.imagesDir,
+	}
+}
+
+// startStack runs `ironflow dev` in the lab with the agent images and the
+// test image in its images directory, and waits for the API.
+func startStack(t *testing.T, lab *Lab, extra ...string) *stack {
+	t.Helper()
+	s := newStack(t, lab)
+	args := []string{s.bin, "dev",
+		"--data-dir", s.dataDir,
+		"--listen", apiListen,
+		"--agent-api-url", "http://" + apiListen,
+		"--boot-url", "http://" + bootListen,
 		"--temporal-port", temporalPort,
 		"--temporal-ui-port", "-1",
 		"--agent-insecure",
 	}
-	args = append(args, extra...)
+	args = append(append(args, s.bootFlags()...), extra...)
 	s.dev = lab.Start("ironflow-dev", []string{"IRONFLOW_TEMPORAL_BIN=" + temporalCLI()}, args...)
+	s.procs = append(s.procs, s.dev)
+	s.waitHTTP(t, "http://"+apiListen+"/v1", s.dev)
+	t.Logf("stack: ironflow dev up: API http://%s, boot http://%s", apiListen, bootListen)
+	return s
+}
+
+// splitStackConfig holds the flags of a split stack's processes beyond the
+// lab's addresses.
+type splitStackConfig struct {
+	API, Worker []string
+}
+
+// startSplitStack runs ironflow as production does, one process per part
+// inside the lab: PostgreSQL (devstack, reached through its unix socket,
+// which crosses network namespaces), the Temporal dev server (file-backed,
+// in the lab), `ironflow migrate`, `ironflow api`, `ironflow pxe` and
+// `ironflow worker`. The worker can be killed and started again
+// (killWorker, startWorker); workflows survive it in Temporal.
+func startSplitStack(t *testing.T, lab *Lab, cfg splitStackConfig) *stack {
+	t.Helper()
+	s := newStack(t, lab)
 	ctx, cancel := context.WithTimeout(context.Background(), stackReadyTimeout)
 	defer cancel()
+	pgDir := filepath.Join(s.dataDir, "pg")
+	pg, err := devstack.StartPostgres(ctx, pgDir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("stack: PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	dbURL := fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable",
+		devstack.PostgresSuperuser, devstack.PostgresDatabase, filepath.Join(pg.DataDir(), "run"), pg.Port())
+
+	temporalAddr := "127.0.0.1:" + temporalPort
+	targs := []string{temporalCLI(), "server", "start-dev", "--ip", "127.0.0.1", "--port", temporalPort,
+		"--namespace", "default", "--headless", "--log-level", "warn",
+		"--db-filename", filepath.Join(s.dataDir, "temporal.db")}
+	for _, sa := range []string{workflows.SearchAttrNodeUUID, workflows.SearchAttrProvisionState, workflows.SearchAttrOperation} {
+		targs = append(targs, "--search-attribute", sa+"=Keyword")
+	}
+	temporal := lab.Start("temporal", nil, targs...)
+	s.procs = append(s.procs, temporal)
 	for {
-		if err := lab.Command("busybox", "wget", "-q", "-O", "/dev/null", "http://"+apiListen+"/v1").Run(); err == nil {
+		err := lab.Command(temporalCLI(), "operator", "search-attribute", "list", "--address", temporalAddr).Run()
+		if err == nil {
 			break
 		}
 		select {
-		case <-s.dev.Exited():
-			t.Fatalf("ironflow dev exited: %v\n%s", s.dev.err, Tail(s.dev.Log, 3000))
+		case <-temporal.Exited():
+			t.Fatalf("temporal exited: %v\n%s", temporal.err, s.logTail())
 		case <-ctx.Done():
-			t.Fatalf("ironflow dev: API not up within %s\n%s", stackReadyTimeout, Tail(s.dev.Log, 3000))
+			t.Fatalf("temporal not ready within %s\n%s", stackReadyTimeout, s.logTail())
 		case <-time.After(readyPollInterval):
 		}
 	}
-	t.Logf("stack: ironflow dev up: API http://%s, boot http://%s", apiListen, bootListen)
+	if out, err := lab.Command(s.bin, "migrate", "--database-url", dbURL).CombinedOutput(); err != nil {
+		t.Fatalf("stack: ironflow migrate: %v: %s", err, out)
+	}
+	api := lab.Start("ironflow-api", nil, append([]string{s.bin, "api",
+		"--listen", apiListen, "--database-url", dbURL, "--temporal-address", temporalAddr}, cfg.API...)...)
+	pxe := lab.Start("ironflow-pxe", nil, append([]string{s.bin, "pxe",
+		"--data-dir", s.dataDir, "--database-url", dbURL}, s.bootFlags()...)...)
+	s.procs = append(s.procs, api, pxe)
+	s.workerArgs = append([]string{s.bin, "worker",
+		"--database-url", dbURL, "--temporal-address", temporalAddr,
+		"--agent-api-url", "http://" + apiListen, "--boot-url", "http://" + bootListen,
+		"--agent-insecure"}, cfg.Worker...)
+	s.startWorker(t)
+	s.waitHTTP(t, "http://"+apiListen+"/v1", api)
+	s.waitHTTP(t, "http://"+bootListen+"/images/agent.kernel", pxe)
+	t.Logf("stack: ironflow api, pxe and worker up: API http://%s, boot http://%s, Temporal %s", apiListen, bootListen, temporalAddr)
 	return s
+}
+
+// startWorker starts (again) the split stack's worker, each run with its
+// own log.
+func (s *stack) startWorker(t *testing.T) {
+	t.Helper()
+	s.workerRuns++
+	s.worker = s.lab.Start(fmt.Sprintf("ironflow-worker-%d", s.workerRuns), []string{"IRONFLOW_LOG_LEVEL=debug"}, s.workerArgs...)
+	s.procs = append(s.procs, s.worker)
+}
+
+// killWorker ends the worker as a crash would: SIGKILL, no shutdown.
+func (s *stack) killWorker(t *testing.T) {
+	t.Helper()
+	_ = syscall.Kill(-s.worker.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.worker.Exited()
+	t.Logf("stack: worker (pid %d) killed with SIGKILL", s.worker.cmd.Process.Pid)
+}
+
+// waitHTTP waits until url answers inside the lab, failing the test when
+// p exits first or stackReadyTimeout passes.
+func (s *stack) waitHTTP(t *testing.T, url string, p *Process) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), stackReadyTimeout)
+	defer cancel()
+	for {
+		if err := s.lab.Command("busybox", "wget", "-q", "-O", "/dev/null", url).Run(); err == nil {
+			return
+		}
+		select {
+		case <-p.Exited():
+			t.Fatalf("%s exited: %v\n%s", p.Name, p.err, s.logTail())
+		case <-ctx.Done():
+			t.Fatalf("%s: %s does not answer within %s\n%s", p.Name, url, stackReadyTimeout, s.logTail())
+		case <-time.After(readyPollInterval):
+		}
+	}
 }
 
 func (s *stack) imageURL(name string) string { return "http://" + bootListen + "/images/" + name }
@@ -257,7 +388,7 @@ func (s *stack) mustCLI(t *testing.T, args ...string) string {
 	t.Helper()
 	out, err := s.baremetal(t, args...)
 	if err != nil {
-		t.Fatalf("%v\nironflow dev log tail:\n%s", err, Tail(s.dev.Log, 4000))
+		t.Fatalf("%v\n%s", err, s.logTail())
 	}
 	return out
 }
@@ -311,11 +442,9 @@ func printNodeHistory(t *testing.T, s *stack, uuid string) {
 // and signal happened and how long activities took, so slow phases show.
 func printTimeline(t *testing.T, s *stack, uuid, what string) {
 	t.Helper()
-	cmd := s.lab.Command(temporalCLI(), "workflow", "show", "--workflow-id", "node-"+uuid,
-		"--address", "127.0.0.1:"+temporalPort, "--output", "json")
-	out, err := cmd.Output()
+	out, err := workflowHistory(s, uuid)
 	if err != nil {
-		t.Logf("temporal workflow show node-%s: %v", uuid, err)
+		t.Log(err)
 		return
 	}
 	lines, err := timeline(out)
@@ -324,6 +453,50 @@ func printTimeline(t *testing.T, s *stack, uuid, what string) {
 		return
 	}
 	t.Logf("timeline of %s, workflow node-%s (offsets from its start):\n%s", what, uuid, strings.Join(lines, "\n"))
+}
+
+// workflowHistory is the latest node-<uuid> workflow's history as
+// `temporal workflow show -o json` prints it.
+func workflowHistory(s *stack, uuid string) ([]byte, error) {
+	cmd := s.lab.Command(temporalCLI(), "workflow", "show", "--workflow-id", "node-"+uuid,
+		"--address", "127.0.0.1:"+temporalPort, "--output", "json")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("temporal workflow show node-%s: %w", uuid, err)
+	}
+	return out, nil
+}
+
+// powerActions lists the power actions the workflow asked of the BMC
+// (SetPower activities, by their input's action), in order.
+func powerActions(raw []byte) ([]string, error) {
+	var h struct {
+		Events []struct {
+			Scheduled *struct {
+				ActivityType struct{ Name string } `json:"activityType"`
+				Input        struct {
+					Payloads []struct {
+						Data []byte `json:"data"`
+					} `json:"payloads"`
+				} `json:"input"`
+			} `json:"activityTaskScheduledEventAttributes"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("decode history: %w", err)
+	}
+	var actions []string
+	for _, e := range h.Events {
+		if e.Scheduled == nil || e.Scheduled.ActivityType.Name != "SetPower" {
+			continue
+		}
+		var in workflows.PowerInput
+		if len(e.Scheduled.Input.Payloads) == 0 || json.Unmarshal(e.Scheduled.Input.Payloads[0].Data, &in) != nil {
+			return nil, errors.New("a SetPower activity without a readable input")
+		}
+		actions = append(actions, in.Action)
+	}
+	return actions, nil
 }
 
 // historyEvent is the part of a Temporal history event (protojson, as
@@ -435,4 +608,122 @@ func timeline(raw []byte) ([]string, error) {
 	}
 	lines = append(lines, fmt.Sprintf("%d history events", len(h.Events)))
 	return lines, nil
+}
+
+// redfishListen is where `ironflow vbmc serve` answers inside a lab.
+const redfishListen = "127.0.0.1:8000"
+
+// vbmcServer is `ironflow vbmc serve` running in a lab: a Redfish BMC for
+// each of its VMs, whose power on starts QEMU with the VM's definition.
+type vbmcServer struct {
+	proc     *Process
+	password string
+	stateDir string
+}
+
+// startVBMC serves Redfish for vms inside the lab. Virtual media may be
+// downloaded from the lab network, where ironflow's boot service is.
+func startVBMC(t *testing.T, s *stack, vms ...*LabVM) *vbmcServer {
+	t.Helper()
+	accel := vbmc.AccelTCG
+	if Accel() == AccelKVM {
+		accel = vbmc.AccelKVM
+	}
+	var pw [8]byte
+	_, _ = rand.Read(pw[:])
+	v := &vbmcServer{password: hex.EncodeToString(pw[:]), stateDir: filepath.Join(s.lab.Dir, "vbmc-redfish")}
+	cfg := vbmc.Config{
+		StateDir:      v.stateDir,
+		Username:      "admin",
+		Password:      v.password,
+		MediaNetworks: []string{LabNetwork},
+		Accel:         accel,
+	}
+	for _, vm := range vms {
+		cfg.VMs = append(cfg.VMs, vbmc.VM{
+			Name: vm.Name, MAC: vm.MAC, Disk: vm.Disk, DiskSize: vmDiskSize, MemoryMB: AgentMemoryMB,
+			Firmware: vm.Firmware, Netdev: "tap:" + vm.Tap, SerialLog: vm.SerialLog,
+		})
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(s.lab.Dir, "vbmc-redfish.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v.proc = s.lab.Start("vbmc-redfish", nil, s.bin, "vbmc", "serve", "--config", path, "--listen", redfishListen)
+	s.procs = append(s.procs, v.proc)
+	s.waitHTTP(t, "http://"+redfishListen+"/redfish/v1", v.proc)
+	return v
+}
+
+// createRedfishNode enrolls vm behind the vbmc with the baremetal CLI and
+// returns its UUID; extra are more `node create` arguments.
+func (s *stack) createRedfishNode(t *testing.T, v *vbmcServer, vm *LabVM, bootInterface string, extra ...string) string {
+	t.Helper()
+	args := []string{"node", "create", "--name", vm.Name, "--driver", "redfish",
+		"--deploy-interface", "direct", "--boot-interface", bootInterface,
+		"--driver-info", "redfish_address=http://" + redfishListen,
+		"--driver-info", "redfish_system_id=/redfish/v1/Systems/" + vm.Name,
+		"--driver-info", "redfish_username=admin",
+		"--driver-info", "redfish_password=" + v.password,
+		"--property", "capabilities=boot_mode:" + vm.Firmware,
+		"-f", "value", "-c", "uuid"}
+	uuid := strings.TrimSpace(s.mustCLI(t, append(args, extra...)...))
+	t.Logf("node %s is %s", vm.Name, uuid)
+	s.mustCLI(t, "port", "create", vm.MAC, "--node", uuid)
+	return uuid
+}
+
+// deploy runs `baremetal node deploy --wait` with a config drive naming
+// the host, and fails the test with the node, the logs and the console
+// when it does not reach active.
+func (s *stack) deploy(t *testing.T, uuid string, vm *LabVM, hostname, pubKey string) {
+	t.Helper()
+	cd, err := json.Marshal(map[string]any{"meta_data": map[string]any{
+		"hostname": hostname, "public_keys": map[string]string{"0": pubKey}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd), "--wait", seconds(deployWait)); err != nil {
+		t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), Tail(vm.SerialLog, 3000))
+	}
+}
+
+// nodeShow is the node's state fields as JSON, for messages.
+func (s *stack) nodeShow(t *testing.T, uuid string) string {
+	t.Helper()
+	out, err := s.baremetal(t, "node", "show", uuid, "-f", "json", "-c", "provision_state", "-c", "target_provision_state",
+		"-c", "power_state", "-c", "last_error", "-c", "driver_internal_info")
+	if err != nil {
+		return err.Error()
+	}
+	return out
+}
+
+// nodeFields reads fields of the node through the CLI.
+func (s *stack) nodeFields(t *testing.T, uuid string) map[string]any {
+	t.Helper()
+	out := s.mustCLI(t, "node", "show", uuid, "-f", "json")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("node show %s: %v: %s", uuid, err, out)
+	}
+	return m
+}
+
+// waitBootedFromDisk waits for the test image's markers on the VM's
+// console: booted from disk with the firmware, the config drive's host.
+func waitBootedFromDisk(t *testing.T, vm *LabVM, hostname, pubKey string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
+	defer cancel()
+	if _, err := WaitSerial(ctx, vm.SerialLog, "IRONFLOW-E2E hostname="+hostname+" key="+pubKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := findLine(vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware="+vm.Firmware); !ok {
+		t.Errorf("VM %s: no booted-from-disk firmware=%s marker on the console", vm.Name, vm.Firmware)
+	}
 }

@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestE2E_BC_Redfish_VirtualMedia_UEFI is scenario B then C on one OVMF VM
+// behind `ironflow vbmc serve` (Redfish):
+//
+// B: deploy with boot interface redfish-virtual-media: ironflow builds the
+// agent ISO, the BMC downloads it from ironflow's boot service and inserts
+// it, the agent boots from the virtual CD, writes the image and the config
+// drive and adds a UEFI boot entry; the VM then boots from disk.
+//
+// C: undeploy with automated cleaning: the agent erases the disk's
+// metadata, and the disk file no longer has a partition table.
+func TestE2E_BC_Redfish_VirtualMedia_UEFI(t *testing.T) {
+	RequireQEMU(t)
+	lab := NewLab(t)
+	s := startStack(t, lab, "--automated-clean=true")
+	_, sum, err := BuildTestImage(DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := lab.AddVM("node-b", "52:54:00:e2:0b:01", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-b", "disk.raw"))
+	bmc := startVBMC(t, s, vm)
+
+	// Scenario B. Cleaning on provide is off for this node until C: the
+	// disk is blank, and C cleans the written one.
+	begin := time.Now()
+	uuid := s.createRedfishNode(t, bmc, vm, "redfish-virtual-media", "--no-automated-clean")
+	defer printNodeHistory(t, s, uuid)
+	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
+	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
+	s.mustCLI(t, "node", "set", uuid,
+		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
+		"--instance-info", "image_os_hash_algo=sha256",
+		"--instance-info", "image_os_hash_value="+sum)
+	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2EscenarioB e2e"
+	s.deploy(t, uuid, vm, "e2e-b", pubKey)
+	printTimeline(t, s, uuid, "deploy over virtual media")
+	t.Logf("B: node-b active %.1fs after node create", time.Since(begin).Seconds())
+
+	// The agent came from the ISO ironflow built, inserted through the BMC.
+	if _, ok := findLine(bmc.proc.Log, "virtual media inserted"); !ok {
+		t.Errorf("B: the vbmc log shows no virtual media insertion:\n%s", Tail(bmc.proc.Log, 3000))
+	}
+	if line, ok := findLine(bmc.proc.Log, "/iso/"+uuid+".iso"); !ok {
+		t.Errorf("B: the inserted media is not ironflow's agent ISO /iso/%s.iso:\n%s", uuid, Tail(bmc.proc.Log, 3000))
+	} else {
+		t.Logf("B: %s", line)
+	}
+	waitBootedFromDisk(t, vm, "e2e-b", pubKey)
+	// OVMF names the entry it boots; the agent's is "ironflow <disk>".
+	if line, ok := findLine(vm.SerialLog, `"ironflow vda"`); ok {
+		if i := strings.Index(line, "BdsDxe"); i >= 0 {
+			line = line[i:] // after the firmware's screen control sequences
+		}
+		t.Logf("B: firmware used the agent's UEFI boot entry: %s", line)
+	} else {
+		t.Errorf("B: OVMF did not boot the UEFI entry the agent wrote (\"ironflow vda\"); console tail:\n%s", Tail(vm.SerialLog, 3000))
+	}
+	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" || f["power_state"] != "power on" {
+		t.Errorf("B: node is %v / %v, want active / power on", f["provision_state"], f["power_state"])
+	}
+	t.Logf("B: booted from disk %.1fs after node create", time.Since(begin).Seconds())
+
+	// Scenario C.
+	if !hasPartitionTable(t, vm.Disk) {
+		t.Fatalf("C: the deployed disk %s has no partition table to erase", vm.Disk)
+	}
+	begin = time.Now()
+	s.mustCLI(t, "node", "set", uuid, "--automated-clean")
+	if _, err := s.baremetal(t, "node", "undeploy", uuid, "--wait", seconds(provideWait)); err != nil {
+		t.Fatalf("C: %v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), Tail(vm.SerialLog, 3000))
+	}
+	printTimeline(t, s, uuid, "undeploy with cleaning")
+	t.Logf("C: node-b available %.1fs after undeploy", time.Since(begin).Seconds())
+	hist := s.mustCLI(t, "node", "history", "list", uuid, "-f", "value", "-c", "Description of the event")
+	if !strings.Contains(hist, "Agent called back") || !strings.Contains(strings.ToLower(hist), "clean") {
+		t.Errorf("C: the node history shows no cleaning through the agent:\n%s", hist)
+	}
+	if f := s.nodeFields(t, uuid); f["provision_state"] != "available" || f["power_state"] != "power off" {
+		t.Errorf("C: node is %v / %v, want available / power off", f["provision_state"], f["power_state"])
+	}
+	if hasPartitionTable(t, vm.Disk) {
+		t.Errorf("C: the disk %s still has a partition table after cleaning", vm.Disk)
+	}
+}
+
+// hasPartitionTable reads the disk file: an MBR ends its first sector with
+// 55 AA, a GPT header starts LBA 1 with "EFI PART".
+func hasPartitionTable(t *testing.T, disk string) bool {
+	t.Helper()
+	f, err := os.Open(disk)
+	if err != nil {
+		t.Fatalf("open disk %s: %v", disk, err)
+	}
+	defer f.Close()
+	b := make([]byte, 1024)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		t.Fatalf("read disk %s: %v", disk, err)
+	}
+	mbr := b[510] == 0x55 && b[511] == 0xaa
+	gpt := bytes.Equal(b[512:520], []byte("EFI PART"))
+	t.Logf("disk %s: MBR signature %v, GPT header %v", disk, mbr, gpt)
+	return mbr || gpt
+}
