@@ -170,13 +170,17 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, "agent_secret_token", "agent_secret_token_pregenerated", "agent_url", "agent_verify_ca"); err != nil {
 		return storeErr(err, "wipe agent token of node %s", node.UUID)
 	}
-	err := a.Store.PutBootConfig(ctx, &store.BootConfig{
+	kernel, initrd, err := a.agentImages(ctx, node.UUID)
+	if err != nil {
+		return err
+	}
+	err = a.Store.PutBootConfig(ctx, &store.BootConfig{
 		NodeUUID:     node.UUID,
 		MACs:         node.MACs,
 		BootMode:     node.BootMode,
 		Method:       "pxe",
-		KernelURL:    a.Config.AgentKernelURL,
-		InitrdURL:    a.Config.AgentInitrdURL,
+		KernelURL:    kernel,
+		InitrdURL:    initrd,
 		KernelParams: a.agentKernelParams(node.UUID),
 		Kind:         "agent",
 	})
@@ -288,4 +292,23 @@ func (a *Activities) prepareRamdisk(ctx context.Context, node workflows.NodeInfo
 
 func invalidConfig(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), workflows.ErrTypeInvalidConfig, nil)
+}
+
+// agentImages are the agent kernel and ramdisk URLs for a node: Ironic's
+// driver_info deploy_kernel and deploy_ramdisk when set, else the boot
+// service's own agent.
+func (a *Activities) agentImages(ctx context.Context, nodeUUID string) (string, string, error) {
+	n, err := a.Store.GetNode(ctx, nodeUUID)
+	if err != nil {
+		return "", "", storeErr(err, "load node %s", nodeUUID)
+	}
+	k, _ := n.DriverInfo["deploy_kernel"].(string)
+	r, _ := n.DriverInfo["deploy_ramdisk"].(string)
+	switch {
+	case k != "" && r != "":
+		return k, r, nil
+	case k != "" || r != "":
+		return "", "", invalidConfig("node %s: driver_info deploy_kernel and deploy_ramdisk go together: set both or neither", nodeUUID)
+	}
+	return a.Config.AgentKernelURL, a.Config.AgentInitrdURL, nil
 }

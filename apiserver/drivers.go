@@ -206,10 +206,12 @@ func validateNode(n *store.Node) map[string]map[string]any {
 		out["management"] = ok()
 	}
 
-	// boot: network boot needs the agent's kernel and ramdisk.
+	// boot: network boot needs the agent's kernel and ramdisk. ironflow's
+	// boot service serves its own agent; driver_info deploy_kernel and
+	// deploy_ramdisk override it, and must then come as a pair.
 	switch n.BootInterface {
 	case "pxe", "ipxe", "redfish-virtual-media":
-		if miss := missing(n.DriverInfo, "deploy_kernel", "deploy_ramdisk"); len(miss) > 0 {
+		if miss := missing(n.DriverInfo, "deploy_kernel", "deploy_ramdisk"); len(miss) == 1 {
 			out["boot"] = fail(fmt.Sprintf("Some parameters were missing in node's driver_info. Missing are: %s", pyList(miss)))
 		} else {
 			out["boot"] = ok()
