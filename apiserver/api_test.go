@@ -253,8 +253,15 @@ func TestNodeCRUD(t *testing.T) {
 	if power["result"] != false || power["reason"] != "Missing the following IPMI credentials in node's driver_info: ['ipmi_address']." {
 		t.Errorf("validate power %v", power)
 	}
+	// Neither deploy_kernel nor deploy_ramdisk: ironflow's own agent boots.
+	if boot := v["boot"].(map[string]any); boot["result"] != true {
+		t.Errorf("validate boot without deploy_kernel/deploy_ramdisk %v", boot)
+	}
+	// Only one of the pair is an error that names the other.
+	e.do("PATCH", "/v1/nodes/n1", "1.78", []any{map[string]any{"op": "add", "path": "/driver_info/deploy_ramdisk", "value": "http://127.0.0.1/r"}})
+	v = e.do("GET", "/v1/nodes/n1/validate", "1.78", nil).json(t)
 	if boot := v["boot"].(map[string]any); boot["result"] != false || !strings.Contains(boot["reason"].(string), "deploy_kernel") {
-		t.Errorf("validate boot %v", boot)
+		t.Errorf("validate boot with deploy_ramdisk alone %v", boot)
 	}
 
 	// Delete: refused while active, allowed in maintenance, refused while a
