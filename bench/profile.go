@@ -28,16 +28,21 @@ type profiler struct {
 }
 
 func startProfiles(ctx context.Context, st *stack, log *slog.Logger) *profiler {
-	p := &profiler{log: log, procs: map[string]*exec.Cmd{}, files: map[string]string{}, dir: st.dir, top: map[string][]string{}}
+	return startPerf(ctx, st.dir, log, map[string]int{"api": st.api.Process.Pid, "worker": st.worker.Process.Pid, "temporal": st.temporalPID})
+}
+
+// startPerf records the named processes until stop.
+func startPerf(ctx context.Context, dir string, log *slog.Logger, pids map[string]int) *profiler {
+	p := &profiler{log: log, procs: map[string]*exec.Cmd{}, files: map[string]string{}, dir: dir, top: map[string][]string{}}
 	if _, err := exec.LookPath("perf"); err != nil {
 		log.Warn("perf not found: no profiles (Debian package linux-perf)")
 		return p
 	}
-	for name, pid := range map[string]int{"api": st.api.Process.Pid, "worker": st.worker.Process.Pid, "temporal": st.temporalPID} {
+	for name, pid := range pids {
 		if pid == 0 {
 			continue
 		}
-		file := filepath.Join(st.dir, "perf-"+name+".data")
+		file := filepath.Join(dir, "perf-"+name+".data")
 		cmd := exec.CommandContext(ctx, "perf", "record", "-q", "-F", perfFrequency, "-g", "-p", fmt.Sprint(pid), "-o", file)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
@@ -84,7 +89,7 @@ func (p *profiler) stop() {
 // rows gives each profile as one row whose note lists the top functions.
 func (p *profiler) rows(part string) []Row {
 	var rows []Row
-	for _, name := range []string{"api", "worker", "temporal"} {
+	for _, name := range []string{"api", "worker", "temporal", "agent"} {
 		if len(p.top[name]) == 0 {
 			continue
 		}
