@@ -269,6 +269,13 @@ func (h *LinuxHardware) Inventory(ctx context.Context) (client.Inventory, error)
 		}
 		f.Close()
 	}
+	// The installed memory, when the firmware describes its DIMMs (see
+	// smbios.go); MemTotal above is the fallback.
+	if table, err := os.ReadFile(h.sys("firmware", "dmi", "tables", "DMI")); err == nil {
+		if mb, err := smbiosMemoryMB(table); err == nil {
+			inv.Memory.PhysicalMB = mb
+		}
+	}
 	devs, err := h.BlockDevices(ctx)
 	if err != nil {
 		return inv, err
