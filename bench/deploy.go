@@ -181,7 +181,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		vs("bare workflows, same mix ("+mixOf(kinds)+"), same server, best of before/after", ceil.Rate).
 		note(fmt.Sprintf("ceiling before %.1f/s, after %.1f/s", ceilBefore.Rate, ceilAfter.Rate))
 	if mode.img != nil {
-		rateRow = rateRow.note(rateRow.Note + fmt.Sprintf("; the ceiling has no agent, no image download, no callback wait and none of the %.0f heartbeat signals per deploy", meanSignals(mixes)))
+		rateRow = rateRow.note(rateRow.Note + fmt.Sprintf("; %d simulated agents booted; the ceiling has no agent, no image download, no callback wait and none of the %.0f heartbeat signals per deploy", agents.boots.Load(), meanSignals(mixes)))
 	}
 	if failed > 0 {
 		rateRow = rateRow.note(strings.TrimSpace(rateRow.Note + fmt.Sprintf(" %d of %d nodes not active (first: %s)", failed, n, firstFailure)))
