@@ -85,8 +85,13 @@ fuzz: go-check
 		done; \
 	done
 
+# Go benchmarks once each, then the scale benchmark: one markdown table of
+# ironflow's figures against baselines measured in the same run, also
+# written as JSON. BENCH_FLAGS picks parts and sizes (go run ./bench -h).
+BENCH_FLAGS ?=
 bench: deps tools build ramdisk
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
+	$(GO) run ./bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
 
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
