@@ -355,6 +355,12 @@ func (s *stack) imageURL(name string) string { return "http://" + bootListen + "
 // after a "--driver-info" whose value holds a password are masked in logs.
 func (s *stack) baremetal(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return s.runCLI(t, true, args...)
+}
+
+// runCLI is baremetal, logged or not (polls are not).
+func (s *stack) runCLI(t *testing.T, logIt bool, args ...string) (string, error) {
+	t.Helper()
 	cli := "/usr/bin/baremetal"
 	if _, err := os.Stat(cli); err != nil {
 		t.Fatalf("the baremetal CLI is missing: install Debian's python3-ironicclient: %v", err)
@@ -365,7 +371,9 @@ func (s *stack) baremetal(t *testing.T, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err := cmd.Run()
-	t.Logf("baremetal %s (%.1fs)", maskArgs(args), time.Since(start).Seconds())
+	if logIt {
+		t.Logf("baremetal %s (%.1fs)", maskArgs(args), time.Since(start).Seconds())
+	}
 	if err != nil {
 		return stdout.String(), fmt.Errorf("baremetal %s: %w\nstdout: %s\nstderr: %s", maskArgs(args), err, stdout.String(), stderr.String())
 	}

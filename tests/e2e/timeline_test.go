@@ -48,3 +48,34 @@ func TestTimelineFromTemporalHistory(t *testing.T) {
 		t.Error("an empty history gave no error")
 	}
 }
+
+// TestPowerActionsFromTemporalHistory reads the SetPower inputs of a
+// history in the shape `temporal workflow show -o json` prints.
+func TestPowerActionsFromTemporalHistory(t *testing.T) {
+	in := func(action string) string {
+		return base64.StdEncoding.EncodeToString([]byte(`{"node":{"uuid":"n1"},"action":"` + action + `"}`))
+	}
+	raw := `{"events":[
+	{"eventId":"5","eventType":"EVENT_TYPE_ACTIVITY_TASK_SCHEDULED",
+	 "activityTaskScheduledEventAttributes":{"activityType":{"name":"SetBootDevice"},"input":{"payloads":[{"data":"e30="}]}}},
+	{"eventId":"6","eventType":"EVENT_TYPE_ACTIVITY_TASK_SCHEDULED",
+	 "activityTaskScheduledEventAttributes":{"activityType":{"name":"SetPower"},"input":{"payloads":[{"data":"` + in("rebooting") + `"}]}}},
+	{"eventId":"9","eventType":"EVENT_TYPE_ACTIVITY_TASK_SCHEDULED",
+	 "activityTaskScheduledEventAttributes":{"activityType":{"name":"SetPower"},"input":{"payloads":[{"data":"` + in("power off") + `"}]}}},
+	{"eventId":"12","eventType":"EVENT_TYPE_ACTIVITY_TASK_SCHEDULED",
+	 "activityTaskScheduledEventAttributes":{"activityType":{"name":"SetPower"},"input":{"payloads":[{"data":"` + in("power on") + `"}]}}}
+	]}`
+	acts, err := powerActions([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(acts, ","); got != "rebooting,power off,power on" {
+		t.Errorf("power actions %q", got)
+	}
+	if n := countPowerOns(acts); n != 2 {
+		t.Errorf("%d power-ons, want 2", n)
+	}
+	if _, err := powerActions([]byte(`{"events":[{"activityTaskScheduledEventAttributes":{"activityType":{"name":"SetPower"}}}]}`)); err == nil {
+		t.Error("a SetPower without input gave no error")
+	}
+}
