@@ -58,6 +58,20 @@ func dialTemporal(address, namespace string, log *slog.Logger) (client.Client, e
 	return c, nil
 }
 
+// connect opens the database and the Temporal client a process needs.
+func connect(ctx context.Context, dbURL, temporalAddr, namespace string, log *slog.Logger) (*store.Store, client.Client, func(), error) {
+	st, err := openStore(ctx, dbURL, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tc, err := dialTemporal(temporalAddr, namespace, log)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	return st, tc, func() { tc.Close(); st.Close() }, nil
+}
+
 // serveHTTP serves h on addr until ctx ends, then shuts down gracefully.
 func serveHTTP(ctx context.Context, name, addr string, h http.Handler, log *slog.Logger) (string, <-chan error, error) {
 	l, err := net.Listen("tcp", addr)
@@ -133,16 +147,11 @@ func runAPICommand(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logger()
-	st, err := openStore(ctx, *f.databaseURL, false)
+	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, log)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := dialTemporal(*f.temporal, *f.namespace, log)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer closeAll()
 	_, done, err := startAPI(ctx, f.config(), st, tc, log)
 	if err != nil {
 		return err
@@ -255,16 +264,11 @@ func runWorkerCommand(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logger()
-	st, err := openStore(ctx, *f.databaseURL, false)
+	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, log)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	tc, err := dialTemporal(*f.temporal, *f.namespace, log)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer closeAll()
 	stop, err := startWorker(st, tc, f, nil, log)
 	if err != nil {
 		return err
