@@ -118,15 +118,16 @@ func (r *run) deployStep(s Step) error {
 
 // bootAgent prepares the agent's boot (PXE config or virtual-media ISO),
 // points the next boot at it and powers the machine on (or reboots it).
-func (r *run) bootAgent() error {
-	if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: "agent"}, nil); err != nil {
+func (r *run) bootAgent() error { return r.netboot("agent", false) }
+
+// netboot prepares what the machine is to boot from ironflow (kind: agent,
+// inspect, ramdisk, anaconda), points its next boot (or every boot) at the
+// network or the virtual CD, and powers it on or reboots it.
+func (r *run) netboot(kind string, persistent bool) error {
+	if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: kind}, nil); err != nil {
 		return err
 	}
-	device := "pxe"
-	if r.node.VirtualMedia() {
-		device = "cdrom"
-	}
-	if err := r.bootDevice(device, false); err != nil {
+	if err := r.bootDevice(r.netbootDevice(), persistent); err != nil {
 		return err
 	}
 	return r.power("rebooting")

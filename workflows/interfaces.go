@@ -11,17 +11,7 @@ import (
 // is written to disk and no agent runs; the boot configuration stays in
 // place while the node is active and is removed on undeploy.
 func (r *run) deployRamdisk() error {
-	if err := r.step("prepare ramdisk boot", func() error {
-		return r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: "ramdisk"}, nil)
-	}); err != nil {
-		return err
-	}
-	if err := r.step("boot_instance", func() error {
-		if err := r.bootDevice(r.netbootDevice(), true); err != nil {
-			return err
-		}
-		return r.power("rebooting")
-	}); err != nil {
+	if err := r.step("boot_instance", func() error { return r.netboot("ramdisk", true) }); err != nil {
 		return err
 	}
 	return r.enter(StateActive, "", "Deploy finished: the instance boots its ramdisk from the network")
@@ -33,15 +23,7 @@ func (r *run) deployRamdisk() error {
 // start, end and error. The workflow waits (durable timer, reset by every
 // heartbeat) for end, then boots the machine from its disk.
 func (r *run) deployAnaconda() error {
-	if err := r.step("prepare anaconda boot", func() error {
-		if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: "anaconda"}, nil); err != nil {
-			return err
-		}
-		if err := r.bootDevice(r.netbootDevice(), false); err != nil {
-			return err
-		}
-		return r.power("rebooting")
-	}); err != nil {
+	if err := r.step("boot the installer", func() error { return r.netboot("anaconda", false) }); err != nil {
 		return err
 	}
 	if err := r.step("wait for the installer", func() error {
@@ -131,15 +113,7 @@ func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
 }
 
 func (r *run) inspectInBand() error {
-	if err := r.step("boot the agent", func() error {
-		if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: "inspect"}, nil); err != nil {
-			return err
-		}
-		if err := r.bootDevice(r.netbootDevice(), false); err != nil {
-			return err
-		}
-		return r.power("rebooting")
-	}); err != nil {
+	if err := r.step("boot the agent", func() error { return r.netboot("inspect", false) }); err != nil {
 		return err
 	}
 	var reported bool
