@@ -57,6 +57,7 @@ func NewLab(t testing.TB) *Lab {
 		t.Fatalf("lab: create network namespace %s: %v: %s", l.Netns, err, out)
 	}
 	t.Cleanup(l.teardown)
+	l.teardownOnExit()
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
 		{"link", "add", l.Bridge, "type", "bridge", "forward_delay", "0"},
@@ -98,6 +99,32 @@ func (l *Lab) teardown() {
 	if out, err := exec.Command("ip", "netns", "del", l.Netns).CombinedOutput(); err != nil {
 		l.t.Errorf("lab: delete network namespace %s: %v: %s", l.Netns, err, out)
 	}
+}
+
+// teardownOnExit starts a detached watchdog that does teardown's work once
+// the test process has exited: a test binary killed by -timeout or a
+// signal runs no cleanups, and would otherwise leave the namespace and the
+// VMs and services inside it behind.
+func (l *Lab) teardownOnExit() {
+	ns := l.Netns
+	script := fmt.Sprintf(`while kill -0 %d 2>/dev/null; do sleep 1; done
+for i in 1 2 3; do
+	pids=$(ip netns pids %s 2>/dev/null)
+	[ -z "$pids" ] && break
+	kill -9 $pids 2>/dev/null
+	sleep 0.5
+done
+ip netns del %s 2>/dev/null
+exit 0`, os.Getpid(), ns, ns)
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Dir = "/"
+	// Its own session: signals to the test's process group must not reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		l.t.Logf("lab: no exit watchdog for %s: %v", ns, err)
+		return
+	}
+	_ = cmd.Process.Release()
 }
 
 // Command is name run inside the namespace.

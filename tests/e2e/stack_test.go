@@ -268,6 +268,11 @@ func startSplitStack(t *testing.T, lab *Lab, cfg splitStackConfig) *stack {
 		t.Fatalf("stack: PostgreSQL: %v", err)
 	}
 	t.Cleanup(func() { _ = pg.Stop() })
+	// PostgreSQL runs outside the lab's namespace: stop it even if the
+	// test binary dies without its cleanups.
+	if err := pg.StopOnExit(false); err != nil {
+		t.Logf("stack: %v", err)
+	}
 	dbURL := fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable",
 		devstack.PostgresSuperuser, devstack.PostgresDatabase, filepath.Join(pg.DataDir(), "run"), pg.Port())
 
