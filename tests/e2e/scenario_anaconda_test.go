@@ -167,6 +167,19 @@ func TestE2E_Anaconda(t *testing.T) {
 	} else {
 		t.Logf("anaconda: %s", line)
 	}
+
+	// The operator gives up on the failed deploy: undeploy takes the
+	// installer's boot configuration (and the kickstart with its token)
+	// away and the node is available again.
+	if _, err := s.baremetal(t, "node", "undeploy", uuid, "--wait", seconds(provideWait)); err != nil {
+		issue8Fatal(t, s, uuid, vm.SerialLog, err)
+	}
+	if f := s.nodeFields(t, uuid); f["provision_state"] != "available" || f["power_state"] != "power off" {
+		t.Errorf("anaconda: after undeploy of the failed deploy the node is %v / %v, want available / power off", f["provision_state"], f["power_state"])
+	}
+	if code, _ := issue8Get(t, lab, ksURL); code != http.StatusNotFound {
+		t.Errorf("anaconda: after undeploy %s answers %d, want 404", ksURL, code)
+	}
 	t.Logf("anaconda: scenario took %.1fs", time.Since(begin).Seconds())
 }
 
