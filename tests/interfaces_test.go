@@ -54,7 +54,7 @@ func moveTo(t *testing.T, uuid string, steps ...[2]string) {
 // active with the instance's own kernel and ramdisk served to the machine,
 // writes nothing, and undeploy removes the boot configuration.
 func TestRamdiskDeployKeepsTheBootConfiguration(t *testing.T) {
-	uuid := createNode(t, map[string]any{"name": "ramdisk-node-0", "driver": "fake-hardware", "deploy_interface": "ramdisk"}, "52:54:00:ee:00:01")
+	uuid := createNode(t, map[string]any{"name": "ramdisk-node-0", "driver": "fake-hardware", "deploy_interface": "ramdisk", "automated_clean": false}, "52:54:00:ee:00:01")
 	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
 		{"op": "add", "path": "/instance_info/kernel", "value": "http://images.example/vmlinuz"},
 		{"op": "add", "path": "/instance_info/ramdisk", "value": "http://images.example/initrd"},
@@ -84,7 +84,7 @@ func TestRamdiskDeployKeepsTheBootConfiguration(t *testing.T) {
 // deploy whose installer reports an error ends in deploy failed with the
 // installer's message.
 func TestAnacondaDeployFollowsTheKickstartsHeartbeats(t *testing.T) {
-	uuid := createNode(t, map[string]any{"name": "anaconda-node-0", "driver": "fake-hardware", "deploy_interface": "anaconda"}, "52:54:00:ee:00:02")
+	uuid := createNode(t, map[string]any{"name": "anaconda-node-0", "driver": "fake-hardware", "deploy_interface": "anaconda", "automated_clean": false}, "52:54:00:ee:00:02")
 	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
 		{"op": "add", "path": "/instance_info/kernel", "value": "http://images.example/anaconda/vmlinuz"},
 		{"op": "add", "path": "/instance_info/ramdisk", "value": "http://images.example/anaconda/initrd.img"},

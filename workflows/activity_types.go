@@ -88,6 +88,18 @@ type Policy struct {
 // UsesAgent reports whether the node's deploy interface boots the agent.
 func (n NodeInfo) UsesAgent() bool { return n.DeployInterface == "direct" }
 
+// Cleans reports whether automated cleaning boots the agent to erase the
+// node's disks: every deploy interface that leaves something on them
+// (direct, and anaconda's installed system; ramdisk too, as Ironic cleans
+// it), unless the node or the configuration turned it off.
+func (n NodeInfo) Cleans() bool {
+	switch n.DeployInterface {
+	case "direct", "ramdisk", "anaconda":
+		return n.AutomatedClean
+	}
+	return false
+}
+
 // VirtualMedia reports whether the agent boots from a virtual CD.
 func (n NodeInfo) VirtualMedia() bool {
 	return n.BootInterface == "redfish-virtual-media" || n.BootInterface == "redfish-https"

@@ -168,7 +168,10 @@ func (r *run) finish(err error) error {
 		if errors.Is(err, errGaveUp) {
 			reason = fmt.Sprintf("no retry, skip-step or abort within %s", r.node.Policy.OperatorWaitTimeout)
 		}
-		if r.node.UsesAgent() || r.node.VirtualMedia() {
+		// Whatever this workflow prepared to boot (agent, installer and its
+		// kickstart with a token, ramdisk) is removed; CleanBoot is
+		// idempotent when there is nothing.
+		if r.node.DeployInterface != "fake" || r.node.VirtualMedia() {
 			if cerr := r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "agent"}, nil); cerr != nil {
 				workflow.GetLogger(r.ctx).Warn("clean up boot after failure", "node", r.node.UUID, "error", errorText(cerr))
 			}

@@ -126,3 +126,30 @@ func TestInspectTimeoutEndsInInspectFailed(t *testing.T) {
 		t.Fatalf("final %q last_error %q", last, f.lastErr)
 	}
 }
+
+func TestUndeployOfAnAnacondaNodeCleansItsDisk(t *testing.T) {
+	f := newFakeCloud()
+	f.node.DeployInterface = "anaconda"
+	f.node.ProvisionState = StateActive
+	env := newEnv(t, f)
+	heartbeatAfter(env, 3*time.Minute)
+	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: StateActive})
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if !strings.Contains(strings.Join(f.callList(), ","), "RunAgentStep deploy.erase_devices_metadata") {
+		t.Fatalf("the installed disk was not erased: %v", f.callList())
+	}
+}
+
+func TestAbortedAnacondaDeployRemovesItsBootConfiguration(t *testing.T) {
+	f := newFakeCloud()
+	f.node.DeployInterface = "anaconda"
+	env := newEnv(t, f)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, nil) }, 5*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	calls := strings.Join(f.callList(), ",")
+	if !strings.Contains(calls, "CleanBoot,SetPower power off") || f.states[len(f.states)-1] != StateDeployFailed {
+		t.Fatalf("abort left the kickstart served: %s", calls)
+	}
+}

@@ -43,7 +43,7 @@ func ProvideNode(ctx workflow.Context, req ProvisionRequest) error {
 		return err
 	}
 	r.active, r.fail = StateCleaning, StateCleanFailed
-	if err := r.enter(StateCleaning, StateAvailable, "Automated cleaning"); err != nil {
+	if err := r.enter(StateCleaning, StateAvailable, r.cleaningEvent()); err != nil {
 		return err
 	}
 	if err := r.clean(StateAvailable); err != nil {
@@ -75,7 +75,7 @@ func UndeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return err
 	}
 	r.active, r.fail = StateCleaning, StateCleanFailed
-	if err := r.enter(StateCleaning, StateAvailable, "Automated cleaning"); err != nil {
+	if err := r.enter(StateCleaning, StateAvailable, r.cleaningEvent()); err != nil {
 		return err
 	}
 	if err := r.clean(StateAvailable); err != nil {
@@ -89,7 +89,7 @@ func UndeployNode(ctx workflow.Context, req ProvisionRequest) error {
 // default), then power off and remove the boot config. Nodes that do not
 // boot the agent, or with automated_clean false, skip it.
 func (r *run) clean(target string) error {
-	if !r.node.UsesAgent() || !r.node.AutomatedClean {
+	if !r.node.Cleans() {
 		return nil
 	}
 	if err := r.step("prepare cleaning", r.bootAgent); err != nil {
@@ -127,6 +127,14 @@ func (r *run) clean(target string) error {
 	return r.step("clean up boot", func() error {
 		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "agent"}, nil)
 	})
+}
+
+// cleaningEvent says in the node history whether cleaning runs.
+func (r *run) cleaningEvent() string {
+	if r.node.Cleans() {
+		return "Automated cleaning"
+	}
+	return "Automated cleaning skipped (automated_clean is off, or the deploy interface leaves nothing to erase)"
 }
 
 // cleanPlan applies the configured priorities to the agent's erase steps and
