@@ -3,6 +3,7 @@ package pxe
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -190,6 +191,31 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 	n, err := s.ResponseWriter.Write(b)
 	s.bytes += int64(n)
 	return n, err
+}
+
+// ReadFrom lets http.ServeContent hand whole files to the connection
+// (sendfile) through the logging wrapper instead of copying them in user
+// space: the kernel and initramfs are the bulk of every boot.
+func (s *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	var n int64
+	var err error
+	if rf, ok := s.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(r)
+	} else {
+		n, err = io.Copy(struct{ io.Writer }{s.ResponseWriter}, r)
+	}
+	s.bytes += n
+	return n, err
+}
+
+// Flush passes flushes through the logging wrapper.
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // logRequests logs each request without its query string, which may carry
