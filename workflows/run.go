@@ -62,6 +62,9 @@ type run struct {
 	retry      workflow.ReceiveChannel
 	skip       workflow.ReceiveChannel
 
+	// searchState is the ProvisionState search attribute as last written.
+	searchState string
+
 	// agent is the callback URL of the agent that last heartbeated.
 	agent         string
 	lastHeartbeat time.Time
@@ -81,6 +84,9 @@ func newRun(ctx workflow.Context, req ProvisionRequest, operation string) (*run,
 	}
 	r.status.Operation = operation
 	r.status.ProvisionState = req.FromState
+	if t, ok := Accept(req.FromState, req.Verb); ok {
+		r.searchState = t.Next // what the API started the workflow with
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status, nil }); err != nil {
 		return nil, fmt.Errorf("register status query: %w", err)
 	}
@@ -172,7 +178,12 @@ func (r *run) record(in RecordStateInput) error {
 	}
 	r.status.ProvisionState = in.To
 	r.status.LastError = in.LastError
-	_ = workflow.UpsertTypedSearchAttributes(r.ctx, saProvisionState.ValueSet(in.To))
+	// The workflow started with the state the API recorded; each upsert is
+	// a history event, so only changes are written.
+	if in.To != r.searchState {
+		_ = workflow.UpsertTypedSearchAttributes(r.ctx, saProvisionState.ValueSet(in.To))
+		r.searchState = in.To
+	}
 	return nil
 }
 
