@@ -29,8 +29,10 @@ const (
 	DefaultBMCCallTimeout      = 2 * time.Minute
 	DefaultAgentCommandTimeout = 2 * time.Hour
 	DefaultAgentPollInterval   = 2 * time.Second
-	DefaultEraseMetadataPrio   = 99
-	DefaultErasePrio           = 0
+	// DefaultAgentActivityHeartbeat: RunAgentStep reports every 10 s.
+	DefaultAgentActivityHeartbeat = 30 * time.Second
+	DefaultEraseMetadataPrio      = 99
+	DefaultErasePrio              = 0
 )
 
 // DefaultPolicy is the policy in force when configuration says nothing.
@@ -43,6 +45,7 @@ func DefaultPolicy() workflows.Policy {
 		BMCInitialInterval:           DefaultBMCInitialInterval,
 		BMCCallTimeout:               DefaultBMCCallTimeout,
 		AgentCommandTimeout:          DefaultAgentCommandTimeout,
+		AgentActivityHeartbeat:       DefaultAgentActivityHeartbeat,
 		EraseDevicesMetadataPriority: DefaultEraseMetadataPrio,
 		EraseDevicesPriority:         DefaultErasePrio,
 	}

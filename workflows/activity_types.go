@@ -72,6 +72,9 @@ type Policy struct {
 	BMCInitialInterval time.Duration `json:"bmc_initial_interval"`
 	// BMCCallTimeout bounds one BMC activity attempt.
 	BMCCallTimeout time.Duration `json:"bmc_call_timeout"`
+	// AgentActivityHeartbeat is how long a worker running an agent step may
+	// go without reporting before Temporal hands the step to another worker.
+	AgentActivityHeartbeat time.Duration `json:"agent_activity_heartbeat"`
 	// AgentCommandTimeout bounds one agent command (write_image of a large
 	// image is the long one).
 	AgentCommandTimeout time.Duration `json:"agent_command_timeout"`

@@ -163,10 +163,13 @@ func (r *run) finish(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, errAborted), errors.Is(err, errGaveUp):
+	case errors.Is(err, errAborted), errors.Is(err, errGaveUp), errors.Is(err, errAgentLost):
 		reason := "aborted by operator"
-		if errors.Is(err, errGaveUp) {
+		switch {
+		case errors.Is(err, errGaveUp):
 			reason = fmt.Sprintf("no retry, skip-step or abort within %s", r.node.Policy.OperatorWaitTimeout)
+		case errors.Is(err, errAgentLost):
+			reason = "boot configuration removed and power off; deploy again when the machine is back"
 		}
 		// Whatever this workflow prepared to boot (agent, installer and its
 		// kickstart with a token, ramdisk) is removed; CleanBoot is

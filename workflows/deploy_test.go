@@ -217,6 +217,11 @@ func TestDeployNodeAgentSilentMidWriteFails(t *testing.T) {
 	if !strings.Contains(f.lastErr, "stopped heartbeating") || !strings.Contains(f.lastErr, "deploy.write_image") {
 		t.Fatalf("last_error %q does not say the agent went silent during write_image", f.lastErr)
 	}
+	// A lost machine is cleaned up at once, not after an operator wait:
+	// nothing is left booting.
+	if calls := strings.Join(f.callList(), ","); !strings.Contains(calls, "RecordState deploy failed,CleanBoot,SetPower power off,RecordState deploy failed") {
+		t.Fatalf("lost agent: boot configuration not removed at once: %s", calls)
+	}
 }
 
 func TestDeployNodeChecksumMismatchThenRetryReachesActive(t *testing.T) {

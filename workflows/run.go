@@ -31,6 +31,10 @@ var (
 	// errGaveUp ends a workflow whose failed step waited for an operator
 	// longer than the policy allows.
 	errGaveUp = errors.New("no operator action before the wait timed out")
+	// errAgentLost ends a workflow whose agent stopped heartbeating: the
+	// machine is gone or hung, and no retry of the step can reach it. The
+	// workflow cleans up at once so that nothing is left booting.
+	errAgentLost = errors.New("the agent stopped heartbeating")
 )
 
 // Non-retryable error types that activities return. A retry of the same call
@@ -222,6 +226,10 @@ func (r *run) step(name string, fn func() error) error {
 		if rerr := r.record(RecordStateInput{To: r.fail, LastError: msg, Step: name, StepKind: r.stepKind(), Event: msg, Severity: "ERROR", EventType: r.status.Operation}); rerr != nil {
 			return rerr
 		}
+		if errors.Is(err, errAgentLost) {
+			// Nothing an operator fixes in place: finish cleans up now.
+			return err
+		}
 		switch r.waitForOperator() {
 		case SignalRetry:
 			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), Step: name, StepKind: r.stepKind(),
@@ -331,8 +339,7 @@ func (r *run) agentStep(kind string, s Step) error {
 	actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
 		TaskQueue:           HardwareQueue(r.node.ConductorGroup),
 		StartToCloseTimeout: p.AgentCommandTimeout,
-		HeartbeatTimeout:    time.Minute,
-		WaitForCancellation: true,
+		HeartbeatTimeout:    p.AgentActivityHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        2 * time.Second,
 			BackoffCoefficient:     2,
@@ -368,7 +375,7 @@ func (r *run) agentStep(kind string, s Step) error {
 		case silent:
 			cancelAct()
 			_ = fut.Get(r.ctx, nil)
-			return fmt.Errorf("the agent stopped heartbeating: no heartbeat for %s while running step %s", p.HeartbeatTimeout, s.Name())
+			return fmt.Errorf("%w: no heartbeat for %s while running step %s", errAgentLost, p.HeartbeatTimeout, s.Name())
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
@@ -164,6 +165,7 @@ type workerFlags struct {
 	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams *string
 	callbackTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout         *time.Duration
 	syncInterval                                                            *time.Duration
+	isoDir, imagesDir                                                       *string
 	bmcAttempts, maxActivities                                              *int
 	automatedClean, agentInsecure                                           *bool
 }
@@ -188,6 +190,9 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
 	} else {
+		// ironflow dev shares these with its boot service (addBootFlags).
+		f.isoDir = s.String("iso-dir", "", "where this worker builds agent ISOs for virtual media; the boot service must serve the same directory under /iso/ (empty: no virtual media)")
+		f.imagesDir = s.String("images-dir", "", "the agent kernel and initramfs (agent.kernel, agent.initramfs) the ISOs are built from")
 		f.databaseURL = s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
 		f.temporal = s.String("temporal-address", defaultTemporalAddress, "Temporal frontend host:port", "TEMPORAL_ADDRESS")
 		f.namespace = s.String("temporal-namespace", defaultNamespace, "Temporal namespace", "TEMPORAL_NAMESPACE")
@@ -269,7 +274,14 @@ func runWorkerCommand(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeAll()
-	stop, err := startWorker(st, tc, f, nil, log)
+	var vm activities.VirtualMedia
+	if *f.isoDir != "" {
+		if *f.imagesDir == "" {
+			return errors.New("--iso-dir needs --images-dir: the agent kernel and initramfs the ISOs are built from")
+		}
+		vm = isoService{isos: pxe.AgentISOs{Dir: *f.isoDir}, imagesDir: *f.imagesDir, baseURL: *f.bootURL}
+	}
+	stop, err := startWorker(st, tc, f, vm, log)
 	if err != nil {
 		return err
 	}
