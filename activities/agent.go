@@ -252,16 +252,14 @@ func (a *Activities) findCommand(ctx context.Context, c *client.Client, in workf
 // workflow task that tore it down is being replayed (local activities run
 // again when their task is retried), so there is nothing to do.
 func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput) error {
-	if n, err := a.Store.GetNode(ctx, in.NodeUUID); err == nil {
-		if tok, _ := n.DriverInternalInfo["agent_secret_token"].(string); tok == "" {
-			return nil
-		}
-	}
 	c, n, _, err := a.agentFor(ctx, in)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if tok, _ := n.DriverInternalInfo["agent_secret_token"].(string); tok == "" {
+		return nil
+	}
 	if err := c.Sync(ctx); err != nil {
 		a.Log.Warn("agent sync before power off", "node", n.UUID, "error", err)
 	}

@@ -317,13 +317,7 @@ func (s *server) writeNodeList(c *gin.Context, path string, detailPath bool) {
 		s.writeError(c, listError(err, p))
 		return
 	}
-	var sel fieldSet
-	if fields != nil {
-		sel = fieldSet{}
-		for _, name := range fields {
-			sel[name] = true
-		}
-	}
+	sel := newFieldSet(fields)
 	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
 	var buf bytes.Buffer
 	buf.Grow(len(nodes) * 512)
@@ -396,13 +390,7 @@ func listError(err error, p listParams) error {
 
 // writeOneNode answers a single node with the fields the request asked.
 func (s *server) writeOneNode(c *gin.Context, status int, n *store.Node, fields []string) {
-	var sel fieldSet
-	if fields != nil {
-		sel = fieldSet{}
-		for _, f := range fields {
-			sel[f] = true
-		}
-	}
+	sel := newFieldSet(fields)
 	var buf bytes.Buffer
 	writeNode(&buf, n, viewCtx{minor: ver(c), base: s.baseURL(c)}, sel)
 	writeRawBytes(c, status, buf.Bytes())

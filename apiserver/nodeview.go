@@ -174,6 +174,18 @@ func provisionStateAt(state string, minor int) any {
 // fieldSet selects keys; nil means every key the version allows.
 type fieldSet map[string]bool
 
+// newFieldSet is the selection for ?fields=; nil fields selects all.
+func newFieldSet(fields []string) fieldSet {
+	if fields == nil {
+		return nil
+	}
+	sel := fieldSet{}
+	for _, f := range fields {
+		sel[f] = true
+	}
+	return sel
+}
+
 // writeNode appends the node's JSON object to buf: the keys the version
 // allows, limited to fields (links always), secrets masked.
 func writeNode(buf *bytes.Buffer, n *store.Node, v viewCtx, fields fieldSet) {

@@ -265,13 +265,7 @@ func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nod
 	if !detail && fields == nil {
 		fields = portDefaultFields
 	}
-	var sel fieldSet
-	if fields != nil {
-		sel = fieldSet{}
-		for _, name := range fields {
-			sel[name] = true
-		}
-	}
+	sel := newFieldSet(fields)
 	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
 	var buf bytes.Buffer
 	buf.WriteString(`{"ports":[`)
@@ -291,13 +285,7 @@ func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nod
 }
 
 func (s *server) writeOnePort(c *gin.Context, status int, p *store.Port, fields []string) {
-	var sel fieldSet
-	if fields != nil {
-		sel = fieldSet{}
-		for _, f := range fields {
-			sel[f] = true
-		}
-	}
+	sel := newFieldSet(fields)
 	var buf bytes.Buffer
 	writePort(&buf, p, viewCtx{minor: ver(c), base: s.baseURL(c)}, sel)
 	writeRawBytes(c, status, buf.Bytes())

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -72,29 +73,10 @@ func (s *server) lookup(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	var n *store.Node
-	if nodeUUID != "" {
-		if !isUUID(nodeUUID) {
-			s.writeError(c, badRequest("Expected a UUID for node_uuid but received %s.", nodeUUID))
-			return
-		}
-		got, err := s.store.GetNode(ctx, nodeUUID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			s.writeError(c, fmt.Errorf("lookup node %s: %w", nodeUUID, err))
-			return
-		}
-		n = got
-	} else {
-		nodes, err := s.store.NodesByMACs(ctx, macs)
-		if err != nil {
-			s.writeError(c, fmt.Errorf("lookup nodes by MAC: %w", err))
-			return
-		}
-		if len(nodes) == 1 {
-			n = nodes[0]
-		} else if len(nodes) > 1 {
-			s.log.Warn("lookup matched more than one node", "macs", macs, "nodes", len(nodes))
-		}
+	n, err := s.ramdiskNode(ctx, nodeUUID, macs)
+	if err != nil {
+		s.writeError(c, err)
+		return
 	}
 	// Not found and not in a lookup state look the same to the agent, as
 	// Ironic: the reason is only logged.
@@ -362,39 +344,20 @@ func (s *server) continueInspection(c *gin.Context) {
 	plugin, _ := normalizeNumbers(body["plugin_data"]).(map[string]any)
 	ctx := c.Request.Context()
 
-	var n *store.Node
-	if id := c.Query("node_uuid"); id != "" {
-		if !isUUID(id) {
-			s.writeError(c, badRequest("Expected a UUID for node_uuid but received %s.", id))
-			return
-		}
-		got, err := s.store.GetNode(ctx, id)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			s.writeError(c, fmt.Errorf("lookup node %s: %w", id, err))
-			return
-		}
-		n = got
-	} else {
-		var macs []string
-		ifaces, _ := inv["interfaces"].([]any)
-		for _, it := range ifaces {
-			m, _ := it.(map[string]any)
-			if a, ok := m["mac_address"].(string); ok {
-				if mac, ok := normalizeMAC(a); ok {
-					macs = append(macs, mac)
-				}
+	var macs []string
+	ifaces, _ := inv["interfaces"].([]any)
+	for _, it := range ifaces {
+		m, _ := it.(map[string]any)
+		if a, ok := m["mac_address"].(string); ok {
+			if mac, ok := normalizeMAC(a); ok {
+				macs = append(macs, mac)
 			}
 		}
-		if len(macs) > 0 {
-			nodes, err := s.store.NodesByMACs(ctx, macs)
-			if err != nil {
-				s.writeError(c, fmt.Errorf("lookup nodes by MAC: %w", err))
-				return
-			}
-			if len(nodes) == 1 {
-				n = nodes[0]
-			}
-		}
+	}
+	n, err := s.ramdiskNode(ctx, c.Query("node_uuid"), macs)
+	if err != nil {
+		s.writeError(c, err)
+		return
 	}
 	if n == nil || (s.cfg.RestrictLookup && n.ProvisionState != workflows.StateInspecting && n.ProvisionState != workflows.StateInspectWait) {
 		s.writeError(c, resourceNotFound())
@@ -428,4 +391,36 @@ func (s *server) continueInspection(c *gin.Context) {
 	}
 	s.addHistory(c, n.UUID, store.SeverityInfo, "inspection", "Inspection data received from the agent")
 	writeJSON(c, http.StatusAccepted, map[string]any{"uuid": n.UUID})
+}
+
+// ramdiskNode finds the node a ramdisk speaks for: by node_uuid when given,
+// else by its MACs when exactly one node has them. nil when none matches.
+func (s *server) ramdiskNode(ctx context.Context, nodeUUID string, macs []string) (*store.Node, error) {
+	if nodeUUID != "" {
+		if !isUUID(nodeUUID) {
+			return nil, badRequest("Expected a UUID for node_uuid but received %s.", nodeUUID)
+		}
+		n, err := s.store.GetNode(ctx, nodeUUID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lookup node %s: %w", nodeUUID, err)
+		}
+		return n, nil
+	}
+	if len(macs) == 0 {
+		return nil, nil
+	}
+	nodes, err := s.store.NodesByMACs(ctx, macs)
+	if err != nil {
+		return nil, fmt.Errorf("lookup nodes by MAC: %w", err)
+	}
+	if len(nodes) > 1 {
+		s.log.Warn("ramdisk MACs match more than one node", "macs", macs, "nodes", len(nodes))
+	}
+	if len(nodes) != 1 {
+		return nil, nil
+	}
+	return nodes[0], nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 )
 
 // TemporalConfig says how to run the Temporal dev server.
@@ -161,7 +162,7 @@ func (t *Temporal) waitReady(ctx context.Context, namespace string) error {
 			return fmt.Errorf("the Temporal dev server exited during start: %v (see its log)", err)
 		default:
 		}
-		c, err := client.Dial(client.Options{HostPort: t.address, Namespace: namespace, Logger: quietLogger{}})
+		c, err := client.Dial(client.Options{HostPort: t.address, Namespace: namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 		if err == nil {
 			_, herr := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 			c.Close()
@@ -222,11 +223,3 @@ func portFree(ip string, port int) bool {
 	l.Close()
 	return true
 }
-
-// quietLogger drops the SDK's connection chatter while waiting for the server.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}

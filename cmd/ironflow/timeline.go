@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -29,7 +31,7 @@ func runTimeline(ctx context.Context, args []string) error {
 	if s.fs.NArg() != 1 {
 		return fmt.Errorf("usage: ironflow timeline [flags] <node-uuid>")
 	}
-	c, err := client.Dial(client.Options{HostPort: *temporal, Namespace: *namespace, Logger: quietLogger{}})
+	c, err := client.Dial(client.Options{HostPort: *temporal, Namespace: *namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at %s: %w", *temporal, err)
 	}
@@ -143,11 +145,3 @@ func localActivityName(ev *historypb.HistoryEvent) string {
 	}
 	return strings.TrimSpace(data.ActivityType)
 }
-
-// quietLogger drops the SDK's connection chatter in a one-shot command.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}
