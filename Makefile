@@ -13,7 +13,10 @@ IRONFLOW := $(BIN)/ironflow
 AGENT := $(BIN)/ironflow-agent
 # Go test flags; TEST_TIMEOUT bounds the whole suite (VM tests included).
 TEST_TIMEOUT ?= 40m
-FUZZTIME ?= 5s
+# Executions per fuzz target in make test: a count, not a duration, because
+# a duration can end while a fuzz worker is busy and fail with "context
+# deadline exceeded" on a loaded machine.
+FUZZTIME ?= 3000x
 
 export IRONFLOW_TEMPORAL_BIN := $(TEMPORAL)
 export IRONFLOW_BIN := $(IRONFLOW)
