@@ -54,6 +54,14 @@ type DHCPConfig struct {
 	Mode      string     // DHCPModeReservation or DHCPModeProxy
 	Interface string     // interface to listen on (SO_BINDTODEVICE)
 	Addr      netip.Addr // ironflow's address on that segment: option 54, siaddr
+	// Listen, when set, is the one UDP address the service binds instead of
+	// port 67 on every address of Interface: 127.0.0.1:6767 for a test on
+	// this host, or 10.99.0.1:67 for relayed requests only (a socket bound
+	// to a unicast address does not receive broadcasts). Interface is
+	// optional then and, when set, still binds the socket to it. Port 0
+	// picks a free port (DHCPServer.LocalAddr says which). In proxy mode
+	// the ProxyDHCP socket binds Listen's address at ProxyDHCPPort.
+	Listen netip.AddrPort
 	// TFTPAddr serves undionly.kpxe / ipxe.efi; defaults to Addr.
 	TFTPAddr netip.Addr
 	// HTTPBaseURL is where iPXE fetches node scripts, e.g.
@@ -87,6 +95,9 @@ func (c *DHCPConfig) setDefaults() {
 func (c *DHCPConfig) validate() error {
 	if !c.Addr.Is4() {
 		return fmt.Errorf("dhcp: server address %q is not IPv4", c.Addr)
+	}
+	if c.Listen.IsValid() && !c.Listen.Addr().Is4() {
+		return fmt.Errorf("dhcp: listen address %s is not IPv4", c.Listen)
 	}
 	if c.HTTPBaseURL == "" {
 		return errors.New("dhcp: HTTP base URL for iPXE scripts is empty")
