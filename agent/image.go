@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -268,17 +269,17 @@ func (r *resumableReader) retry(err error) error {
 	return nil
 }
 
-// countingHashWriter hashes and counts the downloaded (as served) bytes.
-type countingHashWriter struct {
-	h hash.Hash
-	// n is read by the disk writer goroutine for progress.
+// countingReader counts the downloaded (as served) bytes for progress,
+// which the disk writer's goroutine reports.
+type countingReader struct {
+	r io.Reader
 	n atomic.Int64
 }
 
-func (c *countingHashWriter) Write(p []byte) (int, error) {
-	c.h.Write(p)
-	c.n.Add(int64(len(p)))
-	return len(p), nil
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // streamResult reports a finished image stream.
@@ -311,26 +312,38 @@ func streamImage(ctx context.Context, hc *http.Client, imageURL string, ck expec
 	}
 	rr := newResumableReader(ctx, hc, imageURL, cfg)
 	defer rr.Close()
-	counter := &countingHashWriter{h: h}
-	br := bufio.NewReaderSize(io.TeeReader(rr, counter), 256<<10)
+	downloaded := &countingReader{r: rr}
 
-	head, err := br.Peek(4)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+	head := make([]byte, len(magicZstd))
+	n, err := io.ReadFull(downloaded, head)
+	// Identity, not errors.Is: a wrapped ErrUnexpectedEOF is a broken
+	// download, ReadFull's own an image shorter than the magic.
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF { //nolint:errorlint // see above
 		return res, fmt.Errorf("read image %s: %w", redactURL(imageURL), err)
 	}
-	var src io.Reader = br
+	head = head[:n]
+	// A raw image is read straight into the disk writer's buffers and
+	// hashed there, beside the write; a compressed one is hashed as it is
+	// read, before the decompressor.
+	src := io.MultiReader(bytes.NewReader(head), downloaded)
+	rawHash := h
+	var br *bufio.Reader
 	res.Format = "raw"
 	switch {
 	case bytes.HasPrefix(head, magicQcow2):
 		return res, fmt.Errorf("image %s is qcow2: ironflow's agent writes raw images only (raw, or gzip/zstd-compressed raw); convert it with qemu-img convert -O raw", redactURL(imageURL))
-	case bytes.HasPrefix(head, magicGzip):
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return res, fmt.Errorf("open gzip image %s: %w", redactURL(imageURL), err)
+	case bytes.HasPrefix(head, magicGzip), bytes.HasPrefix(head, magicZstd):
+		br = bufio.NewReaderSize(io.TeeReader(src, h), 256<<10)
+		rawHash = nil
+		if bytes.HasPrefix(head, magicGzip) {
+			gz, err := gzip.NewReader(br)
+			if err != nil {
+				return res, fmt.Errorf("open gzip image %s: %w", redactURL(imageURL), err)
+			}
+			defer gz.Close()
+			src, res.Format = gz, "gzip"
+			break
 		}
-		defer gz.Close()
-		src, res.Format = gz, "gzip"
-	case bytes.HasPrefix(head, magicZstd):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(128<<20))
 		if err != nil {
 			return res, fmt.Errorf("open zstd image %s: %w", redactURL(imageURL), err)
@@ -339,24 +352,26 @@ func streamImage(ctx context.Context, hc *http.Client, imageURL string, ck expec
 		src, res.Format = zr, "zstd"
 	}
 
-	written, err := pipeToDevice(ctx, src, dev, devSize, cfg.ChunkSize, func(w int64) {
+	written, err := pipeToDevice(ctx, src, dev, devSize, cfg.ChunkSize, rawHash, func(w int64) {
 		if progress != nil {
-			progress(w, counter.n.Load(), rr.totalBytes.Load())
+			progress(w, downloaded.n.Load(), rr.totalBytes.Load())
 		}
 	})
 	res.Written, res.Resumes = written, rr.resumes
 	if err != nil {
 		return res, fmt.Errorf("write image %s: %w", redactURL(imageURL), err)
 	}
-	// The checksum covers the whole file as served: drain anything after
-	// the end of the compressed stream.
-	if _, err := io.Copy(io.Discard, br); err != nil {
-		return res, fmt.Errorf("read the end of image %s: %w", redactURL(imageURL), err)
+	if br != nil {
+		// The checksum covers the whole file as served: drain anything
+		// after the end of the compressed stream.
+		if _, err := io.Copy(io.Discard, br); err != nil {
+			return res, fmt.Errorf("read the end of image %s: %w", redactURL(imageURL), err)
+		}
 	}
-	res.Downloaded = counter.n.Load()
+	res.Downloaded = downloaded.n.Load()
 	res.Digest = hex.EncodeToString(h.Sum(nil))
 	if progress != nil {
-		progress(written, counter.n.Load(), rr.totalBytes.Load())
+		progress(written, res.Downloaded, rr.totalBytes.Load())
 	}
 	if res.Digest != ck.Value {
 		return res, fmt.Errorf("%w: image %s, %s from %s: expected %s, got %s", ErrChecksumMismatch, redactURL(imageURL), ck.Algo, ck.Source, ck.Value, res.Digest)
@@ -364,19 +379,34 @@ func streamImage(ctx context.Context, hc *http.Client, imageURL string, ck expec
 	return res, nil
 }
 
-// pipeToDevice copies src to dev in chunks, reading the next chunk while the
-// previous one is written; memory is writeBuffers chunks.
-func pipeToDevice(ctx context.Context, src io.Reader, dev io.WriterAt, devSize int64, chunk int, progress func(int64)) (int64, error) {
+// pipeToDevice copies src to dev in chunks, reading the next chunks while
+// earlier ones are written, and, when h is not nil, hashes what it writes
+// on a goroutine of its own so that neither the download nor the disk
+// waits for the hash. Memory is writeBuffers chunks, whatever the image's
+// size.
+func pipeToDevice(ctx context.Context, src io.Reader, dev io.WriterAt, devSize int64, chunk int, h hash.Hash, progress func(int64)) (int64, error) {
 	type block struct {
 		buf []byte
 		n   int
 		off int64
+		// users is how many of the writer and the hasher still need buf.
+		users *atomic.Int32
 	}
 	free := make(chan []byte, writeBuffers)
 	for range writeBuffers {
-		free <- make([]byte, chunk)
+		free <- alignedBuffer(chunk)
 	}
-	full := make(chan block, writeBuffers)
+	release := func(b block) {
+		if b.users.Add(-1) == 0 {
+			free <- b.buf
+		}
+	}
+	// Both queues hold every buffer at most once: sends never block.
+	toDisk := make(chan block, writeBuffers)
+	var toHash chan block
+	if h != nil {
+		toHash = make(chan block, writeBuffers)
+	}
 	var (
 		wg       sync.WaitGroup
 		writeErr error
@@ -384,12 +414,12 @@ func pipeToDevice(ctx context.Context, src io.Reader, dev io.WriterAt, devSize i
 	)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for b := range full {
+	dw := newDiskWriter(dev, chunk)
+	wg.Go(func() {
+		defer dw.finish()
+		for b := range toDisk {
 			if writeErr == nil {
-				if _, err := dev.WriteAt(b.buf[:b.n], b.off); err != nil {
+				if err := dw.writeAt(b.buf[:b.n], b.off); err != nil {
 					writeErr = fmt.Errorf("write at offset %d: %w", b.off, err)
 					cancel()
 				} else {
@@ -397,9 +427,19 @@ func pipeToDevice(ctx context.Context, src io.Reader, dev io.WriterAt, devSize i
 					progress(written)
 				}
 			}
-			free <- b.buf
+			release(b)
 		}
-	}()
+	})
+	if h != nil {
+		wg.Go(func() {
+			for b := range toHash {
+				if wctx.Err() == nil {
+					h.Write(b.buf[:b.n])
+				}
+				release(b)
+			}
+		})
+	}
 	var off int64
 	var readErr error
 	for {
@@ -418,7 +458,14 @@ func pipeToDevice(ctx context.Context, src io.Reader, dev io.WriterAt, devSize i
 				free <- buf
 				break
 			}
-			full <- block{buf: buf, n: n, off: off}
+			b := block{buf: buf, n: n, off: off, users: new(atomic.Int32)}
+			if h != nil {
+				b.users.Store(2)
+				toHash <- b
+			} else {
+				b.users.Store(1)
+			}
+			toDisk <- b
 			off += int64(n)
 		} else {
 			free <- buf
@@ -429,11 +476,14 @@ func pipeToDevice(ctx context.Context, src io.Reader, dev io.WriterAt, devSize i
 			break
 		}
 		if err != nil {
-			readErr = err
+			readErr = fmt.Errorf("read at offset %d: %w", off, err)
 			break
 		}
 	}
-	close(full)
+	close(toDisk)
+	if toHash != nil {
+		close(toHash)
+	}
 	wg.Wait()
 	if writeErr != nil {
 		return written, writeErr
@@ -445,6 +495,20 @@ func pipeToDevice(ctx context.Context, src io.Reader, dev io.WriterAt, devSize i
 		return written, err
 	}
 	return written, nil
+}
+
+// pageSize aligns image buffers: O_DIRECT wants buffer addresses that are
+// multiples of the disk's logical block size, at most a page.
+const pageSize = 4096
+
+// alignedBuffer returns n bytes starting at a pageSize boundary.
+func alignedBuffer(n int) []byte {
+	b := make([]byte, n+pageSize)
+	skip := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) & (pageSize - 1))
+	if skip != 0 {
+		skip = pageSize - skip
+	}
+	return b[skip : skip+n : skip+n]
 }
 
 // wipeEnds zeroes the first and last wipeSize bytes of a device (partition
