@@ -36,6 +36,8 @@ type fakeEngine struct {
 	powers     []workflows.PowerRequest
 	boots      []workflows.BootDeviceRequest
 	signals    []sentSignal
+	// signalErr, when set, is what Signal returns for a running node.
+	signalErr error
 }
 
 type sentSignal struct {
@@ -97,6 +99,9 @@ func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any)
 	defer e.mu.Unlock()
 	if !e.running[nodeUUID] {
 		return ErrNoWorkflow
+	}
+	if e.signalErr != nil {
+		return e.signalErr
 	}
 	e.signals = append(e.signals, sentSignal{nodeUUID, name, arg})
 	return nil

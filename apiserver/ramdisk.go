@@ -110,7 +110,7 @@ func (s *server) lookup(c *gin.Context) {
 	}
 	writeJSON(c, http.StatusOK, map[string]any{
 		"node":   nodeView,
-		"config": s.agentConfig(token),
+		"config": s.agentConfig(token, s.heartbeatTimeout(n)),
 	})
 }
 
@@ -147,11 +147,14 @@ func (s *server) issueToken(c *gin.Context, n *store.Node) (string, error) {
 }
 
 // agentConfig is the config block of a lookup answer, as Ironic sends it.
-func (s *server) agentConfig(token any) map[string]any {
+// heartbeat_timeout is the node's own (driver_info overrides the service's)
+// so that the agent heartbeats often enough for the timeout its workflow
+// enforces.
+func (s *server) agentConfig(token any, heartbeatTimeout time.Duration) map[string]any {
 	return map[string]any{
 		"agent_token":                    token,
 		"agent_token_required":           s.cfg.AgentTokenRequired,
-		"heartbeat_timeout":              int(s.cfg.RamdiskHeartbeatTimeout / time.Second),
+		"heartbeat_timeout":              int(heartbeatTimeout / time.Second),
 		"disable_deep_image_inspection":  false,
 		"enable_bios_bootloader_install": true,
 		"permitted_image_formats":        []string{"raw", "qcow2", "iso"},
@@ -308,7 +311,17 @@ func (s *server) heartbeat(c *gin.Context) {
 	if hb.AgentStatusMessage != nil {
 		sig.AgentStatusMessage = *hb.AgentStatusMessage
 	}
+	// Outside the wait states and without a status report the workflow
+	// only needs to know the agent lives: see signalGate.
+	force := sig.AgentStatus != "" || slices.Contains(callbackStates, n.ProvisionState)
+	if !s.hbGate.allow(n.UUID, now, s.heartbeatTimeout(n)/signalEveryFraction, force) {
+		writeEmpty(c, http.StatusAccepted, "")
+		return
+	}
 	err = s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, sig)
+	if err != nil && !errors.Is(err, ErrNoWorkflow) {
+		s.hbGate.reopen(n.UUID)
+	}
 	switch {
 	case errors.Is(err, ErrNoWorkflow):
 		// Ironic answers 202 to a heartbeat from a node that is not waiting

@@ -39,6 +39,8 @@ type server struct {
 	eng   Engine
 	log   *slog.Logger
 	auth  *htpasswd
+	// hbGate spares workflows the heartbeats they do not need.
+	hbGate *signalGate
 }
 
 // New builds the API handler. cfg zero fields get their defaults (start from
@@ -51,7 +53,7 @@ func New(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (http.Handle
 		log = slog.Default()
 	}
 	cfg = cfg.withDefaults()
-	s := &server{cfg: cfg, store: st, eng: eng, log: log}
+	s := &server{cfg: cfg, store: st, eng: eng, log: log, hbGate: newSignalGate()}
 	switch cfg.AuthStrategy {
 	case AuthNoAuth:
 	case AuthHTTPBasic:

@@ -201,6 +201,27 @@ func TestDeployNodeHeartbeatsKeepALongWriteAlive(t *testing.T) {
 	}
 }
 
+// The liveness timer is re-armed from the last heartbeat when it fires:
+// heartbeats just inside the timeout (0.9 of it) keep a step that runs four
+// timeouts alive, which a timer counted from the step's start would not.
+func TestDeployNodeHeartbeatsJustInsideTheTimeoutKeepTheStepAlive(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, time.Minute)
+	for i := 1; i <= 6; i++ {
+		heartbeatAfter(env, time.Minute+time.Duration(i)*270*time.Second)
+	}
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(20*time.Minute).Return(AgentStepResult{Status: "SUCCEEDED"}, nil).Once()
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != StateActive {
+		t.Fatalf("final state %q (last_error %q), want active", last, f.lastErr)
+	}
+}
+
 func TestDeployNodeAgentSilentMidWriteFails(t *testing.T) {
 	f := newFakeCloud()
 	env := newEnv(t, f)

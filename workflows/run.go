@@ -351,20 +351,25 @@ func (r *run) agentStep(kind string, s Step) error {
 	fut := workflow.ExecuteActivity(actCtx, ActRunAgentStep, AgentStepInput{
 		Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: kind, Step: s,
 	})
+	// One liveness timer, not one per heartbeat: when it fires, the agent
+	// is lost only if no heartbeat came within the timeout; otherwise it is
+	// re-armed for what remains. A heartbeat then costs the workflow its
+	// signal alone, not a cancelled and a new timer as well.
+	started := workflow.Now(r.ctx)
+	tctx, cancelTimer := workflow.WithCancel(r.ctx)
+	defer func() { cancelTimer() }()
+	timer := workflow.NewTimer(tctx, p.HeartbeatTimeout)
 	for {
-		tctx, cancelTimer := workflow.WithCancel(r.ctx)
-		timer := workflow.NewTimer(tctx, p.HeartbeatTimeout)
 		var (
-			done, silent, aborted bool
-			err                   error
+			done, fired, aborted bool
+			err                  error
 		)
 		sel := workflow.NewSelector(r.ctx)
 		sel.AddFuture(fut, func(f workflow.Future) { done = true; err = f.Get(r.ctx, nil) })
 		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { r.takeHeartbeat(c) })
 		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
-		sel.AddFuture(timer, func(workflow.Future) { silent = true })
+		sel.AddFuture(timer, func(workflow.Future) { fired = true })
 		sel.Select(r.ctx)
-		cancelTimer()
 		switch {
 		case done:
 			return err
@@ -372,7 +377,16 @@ func (r *run) agentStep(kind string, s Step) error {
 			cancelAct()
 			_ = fut.Get(r.ctx, nil)
 			return errAborted
-		case silent:
+		case fired:
+			last := started
+			if r.lastHeartbeat.After(last) {
+				last = r.lastHeartbeat
+			}
+			if left := last.Add(p.HeartbeatTimeout).Sub(workflow.Now(r.ctx)); left > 0 {
+				tctx, cancelTimer = workflow.WithCancel(r.ctx)
+				timer = workflow.NewTimer(tctx, left)
+				continue
+			}
 			cancelAct()
 			_ = fut.Get(r.ctx, nil)
 			return fmt.Errorf("%w: no heartbeat for %s while running step %s", errAgentLost, p.HeartbeatTimeout, s.Name())
