@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -154,7 +155,7 @@ func (s *server) agentConfig(token any, heartbeatTimeout time.Duration) map[stri
 	return map[string]any{
 		"agent_token":                    token,
 		"agent_token_required":           s.cfg.AgentTokenRequired,
-		"heartbeat_timeout":              int(heartbeatTimeout / time.Second),
+		"heartbeat_timeout":              int(math.Ceil(heartbeatTimeout.Seconds())),
 		"disable_deep_image_inspection":  false,
 		"enable_bios_bootloader_install": true,
 		"permitted_image_formats":        []string{"raw", "qcow2", "iso"},
