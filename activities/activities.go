@@ -210,40 +210,26 @@ func applyOverrides(p *workflows.Policy, driverInfo map[string]any) error {
 // RecordState changes the provision state and writes history, in the
 // store. Local activity.
 func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateInput) error {
-	_, err := a.Store.UpdateNode(ctx, in.NodeUUID, func(n *store.Node) error {
-		if len(in.From) > 0 && !contains(in.From, n.ProvisionState) {
-			return fmt.Errorf("node %s is in %q, not in %v: %w", n.UUID, n.ProvisionState, in.From, store.ErrStateConflict)
-		}
-		now := time.Now().UTC()
-		n.ProvisionState = in.To
-		n.TargetProvisionState = optional(in.Target)
-		n.LastError = optional(in.LastError)
-		n.ProvisionUpdatedAt = &now
-		step := map[string]any{}
-		if in.Step != "" {
-			iface, name, _ := strings.Cut(in.Step, ".")
-			step = map[string]any{"interface": iface, "step": name}
-		}
-		switch in.StepKind {
-		case "clean":
-			n.CleanStep = step
-		case "deploy":
-			n.DeployStep = step
-		default:
-			n.CleanStep, n.DeployStep = map[string]any{}, map[string]any{}
-		}
-		if in.ClearAgent {
-			for _, k := range []string{"agent_secret_token", "agent_secret_token_pregenerated", "agent_url", "agent_verify_ca"} {
-				delete(n.DriverInternalInfo, k)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return storeErr(err, "record state %q for node %s", in.To, in.NodeUUID)
+	t := store.Transition{
+		From: in.From, To: in.To, Target: optional(in.Target), LastError: optional(in.LastError),
+		StepKind: in.StepKind,
+		History: store.HistoryEvent{
+			Severity: in.Severity, EventType: in.EventType, Event: in.Event, Conductor: a.Config.Conductor,
+		},
 	}
-	return a.history(ctx, in.NodeUUID, in.Severity, in.EventType, in.Event)
+	if in.Step != "" {
+		iface, name, _ := strings.Cut(in.Step, ".")
+		t.Step = map[string]any{"interface": iface, "step": name}
+	}
+	if in.ClearAgent {
+		t.DropInternal = agentKeys
+	}
+	return storeErr(a.Store.RecordTransition(ctx, in.NodeUUID, t), "record state %q for node %s", in.To, in.NodeUUID)
 }
+
+// agentKeys are the driver_internal_info keys of one agent's session,
+// dropped when the operation that booted it ends.
+var agentKeys = []string{"agent_secret_token", "agent_secret_token_pregenerated", "agent_url", "agent_verify_ca"}
 
 func (a *Activities) history(ctx context.Context, nodeUUID, severity, eventType, event string) error {
 	if event == "" {

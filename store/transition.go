@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Transition is one provision-state change a workflow records.
+type Transition struct {
+	// From, when not empty, are the states the node must be in.
+	From []string
+	To   string
+	// Target and LastError are written as given (nil clears them).
+	Target    *string
+	LastError *string
+	// StepKind "clean" or "deploy" sets that step field to Step (nil: {});
+	// any other kind clears both.
+	StepKind string
+	Step     map[string]any
+	// DropInternal are driver_internal_info keys to remove.
+	DropInternal []string
+	// History, when its Event is not empty, is added to the node's history.
+	History HistoryEvent
+}
+
+// RecordTransition applies t and adds its history event in one statement
+// (one round trip, no explicit transaction): a workflow records a state
+// several times per deploy, so this is the store's hottest write.
+// provision_updated_at moves only when the state changes. It returns
+// ErrStateConflict (naming the current state) when From does not hold,
+// ErrNotFound when the node does not exist.
+func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transition) error {
+	u, _ := canonicalUUID(nodeUUID)
+	from := t.From
+	if from == nil {
+		from = []string{}
+	}
+	step := t.Step
+	if step == nil {
+		step = map[string]any{}
+	}
+	drop := t.DropInternal
+	if drop == nil {
+		drop = []string{}
+	}
+	h := t.History
+	if h.UUID == "" {
+		h.UUID = uuid.NewString()
+	}
+	if h.Severity == "" {
+		h.Severity = SeverityInfo
+	}
+	// The DELETE sees the history from before the INSERT (data-modifying
+	// CTEs share one snapshot), so keeping max-1 of it plus the new row
+	// leaves max, as AddHistory does.
+	var changed int
+	err := s.pool.QueryRow(ctx, `WITH upd AS (
+			UPDATE nodes SET provision_state = $2, target_provision_state = $3, last_error = $4,
+				provision_updated_at = CASE WHEN provision_state <> $2 THEN now() ELSE provision_updated_at END,
+				updated_at = now(),
+				clean_step = CASE $6 WHEN 'clean' THEN $7::jsonb WHEN 'deploy' THEN clean_step ELSE '{}'::jsonb END,
+				deploy_step = CASE $6 WHEN 'deploy' THEN $7::jsonb WHEN 'clean' THEN deploy_step ELSE '{}'::jsonb END,
+				driver_internal_info = driver_internal_info - $8::text[]
+			WHERE uuid = $1 AND (cardinality($5::text[]) = 0 OR provision_state = ANY($5::text[]))
+			RETURNING uuid),
+		ins AS (
+			INSERT INTO node_history (uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name)
+			SELECT $9, upd.uuid, now(), $10, $11, $12, $13, $14 FROM upd WHERE $12 <> ''),
+		trim AS (
+			DELETE FROM node_history WHERE $15 > 0 AND $12 <> '' AND EXISTS (SELECT 1 FROM upd) AND node_uuid = $1 AND id <= (
+				SELECT id FROM node_history WHERE node_uuid = $1 ORDER BY id DESC OFFSET GREATEST($15 - 1, 0) LIMIT 1))
+		SELECT count(*) FROM upd`,
+		u, t.To, t.Target, t.LastError, from, t.StepKind, step, drop,
+		h.UUID, h.Severity, h.EventType, h.Event, h.Conductor, h.User, s.HistoryMaxEntries).Scan(&changed)
+	if err != nil {
+		return dbError(err, "record provision state %s of node %s", t.To, nodeUUID)
+	}
+	if changed == 1 {
+		return nil
+	}
+	var current string
+	err = s.pool.QueryRow(ctx, "SELECT provision_state FROM nodes WHERE uuid = $1", u).Scan(&current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("record provision state %s of node %s: %w", t.To, nodeUUID, ErrNotFound)
+	}
+	if err != nil {
+		return dbError(err, "record provision state %s of node %s", t.To, nodeUUID)
+	}
+	return fmt.Errorf("node %s is in %q, not in %v: %w", nodeUUID, current, from, ErrStateConflict)
+}

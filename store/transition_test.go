@@ -1,0 +1,101 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/store/storetest"
+)
+
+func TestRecordTransition(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{
+		ProvisionState: "available", TargetProvisionState: ptr("active"),
+		DriverInternalInfo: map[string]any{"agent_url": "http://127.0.0.1:9999", "agent_secret_token": "t", "kept": true},
+		CleanStep:          map[string]any{"interface": "deploy", "step": "erase_devices"},
+	})
+	before := mustGet(t, s, n.UUID)
+
+	// A deploy step is recorded; the clean step stays; history is added.
+	err := s.RecordTransition(ctx, n.UUID, store.Transition{
+		From: []string{"available"}, To: "deploying", Target: ptr("active"),
+		StepKind: "deploy", Step: map[string]any{"interface": "deploy", "step": "write_image"},
+		History: store.HistoryEvent{EventType: "provisioning", Event: "Deploy requested", Conductor: "worker-1"},
+	})
+	if err != nil {
+		t.Fatalf("RecordTransition: %v", err)
+	}
+	got := mustGet(t, s, n.UUID)
+	if got.ProvisionState != "deploying" || *got.TargetProvisionState != "active" || got.LastError != nil ||
+		got.DeployStep["step"] != "write_image" || got.CleanStep["step"] != "erase_devices" {
+		t.Fatalf("after deploying: %+v", got)
+	}
+	if got.ProvisionUpdatedAt == nil || (before.ProvisionUpdatedAt != nil && !got.ProvisionUpdatedAt.After(*before.ProvisionUpdatedAt)) {
+		t.Fatalf("provision_updated_at did not move on a state change: %v → %v", before.ProvisionUpdatedAt, got.ProvisionUpdatedAt)
+	}
+	// Same state again: provision_updated_at stays, an empty event adds no
+	// history, the agent keys go and the others stay; any other step kind
+	// clears both steps.
+	err = s.RecordTransition(ctx, n.UUID, store.Transition{To: "deploying", LastError: ptr("boom"),
+		DropInternal: []string{"agent_url", "agent_secret_token"}})
+	if err != nil {
+		t.Fatalf("RecordTransition again: %v", err)
+	}
+	again := mustGet(t, s, n.UUID)
+	if !again.ProvisionUpdatedAt.Equal(*got.ProvisionUpdatedAt) {
+		t.Fatalf("provision_updated_at moved without a state change")
+	}
+	if again.TargetProvisionState != nil || *again.LastError != "boom" || len(again.DeployStep) != 0 || len(again.CleanStep) != 0 {
+		t.Fatalf("after the second transition: %+v", again)
+	}
+	if _, ok := again.DriverInternalInfo["agent_url"]; ok || again.DriverInternalInfo["kept"] != true {
+		t.Fatalf("driver_internal_info %v: want agent keys gone, kept kept", again.DriverInternalInfo)
+	}
+	events, err := s.ListHistory(ctx, n.UUID)
+	if err != nil || len(events) != 1 || events[0].Event != "Deploy requested" || events[0].Conductor != "worker-1" || events[0].Severity != store.SeverityInfo {
+		t.Fatalf("history %+v, %v: want the one event", events, err)
+	}
+
+	// From that does not hold: a conflict naming the state, nothing written.
+	err = s.RecordTransition(ctx, n.UUID, store.Transition{From: []string{"available"}, To: "active",
+		History: store.HistoryEvent{Event: "must not appear"}})
+	if !errors.Is(err, store.ErrStateConflict) || !strings.Contains(err.Error(), `"deploying"`) {
+		t.Fatalf("wrong from: %v, want ErrStateConflict naming deploying", err)
+	}
+	if events, _ := s.ListHistory(ctx, n.UUID); len(events) != 1 {
+		t.Fatalf("a refused transition wrote history: %+v", events)
+	}
+	if err := s.RecordTransition(ctx, "6a1f0c4e-0000-4000-8000-000000000000", store.Transition{To: "active"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing node: %v, want ErrNotFound", err)
+	}
+}
+
+func TestRecordTransitionKeepsNewestHistory(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{})
+	const added = store.DefaultHistoryMaxEntries + 3
+	for i := range added {
+		if err := s.RecordTransition(ctx, n.UUID, store.Transition{To: "deploying", History: store.HistoryEvent{Event: fmt.Sprintf("event %d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, err := s.ListHistory(ctx, n.UUID)
+	if err != nil || len(events) != store.DefaultHistoryMaxEntries || events[0].Event != "event 3" {
+		t.Fatalf("%d events (first %+v), %v: want the newest %d", len(events), events[0], err, store.DefaultHistoryMaxEntries)
+	}
+}
+
+func mustGet(t *testing.T, s *store.Store, uuid string) *store.Node {
+	t.Helper()
+	n, err := s.GetNode(context.Background(), uuid)
+	if err != nil {
+		t.Fatalf("get node %s: %v", uuid, err)
+	}
+	return n
+}
