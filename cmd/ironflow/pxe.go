@@ -20,6 +20,7 @@ import (
 type bootFlags struct {
 	listen, publicURL, imagesDir, isoDir, tftpListen, tftpRoot *string
 	dhcpInterface, dhcpMode, dhcpAddr, dhcpPool, dhcpRouter    *string
+	dhcpListen                                                 *string
 }
 
 func addBootFlags(s *settings) bootFlags {
@@ -30,7 +31,8 @@ func addBootFlags(s *settings) bootFlags {
 		isoDir:        s.String("iso-dir", "", "per-node virtual media ISOs (default <data-dir>/iso)"),
 		tftpListen:    s.String("tftp-listen", "", "TFTP listen address for iPXE binaries, e.g. 10.0.0.1:69 (empty: off)"),
 		tftpRoot:      s.String("tftp-root", "", "TFTP root (default: Debian's /usr/lib/ipxe)"),
-		dhcpInterface: s.String("dhcp-interface", "", "interface to serve DHCP on (empty: off)"),
+		dhcpInterface: s.String("dhcp-interface", "", "interface to serve DHCP on (empty: off unless --dhcp-listen is set)"),
+		dhcpListen:    s.String("dhcp-listen", "", "UDP address ip:port to serve DHCP on, e.g. 0.0.0.0:67 with --dhcp-interface, or a relay-facing address (empty: port 67 on --dhcp-interface)"),
 		dhcpMode:      s.String("dhcp-mode", pxe.DHCPModeReservation, "reservation (authoritative for prepared nodes) or proxy (boot options only)"),
 		dhcpAddr:      s.String("dhcp-server-address", "", "ironflow's IPv4 address on the DHCP segment"),
 		dhcpPool:      s.String("dhcp-pool", "", "reservation pool as CIDR,first,last e.g. 10.0.0.0/24,10.0.0.100,10.0.0.200"),
@@ -98,7 +100,7 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 		go func() { errs <- t.ListenAndServe(ctx) }()
 		log.Info("tftp listening", "address", *f.tftpListen)
 	}
-	if *f.dhcpInterface != "" {
+	if *f.dhcpInterface != "" || *f.dhcpListen != "" {
 		cfg, err := f.dhcpConfig(base)
 		if err != nil {
 			return "", nil, nil, err
@@ -108,7 +110,7 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 			return "", nil, nil, err
 		}
 		go func() { errs <- d.Serve(ctx) }()
-		log.Info("dhcp serving", "interface", *f.dhcpInterface, "mode", cfg.Mode)
+		log.Info("dhcp serving", "interface", *f.dhcpInterface, "listen", *f.dhcpListen, "mode", cfg.Mode)
 	}
 	vm := isoService{isos: pxe.AgentISOs{Dir: *f.isoDir}, imagesDir: *f.imagesDir, baseURL: base}
 	return addr, errs, vm, nil
@@ -120,6 +122,11 @@ func (f bootFlags) dhcpConfig(httpBase string) (pxe.DHCPConfig, error) {
 		return pxe.DHCPConfig{}, fmt.Errorf("--dhcp-server-address %q: %w", *f.dhcpAddr, err)
 	}
 	cfg := pxe.DHCPConfig{Mode: *f.dhcpMode, Interface: *f.dhcpInterface, Addr: addr, HTTPBaseURL: httpBase}
+	if *f.dhcpListen != "" {
+		if cfg.Listen, err = netip.ParseAddrPort(*f.dhcpListen); err != nil {
+			return cfg, fmt.Errorf("--dhcp-listen %q: want ip:port: %w", *f.dhcpListen, err)
+		}
+	}
 	if *f.dhcpPool != "" {
 		parts := strings.Split(*f.dhcpPool, ",")
 		if len(parts) != 3 {
