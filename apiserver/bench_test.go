@@ -38,3 +38,32 @@ func BenchmarkListNodesDetail(b *testing.B) {
 		b.SetBytes(int64(rec.Body.Len()))
 	}
 }
+
+// BenchmarkHeartbeatDuringAgentStep is the common heartbeat: the node is
+// deploying, its workflow was signalled recently, so the heartbeat is
+// validated and recorded. The baseline is the store write alone.
+func BenchmarkHeartbeatDuringAgentStep(b *testing.B) {
+	e := newEnv(b)
+	ctx := context.Background()
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: "deploying",
+		DriverInternalInfo: map[string]any{"agent_secret_token": "bench-token", "agent_url": "http://127.0.0.1:9999"}}
+	if err := e.st.CreateNode(ctx, n); err != nil {
+		b.Fatal(err)
+	}
+	e.eng.hold(n.UUID, true)
+	body := []byte(`{"callback_url": "http://127.0.0.1:9999", "agent_token": "bench-token", "agent_version": "bench"}`)
+	b.Run("heartbeat", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if rec := e.serve("POST", "/v1/heartbeat/"+n.UUID, "1.78", body); rec.Code != http.StatusAccepted {
+				b.Fatalf("heartbeat: %d %s", rec.Code, rec.Body.String())
+			}
+		}
+	})
+	b.Run("baseline-store-merge", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := e.st.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{"agent_last_heartbeat": "2026-01-01T00:00:00.000000"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
