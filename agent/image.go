@@ -47,8 +47,8 @@ const (
 	DefaultDownloadRetryDelay = 10 * time.Second
 	DefaultStallTimeout       = 60 * time.Second
 	DefaultChunkSize          = 4 << 20
-	// writeBuffers is how many chunks are in flight between the download
-	// and the disk: enough to overlap the two, bounded memory.
+	// writeBuffers is how many chunks are in flight between the download,
+	// the hash and the disk: enough to overlap the three, bounded memory.
 	writeBuffers = 4
 	// wipeSize is how much is zeroed at each end of a disk whose image
 	// write failed, so that no half-written partition table can boot.

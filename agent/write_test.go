@@ -277,3 +277,44 @@ func directFlag(t *testing.T, dev Device) bool {
 	}
 	return flags&unix.O_DIRECT != 0
 }
+
+// TestDiskWriterBoundsWriteback writes more than writebackLag into a file
+// "disk": writes go through the page cache (no O_DIRECT on a file), and no
+// more than writebackLag is left unwaited for the final sync.
+func TestDiskWriterBoundsWriteback(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "disk.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := newDiskWriter(f, DefaultChunkSize)
+	if w.direct || !w.hints {
+		t.Fatalf("a file disk: direct %v, writeback hints %v; want buffered with hints", w.direct, w.hints)
+	}
+	buf := alignedBuffer(DefaultChunkSize)
+	h := sha256.New()
+	const total = writebackLag + 5*DefaultChunkSize
+	for off := int64(0); off < total; off += DefaultChunkSize {
+		for i := range buf {
+			buf[i] = byte(off>>20) ^ byte(i)
+		}
+		h.Write(buf)
+		if err := w.writeAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
+		if w.pendingLen > writebackLag {
+			t.Fatalf("%d bytes in flight at offset %d, want at most %d", w.pendingLen, off, writebackLag)
+		}
+	}
+	w.finish()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	back := sha256.New()
+	if n, err := io.Copy(back, f); err != nil || n != total {
+		t.Fatalf("read back %d bytes: %v", n, err)
+	}
+	if !bytes.Equal(back.Sum(nil), h.Sum(nil)) {
+		t.Fatal("the file differs from what was written")
+	}
+}
