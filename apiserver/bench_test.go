@@ -59,6 +59,28 @@ func BenchmarkHeartbeatDuringAgentStep(b *testing.B) {
 			}
 		}
 	})
+	b.Run("heartbeat-parallel", func(b *testing.B) {
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if rec := e.serve("POST", "/v1/heartbeat/"+n.UUID, "1.78", body); rec.Code != http.StatusAccepted {
+					b.Errorf("heartbeat: %d %s", rec.Code, rec.Body.String())
+					return
+				}
+			}
+		})
+	})
+	b.Run("baseline-store-merge-parallel", func(b *testing.B) {
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := e.st.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{"agent_last_heartbeat": "2026-01-01T00:00:00.000000"}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 	b.Run("baseline-store-merge", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if err := e.st.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{"agent_last_heartbeat": "2026-01-01T00:00:00.000000"}); err != nil {

@@ -292,7 +292,7 @@ func (s *server) heartbeat(c *gin.Context) {
 		kv[keyAgentVerifyCA] = *hb.AgentVerifyCA
 	}
 	ctx := c.Request.Context()
-	if err := s.store.MergeDriverInternalInfo(ctx, n.UUID, kv); err != nil {
+	if err := s.hbWrites.Merge(ctx, n.UUID, kv); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			s.writeError(c, nodeNotFound(ident))
 			return

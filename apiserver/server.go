@@ -41,6 +41,8 @@ type server struct {
 	auth  *htpasswd
 	// hbGate spares workflows the heartbeats they do not need.
 	hbGate *signalGate
+	// hbWrites records concurrent heartbeats in shared statements.
+	hbWrites *store.MergeBatcher
 }
 
 // New builds the API handler. cfg zero fields get their defaults (start from
@@ -53,7 +55,7 @@ func New(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (http.Handle
 		log = slog.Default()
 	}
 	cfg = cfg.withDefaults()
-	s := &server{cfg: cfg, store: st, eng: eng, log: log, hbGate: newSignalGate()}
+	s := &server{cfg: cfg, store: st, eng: eng, log: log, hbGate: newSignalGate(), hbWrites: st.NewMergeBatcher()}
 	switch cfg.AuthStrategy {
 	case AuthNoAuth:
 	case AuthHTTPBasic:
