@@ -256,11 +256,18 @@ func (s *server) provision(c *gin.Context) {
 		target = &t.Target
 	}
 	// Conditional on the state we saw: if the workflow already moved the
-	// node on, its write wins and this one is a no-op.
-	_, err = s.store.SetProvisionState(ctx, n.UUID, []string{n.ProvisionState}, t.Next, target, nil)
+	// node on, its write wins and this one is a no-op. State and history
+	// are one statement: this is every verb's store write.
+	event := fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target)
+	err = s.store.RecordTransition(ctx, n.UUID, store.Transition{
+		From: []string{n.ProvisionState}, To: t.Next, Target: target,
+		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
+			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
+	})
 	switch {
 	case errors.Is(err, store.ErrStateConflict):
 		s.log.Debug("workflow moved the node before the API recorded the transition", "node", n.UUID, "verb", verb)
+		s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning", event)
 	case errors.Is(err, store.ErrNotFound):
 		s.writeError(c, nodeNotFound(n.UUID))
 		return
@@ -268,8 +275,6 @@ func (s *server) provision(c *gin.Context) {
 		s.writeError(c, fmt.Errorf("record provision state of node %s: %w", n.UUID, err))
 		return
 	}
-	s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning",
-		fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target))
 	writeEmpty(c, http.StatusAccepted, location)
 }
 
