@@ -246,7 +246,15 @@ func (a *Activities) history(ctx context.Context, nodeUUID, severity, eventType,
 
 // RecordPowerState stores the power state a BMC reported. Local activity.
 func (a *Activities) RecordPowerState(ctx context.Context, in workflows.PowerStateRecord) error {
-	_, err := a.Store.SetPowerState(ctx, in.NodeUUID, optional(in.PowerState), nil, optional(in.LastError))
+	var err error
+	if in.KeepPowerState {
+		_, err = a.Store.UpdateNode(ctx, in.NodeUUID, func(n *store.Node) error {
+			n.TargetPowerState, n.LastError = nil, optional(in.LastError)
+			return nil
+		})
+	} else {
+		_, err = a.Store.SetPowerState(ctx, in.NodeUUID, optional(in.PowerState), nil, optional(in.LastError))
+	}
 	if err != nil {
 		return storeErr(err, "record power state of node %s", in.NodeUUID)
 	}

@@ -346,3 +346,31 @@ func TestUndeployAFailedDeployThatWaitsForAnOperator(t *testing.T) {
 		t.Fatalf("after undeploy: %+v", n)
 	}
 }
+
+// TestUnreadableDriverInfoFailsTheDeployClearly: a timeout override in
+// driver_info that is not a number stops the deploy at once with a
+// last_error that names it, instead of leaving the node in deploying.
+func TestUnreadableDriverInfoFailsTheDeployClearly(t *testing.T) {
+	uuid := strings.TrimSpace(mustCLI(t, "node", "create", "--driver", "fake-hardware", "--deploy-interface", "fake",
+		"--name", "bad-settings-0", "-f", "value", "-c", "uuid"))
+	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}} {
+		if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}, nil); code != 202 {
+			t.Fatalf("%s: %d", s.verb, code)
+		}
+		waitState(t, uuid, s.state, 60*time.Second)
+	}
+	mustCLI(t, "node", "set", uuid, "--driver-info", "deploy_callback_timeout=soon")
+	if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
+		t.Fatalf("deploy: %d", code)
+	}
+	n := waitState(t, uuid, "deploy failed", 60*time.Second)
+	if le := deref(n.LastError); !strings.Contains(le, "deploy_callback_timeout must be a positive number of seconds, got soon") {
+		t.Fatalf("last_error %q does not name the unreadable setting", le)
+	}
+	// Fixed, the node deploys.
+	mustCLI(t, "node", "unset", uuid, "--driver-info", "deploy_callback_timeout")
+	if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
+		t.Fatalf("deploy after the fix: %d", code)
+	}
+	waitState(t, uuid, "active", 60*time.Second)
+}

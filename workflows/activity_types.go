@@ -204,6 +204,9 @@ type PowerStateRecord struct {
 	LastError  string `json:"last_error"`
 	Event      string `json:"event"`
 	Severity   string `json:"severity"`
+	// KeepPowerState leaves power_state as stored: the change was never
+	// tried, so the last reading still holds.
+	KeepPowerState bool `json:"keep_power_state,omitempty"`
 }
 
 // InspectionRecord marks the start or end of an inspection on the node

@@ -26,6 +26,8 @@ type fakeCloud struct {
 	failures map[string][]error // activity+detail -> errors returned on successive calls
 	// agentStep runs in place of the agent for RunAgentStep.
 	agentStep func(ctx context.Context, in AgentStepInput) (AgentStepResult, error)
+	// loadErr is what LoadNode fails with.
+	loadErr error
 }
 
 func newFakeCloud() *fakeCloud {
@@ -61,7 +63,7 @@ func (f *fakeCloud) callList() []string {
 
 func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
-	reg(func(ctx context.Context, uuid string) (NodeInfo, error) { return f.node, nil }, ActLoadNode)
+	reg(func(ctx context.Context, uuid string) (NodeInfo, error) { return f.node, f.loadErr }, ActLoadNode)
 	reg(func(ctx context.Context, in RecordStateInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -72,6 +74,12 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	}, ActRecordState)
 	reg(func(ctx context.Context, in ConfigDriveInput) error { return f.log("StoreConfigDrive") }, ActStoreConfigDrive)
 	reg(func(ctx context.Context, in PowerStateRecord) error {
+		if in.KeepPowerState {
+			f.mu.Lock()
+			f.lastErr = in.LastError
+			f.mu.Unlock()
+			return f.log("RecordPowerState kept")
+		}
 		return f.log("RecordPowerState " + in.PowerState)
 	}, ActRecordPowerState)
 	reg(func(ctx context.Context, uuid string) error { return f.log("ClearInstanceInfo") }, ActClearInstanceInfo)
@@ -497,3 +505,43 @@ var _ = errors.New
 
 // mockAny is testify's mock.Anything, spelled out to keep testify out of our imports.
 const mockAny = "mock.Anything"
+
+// A node whose driver_info cannot be read (a timeout override that is not a
+// number) must not stay in the state the API recorded: the operation fails
+// at once with last_error naming the setting.
+func TestUnreadableSettingsFailTheOperationClearly(t *testing.T) {
+	cases := []struct {
+		name     string
+		wf       any
+		req      any
+		want     string // state recorded; "kept" for a power change
+		startsIn string
+	}{
+		{"deploy", DeployNode, deployRequest(), StateDeployFailed, StateAvailable},
+		{"provide", ProvideNode, ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "provide", FromState: StateManageable}, StateCleanFailed, StateManageable},
+		{"manage", ManageNode, ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "manage", FromState: StateEnroll}, StateEnroll, StateEnroll},
+		{"power", SetPowerState, PowerRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Target: "power on"}, "kept", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeCloud()
+			f.loadErr = temporal.NewNonRetryableApplicationError("driver_info of node 1be26c0b-03f2-4d2e-ae87-c02d7f33c123: deploy_callback_timeout must be a positive number of seconds, got abc", ErrTypeInvalidConfig, nil)
+			env := newEnv(t, f)
+			env.ExecuteWorkflow(c.wf, c.req)
+			if env.GetWorkflowError() == nil {
+				t.Fatalf("the workflow succeeded although the node could not be loaded")
+			}
+			calls := strings.Join(f.callList(), ",")
+			if c.want == "kept" {
+				if calls != "RecordPowerState kept" {
+					t.Fatalf("calls %q, want the power change refused with the power state kept", calls)
+				}
+			} else if len(f.states) != 1 || f.states[0] != c.want {
+				t.Fatalf("states recorded %v, want [%s]", f.states, c.want)
+			}
+			if !strings.Contains(f.lastErr, "deploy_callback_timeout must be a positive number") || !strings.HasPrefix(f.lastErr, capitalize(c.name)+" failed") {
+				t.Fatalf("last_error %q does not say which setting stopped the %s", f.lastErr, c.name)
+			}
+		})
+	}
+}

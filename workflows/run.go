@@ -95,9 +95,52 @@ func newRun(ctx workflow.Context, req ProvisionRequest, operation string) (*run,
 		return nil, fmt.Errorf("register status query: %w", err)
 	}
 	if err := r.local(ActLoadNode, req.NodeUUID, &r.node); err != nil {
-		return nil, fmt.Errorf("load node %s: %w", req.NodeUUID, err)
+		err = fmt.Errorf("load node %s: %w", req.NodeUUID, err)
+		var app *temporal.ApplicationError
+		if errors.As(err, &app) && app.Type() == ErrTypeInvalidConfig {
+			// The API has already recorded the operation's state: a node
+			// whose settings cannot be read must not stay there silently.
+			r.refuseInvalidConfig(err)
+		}
+		return nil, err
 	}
 	return r, nil
+}
+
+// loadFailureState is where a provision operation leaves a node whose
+// settings it could not read; "" for operations without one.
+func loadFailureState(operation, from string) string {
+	switch operation {
+	case "deploy":
+		return StateDeployFailed
+	case "provide", "clean":
+		return StateCleanFailed
+	case "inspect":
+		return StateInspectFailed
+	case "undeploy":
+		return StateError
+	case "manage":
+		return from
+	}
+	return ""
+}
+
+// refuseInvalidConfig records why an operation could not start: the node
+// moves to the operation's failure state (or, for a power change, keeps its
+// power state with target cleared) with last_error naming the setting.
+func (r *run) refuseInvalidConfig(err error) {
+	msg := fmt.Sprintf("%s failed: %s", capitalize(r.status.Operation), errorText(err))
+	var rerr error
+	if to := loadFailureState(r.status.Operation, r.req.FromState); to != "" {
+		rerr = r.local(ActRecordState, RecordStateInput{NodeUUID: r.req.NodeUUID, To: to, LastError: msg, Event: msg,
+			Severity: "ERROR", EventType: r.status.Operation}, nil)
+	} else if r.status.Operation == "power" {
+		rerr = r.local(ActRecordPowerState, PowerStateRecord{NodeUUID: r.req.NodeUUID, KeepPowerState: true,
+			LastError: msg, Event: msg, Severity: "ERROR"}, nil)
+	}
+	if rerr != nil {
+		workflow.GetLogger(r.ctx).Error("record a node whose settings cannot be read", "node", r.req.NodeUUID, "error", rerr)
+	}
 }
 
 // localOptions: store work is retried until the store answers again, so that
