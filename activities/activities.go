@@ -123,13 +123,9 @@ func New(st *store.Store, cfg Config, log *slog.Logger) *Activities {
 // LoadNode reads what a workflow needs of a node, with the policy in force
 // for it. Local activity.
 func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.NodeInfo, error) {
-	n, err := a.Store.GetNode(ctx, nodeUUID)
+	n, macs, err := a.Store.GetNodeForWork(ctx, nodeUUID)
 	if err != nil {
 		return workflows.NodeInfo{}, storeErr(err, "load node %s", nodeUUID)
-	}
-	ports, err := a.Store.ListPorts(ctx, store.PortFilter{NodeUUID: n.UUID})
-	if err != nil {
-		return workflows.NodeInfo{}, storeErr(err, "load ports of node %s", nodeUUID)
 	}
 	info := workflows.NodeInfo{
 		UUID:             n.UUID,
@@ -150,11 +146,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		info.AutomatedClean = *n.AutomatedClean
 	}
 	info.BootMode = bootMode(n)
-	for _, p := range ports {
-		if p.PXEEnabled {
-			info.MACs = append(info.MACs, p.Address)
-		}
-	}
+	info.MACs = macs
 	if n.Driver == "fake-hardware" {
 		info.Policy.LocalBMC = true
 	}

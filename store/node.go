@@ -632,3 +632,24 @@ func (s *Store) DeleteDriverInternalInfoKeys(ctx context.Context, uuid string, k
 	}
 	return nil
 }
+
+// GetNodeForWork returns the node by UUID with the MAC addresses of its
+// PXE-enabled ports, oldest port first, in one query: every workflow
+// starts with it.
+func (s *Store) GetNodeForWork(ctx context.Context, uuid string) (*Node, []string, error) {
+	u, _ := canonicalUUID(uuid)
+	n := &Node{}
+	targets := make([]any, len(nodeFields), len(nodeFields)+1)
+	for i, f := range nodeFields {
+		targets[i] = f.ptr(n)
+	}
+	var macs []string
+	targets = append(targets, &macs)
+	err := s.pool.QueryRow(ctx, "SELECT "+nodeColumns+`,
+		ARRAY(SELECT p.address FROM ports p WHERE p.node_id = nodes.id AND p.pxe_enabled ORDER BY p.id)
+		FROM nodes WHERE uuid = $1`, u).Scan(targets...)
+	if err != nil {
+		return nil, nil, dbError(err, "get node %s", uuid)
+	}
+	return n, macs, nil
+}

@@ -99,3 +99,28 @@ func mustGet(t *testing.T, s *store.Store, uuid string) *store.Node {
 	}
 	return n
 }
+
+func TestGetNodeForWorkListsPXEMACs(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{Driver: "ipmi"})
+	for _, p := range []*store.Port{
+		{Address: "52:54:00:00:00:02", NodeUUID: n.UUID, PXEEnabled: true},
+		{Address: "52:54:00:00:00:01", NodeUUID: n.UUID, PXEEnabled: false},
+		{Address: "52:54:00:00:00:03", NodeUUID: n.UUID, PXEEnabled: true},
+	} {
+		if err := s.CreatePort(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, macs, err := s.GetNodeForWork(ctx, n.UUID)
+	if err != nil || got.UUID != n.UUID || got.Driver != "ipmi" {
+		t.Fatalf("GetNodeForWork = %+v, %v", got, err)
+	}
+	if strings.Join(macs, ",") != "52:54:00:00:00:02,52:54:00:00:00:03" {
+		t.Fatalf("MACs %v: want the PXE-enabled ones, oldest first", macs)
+	}
+	if _, _, err := s.GetNodeForWork(ctx, "6a1f0c4e-0000-4000-8000-000000000000"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing node: %v, want ErrNotFound", err)
+	}
+}
