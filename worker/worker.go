@@ -93,9 +93,9 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 		MaxConcurrentWorkflowTaskExecutionSize:  opts.MaxConcurrentWorkflowTasks,
 		MaxConcurrentLocalActivityExecutionSize: opts.MaxConcurrentLocalActivities,
 		// Hardware activities go to the group queues; this worker only runs
-		// local ones.
-		MaxConcurrentActivityExecutionSize: 1,
-		DisableRegistrationAliasing:        true,
+		// local ones, so it does not poll for activity tasks at all.
+		LocalActivityWorkerOnly:     true,
+		DisableRegistrationAliasing: true,
 	})
 	for name, fn := range Workflows() {
 		wf.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
