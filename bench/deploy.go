@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,93 +99,98 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		return nil, err
 	}
 	kinds := pilotMix.Kinds
-	// The ceiling runs before and after ironflow's deploys: the machine is
-	// shared and the server's state moves, so the better of the two is the
-	// baseline (the harder one for ironflow to reach).
-	log.Info("ceiling starting", "part", mode.part, "workflows", n, "mix", mixOf(kinds))
-	ceilBefore, ceilErr := runCeiling(ctx, st, n, cfg.clients, kinds, ceilingTimeout)
-	if ceilErr != nil {
-		return nil, ceilErr
-	}
-
-	var prof *profiler
-	if cfg.profile && mode.part == "control" {
-		prof = startProfiles(ctx, st, log)
-	}
-	before := st.usage()
-	start := time.Now()
-	waitErr := deployAll(ctx, st, nodes, cfg, agents)
-	after := st.usage()
-	if prof != nil {
-		prof.stop()
-	}
-	if waitErr != nil && !errors.Is(waitErr, context.DeadlineExceeded) {
-		return nil, waitErr
-	}
-
-	// Figures.
+	// Rounds alternate the ceiling and ironflow's deploys (even rounds
+	// ceiling first, odd rounds ironflow first): the machine is shared and
+	// the server's state moves, so each side's median over the rounds is
+	// compared, and every round's figures are printed.
 	var (
-		active, failed int
-		times, accepts []time.Duration
-		first, last    time.Time
-		firstFailure   string
+		ceilings []ceilingResult
+		trials   []deployTrial
+		used     usage
+		prof     *profiler
+		ceilErr  error
 	)
-	first = start
-	for _, bn := range nodes {
-		accepts = append(accepts, bn.accepted)
-		if bn.state != workflows.StateActive {
-			failed++
-			if firstFailure == "" {
-				firstFailure = fmt.Sprintf("%s %q: %s", bn.name, bn.state, bn.lastError)
+	for round := range cfg.rounds {
+		if round > 0 {
+			if err := redeployable(ctx, st, nodes, cfg, mode); err != nil {
+				return nil, fmt.Errorf("round %d: %w", round+1, err)
 			}
-			continue
 		}
-		active++
-		done := bn.activeAt
-		if done.IsZero() || done.Before(bn.requested) {
-			done = bn.observedAt
+		ceiling := func() error {
+			log.Info("ceiling starting", "part", mode.part, "round", round+1, "workflows", n, "mix", mixOf(kinds))
+			c, err := runCeiling(ctx, st, n, cfg.clients, kinds, ceilingTimeout)
+			if err != nil {
+				return err
+			}
+			ceilings = append(ceilings, c)
+			return nil
 		}
-		times = append(times, done.Sub(bn.requested))
-		if done.After(last) {
-			last = done
+		if round%2 == 0 {
+			if ceilErr = ceiling(); ceilErr != nil {
+				return nil, ceilErr
+			}
+		}
+		if cfg.profile && mode.part == "control" && round == cfg.rounds-1 {
+			prof = startProfiles(ctx, st, log)
+		}
+		tr, err := runDeployTrial(ctx, st, nodes, cfg, agents)
+		if prof != nil {
+			prof.stop()
+		}
+		if err != nil {
+			return nil, err
+		}
+		log.Info("deploys done", "part", mode.part, "round", round+1, "active", tr.active, "failed", tr.failed, "rate", fmt.Sprintf("%.2f/s", tr.rate))
+		trials = append(trials, tr)
+		used = used.add(tr.used)
+		if round%2 == 1 {
+			if ceilErr = ceiling(); ceilErr != nil {
+				return nil, ceilErr
+			}
 		}
 	}
-	part := mode.part
-	// The run ends when the last deploy's workflow closed (after it
-	// recorded active), measured as the ceiling's workflows are.
-	var ids []string
-	for _, bn := range nodes {
-		if bn.state == workflows.StateActive {
-			ids = append(ids, workflows.WorkflowID(bn.uuid))
-		}
-	}
-	if closed, _, err := closeInfo(ctx, st, ids); err != nil {
-		log.Warn("read deploy workflows' close times; the rate ends at the last active instead", "err", err)
-	} else if closed.After(last) {
-		last = closed
-	}
-	rate := 0.0
-	if active > 0 {
-		rate = float64(active) / last.Sub(first).Seconds()
-	}
-	log.Info("deploys done", "part", part, "active", active, "failed", failed, "rate", fmt.Sprintf("%.2f/s", rate))
-
 	mixes, mixErr := sampleHistories(ctx, st, nodes, DefaultHistorySample)
-	ceilAfter, ceilErr := runCeiling(ctx, st, n, cfg.clients, kinds, ceilingTimeout)
-	ceil := ceilBefore
-	if ceilAfter.Rate > ceil.Rate {
-		ceil = ceilAfter
+
+	var (
+		active, failed, deploys int
+		times, accepts          []time.Duration
+		firstFailure            string
+		rates, ceilRates        []float64
+		perRound                []string
+		ceilCPU                 time.Duration
+		ceilStarts              []time.Duration
+		ceilEvents              int
+	)
+	for i, tr := range trials {
+		active += tr.active
+		failed += tr.failed
+		deploys += tr.active + tr.failed
+		times = append(times, tr.times...)
+		accepts = append(accepts, tr.accepts...)
+		if firstFailure == "" {
+			firstFailure = tr.firstFailure
+		}
+		rates = append(rates, tr.rate)
+		c := ceilings[i]
+		ceilRates = append(ceilRates, c.Rate)
+		ceilCPU += c.TemporalCPU
+		ceilStarts = append(ceilStarts, c.Starts...)
+		ceilEvents = c.Events
+		perRound = append(perRound, fmt.Sprintf("%.1f/%.1f", tr.rate, c.Rate))
 	}
+	rate, ceilRate := median(rates), median(ceilRates)
+	ceil := ceilingResult{Rate: ceilRate, Events: ceilEvents, TemporalCPU: ceilCPU / time.Duration(len(ceilings)), Starts: ceilStarts}
+	part := mode.part
 	var rows []Row
 	label := fmt.Sprintf("%d nodes, deploy_interface %s", n, mode.deployInterface)
-	rateRow := row(part, "deploy rate ("+label+", "+fmt.Sprint(cfg.clients)+" request goroutines; first request → last workflow closed)", rate, "nodes/s").
-		vs("bare workflows, same mix ("+mixOf(kinds)+"), same server, best of before/after", ceil.Rate).
-		note(fmt.Sprintf("ceiling before %.1f/s, after %.1f/s", ceilBefore.Rate, ceilAfter.Rate))
+	rateRow := row(part, fmt.Sprintf("deploy rate (%s, %d request goroutines; first request → last workflow closed; median of %d rounds)", label, cfg.clients, len(trials)), rate, "nodes/s").
+		vs(fmt.Sprintf("bare workflows, same mix (%s), same server, median of %d rounds alternating with ironflow's", mixOf(kinds), len(ceilings)), ceil.Rate).
+		note("ironflow/ceiling per round: " + strings.Join(perRound, ", ") + " nodes/s")
 	if mode.img != nil {
 		rateRow = rateRow.note(rateRow.Note + fmt.Sprintf("; %d simulated agents booted; the ceiling has no agent, no image download, no callback wait and none of the %.0f heartbeat signals per deploy", agents.boots.Load(), meanSignals(mixes)))
 	}
 	if failed > 0 {
-		rateRow = rateRow.note(strings.TrimSpace(rateRow.Note + fmt.Sprintf(" %d of %d nodes not active (first: %s)", failed, n, firstFailure)))
+		rateRow = rateRow.note(strings.TrimSpace(rateRow.Note + fmt.Sprintf("; %d of %d deploys not active (first: %s)", failed, deploys, firstFailure)))
 	}
 	rows = append(rows, rateRow)
 	if mode.img == nil {
@@ -208,9 +214,9 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		}
 		rows = append(rows, r.note(fmt.Sprintf("%s, %.0f signals, %.0f timers per deploy", mixOf(mixes[0].Kinds), meanSignals(mixes), meanTimers(mixes))))
 	}
-	used := after.sub(before)
+	after := st.usage()
 	if active > 0 {
-		per := func(d time.Duration) float64 { return ms(d) / float64(n) }
+		per := func(d time.Duration) float64 { return ms(d) / float64(deploys) }
 		tcpu := row(part, "CPU per deploy: Temporal server", per(used.TemporalCPU), "ms")
 		if ceil.TemporalCPU > 0 {
 			tcpu = tcpu.vs("bare workflow", ms(ceil.TemporalCPU))
@@ -230,6 +236,122 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		rows = append(rows, prof.rows(part)...)
 	}
 	return rows, errors.Join(mixErr, ceilErr)
+}
+
+// deployTrial is one run of ironflow's deploys of every node.
+type deployTrial struct {
+	rate           float64
+	active, failed int
+	times, accepts []time.Duration
+	firstFailure   string
+	used           usage
+}
+
+// runDeployTrial deploys every node at once through the API and measures
+// the rate from the first request to the last deploy workflow's close.
+func runDeployTrial(ctx context.Context, st *stack, nodes []*benchNode, cfg config, agents *agentBooter) (deployTrial, error) {
+	var tr deployTrial
+	for _, bn := range nodes {
+		bn.requested, bn.accepted, bn.activeAt, bn.observedAt = time.Time{}, 0, time.Time{}, time.Time{}
+	}
+	before := st.usage()
+	start := time.Now()
+	waitErr := deployAll(ctx, st, nodes, cfg, agents)
+	tr.used = st.usage().sub(before)
+	if waitErr != nil && !errors.Is(waitErr, context.DeadlineExceeded) {
+		return tr, waitErr
+	}
+	last := start
+	var ids []string
+	for _, bn := range nodes {
+		tr.accepts = append(tr.accepts, bn.accepted)
+		if bn.state != workflows.StateActive {
+			tr.failed++
+			if tr.firstFailure == "" {
+				tr.firstFailure = fmt.Sprintf("%s %q: %s", bn.name, bn.state, bn.lastError)
+			}
+			continue
+		}
+		tr.active++
+		done := bn.activeAt
+		if done.IsZero() || done.Before(bn.requested) {
+			done = bn.observedAt
+		}
+		tr.times = append(tr.times, done.Sub(bn.requested))
+		if done.After(last) {
+			last = done
+		}
+		ids = append(ids, workflows.WorkflowID(bn.uuid))
+	}
+	// The run ends when the last deploy's workflow closed (after it
+	// recorded active), measured as the ceiling's workflows are.
+	if closed, _, err := closeInfo(ctx, st, ids); err != nil {
+		st.log.Warn("read deploy workflows' close times; the rate ends at the last active instead", "err", err)
+	} else if closed.After(last) {
+		last = closed
+	}
+	if tr.active > 0 {
+		tr.rate = float64(tr.active) / last.Sub(start).Seconds()
+	}
+	return tr, nil
+}
+
+// redeployable takes the nodes back to available between rounds (not
+// measured): undeploy without cleaning, and for agent deploys the image
+// again, which undeploy clears.
+func redeployable(ctx context.Context, st *stack, nodes []*benchNode, cfg config, mode deployMode) error {
+	errs := forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
+		if bn.state != workflows.StateActive && !isFailed(bn.state) {
+			return nil
+		}
+		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": "deleted"}, nil)
+		return err
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("undeploy: %d refused, first: %w", len(errs), errs[0])
+	}
+	if err := waitStates(ctx, st, nodes, enrollTimeout, DefaultPollInterval, func(bn *benchNode) bool {
+		return bn.state == workflows.StateAvailable || isFailed(bn.state)
+	}, nil); err != nil {
+		return fmt.Errorf("wait for available: %w", err)
+	}
+	for _, bn := range nodes {
+		if bn.state != workflows.StateAvailable {
+			return fmt.Errorf("node %s went to %q instead of available: %s", bn.name, bn.state, bn.lastError)
+		}
+	}
+	if mode.img == nil {
+		return nil
+	}
+	errs = forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
+		_, err := st.call(ctx, http.MethodPatch, "/v1/nodes/"+bn.uuid, []map[string]any{
+			{"op": "add", "path": "/instance_info", "value": mode.instanceInfo()},
+		}, nil)
+		return err
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("set instance_info again: %d refused, first: %w", len(errs), errs[0])
+	}
+	return nil
+}
+
+// instanceInfo is what an agent deploy's nodes write.
+func (m deployMode) instanceInfo() map[string]any {
+	return map[string]any{
+		"image_source": m.img.URL + "/disk.raw", "image_os_hash_algo": "sha256", "image_os_hash_value": m.img.sha256,
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -296,9 +418,7 @@ func enrollNodes(ctx context.Context, st *stack, n int, mode deployMode, clients
 			"properties": map[string]any{"cpus": 2, "memory_mb": 2048, "local_gb": 20},
 		}
 		if mode.img != nil {
-			body["instance_info"] = map[string]any{
-				"image_source": mode.img.URL + "/disk.raw", "image_os_hash_algo": "sha256", "image_os_hash_value": mode.img.sha256,
-			}
+			body["instance_info"] = mode.instanceInfo()
 		}
 		var created struct {
 			UUID string `json:"uuid"`

@@ -33,18 +33,22 @@ import (
 
 // Named defaults, sized so that the whole run stays under 15 minutes on 2 cores.
 const (
-	DefaultControlNodes    = 500
-	DefaultAgentNodes      = 100
-	DefaultClients         = 64 // deploy request pool
-	DefaultAPIClients      = 32
-	DefaultAPIRequests     = 200
-	DefaultAPIDuration     = 5 * time.Second
-	DefaultImageMiB        = 2048
-	DefaultBootClients     = 200
-	DefaultDHCPDuration    = 3 * time.Second
-	DefaultDeployTimeout   = 8 * time.Minute
-	DefaultAgentHeartbeat  = 10 * time.Second
-	DefaultHistorySample   = 5
+	DefaultControlNodes   = 500
+	DefaultAgentNodes     = 100
+	DefaultClients        = 64 // deploy request pool
+	DefaultAPIClients     = 32
+	DefaultAPIRequests    = 200
+	DefaultAPIDuration    = 5 * time.Second
+	DefaultImageMiB       = 2048
+	DefaultBootClients    = 200
+	DefaultDHCPDuration   = 3 * time.Second
+	DefaultDeployTimeout  = 8 * time.Minute
+	DefaultAgentHeartbeat = 10 * time.Second
+	DefaultHistorySample  = 5
+	// DefaultRounds: the deploy parts alternate ceiling and ironflow runs
+	// this many times and compare medians, because one run of either
+	// moves by a quarter on a shared machine.
+	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
 	allParts               = "control,agent,api,image,boot"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
@@ -67,6 +71,7 @@ type config struct {
 	dhcpDuration   time.Duration
 	deployTimeout  time.Duration
 	agentHeartbeat time.Duration
+	rounds         int
 	out            string
 	dir            string
 	keep           bool
@@ -115,6 +120,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.dhcpDuration, "dhcp-duration", DefaultDHCPDuration, "how long each DHCP measure runs")
 	fs.DurationVar(&cfg.deployTimeout, "deploy-timeout", DefaultDeployTimeout, "bound of one part's deploys (nodes not active by then count as failed)")
 	fs.DurationVar(&cfg.agentHeartbeat, "agent-heartbeat", DefaultAgentHeartbeat, "heartbeat interval of the simulated agents")
+	fs.IntVar(&cfg.rounds, "rounds", DefaultRounds, "rounds of ceiling and ironflow deploys the deploy parts alternate (medians are compared)")
 	fs.StringVar(&cfg.out, "out", defaultOutFile, "JSON results file")
 	fs.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory (logs of api, worker, Temporal, PostgreSQL)")
@@ -142,7 +148,7 @@ func parseFlags(args []string) (config, error) {
 		cfg.apiSizes = append(cfg.apiSizes, n)
 	}
 	slices.Sort(cfg.apiSizes)
-	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 {
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
 	return cfg, nil

@@ -217,6 +217,14 @@ func (s *stack) usage() usage {
 	return u
 }
 
+func (u usage) add(o usage) usage {
+	u.APICPU += o.APICPU
+	u.WorkerCPU += o.WorkerCPU
+	u.TemporalCPU += o.TemporalCPU
+	u.PostgresCPU += o.PostgresCPU
+	return u
+}
+
 func (u usage) sub(before usage) usage {
 	u.APICPU -= before.APICPU
 	u.WorkerCPU -= before.WorkerCPU
