@@ -545,3 +545,24 @@ func TestUnreadableSettingsFailTheOperationClearly(t *testing.T) {
 		})
 	}
 }
+
+// The liveness timer all agent steps share may fire while no step runs (here
+// during a 20-minute operator wait, four heartbeat timeouts): the retried
+// step still has the whole timeout from its own start.
+func TestDeployNodeRetriedStepAfterALongWaitHasAFreshHeartbeatTimeout(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, time.Minute)
+	mismatch := temporal.NewNonRetryableApplicationError("deploy.write_image on node x: agent command failed: image checksum mismatch", ErrTypeAgentStepFailed, nil)
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).Return(AgentStepResult{}, mismatch).Once()
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(3*time.Minute).Return(AgentStepResult{Status: "SUCCEEDED"}, nil).Once()
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalRetry, nil) }, 21*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != StateActive {
+		t.Fatalf("final state %q (last_error %q), want active: the retried step was taken for a lost agent", last, f.lastErr)
+	}
+}

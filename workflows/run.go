@@ -72,6 +72,9 @@ type run struct {
 	// agent is the callback URL of the agent that last heartbeated.
 	agent         string
 	lastHeartbeat time.Time
+	// liveness is the agent-silence timer all agent steps share (nil until
+	// the first step); see agentStep.
+	liveness workflow.Future
 }
 
 // newRun registers the status query and the signal channels. It must be the
@@ -394,14 +397,16 @@ func (r *run) agentStep(kind string, s Step) error {
 	fut := workflow.ExecuteActivity(actCtx, ActRunAgentStep, AgentStepInput{
 		Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: kind, Step: s,
 	})
-	// One liveness timer, not one per heartbeat: when it fires, the agent
-	// is lost only if no heartbeat came within the timeout; otherwise it is
-	// re-armed for what remains. A heartbeat then costs the workflow its
-	// signal alone, not a cancelled and a new timer as well.
+	// One liveness timer for all agent steps, not one per step or per
+	// heartbeat: when it fires, the agent is lost only if neither a
+	// heartbeat nor the current step's start came within the timeout;
+	// otherwise it is re-armed for what remains. A heartbeat then costs the
+	// workflow its signal alone, and a step no timer events. The timer is
+	// left running between steps: a workflow that ends drops it.
 	started := workflow.Now(r.ctx)
-	tctx, cancelTimer := workflow.WithCancel(r.ctx)
-	defer func() { cancelTimer() }()
-	timer := workflow.NewTimer(tctx, p.HeartbeatTimeout)
+	if r.liveness == nil {
+		r.liveness = workflow.NewTimer(r.ctx, p.HeartbeatTimeout)
+	}
 	for {
 		var (
 			done, fired, aborted bool
@@ -411,7 +416,7 @@ func (r *run) agentStep(kind string, s Step) error {
 		sel.AddFuture(fut, func(f workflow.Future) { done = true; err = f.Get(r.ctx, nil) })
 		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { r.takeHeartbeat(c) })
 		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
-		sel.AddFuture(timer, func(workflow.Future) { fired = true })
+		sel.AddFuture(r.liveness, func(workflow.Future) { fired = true })
 		sel.Select(r.ctx)
 		switch {
 		case done:
@@ -426,10 +431,10 @@ func (r *run) agentStep(kind string, s Step) error {
 				last = r.lastHeartbeat
 			}
 			if left := last.Add(p.HeartbeatTimeout).Sub(workflow.Now(r.ctx)); left > 0 {
-				tctx, cancelTimer = workflow.WithCancel(r.ctx)
-				timer = workflow.NewTimer(tctx, left)
+				r.liveness = workflow.NewTimer(r.ctx, left)
 				continue
 			}
+			r.liveness = nil
 			cancelAct()
 			_ = fut.Get(r.ctx, nil)
 			return fmt.Errorf("%w: no heartbeat for %s while running step %s", errAgentLost, p.HeartbeatTimeout, s.Name())
