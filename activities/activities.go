@@ -98,6 +98,8 @@ type Activities struct {
 	Log    *slog.Logger
 	// NewBMC builds a node's BMC driver; bmc.New by default.
 	NewBMC func(driver string, info map[string]any) (bmc.Driver, error)
+
+	agents agentConns
 }
 
 // New returns the activities with defaults filled in.

@@ -37,13 +37,20 @@ func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*cl
 			fmt.Sprintf("node %s has no agent: no heartbeat recorded a callback_url", n.UUID), workflows.ErrTypeAgentUnreachable, nil)
 	}
 	token, _ := n.DriverInternalInfo["agent_secret_token"].(string)
-	opts := []client.Option{client.WithTimeout(time.Minute)}
-	if ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string); ca != "" && !a.Config.AgentInsecure {
-		opts = append(opts, client.WithCAPEM([]byte(ca)))
+	var tlsOpts []client.Option
+	ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string)
+	insecure := false
+	if ca != "" && !a.Config.AgentInsecure {
+		tlsOpts = append(tlsOpts, client.WithCAPEM([]byte(ca)))
 	} else if strings.HasPrefix(url, "https://") {
-		opts = append(opts, client.WithInsecureTLS())
+		tlsOpts = append(tlsOpts, client.WithInsecureTLS())
+		insecure = true
 	}
-	c, err := client.New(url, token, opts...)
+	hc, err := a.agents.get(url, ca, insecure, tlsOpts...)
+	var c *client.Client
+	if err == nil {
+		c, err = client.New(url, token, client.WithTimeout(time.Minute), client.WithHTTPClient(hc))
+	}
 	if err != nil {
 		return nil, nil, nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("agent of node %s at %s: %v", n.UUID, url, err), workflows.ErrTypeInvalidConfig, err)

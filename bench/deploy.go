@@ -133,7 +133,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 				return nil, ceilErr
 			}
 		}
-		if cfg.profile && mode.part == "control" && round == cfg.rounds-1 {
+		if cfg.profile && round == cfg.rounds-1 {
 			prof = startProfiles(ctx, st, log)
 		}
 		tr, err := runDeployTrial(ctx, st, nodes, cfg, agents)
@@ -662,6 +662,17 @@ func (s *imageServer) Close() { _ = s.srv.Close() }
 // clients and polls until each is active or failed; with agents, it boots a
 // simulated agent for each node that waits for its call-back.
 func deployAll(ctx context.Context, st *stack, nodes []*benchNode, cfg config, agents *agentBooter) error {
+	if agents != nil {
+		// Agents are booted as soon as their node waits, as a machine
+		// would, by a watcher that asks only for the waiting nodes.
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		byUUID := make(map[string]*benchNode, len(nodes))
+		for _, bn := range nodes {
+			byUUID[bn.uuid] = bn
+		}
+		go agents.watch(ctx, wctx, byUUID)
+	}
 	errs := forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
 		bn.requested = time.Now()
 		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": "active"}, nil)
@@ -672,19 +683,34 @@ func deployAll(ctx context.Context, st *stack, nodes []*benchNode, cfg config, a
 		return fmt.Errorf("%d deploy requests refused, first: %w", len(errs), errs[0])
 	}
 	// The rate ends at the workflows' close times on the server, so how
-	// often the fake deploys are polled does not move it; polling less
-	// keeps the bench's own list requests from loading the API and
-	// PostgreSQL that the deploys use. Agents are booted as soon as their
-	// node waits, as a machine would.
-	poll := deployPollInterval
-	if agents != nil {
-		poll = agentPollInterval
-	}
-	return waitStates(ctx, st, nodes, cfg.deployTimeout, poll, func(bn *benchNode) bool {
+	// often the nodes are polled does not move it; polling less keeps the
+	// bench's own list requests from loading the API and PostgreSQL that
+	// the deploys use.
+	return waitStates(ctx, st, nodes, cfg.deployTimeout, deployPollInterval, func(bn *benchNode) bool {
 		return bn.state == workflows.StateActive || isFailed(bn.state)
-	}, func(bn *benchNode) {
-		if agents != nil && bn.state == workflows.StateDeployWait {
-			agents.boot(ctx, bn)
+	}, nil)
+}
+
+// watch boots an agent for every node of nodes that waits for its
+// call-back, checking every agentPollInterval until wctx ends; the agents
+// live on with ctx.
+func (b *agentBooter) watch(ctx, wctx context.Context, nodes map[string]*benchNode) {
+	q := url.Values{"provision_state": {workflows.StateDeployWait}, "fields": {"uuid"}, "limit": {"1000"}}
+	for {
+		var page struct {
+			Nodes []listedNode `json:"nodes"`
 		}
-	})
+		if _, err := b.st.call(wctx, http.MethodGet, "/v1/nodes?"+q.Encode(), nil, &page); err == nil {
+			for _, n := range page.Nodes {
+				if bn, ok := nodes[n.UUID]; ok {
+					b.boot(ctx, bn)
+				}
+			}
+		}
+		select {
+		case <-wctx.Done():
+			return
+		case <-time.After(agentPollInterval):
+		}
+	}
 }

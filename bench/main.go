@@ -125,7 +125,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory (logs of api, worker, Temporal, PostgreSQL)")
 	fs.StringVar(&cfg.ironflowBin, "ironflow", os.Getenv("IRONFLOW_BIN"), "ironflow binary (default $IRONFLOW_BIN, else built into the work directory)")
-	fs.BoolVar(&cfg.profile, "profile", false, "record a CPU profile of the api and worker with perf during the control deploys")
+	fs.BoolVar(&cfg.profile, "profile", false, "record CPU profiles (perf) of the api, worker and Temporal during the last round of deploys, and of the agent during the image write")
 	fs.BoolVar(&cfg.verbose, "v", false, "log progress at debug level")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err

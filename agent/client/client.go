@@ -57,6 +57,8 @@ type Client struct {
 	timeout time.Duration
 	tlsConf *tls.Config
 	err     error
+	// ownHC: hc was built by New, so Close may release its connections.
+	ownHC bool
 }
 
 // Option configures a Client.
@@ -102,19 +104,43 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		return nil, c.err
 	}
 	if c.hc == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = c.tlsConf
-		tr.MaxIdleConnsPerHost = 2
-		c.hc = &http.Client{Transport: tr}
+		c.hc = newHTTPClient(c.tlsConf)
+		c.ownHC = true
 	}
 	return c, nil
+}
+
+func newHTTPClient(tlsConf *tls.Config) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsConf
+	tr.MaxIdleConnsPerHost = 2
+	return &http.Client{Transport: tr}
+}
+
+// HTTPClient returns the HTTP client New would build with opts (the TLS
+// options apply): a caller that keeps it and passes it back through
+// WithHTTPClient reuses the agent's connections across Clients.
+func HTTPClient(opts ...Option) (*http.Client, error) {
+	c := &Client{}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	return newHTTPClient(c.tlsConf), nil
 }
 
 // URL returns the agent's base URL.
 func (c *Client) URL() string { return c.base.String() }
 
-// Close releases idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+// Close releases idle connections of an HTTP client New built; one given
+// through WithHTTPClient belongs to the caller.
+func (c *Client) Close() {
+	if c.ownHC {
+		c.hc.CloseIdleConnections()
+	}
+}
 
 // apiError is IPA's error body: {type, code, message, details}.
 type apiError struct {
