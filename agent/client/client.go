@@ -266,6 +266,11 @@ func (c *Client) ListCommands(ctx context.Context) ([]CommandResult, error) {
 	return body.Commands, err
 }
 
+// firstPoll is WaitCommand's first interval: it doubles up to the poll
+// interval, so that a command that takes a moment (most steps) is seen done
+// at once while a long one (an image write) is polled at the given pace.
+const firstPoll = 100 * time.Millisecond
+
 // WaitCommand polls a command until it is done or ctx ends, calling progress
 // (if not nil) with every RUNNING result. Transient failures to reach the
 // agent are retried until ctx ends: a loaded agent may miss one poll.
@@ -273,7 +278,8 @@ func (c *Client) WaitCommand(ctx context.Context, id string, poll time.Duration,
 	if poll <= 0 {
 		poll = DefaultPollInterval
 	}
-	t := time.NewTicker(poll)
+	every := min(firstPoll, poll)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	var lastErr error
 	for {
@@ -299,6 +305,8 @@ func (c *Client) WaitCommand(ctx context.Context, id string, poll time.Duration,
 			return r, fmt.Errorf("wait for command %s: %w", id, ctx.Err())
 		case <-t.C:
 		}
+		every = min(2*every, poll)
+		t.Reset(every)
 	}
 }
 
