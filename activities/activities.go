@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -179,24 +178,22 @@ func bootMode(n *store.Node) string {
 	return "bios"
 }
 
-// Per-node overrides in driver_info, in seconds.
+// overrideKeys set the Policy fields driver_info may override per node.
 var overrideKeys = map[string]func(*workflows.Policy, time.Duration){
-	"deploy_callback_timeout":   func(p *workflows.Policy, d time.Duration) { p.CallbackTimeout = d },
-	"ramdisk_heartbeat_timeout": func(p *workflows.Policy, d time.Duration) { p.HeartbeatTimeout = d },
-	"operator_wait_timeout":     func(p *workflows.Policy, d time.Duration) { p.OperatorWaitTimeout = d },
+	workflows.DriverInfoCallbackTimeout:     func(p *workflows.Policy, d time.Duration) { p.CallbackTimeout = d },
+	workflows.DriverInfoHeartbeatTimeout:    func(p *workflows.Policy, d time.Duration) { p.HeartbeatTimeout = d },
+	workflows.DriverInfoOperatorWaitTimeout: func(p *workflows.Policy, d time.Duration) { p.OperatorWaitTimeout = d },
 }
 
 func applyOverrides(p *workflows.Policy, driverInfo map[string]any) error {
 	for key, set := range overrideKeys {
-		v, ok := driverInfo[key]
-		if !ok {
-			continue
+		d, ok, err := workflows.DriverInfoSeconds(driverInfo, key)
+		if err != nil {
+			return err
 		}
-		secs, err := strconv.ParseFloat(fmt.Sprint(v), 64)
-		if err != nil || secs <= 0 {
-			return fmt.Errorf("%s must be a positive number of seconds, got %v", key, v)
+		if ok {
+			set(p, d)
 		}
-		set(p, time.Duration(secs*float64(time.Second)))
 	}
 	return nil
 }

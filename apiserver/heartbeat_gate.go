@@ -1,8 +1,6 @@
 package apiserver
 
 import (
-	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -74,13 +72,11 @@ func (g *signalGate) reopen(node string) {
 	delete(g.until, node)
 }
 
-// heartbeatTimeout is the node's: driver_info ramdisk_heartbeat_timeout
-// (seconds), as the node's workflow reads it, else the service's.
+// heartbeatTimeout is the node's: driver_info ramdisk_heartbeat_timeout,
+// as the node's workflow reads it, else the service's.
 func (s *server) heartbeatTimeout(n *store.Node) time.Duration {
-	if v, ok := n.DriverInfo["ramdisk_heartbeat_timeout"]; ok {
-		if secs, err := strconv.ParseFloat(fmt.Sprint(v), 64); err == nil && secs > 0 {
-			return time.Duration(secs * float64(time.Second))
-		}
+	if d, ok, err := workflows.DriverInfoSeconds(n.DriverInfo, workflows.DriverInfoHeartbeatTimeout); ok && err == nil {
+		return d
 	}
 	return s.cfg.RamdiskHeartbeatTimeout
 }
