@@ -197,15 +197,21 @@ var scanNode = nodeScanner(nodeFields)
 func nodeScanner(fields []nodeField) pgx.RowToFunc[*Node] {
 	return func(row pgx.CollectableRow) (*Node, error) {
 		n := &Node{}
-		targets := make([]any, len(fields))
-		for i, f := range fields {
-			targets[i] = f.ptr(n)
-		}
-		if err := row.Scan(targets...); err != nil {
+		if err := row.Scan(nodeTargets(n, fields)...); err != nil {
 			return nil, err
 		}
 		return n, nil
 	}
+}
+
+// nodeTargets are the Scan destinations of fields in n, with room for
+// more columns after them.
+func nodeTargets(n *Node, fields []nodeField) []any {
+	targets := make([]any, len(fields), len(fields)+1)
+	for i, f := range fields {
+		targets[i] = f.ptr(n)
+	}
+	return targets
 }
 
 // selectNodeFields returns the columns named by names (all when empty),
@@ -577,11 +583,18 @@ func (s *Store) SetProvisionState(ctx context.Context, uuid string, from []strin
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, dbError(err, "set provision state of node %s to %s", uuid, to)
 	}
+	return nil, s.notTransitioned(ctx, uuid, to, from)
+}
+
+// notTransitioned explains a conditional state change that changed no row:
+// ErrNotFound, or ErrStateConflict naming the state the node is in.
+func (s *Store) notTransitioned(ctx context.Context, uuid, to string, from []string) error {
+	u, _ := canonicalUUID(uuid)
 	var current string
 	if err := s.pool.QueryRow(ctx, "SELECT provision_state FROM nodes WHERE uuid = $1", u).Scan(&current); err != nil {
-		return nil, dbError(err, "set provision state of node %s to %s", uuid, to)
+		return dbError(err, "set provision state of node %s to %s", uuid, to)
 	}
-	return nil, fmt.Errorf("set provision state of node %s to %s: node is in %q, not one of %q: %w",
+	return fmt.Errorf("set provision state of node %s to %s: node is in %q, not one of %q: %w",
 		uuid, to, current, from, ErrStateConflict)
 }
 
@@ -639,12 +652,8 @@ func (s *Store) DeleteDriverInternalInfoKeys(ctx context.Context, uuid string, k
 func (s *Store) GetNodeForWork(ctx context.Context, uuid string) (*Node, []string, error) {
 	u, _ := canonicalUUID(uuid)
 	n := &Node{}
-	targets := make([]any, len(nodeFields), len(nodeFields)+1)
-	for i, f := range nodeFields {
-		targets[i] = f.ptr(n)
-	}
 	var macs []string
-	targets = append(targets, &macs)
+	targets := append(nodeTargets(n, nodeFields), &macs)
 	err := s.pool.QueryRow(ctx, "SELECT "+nodeColumns+`,
 		ARRAY(SELECT p.address FROM ports p WHERE p.node_id = nodes.id AND p.pxe_enabled ORDER BY p.id)
 		FROM nodes WHERE uuid = $1`, u).Scan(targets...)

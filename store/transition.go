@@ -2,11 +2,8 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // Transition is one provision-state change a workflow records.
@@ -82,13 +79,5 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 	if changed == 1 {
 		return nil
 	}
-	var current string
-	err = s.pool.QueryRow(ctx, "SELECT provision_state FROM nodes WHERE uuid = $1", u).Scan(&current)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("record provision state %s of node %s: %w", t.To, nodeUUID, ErrNotFound)
-	}
-	if err != nil {
-		return dbError(err, "record provision state %s of node %s", t.To, nodeUUID)
-	}
-	return fmt.Errorf("node %s is in %q, not in %v: %w", nodeUUID, current, from, ErrStateConflict)
+	return s.notTransitioned(ctx, nodeUUID, t.To, from)
 }
