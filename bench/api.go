@@ -113,12 +113,13 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		}
 		lookupCPU := perRequest(apiCPU()-cpu0, lookups, cfg.apiDuration)
 		cpu0 = apiCPU()
-		heartbeats, hbErrs, err := throughput(ctx, hc, cfg.apiClients, cfg.apiDuration, func(i int) (string, string, any) {
+		heartbeat := func(i int) (string, string, any) {
 			n := ramdisk[i%len(ramdisk)]
 			return http.MethodPost, st.apiURL + "/v1/heartbeat/" + n.uuid, map[string]any{
 				"callback_url": n.callback, "agent_token": n.token, "agent_version": "ironflow-bench",
 			}
-		})
+		}
+		heartbeats, hbErrs, err := throughput(ctx, hc, cfg.apiClients, cfg.apiDuration, heartbeat)
 		if err != nil {
 			return rows, err
 		}
@@ -130,12 +131,7 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 			return rows, err
 		}
 		cpu0 = apiCPU()
-		stepBeats, stepErrs, err := throughput(ctx, hc, cfg.apiClients, cfg.apiDuration, func(i int) (string, string, any) {
-			n := ramdisk[i%len(ramdisk)]
-			return http.MethodPost, st.apiURL + "/v1/heartbeat/" + n.uuid, map[string]any{
-				"callback_url": n.callback, "agent_token": n.token, "agent_version": "ironflow-bench",
-			}
-		})
+		stepBeats, stepErrs, err := throughput(ctx, hc, cfg.apiClients, cfg.apiDuration, heartbeat)
 		if err != nil {
 			return rows, err
 		}
