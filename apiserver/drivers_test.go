@@ -75,3 +75,16 @@ func TestValidateNamesTheMissingRequiredKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretDriverInfoKeysAreMasked: every key the registry marks Secret
+// is shown as "******" in node bodies.
+func TestSecretDriverInfoKeysAreMasked(t *testing.T) {
+	for _, name := range hardware.Names() {
+		ht, _ := hardware.Lookup(name)
+		for _, k := range ht.AllKeys() {
+			if k.Secret && !isSecretKey(k.Name, scopeDriverInfo) {
+				t.Errorf("%s: secret key %s is not masked", name, k.Name)
+			}
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 )
 
 // Capability is something a hardware type's BMC can do that an interface
@@ -193,20 +192,19 @@ func Check(t *Type) error {
 	return nil
 }
 
-var registry = struct {
-	sync.RWMutex
-	types map[string]*Type
-}{types: map[string]*Type{}}
+// registry holds the hardware types by name. It is written by init
+// functions only and read-only afterwards, so that it needs no lock and the
+// workflows may read it.
+var registry = struct{ types map[string]*Type }{types: map[string]*Type{}}
 
-// Register adds a hardware type; each type's file calls it from init. It
-// panics when Check refuses the type or the name is taken: a registry that
-// advertises what ironflow cannot run must not start.
+// Register adds a hardware type; each type's file calls it from init, and
+// nothing calls it later. It panics when Check refuses the type or the name
+// is taken: a registry that advertises what ironflow cannot run must not
+// start.
 func Register(t Type) {
 	if err := Check(&t); err != nil {
 		panic("hardware: " + err.Error())
 	}
-	registry.Lock()
-	defer registry.Unlock()
 	if _, dup := registry.types[t.Name]; dup {
 		panic("hardware: hardware type " + t.Name + " registered twice")
 	}
@@ -219,15 +217,11 @@ func Register(t Type) {
 
 // Lookup returns the hardware type called name. Callers read it only.
 func Lookup(name string) (*Type, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
 	t, ok := registry.types[name]
 	return t, ok
 }
 
 // Names returns every registered hardware type's name, sorted.
 func Names() []string {
-	registry.RLock()
-	defer registry.RUnlock()
 	return slices.Sorted(maps.Keys(registry.types))
 }
