@@ -146,8 +146,9 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 			implement(kind, name, servedByNothing, "", nil)
 		}
 	}
-	// The fake boot interface writes a PXE boot configuration too, but reads
-	// no agent images: fake-hardware nodes boot nothing.
+	// The fake boot interface is served as network boot too; it declares no
+	// agent-image keys, so that validation checks none, as Ironic's fake
+	// boot interface does.
 	implement(KindBoot, Fake, servedByPXE, "", bootBehaviour{})
 	for _, name := range []Interface{IPXE, PXE} {
 		implement(KindBoot, name, servedByPXE, "", bootBehaviour{}, agentImageKeys...)
