@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -131,9 +132,9 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 	info := workflows.NodeInfo{
 		UUID:             n.UUID,
 		Driver:           n.Driver,
-		BootInterface:    n.BootInterface,
-		DeployInterface:  n.DeployInterface,
-		InspectInterface: n.InspectInterface,
+		BootInterface:    hardware.Interface(n.BootInterface),
+		DeployInterface:  hardware.Interface(n.DeployInterface),
+		InspectInterface: hardware.Interface(n.InspectInterface),
 		ConductorGroup:   n.ConductorGroup,
 		ProvisionState:   n.ProvisionState,
 		BootMode:         "bios",
@@ -148,7 +149,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 	}
 	info.BootMode = bootMode(n)
 	info.MACs = macs
-	if n.Driver == "fake-hardware" {
+	if ht, ok := hardware.Lookup(n.Driver); ok && ht.Has(hardware.CapInMemoryBMC) {
 		info.Policy.LocalBMC = true
 	}
 	if err := applyOverrides(&info.Policy, n.DriverInfo); err != nil {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -27,9 +28,11 @@ func (a *Activities) driver(ctx context.Context, node workflows.NodeInfo) (bmc.D
 	if info == nil {
 		info = map[string]any{}
 	}
-	if n.Driver == "fake-hardware" {
-		if _, ok := info["fake_id"]; !ok {
-			info["fake_id"] = n.UUID
+	if ht, ok := hardware.Lookup(n.Driver); ok {
+		for _, k := range ht.AllKeys() {
+			if _, set := info[k.Name]; k.DefaultsToNodeUUID && !set {
+				info[k.Name] = n.UUID
+			}
 		}
 	}
 	d, err := a.NewBMC(n.Driver, info)
@@ -302,8 +305,8 @@ func (a *Activities) agentImages(ctx context.Context, nodeUUID string) (string, 
 	if err != nil {
 		return "", "", storeErr(err, "load node %s", nodeUUID)
 	}
-	k, _ := n.DriverInfo["deploy_kernel"].(string)
-	r, _ := n.DriverInfo["deploy_ramdisk"].(string)
+	k, _ := n.DriverInfo[hardware.KeyDeployKernel].(string)
+	r, _ := n.DriverInfo[hardware.KeyDeployRamdisk].(string)
 	switch {
 	case k != "" && r != "":
 		return k, r, nil

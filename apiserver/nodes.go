@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -790,8 +791,8 @@ func (s *server) supportedBootDevices(c *gin.Context) {
 		return
 	}
 	devices := []string{}
-	if ht, ok := hardwareTypes[n.Driver]; ok {
-		devices = ht.bootDevices
+	if ht, ok := hardware.Lookup(n.Driver); ok {
+		devices = ht.BootDevices
 	}
 	writeJSON(c, http.StatusOK, map[string]any{"supported_boot_devices": devices})
 }
@@ -819,8 +820,8 @@ func (s *server) setBootDevice(c *gin.Context) {
 			return
 		}
 	}
-	ht, ok := hardwareTypes[n.Driver]
-	if !ok || !slices.Contains(ht.bootDevices, dev) {
+	ht, ok := hardware.Lookup(n.Driver)
+	if !ok || !slices.Contains(ht.BootDevices, dev) {
 		s.writeError(c, badRequest("Invalid boot device %s specified.", dev))
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -68,7 +69,7 @@ func New(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (http.Handle
 		return nil, fmt.Errorf("apiserver: unknown auth strategy %q (want %q or %q)", cfg.AuthStrategy, AuthNoAuth, AuthHTTPBasic)
 	}
 	for _, d := range cfg.AllowedDrivers {
-		if _, ok := hardwareTypes[d]; !ok {
+		if _, ok := hardware.Lookup(d); !ok {
 			return nil, fmt.Errorf("apiserver: unknown driver %q in allowed drivers", d)
 		}
 	}

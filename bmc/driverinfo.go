@@ -2,85 +2,48 @@ package bmc
 
 import (
 	"fmt"
-	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ironflow/ironflow/hardware"
 )
 
-// Keys shared by the redfish and ipmi drivers. They are ironflow's own
-// (Ironic keeps these as conductor-wide options); a node's driver_info may
-// override them for a BMC that is known to be slow.
+// Keys shared by the redfish and ipmi drivers, declared with the other
+// driver_info keys in package hardware.
 const (
-	// KeyPowerStateTimeout bounds the wait for a power change to show in the
-	// BMC's power state (seconds or a Go duration).
-	KeyPowerStateTimeout = "power_state_change_timeout"
-	// KeyPowerPollInterval is how often the power state is read while waiting.
-	KeyPowerPollInterval = "power_poll_interval"
-	// KeySoftPowerOffTimeout is how long a graceful shutdown may take before
-	// the driver forces the power off.
-	KeySoftPowerOffTimeout = "soft_power_off_timeout"
+	KeyPowerStateTimeout   = hardware.KeyPowerStateTimeout
+	KeyPowerPollInterval   = hardware.KeyPowerPollInterval
+	KeySoftPowerOffTimeout = hardware.KeySoftPowerOffTimeout
 )
 
 // Defaults for the shared keys. HPE Cray BMCs take 45–60 s to show a power
-// change (field-pain-points §2), so the wait is well above a minute.
+// change, so the wait is well above a minute.
 const (
 	DefaultPowerStateTimeout   = 120 * time.Second
 	DefaultPowerPollInterval   = 2 * time.Second
 	DefaultSoftPowerOffTimeout = 120 * time.Second
 )
 
-var powerKeys = []string{KeyPowerStateTimeout, KeyPowerPollInterval, KeySoftPowerOffTimeout}
-
-// driverKeys lists the driver_info keys of each hardware type, as Ironic
-// names them, so that the API's validate call can name what is missing.
-var driverKeys = map[string]struct{ required, optional []string }{
-	"redfish": {
-		required: []string{"redfish_address"},
-		optional: append([]string{
-			"redfish_system_id", "redfish_username", "redfish_password",
-			"redfish_verify_ca", "redfish_auth_type", "redfish_timeout",
-			"redfish_connection_attempts", "redfish_connection_retry_interval",
-		}, powerKeys...),
-	},
-	"ipmi": {
-		required: []string{"ipmi_address"},
-		optional: append([]string{
-			"ipmi_port", "ipmi_username", "ipmi_password", "ipmi_cipher_suite",
-			"ipmi_priv_level", "ipmi_timeout", "ipmi_retries",
-		}, powerKeys...),
-	},
-	"fake-hardware": {
-		optional: []string{"fake_id", "fake_fail_rate", "fake_latency"},
-	},
-}
-
 // Describe returns the driver_info keys a hardware type requires and the
-// ones it understands besides, named as Ironic names them.
+// ones it understands besides, as the hardware registry declares them.
 func Describe(driver string) (required, optional []string, err error) {
-	k, ok := driverKeys[driver]
+	t, ok := hardware.Lookup(driver)
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: no BMC driver for hardware type %q", ErrInvalidConfig, driver)
 	}
-	return slices.Clone(k.required), slices.Clone(k.optional), nil
+	return t.Required(), t.Optional(), nil
 }
 
 // MissingKeys returns the required driver_info keys of a hardware type that
 // are absent or empty in info, in Describe's order.
 func MissingKeys(driver string, info map[string]any) ([]string, error) {
-	required, _, err := Describe(driver)
-	if err != nil {
-		return nil, err
+	t, ok := hardware.Lookup(driver)
+	if !ok {
+		return nil, fmt.Errorf("%w: no BMC driver for hardware type %q", ErrInvalidConfig, driver)
 	}
-	var missing []string
-	for _, k := range required {
-		if s, ok := infoString(info, k); !ok || s == "" {
-			missing = append(missing, k)
-		}
-	}
-	return missing, nil
+	return t.Missing(info), nil
 }
 
 // missingError is the ErrInvalidConfig a factory returns for absent keys;
@@ -90,25 +53,9 @@ func missingError(kind string, missing []string) error {
 		ErrInvalidConfig, kind, strings.Join(missing, ", "))
 }
 
-// infoString reads a key as text. Numbers are accepted (a JSON port arrives
-// as float64); a nil value counts as absent.
-func infoString(info map[string]any, key string) (string, bool) {
-	v, ok := info[key]
-	if !ok || v == nil {
-		return "", false
-	}
-	switch t := v.(type) {
-	case string:
-		return strings.TrimSpace(t), true
-	case float64:
-		if t == math.Trunc(t) {
-			return strconv.FormatInt(int64(t), 10), true
-		}
-		return strconv.FormatFloat(t, 'f', -1, 64), true
-	default:
-		return fmt.Sprint(t), true
-	}
-}
+// infoString reads a key as text (hardware.Text: numbers accepted, nil
+// absent).
+func infoString(info map[string]any, key string) (string, bool) { return hardware.Text(info, key) }
 
 // infoBool accepts JSON booleans and the strings Ironic users write
 // ("True", "false", "yes", "0").

@@ -3,6 +3,8 @@ package workflows
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/ironflow/ironflow/hardware"
 )
 
 // Activity names. Workflows call activities by these names only, so that this
@@ -37,16 +39,16 @@ const (
 // It carries no secrets: activities read credentials and tokens from the
 // store themselves, so that they never enter workflow history.
 type NodeInfo struct {
-	UUID             string   `json:"uuid"`
-	Driver           string   `json:"driver"`
-	BootInterface    string   `json:"boot_interface"`
-	DeployInterface  string   `json:"deploy_interface"`
-	InspectInterface string   `json:"inspect_interface"`
-	ConductorGroup   string   `json:"conductor_group"`
-	ProvisionState   string   `json:"provision_state"`
-	PowerState       string   `json:"power_state"`
-	BootMode         string   `json:"boot_mode"` // uefi or bios
-	MACs             []string `json:"macs"`
+	UUID             string             `json:"uuid"`
+	Driver           string             `json:"driver"`
+	BootInterface    hardware.Interface `json:"boot_interface"`
+	DeployInterface  hardware.Interface `json:"deploy_interface"`
+	InspectInterface hardware.Interface `json:"inspect_interface"`
+	ConductorGroup   string             `json:"conductor_group"`
+	ProvisionState   string             `json:"provision_state"`
+	PowerState       string             `json:"power_state"`
+	BootMode         string             `json:"boot_mode"` // uefi or bios
+	MACs             []string           `json:"macs"`
 	// AutomatedClean is the effective setting: node field, else the global default.
 	AutomatedClean bool `json:"automated_clean"`
 	// Timeouts and policies in force for this node (configuration, overridden
@@ -89,24 +91,20 @@ type Policy struct {
 }
 
 // UsesAgent reports whether the node's deploy interface boots the agent.
-func (n NodeInfo) UsesAgent() bool { return n.DeployInterface == "direct" }
+func (n NodeInfo) UsesAgent() bool {
+	return hardware.DeployOf(n.DeployInterface).Flow() == hardware.FlowAgent
+}
 
 // Cleans reports whether automated cleaning boots the agent to erase the
 // node's disks: every deploy interface that leaves something on them
 // (direct, and anaconda's installed system; ramdisk too, as Ironic cleans
 // it), unless the node or the configuration turned it off.
 func (n NodeInfo) Cleans() bool {
-	switch n.DeployInterface {
-	case "direct", "ramdisk", "anaconda":
-		return n.AutomatedClean
-	}
-	return false
+	return hardware.DeployOf(n.DeployInterface).WritesDisk() && n.AutomatedClean
 }
 
 // VirtualMedia reports whether the agent boots from a virtual CD.
-func (n NodeInfo) VirtualMedia() bool {
-	return n.BootInterface == "redfish-virtual-media" || n.BootInterface == "redfish-https"
-}
+func (n NodeInfo) VirtualMedia() bool { return hardware.BootOf(n.BootInterface).VirtualMedia() }
 
 // RecordStateInput changes a node's provision state and writes a history
 // row, in one store transaction.

@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/hardware"
 )
 
 // Built-in deploy steps and their priorities, as Ironic's direct deploy
@@ -47,10 +49,10 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		}
 	}
 
-	switch r.node.DeployInterface {
-	case "ramdisk":
+	switch hardware.DeployOf(r.node.DeployInterface).Flow() {
+	case hardware.FlowRamdisk:
 		return r.finish(r.deployRamdisk())
-	case "anaconda":
+	case hardware.FlowInstaller:
 		return r.finish(r.deployAnaconda())
 	}
 	if !r.node.UsesAgent() {
@@ -174,7 +176,7 @@ func (r *run) finish(err error) error {
 		// Whatever this workflow prepared to boot (agent, installer and its
 		// kickstart with a token, ramdisk) is removed; CleanBoot is
 		// idempotent when there is nothing.
-		if r.node.DeployInterface != "fake" || r.node.VirtualMedia() {
+		if hardware.DeployOf(r.node.DeployInterface).PreparesBoot() || r.node.VirtualMedia() {
 			if cerr := r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "agent"}, nil); cerr != nil {
 				workflow.GetLogger(r.ctx).Warn("clean up boot after failure", "node", r.node.UUID, "error", errorText(cerr))
 			}

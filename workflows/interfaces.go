@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/hardware"
 )
 
 // deployRamdisk is deploy_interface=ramdisk: the instance is a kernel and
@@ -85,12 +87,12 @@ func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.enter(StateInspecting, StateManageable, "Inspection started"); err != nil {
 		return err
 	}
-	switch r.node.InspectInterface {
-	case "fake", "no-inspect":
+	method := hardware.InspectOf(r.node.InspectInterface).Method()
+	if method == hardware.InspectNothing {
 		// Nothing to learn (fake-hardware): Ironic's fake inspection.
-		return r.record(RecordStateInput{To: StateManageable, Event: "Inspection finished (" + r.node.InspectInterface + ")"})
+		return r.record(RecordStateInput{To: StateManageable, Event: "Inspection finished (" + string(r.node.InspectInterface) + ")"})
 	}
-	if r.node.InspectInterface == "redfish" {
+	if method == hardware.InspectOutOfBand {
 		if err := r.step("inspect out-of-band", func() error {
 			return r.hardware(ActInspectOutOfBand, r.node, nil)
 		}); err != nil {

@@ -1,0 +1,25 @@
+package hardware
+
+// fake-hardware is Ironic's fake hardware type: a BMC kept in the worker's
+// memory (bmc/fake.go), for tests and scale benchmarks. Its fake
+// interfaces do nothing.
+func init() {
+	ImplementBMC(Fake)
+	Register(Type{
+		Name: "fake-hardware",
+		Keys: keys([]Key{
+			{Name: "fake_id", Description: "Name of the in-memory machine the node drives; default: the node's UUID. Optional.", DefaultsToNodeUUID: true},
+			{Name: "fake_fail_rate", Description: "Fraction (0 to 1) of BMC calls that fail as a busy BMC would. Optional."},
+			{Name: "fake_latency", Description: "Go duration (\"2s\") added to every BMC call. Optional."},
+		}),
+		Interfaces: map[Kind][]Interface{
+			KindBIOS: {Fake, NoBIOS}, KindBoot: {Fake, IPXE, PXE}, KindConsole: {Fake, NoConsole},
+			KindDeploy: {Fake, Direct, Ramdisk, Anaconda}, KindFirmware: {Fake, NoFirmware},
+			KindInspect: {Fake, Agent, NoInspect}, KindManagement: {Fake, Noop},
+			KindNetwork: {Noop, Flat}, KindPower: {Fake}, KindRAID: {Fake, NoRAID},
+			KindRescue: {Fake, NoRescue}, KindStorage: {Noop}, KindVendor: {Fake, NoVendor},
+		},
+		BootDevices:  []string{"pxe", "disk"},
+		Capabilities: []Capability{CapInMemoryBMC},
+	})
+}

@@ -1,0 +1,75 @@
+package hardware
+
+// Kind is a kind of hardware interface, as Ironic names them (the
+// <kind>_interface fields of a node).
+type Kind string
+
+// The interface kinds, in Ironic's order.
+const (
+	KindBIOS       Kind = "bios"
+	KindBoot       Kind = "boot"
+	KindConsole    Kind = "console"
+	KindDeploy     Kind = "deploy"
+	KindFirmware   Kind = "firmware"
+	KindInspect    Kind = "inspect"
+	KindManagement Kind = "management"
+	KindNetwork    Kind = "network"
+	KindPower      Kind = "power"
+	KindRAID       Kind = "raid"
+	KindRescue     Kind = "rescue"
+	KindStorage    Kind = "storage"
+	KindVendor     Kind = "vendor"
+)
+
+// Kinds returns every interface kind, in Ironic's order.
+func Kinds() []Kind {
+	return []Kind{
+		KindBIOS, KindBoot, KindConsole, KindDeploy, KindFirmware, KindInspect, KindManagement,
+		KindNetwork, KindPower, KindRAID, KindRescue, KindStorage, KindVendor,
+	}
+}
+
+// Interface names one implementation of an interface kind, as a node's
+// <kind>_interface field holds it ("ipxe", "direct", "redfish", ...). The
+// same name may serve several kinds (redfish is a power, management and
+// inspect interface).
+type Interface string
+
+// The interface implementations ironflow has. Implementation (see
+// implementation.go) says for each kind which of them serve it.
+const (
+	// Fake is fake-hardware's do-nothing implementation of every kind.
+	Fake Interface = "fake"
+	// Noop does nothing for its kind (management, network, storage).
+	Noop Interface = "noop"
+
+	NoBIOS     Interface = "no-bios"
+	NoConsole  Interface = "no-console"
+	NoFirmware Interface = "no-firmware"
+	NoInspect  Interface = "no-inspect"
+	NoRAID     Interface = "no-raid"
+	NoRescue   Interface = "no-rescue"
+	NoVendor   Interface = "no-vendor"
+
+	// Boot interfaces: how the machine boots ironflow's images.
+	IPXE                Interface = "ipxe"
+	PXE                 Interface = "pxe"
+	RedfishVirtualMedia Interface = "redfish-virtual-media"
+
+	// Deploy interfaces: how the instance gets onto the machine.
+	Direct   Interface = "direct"
+	Ramdisk  Interface = "ramdisk"
+	Anaconda Interface = "anaconda"
+
+	// Agent inspects in-band: the agent boots and reports an inventory.
+	Agent Interface = "agent"
+
+	// BMC protocols: power and management; Redfish also inspects
+	// out-of-band.
+	IPMITool Interface = "ipmitool"
+	Redfish  Interface = "redfish"
+
+	// Flat is a network interface: the machines share one flat
+	// provisioning network.
+	Flat Interface = "flat"
+)

@@ -1,0 +1,44 @@
+package hardware
+
+// Keys several hardware types share. The power-wait keys are ironflow's
+// own (Ironic keeps them as conductor-wide options); a node's driver_info
+// may set them for a BMC known to be slow.
+const (
+	// KeyPowerStateTimeout bounds the wait for a power change to show in
+	// the BMC's power state (seconds or a Go duration).
+	KeyPowerStateTimeout = "power_state_change_timeout"
+	// KeyPowerPollInterval is how often the power state is read while
+	// waiting.
+	KeyPowerPollInterval = "power_poll_interval"
+	// KeySoftPowerOffTimeout is how long a graceful shutdown may take
+	// before the driver forces the power off.
+	KeySoftPowerOffTimeout = "soft_power_off_timeout"
+
+	// KeyDeployKernel and KeyDeployRamdisk are Ironic's agent images; they
+	// override the boot service's own agent and come as a pair.
+	KeyDeployKernel  = "deploy_kernel"
+	KeyDeployRamdisk = "deploy_ramdisk"
+)
+
+// powerWaitKeys are read by the BMC drivers that wait for a real BMC.
+var powerWaitKeys = []Key{
+	{Name: KeyPowerStateTimeout, Description: "Seconds (or a Go duration) to wait for a power change to show in the BMC's power state; default 120. Optional."},
+	{Name: KeyPowerPollInterval, Description: "Seconds (or a Go duration) between power state reads while waiting; default 2. Optional."},
+	{Name: KeySoftPowerOffTimeout, Description: "Seconds (or a Go duration) a soft power off may take before the power is forced off; default 120. Optional."},
+}
+
+// agentImageKeys are read by the network and virtual-media boot
+// interfaces when they boot the agent (implementation.go).
+var agentImageKeys = []Key{
+	{Name: KeyDeployKernel, Description: "URL of the agent kernel to boot instead of the boot service's own agent; set it with deploy_ramdisk. Optional."},
+	{Name: KeyDeployRamdisk, Description: "URL of the agent ramdisk to boot instead of the boot service's own agent; set it with deploy_kernel. Optional."},
+}
+
+// keys joins key lists into one.
+func keys(lists ...[]Key) []Key {
+	var all []Key
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	return all
+}

@@ -1,0 +1,31 @@
+package hardware
+
+// redfish is Ironic's redfish hardware type: power, boot device, virtual
+// media and out-of-band inspection through the BMC's Redfish service
+// (bmc/redfish.go, bmc/redfish_inspect.go).
+func init() {
+	ImplementBMC(Redfish)
+	Register(Type{
+		Name: "redfish",
+		Keys: keys([]Key{
+			{Name: "redfish_address", Description: "The URL address to the Redfish controller; https is assumed when it has no scheme. Required.", Required: true},
+			{Name: "redfish_system_id", Description: "The canonical path to the ComputerSystem resource, e.g. /redfish/v1/Systems/1; default: the BMC's only system. Optional."},
+			{Name: "redfish_username", Description: "User account with admin/server-profile access privilege. Optional."},
+			{Name: "redfish_password", Description: "User account password. Optional.", Secret: true},
+			{Name: "redfish_verify_ca", Description: "Either a Boolean value, a path to a CA_BUNDLE file or directory with certificates of trusted CAs; default True. Optional."},
+			{Name: "redfish_auth_type", Description: "Redfish HTTP client authentication method: basic, session or auto (default). Optional."},
+			{Name: "redfish_timeout", Description: "Seconds (or a Go duration) one HTTP request to the BMC may take; default 60. Optional."},
+			{Name: "redfish_connection_attempts", Description: "Maximum number of attempts to reach the BMC; default 3. Optional."},
+			{Name: "redfish_connection_retry_interval", Description: "Seconds (or a Go duration) between attempts to reach the BMC; default 2. Optional."},
+		}, powerWaitKeys),
+		Interfaces: map[Kind][]Interface{
+			KindBIOS: {NoBIOS}, KindBoot: {RedfishVirtualMedia, IPXE, PXE}, KindConsole: {NoConsole},
+			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware},
+			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
+			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID},
+			KindRescue: {NoRescue}, KindStorage: {Noop}, KindVendor: {NoVendor},
+		},
+		BootDevices:  []string{"pxe", "disk", "cdrom", "bios"},
+		Capabilities: []Capability{CapVirtualMedia, CapOutOfBandInspection},
+	})
+}

@@ -1,0 +1,135 @@
+package hardware
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestEveryAdvertisedInterfaceIsImplemented walks the registry: every
+// interface a hardware type advertises, default first, resolves to an
+// Implementation (the code that serves it) whose capability the type has,
+// and every kind has an answer.
+func TestEveryAdvertisedInterfaceIsImplemented(t *testing.T) {
+	names := Names()
+	for _, want := range []string{"fake-hardware", "ipmi", "redfish"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("hardware type %s not registered: %v", want, names)
+		}
+	}
+	for _, name := range names {
+		ht, _ := Lookup(name)
+		for _, kind := range Kinds() {
+			ifs := ht.Supported(kind)
+			if len(ifs) == 0 || ht.Default(kind) != ifs[0] {
+				t.Errorf("%s: %s interfaces %v, default %q", name, kind, ifs, ht.Default(kind))
+			}
+			for _, iface := range ifs {
+				impl, ok := Implemented(kind, iface)
+				if !ok {
+					t.Errorf("%s advertises %s interface %q that nothing implements", name, kind, iface)
+					continue
+				}
+				if impl.Kind != kind || impl.Name != iface || impl.Served == "" {
+					t.Errorf("%s: implementation of %s %q is %+v", name, kind, iface, impl)
+				}
+				if impl.Needs != "" && !ht.Has(impl.Needs) {
+					t.Errorf("%s: %s %q needs %s", name, kind, iface, impl.Needs)
+				}
+			}
+		}
+		if err := Check(ht); err != nil {
+			t.Errorf("Check(%s): %v", name, err)
+		}
+	}
+}
+
+// TestUnimplementedInterfacesAreNotAdvertised: interfaces Ironic has whose
+// behaviour ironflow does not run are advertised by no hardware type.
+func TestUnimplementedInterfacesAreNotAdvertised(t *testing.T) {
+	for _, c := range []struct {
+		kind  Kind
+		iface Interface
+	}{
+		{KindBIOS, Redfish}, {KindFirmware, Redfish}, {KindRAID, Redfish}, {KindRAID, Agent},
+		{KindRescue, Agent}, {KindVendor, Redfish}, {KindVendor, IPMITool},
+	} {
+		if _, ok := Implemented(c.kind, c.iface); ok {
+			t.Errorf("%s %s has an implementation", c.kind, c.iface)
+		}
+		for _, name := range Names() {
+			if ht, _ := Lookup(name); ht.Supports(c.kind, c.iface) {
+				t.Errorf("%s advertises %s interface %s", name, c.kind, c.iface)
+			}
+		}
+	}
+}
+
+func TestCheckRefusesAnUnimplementedInterface(t *testing.T) {
+	ht, _ := Lookup("redfish")
+	bad := *ht
+	bad.Name = "bad"
+	bad.Interfaces = map[Kind][]Interface{}
+	for k, v := range ht.Interfaces {
+		bad.Interfaces[k] = v
+	}
+	bad.Interfaces[KindRAID] = []Interface{Agent, NoRAID}
+	if err := Check(&bad); err == nil || !strings.Contains(err.Error(), `raid interface "agent" is not implemented`) {
+		t.Fatalf("Check = %v", err)
+	}
+	bad.Interfaces[KindRAID] = []Interface{NoRAID}
+	bad.Capabilities = nil
+	if err := Check(&bad); err == nil || !strings.Contains(err.Error(), "needs capability") {
+		t.Fatalf("Check without virtual media = %v", err)
+	}
+	bad.Capabilities = ht.Capabilities
+	delete(bad.Interfaces, KindRAID)
+	if err := Check(&bad); err == nil || !strings.Contains(err.Error(), "no raid interface") {
+		t.Fatalf("Check without raid = %v", err)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	ht, _ := Lookup("ipmi")
+	if got := ht.Required(); !slices.Equal(got, []string{"ipmi_address"}) {
+		t.Errorf("ipmi required %v", got)
+	}
+	// The boot interfaces' agent images come on top of the BMC's keys.
+	if p := ht.Properties(); p[KeyDeployKernel] == "" || p["ipmi_password"] == "" || p[KeyPowerStateTimeout] == "" {
+		t.Errorf("ipmi properties %v", p)
+	}
+	if got := ht.Missing(map[string]any{"ipmi_address": " "}); !slices.Equal(got, []string{"ipmi_address"}) {
+		t.Errorf("missing with a blank address: %v", got)
+	}
+	if got := ht.Missing(map[string]any{"ipmi_address": 10.0}); got != nil {
+		t.Errorf("missing with a numeric address: %v", got)
+	}
+	for _, name := range Names() {
+		ht, _ := Lookup(name)
+		for _, k := range ht.AllKeys() {
+			if !strings.HasSuffix(k.Description, "Required.") && !strings.HasSuffix(k.Description, "Optional.") ||
+				strings.HasSuffix(k.Description, "Required.") != k.Required {
+				t.Errorf("%s key %s: description %q does not end as Required %v says", name, k.Name, k.Description, k.Required)
+			}
+		}
+	}
+}
+
+func TestBehaviourQueries(t *testing.T) {
+	if !BootOf(RedfishVirtualMedia).VirtualMedia() || BootOf(IPXE).VirtualMedia() || BootOf("unknown").VirtualMedia() {
+		t.Error("virtual media")
+	}
+	for iface, flow := range map[Interface]DeployFlow{Direct: FlowAgent, Ramdisk: FlowRamdisk, Anaconda: FlowInstaller, Fake: FlowNone} {
+		if got := DeployOf(iface).Flow(); got != flow {
+			t.Errorf("deploy %s flow %v, want %v", iface, got, flow)
+		}
+		if DeployOf(iface).WritesDisk() != (flow != FlowNone) {
+			t.Errorf("deploy %s WritesDisk", iface)
+		}
+	}
+	for iface, m := range map[Interface]InspectMethod{Redfish: InspectOutOfBand, Agent: InspectInBand, Fake: InspectNothing, NoInspect: InspectNothing} {
+		if got := InspectOf(iface).Method(); got != m {
+			t.Errorf("inspect %s method %v, want %v", iface, got, m)
+		}
+	}
+}
