@@ -315,15 +315,6 @@ func optional(s string) *string {
 	return &s
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // redactURL hides credentials in a URL for messages.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
