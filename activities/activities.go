@@ -2,8 +2,6 @@ package activities
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -262,16 +260,6 @@ func (a *Activities) ClearInstanceInfo(ctx context.Context, nodeUUID string) err
 		return nil
 	})
 	return storeErr(err, "clear instance_info of node %s", nodeUUID)
-}
-
-// newToken is an agent token as Ironic makes them: secrets.token_urlsafe(),
-// 32 random bytes, 43 url-safe characters.
-func newToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // agentKernelParams is the agent's command line for a node.
