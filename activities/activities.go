@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/configdrive"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -317,7 +318,7 @@ func redactURL(raw string) string {
 // instance_info.configdrive as Ironic does: a string (gzip+base64 ISO or URL)
 // as given, a JSON dict built into a config-2 ISO first. Local activity.
 func (a *Activities) StoreConfigDrive(ctx context.Context, in workflows.ConfigDriveInput) error {
-	value, err := configDriveValue(in.ConfigDrive)
+	value, err := configdrive.ForInstanceInfo(in.ConfigDrive)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("configdrive of node %s: %v", in.NodeUUID, err), workflows.ErrTypeInvalidConfig, err)
