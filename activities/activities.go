@@ -2,8 +2,6 @@ package activities
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/configdrive"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
@@ -265,16 +264,6 @@ func (a *Activities) ClearInstanceInfo(ctx context.Context, nodeUUID string) err
 	return storeErr(err, "clear instance_info of node %s", nodeUUID)
 }
 
-// newToken is an agent token as Ironic makes them: secrets.token_urlsafe(),
-// 32 random bytes, 43 url-safe characters.
-func newToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
 // agentKernelParams is the agent's command line for a node.
 func (a *Activities) agentKernelParams(nodeUUID string) string {
 	return strings.Join(append([]string{"ipa-api-url=" + a.Config.APIURL}, a.agentExtraParams(nodeUUID)...), " ")
@@ -316,15 +305,6 @@ func optional(s string) *string {
 	return &s
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // redactURL hides credentials in a URL for messages.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
@@ -339,7 +319,7 @@ func redactURL(raw string) string {
 // instance_info.configdrive as Ironic does: a string (gzip+base64 ISO or URL)
 // as given, a JSON dict built into a config-2 ISO first. Local activity.
 func (a *Activities) StoreConfigDrive(ctx context.Context, in workflows.ConfigDriveInput) error {
-	value, err := configDriveValue(in.ConfigDrive)
+	value, err := configdrive.ForInstanceInfo(in.ConfigDrive)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("configdrive of node %s: %v", in.NodeUUID, err), workflows.ErrTypeInvalidConfig, err)

@@ -46,7 +46,7 @@ func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*cl
 		tlsOpts = append(tlsOpts, client.WithInsecureTLS())
 		insecure = true
 	}
-	hc, err := a.agents.get(url, ca, insecure, tlsOpts...)
+	hc, err := a.agents.get(url, token, ca, insecure, tlsOpts...)
 	var c *client.Client
 	if err == nil {
 		c, err = client.New(url, token, client.WithTimeout(time.Minute), client.WithHTTPClient(hc))

@@ -18,6 +18,13 @@ const agentConnIdle = 2 * time.Minute
 // agentConns keeps one HTTP client per agent (its URL and how it is
 // trusted), so that the activities of one operation reuse the agent's TLS
 // connection instead of each paying a handshake.
+//
+// A client lives for one agent session, which its token names. A machine
+// that reboots into a new agent keeps its address (same MAC, same DHCP
+// lease, same port) but not its TCP connections: reusing a pooled one gets
+// "connection reset by peer", and the POST that carried the command is not
+// retried. So a new token for an agent URL drops every client of that URL,
+// pooled connections included, and the new session dials afresh.
 type agentConns struct {
 	mu        sync.Mutex
 	m         map[string]*agentConn
@@ -25,18 +32,22 @@ type agentConns struct {
 }
 
 type agentConn struct {
-	hc   *http.Client
-	used time.Time
+	hc      *http.Client
+	url     string
+	session [sha256.Size]byte // of the agent token
+	used    time.Time
 }
 
-// get returns the HTTP client for the agent at url trusted by ca (or by
-// nothing when insecure), building it with opts the first time.
-func (p *agentConns) get(url, ca string, insecure bool, opts ...client.Option) (*http.Client, error) {
+// get returns the HTTP client for the agent session at url with token,
+// trusted by ca (or by nothing when insecure), building it with opts the
+// first time.
+func (p *agentConns) get(url, token, ca string, insecure bool, opts ...client.Option) (*http.Client, error) {
 	sum := sha256.Sum256([]byte(ca))
 	key := url + "\x00" + hex.EncodeToString(sum[:])
 	if insecure {
 		key += "\x00insecure"
 	}
+	session := sha256.Sum256([]byte(token))
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -52,7 +63,7 @@ func (p *agentConns) get(url, ca string, insecure bool, opts ...client.Option) (
 		}
 		p.lastSweep = now
 	}
-	if c, ok := p.m[key]; ok {
+	if c, ok := p.m[key]; ok && c.session == session {
 		c.used = now
 		return c.hc, nil
 	}
@@ -60,6 +71,14 @@ func (p *agentConns) get(url, ca string, insecure bool, opts ...client.Option) (
 	if err != nil {
 		return nil, err
 	}
-	p.m[key] = &agentConn{hc: hc, used: now}
+	// Another session at this URL is a rebooted machine: its connections
+	// lead nowhere.
+	for k, c := range p.m {
+		if c.url == url {
+			c.hc.CloseIdleConnections()
+			delete(p.m, k)
+		}
+	}
+	p.m[key] = &agentConn{hc: hc, url: url, session: session, used: now}
 	return hc, nil
 }

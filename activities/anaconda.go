@@ -57,9 +57,9 @@ func (a *Activities) prepareAnaconda(ctx context.Context, node workflows.NodeInf
 			return invalidConfig("node %s: ks_template: %v", node.UUID, err)
 		}
 	}
-	token, err := newToken()
+	token, err := store.NewAgentToken()
 	if err != nil {
-		return fmt.Errorf("generate agent token: %w", err)
+		return err
 	}
 	params.AgentToken = token
 	ks, err := pxe.RenderKickstart(params)

@@ -196,9 +196,9 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 			fmt.Sprintf("node %s boots from virtual media, but this worker has no virtual-media ISO service configured", node.UUID),
 			workflows.ErrTypeInvalidConfig, nil)
 	}
-	token, err := newToken()
+	token, err := store.NewAgentToken()
 	if err != nil {
-		return fmt.Errorf("generate agent token: %w", err)
+		return err
 	}
 	// Ironic's pre-generated token for virtual media: the agent reads it
 	// from the ISO's command line, lookup then never hands one out.

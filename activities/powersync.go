@@ -8,12 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ironflow/ironflow/nodelock"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -366,99 +364,13 @@ func heartbeatEvery(ctx context.Context, progress func() string) (stop func()) {
 	return func() { close(done) }
 }
 
-// TemporalHeld reads Ironic's node lock from Temporal: a node is held while
-// a workflow with ID node-<uuid> runs. One visibility query lists them all;
-// where the server's visibility store cannot answer it, each node's
-// workflow is described instead. Visibility lags starts by a moment, which
-// is why the sync also rechecks the node's state in its write.
+// TemporalHeld reads Ironic's node lock from Temporal (nodelock.HeldAmong).
+// Visibility lags starts by a moment, which is why the sync also rechecks
+// the node's state in its write.
 func TemporalHeld(c client.Client) HeldFunc {
 	return func(ctx context.Context, nodeUUIDs []string) (map[string]bool, error) {
-		running, err := runningNodeWorkflows(ctx, c)
-		if err == nil {
-			held := map[string]bool{}
-			for _, u := range nodeUUIDs {
-				if running[workflows.WorkflowID(u)] {
-					held[u] = true
-				}
-			}
-			return held, nil
-		}
-		var invalid *serviceerror.InvalidArgument
-		if !errors.As(err, &invalid) {
-			return nil, err
-		}
-		return describeNodeWorkflows(ctx, c, nodeUUIDs)
+		return nodelock.HeldAmong(ctx, c, nodeUUIDs)
 	}
-}
-
-// runningNodeWorkflowsQuery selects every running node lock.
-const runningNodeWorkflowsQuery = "WorkflowId STARTS_WITH 'node-' AND ExecutionStatus = 'Running'"
-
-func runningNodeWorkflows(ctx context.Context, c client.Client) (map[string]bool, error) {
-	running := map[string]bool{}
-	var token []byte
-	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: runningNodeWorkflowsQuery, NextPageToken: token, PageSize: 1000,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list running node workflows: %w", err)
-		}
-		for _, e := range resp.Executions {
-			running[e.GetExecution().GetWorkflowId()] = true
-		}
-		token = resp.NextPageToken
-		if len(token) == 0 {
-			return running, nil
-		}
-	}
-}
-
-func describeNodeWorkflows(ctx context.Context, c client.Client, nodeUUIDs []string) (map[string]bool, error) {
-	held := map[string]bool{}
-	for _, u := range nodeUUIDs {
-		d, err := c.DescribeWorkflowExecution(ctx, workflows.WorkflowID(u), "")
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("describe workflow %s: %w", workflows.WorkflowID(u), err)
-		}
-		if d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			held[u] = true
-		}
-	}
-	return held, nil
-}
-
-// StartPowerSync starts the power sync of a conductor group, or leaves the
-// running one as it is: every worker calls it at startup for each group it
-// serves, and the first one wins. interval <= 0 disables the sync (Ironic's
-// sync_power_state_interval 0): nothing is started and the run is nil. A
-// sync already running keeps its settings; terminate it
-// (`temporal workflow terminate --workflow-id power-sync-<group>`) and
-// restart a worker to apply new ones.
-func StartPowerSync(ctx context.Context, c client.Client, group string, interval time.Duration) (client.WorkflowRun, error) {
-	if interval <= 0 {
-		return nil, nil
-	}
-	return StartPowerSyncOn(ctx, c, workflows.TaskQueue, workflows.SyncPowerInput{ConductorGroup: group, Interval: interval})
-}
-
-// StartPowerSyncOn is StartPowerSync with every setting and the workflow
-// task queue given.
-func StartPowerSyncOn(ctx context.Context, c client.Client, taskQueue string, in workflows.SyncPowerInput) (client.WorkflowRun, error) {
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       workflows.PowerSyncWorkflowID(in.ConductorGroup),
-		TaskQueue:                taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, workflows.WorkflowSyncPowerStates, in)
-	if err != nil {
-		return nil, fmt.Errorf("start power sync of conductor group %q: %w", in.ConductorGroup, err)
-	}
-	return run, nil
 }
 
 // errorMessage is an activity error's own words, without Temporal's

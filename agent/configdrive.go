@@ -1,34 +1,29 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/diskfs/go-diskfs/backend"
 	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/diskfs/go-diskfs/partition/mbr"
-	"github.com/klauspost/compress/gzip"
+
+	"github.com/ironflow/ironflow/configdrive"
 )
 
-// Config drive limits, Ironic's.
+// The config drive partition, as IPA makes it.
 const (
-	// MaxConfigDriveSize is the largest config drive Ironic allows.
-	MaxConfigDriveSize = 64 << 20
 	// configDrivePartSize is the partition IPA creates at the end of a
 	// whole-disk image's disk (0:-64MB:0).
 	configDrivePartSize = 64 << 20
 	// partAlign aligns new partitions to 1 MiB.
-	partAlign   = 1 << 20
-	sectorSize  = 512
-	configLabel = "config-2"
+	partAlign  = 1 << 20
+	sectorSize = 512
 )
 
 // diskFile adapts a Device to go-diskfs's backend.WritableFile.
@@ -109,52 +104,31 @@ func fixPartitionTable(dev Device) (string, error) {
 	return "none", nil
 }
 
-// loadConfigDrive fetches (URL) and decodes a config drive: gzip+base64, or
-// a raw ISO when fetched from a URL.
+// loadConfigDrive returns the config drive ISO of a deploy: fetched when it
+// is a URL, then decoded by the configdrive package (gzip+base64, or the
+// image itself from a URL).
 func loadConfigDrive(ctx context.Context, hc *http.Client, v string) ([]byte, error) {
-	raw := []byte(v)
-	fromURL := strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://")
-	if fromURL {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, v, nil)
-		if err != nil {
-			return nil, fmt.Errorf("config drive URL %s: %w", redactURL(v), err)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("download config drive %s: %w", redactURL(v), unwrapURLError(err))
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("download config drive %s: HTTP %d", redactURL(v), resp.StatusCode)
-		}
-		raw, err = io.ReadAll(io.LimitReader(resp.Body, 2*MaxConfigDriveSize))
-		if err != nil {
-			return nil, fmt.Errorf("download config drive %s: %w", redactURL(v), err)
-		}
+	if !configdrive.IsURL(v) {
+		return configdrive.Decode(v)
 	}
-	data := raw
-	if dec, err := io.ReadAll(base64.NewDecoder(base64.StdEncoding, bytes.NewReader(bytes.TrimSpace(raw)))); err == nil && len(dec) > 0 {
-		data = dec
-	} else if !fromURL {
-		return nil, errors.New("config drive is neither a URL nor base64 data")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v, nil)
+	if err != nil {
+		return nil, fmt.Errorf("config drive URL %s: %w", redactURL(v), err)
 	}
-	if bytes.HasPrefix(data, magicGzip) {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("config drive: gunzip: %w", err)
-		}
-		data, err = io.ReadAll(io.LimitReader(zr, MaxConfigDriveSize+1))
-		if err != nil {
-			return nil, fmt.Errorf("config drive: gunzip: %w", err)
-		}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("download config drive %s: %w", redactURL(v), unwrapURLError(err))
 	}
-	if len(data) > MaxConfigDriveSize {
-		return nil, fmt.Errorf("config drive is larger than %d bytes", MaxConfigDriveSize)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("download config drive %s: HTTP %d", redactURL(v), resp.StatusCode)
 	}
-	if len(data) == 0 {
-		return nil, errors.New("config drive is empty")
+	// The base64 form of a drive at the size limit is a third larger.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 2*configdrive.MaxSize))
+	if err != nil {
+		return nil, fmt.Errorf("download config drive %s: %w", redactURL(v), err)
 	}
-	return data, nil
+	return configdrive.DecodeDownloaded(body)
 }
 
 // writeConfigDrive adds a config-2 partition at the end of the disk and
@@ -182,8 +156,8 @@ func writeConfigDriveGPT(dev Device, t *gpt.Table, size, partBytes int64, data [
 			continue
 		}
 		used[p.Index] = true
-		if p.Name == configLabel {
-			return 0, fmt.Errorf("the image already has a %s partition (%d)", configLabel, p.Index)
+		if p.Name == configdrive.Label {
+			return 0, fmt.Errorf("the image already has a %s partition (%d)", configdrive.Label, p.Index)
 		}
 		if p.End >= start {
 			return 0, fmt.Errorf("no room for a %d-byte config drive partition after partition %d (ends at sector %d)", partBytes, p.Index, p.End)
@@ -195,7 +169,7 @@ func writeConfigDriveGPT(dev Device, t *gpt.Table, size, partBytes int64, data [
 	}
 	t.Partitions = append(t.Partitions, &gpt.Partition{
 		Index: idx, Start: start, End: end, Size: (end - start + 1) * sectorSize,
-		Type: gpt.LinuxFilesystem, Name: configLabel,
+		Type: gpt.LinuxFilesystem, Name: configdrive.Label,
 	})
 	if err := t.Write(&diskFile{Device: dev}, size); err != nil {
 		return 0, fmt.Errorf("write GPT with the config drive partition: %w", err)

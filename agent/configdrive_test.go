@@ -9,6 +9,8 @@ import (
 	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/diskfs/go-diskfs/partition/mbr"
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/ironflow/ironflow/configdrive"
 )
 
 // gptImage builds an 8 MiB whole-disk image with one GPT partition.
@@ -73,7 +75,7 @@ func TestConfigDrivePlacement(t *testing.T) {
 				}
 				var found bool
 				for _, p := range g.Partitions {
-					if p.Name == configLabel {
+					if p.Name == configdrive.Label {
 						found, start = true, int64(p.Start)*512
 						if end := int64(p.End+1) * 512; end < diskSize-1<<20 || int64(p.End-p.Start+1)*512 < 60<<20 {
 							t.Fatalf("config-2 partition %d-%d not a ~64 MiB partition at the end", p.Start, p.End)

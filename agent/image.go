@@ -37,7 +37,8 @@ type DownloadConfig struct {
 	// chunks. A multiple of 4096 lets a block device be written with
 	// O_DIRECT, and large writes keep its queue busy.
 	ChunkSize int
-	// AllowMD5 accepts md5 checksums (Ironic's allow_md5_checksum, default on).
+	// DisallowMD5 refuses md5 checksums. Zero accepts them, as Ironic's
+	// allow_md5_checksum does by default.
 	DisallowMD5 bool
 }
 

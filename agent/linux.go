@@ -294,7 +294,7 @@ func (h *LinuxHardware) Inventory(ctx context.Context) (client.Inventory, error)
 			continue
 		}
 		it := client.Interface{Name: name, MACAddress: readTrim(h.sys("class", "net", name, "address")),
-			HasCarrier: readTrim(h.sys("class", "net", name, "carrier")) == "1"}
+			HasCarrier: new(readTrim(h.sys("class", "net", name, "carrier")) == "1")}
 		if ni, err := net.InterfaceByName(name); err == nil {
 			addrs, _ := ni.Addrs()
 			for _, a := range addrs {

@@ -2,9 +2,7 @@ package apiserver
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -38,16 +36,6 @@ var lookupStates = []string{
 
 // agentStatuses are the agent_status values a heartbeat may carry (1.72).
 var agentStatuses = []string{"start", "end", "error"}
-
-// newAgentToken is secrets.token_urlsafe(): 32 random bytes, URL-safe
-// base64 without padding (43 characters).
-func newAgentToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate agent token: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}
 
 // errTokenIssued stops the token-issuing update when another lookup won.
 var errTokenIssued = errors.New("agent token already issued")
@@ -122,7 +110,7 @@ func (s *server) issueToken(c *gin.Context, n *store.Node) (string, error) {
 	if _, ok := n.DriverInternalInfo[keyAgentToken]; ok {
 		return masked, nil
 	}
-	tok, err := newAgentToken()
+	tok, err := store.NewAgentToken()
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ironflow/ironflow/nodelock"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -93,15 +94,7 @@ func (e *TemporalEngine) Signal(ctx context.Context, nodeUUID, name string, arg 
 
 // Running implements Engine.
 func (e *TemporalEngine) Running(ctx context.Context, nodeUUID string) (bool, error) {
-	d, err := e.Client.DescribeWorkflowExecution(ctx, workflows.WorkflowID(nodeUUID), "")
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return d.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	return nodelock.Held(ctx, e.Client, nodeUUID)
 }
 
 // unwrapWorkflowError keeps the innermost message of a failed workflow: the

@@ -318,7 +318,7 @@ func (h *fileHardware) Open(agent.BlockDevice) (agent.Device, error) {
 func (h *fileHardware) Inventory(context.Context) (client.Inventory, error) {
 	return client.Inventory{
 		CPU:        client.CPU{ModelName: "bench", Count: 1, Architecture: "x86_64"},
-		Interfaces: []client.Interface{{Name: "eth0", MACAddress: h.mac, HasCarrier: true}},
+		Interfaces: []client.Interface{{Name: "eth0", MACAddress: h.mac, HasCarrier: new(true)}},
 		Disks:      []client.Disk{{Name: h.path, Size: h.size}},
 	}, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/stmcginnis/gofish/common"
+
+	agentclient "github.com/ironflow/ironflow/agent/client"
 )
 
 // rfStatus is the Status every Redfish resource carries; State "Absent"
@@ -26,14 +28,14 @@ func (s rfStatus) present() bool {
 // recording links Processors but serves none): a missing collection is
 // logged and the system's summaries are used instead. Authentication and
 // connection failures end the inspection, since a later attempt can do better.
-func (d *redfishDriver) Inspect(ctx context.Context) (Inventory, error) {
+func (d *redfishDriver) Inspect(ctx context.Context) (agentclient.Inventory, error) {
 	c, err := d.call(ctx)
 	if err != nil {
-		return Inventory{}, err
+		return agentclient.Inventory{}, err
 	}
 	uri, err := d.resolveSystem(c)
 	if err != nil {
-		return Inventory{}, fmt.Errorf("inspect via redfish %s: %w", d.cfg.endpoint, err)
+		return agentclient.Inventory{}, fmt.Errorf("inspect via redfish %s: %w", d.cfg.endpoint, err)
 	}
 	var sys struct {
 		Manufacturer, Model, SerialNumber string
@@ -47,16 +49,16 @@ func (d *redfishDriver) Inspect(ctx context.Context) (Inventory, error) {
 		Processors, Memory, SimpleStorage, Storage, EthernetInterfaces common.Link
 	}
 	if err := getJSON(c, uri, &sys); err != nil {
-		return Inventory{}, fmt.Errorf("inspect via redfish %s: read system %s: %w", d.cfg.endpoint, uri, err)
+		return agentclient.Inventory{}, fmt.Errorf("inspect via redfish %s: read system %s: %w", d.cfg.endpoint, uri, err)
 	}
-	inv := Inventory{
-		SystemVendor: SystemVendor{
+	inv := agentclient.Inventory{
+		SystemVendor: agentclient.SystemVendor{
 			Manufacturer: strings.TrimSpace(sys.Manufacturer),
 			ProductName:  strings.TrimSpace(sys.Model),
 			SerialNumber: strings.TrimSpace(sys.SerialNumber),
 		},
-		Disks:      []Disk{},
-		Interfaces: []Interface{},
+		Disks:      []agentclient.Disk{},
+		Interfaces: []agentclient.Interface{},
 	}
 	switch sys.Boot.BootSourceOverrideMode {
 	case "UEFI":
@@ -68,7 +70,7 @@ func (d *redfishDriver) Inspect(ctx context.Context) (Inventory, error) {
 	steps := []struct {
 		what string
 		link common.Link
-		read func(c *rfCall, uri string, inv *Inventory) error
+		read func(c *rfCall, uri string, inv *agentclient.Inventory) error
 	}{
 		{"processors", sys.Processors, inspectProcessors},
 		{"memory", sys.Memory, inspectMemory},
@@ -82,7 +84,7 @@ func (d *redfishDriver) Inspect(ctx context.Context) (Inventory, error) {
 		}
 		if err := s.read(c, s.link.String(), &inv); err != nil {
 			if !errors.Is(err, ErrUnsupported) {
-				return Inventory{}, fmt.Errorf("inspect %s via redfish %s: %w", s.what, d.cfg.endpoint, err)
+				return agentclient.Inventory{}, fmt.Errorf("inspect %s via redfish %s: %w", s.what, d.cfg.endpoint, err)
 			}
 			d.log.Warn("BMC does not serve a linked collection; using the system summary", "collection", s.what, "error", err)
 		}
@@ -144,7 +146,7 @@ func cpuArchitecture(instructionSet, arch string) string {
 
 // inspectProcessors counts threads of the present CPUs (not GPUs, FPGAs or
 // empty sockets), as sushy's processor summary does.
-func inspectProcessors(c *rfCall, uri string, inv *Inventory) error {
+func inspectProcessors(c *rfCall, uri string, inv *agentclient.Inventory) error {
 	members, err := collectionMembers(c, uri)
 	if err != nil {
 		return err
@@ -176,7 +178,7 @@ func inspectProcessors(c *rfCall, uri string, inv *Inventory) error {
 	return nil
 }
 
-func inspectMemory(c *rfCall, uri string, inv *Inventory) error {
+func inspectMemory(c *rfCall, uri string, inv *agentclient.Inventory) error {
 	members, err := collectionMembers(c, uri)
 	if err != nil {
 		return err
@@ -196,7 +198,7 @@ func inspectMemory(c *rfCall, uri string, inv *Inventory) error {
 	return nil
 }
 
-func inspectSimpleStorage(c *rfCall, uri string, inv *Inventory) error {
+func inspectSimpleStorage(c *rfCall, uri string, inv *agentclient.Inventory) error {
 	members, err := collectionMembers(c, uri)
 	if err != nil {
 		return err
@@ -214,7 +216,7 @@ func inspectSimpleStorage(c *rfCall, uri string, inv *Inventory) error {
 		}
 		for _, dev := range ss.Devices {
 			if dev.Status.present() && dev.CapacityBytes > 0 {
-				inv.Disks = append(inv.Disks, Disk{Name: dev.Name, Size: dev.CapacityBytes, Model: strings.TrimSpace(dev.Model)})
+				inv.Disks = append(inv.Disks, agentclient.Disk{Name: dev.Name, Size: dev.CapacityBytes, Model: strings.TrimSpace(dev.Model)})
 			}
 		}
 	}
@@ -223,7 +225,7 @@ func inspectSimpleStorage(c *rfCall, uri string, inv *Inventory) error {
 
 // inspectStorage follows Storage → Drives. A drive already listed by
 // SimpleStorage (same name and size) is not listed twice.
-func inspectStorage(c *rfCall, uri string, inv *Inventory) error {
+func inspectStorage(c *rfCall, uri string, inv *agentclient.Inventory) error {
 	members, err := collectionMembers(c, uri)
 	if err != nil {
 		return err
@@ -250,7 +252,7 @@ func inspectStorage(c *rfCall, uri string, inv *Inventory) error {
 			if name == "" {
 				name = dr.Id
 			}
-			disk := Disk{Name: name, Size: dr.CapacityBytes, Model: strings.TrimSpace(dr.Model),
+			disk := agentclient.Disk{Name: name, Size: dr.CapacityBytes, Model: strings.TrimSpace(dr.Model),
 				Serial: strings.TrimSpace(dr.SerialNumber), Rotational: dr.MediaType == "HDD" || dr.RotationSpeedRPM > 0}
 			dup := false
 			for i, have := range inv.Disks {
@@ -270,7 +272,7 @@ func inspectStorage(c *rfCall, uri string, inv *Inventory) error {
 // inspectInterfaces lists physical ports once each. VLAN interfaces repeat
 // their parent's MAC, and the host interface to the BMC is no network port
 // a machine can boot from, so neither becomes an Ironic port.
-func inspectInterfaces(c *rfCall, uri string, inv *Inventory) error {
+func inspectInterfaces(c *rfCall, uri string, inv *agentclient.Inventory) error {
 	members, err := collectionMembers(c, uri)
 	if err != nil {
 		return err
@@ -293,7 +295,7 @@ func inspectInterfaces(c *rfCall, uri string, inv *Inventory) error {
 			continue
 		}
 		seen[mac] = true
-		inv.Interfaces = append(inv.Interfaces, Interface{Name: nic.Id, MACAddress: mac})
+		inv.Interfaces = append(inv.Interfaces, agentclient.Interface{Name: nic.Id, MACAddress: mac})
 	}
 	return nil
 }

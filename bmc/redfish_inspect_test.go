@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	agentclient "github.com/ironflow/ironflow/agent/client"
 )
 
 func TestRedfishInspect(t *testing.T) {
@@ -13,26 +15,26 @@ func TestRedfishInspect(t *testing.T) {
 		name string
 		dir  string
 		edit func(b *recordedBMC)
-		want Inventory
+		want agentclient.Inventory
 	}{
 		{
 			// Every collection served: an absent socket, an FPGA, an empty
 			// DIMM slot, empty bays, a VLAN and the BMC host interface are
 			// all left out.
 			name: "dmtf-all-collections", dir: "dmtf-public-rackmount1",
-			want: Inventory{
-				CPU:    CPU{Count: 16, Architecture: "x86_64", ModelName: "Multi-Core Intel(R) Xeon(R) processor 7xxx Series"},
-				Memory: Memory{PhysicalMB: 3 * 32768, Total: 3 * 32768 << 20},
-				Disks: []Disk{
+			want: agentclient.Inventory{
+				CPU:    agentclient.CPU{Count: 16, Architecture: "x86_64", ModelName: "Multi-Core Intel(R) Xeon(R) processor 7xxx Series"},
+				Memory: agentclient.Memory{PhysicalMB: 3 * 32768, Total: 3 * 32768 << 20},
+				Disks: []agentclient.Disk{
 					{Name: "SATA Bay 1", Size: 8000000000000, Model: "3000GT8"},
 					{Name: "SATA Bay 2", Size: 4000000000000, Model: "3000GT7"},
 				},
-				Interfaces: []Interface{
+				Interfaces: []agentclient.Interface{
 					{Name: "12446A3B0411", MACAddress: "12:44:6a:3b:04:11"},
 					{Name: "12446A3B8890", MACAddress: "aa:bb:cc:dd:ee:00"},
 				},
-				SystemVendor: SystemVendor{Manufacturer: "Contoso", ProductName: "3500", SerialNumber: "437XR1138R2"},
-				Boot:         Boot{CurrentBootMode: "uefi"},
+				SystemVendor: agentclient.SystemVendor{Manufacturer: "Contoso", ProductName: "3500", SerialNumber: "437XR1138R2"},
+				Boot:         agentclient.Boot{CurrentBootMode: "uefi"},
 			},
 		},
 		{
@@ -40,13 +42,13 @@ func TestRedfishInspect(t *testing.T) {
 			// EthernetInterfaces but serves none of them: the summaries
 			// stand in and the inspection still succeeds.
 			name: "ilo-collections-missing", dir: "hpe-ilo-dl325",
-			want: Inventory{
-				CPU:          CPU{Count: 1, ModelName: "AMD EPYC 7302P 16-Core Processor"},
-				Memory:       Memory{PhysicalMB: 64 * 1024, Total: 64 << 30},
-				Disks:        []Disk{},
-				Interfaces:   []Interface{},
-				SystemVendor: SystemVendor{Manufacturer: "HPE", ProductName: "ProLiant DL325 Gen10 Plus", SerialNumber: "MXQ019020B"},
-				Boot:         Boot{CurrentBootMode: "uefi"},
+			want: agentclient.Inventory{
+				CPU:          agentclient.CPU{Count: 1, ModelName: "AMD EPYC 7302P 16-Core Processor"},
+				Memory:       agentclient.Memory{PhysicalMB: 64 * 1024, Total: 64 << 30},
+				Disks:        []agentclient.Disk{},
+				Interfaces:   []agentclient.Interface{},
+				SystemVendor: agentclient.SystemVendor{Manufacturer: "HPE", ProductName: "ProLiant DL325 Gen10 Plus", SerialNumber: "MXQ019020B"},
+				Boot:         agentclient.Boot{CurrentBootMode: "uefi"},
 			},
 		},
 		{
@@ -77,13 +79,13 @@ func TestRedfishInspect(t *testing.T) {
 					"Status": map[string]any{"State": "Enabled"},
 				}
 			},
-			want: Inventory{
-				CPU:          CPU{Count: 32, Architecture: "x86_64", ModelName: "AMD EPYC 7302P 16-Core Processor"},
-				Memory:       Memory{PhysicalMB: 64 * 1024, Total: 64 << 30},
-				Disks:        []Disk{{Name: "480GB 6G SATA SSD", Size: 480103981056, Model: "MR000480GWFLU", Serial: "S4NNNA0N912345"}},
-				Interfaces:   []Interface{},
-				SystemVendor: SystemVendor{Manufacturer: "HPE", ProductName: "ProLiant DL325 Gen10 Plus", SerialNumber: "MXQ019020B"},
-				Boot:         Boot{CurrentBootMode: "uefi"},
+			want: agentclient.Inventory{
+				CPU:          agentclient.CPU{Count: 32, Architecture: "x86_64", ModelName: "AMD EPYC 7302P 16-Core Processor"},
+				Memory:       agentclient.Memory{PhysicalMB: 64 * 1024, Total: 64 << 30},
+				Disks:        []agentclient.Disk{{Name: "480GB 6G SATA SSD", Size: 480103981056, Model: "MR000480GWFLU", Serial: "S4NNNA0N912345"}},
+				Interfaces:   []agentclient.Interface{},
+				SystemVendor: agentclient.SystemVendor{Manufacturer: "HPE", ProductName: "ProLiant DL325 Gen10 Plus", SerialNumber: "MXQ019020B"},
+				Boot:         agentclient.Boot{CurrentBootMode: "uefi"},
 			},
 		},
 		{
@@ -95,13 +97,13 @@ func TestRedfishInspect(t *testing.T) {
 				delete(b.docs[dmtf], "Memory")
 				delete(b.docs[dmtf], "EthernetInterfaces")
 			},
-			want: Inventory{
-				CPU:          CPU{Count: 16, ModelName: "Multi-Core Intel(R) Xeon(R) processor 7xxx Series"},
-				Memory:       Memory{PhysicalMB: 96 * 1024, Total: 96 << 30},
-				Disks:        []Disk{},
-				Interfaces:   []Interface{},
-				SystemVendor: SystemVendor{Manufacturer: "Contoso", ProductName: "3500", SerialNumber: "437XR1138R2"},
-				Boot:         Boot{CurrentBootMode: "bios"},
+			want: agentclient.Inventory{
+				CPU:          agentclient.CPU{Count: 16, ModelName: "Multi-Core Intel(R) Xeon(R) processor 7xxx Series"},
+				Memory:       agentclient.Memory{PhysicalMB: 96 * 1024, Total: 96 << 30},
+				Disks:        []agentclient.Disk{},
+				Interfaces:   []agentclient.Interface{},
+				SystemVendor: agentclient.SystemVendor{Manufacturer: "Contoso", ProductName: "3500", SerialNumber: "437XR1138R2"},
+				Boot:         agentclient.Boot{CurrentBootMode: "bios"},
 			},
 		},
 	}

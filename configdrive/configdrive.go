@@ -1,10 +1,14 @@
 // Package configdrive builds OpenStack config drives: ISO9660 images
 // labelled config-2 that cloud-init and Glean read at first boot (hostname,
-// SSH keys, network, user data), and the gzip+base64 string form Ironic's
-// API carries them in.
+// SSH keys, network, user data). It also owns the forms Ironic's API and
+// agent carry them in: the gzip+base64 string, a URL to fetch it from, and
+// the JSON form (API 1.56) built into an ISO. The API's deploy request, the
+// worker and the agent all encode and decode through it.
 //
-// It owns the image format only; what goes into meta_data (node UUID, name,
-// keys) is the caller's business. It never logs: user data may hold secrets.
+// It owns the formats only; what goes into meta_data (node UUID, name,
+// keys) is the caller's business, and fetching a URL is the agent's. It
+// never logs: user data may hold secrets. It is pure Go, so the static
+// agent can import it.
 package configdrive
 
 import (
@@ -15,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,33 +181,117 @@ func Encode(image []byte) (string, error) {
 	return base64.StdEncoding.EncodeToString(b.Bytes()), nil
 }
 
-// ErrTooLarge is returned for a drive above MaxSize.
-var ErrTooLarge = errors.New("config drive larger than 64 MiB")
+// Errors callers match with errors.Is.
+var (
+	// ErrTooLarge is returned for a drive above MaxSize.
+	ErrTooLarge = errors.New("config drive larger than 64 MiB")
+	// ErrEmpty is returned for a drive that decodes to nothing.
+	ErrEmpty = errors.New("config drive is empty")
+)
 
-// Decode reverses Encode. An image that was base64-encoded without gzip is
-// accepted too, as the agent does.
+// IsURL reports whether a config drive value is a URL to fetch it from
+// rather than the drive itself.
+func IsURL(v string) bool {
+	return strings.HasPrefix(v, "http://") || strings.HasPrefix(v, "https://")
+}
+
+// ForInstanceInfo validates the configdrive of a deploy request (its JSON
+// value) and returns what the node keeps in instance_info.configdrive, as
+// Ironic does: a URL or a gzip+base64 ISO as given, or for Ironic's JSON
+// form (API 1.56) the config-2 ISO built from it, encoded.
+func ForInstanceInfo(raw []byte) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '{' {
+		d, err := FromJSONForm(raw)
+		if err != nil {
+			return "", err
+		}
+		var iso bytes.Buffer
+		if err := Build(&iso, d); err != nil {
+			return "", err
+		}
+		if iso.Len() > MaxSize {
+			return "", ErrTooLarge
+		}
+		return Encode(iso.Bytes())
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", errors.New("configdrive must be a string (gzip+base64 ISO or URL) or a JSON object with meta_data, user_data, network_data, vendor_data")
+	}
+	if IsURL(s) {
+		if _, err := url.Parse(s); err != nil {
+			return "", fmt.Errorf("configdrive URL: %w", err)
+		}
+		return s, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return "", fmt.Errorf("configdrive is neither a URL nor base64: %w", err)
+	}
+	if !isGzip(b) {
+		return "", errors.New("configdrive is base64 but not gzip")
+	}
+	if _, err := gunzip(io.Discard, b); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// Decode reverses Encode: it returns the ISO of a config drive given
+// inline. An image that was base64-encoded without gzip is accepted too, as
+// the agent does.
 func Decode(s string) ([]byte, error) {
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
 	if err != nil {
 		return nil, fmt.Errorf("decode config drive: base64: %w", err)
 	}
-	if len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b {
-		if len(raw) > MaxSize {
-			return nil, fmt.Errorf("decode config drive: %w", ErrTooLarge)
+	return image(raw)
+}
+
+// DecodeDownloaded returns the ISO of a config drive fetched from its URL:
+// the body may be the drive's string form (base64, gzipped or not) or the
+// image itself (gzipped or not), as IPA accepts.
+func DecodeDownloaded(body []byte) ([]byte, error) {
+	data := body
+	if dec, err := io.ReadAll(base64.NewDecoder(base64.StdEncoding, bytes.NewReader(bytes.TrimSpace(body)))); err == nil && len(dec) > 0 {
+		data = dec
+	}
+	return image(data)
+}
+
+// image is the ISO in b, gunzipped if need be, within MaxSize.
+func image(b []byte) ([]byte, error) {
+	if isGzip(b) {
+		var out bytes.Buffer
+		if _, err := gunzip(&out, b); err != nil {
+			return nil, err
 		}
-		return raw, nil
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("decode config drive: gzip: %w", err)
-	}
-	defer zr.Close()
-	out, err := io.ReadAll(io.LimitReader(zr, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("decode config drive: gzip: %w", err)
-	}
-	if len(out) > MaxSize {
+		b = out.Bytes()
+	} else if len(b) > MaxSize {
 		return nil, fmt.Errorf("decode config drive: %w", ErrTooLarge)
 	}
-	return out, nil
+	if len(b) == 0 {
+		return nil, fmt.Errorf("decode config drive: %w", ErrEmpty)
+	}
+	return b, nil
+}
+
+func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
+
+// gunzip writes the gzip stream b to w, refusing more than MaxSize.
+func gunzip(w io.Writer, b []byte) (int64, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return 0, fmt.Errorf("decode config drive: gzip: %w", err)
+	}
+	defer zr.Close()
+	n, err := io.Copy(w, io.LimitReader(zr, MaxSize+1))
+	if err != nil {
+		return n, fmt.Errorf("decode config drive: gzip: %w", err)
+	}
+	if n > MaxSize {
+		return n, fmt.Errorf("decode config drive: %w", ErrTooLarge)
+	}
+	return n, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -135,7 +136,7 @@ func TestPowerSyncOnTemporalAndPostgres(t *testing.T) {
 	})
 
 	in := workflows.SyncPowerInput{ConductorGroup: powerSyncTestGroup, Interval: time.Second, RecoveryInterval: time.Second, IterationsPerRun: 2}
-	first, err := activities.StartPowerSyncOn(ctx, c, powerSyncTestQueue, in)
+	first, err := worker.StartPowerSyncOn(ctx, c, powerSyncTestQueue, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestPowerSyncOnTemporalAndPostgres(t *testing.T) {
 	if first.GetID() != "power-sync-"+powerSyncTestGroup {
 		t.Fatalf("workflow ID %q", first.GetID())
 	}
-	again, err := activities.StartPowerSyncOn(ctx, c, powerSyncTestQueue, in)
+	again, err := worker.StartPowerSyncOn(ctx, c, powerSyncTestQueue, in)
 	if err != nil {
 		t.Fatalf("second start: %v", err)
 	}

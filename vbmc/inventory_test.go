@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	agentclient "github.com/ironflow/ironflow/agent/client"
 	"github.com/ironflow/ironflow/bmc"
 )
 
@@ -79,16 +80,16 @@ func TestInspectThroughRedfish(t *testing.T) {
 				t.Fatalf("Inspect: %v", err)
 			}
 			vm := cfg.VMs[0]
-			want := bmc.Inventory{
-				CPU:          bmc.CPU{Count: vm.CPUs, Architecture: "x86_64", ModelName: "QEMU Virtual CPU"},
-				Memory:       bmc.Memory{PhysicalMB: int64(vm.MemoryMB), Total: int64(vm.MemoryMB) << 20},
-				Disks:        []bmc.Disk{},
-				Interfaces:   []bmc.Interface{{Name: "nic0", MACAddress: "52:54:00:00:00:10"}},
-				SystemVendor: bmc.SystemVendor{Manufacturer: "QEMU", ProductName: "Standard PC (Q35 + ICH9, 2009)", SerialNumber: "vm0"},
-				Boot:         bmc.Boot{CurrentBootMode: "bios"},
+			want := agentclient.Inventory{
+				CPU:          agentclient.CPU{Count: vm.CPUs, Architecture: "x86_64", ModelName: "QEMU Virtual CPU"},
+				Memory:       agentclient.Memory{PhysicalMB: int64(vm.MemoryMB), Total: int64(vm.MemoryMB) << 20},
+				Disks:        []agentclient.Disk{},
+				Interfaces:   []agentclient.Interface{{Name: "nic0", MACAddress: "52:54:00:00:00:10"}},
+				SystemVendor: agentclient.SystemVendor{Manufacturer: "QEMU", ProductName: "Standard PC (Q35 + ICH9, 2009)", SerialNumber: "vm0"},
+				Boot:         agentclient.Boot{CurrentBootMode: "bios"},
 			}
 			if tc.wantDisk > 0 {
-				want.Disks = []bmc.Disk{{Name: "disk0", Size: tc.wantDisk, Model: "virtio-blk"}}
+				want.Disks = []agentclient.Disk{{Name: "disk0", Size: tc.wantDisk, Model: "virtio-blk"}}
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("Inspect:\n got %+v\nwant %+v", got, want)

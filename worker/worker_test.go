@@ -23,3 +23,12 @@ func TestEveryStartedWorkflowIsRegistered(t *testing.T) {
 		}
 	}
 }
+
+// TestPowerSyncDisabledStartsNothing: interval 0 is Ironic's
+// sync_power_state_interval 0, no sync workflow (the client is never used).
+func TestPowerSyncDisabledStartsNothing(t *testing.T) {
+	run, err := StartPowerSync(t.Context(), nil, "", 0)
+	if run != nil || err != nil {
+		t.Fatalf("StartPowerSync with interval 0 = %v, %v; want nothing started", run, err)
+	}
+}

@@ -86,3 +86,22 @@ func TestUnreachable(t *testing.T) {
 		t.Fatal("junk CA accepted")
 	}
 }
+
+// TestInventoryLeavesOutUnknownLinkState: the agent reports a link that is
+// down as has_carrier false; a BMC's inventory, which cannot know, leaves
+// the key out instead of guessing.
+func TestInventoryLeavesOutUnknownLinkState(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Interface
+		want string
+	}{
+		{"agent, link down", Interface{Name: "eth0", MACAddress: "52:54:00:00:00:01", HasCarrier: new(false)}, `{"name":"eth0","mac_address":"52:54:00:00:00:01","has_carrier":false}`},
+		{"BMC, link unknown", Interface{Name: "NIC.1", MACAddress: "52:54:00:00:00:01"}, `{"name":"NIC.1","mac_address":"52:54:00:00:00:01"}`},
+	} {
+		b, err := json.Marshal(tc.in)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%s: %s, %v; want %s", tc.name, b, err, tc.want)
+		}
+	}
+}

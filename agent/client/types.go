@@ -146,7 +146,9 @@ type Status struct {
 }
 
 // Inventory is IPA's hardware inventory (poll.get_hardware_info and the
-// inspection payload), restricted to the fields ironflow fills.
+// inspection payload), restricted to the fields ironflow fills. It is the
+// one inventory schema: the agent reports it in band, and a BMC's
+// out-of-band inspection (bmc.Inspector) fills what a BMC knows of it.
 type Inventory struct {
 	CPU          CPU          `json:"cpu"`
 	Memory       Memory       `json:"memory"`
@@ -157,7 +159,8 @@ type Inventory struct {
 	Hostname     string       `json:"hostname,omitempty"`
 }
 
-// CPU is the processor part of the inventory.
+// CPU is the processor part of the inventory. Count is hardware threads,
+// as IPA counts the kernel's CPUs.
 type CPU struct {
 	ModelName    string   `json:"model_name"`
 	Frequency    string   `json:"frequency,omitempty"`
@@ -166,13 +169,17 @@ type CPU struct {
 	Flags        []string `json:"flags,omitempty"`
 }
 
-// Memory sizes are in bytes (total) and MiB (physical_mb), as in IPA.
+// Memory sizes are in bytes (total) and MiB (physical_mb), as in IPA. A BMC
+// reports what is installed for both: it cannot know what the kernel
+// reserves, which IPA's total excludes.
 type Memory struct {
 	Total      int64 `json:"total"`
 	PhysicalMB int64 `json:"physical_mb"`
 }
 
-// Disk is one block device; size in bytes.
+// Disk is one block device; size in bytes. Name is the kernel's (/dev/sda)
+// from the agent, the BMC's name for the drive (a bay or drive Id) from
+// out-of-band inspection.
 type Disk struct {
 	Name       string `json:"name"`
 	Model      string `json:"model,omitempty"`
@@ -185,12 +192,14 @@ type Disk struct {
 	HCTL       string `json:"hctl,omitempty"`
 }
 
-// Interface is one network interface.
+// Interface is one network interface. Name is the kernel's from the agent,
+// the BMC's Id for the port from out-of-band inspection. HasCarrier is nil
+// where the link state is unknown (a BMC's view) and then left out.
 type Interface struct {
 	Name        string `json:"name"`
 	MACAddress  string `json:"mac_address"`
 	IPV4Address string `json:"ipv4_address,omitempty"`
-	HasCarrier  bool   `json:"has_carrier"`
+	HasCarrier  *bool  `json:"has_carrier,omitempty"`
 }
 
 // SystemVendor comes from DMI.
@@ -200,7 +209,7 @@ type SystemVendor struct {
 	SerialNumber string `json:"serial_number"`
 }
 
-// Boot says how the ramdisk was booted.
+// Boot says how the machine booted: current_boot_mode "uefi" or "bios".
 type Boot struct {
 	CurrentBootMode string `json:"current_boot_mode"`
 	PXEInterface    string `json:"pxe_interface,omitempty"`

@@ -87,7 +87,7 @@ func (h *Hardware) Inventory(context.Context) (client.Inventory, error) {
 		Boot:         client.Boot{CurrentBootMode: "bios"},
 	}
 	for i, m := range h.macs {
-		inv.Interfaces = append(inv.Interfaces, client.Interface{Name: fmt.Sprintf("eth%d", i), MACAddress: m, HasCarrier: true})
+		inv.Interfaces = append(inv.Interfaces, client.Interface{Name: fmt.Sprintf("eth%d", i), MACAddress: m, HasCarrier: new(true)})
 	}
 	devs, _ := h.BlockDevices(context.Background())
 	for _, d := range devs {

@@ -71,13 +71,22 @@ func main() {
 }
 
 // logger is the process's structured logger: text on stderr, or JSON when
-// IRONFLOW_LOG_FORMAT=json; IRONFLOW_LOG_LEVEL=debug|info|warn|error.
-func logger() *slog.Logger {
+// IRONFLOW_LOG_FORMAT=json; IRONFLOW_LOG_LEVEL=debug|info|warn|error. It is
+// slog's default logger too, so that packages that log through
+// slog.Default() (the BMC drivers) write in the same format and level.
+func logger() *slog.Logger { return installLogger(os.Stderr) }
+
+// installLogger builds the logger writing to w and makes it slog's default.
+func installLogger(w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(os.Getenv("IRONFLOW_LOG_LEVEL")))
 	opts := &slog.HandlerOptions{Level: level}
+	var l *slog.Logger
 	if os.Getenv("IRONFLOW_LOG_FORMAT") == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		l = slog.New(slog.NewJSONHandler(w, opts))
+	} else {
+		l = slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	slog.SetDefault(l)
+	return l
 }

@@ -242,7 +242,7 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, g := range f.options().ConductorGroups {
-		run, err := activities.StartPowerSync(sctx, tc, g, *f.syncInterval)
+		run, err := worker.StartPowerSync(sctx, tc, g, *f.syncInterval)
 		switch {
 		case err != nil:
 			log.Error("power sync not started", "conductor_group", g, "error", err)
