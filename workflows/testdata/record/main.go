@@ -1,0 +1,257 @@
+// Command record writes the histories of workflows/replay_test.go: it runs
+// this version's workflows on a Temporal dev server against fake
+// activities, one workflow per scenario, and saves each history as JSON.
+// Before a change to a workflow, record with the version before it:
+//
+//	IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record workflows/testdata/history
+//
+// then make the change; TestHistoriesOfTheEarlierVersionReplay proves that
+// workflows in flight replay on the new version.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/worker"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+type scenario struct {
+	name     string
+	wf       string
+	node     workflows.NodeInfo
+	req      any
+	failStep map[string]int // RunAgentStep step -> failures left
+	failCall map[string]int
+	drive    func(c client.Client, id string)
+}
+
+var (
+	mu        sync.Mutex
+	nodes     = map[string]*scenario{}
+	failsLeft = map[string]map[string]int{}
+)
+
+func policy() workflows.Policy {
+	return workflows.Policy{CallbackTimeout: 3 * time.Second, HeartbeatTimeout: time.Minute, OperatorWaitTimeout: 4 * time.Second,
+		BMCAttempts: 2, BMCInitialInterval: 100 * time.Millisecond, BMCCallTimeout: 10 * time.Second,
+		AgentActivityHeartbeat: 30 * time.Second, AgentCommandTimeout: time.Minute, EraseDevicesMetadataPriority: 99, LocalBMC: true}
+}
+
+func fail(uuid, key string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if failsLeft[uuid][key] > 0 {
+		failsLeft[uuid][key]--
+		return temporal.NewNonRetryableApplicationError(key+" failed on purpose", workflows.ErrTypeAgentStepFailed, nil)
+	}
+	return nil
+}
+
+func acts() map[string]any {
+	return map[string]any{
+		workflows.ActLoadNode: func(ctx context.Context, uuid string) (workflows.NodeInfo, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return nodes[uuid].node, nil
+		},
+		workflows.ActRecordState:       func(ctx context.Context, in workflows.RecordStateInput) error { return nil },
+		workflows.ActStoreConfigDrive:  func(ctx context.Context, in workflows.ConfigDriveInput) error { return nil },
+		workflows.ActRecordPowerState:  func(ctx context.Context, in workflows.PowerStateRecord) error { return nil },
+		workflows.ActClearInstanceInfo: func(ctx context.Context, uuid string) error { return nil },
+		workflows.ActApplyInventory:    func(ctx context.Context, uuid string) error { return nil },
+		workflows.ActRecordInspection:  func(ctx context.Context, in workflows.InspectionRecord) error { return nil },
+		workflows.ActPrepareBoot:       func(ctx context.Context, in workflows.BootInput) error { return fail(in.Node.UUID, "PrepareBoot") },
+		workflows.ActCleanBoot:         func(ctx context.Context, in workflows.BootInput) error { return nil },
+		workflows.ActSetBootDevice: func(ctx context.Context, in workflows.BootDeviceInput) error {
+			return fail(in.Node.UUID, "SetBootDevice "+in.Device)
+		},
+		workflows.ActSetPower: func(ctx context.Context, in workflows.PowerInput) (string, error) {
+			if in.Action == "power off" {
+				return "power off", nil
+			}
+			return "power on", nil
+		},
+		workflows.ActGetPowerState: func(ctx context.Context, n workflows.NodeInfo) (string, error) { return "power off", nil },
+		workflows.ActGetAgentSteps: func(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
+			return []workflows.Step{{StepID: workflows.StepEraseDevicesMetadata, Priority: 0}, {StepID: workflows.StepEraseDevices, Priority: 10}}, nil
+		},
+		workflows.ActRunAgentStep: func(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
+			if err := fail(in.Agent.NodeUUID, in.Step.Name()); err != nil {
+				return workflows.AgentStepResult{}, err
+			}
+			return workflows.AgentStepResult{CommandID: "c1", Status: "SUCCEEDED"}, nil
+		},
+		workflows.ActAgentPowerOff:    func(ctx context.Context, in workflows.AgentInput) error { return nil },
+		workflows.ActValidateHardware: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
+		workflows.ActCollectInventory: func(ctx context.Context, in workflows.AgentInput) error { return nil },
+		workflows.ActInspectOutOfBand: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
+	}
+}
+
+func main() {
+	out := os.Args[1]
+	temporalBin := os.Getenv("IRONFLOW_TEMPORAL_BIN")
+	ctx := context.Background()
+	srv, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Bin: temporalBin, Port: 0, UIPort: -1,
+		SearchAttributes: map[string]string{"NodeUUID": "Keyword", "ProvisionState": "Keyword", "Operation": "Keyword"}}, slog.Default())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := client.Dial(client.Options{HostPort: srv.Address()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+	for n, f := range worker.Workflows() {
+		w.RegisterWorkflowWithOptions(f, workflow.RegisterOptions{Name: n})
+	}
+	hw := sdkworker.New(c, workflows.HardwareQueue(""), sdkworker.Options{DisableWorkflowWorker: true})
+	for n, f := range acts() {
+		w.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
+		hw.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
+	}
+	if err := w.Start(); err != nil {
+		log.Fatal(err)
+	}
+	if err := hw.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop()
+	defer hw.Stop()
+
+	hb := func(c client.Client, id string) {
+		time.Sleep(500 * time.Millisecond)
+		must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{CallbackURL: "http://10.0.0.5:9999", AgentVersion: "1"}))
+	}
+	signalAfter := func(d time.Duration, name string) func(c client.Client, id string) {
+		return func(c client.Client, id string) {
+			time.Sleep(d)
+			must(c.SignalWorkflow(ctx, id, "", name, nil))
+		}
+	}
+	both := func(fs ...func(client.Client, string)) func(client.Client, string) {
+		return func(c client.Client, id string) {
+			for _, f := range fs {
+				f(c, id)
+			}
+		}
+	}
+	node := func(uuid, deploy string) workflows.NodeInfo {
+		return workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: deploy, InspectInterface: "agent",
+			BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
+	}
+	prov := func(uuid string, verb workflows.Verb, from workflows.State) workflows.ProvisionRequest {
+		return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(verb), FromState: string(from)}
+	}
+	n := 0
+	uid := func() string { n++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
+	var sc []*scenario
+	add := func(s *scenario) { sc = append(sc, s) }
+	u := uid()
+	add(&scenario{name: "deploy-direct", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available), drive: hb})
+	u = uid()
+	remote := node(u, "direct")
+	remote.Policy.LocalBMC = false
+	add(&scenario{name: "deploy-direct-bmc-on-group-queue", wf: workflows.WorkflowDeployNode, node: remote, req: prov(u, workflows.VerbActive, workflows.Available), drive: hb})
+	u = uid()
+	cd := prov(u, workflows.VerbActive, workflows.Available)
+	cd.ConfigDrive = json.RawMessage(`"H4sIAAAAAAAA"`)
+	cd.DeploySteps = json.RawMessage(`[{"interface":"deploy","step":"burnin_cpu","priority":70},{"interface":"deploy","step":"write_image","priority":80,"args":{"x":1}}]`)
+	add(&scenario{name: "deploy-direct-user-steps", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: cd, drive: hb})
+	u = uid()
+	add(&scenario{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available)})
+	u = uid()
+	add(&scenario{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available), drive: signalAfter(time.Second, workflows.SignalAbort)})
+	u = uid()
+	add(&scenario{name: "deploy-write-fails-retry", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available),
+		failStep: map[string]int{"deploy.write_image": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))})
+	u = uid()
+	add(&scenario{name: "deploy-bootloader-fails-skip", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available),
+		failStep: map[string]int{"deploy.prepare_instance_boot": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalSkipStep))})
+	u = uid()
+	add(&scenario{name: "deploy-boot-device-fails-gives-up", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available),
+		failCall: map[string]int{"SetBootDevice disk": 1}, drive: hb})
+	u = uid()
+	add(&scenario{name: "deploy-ramdisk", wf: workflows.WorkflowDeployNode, node: node(u, "ramdisk"), req: prov(u, workflows.VerbActive, workflows.Available)})
+	u = uid()
+	add(&scenario{name: "deploy-fake", wf: workflows.WorkflowDeployNode, node: node(u, "fake"), req: prov(u, workflows.VerbActive, workflows.Available)})
+	u = uid()
+	add(&scenario{name: "deploy-anaconda", wf: workflows.WorkflowDeployNode, node: node(u, "anaconda"), req: prov(u, workflows.VerbActive, workflows.Available),
+		drive: func(c client.Client, id string) {
+			time.Sleep(500 * time.Millisecond)
+			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{AgentStatus: workflows.AgentStatusStart, AgentStatusMessage: "pre"}))
+			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{AgentStatus: workflows.AgentStatusEnd, AgentStatusMessage: "done"}))
+		}})
+	u = uid()
+	add(&scenario{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbDeleted, workflows.Active), drive: hb})
+	u = uid()
+	add(&scenario{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, node: node(u, "direct"), req: prov(u, workflows.VerbProvide, workflows.Manageable),
+		failStep: map[string]int{"deploy.erase_devices_metadata": 1}, drive: hb})
+	u = uid()
+	add(&scenario{name: "manage-enroll", wf: workflows.WorkflowManageNode, node: node(u, "direct"), req: prov(u, workflows.VerbManage, workflows.Enroll)})
+	u = uid()
+	add(&scenario{name: "inspect-agent", wf: workflows.WorkflowInspectNode, node: node(u, "direct"), req: prov(u, workflows.VerbInspect, workflows.Manageable), drive: hb})
+	u = uid()
+	add(&scenario{name: "power-on", wf: workflows.WorkflowSetPowerState, node: node(u, "direct"), req: workflows.PowerRequest{NodeUUID: u, Target: "power on"}})
+	u = uid()
+	add(&scenario{name: "boot-device", wf: workflows.WorkflowChangeBootDevice, node: node(u, "direct"), req: workflows.BootDeviceRequest{NodeUUID: u, BootDevice: "pxe"}})
+
+	for _, s := range sc {
+		mu.Lock()
+		nodes[s.node.UUID] = s
+		failsLeft[s.node.UUID] = map[string]int{}
+		for k, v := range s.failStep {
+			failsLeft[s.node.UUID][k] = v
+		}
+		for k, v := range s.failCall {
+			failsLeft[s.node.UUID][k] = v
+		}
+		mu.Unlock()
+		id := workflows.WorkflowID(s.node.UUID)
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+			TypedSearchAttributes: workflows.SearchAttributes(s.node.UUID, "op", "state")}, s.wf, s.req)
+		must(err)
+		if s.drive != nil {
+			go s.drive(c, id)
+		}
+		werr := run.Get(ctx, nil)
+		file := filepath.Join(out, s.name+".json")
+		cmd := exec.Command(temporalBin, "workflow", "show", "--address", srv.Address(), "-w", id, "-r", run.GetRunID(), "--output", "json")
+		b, err := cmd.Output()
+		must(err)
+		must(os.WriteFile(file, compact(b), 0o644))
+		fmt.Printf("%s: %s (workflow error: %v)\n", s.name, file, werr)
+	}
+}
+
+// compact drops the CLI's indentation: the files are read by the replayer.
+func compact(b []byte) []byte {
+	var buf bytes.Buffer
+	must(json.Compact(&buf, b))
+	return buf.Bytes()
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
