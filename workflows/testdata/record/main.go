@@ -1,9 +1,10 @@
 // Command record writes the histories of workflows/replay_test.go: it runs
 // this version's workflows on a Temporal dev server against fake
 // activities, one workflow per scenario, and saves each history as JSON.
-// Before a change to a workflow, record with the version before it:
+// Before a change to a workflow, record with the version before it, into a
+// directory named for its commit:
 //
-//	IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record workflows/testdata/history
+//	IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record workflows/testdata/history/$(git rev-parse --short HEAD)
 //
 // then make the change; TestHistoriesOfTheEarlierVersionReplay proves that
 // workflows in flight replay on the new version.
@@ -108,6 +109,7 @@ func acts() map[string]any {
 
 func main() {
 	out := os.Args[1]
+	must(os.MkdirAll(out, 0o755))
 	temporalBin := os.Getenv("IRONFLOW_TEMPORAL_BIN")
 	ctx := context.Background()
 	srv, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Bin: temporalBin, Port: 0, UIPort: -1,
