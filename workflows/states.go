@@ -7,7 +7,8 @@ import "fmt"
 // target_provision_state.
 type State string
 
-// The provision states ironflow records or accepts a verb in.
+// The provision states ironflow records or accepts a verb in, and the rest
+// of Ironic's, which a node list may filter by.
 const (
 	Enroll         State = "enroll"
 	Verifying      State = "verifying"
@@ -33,8 +34,26 @@ const (
 	RescueWait     State = "rescue wait"
 	Rescue         State = "rescue"
 	RescueFailed   State = "rescue failed"
+	Unrescuing     State = "unrescuing"
 	UnrescueFailed State = "unrescue failed"
+	Servicing      State = "servicing"
+	ServiceWait    State = "service wait"
+	ServiceFailed  State = "service failed"
+	ServiceHold    State = "service hold"
 )
+
+// KnownStates are the provision states an Ironic node can be in (the API
+// accepts any of them as a list filter).
+func KnownStates() []State {
+	return []State{
+		Enroll, Verifying, Manageable, Available, Active, Error,
+		Deploying, DeployWait, DeployFailed, Deleting, Cleaning,
+		CleanWait, CleanFailed, Inspecting, InspectWait, InspectFailed,
+		Adopting, AdoptFailed, Rescuing, RescueWait, RescueFailed, Rescue,
+		Unrescuing, UnrescueFailed, DeployHold, CleanHold,
+		Servicing, ServiceWait, ServiceFailed, ServiceHold,
+	}
+}
 
 // Failed reports whether s is one of Ironic's failure states, where a
 // workflow may wait for an operator.

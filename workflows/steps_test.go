@@ -179,3 +179,32 @@ func TestStepWireFormIsIronics(t *testing.T) {
 		t.Fatalf("view %s", v)
 	}
 }
+
+// Every state has one constant, and every state ironflow's state machine
+// starts from or moves to is one of Ironic's.
+func TestKnownStatesAreIronicsAndDistinct(t *testing.T) {
+	known := map[State]bool{}
+	for _, s := range KnownStates() {
+		if known[s] {
+			t.Errorf("state %q listed twice", s)
+		}
+		known[s] = true
+	}
+	if len(known) != 30 {
+		t.Errorf("%d states; an Ironic node can be in 30", len(known))
+	}
+	for _, from := range KnownStates() {
+		for _, v := range []Verb{VerbManage, VerbProvide, VerbActive, VerbDeploy, VerbRebuild, VerbDeleted, VerbUndeploy, VerbInspect, VerbClean, VerbAbort} {
+			op, next, target, ok := decide(from, v)
+			if !ok {
+				continue
+			}
+			if _, has := op.Workflow(); !has && op != OpAbort && op != OpClean {
+				t.Errorf("%s from %s starts operation %q, which has no workflow", v, from, op)
+			}
+			if !known[next] || (target != "" && !known[target]) {
+				t.Errorf("%s from %s moves to %q (target %q), not Ironic's", v, from, next, target)
+			}
+		}
+	}
+}
