@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,14 +35,19 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
+// scenario is one workflow run: its node's deploy interface, the request,
+// the fake calls that fail (activity and detail -> failures left), and what
+// the agent or the operator sends it.
 type scenario struct {
-	name     string
-	wf       string
-	node     workflows.NodeInfo
-	req      any
-	failStep map[string]int // RunAgentStep step -> failures left
-	failCall map[string]int
-	drive    func(c client.Client, id string)
+	name   string
+	wf     string
+	deploy string
+	// remoteBMC runs BMC activities on the group queue instead of locally.
+	remoteBMC bool
+	req       func(uuid string) any
+	fails     map[string]int
+	drive     func(c client.Client, id string)
+	node      workflows.NodeInfo
 }
 
 var (
@@ -157,80 +163,60 @@ func main() {
 			}
 		}
 	}
-	node := func(uuid, deploy string) workflows.NodeInfo {
-		return workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: deploy, InspectInterface: "agent",
-			BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
+	prov := func(verb workflows.Verb, from workflows.State) func(string) any {
+		return func(uuid string) any {
+			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(verb), FromState: string(from)}
+		}
 	}
-	prov := func(uuid string, verb workflows.Verb, from workflows.State) workflows.ProvisionRequest {
-		return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(verb), FromState: string(from)}
-	}
-	n := 0
-	uid := func() string { n++; return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
-	var sc []*scenario
-	add := func(s *scenario) { sc = append(sc, s) }
-	u := uid()
-	add(&scenario{name: "deploy-direct", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available), drive: hb})
-	u = uid()
-	remote := node(u, "direct")
-	remote.Policy.LocalBMC = false
-	add(&scenario{name: "deploy-direct-bmc-on-group-queue", wf: workflows.WorkflowDeployNode, node: remote, req: prov(u, workflows.VerbActive, workflows.Available), drive: hb})
-	u = uid()
-	cd := prov(u, workflows.VerbActive, workflows.Available)
-	cd.ConfigDrive = json.RawMessage(`"H4sIAAAAAAAA"`)
-	cd.DeploySteps = json.RawMessage(`[{"interface":"deploy","step":"burnin_cpu","priority":70},{"interface":"deploy","step":"write_image","priority":80,"args":{"x":1}}]`)
-	add(&scenario{name: "deploy-direct-user-steps", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: cd, drive: hb})
-	u = uid()
-	add(&scenario{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available)})
-	u = uid()
-	add(&scenario{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available), drive: signalAfter(time.Second, workflows.SignalAbort)})
-	u = uid()
-	add(&scenario{name: "deploy-write-fails-retry", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available),
-		failStep: map[string]int{"deploy.write_image": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))})
-	u = uid()
-	add(&scenario{name: "deploy-bootloader-fails-skip", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available),
-		failStep: map[string]int{"deploy.prepare_instance_boot": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalSkipStep))})
-	u = uid()
-	add(&scenario{name: "deploy-boot-device-fails-gives-up", wf: workflows.WorkflowDeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbActive, workflows.Available),
-		failCall: map[string]int{"SetBootDevice disk": 1}, drive: hb})
-	u = uid()
-	add(&scenario{name: "deploy-ramdisk", wf: workflows.WorkflowDeployNode, node: node(u, "ramdisk"), req: prov(u, workflows.VerbActive, workflows.Available)})
-	u = uid()
-	add(&scenario{name: "deploy-fake", wf: workflows.WorkflowDeployNode, node: node(u, "fake"), req: prov(u, workflows.VerbActive, workflows.Available)})
-	u = uid()
-	add(&scenario{name: "deploy-anaconda", wf: workflows.WorkflowDeployNode, node: node(u, "anaconda"), req: prov(u, workflows.VerbActive, workflows.Available),
-		drive: func(c client.Client, id string) {
+	deploy := prov(workflows.VerbActive, workflows.Available)
+	sc := []*scenario{
+		{name: "deploy-direct", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: hb},
+		{name: "deploy-direct-bmc-on-group-queue", wf: workflows.WorkflowDeployNode, deploy: "direct", remoteBMC: true, req: deploy, drive: hb},
+		{name: "deploy-direct-user-steps", wf: workflows.WorkflowDeployNode, deploy: "direct", drive: hb, req: func(uuid string) any {
+			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+				ConfigDrive: json.RawMessage(`"H4sIAAAAAAAA"`),
+				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"burnin_cpu","priority":70},{"interface":"deploy","step":"write_image","priority":80,"args":{"x":1}}]`)}
+		}},
+		{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy},
+		{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: signalAfter(time.Second, workflows.SignalAbort)},
+		{name: "deploy-write-fails-retry", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
+			fails: map[string]int{"deploy.write_image": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
+		{name: "deploy-bootloader-fails-skip", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
+			fails: map[string]int{"deploy.prepare_instance_boot": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalSkipStep))},
+		{name: "deploy-boot-device-fails-gives-up", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
+			fails: map[string]int{"SetBootDevice disk": 1}, drive: hb},
+		{name: "deploy-ramdisk", wf: workflows.WorkflowDeployNode, deploy: "ramdisk", req: deploy},
+		{name: "deploy-fake", wf: workflows.WorkflowDeployNode, deploy: "fake", req: deploy},
+		{name: "deploy-anaconda", wf: workflows.WorkflowDeployNode, deploy: "anaconda", req: deploy, drive: func(c client.Client, id string) {
 			time.Sleep(500 * time.Millisecond)
 			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{AgentStatus: workflows.AgentStatusStart, AgentStatusMessage: "pre"}))
 			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{AgentStatus: workflows.AgentStatusEnd, AgentStatusMessage: "done"}))
-		}})
-	u = uid()
-	add(&scenario{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, node: node(u, "direct"), req: prov(u, workflows.VerbDeleted, workflows.Active), drive: hb})
-	u = uid()
-	add(&scenario{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, node: node(u, "direct"), req: prov(u, workflows.VerbProvide, workflows.Manageable),
-		failStep: map[string]int{"deploy.erase_devices_metadata": 1}, drive: hb})
-	u = uid()
-	add(&scenario{name: "manage-enroll", wf: workflows.WorkflowManageNode, node: node(u, "direct"), req: prov(u, workflows.VerbManage, workflows.Enroll)})
-	u = uid()
-	add(&scenario{name: "inspect-agent", wf: workflows.WorkflowInspectNode, node: node(u, "direct"), req: prov(u, workflows.VerbInspect, workflows.Manageable), drive: hb})
-	u = uid()
-	add(&scenario{name: "power-on", wf: workflows.WorkflowSetPowerState, node: node(u, "direct"), req: workflows.PowerRequest{NodeUUID: u, Target: "power on"}})
-	u = uid()
-	add(&scenario{name: "boot-device", wf: workflows.WorkflowChangeBootDevice, node: node(u, "direct"), req: workflows.BootDeviceRequest{NodeUUID: u, BootDevice: "pxe"}})
+		}},
+		{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, deploy: "direct", req: prov(workflows.VerbDeleted, workflows.Active), drive: hb},
+		{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(workflows.VerbProvide, workflows.Manageable),
+			fails: map[string]int{"deploy.erase_devices_metadata": 1}, drive: hb},
+		{name: "manage-enroll", wf: workflows.WorkflowManageNode, deploy: "direct", req: prov(workflows.VerbManage, workflows.Enroll)},
+		{name: "inspect-agent", wf: workflows.WorkflowInspectNode, deploy: "direct", req: prov(workflows.VerbInspect, workflows.Manageable), drive: hb},
+		{name: "power-on", wf: workflows.WorkflowSetPowerState, deploy: "direct", req: func(uuid string) any {
+			return workflows.PowerRequest{NodeUUID: uuid, Target: "power on"}
+		}},
+		{name: "boot-device", wf: workflows.WorkflowChangeBootDevice, deploy: "direct", req: func(uuid string) any {
+			return workflows.BootDeviceRequest{NodeUUID: uuid, BootDevice: "pxe"}
+		}},
+	}
 
-	for _, s := range sc {
+	for i, s := range sc {
+		uuid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1)
+		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: s.deploy,
+			InspectInterface: "agent", BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
+		s.node.Policy.LocalBMC = !s.remoteBMC
 		mu.Lock()
-		nodes[s.node.UUID] = s
-		failsLeft[s.node.UUID] = map[string]int{}
-		for k, v := range s.failStep {
-			failsLeft[s.node.UUID][k] = v
-		}
-		for k, v := range s.failCall {
-			failsLeft[s.node.UUID][k] = v
-		}
+		nodes[uuid] = s
+		failsLeft[uuid] = maps.Clone(s.fails)
 		mu.Unlock()
-		id := workflows.WorkflowID(s.node.UUID)
+		id := workflows.WorkflowID(uuid)
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-			TypedSearchAttributes: workflows.SearchAttributes(s.node.UUID, "op", "state")}, s.wf, s.req)
+			TypedSearchAttributes: workflows.SearchAttributes(uuid, "op", "state")}, s.wf, s.req(uuid))
 		must(err)
 		if s.drive != nil {
 			go s.drive(c, id)
