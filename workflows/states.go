@@ -103,7 +103,8 @@ const (
 
 // Workflow type names: the names the worker registers each workflow under
 // and clients start it by. They are recorded in every workflow's history,
-// so they never change.
+// so they never change. They are plain strings because the SDK takes a
+// workflow's name as a string.
 const (
 	WorkflowManageNode       = "ManageNode"
 	WorkflowProvideNode      = "ProvideNode"
