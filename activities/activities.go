@@ -135,7 +135,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		DeployInterface:  hardware.Interface(n.DeployInterface),
 		InspectInterface: hardware.Interface(n.InspectInterface),
 		ConductorGroup:   n.ConductorGroup,
-		ProvisionState:   n.ProvisionState,
+		ProvisionState:   workflows.State(n.ProvisionState),
 		BootMode:         "bios",
 		AutomatedClean:   a.Config.AutomatedClean,
 		Policy:           a.Config.Policy,
@@ -202,25 +202,33 @@ func applyOverrides(p *workflows.Policy, driverInfo map[string]any) error {
 // store. Local activity.
 func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateInput) error {
 	t := store.Transition{
-		From: in.From, To: in.To, Target: optional(in.Target), LastError: optional(in.LastError),
-		StepKind: in.StepKind,
+		To: string(in.To), Target: optional(string(in.Target)), LastError: optional(in.LastError),
+		StepKind: string(in.StepKind),
 		History: store.HistoryEvent{
 			Severity: in.Severity, EventType: in.EventType, Event: in.Event, Conductor: a.Config.Conductor,
 		},
 	}
-	if in.Step != "" {
-		iface, name, _ := strings.Cut(in.Step, ".")
-		t.Step = map[string]any{"interface": iface, "step": name}
+	for _, s := range in.From {
+		t.From = append(t.From, string(s))
+	}
+	if in.Step != nil {
+		t.Step = in.Step.View()
 	}
 	if in.ClearAgent {
-		t.DropInternal = agentKeys
+		t.DropInternal = store.AgentSessionKeys()
 	}
 	return storeErr(a.Store.RecordTransition(ctx, in.NodeUUID, t), "record state %q for node %s", in.To, in.NodeUUID)
 }
 
-// agentKeys are the driver_internal_info keys of one agent's session,
-// dropped when the operation that booted it ends.
-var agentKeys = []string{"agent_secret_token", "agent_secret_token_pregenerated", "agent_url", "agent_verify_ca"}
+// showStep records the step an activity begins as the node's deploy_step
+// or clean_step (workflows.RunningStep); nil records nothing.
+func (a *Activities) showStep(ctx context.Context, nodeUUID string, rs *workflows.RunningStep) error {
+	if rs == nil {
+		return nil
+	}
+	err := a.Store.RecordStep(ctx, nodeUUID, string(rs.Kind), rs.Step.View())
+	return storeErr(err, "record step %s of node %s", rs.Step.Name(), nodeUUID)
+}
 
 func (a *Activities) history(ctx context.Context, nodeUUID, severity, eventType, event string) error {
 	if event == "" {

@@ -30,15 +30,15 @@ func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*cl
 	}
 	url := in.CallbackURL
 	if url == "" {
-		url, _ = n.DriverInternalInfo["agent_url"].(string)
+		url, _ = n.DriverInternalInfo[store.KeyAgentURL].(string)
 	}
 	if url == "" {
 		return nil, nil, nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s has no agent: no heartbeat recorded a callback_url", n.UUID), workflows.ErrTypeAgentUnreachable, nil)
 	}
-	token, _ := n.DriverInternalInfo["agent_secret_token"].(string)
+	token, _ := n.DriverInternalInfo[store.KeyAgentToken].(string)
 	var tlsOpts []client.Option
-	ca, _ := n.DriverInternalInfo["agent_verify_ca"].(string)
+	ca, _ := n.DriverInternalInfo[store.KeyAgentVerifyCA].(string)
 	insecure := false
 	if ca != "" && !a.Config.AgentInsecure {
 		tlsOpts = append(tlsOpts, client.WithCAPEM([]byte(ca)))
@@ -80,7 +80,7 @@ func agentErr(err error, format string, args ...any) error {
 func agentNode(n *store.Node) map[string]any {
 	dii := map[string]any{}
 	for k, v := range n.DriverInternalInfo {
-		if k != "agent_secret_token" {
+		if k != store.KeyAgentToken {
 			dii[k] = v
 		}
 	}
@@ -109,7 +109,7 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 	}
 	defer c.Close()
 	var list client.StepList
-	if in.Kind == "clean" {
+	if in.Kind == workflows.StepKindClean {
 		list, err = c.GetCleanSteps(ctx, agentNode(n), agentPorts(ports))
 	} else {
 		list, err = c.GetDeploySteps(ctx, agentNode(n), agentPorts(ports))
@@ -119,7 +119,7 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 	}
 	out := make([]workflows.Step, 0, len(list.Steps))
 	for _, s := range list.Steps {
-		out = append(out, workflows.Step{Interface: s.Interface, Step: s.Step, Priority: s.Priority, RebootRequested: s.RebootRequested})
+		out = append(out, workflows.Step{StepID: workflows.StepID{Interface: s.Interface, Step: s.Step}, Priority: s.Priority, RebootRequested: s.RebootRequested})
 	}
 	return out, nil
 }
@@ -130,6 +130,9 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 // list) and follows it instead of starting the step again, so an image is
 // never written twice.
 func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
+	if err := a.showStep(ctx, in.Agent.NodeUUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
+		return workflows.AgentStepResult{}, err
+	}
 	c, n, ports, err := a.agentFor(ctx, in.Agent)
 	if err != nil {
 		return workflows.AgentStepResult{}, err
@@ -203,7 +206,7 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 
 // startStep issues the agent command for a step.
 func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.Node, ports []*store.Port, in workflows.AgentStepInput) (client.CommandResult, error) {
-	if in.Step.Interface == "deploy" && in.Step.Step == "prepare_instance_boot" {
+	if in.Step.StepID == workflows.StepPrepareInstanceBoot {
 		if bootMode(n) != "uefi" {
 			return client.CommandResult{}, nil
 		}
@@ -215,7 +218,7 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 			return client.CommandResult{}, fmt.Errorf("step args: %w", err)
 		}
 	}
-	if in.Kind == "clean" {
+	if in.Kind == workflows.StepKindClean {
 		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
 	}
 	return c.ExecuteDeployStep(ctx, step, agentNode(n), agentPorts(ports))
@@ -229,10 +232,10 @@ func (a *Activities) findCommand(ctx context.Context, c *client.Client, in workf
 		return ""
 	}
 	want := "deploy.execute_deploy_step"
-	if in.Kind == "clean" {
+	if in.Kind == workflows.StepKindClean {
 		want = "clean.execute_clean_step"
 	}
-	if in.Step.Step == "prepare_instance_boot" {
+	if in.Step.StepID == workflows.StepPrepareInstanceBoot {
 		want = "image.install_bootloader"
 	}
 	for i := len(cmds) - 1; i >= 0; i-- {
@@ -259,12 +262,15 @@ func (a *Activities) findCommand(ctx context.Context, c *client.Client, in workf
 // workflow task that tore it down is being replayed (local activities run
 // again when their task is retried), so there is nothing to do.
 func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput) error {
+	if err := a.showStep(ctx, in.NodeUUID, in.Starts); err != nil {
+		return err
+	}
 	c, n, _, err := a.agentFor(ctx, in)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if tok, _ := n.DriverInternalInfo["agent_secret_token"].(string); tok == "" {
+	if tok, _ := n.DriverInternalInfo[store.KeyAgentToken].(string); tok == "" {
 		return nil
 	}
 	if err := c.Sync(ctx); err != nil {

@@ -66,11 +66,11 @@ func (a *Activities) prepareAnaconda(ctx context.Context, node workflows.NodeInf
 	if err != nil {
 		return invalidConfig("node %s: kickstart: %v", node.UUID, err)
 	}
-	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, "agent_url", "agent_verify_ca"); err != nil {
+	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, store.KeyAgentURL, store.KeyAgentVerifyCA); err != nil {
 		return storeErr(err, "wipe agent url of node %s", node.UUID)
 	}
 	if err := a.Store.MergeDriverInternalInfo(ctx, node.UUID, map[string]any{
-		"agent_secret_token": token, "agent_secret_token_pregenerated": true,
+		store.KeyAgentToken: token, store.KeyAgentTokenPregenerated: true,
 	}); err != nil {
 		return storeErr(err, "store agent token of node %s", node.UUID)
 	}
@@ -84,9 +84,9 @@ func (a *Activities) prepareAnaconda(ctx context.Context, node workflows.NodeInf
 		cmdline = append(cmdline, a.Config.AgentKernelParams)
 	}
 	err = a.Store.PutBootConfig(ctx, &store.BootConfig{
-		NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode, Method: "pxe",
+		NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode, Method: store.BootMethodPXE,
 		KernelURL: kernel, InitrdURL: ramdisk, KernelParams: strings.Join(cmdline, " "),
-		Kind: "anaconda", Kickstart: ks,
+		Kind: store.BootKindAnaconda, Kickstart: ks,
 	})
 	return storeErr(err, "store boot configuration of node %s", node.UUID)
 }

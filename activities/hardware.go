@@ -150,16 +150,24 @@ func (a *Activities) SetBootDevice(ctx context.Context, in workflows.BootDeviceI
 	return storeErr(err, "record boot device of node %s", in.Node.UUID)
 }
 
-// PrepareBoot makes the node's next network or virtual-media boot load the
-// agent: a boot configuration the PXE services serve (PXE), or an ISO with
-// a pre-generated agent token inserted through the BMC (virtual media).
+// PrepareBoot makes the node's next network or virtual-media boot load
+// what in.Kind names: for the agent (to deploy, clean or inspect) a boot
+// configuration the PXE services serve (PXE), or an ISO with a
+// pre-generated agent token inserted through the BMC (virtual media); the
+// instance's ramdisk; the installer.
 func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) error {
 	node := in.Node
+	if err := a.showStep(ctx, node.UUID, in.Starts); err != nil {
+		return err
+	}
 	switch in.Kind {
-	case "ramdisk":
+	case workflows.BootRamdisk:
 		return a.prepareRamdisk(ctx, node)
-	case "anaconda":
+	case workflows.BootAnaconda:
 		return a.prepareAnaconda(ctx, node)
+	case workflows.BootAgent, workflows.BootInspect:
+	default:
+		return invalidConfig("node %s: PrepareBoot cannot boot %q", node.UUID, in.Kind)
 	}
 	if node.VirtualMedia() {
 		return a.prepareVirtualMedia(ctx, node)
@@ -170,7 +178,7 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 			workflows.ErrTypeInvalidConfig, nil)
 	}
 	// A new boot of the agent gets a new token on its first lookup.
-	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, "agent_secret_token", "agent_secret_token_pregenerated", "agent_url", "agent_verify_ca"); err != nil {
+	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, store.AgentSessionKeys()...); err != nil {
 		return storeErr(err, "wipe agent token of node %s", node.UUID)
 	}
 	kernel, initrd, err := a.agentImages(ctx, node.UUID)
@@ -181,11 +189,11 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		NodeUUID:     node.UUID,
 		MACs:         node.MACs,
 		BootMode:     node.BootMode,
-		Method:       "pxe",
+		Method:       store.BootMethodPXE,
 		KernelURL:    kernel,
 		InitrdURL:    initrd,
 		KernelParams: a.agentKernelParams(node.UUID),
-		Kind:         "agent",
+		Kind:         store.BootKindAgent,
 	})
 	return storeErr(err, "store boot configuration of node %s", node.UUID)
 }
@@ -202,11 +210,11 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 	}
 	// Ironic's pre-generated token for virtual media: the agent reads it
 	// from the ISO's command line, lookup then never hands one out.
-	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, "agent_url", "agent_verify_ca"); err != nil {
+	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, store.KeyAgentURL, store.KeyAgentVerifyCA); err != nil {
 		return storeErr(err, "wipe agent url of node %s", node.UUID)
 	}
 	if err := a.Store.MergeDriverInternalInfo(ctx, node.UUID, map[string]any{
-		"agent_secret_token": token, "agent_secret_token_pregenerated": true,
+		store.KeyAgentToken: token, store.KeyAgentTokenPregenerated: true,
 	}); err != nil {
 		return storeErr(err, "store agent token of node %s", node.UUID)
 	}
@@ -218,8 +226,8 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 		return fmt.Errorf("build agent ISO for node %s: %w", node.UUID, err)
 	}
 	if err := a.Store.PutBootConfig(ctx, &store.BootConfig{
-		NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode, Method: "vmedia",
-		ISOPath: isoURL, Kind: "agent",
+		NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode, Method: store.BootMethodVMedia,
+		ISOPath: isoURL, Kind: store.BootKindAgent,
 	}); err != nil {
 		return storeErr(err, "store boot configuration of node %s", node.UUID)
 	}
@@ -233,9 +241,13 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 
 // CleanBoot removes what PrepareBoot set up: the boot configuration, and
 // for virtual media the inserted ISO (after power off: ejecting under a
-// running ramdisk can corrupt it). Idempotent.
+// running ramdisk can corrupt it). It removes whatever is in place, of any
+// kind, whatever in.Kind says (see workflows.BootInput). Idempotent.
 func (a *Activities) CleanBoot(ctx context.Context, in workflows.BootInput) error {
 	node := in.Node
+	if err := a.showStep(ctx, node.UUID, in.Starts); err != nil {
+		return err
+	}
 	if node.VirtualMedia() {
 		d, err := a.driver(ctx, node)
 		if err != nil {
@@ -270,7 +282,7 @@ func (a *Activities) prepareRamdisk(ctx context.Context, node workflows.NodeInfo
 			return invalidConfig("node %s: instance_info boot_iso needs a virtual-media boot interface (redfish-virtual-media); for network boot give kernel and ramdisk", node.UUID)
 		}
 		if err := a.Store.PutBootConfig(ctx, &store.BootConfig{NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode,
-			Method: "vmedia", ISOPath: iso, Kind: "ramdisk"}); err != nil {
+			Method: store.BootMethodVMedia, ISOPath: iso, Kind: store.BootKindRamdisk}); err != nil {
 			return storeErr(err, "store boot configuration of node %s", node.UUID)
 		}
 		d, err := a.driver(ctx, node)
@@ -287,8 +299,8 @@ func (a *Activities) prepareRamdisk(ctx context.Context, node workflows.NodeInfo
 		return invalidConfig("node %s has no port with pxe_enabled: create one with the MAC of its boot interface", node.UUID)
 	}
 	err = a.Store.PutBootConfig(ctx, &store.BootConfig{
-		NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode, Method: "pxe",
-		KernelURL: str("kernel"), InitrdURL: str("ramdisk"), KernelParams: str("ramdisk_kernel_arguments"), Kind: "ramdisk",
+		NodeUUID: node.UUID, MACs: node.MACs, BootMode: node.BootMode, Method: store.BootMethodPXE,
+		KernelURL: str("kernel"), InitrdURL: str("ramdisk"), KernelParams: str("ramdisk_kernel_arguments"), Kind: store.BootKindRamdisk,
 	})
 	return storeErr(err, "store boot configuration of node %s", node.UUID)
 }

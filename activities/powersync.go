@@ -25,10 +25,10 @@ const keyPowerSyncFailures = "power_sync_failures"
 // syncExcludedStates are never read, as Ironic's SYNC_EXCLUDED_STATES: an
 // enrolled node's driver_info is not verified yet, and a node waiting for
 // its agent must not have its BMC raced.
-var syncExcludedStates = map[string]bool{
-	workflows.StateEnroll:     true,
-	workflows.StateDeployWait: true,
-	workflows.StateCleanWait:  true,
+var syncExcludedStates = map[workflows.State]bool{
+	workflows.Enroll:     true,
+	workflows.DeployWait: true,
+	workflows.CleanWait:  true,
 }
 
 // HeldFunc reports which of the given nodes a provisioning workflow holds
@@ -83,7 +83,7 @@ func (p *PowerSync) SyncPowerStates(ctx context.Context, in workflows.PowerSyncB
 		switch {
 		case n.TargetProvisionState != nil || n.TargetPowerState != nil:
 			res.Held++
-		case syncExcludedStates[n.ProvisionState]:
+		case syncExcludedStates[workflows.State(n.ProvisionState)]:
 			res.Skipped++
 		case n.Maintenance && (!in.Recover || deref(n.Fault) != workflows.FaultPowerFailure):
 			res.Skipped++

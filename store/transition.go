@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/google/uuid"
 )
@@ -80,4 +81,31 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 		return nil
 	}
 	return s.notTransitioned(ctx, nodeUUID, t.To, from)
+}
+
+// RecordStep shows the step that starts running as the node's deploy_step
+// (kind "deploy") or clean_step (kind "clean"), leaving the rest of the node
+// as it is: the worker records it when a step begins, between the
+// transitions a workflow records. It returns ErrNotFound when the node does
+// not exist.
+func (s *Store) RecordStep(ctx context.Context, nodeUUID, kind string, step map[string]any) error {
+	if kind != "deploy" && kind != "clean" {
+		return fmt.Errorf("record %q step of node %s: %w", kind, nodeUUID, ErrInvalidInput)
+	}
+	if step == nil {
+		step = map[string]any{}
+	}
+	u, _ := canonicalUUID(nodeUUID)
+	tag, err := s.pool.Exec(ctx, `UPDATE nodes SET
+			deploy_step = CASE $2 WHEN 'deploy' THEN $3::jsonb ELSE deploy_step END,
+			clean_step = CASE $2 WHEN 'clean' THEN $3::jsonb ELSE clean_step END,
+			updated_at = now()
+		WHERE uuid = $1`, u, kind, step)
+	if err != nil {
+		return dbError(err, "record %s step of node %s", kind, nodeUUID)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("record %s step of node %s: %w", kind, nodeUUID, ErrNotFound)
+	}
+	return nil
 }

@@ -124,3 +124,33 @@ func TestGetNodeForWorkListsPXEMACs(t *testing.T) {
 		t.Fatalf("missing node: %v, want ErrNotFound", err)
 	}
 }
+
+func TestRecordStepShowsTheRunningStepOnly(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{
+		ProvisionState: "deploying", TargetProvisionState: ptr("active"), LastError: ptr("kept"),
+		CleanStep: map[string]any{"interface": "deploy", "step": "erase_devices"},
+	})
+	step := map[string]any{"interface": "deploy", "step": "write_image", "priority": 80, "argsinfo": nil}
+	if err := s.RecordStep(ctx, n.UUID, "deploy", step); err != nil {
+		t.Fatalf("RecordStep: %v", err)
+	}
+	got := mustGet(t, s, n.UUID)
+	if got.DeployStep["step"] != "write_image" || got.DeployStep["priority"] != float64(80) || got.CleanStep["step"] != "erase_devices" ||
+		got.ProvisionState != "deploying" || *got.TargetProvisionState != "active" || *got.LastError != "kept" {
+		t.Fatalf("after RecordStep deploy: %+v", got)
+	}
+	if err := s.RecordStep(ctx, n.UUID, "clean", nil); err != nil {
+		t.Fatalf("RecordStep clean: %v", err)
+	}
+	if got := mustGet(t, s, n.UUID); len(got.CleanStep) != 0 || got.DeployStep["step"] != "write_image" {
+		t.Fatalf("after RecordStep clean {}: deploy_step %v, clean_step %v", got.DeployStep, got.CleanStep)
+	}
+	if err := s.RecordStep(ctx, n.UUID, "rescue", step); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("unknown kind: %v, want ErrInvalidInput", err)
+	}
+	if err := s.RecordStep(ctx, "6a1f0c4e-0000-4000-8000-000000000000", "deploy", step); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing node: %v, want ErrNotFound", err)
+	}
+}

@@ -35,14 +35,14 @@ const (
 // Workflows lists every workflow with the name clients start it by.
 func Workflows() map[string]any {
 	return map[string]any{
-		"ManageNode":                      workflows.ManageNode,
-		"ProvideNode":                     workflows.ProvideNode,
-		"DeployNode":                      workflows.DeployNode,
-		"UndeployNode":                    workflows.UndeployNode,
-		"SetPowerState":                   workflows.SetPowerState,
-		"ChangeBootDevice":                workflows.ChangeBootDevice,
-		"InspectNode":                     workflows.InspectNode,
-		workflows.WorkflowSyncPowerStates: workflows.SyncPowerStates,
+		workflows.WorkflowManageNode:       workflows.ManageNode,
+		workflows.WorkflowProvideNode:      workflows.ProvideNode,
+		workflows.WorkflowDeployNode:       workflows.DeployNode,
+		workflows.WorkflowUndeployNode:     workflows.UndeployNode,
+		workflows.WorkflowSetPowerState:    workflows.SetPowerState,
+		workflows.WorkflowChangeBootDevice: workflows.ChangeBootDevice,
+		workflows.WorkflowInspectNode:      workflows.InspectNode,
+		workflows.WorkflowSyncPowerStates:  workflows.SyncPowerStates,
 	}
 }
 

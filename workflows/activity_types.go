@@ -45,7 +45,7 @@ type NodeInfo struct {
 	DeployInterface  hardware.Interface `json:"deploy_interface"`
 	InspectInterface hardware.Interface `json:"inspect_interface"`
 	ConductorGroup   string             `json:"conductor_group"`
-	ProvisionState   string             `json:"provision_state"`
+	ProvisionState   State              `json:"provision_state"`
 	PowerState       string             `json:"power_state"`
 	BootMode         string             `json:"boot_mode"` // uefi or bios
 	MACs             []string           `json:"macs"`
@@ -111,26 +111,54 @@ func (n NodeInfo) VirtualMedia() bool { return hardware.BootOf(n.BootInterface).
 type RecordStateInput struct {
 	NodeUUID string `json:"node_uuid"`
 	// From lists the states the change may start from; empty means any.
-	From   []string `json:"from,omitempty"`
-	To     string   `json:"to"`
-	Target string   `json:"target"` // "" records null
+	From   []State `json:"from,omitempty"`
+	To     State   `json:"to"`
+	Target State   `json:"target"` // "" records null
 	// LastError: "" clears it.
 	LastError string `json:"last_error"`
-	// Step is recorded as deploy_step / clean_step ("" clears).
-	Step      string `json:"step,omitempty"`
-	StepKind  string `json:"step_kind,omitempty"` // deploy or clean
-	Event     string `json:"event"`
-	EventType string `json:"event_type"`
-	Severity  string `json:"severity"` // INFO or ERROR
+	// StepKind names the step field Step is recorded in (deploy_step or
+	// clean_step; nil records {}), the other one is kept; "" clears both.
+	StepKind  StepKind `json:"step_kind,omitempty"`
+	Step      *Step    `json:"step,omitempty"`
+	Event     string   `json:"event"`
+	EventType string   `json:"event_type"`
+	Severity  string   `json:"severity"` // INFO or ERROR
 	// ClearAgent wipes the agent token and URL (Ironic's wipe_token_and_url).
 	ClearAgent bool `json:"clear_agent,omitempty"`
 }
 
+// BootKind is what a node's network or virtual-media boot loads.
+type BootKind string
+
+// The boot kinds workflows pass to PrepareBoot and CleanBoot.
+const (
+	// BootAgent: the agent, to deploy or clean (PrepareBoot, CleanBoot).
+	BootAgent BootKind = "agent"
+	// BootInspect: the agent, to inspect; it boots as BootAgent does
+	// (PrepareBoot, CleanBoot).
+	BootInspect BootKind = "inspect"
+	// BootRamdisk: the instance's own kernel and ramdisk or ISO, on every
+	// boot while the node is active (deploy_interface ramdisk; PrepareBoot).
+	BootRamdisk BootKind = "ramdisk"
+	// BootAnaconda: the installer with its kickstart (deploy_interface
+	// anaconda; PrepareBoot, CleanBoot).
+	BootAnaconda BootKind = "anaconda"
+	// BootInstance: whatever the active instance boots from ironflow, removed
+	// on undeploy (CleanBoot only).
+	BootInstance BootKind = "instance"
+)
+
 // BootInput prepares or removes a node's network or virtual-media boot.
 type BootInput struct {
 	Node NodeInfo `json:"node"`
-	// Kind is what the machine boots: agent, ramdisk, anaconda.
-	Kind string `json:"kind"`
+	// Kind is what the machine boots. PrepareBoot sets up that kind.
+	// CleanBoot removes whatever is set up, of any kind, and uses Kind only
+	// in what it reports: after a failure or a worker restart the workflow
+	// cannot be sure which kind is in place, and removing all of it is what
+	// leaves nothing booting.
+	Kind BootKind `json:"kind"`
+	// Starts is the step this call begins, if any (see RunningStep).
+	Starts *RunningStep `json:"starts,omitempty"`
 }
 
 // BootDeviceInput is a boot-device change on a node's BMC.
@@ -153,32 +181,23 @@ type PowerInput struct {
 type AgentInput struct {
 	NodeUUID    string `json:"node_uuid"`
 	CallbackURL string `json:"callback_url"`
+	// Starts is the step this call begins, if any (see RunningStep).
+	Starts *RunningStep `json:"starts,omitempty"`
 }
-
-// Step is a deploy or clean step as Ironic names it.
-type Step struct {
-	Interface string          `json:"interface"`
-	Step      string          `json:"step"`
-	Priority  int             `json:"priority"`
-	Args      json.RawMessage `json:"args,omitempty"`
-	// RebootRequested comes from the agent's step list.
-	RebootRequested bool `json:"reboot_requested,omitempty"`
-}
-
-// Name is "interface.step", as last_error and history show it.
-func (s Step) Name() string { return s.Interface + "." + s.Step }
 
 // AgentStepInput runs one in-band step on the agent.
 type AgentStepInput struct {
 	Agent AgentInput `json:"agent"`
-	Kind  string     `json:"kind"` // deploy or clean
-	Step  Step       `json:"step"`
+	Kind  StepKind   `json:"kind"`
+	// Step is recorded as the node's running step (Kind says which field)
+	// before the agent is asked to run it.
+	Step Step `json:"step"`
 }
 
 // AgentStepsInput asks the agent for its steps.
 type AgentStepsInput struct {
 	Agent AgentInput `json:"agent"`
-	Kind  string     `json:"kind"` // deploy or clean
+	Kind  StepKind   `json:"kind"`
 }
 
 // AgentStepResult is what a finished agent step reported.

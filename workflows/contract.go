@@ -7,7 +7,6 @@ package workflows
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -51,10 +50,10 @@ const (
 // Ironic's verb as the user sent it.
 type ProvisionRequest struct {
 	NodeUUID string `json:"node_uuid"`
-	// Verb is Ironic's target: manage, provide, active, deploy, deleted,
-	// undeploy, rebuild, inspect, clean, abort.
+	// Verb is Ironic's target as the user sent it, one of the Verb values.
 	Verb string `json:"verb"`
-	// FromState is the provision state the API saw when it accepted the verb.
+	// FromState is the provision state (a State) the API saw when it
+	// accepted the verb.
 	FromState string `json:"from_state"`
 	// ConfigDrive as sent: a string (gzip+base64 ISO or URL) or a JSON object.
 	ConfigDrive json.RawMessage `json:"configdrive,omitempty"`
@@ -94,126 +93,25 @@ type Heartbeat struct {
 	ReceivedAt         time.Time `json:"received_at"`
 }
 
+// Heartbeat.AgentStatus values (API 1.72): what a ramdisk that is not the
+// agent (anaconda's kickstart) reports of its own progress.
+const (
+	AgentStatusStart = "start"
+	AgentStatusEnd   = "end"
+	AgentStatusError = "error"
+)
+
 // Status answers QueryStatus.
 type Status struct {
-	Operation      string `json:"operation"`
-	ProvisionState string `json:"provision_state"`
-	Step           string `json:"step"`
+	Operation      Operation `json:"operation"`
+	ProvisionState State     `json:"provision_state"`
+	// Step names what runs: a step's interface.step, or a stage of the
+	// workflow between steps ("wait call-back", "clean up boot").
+	Step string `json:"step"`
 	// Progress of the current step, e.g. "1048576/67108864 bytes".
 	Progress  string `json:"progress,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 	Attempts  int    `json:"attempts"`
 	// WaitingFor is set while the workflow waits for an operator signal.
 	WaitingFor string `json:"waiting_for,omitempty"`
-}
-
-// Provision states, Ironic's names.
-const (
-	StateEnroll         = "enroll"
-	StateVerifying      = "verifying"
-	StateManageable     = "manageable"
-	StateAvailable      = "available"
-	StateActive         = "active"
-	StateError          = "error"
-	StateDeploying      = "deploying"
-	StateDeployWait     = "wait call-back"
-	StateDeployFailed   = "deploy failed"
-	StateDeleting       = "deleting"
-	StateCleaning       = "cleaning"
-	StateCleanWait      = "clean wait"
-	StateCleanFailed    = "clean failed"
-	StateInspecting     = "inspecting"
-	StateInspectWait    = "inspect wait"
-	StateInspectFailed  = "inspect failed"
-	StateAdopting       = "adopting"
-	StateAdoptFailed    = "adopt failed"
-	StateRescue         = "rescue"
-	StateRescueFailed   = "rescue failed"
-	StateRescueWait     = "rescue wait"
-	StateUnrescueFailed = "unrescue failed"
-	StateDeployHold     = "deploy hold"
-	StateCleanHold      = "clean hold"
-)
-
-// Transition is what a verb does from a state: the state the API records
-// when it accepts the verb, and the goal recorded as target_provision_state.
-type Transition struct {
-	Operation string // workflow operation name: deploy, undeploy, manage, provide, inspect, clean, abort
-	Next      string // provision_state recorded with the 202
-	Target    string // target_provision_state recorded with the 202
-}
-
-// verbs maps Ironic's API targets to events, with the aliases of 1.73.
-var verbs = map[string]string{
-	"active": "deploy", "deploy": "deploy", "rebuild": "rebuild",
-	"deleted": "delete", "undeploy": "delete",
-	"manage": "manage", "provide": "provide", "inspect": "inspect",
-	"clean": "clean", "abort": "abort",
-}
-
-// Accept says what verb does from state, following Ironic's state machine
-// (reference/ironic-states.md). ok is false when Ironic would answer 400
-// "The requested action ... can not be performed".
-func Accept(state, verb string) (t Transition, ok bool) {
-	ev, known := verbs[verb]
-	if !known {
-		return Transition{}, false
-	}
-	switch ev {
-	case "manage":
-		switch state {
-		case StateEnroll:
-			return Transition{"manage", StateVerifying, StateManageable}, true
-		case StateCleanFailed, StateInspectFailed, StateAvailable, StateAdoptFailed:
-			return Transition{"manage", StateManageable, ""}, true
-		}
-	case "provide":
-		if state == StateManageable {
-			return Transition{"provide", StateCleaning, StateAvailable}, true
-		}
-	case "deploy":
-		if state == StateAvailable || state == StateDeployFailed {
-			return Transition{"deploy", StateDeploying, StateActive}, true
-		}
-	case "rebuild":
-		if state == StateActive || state == StateDeployFailed || state == StateError {
-			return Transition{"deploy", StateDeploying, StateActive}, true
-		}
-	case "delete":
-		switch state {
-		case StateActive, StateDeployFailed, StateDeployWait, StateError, StateRescue, StateRescueFailed, StateRescueWait, StateUnrescueFailed:
-			return Transition{"undeploy", StateDeleting, StateAvailable}, true
-		}
-	case "inspect":
-		if state == StateManageable || state == StateInspectFailed {
-			return Transition{"inspect", StateInspecting, StateManageable}, true
-		}
-	case "clean":
-		if state == StateManageable {
-			return Transition{"clean", StateCleaning, StateManageable}, true
-		}
-	case "abort":
-		// Ironic aborts in the wait states (wait call-back from 1.110);
-		// ironflow also aborts a failed step's wait for an operator.
-		switch state {
-		case StateDeployWait, StateCleanWait, StateInspectWait, StateDeployFailed, StateCleanFailed, StateInspectFailed:
-			return Transition{"abort", state, ""}, true
-		}
-	}
-	return Transition{}, false
-}
-
-// NotAllowed is Ironic's message for a verb refused in a state.
-func NotAllowed(verb, nodeUUID, state string) string {
-	return fmt.Sprintf("The requested action \"%s\" can not be performed on node \"%s\" while it is in state \"%s\".", verb, nodeUUID, state)
-}
-
-// IsFailureState reports whether state is one of Ironic's failure states,
-// where a workflow may wait for an operator.
-func IsFailureState(state string) bool {
-	switch state {
-	case StateDeployFailed, StateCleanFailed, StateInspectFailed, StateAdoptFailed, StateRescueFailed, StateUnrescueFailed:
-		return true
-	}
-	return false
 }

@@ -11,18 +11,49 @@ import (
 	"github.com/ironflow/ironflow/hardware"
 )
 
-// Built-in deploy steps and their priorities, as Ironic's direct deploy
-// interface defines them (reference/ironic-states.md §3).
-var builtinDeploySteps = []Step{
-	{Interface: "deploy", Step: "deploy", Priority: 100},
-	{Interface: "deploy", Step: "write_image", Priority: 80},
-	{Interface: "deploy", Step: "prepare_instance_boot", Priority: 60},
-	{Interface: "deploy", Step: "tear_down_agent", Priority: 40},
-	{Interface: "deploy", Step: "boot_instance", Priority: 20},
+// directDeploy is the plan of deploy_interface direct: Ironic's built-in
+// deploy steps with their priorities (Ironic's node deployment
+// documentation), each with what ironflow does for it. DeployNode merges the
+// request's deploy_steps into it; a step the table does not know runs
+// in-band on the agent.
+var directDeploy = []builtinStep{
+	// Steps 4-8: boot the agent, wait for its first heartbeat.
+	{Step{StepID: StepDeploy, Priority: 100}, (*run).bootAgentAndWait},
+	// Steps 9-11: the agent writes the image and the config drive.
+	{Step{StepID: StepWriteImage, Priority: 80}, (*run).inBand},
+	// Step 12: bootloader in-band, boot device disk out-of-band.
+	{Step{StepID: StepPrepareInstanceBoot, Priority: 60}, (*run).prepareInstanceBoot},
+	// Step 12: the agent syncs and powers off.
+	{Step{StepID: StepTearDownAgent, Priority: 40}, (*run).tearDownAgent},
+	// Step 13: no more network boot; power on from disk.
+	{Step{StepID: StepBootInstance, Priority: 20}, (*run).bootInstance},
+}
+
+// fakeDeploy is the plan of deploy_interface fake: nothing to write; the
+// instance is powered on.
+var fakeDeploy = []builtinStep{
+	{Step{StepID: StepBootInstance, Priority: 20}, (*run).powerOnInstance},
+}
+
+// builtinStep is a step ironflow knows and the handler that runs it.
+type builtinStep struct {
+	Step
+	run func(r *run, s Step) error
+}
+
+// builtinDeploySteps are directDeploy's steps with their default priorities.
+var builtinDeploySteps = stepsOf(directDeploy)
+
+func stepsOf(table []builtinStep) []Step {
+	out := make([]Step, len(table))
+	for i, b := range table {
+		out[i] = b.Step
+	}
+	return out
 }
 
 // DeployNode takes a node from available (or deploy failed, or active for a
-// rebuild) to active. It reads as ARCHITECTURE.md's thirteen steps:
+// rebuild) to active. It reads as docs/architecture.md's thirteen steps:
 //
 //	1-3  the API accepted the verb; record deploying and the config drive
 //	4    out-of-band: prepare boot, boot device pxe (or cdrom), power on
@@ -30,15 +61,17 @@ var builtinDeploySteps = []Step{
 //	9-11 in-band deploy steps in priority order: write_image (+ config drive)
 //	12   install_bootloader; tear down the agent; boot device disk
 //	13   boot config removed, power on, active
+//
+// Steps 4 to 13 are the plan of directDeploy.
 func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, "deploy")
+	r, err := newRun(ctx, req, OpDeploy)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = StateDeploying, StateDeployFailed
+	r.active, r.fail = Deploying, DeployFailed
 
 	// Step 3: record deploying; keep the config drive with the node.
-	if err := r.enter(StateDeploying, StateActive, fmt.Sprintf("Deploy requested (%s)", req.Verb)); err != nil {
+	if err := r.enter(Deploying, Active, fmt.Sprintf("Deploy requested (%s)", req.Verb)); err != nil {
 		return err
 	}
 	if len(req.ConfigDrive) > 0 && string(req.ConfigDrive) != "null" {
@@ -56,77 +89,127 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finish(r.deployAnaconda())
 	}
 	if !r.node.UsesAgent() {
-		// deploy_interface fake: nothing to write; power the instance on.
-		if err := r.step("boot_instance", func() error { return r.power("power on") }); err != nil {
+		if err := r.runPlan(fakeDeploy, stepsOf(fakeDeploy)); err != nil {
 			return r.finish(err)
 		}
-		return r.finish(r.enter(StateActive, "", "Deploy finished"))
+		return r.finish(r.enter(Active, "", "Deploy finished"))
 	}
 
 	steps, err := planSteps(builtinDeploySteps, req.DeploySteps)
 	if err != nil {
 		return r.finish(r.failNow("plan deploy steps", err))
 	}
-	for _, s := range steps {
-		if err := r.deployStep(s); err != nil {
-			return r.finish(err)
-		}
+	if err := r.runPlan(directDeploy, steps); err != nil {
+		return r.finish(err)
 	}
-	return r.finish(r.record(RecordStateInput{To: StateActive, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true}))
+	return r.finish(r.record(RecordStateInput{To: Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true}))
 }
 
-// deployStep runs one step of the plan.
-func (r *run) deployStep(s Step) error {
-	switch {
-	case s.Interface == "deploy" && s.Step == "deploy":
-		// Step 4-8: boot the agent and wait for it.
-		if err := r.step(s.Name(), r.bootAgent); err != nil {
+// runPlan runs steps in order, each with its handler in table.
+func (r *run) runPlan(table []builtinStep, steps []Step) error {
+	for _, s := range steps {
+		if err := r.runStep(s, handlerOf(table, s.StepID)); err != nil {
 			return err
 		}
-		return r.step("wait call-back", func() error {
-			_, err := r.waitCallback(StateDeployWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
-			if err == nil {
-				err = r.enter(StateDeploying, StateActive, fmt.Sprintf("Agent called back from %s", r.agent))
-			}
-			return err
-		})
-	case s.Interface == "deploy" && s.Step == "prepare_instance_boot":
-		// Step 12: bootloader in-band, then boot device disk out-of-band.
-		if err := r.step(s.Name(), func() error { return r.agentStep("deploy", s) }); err != nil {
-			return err
-		}
-		return r.step("set boot device disk", func() error { return r.bootDevice("disk", true) })
-	case s.Interface == "deploy" && s.Step == "tear_down_agent":
-		return r.step(s.Name(), func() error {
-			// The agent syncs and powers off; the BMC makes sure.
-			if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
-				workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
-			}
-			return r.power("power off")
-		})
-	case s.Interface == "deploy" && s.Step == "boot_instance":
-		// Step 13: no more network boot; power on from disk.
-		if err := r.step("clean up boot", func() error {
-			return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "agent"}, nil)
-		}); err != nil {
-			return err
-		}
-		return r.step(s.Name(), func() error { return r.power("power on") })
-	default:
-		// Steps 9-11 and any agent step: run in-band.
-		return r.step(s.Name(), func() error { return r.agentStep("deploy", s) })
 	}
+	return nil
+}
+
+// handlerOf is what runs step id: its entry in table, else the agent.
+func handlerOf(table []builtinStep, id StepID) func(*run, Step) error {
+	for _, b := range table {
+		if b.StepID == id {
+			return b.run
+		}
+	}
+	return (*run).inBand
+}
+
+// runStep runs a real deploy or clean step: while it runs, every state the
+// workflow records, and the first activity of the step (RunningStep), show
+// it as the node's deploy_step or clean_step. The stages the workflow runs
+// between steps (waiting for the agent, cleaning up boot) have no identity
+// of their own and record none.
+func (r *run) runStep(s Step, fn func(*run, Step) error) error {
+	r.current = &s
+	defer func() { r.current = nil }()
+	return fn(r, s)
+}
+
+// running is the step an activity begins, for its input's Starts; nil
+// between steps.
+func (r *run) running() *RunningStep {
+	if r.current == nil {
+		return nil
+	}
+	return &RunningStep{Kind: r.stepKind(), Step: *r.current}
+}
+
+// inBand runs s on the agent: steps 9-11, and every deploy or clean step the
+// agent offers.
+func (r *run) inBand(s Step) error {
+	return r.step(s.Name(), func() error { return r.agentStep(r.stepKind(), s) })
+}
+
+// bootAgentAndWait is deploy.deploy: steps 4-8.
+func (r *run) bootAgentAndWait(s Step) error {
+	if err := r.step(s.Name(), r.bootAgent); err != nil {
+		return err
+	}
+	return r.step("wait call-back", func() error {
+		_, err := r.waitCallback(DeployWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		if err == nil {
+			err = r.enter(Deploying, Active, fmt.Sprintf("Agent called back from %s", r.agent))
+		}
+		return err
+	})
+}
+
+// prepareInstanceBoot is deploy.prepare_instance_boot: step 12's bootloader
+// in-band, then boot device disk out-of-band.
+func (r *run) prepareInstanceBoot(s Step) error {
+	if err := r.inBand(s); err != nil {
+		return err
+	}
+	return r.step("set boot device disk", func() error { return r.bootDevice("disk", true) })
+}
+
+// tearDownAgent is deploy.tear_down_agent: the agent syncs and powers off;
+// the BMC makes sure.
+func (r *run) tearDownAgent(s Step) error {
+	return r.step(s.Name(), func() error {
+		if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent, Starts: r.running()}, nil); err != nil {
+			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
+		}
+		return r.power("power off")
+	})
+}
+
+// powerOnInstance is fake's deploy.boot_instance.
+func (r *run) powerOnInstance(s Step) error {
+	return r.step(s.Name(), func() error { return r.power("power on") })
+}
+
+// bootInstance is deploy.boot_instance: step 13, no more network boot, power
+// on from disk.
+func (r *run) bootInstance(s Step) error {
+	if err := r.step("clean up boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil)
+	}); err != nil {
+		return err
+	}
+	return r.step(s.Name(), func() error { return r.power("power on") })
 }
 
 // bootAgent prepares the agent's boot (PXE config or virtual-media ISO),
 // points the next boot at it and powers the machine on (or reboots it).
-func (r *run) bootAgent() error { return r.netboot("agent", false) }
+func (r *run) bootAgent() error { return r.netboot(BootAgent, false) }
 
-// netboot prepares what the machine is to boot from ironflow (kind: agent,
-// inspect, ramdisk, anaconda), points its next boot (or every boot) at the
-// network or the virtual CD, and powers it on or reboots it.
-func (r *run) netboot(kind string, persistent bool) error {
-	if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: kind}, nil); err != nil {
+// netboot prepares what the machine is to boot from ironflow, points its
+// next boot (or every boot) at the network or the virtual CD, and powers it
+// on or reboots it.
+func (r *run) netboot(kind BootKind, persistent bool) error {
+	if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: kind, Starts: r.running()}, nil); err != nil {
 		return err
 	}
 	if err := r.bootDevice(r.netbootDevice(), persistent); err != nil {
@@ -150,8 +233,8 @@ func (r *run) power(action string) error {
 
 // failNow records a failure that no operator action can fix in place.
 func (r *run) failNow(what string, err error) error {
-	msg := fmt.Sprintf("%s failed: %s: %s", capitalize(r.status.Operation), what, errorText(err))
-	if rerr := r.record(RecordStateInput{To: r.fail, LastError: msg, Event: msg, Severity: "ERROR", EventType: r.status.Operation, ClearAgent: true}); rerr != nil {
+	msg := fmt.Sprintf("%s failed: %s: %s", capitalize(string(r.status.Operation)), what, errorText(err))
+	if rerr := r.record(RecordStateInput{To: r.fail, LastError: msg, Event: msg, Severity: "ERROR", EventType: string(r.status.Operation), ClearAgent: true}); rerr != nil {
 		return rerr
 	}
 	return errGaveUp
@@ -177,7 +260,7 @@ func (r *run) finish(err error) error {
 		// kickstart with a token, ramdisk) is removed; CleanBoot is
 		// idempotent when there is nothing.
 		if hardware.DeployOf(r.node.DeployInterface).PreparesBoot() || r.node.VirtualMedia() {
-			if cerr := r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "agent"}, nil); cerr != nil {
+			if cerr := r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil); cerr != nil {
 				workflow.GetLogger(r.ctx).Warn("clean up boot after failure", "node", r.node.UUID, "error", errorText(cerr))
 			}
 		}
@@ -186,11 +269,11 @@ func (r *run) finish(err error) error {
 		}
 		last := r.status.LastError
 		if last == "" || errors.Is(err, errAborted) {
-			last = fmt.Sprintf("%s %s at step %s", capitalize(r.status.Operation), reason, r.status.Step)
+			last = fmt.Sprintf("%s %s at step %s", capitalize(string(r.status.Operation)), reason, r.status.Step)
 		} else {
 			last = fmt.Sprintf("%s (%s)", last, reason)
 		}
-		if rerr := r.record(RecordStateInput{To: r.fail, LastError: last, Event: last, Severity: "ERROR", EventType: r.status.Operation, ClearAgent: true}); rerr != nil {
+		if rerr := r.record(RecordStateInput{To: r.fail, LastError: last, Event: last, Severity: "ERROR", EventType: string(r.status.Operation), ClearAgent: true}); rerr != nil {
 			return rerr
 		}
 		// The node says why; the workflow itself completed its job.

@@ -20,7 +20,7 @@ import (
 type fakeCloud struct {
 	mu       sync.Mutex
 	calls    []string
-	states   []string
+	states   []State
 	lastErr  string
 	node     NodeInfo
 	failures map[string][]error // activity+detail -> errors returned on successive calls
@@ -28,7 +28,16 @@ type fakeCloud struct {
 	agentStep func(ctx context.Context, in AgentStepInput) (AgentStepResult, error)
 	// loadErr is what LoadNode fails with.
 	loadErr error
+	// deployStep and cleanStep are the node's fields as the store keeps
+	// them; shown has, for each call in calls, the steps the node showed
+	// once the call had run.
+	deployStep, cleanStep map[string]any
+	shown                 []shownSteps
 }
+
+// shownSteps are a node's deploy_step and clean_step as interface.step, ""
+// for {}.
+type shownSteps struct{ deploy, clean string }
 
 func newFakeCloud() *fakeCloud {
 	p := Policy{
@@ -38,16 +47,59 @@ func newFakeCloud() *fakeCloud {
 	}
 	return &fakeCloud{
 		node: NodeInfo{UUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Driver: "ipmi", BootInterface: "ipxe",
-			DeployInterface: "direct", ProvisionState: StateAvailable, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"},
+			DeployInterface: "direct", ProvisionState: Available, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"},
 			AutomatedClean: true, Policy: p},
 		failures: map[string][]error{},
 	}
 }
 
+// showStep records a step an activity begins, as activities.showStep does.
+func (f *fakeCloud) showStep(rs *RunningStep) {
+	if rs == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if rs.Kind == StepKindClean {
+		f.cleanStep = rs.Step.View()
+	} else {
+		f.deployStep = rs.Step.View()
+	}
+}
+
+// recordSteps applies a RecordState's step fields as the store does.
+func (f *fakeCloud) recordSteps(in RecordStateInput) {
+	var v map[string]any
+	if in.Step != nil {
+		v = in.Step.View()
+	}
+	switch in.StepKind {
+	case StepKindDeploy:
+		f.deployStep = v
+	case StepKindClean:
+		f.cleanStep = v
+	default:
+		f.deployStep, f.cleanStep = nil, nil
+	}
+}
+
+func stepName(v map[string]any) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%v.%v", v["interface"], v["step"])
+}
+
+// appendCall logs a call with the step the node shows after it; f.mu held.
+func (f *fakeCloud) appendCall(call string) {
+	f.calls = append(f.calls, call)
+	f.shown = append(f.shown, shownSteps{deploy: stepName(f.deployStep), clean: stepName(f.cleanStep)})
+}
+
 func (f *fakeCloud) log(call string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, call)
+	f.appendCall(call)
 	if errs := f.failures[call]; len(errs) > 0 {
 		f.failures[call] = errs[1:]
 		return errs[0]
@@ -69,7 +121,8 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		defer f.mu.Unlock()
 		f.states = append(f.states, in.To)
 		f.lastErr = in.LastError
-		f.calls = append(f.calls, "RecordState "+in.To)
+		f.recordSteps(in)
+		f.appendCall("RecordState " + string(in.To))
 		return nil
 	}, ActRecordState)
 	reg(func(ctx context.Context, in ConfigDriveInput) error { return f.log("StoreConfigDrive") }, ActStoreConfigDrive)
@@ -83,8 +136,11 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		return f.log("RecordPowerState " + in.PowerState)
 	}, ActRecordPowerState)
 	reg(func(ctx context.Context, uuid string) error { return f.log("ClearInstanceInfo") }, ActClearInstanceInfo)
-	reg(func(ctx context.Context, in BootInput) error { return f.log("PrepareBoot " + in.Kind) }, ActPrepareBoot)
-	reg(func(ctx context.Context, in BootInput) error { return f.log("CleanBoot") }, ActCleanBoot)
+	reg(func(ctx context.Context, in BootInput) error {
+		f.showStep(in.Starts)
+		return f.log("PrepareBoot " + string(in.Kind))
+	}, ActPrepareBoot)
+	reg(func(ctx context.Context, in BootInput) error { f.showStep(in.Starts); return f.log("CleanBoot") }, ActCleanBoot)
 	reg(func(ctx context.Context, in BootDeviceInput) error { return f.log("SetBootDevice " + in.Device) }, ActSetBootDevice)
 	reg(func(ctx context.Context, in PowerInput) (string, error) {
 		if err := f.log("SetPower " + in.Action); err != nil {
@@ -97,10 +153,11 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	}, ActSetPower)
 	reg(func(ctx context.Context, n NodeInfo) (string, error) { return "power off", f.log("GetPowerState") }, ActGetPowerState)
 	reg(func(ctx context.Context, in AgentStepsInput) ([]Step, error) {
-		return []Step{{Interface: "deploy", Step: "erase_devices_metadata", Priority: 0}, {Interface: "deploy", Step: "erase_devices", Priority: 10}},
-			f.log("GetAgentSteps " + in.Kind)
+		return []Step{{StepID: StepEraseDevicesMetadata, Priority: 0}, {StepID: StepEraseDevices, Priority: 10}},
+			f.log("GetAgentSteps " + string(in.Kind))
 	}, ActGetAgentSteps)
 	reg(func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+		f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step})
 		if err := f.log("RunAgentStep " + in.Step.Name() + " @" + in.Agent.CallbackURL); err != nil {
 			return AgentStepResult{}, err
 		}
@@ -109,7 +166,7 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		return AgentStepResult{Status: "SUCCEEDED"}, nil
 	}, ActRunAgentStep)
-	reg(func(ctx context.Context, in AgentInput) error { return f.log("AgentPowerOff") }, ActAgentPowerOff)
+	reg(func(ctx context.Context, in AgentInput) error { f.showStep(in.Starts); return f.log("AgentPowerOff") }, ActAgentPowerOff)
 }
 
 func newEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
@@ -134,7 +191,7 @@ func heartbeatAfter(env *testsuite.TestWorkflowEnvironment, d time.Duration) {
 }
 
 func deployRequest() ProvisionRequest {
-	return ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "active", FromState: StateAvailable}
+	return ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "active", FromState: string(Available)}
 }
 
 func TestDeployNodeHappyPathRunsTheStepsInOrder(t *testing.T) {
@@ -170,7 +227,7 @@ func TestDeployNodeCallbackTimeoutFailsNamingTheTimeout(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != StateDeployFailed {
+	if last := f.states[len(f.states)-1]; last != DeployFailed {
 		t.Fatalf("final state %q, want deploy failed (states %v)", last, f.states)
 	}
 	if !strings.Contains(f.lastErr, "Timeout reached while waiting for callback") || !strings.Contains(f.lastErr, "30m0s") {
@@ -204,7 +261,7 @@ func TestDeployNodeHeartbeatsKeepALongWriteAlive(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != StateActive {
+	if last := f.states[len(f.states)-1]; last != Active {
 		t.Fatalf("final state %q (last_error %q), want active", last, f.lastErr)
 	}
 }
@@ -225,7 +282,7 @@ func TestDeployNodeHeartbeatsJustInsideTheTimeoutKeepTheStepAlive(t *testing.T) 
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != StateActive {
+	if last := f.states[len(f.states)-1]; last != Active {
 		t.Fatalf("final state %q (last_error %q), want active", last, f.lastErr)
 	}
 }
@@ -240,7 +297,7 @@ func TestDeployNodeAgentSilentMidWriteFails(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != StateDeployFailed {
+	if last := f.states[len(f.states)-1]; last != DeployFailed {
 		t.Fatalf("final state %q, want deploy failed", last)
 	}
 	if !strings.Contains(f.lastErr, "stopped heartbeating") || !strings.Contains(f.lastErr, "deploy.write_image") {
@@ -280,10 +337,10 @@ func TestDeployNodeChecksumMismatchThenRetryReachesActive(t *testing.T) {
 	if !strings.Contains(failedErr, "checksum mismatch") || !strings.Contains(failedErr, "write_image") {
 		t.Fatalf("last_error while failed = %q, want it to name write_image and the checksum", failedErr)
 	}
-	if !containsState(f.states, StateDeployFailed) {
+	if !containsState(f.states, DeployFailed) {
 		t.Fatalf("never recorded deploy failed: %v", f.states)
 	}
-	if last := f.states[len(f.states)-1]; last != StateActive || writes != 2 {
+	if last := f.states[len(f.states)-1]; last != Active || writes != 2 {
 		t.Fatalf("final state %q after %d writes, want active after 2", last, writes)
 	}
 }
@@ -296,7 +353,7 @@ func TestDeployNodeAbortInWaitCallback(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != StateDeployFailed {
+	if last := f.states[len(f.states)-1]; last != DeployFailed {
 		t.Fatalf("final state %q, want deploy failed", last)
 	}
 	if !strings.Contains(f.lastErr, "aborted by operator") {
@@ -324,7 +381,7 @@ func TestDeployNodeSkipStep(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != StateActive {
+	if last := f.states[len(f.states)-1]; last != Active {
 		t.Fatalf("final state %q, want active after skip-step", last)
 	}
 	// Only the failed in-band part was skipped: the bootloader is not
@@ -347,7 +404,7 @@ func TestDeployNodeBMCErrorsRetriedThenReported(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != StateActive {
+	if last := f.states[len(f.states)-1]; last != Active {
 		t.Fatalf("two transient BMC errors should be retried through: final %q (%s)", last, f.lastErr)
 	}
 	if n := countCalls(f.callList(), "SetBootDevice pxe"); n != 3 {
@@ -368,7 +425,7 @@ func TestDeployNodeBMCErrorsRetriedThenReported(t *testing.T) {
 	if !strings.Contains(f2.lastErr, "BMC busy") || !strings.Contains(f2.lastErr, "deploy.deploy") {
 		t.Fatalf("last_error %q should name the step and the BMC's answer", f2.lastErr)
 	}
-	if !containsState(f2.states, StateDeployFailed) {
+	if !containsState(f2.states, DeployFailed) {
 		t.Fatalf("states %v", f2.states)
 	}
 }
@@ -388,10 +445,10 @@ func TestDeployNodeAuthFailureIsNotRetried(t *testing.T) {
 
 func TestUndeployCleansThroughTheAgent(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState = StateActive
+	f.node.ProvisionState = Active
 	env := newEnv(t, f)
 	heartbeatAfter(env, 3*time.Minute)
-	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: StateActive})
+	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: string(Active)})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -410,9 +467,9 @@ func TestUndeployCleansThroughTheAgent(t *testing.T) {
 func TestProvideSkipsCleaningWhenDisabled(t *testing.T) {
 	f := newFakeCloud()
 	f.node.AutomatedClean = false
-	f.node.ProvisionState = StateManageable
+	f.node.ProvisionState = Manageable
 	env := newEnv(t, f)
-	env.ExecuteWorkflow(ProvideNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "provide", FromState: StateManageable})
+	env.ExecuteWorkflow(ProvideNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "provide", FromState: string(Manageable)})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -426,11 +483,11 @@ func TestManageFailsBackToEnrollWithTheBMCError(t *testing.T) {
 	f.node.Policy.BMCAttempts = 1
 	f.failures["GetPowerState"] = []error{temporal.NewNonRetryableApplicationError("BMC authentication failed: wrong password", ErrTypeBMCAuth, nil)}
 	env := newEnv(t, f)
-	env.ExecuteWorkflow(ManageNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "manage", FromState: StateEnroll})
+	env.ExecuteWorkflow(ManageNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "manage", FromState: string(Enroll)})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if got := strings.Join(f.states, ","); got != "verifying,enroll" {
+	if got := fmt.Sprint(f.states); got != "[verifying enroll]" {
 		t.Fatalf("states %s", got)
 	}
 	if !strings.Contains(f.lastErr, "Failed to get power state") || !strings.Contains(f.lastErr, "authentication failed") {
@@ -482,7 +539,7 @@ func TestAcceptFollowsIronicStateMachine(t *testing.T) {
 	}
 }
 
-func containsState(states []string, s string) bool {
+func containsState(states []State, s State) bool {
 	for _, v := range states {
 		if v == s {
 			return true
@@ -514,12 +571,12 @@ func TestUnreadableSettingsFailTheOperationClearly(t *testing.T) {
 		name     string
 		wf       any
 		req      any
-		want     string // state recorded; "kept" for a power change
-		startsIn string
+		want     State // state recorded; "kept" for a power change
+		startsIn State
 	}{
-		{"deploy", DeployNode, deployRequest(), StateDeployFailed, StateAvailable},
-		{"provide", ProvideNode, ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "provide", FromState: StateManageable}, StateCleanFailed, StateManageable},
-		{"manage", ManageNode, ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "manage", FromState: StateEnroll}, StateEnroll, StateEnroll},
+		{"deploy", DeployNode, deployRequest(), DeployFailed, Available},
+		{"provide", ProvideNode, ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "provide", FromState: string(Manageable)}, CleanFailed, Manageable},
+		{"manage", ManageNode, ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "manage", FromState: string(Enroll)}, Enroll, Enroll},
 		{"power", SetPowerState, PowerRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Target: "power on"}, "kept", ""},
 	}
 	for _, c := range cases {
@@ -562,7 +619,7 @@ func TestDeployNodeRetriedStepAfterALongWaitHasAFreshHeartbeatTimeout(t *testing
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != StateActive {
+	if last := f.states[len(f.states)-1]; last != Active {
 		t.Fatalf("final state %q (last_error %q), want active: the retried step was taken for a lost agent", last, f.lastErr)
 	}
 }

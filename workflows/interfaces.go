@@ -8,57 +8,82 @@ import (
 	"github.com/ironflow/ironflow/hardware"
 )
 
-// deployRamdisk is deploy_interface=ramdisk: the instance is a kernel and
-// ramdisk (or an ISO) that the machine network-boots on every boot. Nothing
-// is written to disk and no agent runs; the boot configuration stays in
-// place while the node is active and is removed on undeploy.
-func (r *run) deployRamdisk() error {
-	if err := r.step("boot_instance", func() error { return r.netboot("ramdisk", true) }); err != nil {
-		return err
-	}
-	return r.enter(StateActive, "", "Deploy finished: the instance boots its ramdisk from the network")
+// ramdiskDeploy is the plan of deploy_interface ramdisk: the instance is a
+// kernel and ramdisk (or an ISO) that the machine network-boots on every
+// boot. Nothing is written to disk and no agent runs; the boot
+// configuration stays in place while the node is active and is removed on
+// undeploy.
+var ramdiskDeploy = []builtinStep{
+	{Step{StepID: StepBootInstance, Priority: 20}, (*run).bootRamdisk},
 }
 
-// deployAnaconda is deploy_interface=anaconda: the machine boots the
-// installer with a kickstart that ironflow renders and serves; the
+// anacondaDeploy is the plan of deploy_interface anaconda: the machine boots
+// the installer with a kickstart that ironflow renders and serves; the
 // kickstart's %pre, %post and %onerror sections heartbeat with agent_status
 // start, end and error. The workflow waits (durable timer, reset by every
 // heartbeat) for end, then boots the machine from its disk.
-func (r *run) deployAnaconda() error {
-	if err := r.step("boot the installer", func() error { return r.netboot("anaconda", false) }); err != nil {
+var anacondaDeploy = []builtinStep{
+	{Step{StepID: StepDeploy, Priority: 100}, (*run).installAndWait},
+	{Step{StepID: StepBootInstance, Priority: 20}, (*run).bootInstalled},
+}
+
+func (r *run) deployRamdisk() error {
+	if err := r.runPlan(ramdiskDeploy, stepsOf(ramdiskDeploy)); err != nil {
 		return err
 	}
-	if err := r.step("wait for the installer", func() error {
-		hb, err := r.waitCallback(StateDeployWait, func(hb Heartbeat) bool {
-			if hb.AgentStatus == "start" {
+	return r.enter(Active, "", "Deploy finished: the instance boots its ramdisk from the network")
+}
+
+func (r *run) deployAnaconda() error {
+	if err := r.runPlan(anacondaDeploy, stepsOf(anacondaDeploy)); err != nil {
+		return err
+	}
+	return r.record(RecordStateInput{To: Active, Event: "Deploy finished: the installed system boots from disk", ClearAgent: true})
+}
+
+// bootRamdisk is ramdisk's deploy.boot_instance: the instance's own boot,
+// on every boot.
+func (r *run) bootRamdisk(s Step) error {
+	return r.step(s.Name(), func() error { return r.netboot(BootRamdisk, true) })
+}
+
+// installAndWait is anaconda's deploy.deploy: boot the installer, wait for
+// its end.
+func (r *run) installAndWait(Step) error {
+	if err := r.step("boot the installer", func() error { return r.netboot(BootAnaconda, false) }); err != nil {
+		return err
+	}
+	return r.step("wait for the installer", func() error {
+		hb, err := r.waitCallback(DeployWait, func(hb Heartbeat) bool {
+			if hb.AgentStatus == AgentStatusStart {
 				r.status.Progress = hb.AgentStatusMessage
 			}
-			return hb.AgentStatus == "end" || hb.AgentStatus == "error"
+			return hb.AgentStatus == AgentStatusEnd || hb.AgentStatus == AgentStatusError
 		})
 		if err != nil {
 			return err
 		}
-		if hb.AgentStatus == "error" {
+		if hb.AgentStatus == AgentStatusError {
 			return fmt.Errorf("the installer reported an error: %s", orDefault(hb.AgentStatusMessage, "no message"))
 		}
-		return r.enter(StateDeploying, StateActive, fmt.Sprintf("The installer finished: %s", orDefault(hb.AgentStatusMessage, "end")))
-	}); err != nil {
-		return err
-	}
+		return r.enter(Deploying, Active, fmt.Sprintf("The installer finished: %s", orDefault(hb.AgentStatusMessage, AgentStatusEnd)))
+	})
+}
+
+// bootInstalled is anaconda's deploy.boot_instance: the installer's boot
+// configuration removed, the installed system booted from disk.
+func (r *run) bootInstalled(s Step) error {
 	if err := r.step("clean up boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "anaconda"}, nil)
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAnaconda, Starts: r.running()}, nil)
 	}); err != nil {
 		return err
 	}
-	if err := r.step("boot_instance", func() error {
+	return r.step(s.Name(), func() error {
 		if err := r.bootDevice("disk", true); err != nil {
 			return err
 		}
 		return r.power("rebooting")
-	}); err != nil {
-		return err
-	}
-	return r.record(RecordStateInput{To: StateActive, Event: "Deploy finished: the installed system boots from disk", ClearAgent: true})
+	})
 }
 
 // netbootDevice is how the node boots what ironflow serves it.
@@ -76,21 +101,21 @@ func (r *run) netbootDevice() string {
 // properties and missing ports are filled in, and the machine is powered
 // off.
 func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, "inspect")
+	r, err := newRun(ctx, req, OpInspect)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = StateInspecting, StateInspectFailed
+	r.active, r.fail = Inspecting, InspectFailed
 	if err := r.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Started: true}, nil); err != nil {
 		return err
 	}
-	if err := r.enter(StateInspecting, StateManageable, "Inspection started"); err != nil {
+	if err := r.enter(Inspecting, Manageable, "Inspection started"); err != nil {
 		return err
 	}
 	method := hardware.InspectOf(r.node.InspectInterface).Method()
 	if method == hardware.InspectNothing {
 		// Nothing to learn (fake-hardware): Ironic's fake inspection.
-		return r.record(RecordStateInput{To: StateManageable, Event: "Inspection finished (" + string(r.node.InspectInterface) + ")"})
+		return r.record(RecordStateInput{To: Manageable, Event: "Inspection finished (" + string(r.node.InspectInterface) + ")"})
 	}
 	if method == hardware.InspectOutOfBand {
 		if err := r.step("inspect out-of-band", func() error {
@@ -111,17 +136,17 @@ func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Finished: true}, nil); err != nil {
 		return err
 	}
-	return r.finishInspect(r.record(RecordStateInput{To: StateManageable, Event: "Inspection finished", ClearAgent: true}))
+	return r.finishInspect(r.record(RecordStateInput{To: Manageable, Event: "Inspection finished", ClearAgent: true}))
 }
 
 func (r *run) inspectInBand() error {
-	if err := r.step("boot the agent", func() error { return r.netboot("inspect", false) }); err != nil {
+	if err := r.step("boot the agent", func() error { return r.netboot(BootInspect, false) }); err != nil {
 		return err
 	}
 	var reported bool
 	if err := r.step("wait for the agent", func() error {
-		hb, err := r.waitCallback(StateInspectWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" || hb.AgentStatus == "end" })
-		reported = hb.AgentStatus == "end"
+		hb, err := r.waitCallback(InspectWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" || hb.AgentStatus == AgentStatusEnd })
+		reported = hb.AgentStatus == AgentStatusEnd
 		return err
 	}); err != nil {
 		return err
@@ -143,7 +168,7 @@ func (r *run) inspectInBand() error {
 		if err := r.power("power off"); err != nil {
 			return err
 		}
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "inspect"}, nil)
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootInspect}, nil)
 	})
 }
 

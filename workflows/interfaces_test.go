@@ -30,7 +30,7 @@ func TestRamdiskDeployWithoutKernelFailsClearly(t *testing.T) {
 	f.failures["PrepareBoot ramdisk"] = []error{temporal.NewNonRetryableApplicationError("node x: deploy_interface ramdisk needs instance_info kernel and ramdisk (or boot_iso)", ErrTypeInvalidConfig, nil)}
 	env := newEnv(t, f)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
-	if !strings.Contains(f.lastErr, "needs instance_info kernel and ramdisk") || !containsState(f.states, StateDeployFailed) {
+	if !strings.Contains(f.lastErr, "needs instance_info kernel and ramdisk") || !containsState(f.states, DeployFailed) {
 		t.Fatalf("last_error %q states %v", f.lastErr, f.states)
 	}
 }
@@ -66,7 +66,7 @@ func TestAnacondaErrorFailsTheDeployWithTheInstallersMessage(t *testing.T) {
 		env.SignalWorkflow(SignalHeartbeat, Heartbeat{AgentStatus: "error", AgentStatusMessage: "no space left on /dev/vda"})
 	}, 5*time.Minute)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
-	if !containsState(f.states, StateDeployFailed) || !strings.Contains(f.lastErr, "no space left on /dev/vda") {
+	if !containsState(f.states, DeployFailed) || !strings.Contains(f.lastErr, "no space left on /dev/vda") {
 		t.Fatalf("states %v last_error %q", f.states, f.lastErr)
 	}
 }
@@ -83,12 +83,12 @@ func registerInspect(env interface {
 
 func TestInspectInBandBootsTheAgentAndAppliesItsInventory(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState = StateManageable
+	f.node.ProvisionState = Manageable
 	env := newEnv(t, f)
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
 	heartbeatAfter(env, 2*time.Minute)
-	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: StateManageable})
+	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: string(Manageable)})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -101,12 +101,12 @@ func TestInspectInBandBootsTheAgentAndAppliesItsInventory(t *testing.T) {
 
 func TestInspectOutOfBandBootsNothing(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState = StateManageable
+	f.node.ProvisionState = Manageable
 	f.node.InspectInterface = "redfish"
 	env := newEnv(t, f)
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
-	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: StateManageable})
+	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: string(Manageable)})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -117,12 +117,12 @@ func TestInspectOutOfBandBootsNothing(t *testing.T) {
 
 func TestInspectTimeoutEndsInInspectFailed(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState = StateManageable
+	f.node.ProvisionState = Manageable
 	env := newEnv(t, f)
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
-	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: StateManageable})
-	if last := f.states[len(f.states)-1]; last != StateInspectFailed || !strings.Contains(f.lastErr, "Timeout reached") {
+	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: string(Manageable)})
+	if last := f.states[len(f.states)-1]; last != InspectFailed || !strings.Contains(f.lastErr, "Timeout reached") {
 		t.Fatalf("final %q last_error %q", last, f.lastErr)
 	}
 }
@@ -130,10 +130,10 @@ func TestInspectTimeoutEndsInInspectFailed(t *testing.T) {
 func TestUndeployOfAnAnacondaNodeCleansItsDisk(t *testing.T) {
 	f := newFakeCloud()
 	f.node.DeployInterface = "anaconda"
-	f.node.ProvisionState = StateActive
+	f.node.ProvisionState = Active
 	env := newEnv(t, f)
 	heartbeatAfter(env, 3*time.Minute)
-	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: StateActive})
+	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: string(Active)})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -149,7 +149,7 @@ func TestAbortedAnacondaDeployRemovesItsBootConfiguration(t *testing.T) {
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, nil) }, 5*time.Minute)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
 	calls := strings.Join(f.callList(), ",")
-	if !strings.Contains(calls, "CleanBoot,SetPower power off") || f.states[len(f.states)-1] != StateDeployFailed {
+	if !strings.Contains(calls, "CleanBoot,SetPower power off") || f.states[len(f.states)-1] != DeployFailed {
 		t.Fatalf("abort left the kickstart served: %s", calls)
 	}
 }

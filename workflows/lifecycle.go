@@ -13,82 +13,82 @@ import (
 // last_error that says why. From clean failed, inspect failed and available,
 // manage simply records manageable.
 func ManageNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, "manage")
+	r, err := newRun(ctx, req, OpManage)
 	if err != nil {
 		return err
 	}
-	if req.FromState != StateEnroll {
-		return r.enter(StateManageable, "", fmt.Sprintf("Node moved to manageable from %s", req.FromState))
+	if State(req.FromState) != Enroll {
+		return r.enter(Manageable, "", fmt.Sprintf("Node moved to manageable from %s", req.FromState))
 	}
-	if err := r.enter(StateVerifying, StateManageable, "Verifying the node's BMC"); err != nil {
+	if err := r.enter(Verifying, Manageable, "Verifying the node's BMC"); err != nil {
 		return err
 	}
 	var state string
 	err = r.hardware(ActGetPowerState, r.node, &state)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to get power state for node %s. Error: %s", r.node.UUID, errorText(err))
-		return r.record(RecordStateInput{To: StateEnroll, LastError: msg, Event: msg, Severity: "ERROR", EventType: "verify"})
+		return r.record(RecordStateInput{To: Enroll, LastError: msg, Event: msg, Severity: "ERROR", EventType: "verify"})
 	}
 	if err := r.local(ActRecordPowerState, PowerStateRecord{NodeUUID: r.node.UUID, PowerState: state}, nil); err != nil {
 		return err
 	}
-	return r.enter(StateManageable, "", fmt.Sprintf("Verified: the BMC reports %s", orUnknown(state)))
+	return r.enter(Manageable, "", fmt.Sprintf("Verified: the BMC reports %s", orUnknown(state)))
 }
 
 // ProvideNode makes a manageable node available, through automated cleaning
 // when the node boots the agent and cleaning is enabled.
 func ProvideNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, "provide")
+	r, err := newRun(ctx, req, OpProvide)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = StateCleaning, StateCleanFailed
-	if err := r.enter(StateCleaning, StateAvailable, r.cleaningEvent()); err != nil {
+	r.active, r.fail = Cleaning, CleanFailed
+	if err := r.enter(Cleaning, Available, r.cleaningEvent()); err != nil {
 		return err
 	}
-	if err := r.clean(StateAvailable); err != nil {
+	if err := r.clean(Available); err != nil {
 		return r.finish(err)
 	}
-	return r.finish(r.record(RecordStateInput{To: StateAvailable, Event: "Node available", ClearAgent: true}))
+	return r.finish(r.record(RecordStateInput{To: Available, Event: "Node available", ClearAgent: true}))
 }
 
 // UndeployNode tears an instance down: deleting → power off → boot config
 // removed → instance_info cleared → cleaning → available.
 func UndeployNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, "undeploy")
+	r, err := newRun(ctx, req, OpUndeploy)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = StateDeleting, StateError
-	if err := r.enter(StateDeleting, StateAvailable, "Undeploy requested"); err != nil {
+	r.active, r.fail = Deleting, Error
+	if err := r.enter(Deleting, Available, "Undeploy requested"); err != nil {
 		return err
 	}
 	if err := r.step("power off", func() error { return r.power("power off") }); err != nil {
 		return r.finish(err)
 	}
 	if err := r.step("clean up boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "instance"}, nil)
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootInstance}, nil)
 	}); err != nil {
 		return r.finish(err)
 	}
 	if err := r.local(ActClearInstanceInfo, r.node.UUID, nil); err != nil {
 		return err
 	}
-	r.active, r.fail = StateCleaning, StateCleanFailed
-	if err := r.enter(StateCleaning, StateAvailable, r.cleaningEvent()); err != nil {
+	r.active, r.fail = Cleaning, CleanFailed
+	if err := r.enter(Cleaning, Available, r.cleaningEvent()); err != nil {
 		return err
 	}
-	if err := r.clean(StateAvailable); err != nil {
+	if err := r.clean(Available); err != nil {
 		return r.finish(err)
 	}
-	return r.finish(r.record(RecordStateInput{To: StateAvailable, Event: "Undeploy finished: node available", ClearAgent: true}))
+	return r.finish(r.record(RecordStateInput{To: Available, Event: "Undeploy finished: node available", ClearAgent: true}))
 }
 
 // clean runs automated cleaning through the agent: boot it, wait for it,
 // run its clean steps with priority above zero (erase_devices_metadata by
 // default), then power off and remove the boot config. Nodes that do not
 // boot the agent, or with automated_clean false, skip it.
-func (r *run) clean(target string) error {
+func (r *run) clean(target State) error {
 	if !r.node.Cleans() {
 		return nil
 	}
@@ -96,9 +96,9 @@ func (r *run) clean(target string) error {
 		return err
 	}
 	if err := r.step("wait call-back", func() error {
-		_, err := r.waitCallback(StateCleanWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		_, err := r.waitCallback(CleanWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(StateCleaning, target, fmt.Sprintf("Agent called back from %s", r.agent))
+			err = r.enter(Cleaning, target, fmt.Sprintf("Agent called back from %s", r.agent))
 		}
 		return err
 	}); err != nil {
@@ -106,13 +106,12 @@ func (r *run) clean(target string) error {
 	}
 	var offered []Step
 	if err := r.step("get clean steps", func() error {
-		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: "clean"}, &offered)
+		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: StepKindClean}, &offered)
 	}); err != nil {
 		return err
 	}
 	for _, s := range r.cleanPlan(offered) {
-		s := s
-		if err := r.step(s.Name(), func() error { return r.agentStep("clean", s) }); err != nil {
+		if err := r.runStep(s, (*run).inBand); err != nil {
 			return err
 		}
 	}
@@ -125,7 +124,7 @@ func (r *run) clean(target string) error {
 		return err
 	}
 	return r.step("clean up boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: "agent"}, nil)
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil)
 	})
 }
 
@@ -143,9 +142,9 @@ func (r *run) cleanPlan(offered []Step) []Step {
 	var out []Step
 	for _, s := range offered {
 		switch s.Step {
-		case "erase_devices_metadata":
+		case StepEraseDevicesMetadata.Step:
 			s.Priority = r.node.Policy.EraseDevicesMetadataPriority
-		case "erase_devices":
+		case StepEraseDevices.Step:
 			s.Priority = r.node.Policy.EraseDevicesPriority
 		}
 		if s.Priority > 0 {
@@ -159,7 +158,7 @@ func (r *run) cleanPlan(offered []Step) []Step {
 // SetPowerState performs a power change asked through the API and records
 // the state the BMC reports (or the error) with target_power_state cleared.
 func SetPowerState(ctx workflow.Context, req PowerRequest) error {
-	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, "power")
+	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, OpPower)
 	if err != nil {
 		return err
 	}
@@ -177,7 +176,7 @@ func SetPowerState(ctx workflow.Context, req PowerRequest) error {
 // ChangeBootDevice sets the boot device asked through the API; the API waits
 // for its result.
 func ChangeBootDevice(ctx workflow.Context, req BootDeviceRequest) error {
-	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, "boot device")
+	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, OpBootDevice)
 	if err != nil {
 		return err
 	}

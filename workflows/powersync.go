@@ -14,9 +14,6 @@ import (
 // node, keeps the history a few events per tick whatever the group's size;
 // continue-as-new every IterationsPerRun ticks keeps it bounded.
 const (
-	// WorkflowSyncPowerStates is the name SyncPowerStates is registered and
-	// started under.
-	WorkflowSyncPowerStates = "SyncPowerStates"
 	// ActSyncPowerStates is the batch activity of one tick (regular, on the
 	// group's hardware queue).
 	ActSyncPowerStates = "SyncPowerStates"

@@ -59,7 +59,10 @@ type run struct {
 	status Status
 	// active is the state a retried step returns to; fail is the failure
 	// state a failed step records (deploy failed, clean failed, ...).
-	active, fail string
+	active, fail State
+	// current is the deploy or clean step that runs (nil between steps):
+	// the node's deploy_step or clean_step shows it.
+	current *Step
 
 	heartbeats workflow.ReceiveChannel
 	abort      workflow.ReceiveChannel
@@ -67,7 +70,7 @@ type run struct {
 	skip       workflow.ReceiveChannel
 
 	// searchState is the ProvisionState search attribute as last written.
-	searchState string
+	searchState State
 
 	// agent is the callback URL of the agent that last heartbeated.
 	agent         string
@@ -80,7 +83,7 @@ type run struct {
 // newRun registers the status query and the signal channels. It must be the
 // first thing a provisioning workflow does, so that signals sent right after
 // the start are never lost.
-func newRun(ctx workflow.Context, req ProvisionRequest, operation string) (*run, error) {
+func newRun(ctx workflow.Context, req ProvisionRequest, operation Operation) (*run, error) {
 	r := &run{
 		ctx:        ctx,
 		req:        req,
@@ -90,9 +93,9 @@ func newRun(ctx workflow.Context, req ProvisionRequest, operation string) (*run,
 		skip:       workflow.GetSignalChannel(ctx, SignalSkipStep),
 	}
 	r.status.Operation = operation
-	r.status.ProvisionState = req.FromState
-	if t, ok := Accept(req.FromState, req.Verb); ok {
-		r.searchState = t.Next // what the API started the workflow with
+	r.status.ProvisionState = State(req.FromState)
+	if _, next, _, ok := decide(State(req.FromState), Verb(req.Verb)); ok {
+		r.searchState = next // what the API started the workflow with
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status, nil }); err != nil {
 		return nil, fmt.Errorf("register status query: %w", err)
@@ -112,17 +115,17 @@ func newRun(ctx workflow.Context, req ProvisionRequest, operation string) (*run,
 
 // loadFailureState is where a provision operation leaves a node whose
 // settings it could not read; "" for operations without one.
-func loadFailureState(operation, from string) string {
+func loadFailureState(operation Operation, from State) State {
 	switch operation {
-	case "deploy":
-		return StateDeployFailed
-	case "provide", "clean":
-		return StateCleanFailed
-	case "inspect":
-		return StateInspectFailed
-	case "undeploy":
-		return StateError
-	case "manage":
+	case OpDeploy:
+		return DeployFailed
+	case OpProvide, OpClean:
+		return CleanFailed
+	case OpInspect:
+		return InspectFailed
+	case OpUndeploy:
+		return Error
+	case OpManage:
 		return from
 	}
 	return ""
@@ -132,12 +135,12 @@ func loadFailureState(operation, from string) string {
 // moves to the operation's failure state (or, for a power change, keeps its
 // power state with target cleared) with last_error naming the setting.
 func (r *run) refuseInvalidConfig(err error) {
-	msg := fmt.Sprintf("%s failed: %s", capitalize(r.status.Operation), errorText(err))
+	msg := fmt.Sprintf("%s failed: %s", capitalize(string(r.status.Operation)), errorText(err))
 	var rerr error
-	if to := loadFailureState(r.status.Operation, r.req.FromState); to != "" {
+	if to := loadFailureState(r.status.Operation, State(r.req.FromState)); to != "" {
 		rerr = r.local(ActRecordState, RecordStateInput{NodeUUID: r.req.NodeUUID, To: to, LastError: msg, Event: msg,
-			Severity: "ERROR", EventType: r.status.Operation}, nil)
-	} else if r.status.Operation == "power" {
+			Severity: "ERROR", EventType: string(r.status.Operation)}, nil)
+	} else if r.status.Operation == OpPower {
 		rerr = r.local(ActRecordPowerState, PowerStateRecord{NodeUUID: r.req.NodeUUID, KeepPowerState: true,
 			LastError: msg, Event: msg, Severity: "ERROR"}, nil)
 	}
@@ -214,9 +217,13 @@ func (r *run) agentCall(name string, in, out any) error {
 }
 
 // record changes the node's provision state, writes a history row and keeps
-// the ProvisionState search attribute and the status query current.
+// the ProvisionState search attribute and the status query current. While a
+// step runs, the record shows it as the node's deploy_step or clean_step.
 func (r *run) record(in RecordStateInput) error {
 	in.NodeUUID = r.node.UUID
+	if in.StepKind == "" && r.current != nil {
+		in.StepKind, in.Step = r.stepKind(), r.current
+	}
 	if in.Severity == "" {
 		in.Severity = "INFO"
 	}
@@ -231,14 +238,14 @@ func (r *run) record(in RecordStateInput) error {
 	// The workflow started with the state the API recorded; each upsert is
 	// a history event, so only changes are written.
 	if in.To != r.searchState {
-		_ = workflow.UpsertTypedSearchAttributes(r.ctx, saProvisionState.ValueSet(in.To))
+		_ = workflow.UpsertTypedSearchAttributes(r.ctx, saProvisionState.ValueSet(string(in.To)))
 		r.searchState = in.To
 	}
 	return nil
 }
 
 // enter records a non-failure state with the operation's target.
-func (r *run) enter(state, target, event string) error {
+func (r *run) enter(state, target State, event string) error {
 	return r.record(RecordStateInput{To: state, Target: target, Event: event})
 }
 
@@ -247,10 +254,12 @@ func (r *run) pendingAbort() bool {
 	return r.abort.ReceiveAsync(nil)
 }
 
-// step runs one named step. When it fails, the node records the failure
-// state with a last_error naming the step, and the workflow waits (bounded by
-// the policy's OperatorWaitTimeout) for an operator: retry runs the step
-// again, skip-step goes on without it, abort ends the workflow.
+// step runs one named stage of the workflow: a step (named interface.step),
+// a part of one, or what runs between steps. When it fails, the node records
+// the failure state with a last_error naming the stage, the running step as
+// deploy_step or clean_step ({} between steps), and the workflow waits
+// (bounded by the policy's OperatorWaitTimeout) for an operator: retry runs
+// the stage again, skip-step goes on without it, abort ends the workflow.
 func (r *run) step(name string, fn func() error) error {
 	r.status.Step = name
 	r.status.Attempts = 0
@@ -267,9 +276,9 @@ func (r *run) step(name string, fn func() error) error {
 		if errors.Is(err, errAborted) {
 			return err
 		}
-		msg := fmt.Sprintf("%s failed at step %s: %s", capitalize(r.status.Operation), name, errorText(err))
+		msg := fmt.Sprintf("%s failed at step %s: %s", capitalize(string(r.status.Operation)), name, errorText(err))
 		workflow.GetLogger(r.ctx).Error("step failed", "node", r.node.UUID, "step", name, "error", msg)
-		if rerr := r.record(RecordStateInput{To: r.fail, LastError: msg, Step: name, StepKind: r.stepKind(), Event: msg, Severity: "ERROR", EventType: r.status.Operation}); rerr != nil {
+		if rerr := r.record(RecordStateInput{To: r.fail, LastError: msg, Step: r.current, StepKind: r.stepKind(), Event: msg, Severity: "ERROR", EventType: string(r.status.Operation)}); rerr != nil {
 			return rerr
 		}
 		if errors.Is(err, errAgentLost) {
@@ -278,13 +287,13 @@ func (r *run) step(name string, fn func() error) error {
 		}
 		switch r.waitForOperator() {
 		case SignalRetry:
-			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), Step: name, StepKind: r.stepKind(),
+			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), Step: r.current, StepKind: r.stepKind(),
 				Event: fmt.Sprintf("Operator asked to retry step %s", name)}); err != nil {
 				return err
 			}
 			continue
 		case SignalSkipStep:
-			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), StepKind: r.stepKind(),
+			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), Step: r.current, StepKind: r.stepKind(),
 				Event: fmt.Sprintf("Operator skipped step %s", name)}); err != nil {
 				return err
 			}
@@ -297,11 +306,12 @@ func (r *run) step(name string, fn func() error) error {
 	}
 }
 
-func (r *run) stepKind() string {
-	if r.fail == StateCleanFailed {
-		return "clean"
+// stepKind is the step field this workflow's steps show in.
+func (r *run) stepKind() StepKind {
+	if r.fail == CleanFailed {
+		return StepKindClean
 	}
-	return "deploy"
+	return StepKindDeploy
 }
 
 // waitForOperator blocks until retry, skip-step or abort arrives, or the
@@ -344,7 +354,7 @@ func (r *run) takeHeartbeat(c workflow.ReceiveChannel) Heartbeat {
 // heartbeat arrives. The durable timer is the callback timeout; every
 // heartbeat that does not satisfy done resets it, as Ironic's
 // touch_provisioning does.
-func (r *run) waitCallback(state string, done func(Heartbeat) bool) (Heartbeat, error) {
+func (r *run) waitCallback(state State, done func(Heartbeat) bool) (Heartbeat, error) {
 	if err := r.enter(state, r.req.target(), fmt.Sprintf("Waiting for the agent to call back (timeout %s)", r.node.Policy.CallbackTimeout)); err != nil {
 		return Heartbeat{}, err
 	}
@@ -378,7 +388,7 @@ func (r *run) waitCallback(state string, done func(Heartbeat) bool) (Heartbeat, 
 // agentStep runs one in-band step while watching the agent's heartbeats: if
 // the agent stays silent longer than the heartbeat timeout, the step fails
 // instead of waiting forever; abort cancels it.
-func (r *run) agentStep(kind string, s Step) error {
+func (r *run) agentStep(kind StepKind, s Step) error {
 	p := r.node.Policy
 	actCtx, cancelAct := workflow.WithCancel(r.ctx)
 	defer cancelAct()
@@ -443,11 +453,9 @@ func (r *run) agentStep(kind string, s Step) error {
 }
 
 // target is the target_provision_state the request aims for.
-func (req ProvisionRequest) target() string {
-	if t, ok := Accept(req.FromState, req.Verb); ok {
-		return t.Target
-	}
-	return ""
+func (req ProvisionRequest) target() State {
+	_, _, target, _ := decide(State(req.FromState), Verb(req.Verb))
+	return target
 }
 
 // errorText is the human part of an activity error: the application error's

@@ -1,0 +1,234 @@
+package workflows
+
+import "fmt"
+
+// State is a provision state, spelled as Ironic spells it (Ironic's state
+// machine documentation): the value of a node's provision_state and
+// target_provision_state.
+type State string
+
+// The provision states ironflow records or accepts a verb in, and the rest
+// of Ironic's, which a node list may filter by.
+const (
+	Enroll         State = "enroll"
+	Verifying      State = "verifying"
+	Manageable     State = "manageable"
+	Available      State = "available"
+	Active         State = "active"
+	Error          State = "error"
+	Deploying      State = "deploying"
+	DeployWait     State = "wait call-back"
+	DeployFailed   State = "deploy failed"
+	DeployHold     State = "deploy hold"
+	Deleting       State = "deleting"
+	Cleaning       State = "cleaning"
+	CleanWait      State = "clean wait"
+	CleanFailed    State = "clean failed"
+	CleanHold      State = "clean hold"
+	Inspecting     State = "inspecting"
+	InspectWait    State = "inspect wait"
+	InspectFailed  State = "inspect failed"
+	Adopting       State = "adopting"
+	AdoptFailed    State = "adopt failed"
+	Rescuing       State = "rescuing"
+	RescueWait     State = "rescue wait"
+	Rescue         State = "rescue"
+	RescueFailed   State = "rescue failed"
+	Unrescuing     State = "unrescuing"
+	UnrescueFailed State = "unrescue failed"
+	Servicing      State = "servicing"
+	ServiceWait    State = "service wait"
+	ServiceFailed  State = "service failed"
+	ServiceHold    State = "service hold"
+)
+
+// KnownStates are the provision states an Ironic node can be in (the API
+// accepts any of them as a list filter).
+func KnownStates() []State {
+	return []State{
+		Enroll, Verifying, Manageable, Available, Active, Error,
+		Deploying, DeployWait, DeployFailed, Deleting, Cleaning,
+		CleanWait, CleanFailed, Inspecting, InspectWait, InspectFailed,
+		Adopting, AdoptFailed, Rescuing, RescueWait, RescueFailed, Rescue,
+		Unrescuing, UnrescueFailed, DeployHold, CleanHold,
+		Servicing, ServiceWait, ServiceFailed, ServiceHold,
+	}
+}
+
+// Failed reports whether s is one of Ironic's failure states, where a
+// workflow may wait for an operator.
+func (s State) Failed() bool {
+	switch s {
+	case DeployFailed, CleanFailed, InspectFailed, AdoptFailed, RescueFailed, UnrescueFailed:
+		return true
+	}
+	return false
+}
+
+// Verb is a target of PUT /v1/nodes/{node}/states/provision, as Ironic
+// names it.
+type Verb string
+
+// The verbs ironflow accepts, with the aliases of API 1.73 (deploy for
+// active, undeploy for deleted).
+const (
+	VerbManage   Verb = "manage"
+	VerbProvide  Verb = "provide"
+	VerbActive   Verb = "active"
+	VerbDeploy   Verb = "deploy"
+	VerbRebuild  Verb = "rebuild"
+	VerbDeleted  Verb = "deleted"
+	VerbUndeploy Verb = "undeploy"
+	VerbInspect  Verb = "inspect"
+	VerbClean    Verb = "clean"
+	VerbAbort    Verb = "abort"
+)
+
+// Operation is what a node's workflow does: the Operation search attribute,
+// the status query's operation and the event_type of its failure history.
+type Operation string
+
+// The operations, one per workflow (abort is sent to the running one).
+const (
+	OpManage     Operation = "manage"
+	OpProvide    Operation = "provide"
+	OpDeploy     Operation = "deploy"
+	OpUndeploy   Operation = "undeploy"
+	OpInspect    Operation = "inspect"
+	OpClean      Operation = "clean"
+	OpAbort      Operation = "abort"
+	OpPower      Operation = "power"
+	OpBootDevice Operation = "boot device"
+)
+
+// Workflow type names: the names the worker registers each workflow under
+// and clients start it by. They are recorded in every workflow's history,
+// so they never change. They are plain strings because the SDK takes a
+// workflow's name as a string.
+const (
+	WorkflowManageNode       = "ManageNode"
+	WorkflowProvideNode      = "ProvideNode"
+	WorkflowDeployNode       = "DeployNode"
+	WorkflowUndeployNode     = "UndeployNode"
+	WorkflowInspectNode      = "InspectNode"
+	WorkflowSetPowerState    = "SetPowerState"
+	WorkflowChangeBootDevice = "ChangeBootDevice"
+	// WorkflowSyncPowerStates is the name SyncPowerStates is registered and
+	// started under.
+	WorkflowSyncPowerStates = "SyncPowerStates"
+)
+
+// Workflow is the workflow type an operation runs; ok is false for abort
+// (a signal to the running workflow) and for operations without one.
+func (op Operation) Workflow() (name string, ok bool) {
+	switch op {
+	case OpManage:
+		return WorkflowManageNode, true
+	case OpProvide:
+		return WorkflowProvideNode, true
+	case OpDeploy:
+		return WorkflowDeployNode, true
+	case OpUndeploy:
+		return WorkflowUndeployNode, true
+	case OpInspect:
+		return WorkflowInspectNode, true
+	case OpPower:
+		return WorkflowSetPowerState, true
+	case OpBootDevice:
+		return WorkflowChangeBootDevice, true
+	}
+	return "", false
+}
+
+// ProvisionWorkflow is Operation.Workflow for callers that hold the
+// operation as a string (Transition.Operation).
+func ProvisionWorkflow(operation string) (string, bool) { return Operation(operation).Workflow() }
+
+// Transition is what a verb does from a state: the state the API records
+// when it accepts the verb, and the goal recorded as target_provision_state.
+// Its fields are strings for the API, which holds states as strings.
+type Transition struct {
+	Operation string // workflow operation: deploy, undeploy, manage, provide, inspect, clean, abort
+	Next      string // provision_state recorded with the 202
+	Target    string // target_provision_state recorded with the 202
+}
+
+// event is what a verb asks of Ironic's state machine: the aliases of API
+// 1.73 resolve to one event.
+func (v Verb) event() Verb {
+	switch v {
+	case VerbActive:
+		return VerbDeploy
+	case VerbUndeploy:
+		return VerbDeleted
+	}
+	return v
+}
+
+// decide is Ironic's state machine for the verbs ironflow implements: the
+// operation a verb starts from a state, the state recorded at once and the
+// target. ok is false when Ironic would refuse the verb.
+func decide(state State, verb Verb) (op Operation, next, target State, ok bool) {
+	switch verb.event() {
+	case VerbManage:
+		switch state {
+		case Enroll:
+			return OpManage, Verifying, Manageable, true
+		case CleanFailed, InspectFailed, Available, AdoptFailed:
+			return OpManage, Manageable, "", true
+		}
+	case VerbProvide:
+		if state == Manageable {
+			return OpProvide, Cleaning, Available, true
+		}
+	case VerbDeploy:
+		if state == Available || state == DeployFailed {
+			return OpDeploy, Deploying, Active, true
+		}
+	case VerbRebuild:
+		if state == Active || state == DeployFailed || state == Error {
+			return OpDeploy, Deploying, Active, true
+		}
+	case VerbDeleted:
+		switch state {
+		case Active, DeployFailed, DeployWait, Error, Rescue, RescueFailed, RescueWait, UnrescueFailed:
+			return OpUndeploy, Deleting, Available, true
+		}
+	case VerbInspect:
+		if state == Manageable || state == InspectFailed {
+			return OpInspect, Inspecting, Manageable, true
+		}
+	case VerbClean:
+		if state == Manageable {
+			return OpClean, Cleaning, Manageable, true
+		}
+	case VerbAbort:
+		// Ironic aborts in the wait states (wait call-back from 1.110);
+		// ironflow also aborts a failed step's wait for an operator.
+		switch state {
+		case DeployWait, CleanWait, InspectWait, DeployFailed, CleanFailed, InspectFailed:
+			return OpAbort, state, "", true
+		}
+	}
+	return "", "", "", false
+}
+
+// Accept says what verb does from state, following Ironic's state machine
+// (Ironic's state machine documentation). ok is false when Ironic would
+// answer 400 "The requested action ... can not be performed".
+func Accept(state, verb string) (t Transition, ok bool) {
+	op, next, target, ok := decide(State(state), Verb(verb))
+	if !ok {
+		return Transition{}, false
+	}
+	return Transition{Operation: string(op), Next: string(next), Target: string(target)}, true
+}
+
+// NotAllowed is Ironic's message for a verb refused in a state.
+func NotAllowed(verb, nodeUUID, state string) string {
+	return fmt.Sprintf("The requested action \"%s\" can not be performed on node \"%s\" while it is in state \"%s\".", verb, nodeUUID, state)
+}
+
+// IsFailureState is State.Failed for callers that hold the state as a
+// string.
+func IsFailureState(state string) bool { return State(state).Failed() }

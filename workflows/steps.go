@@ -1,0 +1,75 @@
+package workflows
+
+import "encoding/json"
+
+// StepKind says which of a node's step fields a step is shown in:
+// deploy_step or clean_step. It is also the agent's command namespace for
+// the step (deploy.execute_deploy_step, clean.execute_clean_step).
+type StepKind string
+
+// The step kinds.
+const (
+	StepKindDeploy StepKind = "deploy"
+	StepKindClean  StepKind = "clean"
+)
+
+// StepID is a step's identity as Ironic names it: the hardware interface
+// that owns the step and the step's name, written "interface.step".
+type StepID struct {
+	Interface string `json:"interface"`
+	Step      string `json:"step"`
+}
+
+// String is "interface.step", as last_error and history show it.
+func (id StepID) String() string { return id.Interface + "." + id.Step }
+
+// The steps ironflow runs itself or sets the priority of (Ironic's node
+// deployment and node cleaning documentation).
+var (
+	StepDeploy              = StepID{Interface: "deploy", Step: "deploy"}
+	StepWriteImage          = StepID{Interface: "deploy", Step: "write_image"}
+	StepPrepareInstanceBoot = StepID{Interface: "deploy", Step: "prepare_instance_boot"}
+	StepTearDownAgent       = StepID{Interface: "deploy", Step: "tear_down_agent"}
+	StepBootInstance        = StepID{Interface: "deploy", Step: "boot_instance"}
+	// The agent's erase steps, whose automated-cleaning priorities the
+	// policy sets.
+	StepEraseDevicesMetadata = StepID{Interface: "deploy", Step: "erase_devices_metadata"}
+	StepEraseDevices         = StepID{Interface: "deploy", Step: "erase_devices"}
+)
+
+// Step is a deploy or clean step as Ironic describes it: its identity, its
+// priority, and the arguments it runs with. On the wire (the agent's step
+// lists, the API's deploy_steps and clean_steps) it is one flat object.
+type Step struct {
+	StepID
+	Priority int             `json:"priority"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	// RebootRequested comes from the agent's step list.
+	RebootRequested bool `json:"reboot_requested,omitempty"`
+}
+
+// Name is "interface.step", as last_error and history show it.
+func (s Step) Name() string { return s.StepID.String() }
+
+// View is the step as a node's deploy_step or clean_step shows it while it
+// runs, in Ironic's form: interface, step, priority and argsinfo (null for
+// every step ironflow knows), with args when the step was given some.
+func (s Step) View() map[string]any {
+	v := map[string]any{"interface": s.Interface, "step": s.Step, "priority": s.Priority, "argsinfo": nil}
+	if len(s.Args) > 0 && string(s.Args) != "null" {
+		var args any
+		if json.Unmarshal(s.Args, &args) == nil {
+			v["args"] = args
+		}
+	}
+	return v
+}
+
+// RunningStep is the step an activity begins. An activity whose input
+// carries one records it as the node's deploy_step or clean_step before it
+// acts, so that the node shows the step that runs, as Ironic does from the
+// moment a step starts, without a store call of its own in the workflow.
+type RunningStep struct {
+	Kind StepKind `json:"kind"`
+	Step Step     `json:"step"`
+}

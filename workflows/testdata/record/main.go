@@ -1,0 +1,245 @@
+// Command record writes the histories of workflows/replay_test.go: it runs
+// this version's workflows on a Temporal dev server against fake
+// activities, one workflow per scenario, and saves each history as JSON.
+// Before a change to a workflow, record with the version before it, into a
+// directory named for its commit:
+//
+//	IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record workflows/testdata/history/$(git rev-parse --short HEAD)
+//
+// then make the change; TestHistoriesOfTheEarlierVersionReplay proves that
+// workflows in flight replay on the new version.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/worker"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// scenario is one workflow run: its node's deploy interface, the request,
+// the fake calls that fail (activity and detail -> failures left), and what
+// the agent or the operator sends it.
+type scenario struct {
+	name   string
+	wf     string
+	deploy string
+	// remoteBMC runs BMC activities on the group queue instead of locally.
+	remoteBMC bool
+	req       func(uuid string) any
+	fails     map[string]int
+	drive     func(c client.Client, id string)
+	node      workflows.NodeInfo
+}
+
+var (
+	mu        sync.Mutex
+	nodes     = map[string]*scenario{}
+	failsLeft = map[string]map[string]int{}
+)
+
+func policy() workflows.Policy {
+	return workflows.Policy{CallbackTimeout: 3 * time.Second, HeartbeatTimeout: time.Minute, OperatorWaitTimeout: 4 * time.Second,
+		BMCAttempts: 2, BMCInitialInterval: 100 * time.Millisecond, BMCCallTimeout: 10 * time.Second,
+		AgentActivityHeartbeat: 30 * time.Second, AgentCommandTimeout: time.Minute, EraseDevicesMetadataPriority: 99, LocalBMC: true}
+}
+
+func fail(uuid, key string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if failsLeft[uuid][key] > 0 {
+		failsLeft[uuid][key]--
+		return temporal.NewNonRetryableApplicationError(key+" failed on purpose", workflows.ErrTypeAgentStepFailed, nil)
+	}
+	return nil
+}
+
+func acts() map[string]any {
+	return map[string]any{
+		workflows.ActLoadNode: func(ctx context.Context, uuid string) (workflows.NodeInfo, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return nodes[uuid].node, nil
+		},
+		workflows.ActRecordState:       func(ctx context.Context, in workflows.RecordStateInput) error { return nil },
+		workflows.ActStoreConfigDrive:  func(ctx context.Context, in workflows.ConfigDriveInput) error { return nil },
+		workflows.ActRecordPowerState:  func(ctx context.Context, in workflows.PowerStateRecord) error { return nil },
+		workflows.ActClearInstanceInfo: func(ctx context.Context, uuid string) error { return nil },
+		workflows.ActApplyInventory:    func(ctx context.Context, uuid string) error { return nil },
+		workflows.ActRecordInspection:  func(ctx context.Context, in workflows.InspectionRecord) error { return nil },
+		workflows.ActPrepareBoot:       func(ctx context.Context, in workflows.BootInput) error { return fail(in.Node.UUID, "PrepareBoot") },
+		workflows.ActCleanBoot:         func(ctx context.Context, in workflows.BootInput) error { return nil },
+		workflows.ActSetBootDevice: func(ctx context.Context, in workflows.BootDeviceInput) error {
+			return fail(in.Node.UUID, "SetBootDevice "+in.Device)
+		},
+		workflows.ActSetPower: func(ctx context.Context, in workflows.PowerInput) (string, error) {
+			if in.Action == "power off" {
+				return "power off", nil
+			}
+			return "power on", nil
+		},
+		workflows.ActGetPowerState: func(ctx context.Context, n workflows.NodeInfo) (string, error) { return "power off", nil },
+		workflows.ActGetAgentSteps: func(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
+			return []workflows.Step{{StepID: workflows.StepEraseDevicesMetadata, Priority: 0}, {StepID: workflows.StepEraseDevices, Priority: 10}}, nil
+		},
+		workflows.ActRunAgentStep: func(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
+			if err := fail(in.Agent.NodeUUID, in.Step.Name()); err != nil {
+				return workflows.AgentStepResult{}, err
+			}
+			return workflows.AgentStepResult{CommandID: "c1", Status: "SUCCEEDED"}, nil
+		},
+		workflows.ActAgentPowerOff:    func(ctx context.Context, in workflows.AgentInput) error { return nil },
+		workflows.ActValidateHardware: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
+		workflows.ActCollectInventory: func(ctx context.Context, in workflows.AgentInput) error { return nil },
+		workflows.ActInspectOutOfBand: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
+	}
+}
+
+func main() {
+	out := os.Args[1]
+	must(os.MkdirAll(out, 0o755))
+	temporalBin := os.Getenv("IRONFLOW_TEMPORAL_BIN")
+	ctx := context.Background()
+	srv, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Bin: temporalBin, Port: 0, UIPort: -1,
+		SearchAttributes: map[string]string{"NodeUUID": "Keyword", "ProvisionState": "Keyword", "Operation": "Keyword"}}, slog.Default())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := client.Dial(client.Options{HostPort: srv.Address()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{})
+	for n, f := range worker.Workflows() {
+		w.RegisterWorkflowWithOptions(f, workflow.RegisterOptions{Name: n})
+	}
+	hw := sdkworker.New(c, workflows.HardwareQueue(""), sdkworker.Options{DisableWorkflowWorker: true})
+	for n, f := range acts() {
+		w.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
+		hw.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
+	}
+	if err := w.Start(); err != nil {
+		log.Fatal(err)
+	}
+	if err := hw.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer w.Stop()
+	defer hw.Stop()
+
+	hb := func(c client.Client, id string) {
+		time.Sleep(500 * time.Millisecond)
+		must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{CallbackURL: "http://10.0.0.5:9999", AgentVersion: "1"}))
+	}
+	signalAfter := func(d time.Duration, name string) func(c client.Client, id string) {
+		return func(c client.Client, id string) {
+			time.Sleep(d)
+			must(c.SignalWorkflow(ctx, id, "", name, nil))
+		}
+	}
+	both := func(fs ...func(client.Client, string)) func(client.Client, string) {
+		return func(c client.Client, id string) {
+			for _, f := range fs {
+				f(c, id)
+			}
+		}
+	}
+	prov := func(verb workflows.Verb, from workflows.State) func(string) any {
+		return func(uuid string) any {
+			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(verb), FromState: string(from)}
+		}
+	}
+	deploy := prov(workflows.VerbActive, workflows.Available)
+	sc := []*scenario{
+		{name: "deploy-direct", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: hb},
+		{name: "deploy-direct-bmc-on-group-queue", wf: workflows.WorkflowDeployNode, deploy: "direct", remoteBMC: true, req: deploy, drive: hb},
+		{name: "deploy-direct-user-steps", wf: workflows.WorkflowDeployNode, deploy: "direct", drive: hb, req: func(uuid string) any {
+			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+				ConfigDrive: json.RawMessage(`"H4sIAAAAAAAA"`),
+				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"burnin_cpu","priority":70},{"interface":"deploy","step":"write_image","priority":80,"args":{"x":1}}]`)}
+		}},
+		{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy},
+		{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: signalAfter(time.Second, workflows.SignalAbort)},
+		{name: "deploy-write-fails-retry", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
+			fails: map[string]int{"deploy.write_image": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
+		{name: "deploy-bootloader-fails-skip", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
+			fails: map[string]int{"deploy.prepare_instance_boot": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalSkipStep))},
+		{name: "deploy-boot-device-fails-gives-up", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
+			fails: map[string]int{"SetBootDevice disk": 1}, drive: hb},
+		{name: "deploy-ramdisk", wf: workflows.WorkflowDeployNode, deploy: "ramdisk", req: deploy},
+		{name: "deploy-fake", wf: workflows.WorkflowDeployNode, deploy: "fake", req: deploy},
+		{name: "deploy-anaconda", wf: workflows.WorkflowDeployNode, deploy: "anaconda", req: deploy, drive: func(c client.Client, id string) {
+			time.Sleep(500 * time.Millisecond)
+			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{AgentStatus: workflows.AgentStatusStart, AgentStatusMessage: "pre"}))
+			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{AgentStatus: workflows.AgentStatusEnd, AgentStatusMessage: "done"}))
+		}},
+		{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, deploy: "direct", req: prov(workflows.VerbDeleted, workflows.Active), drive: hb},
+		{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(workflows.VerbProvide, workflows.Manageable),
+			fails: map[string]int{"deploy.erase_devices_metadata": 1}, drive: hb},
+		{name: "manage-enroll", wf: workflows.WorkflowManageNode, deploy: "direct", req: prov(workflows.VerbManage, workflows.Enroll)},
+		{name: "inspect-agent", wf: workflows.WorkflowInspectNode, deploy: "direct", req: prov(workflows.VerbInspect, workflows.Manageable), drive: hb},
+		{name: "power-on", wf: workflows.WorkflowSetPowerState, deploy: "direct", req: func(uuid string) any {
+			return workflows.PowerRequest{NodeUUID: uuid, Target: "power on"}
+		}},
+		{name: "boot-device", wf: workflows.WorkflowChangeBootDevice, deploy: "direct", req: func(uuid string) any {
+			return workflows.BootDeviceRequest{NodeUUID: uuid, BootDevice: "pxe"}
+		}},
+	}
+
+	for i, s := range sc {
+		uuid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1)
+		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: s.deploy,
+			InspectInterface: "agent", BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
+		s.node.Policy.LocalBMC = !s.remoteBMC
+		mu.Lock()
+		nodes[uuid] = s
+		failsLeft[uuid] = maps.Clone(s.fails)
+		mu.Unlock()
+		id := workflows.WorkflowID(uuid)
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
+			TypedSearchAttributes: workflows.SearchAttributes(uuid, "op", "state")}, s.wf, s.req(uuid))
+		must(err)
+		if s.drive != nil {
+			go s.drive(c, id)
+		}
+		werr := run.Get(ctx, nil)
+		file := filepath.Join(out, s.name+".json")
+		cmd := exec.Command(temporalBin, "workflow", "show", "--address", srv.Address(), "-w", id, "-r", run.GetRunID(), "--output", "json")
+		b, err := cmd.Output()
+		must(err)
+		must(os.WriteFile(file, compact(b), 0o644))
+		fmt.Printf("%s: %s (workflow error: %v)\n", s.name, file, werr)
+	}
+}
+
+// compact drops the CLI's indentation: the files are read by the replayer.
+func compact(b []byte) []byte {
+	var buf bytes.Buffer
+	must(json.Compact(&buf, b))
+	return buf.Bytes()
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
