@@ -278,30 +278,27 @@ func nodeFilter(c *gin.Context) (store.NodeFilter, url.Values, error) {
 	return f, q, nil
 }
 
-func (s *server) listNodes(c *gin.Context) {
-	s.writeNodeList(c, "nodes", false)
+func (s *server) listNodes(c *gin.Context) error {
+	return s.writeNodeList(c, "nodes", false)
 }
 
-func (s *server) listNodesDetail(c *gin.Context) {
-	s.writeNodeList(c, "nodes/detail", true)
+func (s *server) listNodesDetail(c *gin.Context) error {
+	return s.writeNodeList(c, "nodes/detail", true)
 }
 
-func (s *server) writeNodeList(c *gin.Context, path string, detailPath bool) {
+func (s *server) writeNodeList(c *gin.Context, path string, detailPath bool) error {
 	p, err := s.parseListParams(c, nodeKnownFields, nodeFieldSince)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if c.Query("detail") != "" && !detailPath {
 		if ver(c) < v43NodeDetail {
-			s.writeError(c, notAcceptable())
-			return
+			return notAcceptable()
 		}
 	}
 	f, q, err := nodeFilter(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	detail := detailPath || p.detail
 	fields := p.fields
@@ -314,8 +311,7 @@ func (s *server) writeNodeList(c *gin.Context, path string, detailPath bool) {
 	}
 	nodes, err := s.store.ListNodes(c.Request.Context(), f)
 	if err != nil {
-		s.writeError(c, listError(err, p))
-		return
+		return listError(err, p)
 	}
 	sel := newFieldSet(fields)
 	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
@@ -336,6 +332,7 @@ func (s *server) writeNodeList(c *gin.Context, path string, detailPath bool) {
 	}
 	buf.WriteByte('}')
 	writeRawBytes(c, http.StatusOK, buf.Bytes())
+	return nil
 }
 
 // derivedNodeFields are node keys the API makes up rather than reads.
@@ -396,18 +393,17 @@ func (s *server) writeOneNode(c *gin.Context, status int, n *store.Node, fields 
 	writeRawBytes(c, status, buf.Bytes())
 }
 
-func (s *server) showNode(c *gin.Context) {
+func (s *server) showNode(c *gin.Context) error {
 	p, err := s.parseListParams(c, nodeKnownFields, nodeFieldSince)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	s.writeOneNode(c, http.StatusOK, n, p.fields)
+	return nil
 }
 
 // schemaError prefixes a field error the way Ironic's schema validation
@@ -433,11 +429,10 @@ func additionalProps(keys []string) error {
 	return fmt.Errorf("Additional properties are not allowed (%s %s unexpected)", strings.Join(q, ", "), verb)
 }
 
-func (s *server) createNode(c *gin.Context) {
+func (s *server) createNode(c *gin.Context) error {
 	body, err := decodeObject(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	var unknown []string
 	for k := range body {
@@ -446,12 +441,10 @@ func (s *server) createNode(c *gin.Context) {
 		}
 	}
 	if len(unknown) > 0 {
-		s.writeError(c, schemaError("node", additionalProps(unknown)))
-		return
+		return schemaError("node", additionalProps(unknown))
 	}
 	if _, ok := body["driver"]; !ok {
-		s.writeError(c, schemaError("node", errors.New("'driver' is a required property")))
-		return
+		return schemaError("node", errors.New("'driver' is a required property"))
 	}
 	n := &store.Node{
 		DriverInfo: map[string]any{}, DriverInternalInfo: map[string]any{}, InstanceInfo: map[string]any{},
@@ -474,8 +467,7 @@ func (s *server) createNode(c *gin.Context) {
 			}
 			u, ok := v.(string)
 			if !ok || !isUUID(u) {
-				s.writeError(c, badRequest("Expected UUID for uuid: %v", v))
-				return
+				return badRequest("Expected UUID for uuid: %v", v)
 			}
 			n.UUID = strings.ToLower(u)
 			continue
@@ -485,8 +477,7 @@ func (s *server) createNode(c *gin.Context) {
 			}
 			b, err := boolValue(v)
 			if err != nil {
-				s.writeError(c, schemaError("node", err))
-				return
+				return schemaError("node", err)
 			}
 			n.ConsoleEnabled = b
 			continue
@@ -494,14 +485,12 @@ func (s *server) createNode(c *gin.Context) {
 		f := nodeWritable[k]
 		if f.since > ver(c) && !(k == "name" && v == nil) {
 			if !isEmptyValue(v) {
-				s.writeError(c, notAcceptable())
-				return
+				return notAcceptable()
 			}
 			continue
 		}
 		if err := f.set(n, v); err != nil {
-			s.writeError(c, schemaError("node", err))
-			return
+			return schemaError("node", err)
 		}
 		if strings.HasSuffix(k, "_interface") && v != nil {
 			explicit[strings.TrimSuffix(k, "_interface")] = true
@@ -512,15 +501,14 @@ func (s *server) createNode(c *gin.Context) {
 		n.ProvisionState = workflows.StateAvailable
 	}
 	if err := s.applyInterfaces(n, explicit); err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if err := s.store.CreateNode(c.Request.Context(), n); err != nil {
-		s.writeError(c, nodeWriteError(err, n))
-		return
+		return nodeWriteError(err, n)
 	}
 	c.Header("Location", s.baseURL(c)+"/v1/nodes/"+n.UUID)
 	s.writeOneNode(c, http.StatusCreated, n, nil)
+	return nil
 }
 
 func isEmptyValue(v any) bool {
@@ -559,32 +547,27 @@ func nodeWriteError(err error, n *store.Node) error {
 	return fmt.Errorf("write node %s: %w", n.UUID, err)
 }
 
-func (s *server) patchNode(c *gin.Context) {
+func (s *server) patchNode(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	body, err := readBody(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	ops, err := decodePatch(body)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if err := nodePatchRules.check(ops); err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	explicit := map[string]bool{}
 	for _, op := range ops {
 		root := strings.SplitN(op.Path[1:], "/", 2)[0]
 		if nodeWritable[root].since > ver(c) {
-			s.writeError(c, notAcceptable())
-			return
+			return notAcceptable()
 		}
 		if strings.HasSuffix(root, "_interface") && op.Op != "remove" {
 			explicit[strings.TrimSuffix(root, "_interface")] = true
@@ -612,72 +595,62 @@ func (s *server) patchNode(c *gin.Context) {
 		}
 		return s.applyInterfaces(cur, explicit)
 	})
+	// A patch refused by the callback is an *apiError inside the store's
+	// wrapping; nodeWriteError wraps it again and the adapter finds it.
 	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) {
-			s.writeError(c, ae)
-			return
-		}
-		s.writeError(c, nodeWriteError(err, &attempted))
-		return
+		return nodeWriteError(err, &attempted)
 	}
 	s.writeOneNode(c, http.StatusOK, updated, nil)
+	return nil
 }
 
-func (s *server) deleteNode(c *gin.Context) {
+func (s *server) deleteNode(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if n.Protected {
-		s.writeError(c, errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID))
-		return
+		return errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
 	}
 	if !n.Maintenance && !slices.Contains(deletableStates, n.ProvisionState) {
 		q := make([]string, len(deletableStates))
 		for i, st := range deletableStates {
 			q[i] = "'" + st + "'"
 		}
-		s.writeError(c, errorf(http.StatusConflict,
+		return errorf(http.StatusConflict,
 			"Can not delete node \"%s\" while it is in provision state \"%s\". Valid provision states to perform deletion are: \"(%s)\", or set the node into maintenance mode",
-			n.UUID, n.ProvisionState, strings.Join(q, ", ")))
-		return
+			n.UUID, n.ProvisionState, strings.Join(q, ", "))
 	}
 	running, err := s.eng.Running(c.Request.Context(), n.UUID)
 	if err != nil {
-		s.writeError(c, fmt.Errorf("check workflow of node %s: %w", n.UUID, err))
-		return
+		return fmt.Errorf("check workflow of node %s: %w", n.UUID, err)
 	}
 	if running {
-		s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
-		return
+		return nodeLocked(n.UUID, lockHolder(n))
 	}
 	if err := s.store.DeleteNode(c.Request.Context(), n.UUID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			s.writeError(c, nodeNotFound(c.Param("node")))
-			return
+			return nodeNotFound(c.Param("node"))
 		}
-		s.writeError(c, fmt.Errorf("delete node %s: %w", n.UUID, err))
-		return
+		return fmt.Errorf("delete node %s: %w", n.UUID, err)
 	}
 	writeEmpty(c, http.StatusNoContent, "")
+	return nil
 }
 
-func (s *server) validate(c *gin.Context) {
+func (s *server) validate(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	writeJSON(c, http.StatusOK, validateNode(n))
+	return nil
 }
 
-func (s *server) states(c *gin.Context) {
+func (s *server) states(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	st := map[string]any{
 		"console_enabled":        n.ConsoleEnabled,
@@ -700,25 +673,23 @@ func (s *server) states(c *gin.Context) {
 		st["secure_boot"] = boolOrNil(n.SecureBoot)
 	}
 	writeJSON(c, http.StatusOK, st)
+	return nil
 }
 
-func (s *server) setMaintenance(c *gin.Context) {
+func (s *server) setMaintenance(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	body, err := decodeObject(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	var reason *string
 	if r, ok := body["reason"]; ok && r != nil {
 		rs, ok := r.(string)
 		if !ok {
-			s.writeError(c, badRequest("Invalid reason: %s is not a string", pyRepr(r)))
-			return
+			return badRequest("Invalid reason: %s is not a string", pyRepr(r))
 		}
 		reason = &rs
 	} else if r := c.Query("reason"); r != "" {
@@ -730,11 +701,11 @@ func (s *server) setMaintenance(c *gin.Context) {
 		return nil
 	})
 	if err != nil {
-		s.writeError(c, nodeWriteError(err, n))
-		return
+		return nodeWriteError(err, n)
 	}
 	s.addHistory(c, n.UUID, store.SeverityInfo, "maintenance", "Node set into maintenance"+reasonSuffix(reason))
 	writeEmpty(c, http.StatusAccepted, "")
+	return nil
 }
 
 func reasonSuffix(r *string) string {
@@ -744,11 +715,10 @@ func reasonSuffix(r *string) string {
 	return ": " + *r
 }
 
-func (s *server) unsetMaintenance(c *gin.Context) {
+func (s *server) unsetMaintenance(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	_, err = s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
 		cur.Maintenance = false
@@ -757,11 +727,11 @@ func (s *server) unsetMaintenance(c *gin.Context) {
 		return nil
 	})
 	if err != nil {
-		s.writeError(c, nodeWriteError(err, n))
-		return
+		return nodeWriteError(err, n)
 	}
 	s.addHistory(c, n.UUID, store.SeverityInfo, "maintenance", "Node taken out of maintenance")
 	writeEmpty(c, http.StatusAccepted, "")
+	return nil
 }
 
 // bootDeviceKey is where the API records the last boot device it set, in
@@ -769,11 +739,10 @@ func (s *server) unsetMaintenance(c *gin.Context) {
 // round trip (the API never talks to a BMC).
 const bootDeviceKey = "last_boot_device"
 
-func (s *server) getBootDevice(c *gin.Context) {
+func (s *server) getBootDevice(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	out := map[string]any{"boot_device": nil, "persistent": nil}
 	if m, ok := n.DriverInternalInfo[bootDeviceKey].(map[string]any); ok {
@@ -781,59 +750,53 @@ func (s *server) getBootDevice(c *gin.Context) {
 		out["persistent"] = m["persistent"]
 	}
 	writeJSON(c, http.StatusOK, out)
+	return nil
 }
 
-func (s *server) supportedBootDevices(c *gin.Context) {
+func (s *server) supportedBootDevices(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	devices := []string{}
 	if ht, ok := hardwareTypes[n.Driver]; ok {
 		devices = ht.bootDevices
 	}
 	writeJSON(c, http.StatusOK, map[string]any{"supported_boot_devices": devices})
+	return nil
 }
 
-func (s *server) setBootDevice(c *gin.Context) {
+func (s *server) setBootDevice(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	body, err := decodeObject(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	dev, ok := body["boot_device"].(string)
 	if !ok {
-		s.writeError(c, badRequest("Missing argument: \"boot_device\""))
-		return
+		return badRequest("Missing argument: \"boot_device\"")
 	}
 	persistent := false
 	if p, ok := body["persistent"]; ok && p != nil {
 		if persistent, err = boolValue(p); err != nil {
-			s.writeError(c, badRequest("Invalid value for persistent: %s", err.Error()))
-			return
+			return badRequest("Invalid value for persistent: %s", err.Error())
 		}
 	}
 	ht, ok := hardwareTypes[n.Driver]
 	if !ok || !slices.Contains(ht.bootDevices, dev) {
-		s.writeError(c, badRequest("Invalid boot device %s specified.", dev))
-		return
+		return badRequest("Invalid boot device %s specified.", dev)
 	}
 	err = s.eng.SetBootDevice(c.Request.Context(), workflows.BootDeviceRequest{
 		NodeUUID: n.UUID, BootDevice: dev, Persistent: persistent, ConductorGroup: n.ConductorGroup,
 	})
 	if errors.Is(err, ErrNodeLocked) {
-		s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
-		return
+		return nodeLocked(n.UUID, lockHolder(n))
 	}
 	if err != nil {
-		s.writeError(c, fmt.Errorf("set boot device %s on node %s: %w", dev, n.UUID, err))
-		return
+		return fmt.Errorf("set boot device %s on node %s: %w", dev, n.UUID, err)
 	}
 	if err := s.store.MergeDriverInternalInfo(c.Request.Context(), n.UUID, map[string]any{
 		bootDeviceKey: map[string]any{"boot_device": dev, "persistent": persistent},
@@ -841,6 +804,7 @@ func (s *server) setBootDevice(c *gin.Context) {
 		s.log.Warn("record boot device", "node", n.UUID, "err", err)
 	}
 	writeEmpty(c, http.StatusNoContent, "")
+	return nil
 }
 
 // historyFieldsDefault are a history list's keys without detail.
@@ -869,65 +833,57 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-func (s *server) listHistory(c *gin.Context) {
+func (s *server) listHistory(c *gin.Context) error {
 	if ver(c) < v78History {
-		s.writeError(c, resourceNotFound())
-		return
+		return resourceNotFound()
 	}
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	// `baremetal node history list --long` asks for /history/detail.
 	detail := c.Param("event") == "detail"
 	if v := c.Query("detail"); v != "" {
 		if detail, err = parseBool("detail", v); err != nil {
-			s.writeError(c, err)
-			return
+			return err
 		}
 	}
 	events, err := s.store.ListHistory(c.Request.Context(), n.UUID)
 	if err != nil {
-		s.writeError(c, fmt.Errorf("list history of node %s: %w", n.UUID, err))
-		return
+		return fmt.Errorf("list history of node %s: %w", n.UUID, err)
 	}
 	out := make([]any, 0, len(events))
 	for _, e := range events {
 		out = append(out, s.historyBody(c, n.UUID, e, detail))
 	}
 	writeJSON(c, http.StatusOK, map[string]any{"history": out})
+	return nil
 }
 
-func (s *server) showHistory(c *gin.Context) {
+func (s *server) showHistory(c *gin.Context) error {
 	if ver(c) < v78History {
-		s.writeError(c, resourceNotFound())
-		return
+		return resourceNotFound()
 	}
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	ev := c.Param("event")
 	if ev == "detail" {
-		s.listHistory(c)
-		return
+		return s.listHistory(c)
 	}
 	if !isUUID(ev) {
-		s.writeError(c, badRequest("Expected a UUID but received %s.", ev))
-		return
+		return badRequest("Expected a UUID but received %s.", ev)
 	}
 	e, err := s.store.GetHistoryEvent(c.Request.Context(), n.UUID, ev)
 	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(c, errorf(http.StatusNotFound, "Node history record %s could not be found.", ev))
-		return
+		return errorf(http.StatusNotFound, "Node history record %s could not be found.", ev)
 	}
 	if err != nil {
-		s.writeError(c, fmt.Errorf("get history event %s of node %s: %w", ev, n.UUID, err))
-		return
+		return fmt.Errorf("get history event %s of node %s: %w", ev, n.UUID, err)
 	}
 	writeJSON(c, http.StatusOK, s.historyBody(c, n.UUID, *e, true))
+	return nil
 }
 
 // addHistory records an API-side event; a failure to record it does not
@@ -942,24 +898,21 @@ func (s *server) addHistory(c *gin.Context, nodeUUID, severity, eventType, event
 	}
 }
 
-func (s *server) inventory(c *gin.Context) {
+func (s *server) inventory(c *gin.Context) error {
 	if ver(c) < v81Inventory {
-		s.writeError(c, resourceNotFound())
-		return
+		return resourceNotFound()
 	}
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	inv, err := s.store.GetInventory(c.Request.Context(), n.UUID)
 	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(c, errorf(http.StatusNotFound, "Node inventory for node %s could not be found.", n.UUID))
-		return
+		return errorf(http.StatusNotFound, "Node inventory for node %s could not be found.", n.UUID)
 	}
 	if err != nil {
-		s.writeError(c, fmt.Errorf("get inventory of node %s: %w", n.UUID, err))
-		return
+		return fmt.Errorf("get inventory of node %s: %w", n.UUID, err)
 	}
 	writeJSON(c, http.StatusOK, map[string]any{"inventory": mapOrEmpty(inv.Inventory), "plugin_data": mapOrEmpty(inv.PluginData)})
+	return nil
 }

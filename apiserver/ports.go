@@ -202,32 +202,31 @@ func (s *server) loadPort(c *gin.Context) (*store.Port, error) {
 	return p, nil
 }
 
-func (s *server) listPorts(c *gin.Context)       { s.writePortList(c, "ports", false, "") }
-func (s *server) listPortsDetail(c *gin.Context) { s.writePortList(c, "ports/detail", true, "") }
-
-func (s *server) listNodePorts(c *gin.Context) {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	s.writePortList(c, "nodes/"+n.UUID+"/ports", false, n.UUID)
+func (s *server) listPorts(c *gin.Context) error { return s.writePortList(c, "ports", false, "") }
+func (s *server) listPortsDetail(c *gin.Context) error {
+	return s.writePortList(c, "ports/detail", true, "")
 }
 
-func (s *server) listNodePortsDetail(c *gin.Context) {
+func (s *server) listNodePorts(c *gin.Context) error {
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
-	s.writePortList(c, "nodes/"+n.UUID+"/ports/detail", true, n.UUID)
+	return s.writePortList(c, "nodes/"+n.UUID+"/ports", false, n.UUID)
 }
 
-func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nodeUUID string) {
+func (s *server) listNodePortsDetail(c *gin.Context) error {
+	n, err := s.loadNode(c, c.Param("node"))
+	if err != nil {
+		return err
+	}
+	return s.writePortList(c, "nodes/"+n.UUID+"/ports/detail", true, n.UUID)
+}
+
+func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nodeUUID string) error {
 	p, err := s.parseListParams(c, portKnownFields, portFieldSince)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	f := store.PortFilter{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
 	q := url.Values{}
@@ -239,8 +238,7 @@ func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nod
 		if ident != "" {
 			n, err := s.loadNode(c, ident)
 			if err != nil {
-				s.writeError(c, err)
-				return
+				return err
 			}
 			f.NodeUUID = n.UUID
 			q.Set("node", n.UUID)
@@ -249,16 +247,14 @@ func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nod
 	if a := c.Query("address"); a != "" {
 		mac, ok := normalizeMAC(a)
 		if !ok {
-			s.writeError(c, invalidMAC(a))
-			return
+			return invalidMAC(a)
 		}
 		f.Address = mac
 		q.Set("address", mac)
 	}
 	ports, err := s.store.ListPorts(c.Request.Context(), f)
 	if err != nil {
-		s.writeError(c, listError(err, p))
-		return
+		return listError(err, p)
 	}
 	detail := detailPath || p.detail
 	fields := p.fields
@@ -282,6 +278,7 @@ func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nod
 	}
 	buf.WriteByte('}')
 	writeRawBytes(c, http.StatusOK, buf.Bytes())
+	return nil
 }
 
 func (s *server) writeOnePort(c *gin.Context, status int, p *store.Port, fields []string) {
@@ -291,18 +288,17 @@ func (s *server) writeOnePort(c *gin.Context, status int, p *store.Port, fields 
 	writeRawBytes(c, status, buf.Bytes())
 }
 
-func (s *server) showPort(c *gin.Context) {
+func (s *server) showPort(c *gin.Context) error {
 	lp, err := s.parseListParams(c, portKnownFields, portFieldSince)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	p, err := s.loadPort(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	s.writeOnePort(c, http.StatusOK, p, lp.fields)
+	return nil
 }
 
 func portWriteError(err error, p *store.Port) error {
@@ -319,11 +315,10 @@ func portWriteError(err error, p *store.Port) error {
 	return fmt.Errorf("write port %s: %w", p.Address, err)
 }
 
-func (s *server) createPort(c *gin.Context) {
+func (s *server) createPort(c *gin.Context) error {
 	body, err := decodeObject(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	var unknown []string
 	for k := range body {
@@ -332,13 +327,11 @@ func (s *server) createPort(c *gin.Context) {
 		}
 	}
 	if len(unknown) > 0 {
-		s.writeError(c, schemaError("port", additionalProps(unknown)))
-		return
+		return schemaError("port", additionalProps(unknown))
 	}
 	for _, req := range []string{"address", "node_uuid"} {
 		if _, ok := body[req]; !ok {
-			s.writeError(c, schemaError("port", fmt.Errorf("'%s' is a required property", req)))
-			return
+			return schemaError("port", fmt.Errorf("'%s' is a required property", req))
 		}
 	}
 	p := &store.Port{PXEEnabled: true, Extra: map[string]any{}, LocalLinkConnection: map[string]any{}, InternalInfo: map[string]any{}}
@@ -355,8 +348,7 @@ func (s *server) createPort(c *gin.Context) {
 			}
 			u, ok := v.(string)
 			if !ok || !isUUID(u) {
-				s.writeError(c, badRequest("Expected UUID for uuid: %v", v))
-				return
+				return badRequest("Expected UUID for uuid: %v", v)
 			}
 			p.UUID = strings.ToLower(u)
 			continue
@@ -364,49 +356,42 @@ func (s *server) createPort(c *gin.Context) {
 		f := portWritable[k]
 		if f.since > ver(c) {
 			if !isEmptyValue(v) {
-				s.writeError(c, notAcceptable())
-				return
+				return notAcceptable()
 			}
 			continue
 		}
 		if err := f.set(p, v); err != nil {
-			s.writeError(c, schemaError("port", err))
-			return
+			return schemaError("port", err)
 		}
 	}
 	if err := s.store.CreatePort(c.Request.Context(), p); err != nil {
-		s.writeError(c, portWriteError(err, p))
-		return
+		return portWriteError(err, p)
 	}
 	c.Header("Location", s.baseURL(c)+"/v1/ports/"+p.UUID)
 	s.writeOnePort(c, http.StatusCreated, p, nil)
+	return nil
 }
 
-func (s *server) patchPort(c *gin.Context) {
+func (s *server) patchPort(c *gin.Context) error {
 	p, err := s.loadPort(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	body, err := readBody(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	ops, err := decodePatch(body)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if err := portPatchRules.check(ops); err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	for _, op := range ops {
 		root := strings.SplitN(op.Path[1:], "/", 2)[0]
 		if portWritable[root].since > ver(c) {
-			s.writeError(c, notAcceptable())
-			return
+			return notAcceptable()
 		}
 	}
 	var attempted store.Port
@@ -426,31 +411,26 @@ func (s *server) patchPort(c *gin.Context) {
 		attempted = *cur
 		return nil
 	})
+	// A patch refused by the callback is an *apiError inside the store's
+	// wrapping; portWriteError wraps it again and the adapter finds it.
 	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) {
-			s.writeError(c, ae)
-			return
-		}
-		s.writeError(c, portWriteError(err, &attempted))
-		return
+		return portWriteError(err, &attempted)
 	}
 	s.writeOnePort(c, http.StatusOK, updated, nil)
+	return nil
 }
 
-func (s *server) deletePort(c *gin.Context) {
+func (s *server) deletePort(c *gin.Context) error {
 	p, err := s.loadPort(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if err := s.store.DeletePort(c.Request.Context(), p.UUID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			s.writeError(c, errorf(http.StatusNotFound, "Port %s could not be found.", p.UUID))
-			return
+			return errorf(http.StatusNotFound, "Port %s could not be found.", p.UUID)
 		}
-		s.writeError(c, fmt.Errorf("delete port %s: %w", p.UUID, err))
-		return
+		return fmt.Errorf("delete port %s: %w", p.UUID, err)
 	}
 	writeEmpty(c, http.StatusNoContent, "")
+	return nil
 }

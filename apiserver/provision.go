@@ -99,100 +99,81 @@ func configDriveArg(c *gin.Context, body map[string]any, verb string) (json.RawM
 }
 
 // provision answers PUT /v1/nodes/{id}/states/provision.
-func (s *server) provision(c *gin.Context) {
+func (s *server) provision(c *gin.Context) error {
 	body, err := decodeObject(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	for k := range body {
 		if !provisionArgs[k] {
-			s.writeError(c, badRequest("Unknown argument: \"%s\"", k))
-			return
+			return badRequest("Unknown argument: \"%s\"", k)
 		}
 	}
 	tv, ok := body["target"]
 	if !ok || tv == nil {
-		s.writeError(c, badRequest("Missing argument: \"target\""))
-		return
+		return badRequest("Missing argument: \"target\"")
 	}
 	verb, ok := tv.(string)
 	if !ok {
-		s.writeError(c, badRequest("Invalid target: %s is not a string", pyRepr(tv)))
-		return
+		return badRequest("Invalid target: %s is not a string", pyRepr(tv))
 	}
 	if since, ok := verbSince[verb]; ok && ver(c) < since {
-		s.writeError(c, notAcceptable())
-		return
+		return notAcceptable()
 	}
 	configDrive, err := configDriveArg(c, body, verb)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	cleanSteps, err := stepsArg(body, "clean_steps")
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if verb == "clean" && cleanSteps == nil {
-		s.writeError(c, badRequest("\"clean_steps\" is required when setting target provision state to clean"))
-		return
+		return badRequest("\"clean_steps\" is required when setting target provision state to clean")
 	}
 	if cleanSteps != nil && verb != "clean" {
-		s.writeError(c, badRequest("\"clean_steps\" is only valid when setting target provision state to clean or service"))
-		return
+		return badRequest("\"clean_steps\" is only valid when setting target provision state to clean or service")
 	}
 	deploySteps, err := stepsArg(body, "deploy_steps")
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if deploySteps != nil {
 		if ver(c) < v69DeploySteps {
-			s.writeError(c, notAcceptable())
-			return
+			return notAcceptable()
 		}
 		if verb != "active" && verb != "deploy" && verb != "rebuild" {
-			s.writeError(c, badRequest("\"deploy_steps\" is only valid when setting target provision state to active or rebuild"))
-			return
+			return badRequest("\"deploy_steps\" is only valid when setting target provision state to active or rebuild")
 		}
 	}
 	disableRamdisk := false
 	if v, ok := body["disable_ramdisk"]; ok && v != nil {
 		if ver(c) < v70DisableRamdisk {
-			s.writeError(c, notAcceptable())
-			return
+			return notAcceptable()
 		}
 		if disableRamdisk, err = boolValue(v); err != nil {
-			s.writeError(c, badRequest("Invalid disable_ramdisk: %s", err.Error()))
-			return
+			return badRequest("Invalid disable_ramdisk: %s", err.Error())
 		}
 		if disableRamdisk && verb != "clean" {
-			s.writeError(c, badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service"))
-			return
+			return badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service")
 		}
 	}
 
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	t, ok := workflows.Accept(n.ProvisionState, verb)
 	if !ok {
 		// Ironic takes the node lock before it checks the state: a verb
 		// that races a running operation is told the node is locked.
 		if running, rerr := s.eng.Running(c.Request.Context(), n.UUID); rerr == nil && running && verb != "abort" {
-			s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
-			return
+			return nodeLocked(n.UUID, lockHolder(n))
 		}
-		s.writeError(c, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState)))
-		return
+		return badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
 	}
 	if n.Protected && slices.Contains([]string{"deleted", "undeploy", "rebuild"}, verb) {
-		s.writeError(c, errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID))
-		return
+		return errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
 	}
 	location := s.baseURL(c) + "/v1/nodes/" + n.UUID + "/states"
 	ctx := c.Request.Context()
@@ -200,16 +181,14 @@ func (s *server) provision(c *gin.Context) {
 	if t.Operation == "abort" {
 		err := s.eng.Signal(ctx, n.UUID, workflows.SignalAbort, nil)
 		if errors.Is(err, ErrNoWorkflow) {
-			s.writeError(c, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState)))
-			return
+			return badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
 		}
 		if err != nil {
-			s.writeError(c, fmt.Errorf("signal abort to node %s: %w", n.UUID, err))
-			return
+			return fmt.Errorf("signal abort to node %s: %w", n.UUID, err)
 		}
 		s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning", fmt.Sprintf("Abort requested in state \"%s\"", n.ProvisionState))
 		writeEmpty(c, http.StatusAccepted, location)
-		return
+		return nil
 	}
 
 	// A failed step's workflow waits for retry, skip-step or abort and holds
@@ -217,8 +196,7 @@ func (s *server) provision(c *gin.Context) {
 	// manage) is the operator's answer: abort the waiting workflow first.
 	if workflows.IsFailureState(n.ProvisionState) {
 		if err := s.abortWaiting(ctx, n.UUID); err != nil {
-			s.writeError(c, err)
-			return
+			return err
 		}
 	}
 	req := workflows.ProvisionRequest{
@@ -240,16 +218,13 @@ func (s *server) provision(c *gin.Context) {
 		}
 	}
 	if errors.Is(err, ErrNodeLocked) {
-		s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
-		return
+		return nodeLocked(n.UUID, lockHolder(n))
 	}
 	if errors.Is(err, ErrNotImplemented) {
-		s.writeError(c, badRequest("The requested action \"%s\" is not supported by ironflow yet.", verb))
-		return
+		return badRequest("The requested action \"%s\" is not supported by ironflow yet.", verb)
 	}
 	if err != nil {
-		s.writeError(c, fmt.Errorf("start %s workflow for node %s: %w", t.Operation, n.UUID, err))
-		return
+		return fmt.Errorf("start %s workflow for node %s: %w", t.Operation, n.UUID, err)
 	}
 	var target *string
 	if t.Target != "" {
@@ -269,13 +244,12 @@ func (s *server) provision(c *gin.Context) {
 		s.log.Debug("workflow moved the node before the API recorded the transition", "node", n.UUID, "verb", verb)
 		s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning", event)
 	case errors.Is(err, store.ErrNotFound):
-		s.writeError(c, nodeNotFound(n.UUID))
-		return
+		return nodeNotFound(n.UUID)
 	case err != nil:
-		s.writeError(c, fmt.Errorf("record provision state of node %s: %w", n.UUID, err))
-		return
+		return fmt.Errorf("record provision state of node %s: %w", n.UUID, err)
 	}
 	writeEmpty(c, http.StatusAccepted, location)
+	return nil
 }
 
 // Power targets, Ironic's names.
@@ -285,54 +259,46 @@ var powerTargets = map[string]int{
 }
 
 // power answers PUT /v1/nodes/{id}/states/power.
-func (s *server) power(c *gin.Context) {
+func (s *server) power(c *gin.Context) error {
 	body, err := decodeObject(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	for k := range body {
 		if k != "target" && k != "timeout" {
-			s.writeError(c, badRequest("Unknown argument: \"%s\"", k))
-			return
+			return badRequest("Unknown argument: \"%s\"", k)
 		}
 	}
 	target, ok := body["target"].(string)
 	if !ok {
-		s.writeError(c, badRequest("Missing argument: \"target\""))
-		return
+		return badRequest("Missing argument: \"target\"")
 	}
 	timeout := 0
 	if tv, ok := body["timeout"]; ok && tv != nil {
 		if ver(c) < v27SoftPower {
-			s.writeError(c, notAcceptable())
-			return
+			return notAcceptable()
 		}
 		num, ok := tv.(json.Number)
 		i, err := num.Int64()
 		if !ok || err != nil || i <= 0 || i > 1<<31 {
-			s.writeError(c, badRequest("Invalid timeout value %s. The timeout must be a positive integer.", pyRepr(tv)))
-			return
+			return badRequest("Invalid timeout value %s. The timeout must be a positive integer.", pyRepr(tv))
 		}
 		timeout = int(i)
 	}
 	since, known := powerTargets[target]
 	if known && ver(c) < since {
-		s.writeError(c, notAcceptable())
-		return
+		return notAcceptable()
 	}
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if !known {
 		state := "None"
 		if n.PowerState != nil {
 			state = *n.PowerState
 		}
-		s.writeError(c, badRequest("%s", workflows.NotAllowed(target, n.UUID, state)))
-		return
+		return badRequest("%s", workflows.NotAllowed(target, n.UUID, state))
 	}
 	final := "power on"
 	if target == "power off" || target == "soft power off" {
@@ -347,8 +313,7 @@ func (s *server) power(c *gin.Context) {
 		cur.TargetPowerState = &final
 		return nil
 	}); err != nil {
-		s.writeError(c, nodeWriteError(err, n))
-		return
+		return nodeWriteError(err, n)
 	}
 	err = s.eng.StartPower(ctx, workflows.PowerRequest{
 		NodeUUID: n.UUID, Target: target, TimeoutSeconds: timeout, ConductorGroup: n.ConductorGroup,
@@ -356,14 +321,13 @@ func (s *server) power(c *gin.Context) {
 	if err != nil {
 		s.restorePowerTarget(c, n.UUID, final, previous)
 		if errors.Is(err, ErrNodeLocked) {
-			s.writeError(c, nodeLocked(n.UUID, lockHolder(n)))
-			return
+			return nodeLocked(n.UUID, lockHolder(n))
 		}
-		s.writeError(c, fmt.Errorf("start power workflow for node %s: %w", n.UUID, err))
-		return
+		return fmt.Errorf("start power workflow for node %s: %w", n.UUID, err)
 	}
 	s.addHistory(c, n.UUID, store.SeverityInfo, "power", fmt.Sprintf("Power action \"%s\" accepted", target))
 	writeEmpty(c, http.StatusAccepted, s.baseURL(c)+"/v1/nodes/"+n.UUID+"/states")
+	return nil
 }
 
 // restorePowerTarget undoes the target this request recorded, unless
