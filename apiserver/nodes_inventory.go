@@ -1,0 +1,30 @@
+package apiserver
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+func (s *server) inventory(c *gin.Context) error {
+	if ver(c) < v81Inventory {
+		return resourceNotFound()
+	}
+	n, err := s.loadNode(c, c.Param("node"))
+	if err != nil {
+		return err
+	}
+	inv, err := s.store.GetInventory(c.Request.Context(), n.UUID)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(http.StatusNotFound, "Node inventory for node %s could not be found.", n.UUID)
+	}
+	if err != nil {
+		return fmt.Errorf("get inventory of node %s: %w", n.UUID, err)
+	}
+	writeJSON(c, http.StatusOK, map[string]any{"inventory": mapOrEmpty(inv.Inventory), "plugin_data": mapOrEmpty(inv.PluginData)})
+	return nil
+}
