@@ -125,6 +125,17 @@ func (s *server) handle(h handler) gin.HandlerFunc {
 	}
 }
 
+// introducedIn hides h below the version that introduced its endpoint, as
+// Ironic answers such a request: 404.
+func introducedIn(minor int, h handler) handler {
+	return func(c *gin.Context) error {
+		if ver(c) < minor {
+			return resourceNotFound()
+		}
+		return h(c)
+	}
+}
+
 // writeError answers err: an *apiError anywhere in its chain (errors.As, so
 // that fmt.Errorf("...: %w", apiErr) keeps its status and message) as
 // itself, anything else as a 500 that says nothing about the cause (it is

@@ -235,6 +235,22 @@ func isEmptyValue(v any) bool {
 	return false
 }
 
+// readPatch reads a PATCH body and refuses what may not be patched.
+func (r *resource[T, F]) readPatch(c *gin.Context) ([]patchOp, error) {
+	body, err := readBody(c)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := decodePatch(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkPatch(ops, ver(c)); err != nil {
+		return nil, err
+	}
+	return ops, nil
+}
+
 // checkPatch refuses what a PATCH may not touch: internal, unknown and
 // mandatory fields (patchRules), and fields above the request's version.
 func (r *resource[T, F]) checkPatch(ops []patchOp, minor int) error {

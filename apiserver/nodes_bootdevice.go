@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -16,11 +17,7 @@ import (
 // round trip (the API never talks to a BMC).
 const bootDeviceKey = "last_boot_device"
 
-func (s *server) getBootDevice(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) getBootDevice(c *gin.Context, n *store.Node) error {
 	out := map[string]any{"boot_device": nil, "persistent": nil}
 	if m, ok := n.DriverInternalInfo[bootDeviceKey].(map[string]any); ok {
 		out["boot_device"] = m["boot_device"]
@@ -30,11 +27,7 @@ func (s *server) getBootDevice(c *gin.Context) error {
 	return nil
 }
 
-func (s *server) supportedBootDevices(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) supportedBootDevices(c *gin.Context, n *store.Node) error {
 	devices := []string{}
 	if ht, ok := hardwareTypes[n.Driver]; ok {
 		devices = ht.bootDevices
@@ -43,11 +36,7 @@ func (s *server) supportedBootDevices(c *gin.Context) error {
 	return nil
 }
 
-func (s *server) setBootDevice(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) setBootDevice(c *gin.Context, n *store.Node) error {
 	body, err := decodeObject(c)
 	if err != nil {
 		return err

@@ -37,6 +37,20 @@ func (s *server) loadNode(c *gin.Context, ident string) (*store.Node, error) {
 	return n, nil
 }
 
+// nodeHandler is an endpoint under /v1/nodes/{node}; onNode finds the node
+// first.
+type nodeHandler func(c *gin.Context, n *store.Node) error
+
+func (s *server) onNode(h nodeHandler) handler {
+	return func(c *gin.Context) error {
+		n, err := s.loadNode(c, c.Param("node"))
+		if err != nil {
+			return err
+		}
+		return h(c, n)
+	}
+}
+
 func nodeLocked(uuid, holder string) *apiError {
 	return errorf(http.StatusConflict, "Node %s is locked by host %s, please retry after the current operation is completed.", uuid, holder)
 }
@@ -134,20 +148,9 @@ func nodeWriteError(err error, n *store.Node) error {
 	return fmt.Errorf("write node %s: %w", n.UUID, err)
 }
 
-func (s *server) patchNode(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
+func (s *server) patchNode(c *gin.Context, n *store.Node) error {
+	ops, err := nodeResource.readPatch(c)
 	if err != nil {
-		return err
-	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	ops, err := decodePatch(body)
-	if err != nil {
-		return err
-	}
-	if err := nodeResource.checkPatch(ops, ver(c)); err != nil {
 		return err
 	}
 	touched := map[string]bool{}
@@ -177,11 +180,7 @@ func (s *server) patchNode(c *gin.Context) error {
 	return nil
 }
 
-func (s *server) deleteNode(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) deleteNode(c *gin.Context, n *store.Node) error {
 	if n.Protected {
 		return errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
 	}

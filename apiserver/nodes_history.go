@@ -33,17 +33,11 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-func (s *server) listHistory(c *gin.Context) error {
-	if ver(c) < v78History {
-		return resourceNotFound()
-	}
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) listHistory(c *gin.Context, n *store.Node) error {
 	// `baremetal node history list --long` asks for /history/detail.
 	detail := c.Param("event") == "detail"
 	if v := c.Query("detail"); v != "" {
+		var err error
 		if detail, err = parseBool("detail", v); err != nil {
 			return err
 		}
@@ -60,17 +54,10 @@ func (s *server) listHistory(c *gin.Context) error {
 	return nil
 }
 
-func (s *server) showHistory(c *gin.Context) error {
-	if ver(c) < v78History {
-		return resourceNotFound()
-	}
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) showHistory(c *gin.Context, n *store.Node) error {
 	ev := c.Param("event")
 	if ev == "detail" {
-		return s.listHistory(c)
+		return s.listHistory(c, n)
 	}
 	if !isUUID(ev) {
 		return badRequest("Expected a UUID but received %s.", ev)

@@ -10,14 +10,7 @@ import (
 	"github.com/ironflow/ironflow/store"
 )
 
-func (s *server) inventory(c *gin.Context) error {
-	if ver(c) < v81Inventory {
-		return resourceNotFound()
-	}
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) inventory(c *gin.Context, n *store.Node) error {
 	inv, err := s.store.GetInventory(c.Request.Context(), n.UUID)
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, "Node inventory for node %s could not be found.", n.UUID)

@@ -8,11 +8,7 @@ import (
 	"github.com/ironflow/ironflow/store"
 )
 
-func (s *server) setMaintenance(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) setMaintenance(c *gin.Context, n *store.Node) error {
 	body, err := decodeObject(c)
 	if err != nil {
 		return err
@@ -47,12 +43,8 @@ func reasonSuffix(r *string) string {
 	return ": " + *r
 }
 
-func (s *server) unsetMaintenance(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
-	_, err = s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
+func (s *server) unsetMaintenance(c *gin.Context, n *store.Node) error {
+	_, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
 		cur.Maintenance = false
 		cur.MaintenanceReason = nil
 		cur.Fault = nil

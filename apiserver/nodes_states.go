@@ -13,11 +13,7 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-func (s *server) states(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) states(c *gin.Context, n *store.Node) error {
 	st := map[string]any{
 		"console_enabled":        n.ConsoleEnabled,
 		"last_error":             strOrNil(n.LastError),

@@ -4,13 +4,11 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
 )
 
-func (s *server) validate(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) validate(c *gin.Context, n *store.Node) error {
 	writeJSON(c, http.StatusOK, validateNode(n))
 	return nil
 }

@@ -25,6 +25,20 @@ func (s *server) loadPort(c *gin.Context) (*store.Port, error) {
 	return p, nil
 }
 
+// portHandler is an endpoint under /v1/ports/{port}; onPort finds the
+// port first.
+type portHandler func(c *gin.Context, p *store.Port) error
+
+func (s *server) onPort(h portHandler) handler {
+	return func(c *gin.Context) error {
+		p, err := s.loadPort(c)
+		if err != nil {
+			return err
+		}
+		return h(c, p)
+	}
+}
+
 func (s *server) writeOnePort(c *gin.Context, status int, p *store.Port, fields []string) {
 	portResource.writeOne(c, s.baseURL(c), status, p, fields)
 }
@@ -73,20 +87,9 @@ func (s *server) createPort(c *gin.Context) error {
 	return nil
 }
 
-func (s *server) patchPort(c *gin.Context) error {
-	p, err := s.loadPort(c)
+func (s *server) patchPort(c *gin.Context, p *store.Port) error {
+	ops, err := portResource.readPatch(c)
 	if err != nil {
-		return err
-	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	ops, err := decodePatch(body)
-	if err != nil {
-		return err
-	}
-	if err := portResource.checkPatch(ops, ver(c)); err != nil {
 		return err
 	}
 	var attempted store.Port
@@ -106,11 +109,7 @@ func (s *server) patchPort(c *gin.Context) error {
 	return nil
 }
 
-func (s *server) deletePort(c *gin.Context) error {
-	p, err := s.loadPort(c)
-	if err != nil {
-		return err
-	}
+func (s *server) deletePort(c *gin.Context, p *store.Port) error {
 	if err := s.store.DeletePort(c.Request.Context(), p.UUID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return errorf(http.StatusNotFound, "Port %s could not be found.", p.UUID)

@@ -14,19 +14,11 @@ func (s *server) listPortsDetail(c *gin.Context) error {
 	return s.writePortList(c, "ports/detail", true, "")
 }
 
-func (s *server) listNodePorts(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) listNodePorts(c *gin.Context, n *store.Node) error {
 	return s.writePortList(c, "nodes/"+n.UUID+"/ports", false, n.UUID)
 }
 
-func (s *server) listNodePortsDetail(c *gin.Context) error {
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
-	}
+func (s *server) listNodePortsDetail(c *gin.Context, n *store.Node) error {
 	return s.writePortList(c, "nodes/"+n.UUID+"/ports/detail", true, n.UUID)
 }
 

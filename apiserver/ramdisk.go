@@ -55,9 +55,6 @@ var errTokenIssued = errors.New("agent token already issued")
 // lookup answers GET /v1/lookup: the agent finds its node by MAC or UUID
 // and, at ≥1.62, gets its one-time token.
 func (s *server) lookup(c *gin.Context) error {
-	if ver(c) < v22Ramdisk {
-		return resourceNotFound()
-	}
 	var macs []string
 	for _, a := range strings.Split(c.Query("addresses"), ",") {
 		if a = strings.TrimSpace(a); a == "" {
@@ -200,9 +197,6 @@ func parseHeartbeat(body map[string]any) (heartbeatBody, error) {
 // what the agent said in driver_internal_info, and signal the node's
 // workflow.
 func (s *server) heartbeat(c *gin.Context) error {
-	if ver(c) < v22Ramdisk {
-		return resourceNotFound()
-	}
 	body, err := decodeObject(c)
 	if err != nil {
 		return err
@@ -319,9 +313,6 @@ func (s *server) heartbeat(c *gin.Context) error {
 // workflow gets a heartbeat with agent_status "end" (the inspection step
 // is done).
 func (s *server) continueInspection(c *gin.Context) error {
-	if ver(c) < v22Ramdisk {
-		return resourceNotFound()
-	}
 	body, err := decodeObject(c)
 	if err != nil {
 		return err
