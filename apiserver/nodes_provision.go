@@ -98,87 +98,141 @@ func configDriveArg(c *gin.Context, body map[string]any, verb string) (json.RawM
 	return raw, nil
 }
 
-// provision answers PUT /v1/nodes/{id}/states/provision.
+// provision answers PUT /v1/nodes/{id}/states/provision in three steps:
+// parse the body (no node needed), decide what the verb does in the node's
+// state (decideProvision, a pure function), act (signal or start the
+// workflow and record the transition).
 func (s *server) provision(c *gin.Context) error {
-	body, err := decodeObject(c)
+	req, err := parseProvision(c)
 	if err != nil {
 		return err
 	}
-	for k := range body {
-		if !provisionArgs[k] {
-			return badRequest("Unknown argument: \"%s\"", k)
-		}
-	}
-	tv, ok := body["target"]
-	if !ok || tv == nil {
-		return badRequest("Missing argument: \"target\"")
-	}
-	verb, ok := tv.(string)
-	if !ok {
-		return badRequest("Invalid target: %s is not a string", pyRepr(tv))
-	}
-	if since, ok := verbSince[verb]; ok && ver(c) < since {
-		return notAcceptable()
-	}
-	configDrive, err := configDriveArg(c, body, verb)
-	if err != nil {
-		return err
-	}
-	cleanSteps, err := stepsArg(body, "clean_steps")
-	if err != nil {
-		return err
-	}
-	if verb == "clean" && cleanSteps == nil {
-		return badRequest("\"clean_steps\" is required when setting target provision state to clean")
-	}
-	if cleanSteps != nil && verb != "clean" {
-		return badRequest("\"clean_steps\" is only valid when setting target provision state to clean or service")
-	}
-	deploySteps, err := stepsArg(body, "deploy_steps")
-	if err != nil {
-		return err
-	}
-	if deploySteps != nil {
-		if ver(c) < v69DeploySteps {
-			return notAcceptable()
-		}
-		if verb != "active" && verb != "deploy" && verb != "rebuild" {
-			return badRequest("\"deploy_steps\" is only valid when setting target provision state to active or rebuild")
-		}
-	}
-	disableRamdisk := false
-	if v, ok := body["disable_ramdisk"]; ok && v != nil {
-		if ver(c) < v70DisableRamdisk {
-			return notAcceptable()
-		}
-		if disableRamdisk, err = boolValue(v); err != nil {
-			return badRequest("Invalid disable_ramdisk: %s", err.Error())
-		}
-		if disableRamdisk && verb != "clean" {
-			return badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service")
-		}
-	}
-
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
 		return err
 	}
+	plan, err := decideProvision(n, req.verb, func() bool {
+		running, err := s.eng.Running(c.Request.Context(), n.UUID)
+		return err == nil && running
+	})
+	if err != nil {
+		return err
+	}
+	return s.actProvision(c, n, req, plan)
+}
+
+// provisionBody is a parsed PUT .../states/provision body.
+type provisionBody struct {
+	verb           string
+	configDrive    json.RawMessage
+	cleanSteps     json.RawMessage
+	deploySteps    json.RawMessage
+	disableRamdisk bool
+}
+
+// parseProvision reads and checks the body with Ironic's messages and
+// version gates, in Ironic's order.
+func parseProvision(c *gin.Context) (provisionBody, error) {
+	var req provisionBody
+	body, err := decodeObject(c)
+	if err != nil {
+		return req, err
+	}
+	for k := range body {
+		if !provisionArgs[k] {
+			return req, badRequest("Unknown argument: \"%s\"", k)
+		}
+	}
+	tv, ok := body["target"]
+	if !ok || tv == nil {
+		return req, badRequest("Missing argument: \"target\"")
+	}
+	verb, ok := tv.(string)
+	if !ok {
+		return req, badRequest("Invalid target: %s is not a string", pyRepr(tv))
+	}
+	req.verb = verb
+	if since, ok := verbSince[verb]; ok && ver(c) < since {
+		return req, notAcceptable()
+	}
+	if req.configDrive, err = configDriveArg(c, body, verb); err != nil {
+		return req, err
+	}
+	if req.cleanSteps, err = stepsArg(body, "clean_steps"); err != nil {
+		return req, err
+	}
+	if verb == "clean" && req.cleanSteps == nil {
+		return req, badRequest("\"clean_steps\" is required when setting target provision state to clean")
+	}
+	if req.cleanSteps != nil && verb != "clean" {
+		return req, badRequest("\"clean_steps\" is only valid when setting target provision state to clean or service")
+	}
+	if req.deploySteps, err = stepsArg(body, "deploy_steps"); err != nil {
+		return req, err
+	}
+	if req.deploySteps != nil {
+		if ver(c) < v69DeploySteps {
+			return req, notAcceptable()
+		}
+		if verb != "active" && verb != "deploy" && verb != "rebuild" {
+			return req, badRequest("\"deploy_steps\" is only valid when setting target provision state to active or rebuild")
+		}
+	}
+	if v, ok := body["disable_ramdisk"]; ok && v != nil {
+		if ver(c) < v70DisableRamdisk {
+			return req, notAcceptable()
+		}
+		if req.disableRamdisk, err = boolValue(v); err != nil {
+			return req, badRequest("Invalid disable_ramdisk: %s", err.Error())
+		}
+		if req.disableRamdisk && verb != "clean" {
+			return req, badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service")
+		}
+	}
+	return req, nil
+}
+
+// provisionPlan is what an accepted verb does.
+type provisionPlan struct {
+	transition workflows.Transition
+	// abort: signal the running workflow to abort; nothing is started.
+	abort bool
+	// endWaitingFirst: the node is in a failure state, whose workflow may
+	// wait for retry, skip-step or abort and hold the node. A new verb
+	// (undeploy, rebuild, manage) is the operator's answer: that workflow
+	// is aborted before the verb's starts.
+	endWaitingFirst bool
+}
+
+// decideProvision decides what verb does to n: the plan, or Ironic's
+// refusal. held reports whether a workflow holds the node; it is asked
+// only when the state refuses the verb, since Ironic takes the node lock
+// before it checks the state: a verb that races a running operation is
+// told the node is locked.
+func decideProvision(n *store.Node, verb string, held func() bool) (provisionPlan, error) {
 	t, ok := workflows.Accept(n.ProvisionState, verb)
 	if !ok {
-		// Ironic takes the node lock before it checks the state: a verb
-		// that races a running operation is told the node is locked.
-		if running, rerr := s.eng.Running(c.Request.Context(), n.UUID); rerr == nil && running && verb != "abort" {
-			return nodeLocked(n.UUID, lockHolder(n))
+		if verb != "abort" && held() {
+			return provisionPlan{}, nodeLocked(n.UUID, lockHolder(n))
 		}
-		return badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
+		return provisionPlan{}, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
 	}
 	if n.Protected && slices.Contains([]string{"deleted", "undeploy", "rebuild"}, verb) {
-		return errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
+		return provisionPlan{}, errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
 	}
+	if t.Operation == "abort" {
+		return provisionPlan{transition: t, abort: true}, nil
+	}
+	return provisionPlan{transition: t, endWaitingFirst: workflows.IsFailureState(n.ProvisionState)}, nil
+}
+
+// actProvision carries the plan out and answers 202.
+func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, plan provisionPlan) error {
 	location := s.baseURL(c) + "/v1/nodes/" + n.UUID + "/states"
 	ctx := c.Request.Context()
+	verb, t := req.verb, plan.transition
 
-	if t.Operation == "abort" {
+	if plan.abort {
 		err := s.eng.Signal(ctx, n.UUID, workflows.SignalAbort, nil)
 		if errors.Is(err, ErrNoWorkflow) {
 			return badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
@@ -190,33 +244,17 @@ func (s *server) provision(c *gin.Context) error {
 		writeEmpty(c, http.StatusAccepted, location)
 		return nil
 	}
-
-	// A failed step's workflow waits for retry, skip-step or abort and holds
-	// the node. A new verb from the failure state (undeploy, rebuild,
-	// manage) is the operator's answer: abort the waiting workflow first.
-	if workflows.IsFailureState(n.ProvisionState) {
+	if plan.endWaitingFirst {
 		if err := s.abortWaiting(ctx, n.UUID); err != nil {
 			return err
 		}
 	}
-	req := workflows.ProvisionRequest{
+	err := s.startProvision(ctx, workflows.ProvisionRequest{
 		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
-		ConfigDrive: configDrive, DeploySteps: deploySteps, CleanSteps: cleanSteps,
-		DisableRamdisk: disableRamdisk, ConductorGroup: n.ConductorGroup,
+		ConfigDrive: req.configDrive, DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps,
+		DisableRamdisk: req.disableRamdisk, ConductorGroup: n.ConductorGroup,
 		RequestedAt: time.Now().UTC(),
-	}
-	// As Ironic's node_locked_retry_attempts: a workflow that has just
-	// recorded the node's stable state may still be finishing.
-	for attempt := 1; ; attempt++ {
-		err = s.eng.StartProvision(ctx, req)
-		if !errors.Is(err, ErrNodeLocked) || attempt >= nodeLockedRetryAttempts {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(nodeLockedRetryInterval):
-		}
-	}
+	})
 	if errors.Is(err, ErrNodeLocked) {
 		return nodeLocked(n.UUID, lockHolder(n))
 	}
@@ -250,6 +288,23 @@ func (s *server) provision(c *gin.Context) error {
 	}
 	writeEmpty(c, http.StatusAccepted, location)
 	return nil
+}
+
+// startProvision starts the verb's workflow. As Ironic's
+// node_locked_retry_attempts, a start refused because the node is locked
+// is retried: a workflow that has just recorded the node's stable state
+// may still be finishing.
+func (s *server) startProvision(ctx context.Context, req workflows.ProvisionRequest) error {
+	for attempt := 1; ; attempt++ {
+		err := s.eng.StartProvision(ctx, req)
+		if !errors.Is(err, ErrNodeLocked) || attempt >= nodeLockedRetryAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(nodeLockedRetryInterval):
+		}
+	}
 }
 
 // abortWaitTimeout bounds how long a verb waits for a failed workflow to
