@@ -125,6 +125,18 @@ func (s *server) handle(h handler) gin.HandlerFunc {
 	}
 }
 
+// loaded adapts an endpoint of one object (a node, a port) to a handler:
+// load finds the object the path names or returns the error to answer.
+func loaded[T any](load func(c *gin.Context) (*T, error), h func(c *gin.Context, obj *T) error) handler {
+	return func(c *gin.Context) error {
+		obj, err := load(c)
+		if err != nil {
+			return err
+		}
+		return h(c, obj)
+	}
+}
+
 // introducedIn hides h below the version that introduced its endpoint, as
 // Ironic answers such a request: 404.
 func introducedIn(minor int, h handler) handler {

@@ -37,18 +37,9 @@ func (s *server) loadNode(c *gin.Context, ident string) (*store.Node, error) {
 	return n, nil
 }
 
-// nodeHandler is an endpoint under /v1/nodes/{node}; onNode finds the node
-// first.
-type nodeHandler func(c *gin.Context, n *store.Node) error
-
-func (s *server) onNode(h nodeHandler) handler {
-	return func(c *gin.Context) error {
-		n, err := s.loadNode(c, c.Param("node"))
-		if err != nil {
-			return err
-		}
-		return h(c, n)
-	}
+// onNode runs h on the node /v1/nodes/{node} names.
+func (s *server) onNode(h func(c *gin.Context, n *store.Node) error) handler {
+	return loaded(func(c *gin.Context) (*store.Node, error) { return s.loadNode(c, c.Param("node")) }, h)
 }
 
 func nodeLocked(uuid, holder string) *apiError {

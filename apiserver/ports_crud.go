@@ -25,18 +25,9 @@ func (s *server) loadPort(c *gin.Context) (*store.Port, error) {
 	return p, nil
 }
 
-// portHandler is an endpoint under /v1/ports/{port}; onPort finds the
-// port first.
-type portHandler func(c *gin.Context, p *store.Port) error
-
-func (s *server) onPort(h portHandler) handler {
-	return func(c *gin.Context) error {
-		p, err := s.loadPort(c)
-		if err != nil {
-			return err
-		}
-		return h(c, p)
-	}
+// onPort runs h on the port /v1/ports/{port} names.
+func (s *server) onPort(h func(c *gin.Context, p *store.Port) error) handler {
+	return loaded(s.loadPort, h)
 }
 
 func (s *server) writeOnePort(c *gin.Context, status int, p *store.Port, fields []string) {
