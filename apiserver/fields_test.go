@@ -21,30 +21,49 @@ import (
 // and is refused below its own version.
 func TestEveryNodeFieldRoundTrips(t *testing.T) {
 	e := newEnv(t)
-	maxV := "1." + strconv.Itoa(MaxVersionMinor)
-	at := func(minor int) string { return "1." + strconv.Itoa(minor) }
-	created := e.do("POST", "/v1/nodes", maxV, map[string]any{
+	created := e.do("POST", "/v1/nodes", maxVersion(), map[string]any{
 		"driver": "fake-hardware", "name": "round-trip", "owner": "o1", "lessee": "l1",
 		"resource_class": "rc1", "instance_uuid": "9f3e1a52-5b1c-4c1e-9d7e-2a6f8d1b0c44",
 	})
 	if created.status != http.StatusCreated {
 		t.Fatalf("create: %d %s", created.status, created.body)
 	}
-	uuid := created.json(t)["uuid"].(string)
+	roundTrip(t, e, nodeResource, "nodes", created.json(t)["uuid"].(string))
+}
+
+// TestEveryPortFieldRoundTrips is the same walk over the port table.
+func TestEveryPortFieldRoundTrips(t *testing.T) {
+	e := newEnv(t)
+	node := e.createNode(map[string]any{"driver": "fake-hardware"})
+	created := e.do("POST", "/v1/ports", maxVersion(), map[string]any{
+		"address": "52:54:00:aa:bb:01", "node_uuid": node["uuid"],
+		"physical_network": "physnet1",
+	})
+	if created.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", created.status, created.body)
+	}
+	roundTrip(t, e, portResource, "ports", created.json(t)["uuid"].(string))
+}
+
+func maxVersion() string { return "1." + strconv.Itoa(MaxVersionMinor) }
+
+func roundTrip[T, F any](t *testing.T, e *env, r *resource[T, F], collection, uuid string) {
+	maxV := maxVersion()
+	at := func(minor int) string { return "1." + strconv.Itoa(minor) }
 	show := func(version string) map[string]any {
 		t.Helper()
-		r := e.do("GET", "/v1/nodes/"+uuid, version, nil)
-		if r.status != http.StatusOK {
-			t.Fatalf("show at %s: %d %s", version, r.status, r.body)
+		res := e.do("GET", "/v1/"+collection+"/"+uuid, version, nil)
+		if res.status != http.StatusOK {
+			t.Fatalf("show at %s: %d %s", version, res.status, res.body)
 		}
-		return r.json(t)
+		return res.json(t)
 	}
 	patch := func(version string, ops ...map[string]any) resp {
 		t.Helper()
-		return e.do("PATCH", "/v1/nodes/"+uuid, version, ops)
+		return e.do("PATCH", "/v1/"+collection+"/"+uuid, version, ops)
 	}
 
-	for _, f := range nodeResource.fields {
+	for _, f := range r.fields {
 		t.Run(f.name, func(t *testing.T) {
 			if _, ok := show(at(f.since))[f.name]; !ok {
 				t.Errorf("hidden at 1.%d, its version", f.since)
@@ -60,10 +79,10 @@ func TestEveryNodeFieldRoundTrips(t *testing.T) {
 
 			path := "/" + f.name
 			if f.access != writable {
-				r := patch(maxV, map[string]any{"op": "replace", "path": path, "value": "x"})
+				res := patch(maxV, map[string]any{"op": "replace", "path": path, "value": "x"})
 				want := fmt.Sprintf("'%s' is an internal attribute and can not be updated", path)
-				if r.status != http.StatusBadRequest || r.faultstring(t) != want {
-					t.Errorf("PATCH of a read-only field: %d %s, want 400 %q", r.status, r.body, want)
+				if res.status != http.StatusBadRequest || res.faultstring(t) != want {
+					t.Errorf("PATCH of a read-only field: %d %s, want 400 %q", res.status, res.body, want)
 				}
 				return
 			}
@@ -71,11 +90,11 @@ func TestEveryNodeFieldRoundTrips(t *testing.T) {
 			current := show(maxV)[f.name]
 			changed := false
 			for _, v := range patchCandidates(f.name, current) {
-				r := patch(maxV, map[string]any{"op": "replace", "path": path, "value": v})
-				if r.status != http.StatusOK {
+				res := patch(maxV, map[string]any{"op": "replace", "path": path, "value": v})
+				if res.status != http.StatusOK {
 					continue
 				}
-				if got := r.json(t)[f.name]; !sameJSON(got, v) {
+				if got := res.json(t)[f.name]; !sameJSON(got, v) {
 					t.Errorf("PATCH to %v answered %v", v, got)
 				}
 				if got := show(maxV)[f.name]; !sameJSON(got, v) {
@@ -88,50 +107,50 @@ func TestEveryNodeFieldRoundTrips(t *testing.T) {
 				t.Errorf("no value could be PATCHed (current %v)", current)
 			}
 			if f.since > MinVersionMinor {
-				r := patch(at(f.since-1), map[string]any{"op": "replace", "path": path, "value": show(maxV)[f.name]})
-				if r.status != http.StatusNotAcceptable {
-					t.Errorf("PATCH at 1.%d, below its version: %d %s, want 406", f.since-1, r.status, r.body)
+				res := patch(at(f.since-1), map[string]any{"op": "replace", "path": path, "value": show(maxV)[f.name]})
+				if res.status != http.StatusNotAcceptable {
+					t.Errorf("PATCH at 1.%d, below its version: %d %s, want 406", f.since-1, res.status, res.body)
 				}
 			}
-			r := patch(maxV, map[string]any{"op": "remove", "path": path})
+			res := patch(maxV, map[string]any{"op": "remove", "path": path})
 			if f.required {
 				want := fmt.Sprintf("'%s' is a mandatory attribute and can not be removed", path)
-				if r.status != http.StatusBadRequest || r.faultstring(t) != want {
-					t.Errorf("remove of a required field: %d %s, want 400 %q", r.status, r.body, want)
+				if res.status != http.StatusBadRequest || res.faultstring(t) != want {
+					t.Errorf("remove of a required field: %d %s, want 400 %q", res.status, res.body, want)
 				}
-			} else if r.status != http.StatusOK {
-				t.Errorf("remove: %d %s, want 200", r.status, r.body)
+			} else if res.status != http.StatusOK {
+				t.Errorf("remove: %d %s, want 200", res.status, res.body)
 			}
 		})
 	}
 
-	// Filters run against the node as the PATCHes above left it.
+	// Filters run against the object as the PATCHes above left it.
 	final := show(maxV)
-	for _, lf := range nodeResource.filters {
+	for _, lf := range r.filters {
 		t.Run("filter "+lf.name, func(t *testing.T) {
 			value, ok := filterValue(final[lf.name])
 			if !ok {
 				value = "rt-unmatched"
 			}
 			list := func(version, v string) resp {
-				return e.do("GET", "/v1/nodes?fields=uuid&"+lf.name+"="+url.QueryEscape(v), version, nil)
+				return e.do("GET", "/v1/"+collection+"?fields=uuid&"+lf.name+"="+url.QueryEscape(v), version, nil)
 			}
-			if f := nodeResource.byName[lf.name]; f != nil {
-				r := list(maxV, value)
+			if r.byName[lf.name] != nil {
+				res := list(maxV, value)
 				if !ok {
 					// A value that matches nothing may be refused by the
 					// filter's validation (provision states, faults), never
 					// fail otherwise.
-					if r.status != http.StatusOK && r.status != http.StatusBadRequest {
-						t.Errorf("filter by %q: %d %s", value, r.status, r.body)
+					if res.status != http.StatusOK && res.status != http.StatusBadRequest {
+						t.Errorf("filter by %q: %d %s", value, res.status, res.body)
 					}
-				} else if r.status != http.StatusOK || !listHas(t, r, uuid) {
-					t.Errorf("filter by the node's own value %q: %d %s, want the node", value, r.status, r.body)
+				} else if res.status != http.StatusOK || !listHas(t, res, collection, uuid) {
+					t.Errorf("filter by the object's own value %q: %d %s, want the object", value, res.status, res.body)
 				}
 			}
 			if lf.since > MinVersionMinor {
-				if r := list(at(lf.since-1), value); r.status != http.StatusNotAcceptable {
-					t.Errorf("filter at 1.%d, below its version: %d %s, want 406", lf.since-1, r.status, r.body)
+				if res := list(at(lf.since-1), value); res.status != http.StatusNotAcceptable {
+					t.Errorf("filter at 1.%d, below its version: %d %s, want 406", lf.since-1, res.status, res.body)
 				}
 			}
 		})
@@ -213,10 +232,10 @@ func filterValue(v any) (string, bool) {
 	return "", false
 }
 
-func listHas(t *testing.T, r resp, uuid string) bool {
+func listHas(t *testing.T, r resp, collection, uuid string) bool {
 	t.Helper()
-	nodes, _ := r.json(t)["nodes"].([]any)
-	for _, n := range nodes {
+	items, _ := r.json(t)[collection].([]any)
+	for _, n := range items {
 		if m, _ := n.(map[string]any); m["uuid"] == uuid {
 			return true
 		}
