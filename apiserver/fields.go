@@ -53,9 +53,9 @@ func (fv fieldValue[T]) setBy(set func(r *T, v any) error) fieldValue[T] {
 type listFilter[F any] struct {
 	since int  // the version that accepts the filter (not the field's)
 	empty bool // an empty value filters too (otherwise it is ignored)
-	// apply validates v and records it in the store filter; shown is what
-	// the "next" link repeats.
-	apply func(f *F, name, v string) (shown string, err error)
+	// apply validates v and records it in the store filter; it returns
+	// the value the "next" link repeats.
+	apply func(f *F, name, v string) (string, error)
 }
 
 // field is one row of a field table: T is the store's resource, F the
@@ -304,11 +304,11 @@ func (r *resource[T, F]) listFilters(c *gin.Context, f *F) (url.Values, error) {
 		if ver(c) < lf.since {
 			return q, notAcceptable()
 		}
-		shown, err := lf.apply(f, lf.name, v)
+		repeat, err := lf.apply(f, lf.name, v)
 		if err != nil {
 			return q, err
 		}
-		q.Set(lf.name, shown)
+		q.Set(lf.name, repeat)
 	}
 	return q, nil
 }
