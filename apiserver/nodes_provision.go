@@ -290,6 +290,12 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	return nil
 }
 
+// Ironic's [conductor]node_locked_retry_attempts and _interval.
+const (
+	nodeLockedRetryAttempts = 3
+	nodeLockedRetryInterval = time.Second
+)
+
 // startProvision starts the verb's workflow. As Ironic's
 // node_locked_retry_attempts, a start refused because the node is locked
 // is retried: a workflow that has just recorded the node's stable state

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -44,37 +43,14 @@ var powerTargets = map[string]int{
 	"soft power off": v27SoftPower, "soft rebooting": v27SoftPower,
 }
 
-// power answers PUT /v1/nodes/{id}/states/power.
+// power answers PUT /v1/nodes/{id}/states/power: parse the body, then
+// record the target and start the power workflow.
 func (s *server) power(c *gin.Context) error {
-	body, err := decodeObject(c)
+	req, err := parsePower(c)
 	if err != nil {
 		return err
 	}
-	for k := range body {
-		if k != "target" && k != "timeout" {
-			return badRequest("Unknown argument: \"%s\"", k)
-		}
-	}
-	target, ok := body["target"].(string)
-	if !ok {
-		return badRequest("Missing argument: \"target\"")
-	}
-	timeout := 0
-	if tv, ok := body["timeout"]; ok && tv != nil {
-		if ver(c) < v27SoftPower {
-			return notAcceptable()
-		}
-		num, ok := tv.(json.Number)
-		i, err := num.Int64()
-		if !ok || err != nil || i <= 0 || i > 1<<31 {
-			return badRequest("Invalid timeout value %s. The timeout must be a positive integer.", pyRepr(tv))
-		}
-		timeout = int(i)
-	}
-	since, known := powerTargets[target]
-	if known && ver(c) < since {
-		return notAcceptable()
-	}
+	target, timeout, known := req.target, req.timeout, req.known
 	n, err := s.loadNode(c, c.Param("node"))
 	if err != nil {
 		return err
@@ -116,6 +92,51 @@ func (s *server) power(c *gin.Context) error {
 	return nil
 }
 
+// powerBody is a parsed PUT .../states/power body.
+type powerBody struct {
+	target  string
+	timeout int  // seconds, 0: the driver's
+	known   bool // target is one of Ironic's power targets
+}
+
+// parsePower reads and checks the body with Ironic's messages and version
+// gates; an unknown target is refused once the node is found (its message
+// names the node's power state).
+func parsePower(c *gin.Context) (powerBody, error) {
+	var req powerBody
+	body, err := decodeObject(c)
+	if err != nil {
+		return req, err
+	}
+	for k := range body {
+		if k != "target" && k != "timeout" {
+			return req, badRequest("Unknown argument: \"%s\"", k)
+		}
+	}
+	target, ok := body["target"].(string)
+	if !ok {
+		return req, badRequest("Missing argument: \"target\"")
+	}
+	req.target = target
+	if tv, ok := body["timeout"]; ok && tv != nil {
+		if ver(c) < v27SoftPower {
+			return req, notAcceptable()
+		}
+		num, ok := tv.(json.Number)
+		i, err := num.Int64()
+		if !ok || err != nil || i <= 0 || i > 1<<31 {
+			return req, badRequest("Invalid timeout value %s. The timeout must be a positive integer.", pyRepr(tv))
+		}
+		req.timeout = int(i)
+	}
+	since, known := powerTargets[target]
+	if known && ver(c) < since {
+		return req, notAcceptable()
+	}
+	req.known = known
+	return req, nil
+}
+
 // restorePowerTarget undoes the target this request recorded, unless
 // someone changed it since.
 func (s *server) restorePowerTarget(c *gin.Context, uuid, ours string, previous *string) {
@@ -129,9 +150,3 @@ func (s *server) restorePowerTarget(c *gin.Context, uuid, ours string, previous 
 		s.log.Warn("clear target power state", "node", uuid, "err", err)
 	}
 }
-
-// Ironic's [conductor]node_locked_retry_attempts and _interval.
-const (
-	nodeLockedRetryAttempts = 3
-	nodeLockedRetryInterval = time.Second
-)
