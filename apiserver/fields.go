@@ -100,6 +100,9 @@ func newResource[T, F any](name string, fields []field[T, F], internalOnly []str
 			panic(fmt.Sprintf("apiserver: %s field %q listed twice", name, f.name))
 		}
 		r.byName[f.name] = f
+		if f.access != readOnly && (f.value.set == nil || f.value.get == nil) {
+			panic(fmt.Sprintf("apiserver: %s field %q can be set but its value kind has no setter", name, f.name))
+		}
 		if f.access == writable {
 			r.patch.allowed[f.name] = true
 		} else {
