@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -110,11 +111,50 @@ func writeU(b *strings.Builder, r rune) {
 	b.WriteString(h)
 }
 
-// writeError answers err: an *apiError as itself, anything else as a 500
-// that says nothing about the cause (it is logged with the request id).
+// handler is an API endpoint: it writes its answer and returns nil, or
+// returns the error to answer with (see handle).
+type handler func(c *gin.Context) error
+
+// handle adapts a handler to gin: a returned error is answered by
+// writeError, the one place that turns an error into Ironic's error body.
+func (s *server) handle(h handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := h(c); err != nil {
+			s.writeError(c, err)
+		}
+	}
+}
+
+// loaded adapts an endpoint of one object (a node, a port) to a handler:
+// load finds the object the path names or returns the error to answer.
+func loaded[T any](load func(c *gin.Context) (*T, error), h func(c *gin.Context, obj *T) error) handler {
+	return func(c *gin.Context) error {
+		obj, err := load(c)
+		if err != nil {
+			return err
+		}
+		return h(c, obj)
+	}
+}
+
+// introducedIn hides h below the version that introduced its endpoint, as
+// Ironic answers such a request: 404.
+func introducedIn(minor int, h handler) handler {
+	return func(c *gin.Context) error {
+		if ver(c) < minor {
+			return resourceNotFound()
+		}
+		return h(c)
+	}
+}
+
+// writeError answers err: an *apiError anywhere in its chain (errors.As, so
+// that fmt.Errorf("...: %w", apiErr) keeps its status and message) as
+// itself, anything else as a 500 that says nothing about the cause (it is
+// logged with the request id).
 func (s *server) writeError(c *gin.Context, err error) {
-	ae, ok := err.(*apiError)
-	if !ok {
+	var ae *apiError
+	if !errors.As(err, &ae) {
 		s.log.Error("request failed", "request_id", c.GetString(ctxRequestID),
 			"method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 		ae = &apiError{status: http.StatusInternalServerError, msg: "Internal Server Error"}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -42,11 +41,7 @@ var errTokenIssued = errors.New("agent token already issued")
 
 // lookup answers GET /v1/lookup: the agent finds its node by MAC or UUID
 // and, at ≥1.62, gets its one-time token.
-func (s *server) lookup(c *gin.Context) {
-	if ver(c) < v22Ramdisk {
-		s.writeError(c, resourceNotFound())
-		return
-	}
+func (s *server) lookup(c *gin.Context) error {
 	var macs []string
 	for _, a := range strings.Split(c.Query("addresses"), ",") {
 		if a = strings.TrimSpace(a); a == "" {
@@ -58,34 +53,29 @@ func (s *server) lookup(c *gin.Context) {
 	}
 	nodeUUID := c.Query("node_uuid")
 	if len(macs) == 0 && nodeUUID == "" {
-		s.writeError(c, badRequest("At least one of 'addresses' and 'node_uuid' parameters is required"))
-		return
+		return badRequest("At least one of 'addresses' and 'node_uuid' parameters is required")
 	}
 	ctx := c.Request.Context()
 	n, err := s.ramdiskNode(ctx, nodeUUID, macs)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	// Not found and not in a lookup state look the same to the agent, as
 	// Ironic: the reason is only logged.
 	if n == nil {
 		s.log.Info("lookup found no node", "macs", macs, "node_uuid", nodeUUID)
-		s.writeError(c, resourceNotFound())
-		return
+		return resourceNotFound()
 	}
 	if s.cfg.RestrictLookup && !slices.Contains(lookupStates, n.ProvisionState) {
 		s.log.Info("lookup refused: node not in a lookup state", "node", n.UUID, "provision_state", n.ProvisionState)
-		s.writeError(c, resourceNotFound())
-		return
+		return resourceNotFound()
 	}
 
 	var token any // null below 1.62
 	if ver(c) >= v62AgentToken {
 		t, err := s.issueToken(c, n)
 		if err != nil {
-			s.writeError(c, err)
-			return
+			return err
 		}
 		token = t
 	}
@@ -101,6 +91,7 @@ func (s *server) lookup(c *gin.Context) {
 		"node":   nodeView,
 		"config": s.agentConfig(token, s.heartbeatTimeout(n)),
 	})
+	return nil
 }
 
 // issueToken returns the token to hand out: a new one on the first lookup,
@@ -155,193 +146,19 @@ func (s *server) agentConfig(token any, heartbeatTimeout time.Duration) map[stri
 	}
 }
 
-// heartbeatBody is what the agent posts to /v1/heartbeat/{node}.
-type heartbeatBody struct {
-	CallbackURL        *string
-	AgentToken         *string
-	AgentVersion       *string
-	AgentVerifyCA      *string
-	AgentStatus        *string
-	AgentStatusMessage *string
-}
-
-func parseHeartbeat(body map[string]any) (heartbeatBody, error) {
-	var hb heartbeatBody
-	fields := map[string]**string{
-		"callback_url": &hb.CallbackURL, "agent_token": &hb.AgentToken, "agent_version": &hb.AgentVersion,
-		"agent_verify_ca": &hb.AgentVerifyCA, "agent_status": &hb.AgentStatus,
-		"agent_status_message": &hb.AgentStatusMessage,
-	}
-	for k, v := range body {
-		dst, ok := fields[k]
-		if !ok {
-			continue // unknown keys are ignored so that newer agents still heartbeat
-		}
-		switch t := v.(type) {
-		case nil:
-		case string:
-			s := t
-			*dst = &s
-		default:
-			return hb, badRequest("Invalid value for %s: %s is not a string", k, pyRepr(v))
-		}
-	}
-	return hb, nil
-}
-
-// heartbeat answers POST /v1/heartbeat/{node}: validate as Ironic, record
-// what the agent said in driver_internal_info, and signal the node's
-// workflow.
-func (s *server) heartbeat(c *gin.Context) {
-	if ver(c) < v22Ramdisk {
-		s.writeError(c, resourceNotFound())
-		return
-	}
-	body, err := decodeObject(c)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	hb, err := parseHeartbeat(body)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if hb.AgentVersion != nil && ver(c) < v36AgentVersion {
-		s.writeError(c, badRequest("Field \"agent_version\" not recognised"))
-		return
-	}
-	if hb.AgentVerifyCA != nil && ver(c) < v68AgentVerifyCA {
-		s.writeError(c, badRequest("Field \"agent_verify_ca\" not recognised"))
-		return
-	}
-	if (hb.AgentStatus != nil || hb.AgentStatusMessage != nil) && ver(c) < v72AgentStatus {
-		s.writeError(c, badRequest("Field \"agent_status\" not recognised"))
-		return
-	}
-	ident := c.Param("node")
-	n, err := s.loadNode(c, ident)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	if hb.CallbackURL == nil {
-		s.writeError(c, badRequest("Missing mandatory parameter: callback_url"))
-		return
-	}
-	// An empty callback_url is what an installer without an agent sends
-	// (Ironic's anaconda kickstart): a status report, nothing to call back.
-	if *hb.CallbackURL == "" && hb.AgentStatus == nil {
-		s.writeError(c, badRequest("Missing mandatory parameter: callback_url"))
-		return
-	}
-	if u, err := url.Parse(*hb.CallbackURL); *hb.CallbackURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
-		s.writeError(c, badRequest("Invalid callback_url: expected an http(s) URL with a host"))
-		return
-	}
-	if hb.AgentStatus != nil && !slices.Contains(agentStatuses, *hb.AgentStatus) {
-		s.writeError(c, badRequest("Agent status is invalid. Valid states are %s.", strings.Join(agentStatuses, ",")))
-		return
-	}
-	if hb.AgentToken == nil && s.cfg.AgentTokenRequired {
-		s.writeError(c, badRequest("Agent token is required for heartbeat processing."))
-		return
-	}
-	if hb.AgentVersion == nil || *hb.AgentVersion == "" {
-		s.writeError(c, badRequest("Agent did not transmit a version, and a version is required. Please update the agent being used."))
-		return
-	}
-	if hb.AgentToken != nil || s.cfg.AgentTokenRequired {
-		stored, _ := n.DriverInternalInfo[keyAgentToken].(string)
-		given := ""
-		if hb.AgentToken != nil {
-			given = *hb.AgentToken
-		}
-		if stored == "" || subtle.ConstantTimeCompare([]byte(stored), []byte(given)) != 1 {
-			s.writeError(c, badRequest("Invalid or missing agent token received."))
-			return
-		}
-	}
-	if prev, _ := n.DriverInternalInfo[keyAgentURL].(string); prev != "" && *hb.CallbackURL != "" && prev != *hb.CallbackURL {
-		s.log.Warn("heartbeat refused: callback_url changed", "node", n.UUID)
-		s.writeError(c, badRequest("Detected change in ramdisk provided \"callback_url\""))
-		return
-	}
-
-	now := time.Now().UTC()
-	kv := map[string]any{
-		keyAgentLastHeartbeat: now.Format("2006-01-02T15:04:05.000000"),
-		keyAgentVersion:       *hb.AgentVersion,
-	}
-	if *hb.CallbackURL != "" {
-		kv[keyAgentURL] = *hb.CallbackURL
-	}
-	if hb.AgentVerifyCA != nil {
-		kv[keyAgentVerifyCA] = *hb.AgentVerifyCA
-	}
-	ctx := c.Request.Context()
-	if err := s.hbWrites.Merge(ctx, n.UUID, kv); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			s.writeError(c, nodeNotFound(ident))
-			return
-		}
-		s.writeError(c, fmt.Errorf("record heartbeat of node %s: %w", n.UUID, err))
-		return
-	}
-	sig := workflows.Heartbeat{
-		CallbackURL: *hb.CallbackURL, AgentVersion: *hb.AgentVersion, ReceivedAt: now,
-	}
-	if hb.AgentVerifyCA != nil {
-		sig.AgentVerifyCA = *hb.AgentVerifyCA
-	}
-	if hb.AgentStatus != nil {
-		sig.AgentStatus = *hb.AgentStatus
-	}
-	if hb.AgentStatusMessage != nil {
-		sig.AgentStatusMessage = *hb.AgentStatusMessage
-	}
-	// Outside the wait states and without a status report the workflow
-	// only needs to know the agent lives: see signalGate.
-	force := sig.AgentStatus != "" || slices.Contains(callbackStates, n.ProvisionState)
-	if !s.hbGate.allow(n.UUID, now, s.heartbeatTimeout(n)/signalEveryFraction, force) {
-		writeEmpty(c, http.StatusAccepted, "")
-		return
-	}
-	err = s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, sig)
-	if err != nil && !errors.Is(err, ErrNoWorkflow) {
-		s.hbGate.reopen(n.UUID)
-	}
-	switch {
-	case errors.Is(err, ErrNoWorkflow):
-		// Ironic answers 202 to a heartbeat from a node that is not waiting
-		// for one and only logs it; so do we.
-		s.log.Info("heartbeat from a node no workflow is waiting on", "node", n.UUID, "provision_state", n.ProvisionState)
-	case err != nil:
-		s.writeError(c, fmt.Errorf("signal heartbeat to node %s: %w", n.UUID, err))
-		return
-	}
-	writeEmpty(c, http.StatusAccepted, "")
-}
-
 // continueInspection answers POST /v1/continue_inspection: the agent sends
 // the inventory it collected. The node is found by ?node_uuid= or by the
 // MACs of the inventory's interfaces; the inventory is stored and the node's
 // workflow gets a heartbeat with agent_status "end" (the inspection step
 // is done).
-func (s *server) continueInspection(c *gin.Context) {
-	if ver(c) < v22Ramdisk {
-		s.writeError(c, resourceNotFound())
-		return
-	}
+func (s *server) continueInspection(c *gin.Context) error {
 	body, err := decodeObject(c)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	inv, ok := body["inventory"].(map[string]any)
 	if !ok {
-		s.writeError(c, badRequest("Missing mandatory parameter: inventory"))
-		return
+		return badRequest("Missing mandatory parameter: inventory")
 	}
 	plugin, _ := normalizeNumbers(body["plugin_data"]).(map[string]any)
 	ctx := c.Request.Context()
@@ -358,12 +175,10 @@ func (s *server) continueInspection(c *gin.Context) {
 	}
 	n, err := s.ramdiskNode(ctx, c.Query("node_uuid"), macs)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return err
 	}
 	if n == nil || (s.cfg.RestrictLookup && n.ProvisionState != workflows.StateInspecting && n.ProvisionState != workflows.StateInspectWait) {
-		s.writeError(c, resourceNotFound())
-		return
+		return resourceNotFound()
 	}
 	if stored, _ := n.DriverInternalInfo[keyAgentToken].(string); stored != "" {
 		given, _ := body["agent_token"].(string)
@@ -371,15 +186,13 @@ func (s *server) continueInspection(c *gin.Context) {
 			given = c.GetHeader("X-Agent-Token")
 		}
 		if subtle.ConstantTimeCompare([]byte(stored), []byte(given)) != 1 {
-			s.writeError(c, badRequest("Invalid or missing agent token received."))
-			return
+			return badRequest("Invalid or missing agent token received.")
 		}
 	}
 	if err := s.store.PutInventory(ctx, &store.Inventory{
 		NodeUUID: n.UUID, Inventory: normalizeNumbers(inv).(map[string]any), PluginData: plugin,
 	}); err != nil {
-		s.writeError(c, fmt.Errorf("store inventory of node %s: %w", n.UUID, err))
-		return
+		return fmt.Errorf("store inventory of node %s: %w", n.UUID, err)
 	}
 	agentURL, _ := n.DriverInternalInfo[keyAgentURL].(string)
 	agentVersion, _ := n.DriverInternalInfo[keyAgentVersion].(string)
@@ -388,11 +201,11 @@ func (s *server) continueInspection(c *gin.Context) {
 		AgentStatusMessage: "inspection data received", ReceivedAt: time.Now().UTC(),
 	})
 	if err != nil && !errors.Is(err, ErrNoWorkflow) {
-		s.writeError(c, fmt.Errorf("signal inspection data to node %s: %w", n.UUID, err))
-		return
+		return fmt.Errorf("signal inspection data to node %s: %w", n.UUID, err)
 	}
 	s.addHistory(c, n.UUID, store.SeverityInfo, "inspection", "Inspection data received from the agent")
 	writeJSON(c, http.StatusAccepted, map[string]any{"uuid": n.UUID})
+	return nil
 }
 
 // ramdiskNode finds the node a ramdisk speaks for: by node_uuid when given,

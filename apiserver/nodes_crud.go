@@ -1,0 +1,202 @@
+package apiserver
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// Provision states a node may be deleted in (outside maintenance), in the
+// order Ironic's message prints them.
+var deletableStates = []string{workflows.StateManageable, workflows.StateEnroll, workflows.StateAdoptFailed, workflows.StateAvailable}
+
+// loadNode finds a node by UUID or name as Ironic's get_rpc_node does.
+func (s *server) loadNode(c *gin.Context, ident string) (*store.Node, error) {
+	if !isUUID(ident) {
+		if ver(c) < v5NodeName {
+			return nil, nodeNotFound(ident)
+		}
+		if !nodeNameRE.MatchString(ident) {
+			return nil, badRequest("Expected a logical name or UUID but received %s.", ident)
+		}
+	}
+	n, err := s.store.GetNode(c.Request.Context(), ident)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nodeNotFound(ident)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get node %s: %w", ident, err)
+	}
+	return n, nil
+}
+
+// onNode runs h on the node /v1/nodes/{node} names.
+func (s *server) onNode(h func(c *gin.Context, n *store.Node) error) handler {
+	return loaded(func(c *gin.Context) (*store.Node, error) { return s.loadNode(c, c.Param("node")) }, h)
+}
+
+func nodeLocked(uuid, holder string) *apiError {
+	return errorf(http.StatusConflict, "Node %s is locked by host %s, please retry after the current operation is completed.", uuid, holder)
+}
+
+// lockHolder is the "host" a NodeLocked message names: the node's
+// reservation when a worker recorded one, else the workflow that holds it.
+func lockHolder(n *store.Node) string {
+	if n.Reservation != nil && *n.Reservation != "" {
+		return *n.Reservation
+	}
+	return workflows.WorkflowID(n.UUID)
+}
+
+// writeOneNode answers a single node with the fields the request asked.
+func (s *server) writeOneNode(c *gin.Context, status int, n *store.Node, fields []string) {
+	nodeResource.writeOne(c, s.baseURL(c), status, n, fields)
+}
+
+func (s *server) showNode(c *gin.Context) error {
+	p, err := s.parseListParams(c, nodeResource.fieldSince)
+	if err != nil {
+		return err
+	}
+	n, err := s.loadNode(c, c.Param("node"))
+	if err != nil {
+		return err
+	}
+	s.writeOneNode(c, http.StatusOK, n, p.fields)
+	return nil
+}
+
+func (s *server) createNode(c *gin.Context) error {
+	body, err := decodeObject(c)
+	if err != nil {
+		return err
+	}
+	n := &store.Node{
+		DriverInfo: map[string]any{}, DriverInternalInfo: map[string]any{}, InstanceInfo: map[string]any{},
+		Properties: map[string]any{}, Extra: map[string]any{}, CleanStep: map[string]any{},
+		DeployStep: map[string]any{}, NetworkData: map[string]any{}, RAIDConfig: map[string]any{},
+		TargetRAIDConfig: map[string]any{}, Traits: []string{},
+	}
+	set, err := nodeResource.create(n, body, ver(c))
+	if err != nil {
+		return err
+	}
+	n.ProvisionState = workflows.StateEnroll
+	if ver(c) < v11EnrollState {
+		n.ProvisionState = workflows.StateAvailable
+	}
+	if err := s.applyInterfaces(n, explicitInterfaces(set)); err != nil {
+		return err
+	}
+	if err := s.store.CreateNode(c.Request.Context(), n); err != nil {
+		return nodeWriteError(err, n)
+	}
+	c.Header("Location", s.baseURL(c)+"/v1/nodes/"+n.UUID)
+	s.writeOneNode(c, http.StatusCreated, n, nil)
+	return nil
+}
+
+// explicitInterfaces are the interface kinds among the fields a request
+// set, which applyInterfaces must not replace by the driver's defaults.
+func explicitInterfaces(fields map[string]bool) map[string]bool {
+	explicit := map[string]bool{}
+	for k := range fields {
+		if kind, ok := strings.CutSuffix(k, "_interface"); ok {
+			explicit[kind] = true
+		}
+	}
+	return explicit
+}
+
+func nodeWriteError(err error, n *store.Node) error {
+	switch {
+	case errors.Is(err, store.ErrDuplicateName):
+		name := ""
+		if n.Name != nil {
+			name = *n.Name
+		}
+		return errorf(http.StatusConflict, "A node with name %s already exists.", name)
+	case errors.Is(err, store.ErrDuplicateUUID):
+		return errorf(http.StatusConflict, "A node with UUID %s already exists.", n.UUID)
+	case errors.Is(err, store.ErrInstanceAssociated):
+		inst := ""
+		if n.InstanceUUID != nil {
+			inst = *n.InstanceUUID
+		}
+		return errorf(http.StatusConflict, "Instance %s is already associated with a node, it cannot be associated with this other node %s", inst, n.UUID)
+	case errors.Is(err, store.ErrNotFound):
+		return nodeNotFound(n.UUID)
+	case errors.Is(err, store.ErrInvalidInput):
+		return badRequest("Invalid node: %s", strings.TrimPrefix(err.Error(), store.ErrInvalidInput.Error()+": "))
+	}
+	return fmt.Errorf("write node %s: %w", n.UUID, err)
+}
+
+func (s *server) patchNode(c *gin.Context, n *store.Node) error {
+	ops, err := nodeResource.readPatch(c)
+	if err != nil {
+		return err
+	}
+	touched := map[string]bool{}
+	for _, op := range ops {
+		if op.Op != "remove" {
+			touched[patchRoot(op)] = true
+		}
+	}
+	attempted := *n
+	updated, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
+		defer func() { attempted = *cur }()
+		wasMaintenance := cur.Maintenance
+		if err := nodeResource.applyPatch(cur, ops); err != nil {
+			return err
+		}
+		if wasMaintenance && !cur.Maintenance {
+			cur.MaintenanceReason, cur.Fault = nil, nil
+		}
+		return s.applyInterfaces(cur, explicitInterfaces(touched))
+	})
+	// A patch refused by the callback is an *apiError inside the store's
+	// wrapping; nodeWriteError wraps it again and the adapter finds it.
+	if err != nil {
+		return nodeWriteError(err, &attempted)
+	}
+	s.writeOneNode(c, http.StatusOK, updated, nil)
+	return nil
+}
+
+func (s *server) deleteNode(c *gin.Context, n *store.Node) error {
+	if n.Protected {
+		return errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
+	}
+	if !n.Maintenance && !slices.Contains(deletableStates, n.ProvisionState) {
+		q := make([]string, len(deletableStates))
+		for i, st := range deletableStates {
+			q[i] = "'" + st + "'"
+		}
+		return errorf(http.StatusConflict,
+			"Can not delete node \"%s\" while it is in provision state \"%s\". Valid provision states to perform deletion are: \"(%s)\", or set the node into maintenance mode",
+			n.UUID, n.ProvisionState, strings.Join(q, ", "))
+	}
+	running, err := s.eng.Running(c.Request.Context(), n.UUID)
+	if err != nil {
+		return fmt.Errorf("check workflow of node %s: %w", n.UUID, err)
+	}
+	if running {
+		return nodeLocked(n.UUID, lockHolder(n))
+	}
+	if err := s.store.DeleteNode(c.Request.Context(), n.UUID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nodeNotFound(c.Param("node"))
+		}
+		return fmt.Errorf("delete node %s: %w", n.UUID, err)
+	}
+	writeEmpty(c, http.StatusNoContent, "")
+	return nil
+}

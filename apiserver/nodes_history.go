@@ -1,0 +1,86 @@
+package apiserver
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+func (s *server) historyBody(c *gin.Context, nodeUUID string, e store.HistoryEvent, detail bool) map[string]any {
+	m := map[string]any{
+		"uuid":       e.UUID,
+		"created_at": isoTime(e.CreatedAt),
+		"severity":   e.Severity,
+		"event":      e.Event,
+		"links":      selfLinks(s.baseURL(c), "nodes/"+nodeUUID+"/history/"+e.UUID),
+	}
+	if detail {
+		m["event_type"] = e.EventType
+		m["conductor"] = e.Conductor
+		m["user"] = nilIfEmpty(e.User)
+	}
+	return m
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *server) listHistory(c *gin.Context, n *store.Node) error {
+	// `baremetal node history list --long` asks for /history/detail.
+	detail := c.Param("event") == "detail"
+	if v := c.Query("detail"); v != "" {
+		var err error
+		if detail, err = parseBool("detail", v); err != nil {
+			return err
+		}
+	}
+	events, err := s.store.ListHistory(c.Request.Context(), n.UUID)
+	if err != nil {
+		return fmt.Errorf("list history of node %s: %w", n.UUID, err)
+	}
+	out := make([]any, 0, len(events))
+	for _, e := range events {
+		out = append(out, s.historyBody(c, n.UUID, e, detail))
+	}
+	writeJSON(c, http.StatusOK, map[string]any{"history": out})
+	return nil
+}
+
+func (s *server) showHistory(c *gin.Context, n *store.Node) error {
+	ev := c.Param("event")
+	if ev == "detail" {
+		return s.listHistory(c, n)
+	}
+	if !isUUID(ev) {
+		return badRequest("Expected a UUID but received %s.", ev)
+	}
+	e, err := s.store.GetHistoryEvent(c.Request.Context(), n.UUID, ev)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(http.StatusNotFound, "Node history record %s could not be found.", ev)
+	}
+	if err != nil {
+		return fmt.Errorf("get history event %s of node %s: %w", ev, n.UUID, err)
+	}
+	writeJSON(c, http.StatusOK, s.historyBody(c, n.UUID, *e, true))
+	return nil
+}
+
+// addHistory records an API-side event; a failure to record it does not
+// fail the request it describes.
+func (s *server) addHistory(c *gin.Context, nodeUUID, severity, eventType, event string) {
+	err := s.store.AddHistory(c.Request.Context(), nodeUUID, store.HistoryEvent{
+		Severity: severity, EventType: eventType, Event: event,
+		Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser),
+	})
+	if err != nil {
+		s.log.Warn("record node history", "node", nodeUUID, "event_type", eventType, "err", err)
+	}
+}

@@ -1,0 +1,55 @@
+package apiserver
+
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+func (s *server) listNodes(c *gin.Context) error {
+	return s.writeNodeList(c, "nodes", false)
+}
+
+func (s *server) listNodesDetail(c *gin.Context) error {
+	return s.writeNodeList(c, "nodes/detail", true)
+}
+
+func (s *server) writeNodeList(c *gin.Context, path string, detailPath bool) error {
+	p, err := s.parseListParams(c, nodeResource.fieldSince)
+	if err != nil {
+		return err
+	}
+	if c.Query("detail") != "" && !detailPath {
+		if ver(c) < v43NodeDetail {
+			return notAcceptable()
+		}
+	}
+	var f store.NodeFilter
+	q, err := nodeResource.listFilters(c, &f)
+	if err != nil {
+		return err
+	}
+	detail := detailPath || p.detail
+	fields := p.fields
+	if !detail && fields == nil {
+		fields = nodeDefaultFields
+	}
+	f.Limit, f.Marker, f.SortKey, f.SortDir = p.limit, p.marker, p.sortKey, p.sortDir
+	if fields != nil {
+		f.Fields = nodeResource.columns(fields)
+	}
+	if !nodeResource.sortable(p.sortKey) {
+		return listError(store.ErrInvalidSortKey, p)
+	}
+	nodes, err := s.store.ListNodes(c.Request.Context(), f)
+	if err != nil {
+		return listError(err, p)
+	}
+	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
+	next := ""
+	if len(nodes) == p.limit && len(nodes) > 0 {
+		next = nextLink(v.base, path, p, fields, q, nodes[len(nodes)-1].UUID, !detailPath && p.detail)
+	}
+	writeList(c, nodeResource, "nodes", nodes, v, fields, next)
+	return nil
+}

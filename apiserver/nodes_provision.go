@@ -1,0 +1,342 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// verbSince are the microversions that introduced provision verbs; a verb
+// used below its version is 406, as Ironic's MIN_VERB_VERSIONS.
+var verbSince = map[string]int{
+	"manage": v4ManageableState, "provide": v4ManageableState, "inspect": v6InspectState,
+	"abort": v13AbortVerb, "clean": v15ManualClean,
+	"deploy": v73DeployVerbs, "undeploy": v73DeployVerbs,
+}
+
+// provisionArgs are the keys PUT .../states/provision accepts.
+var provisionArgs = map[string]bool{
+	"target": true, "configdrive": true, "clean_steps": true, "deploy_steps": true,
+	"disable_ramdisk": true, "rescue_password": true, "service_steps": true, "runbook": true,
+}
+
+func stepsArg(body map[string]any, key string) (json.RawMessage, error) {
+	v, ok := body[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, badRequest("Invalid %s: %s is not of type 'array'", key, pyRepr(v))
+	}
+	for _, item := range list {
+		step, ok := item.(map[string]any)
+		if !ok {
+			return nil, badRequest("Invalid %s: %s is not of type 'object'", key, pyRepr(item))
+		}
+		for _, req := range []string{"interface", "step"} {
+			if s, ok := step[req].(string); !ok || s == "" {
+				return nil, badRequest("Invalid %s: '%s' is a required property", key, req)
+			}
+		}
+	}
+	raw, err := json.Marshal(normalizeNumbers(v))
+	if err != nil {
+		return nil, badRequest("Invalid %s: %s", key, err.Error())
+	}
+	return raw, nil
+}
+
+func configDriveArg(c *gin.Context, body map[string]any, verb string) (json.RawMessage, error) {
+	v, ok := body["configdrive"]
+	if !ok || v == nil || v == "" {
+		return nil, nil
+	}
+	if verb != "active" && verb != "deploy" && verb != "rebuild" {
+		return nil, badRequest("Adding a config drive is only supported when setting provision state to active, rebuild")
+	}
+	switch t := v.(type) {
+	case string:
+	case map[string]any:
+		if ver(c) < v56BuildConfigdrive {
+			return nil, badRequest("Providing a JSON object for configdrive is only supported starting with API version 1.%d", v56BuildConfigdrive)
+		}
+		for k := range t {
+			switch k {
+			case "meta_data", "network_data", "user_data":
+			case "vendor_data":
+				if ver(c) < v59VendorData {
+					return nil, badRequest("Providing vendor_data in configdrive is only supported starting with API version 1.%d", v59VendorData)
+				}
+			default:
+				return nil, badRequest("Invalid configdrive format: %s", additionalProps([]string{k}).Error())
+			}
+		}
+		for _, k := range []string{"meta_data", "network_data", "vendor_data"} {
+			if e, ok := t[k]; ok && e != nil {
+				if _, ok := e.(map[string]any); !ok {
+					return nil, badRequest("Invalid configdrive format: %s is not of type 'object'", pyRepr(e))
+				}
+			}
+		}
+	default:
+		return nil, badRequest("Invalid configdrive format: %s is not valid under any of the given schemas", pyRepr(v))
+	}
+	raw, err := json.Marshal(normalizeNumbers(v))
+	if err != nil {
+		return nil, badRequest("Invalid configdrive format: %s", err.Error())
+	}
+	return raw, nil
+}
+
+// provision answers PUT /v1/nodes/{id}/states/provision in three steps:
+// parse the body (no node needed), decide what the verb does in the node's
+// state (decideProvision, a pure function), act (signal or start the
+// workflow and record the transition).
+func (s *server) provision(c *gin.Context) error {
+	req, err := parseProvision(c)
+	if err != nil {
+		return err
+	}
+	n, err := s.loadNode(c, c.Param("node"))
+	if err != nil {
+		return err
+	}
+	plan, err := decideProvision(n, req.verb, func() bool {
+		running, err := s.eng.Running(c.Request.Context(), n.UUID)
+		return err == nil && running
+	})
+	if err != nil {
+		return err
+	}
+	return s.actProvision(c, n, req, plan)
+}
+
+// provisionBody is a parsed PUT .../states/provision body.
+type provisionBody struct {
+	verb           string
+	configDrive    json.RawMessage
+	cleanSteps     json.RawMessage
+	deploySteps    json.RawMessage
+	disableRamdisk bool
+}
+
+// parseProvision reads and checks the body with Ironic's messages and
+// version gates, in Ironic's order.
+func parseProvision(c *gin.Context) (provisionBody, error) {
+	var req provisionBody
+	body, err := decodeObject(c)
+	if err != nil {
+		return req, err
+	}
+	for k := range body {
+		if !provisionArgs[k] {
+			return req, badRequest("Unknown argument: \"%s\"", k)
+		}
+	}
+	tv, ok := body["target"]
+	if !ok || tv == nil {
+		return req, badRequest("Missing argument: \"target\"")
+	}
+	verb, ok := tv.(string)
+	if !ok {
+		return req, badRequest("Invalid target: %s is not a string", pyRepr(tv))
+	}
+	req.verb = verb
+	if since, ok := verbSince[verb]; ok && ver(c) < since {
+		return req, notAcceptable()
+	}
+	if req.configDrive, err = configDriveArg(c, body, verb); err != nil {
+		return req, err
+	}
+	if req.cleanSteps, err = stepsArg(body, "clean_steps"); err != nil {
+		return req, err
+	}
+	if verb == "clean" && req.cleanSteps == nil {
+		return req, badRequest("\"clean_steps\" is required when setting target provision state to clean")
+	}
+	if req.cleanSteps != nil && verb != "clean" {
+		return req, badRequest("\"clean_steps\" is only valid when setting target provision state to clean or service")
+	}
+	if req.deploySteps, err = stepsArg(body, "deploy_steps"); err != nil {
+		return req, err
+	}
+	if req.deploySteps != nil {
+		if ver(c) < v69DeploySteps {
+			return req, notAcceptable()
+		}
+		if verb != "active" && verb != "deploy" && verb != "rebuild" {
+			return req, badRequest("\"deploy_steps\" is only valid when setting target provision state to active or rebuild")
+		}
+	}
+	if v, ok := body["disable_ramdisk"]; ok && v != nil {
+		if ver(c) < v70DisableRamdisk {
+			return req, notAcceptable()
+		}
+		if req.disableRamdisk, err = boolValue(v); err != nil {
+			return req, badRequest("Invalid disable_ramdisk: %s", err.Error())
+		}
+		if req.disableRamdisk && verb != "clean" {
+			return req, badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service")
+		}
+	}
+	return req, nil
+}
+
+// provisionPlan is what an accepted verb does.
+type provisionPlan struct {
+	transition workflows.Transition
+	// abort: signal the running workflow to abort; nothing is started.
+	abort bool
+	// endWaitingFirst: the node is in a failure state, whose workflow may
+	// wait for retry, skip-step or abort and hold the node. A new verb
+	// (undeploy, rebuild, manage) is the operator's answer: that workflow
+	// is aborted before the verb's starts.
+	endWaitingFirst bool
+}
+
+// decideProvision decides what verb does to n: the plan, or Ironic's
+// refusal. held reports whether a workflow holds the node; it is asked
+// only when the state refuses the verb, since Ironic takes the node lock
+// before it checks the state: a verb that races a running operation is
+// told the node is locked.
+func decideProvision(n *store.Node, verb string, held func() bool) (provisionPlan, error) {
+	t, ok := workflows.Accept(n.ProvisionState, verb)
+	if !ok {
+		if verb != "abort" && held() {
+			return provisionPlan{}, nodeLocked(n.UUID, lockHolder(n))
+		}
+		return provisionPlan{}, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
+	}
+	if n.Protected && slices.Contains([]string{"deleted", "undeploy", "rebuild"}, verb) {
+		return provisionPlan{}, errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
+	}
+	if t.Operation == "abort" {
+		return provisionPlan{transition: t, abort: true}, nil
+	}
+	return provisionPlan{transition: t, endWaitingFirst: workflows.IsFailureState(n.ProvisionState)}, nil
+}
+
+// actProvision carries the plan out and answers 202.
+func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, plan provisionPlan) error {
+	location := s.baseURL(c) + "/v1/nodes/" + n.UUID + "/states"
+	ctx := c.Request.Context()
+	verb, t := req.verb, plan.transition
+
+	if plan.abort {
+		err := s.eng.Signal(ctx, n.UUID, workflows.SignalAbort, nil)
+		if errors.Is(err, ErrNoWorkflow) {
+			return badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
+		}
+		if err != nil {
+			return fmt.Errorf("signal abort to node %s: %w", n.UUID, err)
+		}
+		s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning", fmt.Sprintf("Abort requested in state \"%s\"", n.ProvisionState))
+		writeEmpty(c, http.StatusAccepted, location)
+		return nil
+	}
+	if plan.endWaitingFirst {
+		if err := s.abortWaiting(ctx, n.UUID); err != nil {
+			return err
+		}
+	}
+	err := s.startProvision(ctx, workflows.ProvisionRequest{
+		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
+		ConfigDrive: req.configDrive, DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps,
+		DisableRamdisk: req.disableRamdisk, ConductorGroup: n.ConductorGroup,
+		RequestedAt: time.Now().UTC(),
+	})
+	if errors.Is(err, ErrNodeLocked) {
+		return nodeLocked(n.UUID, lockHolder(n))
+	}
+	if errors.Is(err, ErrNotImplemented) {
+		return badRequest("The requested action \"%s\" is not supported by ironflow yet.", verb)
+	}
+	if err != nil {
+		return fmt.Errorf("start %s workflow for node %s: %w", t.Operation, n.UUID, err)
+	}
+	var target *string
+	if t.Target != "" {
+		target = &t.Target
+	}
+	// Conditional on the state we saw: if the workflow already moved the
+	// node on, its write wins and this one is a no-op. State and history
+	// are one statement: this is every verb's store write.
+	event := fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target)
+	err = s.store.RecordTransition(ctx, n.UUID, store.Transition{
+		From: []string{n.ProvisionState}, To: t.Next, Target: target,
+		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
+			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
+	})
+	switch {
+	case errors.Is(err, store.ErrStateConflict):
+		s.log.Debug("workflow moved the node before the API recorded the transition", "node", n.UUID, "verb", verb)
+		s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning", event)
+	case errors.Is(err, store.ErrNotFound):
+		return nodeNotFound(n.UUID)
+	case err != nil:
+		return fmt.Errorf("record provision state of node %s: %w", n.UUID, err)
+	}
+	writeEmpty(c, http.StatusAccepted, location)
+	return nil
+}
+
+// Ironic's [conductor]node_locked_retry_attempts and _interval.
+const (
+	nodeLockedRetryAttempts = 3
+	nodeLockedRetryInterval = time.Second
+)
+
+// startProvision starts the verb's workflow. As Ironic's
+// node_locked_retry_attempts, a start refused because the node is locked
+// is retried: a workflow that has just recorded the node's stable state
+// may still be finishing.
+func (s *server) startProvision(ctx context.Context, req workflows.ProvisionRequest) error {
+	for attempt := 1; ; attempt++ {
+		err := s.eng.StartProvision(ctx, req)
+		if !errors.Is(err, ErrNodeLocked) || attempt >= nodeLockedRetryAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(nodeLockedRetryInterval):
+		}
+	}
+}
+
+// abortWaitTimeout bounds how long a verb waits for a failed workflow to
+// end after abort.
+const abortWaitTimeout = 15 * time.Second
+
+// abortWaiting ends the workflow that waits for an operator on a failed
+// node, if there is one, and waits until it is gone.
+func (s *server) abortWaiting(ctx context.Context, nodeUUID string) error {
+	running, err := s.eng.Running(ctx, nodeUUID)
+	if err != nil || !running {
+		return nil
+	}
+	if err := s.eng.Signal(ctx, nodeUUID, workflows.SignalAbort, nil); err != nil && !errors.Is(err, ErrNoWorkflow) {
+		return fmt.Errorf("abort the waiting workflow of node %s: %w", nodeUUID, err)
+	}
+	deadline := time.Now().Add(abortWaitTimeout)
+	for time.Now().Before(deadline) {
+		if running, err := s.eng.Running(ctx, nodeUUID); err == nil && !running {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nodeLocked(nodeUUID, "its workflow, which did not end within "+abortWaitTimeout.String()+" of abort")
+}

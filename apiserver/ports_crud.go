@@ -1,0 +1,112 @@
+package apiserver
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+func (s *server) loadPort(c *gin.Context) (*store.Port, error) {
+	id := c.Param("port")
+	if !isUUID(id) {
+		return nil, badRequest("Expected a UUID but received %s.", id)
+	}
+	p, err := s.store.GetPort(c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "Port %s could not be found.", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get port %s: %w", id, err)
+	}
+	return p, nil
+}
+
+// onPort runs h on the port /v1/ports/{port} names.
+func (s *server) onPort(h func(c *gin.Context, p *store.Port) error) handler {
+	return loaded(s.loadPort, h)
+}
+
+func (s *server) writeOnePort(c *gin.Context, status int, p *store.Port, fields []string) {
+	portResource.writeOne(c, s.baseURL(c), status, p, fields)
+}
+
+func (s *server) showPort(c *gin.Context) error {
+	lp, err := s.parseListParams(c, portResource.fieldSince)
+	if err != nil {
+		return err
+	}
+	p, err := s.loadPort(c)
+	if err != nil {
+		return err
+	}
+	s.writeOnePort(c, http.StatusOK, p, lp.fields)
+	return nil
+}
+
+func portWriteError(err error, p *store.Port) error {
+	switch {
+	case errors.Is(err, store.ErrDuplicateMAC):
+		return errorf(http.StatusConflict, "A port with MAC address %s already exists.", p.Address)
+	case errors.Is(err, store.ErrDuplicateUUID):
+		return errorf(http.StatusConflict, "A port with UUID %s already exists.", p.UUID)
+	case errors.Is(err, store.ErrNotFound):
+		return nodeNotFound(p.NodeUUID)
+	case errors.Is(err, store.ErrInvalidInput):
+		return badRequest("Invalid port: %s", err.Error())
+	}
+	return fmt.Errorf("write port %s: %w", p.Address, err)
+}
+
+func (s *server) createPort(c *gin.Context) error {
+	body, err := decodeObject(c)
+	if err != nil {
+		return err
+	}
+	p := &store.Port{PXEEnabled: true, Extra: map[string]any{}, LocalLinkConnection: map[string]any{}, InternalInfo: map[string]any{}}
+	if _, err := portResource.create(p, body, ver(c)); err != nil {
+		return err
+	}
+	if err := s.store.CreatePort(c.Request.Context(), p); err != nil {
+		return portWriteError(err, p)
+	}
+	c.Header("Location", s.baseURL(c)+"/v1/ports/"+p.UUID)
+	s.writeOnePort(c, http.StatusCreated, p, nil)
+	return nil
+}
+
+func (s *server) patchPort(c *gin.Context, p *store.Port) error {
+	ops, err := portResource.readPatch(c)
+	if err != nil {
+		return err
+	}
+	var attempted store.Port
+	updated, err := s.store.UpdatePort(c.Request.Context(), p.UUID, func(cur *store.Port) error {
+		if err := portResource.applyPatch(cur, ops); err != nil {
+			return err
+		}
+		attempted = *cur
+		return nil
+	})
+	// A patch refused by the callback is an *apiError inside the store's
+	// wrapping; portWriteError wraps it again and the adapter finds it.
+	if err != nil {
+		return portWriteError(err, &attempted)
+	}
+	s.writeOnePort(c, http.StatusOK, updated, nil)
+	return nil
+}
+
+func (s *server) deletePort(c *gin.Context, p *store.Port) error {
+	if err := s.store.DeletePort(c.Request.Context(), p.UUID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errorf(http.StatusNotFound, "Port %s could not be found.", p.UUID)
+		}
+		return fmt.Errorf("delete port %s: %w", p.UUID, err)
+	}
+	writeEmpty(c, http.StatusNoContent, "")
+	return nil
+}

@@ -1,0 +1,72 @@
+package apiserver
+
+import (
+	"net/url"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+func (s *server) listPorts(c *gin.Context) error { return s.writePortList(c, "ports", false, "") }
+
+func (s *server) listPortsDetail(c *gin.Context) error {
+	return s.writePortList(c, "ports/detail", true, "")
+}
+
+func (s *server) listNodePorts(c *gin.Context, n *store.Node) error {
+	return s.writePortList(c, "nodes/"+n.UUID+"/ports", false, n.UUID)
+}
+
+func (s *server) listNodePortsDetail(c *gin.Context, n *store.Node) error {
+	return s.writePortList(c, "nodes/"+n.UUID+"/ports/detail", true, n.UUID)
+}
+
+func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nodeUUID string) error {
+	p, err := s.parseListParams(c, portResource.fieldSince)
+	if err != nil {
+		return err
+	}
+	f := store.PortFilter{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	q := url.Values{}
+	if nodeUUID == "" {
+		ident := c.Query("node")
+		if ident == "" {
+			ident = c.Query("node_uuid")
+		}
+		if ident != "" {
+			n, err := s.loadNode(c, ident)
+			if err != nil {
+				return err
+			}
+			f.NodeUUID = n.UUID
+			q.Set("node", n.UUID)
+		}
+	}
+	filters, err := portResource.listFilters(c, &f)
+	if err != nil {
+		return err
+	}
+	for k := range filters {
+		q.Set(k, filters.Get(k))
+	}
+	if !portResource.sortable(p.sortKey) {
+		return listError(store.ErrInvalidSortKey, p)
+	}
+	ports, err := s.store.ListPorts(c.Request.Context(), f)
+	if err != nil {
+		return listError(err, p)
+	}
+	detail := detailPath || p.detail
+	fields := p.fields
+	if !detail && fields == nil {
+		fields = portDefaultFields
+	}
+	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
+	next := ""
+	if len(ports) == p.limit && len(ports) > 0 {
+		next = nextLink(v.base, path, p, p.fields, q, ports[len(ports)-1].UUID, !detailPath && p.detail)
+	}
+	writeList(c, portResource, "ports", ports, v, fields, next)
+	return nil
+}

@@ -1,0 +1,89 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// maxBodyBytes bounds request bodies: a config drive is the largest thing a
+// client sends (Ironic caps it at 64 MiB).
+const maxBodyBytes = 64 << 20
+
+func readBody(c *gin.Context) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxBodyBytes+1))
+	if err != nil {
+		return nil, badRequest("Could not read the request body: %s", err.Error())
+	}
+	if len(body) > maxBodyBytes {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "Request body is larger than %d bytes.", maxBodyBytes)
+	}
+	return body, nil
+}
+
+// decodeObject decodes a JSON object body.
+func decodeObject(c *gin.Context) (map[string]any, error) {
+	body, err := readBody(c)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return map[string]any{}, nil
+	}
+	var v any
+	if err := decodeJSON(body, &v); err != nil {
+		return nil, badRequest("Invalid JSON in request body: %s", err.Error())
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, badRequest("Invalid request body: expected a JSON object, got %s", pyRepr(v))
+	}
+	return m, nil
+}
+
+// normalizeNumbers turns json.Number into int64 or float64 so that values
+// stored in JSONB are plain numbers.
+func normalizeNumbers(v any) any {
+	switch t := v.(type) {
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64() // decodeJSON refused what does not fit
+		return f
+	case map[string]any:
+		for k, e := range t {
+			t[k] = normalizeNumbers(e)
+		}
+		return t
+	case []any:
+		for i, e := range t {
+			t[i] = normalizeNumbers(e)
+		}
+		return t
+	}
+	return v
+}
+
+// deepCopy copies a decoded JSON value so that patching never aliases the
+// node read from the store.
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = deepCopy(e)
+		}
+		return out
+	}
+	return v
+}
