@@ -3,6 +3,8 @@ package apiserver
 import (
 	"net/url"
 	"strings"
+
+	"github.com/ironflow/ironflow/store"
 )
 
 // masked is what every secret is shown as, as Ironic.
@@ -71,7 +73,7 @@ func isSecretKey(key string, scope secretScope) bool {
 			return true
 		}
 	case scopeDriverInternalInfo:
-		if k == "agent_secret_token" {
+		if k == store.KeyAgentToken {
 			return true
 		}
 	}

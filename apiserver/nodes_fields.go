@@ -109,14 +109,13 @@ var nodeResource = newResource("node", nodeFields, []string{"firmware_interface"
 var nodeDefaultFields = []string{"instance_uuid", "maintenance", "power_state", "provision_state", "uuid", "name"}
 
 // knownStates are the provision states a list may filter by.
-var knownStates = []string{
-	"enroll", "verifying", "manageable", "available", "active", "error",
-	"deploying", "wait call-back", "deploy failed", "deleting", "cleaning",
-	"clean wait", "clean failed", "inspecting", "inspect wait", "inspect failed",
-	"adopting", "adopt failed", "rescuing", "rescue wait", "rescue failed", "rescue",
-	"unrescuing", "unrescue failed", "deploy hold", "clean hold",
-	"servicing", "service wait", "service failed", "service hold",
-}
+var knownStates = func() []string {
+	var out []string
+	for _, st := range workflows.KnownStates() {
+		out = append(out, string(st))
+	}
+	return out
+}()
 
 // validFaults are Ironic's node faults.
 var validFaults = []string{"power failure", "clean failure", "rescue abort failure", "service failure"}

@@ -17,10 +17,20 @@ import (
 
 // verbSince are the microversions that introduced provision verbs; a verb
 // used below its version is 406, as Ironic's MIN_VERB_VERSIONS.
-var verbSince = map[string]int{
-	"manage": v4ManageableState, "provide": v4ManageableState, "inspect": v6InspectState,
-	"abort": v13AbortVerb, "clean": v15ManualClean,
-	"deploy": v73DeployVerbs, "undeploy": v73DeployVerbs,
+var verbSince = map[workflows.Verb]int{
+	workflows.VerbManage: v4ManageableState, workflows.VerbProvide: v4ManageableState,
+	workflows.VerbInspect: v6InspectState, workflows.VerbAbort: v13AbortVerb, workflows.VerbClean: v15ManualClean,
+	workflows.VerbDeploy: v73DeployVerbs, workflows.VerbUndeploy: v73DeployVerbs,
+}
+
+// deploysImage reports whether verb writes an instance: the verbs that take
+// a config drive and deploy steps.
+func deploysImage(verb string) bool {
+	switch workflows.Verb(verb) {
+	case workflows.VerbActive, workflows.VerbDeploy, workflows.VerbRebuild:
+		return true
+	}
+	return false
 }
 
 // provisionArgs are the keys PUT .../states/provision accepts.
@@ -61,7 +71,7 @@ func configDriveArg(c *gin.Context, body map[string]any, verb string) (json.RawM
 	if !ok || v == nil || v == "" {
 		return nil, nil
 	}
-	if verb != "active" && verb != "deploy" && verb != "rebuild" {
+	if !deploysImage(verb) {
 		return nil, badRequest("Adding a config drive is only supported when setting provision state to active, rebuild")
 	}
 	switch t := v.(type) {
@@ -152,7 +162,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 		return req, badRequest("Invalid target: %s is not a string", pyRepr(tv))
 	}
 	req.verb = verb
-	if since, ok := verbSince[verb]; ok && ver(c) < since {
+	if since, ok := verbSince[workflows.Verb(verb)]; ok && ver(c) < since {
 		return req, notAcceptable()
 	}
 	if req.configDrive, err = configDriveArg(c, body, verb); err != nil {
@@ -161,10 +171,10 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if req.cleanSteps, err = stepsArg(body, "clean_steps"); err != nil {
 		return req, err
 	}
-	if verb == "clean" && req.cleanSteps == nil {
+	if workflows.Verb(verb) == workflows.VerbClean && req.cleanSteps == nil {
 		return req, badRequest("\"clean_steps\" is required when setting target provision state to clean")
 	}
-	if req.cleanSteps != nil && verb != "clean" {
+	if req.cleanSteps != nil && workflows.Verb(verb) != workflows.VerbClean {
 		return req, badRequest("\"clean_steps\" is only valid when setting target provision state to clean or service")
 	}
 	if req.deploySteps, err = stepsArg(body, "deploy_steps"); err != nil {
@@ -174,7 +184,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 		if ver(c) < v69DeploySteps {
 			return req, notAcceptable()
 		}
-		if verb != "active" && verb != "deploy" && verb != "rebuild" {
+		if !deploysImage(verb) {
 			return req, badRequest("\"deploy_steps\" is only valid when setting target provision state to active or rebuild")
 		}
 	}
@@ -185,7 +195,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 		if req.disableRamdisk, err = boolValue(v); err != nil {
 			return req, badRequest("Invalid disable_ramdisk: %s", err.Error())
 		}
-		if req.disableRamdisk && verb != "clean" {
+		if req.disableRamdisk && workflows.Verb(verb) != workflows.VerbClean {
 			return req, badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service")
 		}
 	}
@@ -212,15 +222,15 @@ type provisionPlan struct {
 func decideProvision(n *store.Node, verb string, held func() bool) (provisionPlan, error) {
 	t, ok := workflows.Accept(n.ProvisionState, verb)
 	if !ok {
-		if verb != "abort" && held() {
+		if workflows.Verb(verb) != workflows.VerbAbort && held() {
 			return provisionPlan{}, nodeLocked(n.UUID, lockHolder(n))
 		}
 		return provisionPlan{}, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
 	}
-	if n.Protected && slices.Contains([]string{"deleted", "undeploy", "rebuild"}, verb) {
+	if n.Protected && slices.Contains([]workflows.Verb{workflows.VerbDeleted, workflows.VerbUndeploy, workflows.VerbRebuild}, workflows.Verb(verb)) {
 		return provisionPlan{}, errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
 	}
-	if t.Operation == "abort" {
+	if workflows.Operation(t.Operation) == workflows.OpAbort {
 		return provisionPlan{transition: t, abort: true}, nil
 	}
 	return provisionPlan{transition: t, endWaitingFirst: workflows.IsFailureState(n.ProvisionState)}, nil

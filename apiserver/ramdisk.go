@@ -19,22 +19,22 @@ import (
 
 // Keys of driver_internal_info the ramdisk endpoints own.
 const (
-	keyAgentToken         = "agent_secret_token"
-	keyAgentTokenPregen   = "agent_secret_token_pregenerated"
-	keyAgentURL           = "agent_url"
-	keyAgentVersion       = "agent_version"
-	keyAgentLastHeartbeat = "agent_last_heartbeat"
-	keyAgentVerifyCA      = "agent_verify_ca"
+	keyAgentToken         = store.KeyAgentToken
+	keyAgentTokenPregen   = store.KeyAgentTokenPregenerated
+	keyAgentURL           = store.KeyAgentURL
+	keyAgentVersion       = store.KeyAgentVersion
+	keyAgentLastHeartbeat = store.KeyAgentLastHeartbeat
+	keyAgentVerifyCA      = store.KeyAgentVerifyCA
 )
 
 // lookupStates are where an agent may find its node with restrict_lookup.
 var lookupStates = []string{
 	workflows.StateDeploying, workflows.StateDeployWait, workflows.StateCleaning, workflows.StateCleanWait,
-	workflows.StateInspecting, workflows.StateInspectWait, "rescuing", "rescue wait",
+	workflows.StateInspecting, workflows.StateInspectWait, string(workflows.Rescuing), string(workflows.RescueWait),
 }
 
 // agentStatuses are the agent_status values a heartbeat may carry (1.72).
-var agentStatuses = []string{"start", "end", "error"}
+var agentStatuses = []string{workflows.AgentStatusStart, workflows.AgentStatusEnd, workflows.AgentStatusError}
 
 // errTokenIssued stops the token-issuing update when another lookup won.
 var errTokenIssued = errors.New("agent token already issued")

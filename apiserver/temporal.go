@@ -19,15 +19,6 @@ type TemporalEngine struct {
 	Client client.Client
 }
 
-// workflowFor maps an accepted operation to its workflow type name.
-var workflowFor = map[string]string{
-	"manage":   "ManageNode",
-	"provide":  "ProvideNode",
-	"deploy":   "DeployNode",
-	"undeploy": "UndeployNode",
-	"inspect":  "InspectNode",
-}
-
 func (e *TemporalEngine) start(ctx context.Context, nodeUUID, operation, state, workflowType string, arg any) (client.WorkflowRun, error) {
 	opts := client.StartWorkflowOptions{
 		ID:                       workflows.WorkflowID(nodeUUID),
@@ -56,7 +47,7 @@ func (e *TemporalEngine) StartProvision(ctx context.Context, req workflows.Provi
 	if !ok {
 		return fmt.Errorf("verb %q not accepted in state %q", req.Verb, req.FromState)
 	}
-	wf, ok := workflowFor[t.Operation]
+	wf, ok := workflows.ProvisionWorkflow(t.Operation)
 	if !ok {
 		return fmt.Errorf("%w: provision verb %q", ErrNotImplemented, req.Verb)
 	}
@@ -66,13 +57,13 @@ func (e *TemporalEngine) StartProvision(ctx context.Context, req workflows.Provi
 
 // StartPower implements Engine.
 func (e *TemporalEngine) StartPower(ctx context.Context, req workflows.PowerRequest) error {
-	_, err := e.start(ctx, req.NodeUUID, "power", "", "SetPowerState", req)
+	_, err := e.start(ctx, req.NodeUUID, string(workflows.OpPower), "", workflows.WorkflowSetPowerState, req)
 	return err
 }
 
 // SetBootDevice implements Engine: it waits for the BMC's answer.
 func (e *TemporalEngine) SetBootDevice(ctx context.Context, req workflows.BootDeviceRequest) error {
-	run, err := e.start(ctx, req.NodeUUID, "boot device", "", "ChangeBootDevice", req)
+	run, err := e.start(ctx, req.NodeUUID, string(workflows.OpBootDevice), "", workflows.WorkflowChangeBootDevice, req)
 	if err != nil {
 		return err
 	}
@@ -115,9 +106,12 @@ var ErrNotImplemented = errors.New("not implemented")
 // WorkflowTypes lists every workflow type the API starts, so that the
 // worker's registration can be checked against it.
 func WorkflowTypes() []string {
-	out := []string{"SetPowerState", "ChangeBootDevice"}
-	for _, wf := range workflowFor {
-		out = append(out, wf)
+	var out []string
+	for _, op := range []workflows.Operation{workflows.OpManage, workflows.OpProvide, workflows.OpDeploy,
+		workflows.OpUndeploy, workflows.OpInspect, workflows.OpPower, workflows.OpBootDevice} {
+		if wf, ok := op.Workflow(); ok {
+			out = append(out, wf)
+		}
 	}
 	return out
 }

@@ -1,10 +1,8 @@
 package workflows
 
-// String forms of the provision states, for packages that still hold a
-// node's provision_state as a plain string (apiserver, bench, tests).
-//
-// Deprecated: use the State constants (Enroll, DeployWait, ...); these go
-// once those packages hold State values.
+// String forms of the provision states, for packages that hold a node's
+// provision_state as the store's plain string (apiserver, bench, tests).
+// Workflow code uses the State constants (Enroll, DeployWait, ...).
 const (
 	StateEnroll         = string(Enroll)
 	StateVerifying      = string(Verifying)
