@@ -62,8 +62,8 @@ func TestVersionNegotiation(t *testing.T) {
 	}
 }
 
-// The error bodies below are copied from the Ironic trace byte for byte
-// (reference/ironic-api-trace.md, with their Content-Length).
+// The error bodies below are copied byte for byte, with their
+// Content-Length, from real Ironic's answers to the baremetal CLI.
 func TestErrorBodiesByteExact(t *testing.T) {
 	e := newEnv(t)
 	n := e.createNode(map[string]any{"driver": "fake-hardware", "name": "anchor-node-14937"})
