@@ -45,7 +45,7 @@ func enrollAgentNode(t *testing.T, name, mac string, img *imageServer) string {
 
 func temporalClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: lab.temporal.Address()})
+	c, err := client.Dial(client.Options{HostPort: lab.Temporal.Address()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestDeployAndUndeployWithSimulatedAgent(t *testing.T) {
 	}
 	t.Logf("deploy with the simulated agent: %d history events", total)
 	// The operator's timeline of that deploy: every step with its duration.
-	out, err := exec.Command(lab.bin, "timeline", "--temporal-address", lab.temporal.Address(), uuid).CombinedOutput()
+	out, err := exec.Command(lab.Bin, "timeline", "--temporal-address", lab.Temporal.Address(), uuid).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "DeployNode for node "+uuid) || !strings.Contains(string(out), "RunAgentStep") {
 		t.Fatalf("ironflow timeline: %v\n%s", err, out)
 	}
@@ -150,9 +150,9 @@ func TestWorkerKilledMidDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, uuid, "wait call-back", 60*time.Second)
-	lab.killWorker()
+	lab.KillWorker()
 	time.Sleep(time.Second)
-	if err := lab.startWorker(); err != nil {
+	if err := lab.StartWorker(); err != nil {
 		t.Fatal(err)
 	}
 	m := startSimMachine(t, uuid, []string{"52:54:00:bb:00:02"}, sim.Config{})
@@ -162,11 +162,11 @@ func TestWorkerKilledMidDeploy(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if img.downloads.Load() == 0 {
-		t.Fatalf("write_image never started; node %+v\n%s", getNode(t, uuid), tail(lab.workerLog))
+		t.Fatalf("write_image never started; node %+v\n%s", getNode(t, uuid), workerLog())
 	}
-	lab.killWorker()
+	lab.KillWorker()
 	time.Sleep(2 * time.Second)
-	if err := lab.startWorker(); err != nil {
+	if err := lab.StartWorker(); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, uuid, "active", 180*time.Second)
@@ -253,9 +253,9 @@ func TestAPIKilledMidDeploy(t *testing.T) {
 		}
 		waitState(t, uuid, s.state, 60*time.Second)
 	}
-	lab.killAPI()
+	lab.KillAPI()
 	// The machine boots its agent while the API is down.
-	a, err := sim.Start(context.Background(), sim.Config{APIURL: lab.apiURL, MACs: []string{"52:54:00:bb:00:04"}, HeartbeatInterval: time.Second})
+	a, err := sim.Start(context.Background(), sim.Config{APIURL: lab.APIURL, MACs: []string{"52:54:00:bb:00:04"}, HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestAPIKilledMidDeploy(t *testing.T) {
 		}
 	})
 	time.Sleep(3 * time.Second)
-	if err := lab.startAPI(); err != nil {
+	if err := lab.StartAPI(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, uuid, "active", 120*time.Second)
@@ -303,7 +303,7 @@ func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(cli, "workflow", "query", "--address", lab.temporal.Address(), "--workflow-id", "node-"+uuid, "--type", "status").CombinedOutput()
+	out, err := exec.Command(cli, "workflow", "query", "--address", lab.Temporal.Address(), "--workflow-id", "node-"+uuid, "--type", "status").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "retry, skip-step or abort") {
 		t.Fatalf("status query: %v\n%s", err, out)
 	}
@@ -312,7 +312,7 @@ func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
 	}, nil); code != 200 {
 		t.Fatalf("fix instance_info: %d", code)
 	}
-	if out, err := exec.Command(cli, "workflow", "signal", "--address", lab.temporal.Address(), "--workflow-id", "node-"+uuid, "--name", "retry").CombinedOutput(); err != nil {
+	if out, err := exec.Command(cli, "workflow", "signal", "--address", lab.Temporal.Address(), "--workflow-id", "node-"+uuid, "--name", "retry").CombinedOutput(); err != nil {
 		t.Fatalf("temporal workflow signal retry: %v\n%s", err, out)
 	}
 	waitFor(t, "the retry to leave deploy failed", 60*time.Second, func() bool { return getNode(t, uuid).ProvisionState != "deploy failed" })
