@@ -2,31 +2,19 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
 
-// Scenario timeouts, on a loaded 2-core machine under TCG (measured:
-// PXE → agent → image → disk boot 22–32 s per VM).
-const (
-	manageWait  = 2 * time.Minute
-	provideWait = 5 * time.Minute
-	deployWait  = 10 * time.Minute
-)
-
-// TestE2E_A_IPMI_PXE_BIOS deploys a SeaBIOS VM behind OpenIPMI's ipmi_sim
+// TestDeployIPMIPXEBIOS deploys a SeaBIOS VM behind OpenIPMI's ipmi_sim
 // with the unmodified baremetal CLI: IPMI power and boot device, automated
 // cleaning through the agent on provide, DHCP + TFTP + iPXE network boot of
 // ironflow's agent, image streamed with its
 // sha256 checked, config drive written, boot from disk. The VM's own init
 // then prints what it read from the config drive.
-func TestE2E_A_IPMI_PXE_BIOS(t *testing.T) {
+func TestDeployIPMIPXEBIOS(t *testing.T) {
 	RequireQEMU(t)
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=true")
@@ -35,23 +23,12 @@ func TestE2E_A_IPMI_PXE_BIOS(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := lab.AddVM("node-a", "52:54:00:e2:0a:01", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-a", "disk.raw"))
-	var pw [8]byte
-	_, _ = rand.Read(pw[:])
-	password := hex.EncodeToString(pw[:])
-	startIPMISim(t, s, vm, password)
+	password := newBMCPassword()
+	startIPMISim(t, s, agentVM(vm), password)
 
 	begin := time.Now()
-	uuid := strings.TrimSpace(s.mustCLI(t, "node", "create", "--name", "e2e-a", "--driver", "ipmi",
-		"--deploy-interface", "direct", "--boot-interface", "ipxe",
-		"--driver-info", "ipmi_address=127.0.0.1",
-		"--driver-info", "ipmi_port="+strings.Split(ipmiSimListen, ":")[1],
-		"--driver-info", "ipmi_username=admin",
-		"--driver-info", "ipmi_password="+password,
-		"--property", "capabilities=boot_mode:bios",
-		"-f", "value", "-c", "uuid"))
-	t.Logf("node e2e-a is %s", uuid)
+	uuid := createIPMINode(t, s, vm, "e2e-a", password, "--deploy-interface", "direct")
 	defer printNodeHistory(t, s, uuid)
-	s.mustCLI(t, "port", "create", vm.MAC, "--node", uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
 	printTimeline(t, s, uuid, "provide (automated cleaning)")
@@ -68,8 +45,7 @@ func TestE2E_A_IPMI_PXE_BIOS(t *testing.T) {
 	}
 	defer printTimeline(t, s, uuid, "deploy")
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd), "--wait", seconds(deployWait)); err != nil {
-		show, _ := s.baremetal(t, "node", "show", uuid, "-f", "json", "-c", "provision_state", "-c", "last_error", "-c", "driver_internal_info")
-		t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, show, s.logTail(), Tail(vm.SerialLog, 3000))
+		s.failStep(t, uuid, vm.SerialLog, err)
 	}
 	t.Logf("deploy of e2e-a reached active %.1fs after node create", time.Since(begin).Seconds())
 
@@ -86,6 +62,3 @@ func TestE2E_A_IPMI_PXE_BIOS(t *testing.T) {
 	}
 	t.Logf("VM booted the deployed disk and read its config drive %.1fs after node create", time.Since(begin).Seconds())
 }
-
-// seconds is d as the CLI's --wait wants it.
-func seconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds())) }
