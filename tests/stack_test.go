@@ -90,6 +90,15 @@ func call(t testing.TB, method, path string, body any, out any) (int, http.Heade
 	return resp.StatusCode, resp.Header
 }
 
+// call2 is call without decoding, for requests whose body is empty.
+func call2(t *testing.T, method, path string, body any) (int, error) {
+	code, _ := call(t, method, path, body, nil)
+	if code >= 300 {
+		return code, fmt.Errorf("%s %s: HTTP %d", method, path, code)
+	}
+	return code, nil
+}
+
 type node struct {
 	UUID                 string         `json:"uuid"`
 	Name                 string         `json:"name"`
