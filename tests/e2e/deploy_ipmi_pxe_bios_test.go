@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,27 +36,12 @@ func TestDeployIPMIPXEBIOS(t *testing.T) {
 		"--instance-info", "image_os_hash_value="+sum)
 
 	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2EscenarioA e2e"
-	cd, err := json.Marshal(map[string]any{"meta_data": map[string]any{
-		"hostname": "e2e-a", "public_keys": map[string]string{"0": pubKey}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer printTimeline(t, s, uuid, "deploy")
-	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd), "--wait", seconds(deployWait)); err != nil {
-		s.failStep(t, uuid, vm.SerialLog, err)
-	}
+	s.deploy(t, uuid, vm, "e2e-a", pubKey)
 	t.Logf("deploy of e2e-a reached active %.1fs after node create", time.Since(begin).Seconds())
 
 	// The node is active: the machine has been power-cycled onto its disk,
 	// where the test image's init reads the config drive ironflow wrote.
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
-	defer cancel()
-	want := "IRONFLOW-E2E hostname=e2e-a key=" + pubKey
-	if _, err := WaitSerial(ctx, vm.SerialLog, want, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := findLine(vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware=bios"); !ok {
-		t.Errorf("no booted-from-disk marker on the console")
-	}
+	waitBootedFromDisk(t, vm, "e2e-a", pubKey)
 	t.Logf("VM booted the deployed disk and read its config drive %.1fs after node create", time.Since(begin).Seconds())
 }

@@ -244,8 +244,9 @@ type splitStackConfig struct {
 func startSplitStack(t *testing.T, lab *Lab, cfg splitStackConfig) *stack {
 	t.Helper()
 	s := newStack(t, lab)
-	ctx, cancel := context.WithTimeout(context.Background(), stackReadyTimeout)
-	defer cancel()
+	// Each wait of the start is bounded on its own (ReadyTimeout,
+	// devstack's PostgreSQL and Temporal start timeouts).
+	ctx := context.Background()
 	port, _ := strconv.Atoi(temporalPort)
 	split, err := devstack.StartStack(ctx, devstack.StackConfig{
 		Dir:            s.dataDir,
