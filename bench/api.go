@@ -76,17 +76,17 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		if err != nil {
 			return rows, err
 		}
-		apiCPU := func() time.Duration { return procCPU(st.api.Process.Pid) }
+		apiCPU := func() time.Duration { return procCPU(st.API.Pid()) }
 		cpu0 := apiCPU()
 		list, err := latencies(ctx, hc, cfg.apiRequests, func(int) (string, string, any) {
-			return http.MethodGet, fmt.Sprintf("%s/v1/nodes?detail=true&limit=%d", st.apiURL, apiPageLimit), nil
+			return http.MethodGet, fmt.Sprintf("%s/v1/nodes?detail=true&limit=%d", st.APIURL, apiPageLimit), nil
 		})
 		if err != nil {
 			return rows, err
 		}
 		listCPU := (apiCPU() - cpu0) / time.Duration(cfg.apiRequests)
 		show, err := latencies(ctx, hc, cfg.apiRequests, func(i int) (string, string, any) {
-			return http.MethodGet, st.apiURL + "/v1/nodes/" + uuids[rand.IntN(len(uuids))], nil
+			return http.MethodGet, st.APIURL + "/v1/nodes/" + uuids[rand.IntN(len(uuids))], nil
 		})
 		if err != nil {
 			return rows, err
@@ -106,7 +106,7 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		}
 		cpu0 = apiCPU()
 		lookups, lookupErrs, err := throughput(ctx, hc, cfg.apiClients, cfg.apiDuration, func(i int) (string, string, any) {
-			return http.MethodGet, st.apiURL + "/v1/lookup?addresses=" + ramdisk[i%len(ramdisk)].mac, nil
+			return http.MethodGet, st.APIURL + "/v1/lookup?addresses=" + ramdisk[i%len(ramdisk)].mac, nil
 		})
 		if err != nil {
 			return rows, err
@@ -115,7 +115,7 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		cpu0 = apiCPU()
 		heartbeat := func(i int) (string, string, any) {
 			n := ramdisk[i%len(ramdisk)]
-			return http.MethodPost, st.apiURL + "/v1/heartbeat/" + n.uuid, map[string]any{
+			return http.MethodPost, st.APIURL + "/v1/heartbeat/" + n.uuid, map[string]any{
 				"callback_url": n.callback, "agent_token": n.token, "agent_version": "ironflow-bench",
 			}
 		}

@@ -611,7 +611,7 @@ func (b *agentBooter) boot(ctx context.Context, bn *benchNode) {
 	if bn.agent != nil && bn.agent.PoweredOn() {
 		return
 	}
-	a, err := sim.Start(ctx, sim.Config{APIURL: b.st.apiURL, MACs: []string{bn.mac}, HeartbeatInterval: b.interval})
+	a, err := sim.Start(ctx, sim.Config{APIURL: b.st.APIURL, MACs: []string{bn.mac}, HeartbeatInterval: b.interval})
 	if err != nil {
 		b.st.log.Warn("boot simulated agent", "node", bn.name, "err", err)
 		return

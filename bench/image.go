@@ -148,7 +148,7 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img *generatedImage,
 		return 0, 0, 0, nil, err
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), childEnv+"="+childAgentWriter, envAPIURL+"="+st.apiURL, envMAC+"="+mac,
+	cmd.Env = append(os.Environ(), childEnv+"="+childAgentWriter, envAPIURL+"="+st.APIURL, envMAC+"="+mac,
 		envNodeUUID+"="+node.UUID, envToken+"="+token, envDisk+"="+disk, envDiskSize+"="+strconv.FormatInt(diskSize, 10))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr

@@ -482,3 +482,11 @@ func (p *Postgres) StopOnExit(removeDataDir bool) error {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// SocketURL is the libpq URL of the ironflow database through the
+// cluster's unix socket, which, unlike 127.0.0.1, is reachable from other
+// network namespaces.
+func (p *Postgres) SocketURL() string {
+	return fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable",
+		PostgresSuperuser, PostgresDatabase, filepath.Join(p.dataDir, socketDir), p.port)
+}

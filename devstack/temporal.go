@@ -15,6 +15,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // TemporalConfig says how to run the Temporal dev server.
@@ -34,11 +36,29 @@ type TemporalConfig struct {
 	LogFile string
 	// SearchAttributes to register at start: name → type (Keyword, Text, ...).
 	SearchAttributes map[string]string
+	// Command, when set, runs the server and its readiness probe (the
+	// CLI's `operator search-attribute list`) instead of exec.Command, e.g.
+	// inside another network namespace, where this process cannot dial
+	// the frontend and a free port here says nothing about a port there.
+	Command func(name string, args ...string) *exec.Cmd
+}
+
+// WorkflowSearchAttributes are the search attributes ironflow's workflows
+// upsert, which a dev server must register at start.
+func WorkflowSearchAttributes() map[string]string {
+	return map[string]string{
+		workflows.SearchAttrNodeUUID:       "Keyword",
+		workflows.SearchAttrProvisionState: "Keyword",
+		workflows.SearchAttrOperation:      "Keyword",
+	}
 }
 
 // Temporal is a running dev server.
 type Temporal struct {
-	cmd     *exec.Cmd
+	cmd *exec.Cmd
+	bin string
+	// command runs the CLI probe when the server was started through one.
+	command func(name string, args ...string) *exec.Cmd
 	address string
 	uiURL   string
 	done    chan error
@@ -49,6 +69,9 @@ func (t *Temporal) Address() string { return t.address }
 
 // UIURL is the Web UI's address ("" when headless).
 func (t *Temporal) UIURL() string { return t.uiURL }
+
+// Pid is the server's process id.
+func (t *Temporal) Pid() int { return t.cmd.Process.Pid }
 
 // FindTemporalCLI locates the temporal CLI.
 func FindTemporalCLI(bin string) (string, error) {
@@ -105,12 +128,16 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 		if cfg.Port, err = FreePort(cfg.IP); err != nil {
 			return nil, err
 		}
-	} else if !portFree(cfg.IP, cfg.Port) {
+	} else if cfg.Command == nil && !portFree(cfg.IP, cfg.Port) {
 		return nil, fmt.Errorf("port %s:%d is taken: is another Temporal server (or another 'make run') running? Stop it or choose another port", cfg.IP, cfg.Port)
 	}
 	args := []string{"server", "start-dev", "--ip", cfg.IP, "--port", strconv.Itoa(cfg.Port),
 		"--namespace", cfg.Namespace, "--log-level", "warn"}
-	t := &Temporal{address: net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port)), done: make(chan error, 1)}
+	command := cfg.Command
+	if command == nil {
+		command = exec.Command
+	}
+	t := &Temporal{bin: bin, command: cfg.Command, address: net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port)), done: make(chan error, 1)}
 	switch {
 	case cfg.UIPort < 0:
 		args = append(args, "--headless")
@@ -130,7 +157,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 	for name, typ := range cfg.SearchAttributes {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if cfg.LogFile != "" {
 		f, err := os.OpenFile(cfg.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -162,14 +189,9 @@ func (t *Temporal) waitReady(ctx context.Context, namespace string) error {
 			return fmt.Errorf("the Temporal dev server exited during start: %v (see its log)", err)
 		default:
 		}
-		c, err := client.Dial(client.Options{HostPort: t.address, Namespace: namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		err := t.probe(ctx, namespace)
 		if err == nil {
-			_, herr := c.CheckHealth(ctx, &client.CheckHealthRequest{})
-			c.Close()
-			if herr == nil {
-				return nil
-			}
-			err = herr
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the Temporal dev server did not answer on %s within 2 minutes: %w", t.address, err)
@@ -180,6 +202,25 @@ func (t *Temporal) waitReady(ctx context.Context, namespace string) error {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// probe asks the frontend whether it serves: through the SDK, or through
+// the CLI run by the configured command.
+func (t *Temporal) probe(ctx context.Context, namespace string) error {
+	if t.command != nil {
+		out, err := t.command(t.bin, "operator", "search-attribute", "list", "--address", t.address, "--namespace", namespace).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	c, err := client.Dial(client.Options{HostPort: t.address, Namespace: namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+	return err
 }
 
 // Stop ends the server (SIGTERM, then SIGKILL after 10 s) and waits for it.

@@ -75,7 +75,7 @@ func startBMCLab(t *testing.T) *bmcLab {
 		t.Fatal(err)
 	}
 	stop, err := vbmc.StartIPMISim(context.Background(), vc, "ipmi0", "127.0.0.1:"+strconv.Itoa(l.ipmiPort), "admin", "password",
-		[]string{lab.bin, "vbmc", "chassis-control", "--config", l.cfgPath, "--vm", "ipmi0"})
+		[]string{lab.Bin, "vbmc", "chassis-control", "--config", l.cfgPath, "--vm", "ipmi0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("timed out after %s waiting for %s\nworker log:\n%s", timeout, what, tail(lab.workerLog))
+	t.Fatalf("timed out after %s waiting for %s\nworker log:\n%s", timeout, what, workerLog())
 }
 
 // TestRealBMCsThroughTheCLI manages, powers and switches the boot device of a

@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -45,7 +43,7 @@ func enrollAgentNode(t *testing.T, name, mac string, img *imageServer) string {
 
 func temporalClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: lab.temporal.Address()})
+	c, err := client.Dial(client.Options{HostPort: lab.Temporal.Address()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +107,7 @@ func TestDeployAndUndeployWithSimulatedAgent(t *testing.T) {
 	}
 	t.Logf("deploy with the simulated agent: %d history events", total)
 	// The operator's timeline of that deploy: every step with its duration.
-	out, err := exec.Command(lab.bin, "timeline", "--temporal-address", lab.temporal.Address(), uuid).CombinedOutput()
+	out, err := exec.Command(lab.Bin, "timeline", "--temporal-address", lab.Temporal.Address(), uuid).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "DeployNode for node "+uuid) || !strings.Contains(string(out), "RunAgentStep") {
 		t.Fatalf("ironflow timeline: %v\n%s", err, out)
 	}
@@ -127,74 +125,6 @@ func TestDeployAndUndeployWithSimulatedAgent(t *testing.T) {
 	if !strings.Contains(hist, "Agent called back") {
 		t.Fatalf("history does not show the agent's callbacks:\n%s", hist)
 	}
-}
-
-// TestWorkerKilledMidDeploy kills the worker with SIGKILL while the node
-// waits for its agent and again while the agent writes the image: the deploy
-// finishes when a worker comes back, without a second power-on or write.
-func TestWorkerKilledMidDeploy(t *testing.T) {
-	img := newImageServer(t, 16<<20)
-	img.delay = 300 * time.Millisecond // about 5 s of writing
-	uuid := enrollAgentNode(t, "crash-node-0", "52:54:00:bb:00:02", img)
-	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{{"op": "add", "path": "/automated_clean", "value": false}}, nil); code != 200 {
-		t.Fatalf("set automated_clean: %d", code)
-	}
-	for _, verb := range []string{"manage", "provide"} {
-		if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": verb}, nil); code != 202 {
-			t.Fatalf("%s: %d", verb, code)
-		}
-		waitState(t, uuid, map[string]string{"manage": "manageable", "provide": "available"}[verb], 60*time.Second)
-	}
-	// No agent yet: the node will wait for its call-back.
-	if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, uuid, "wait call-back", 60*time.Second)
-	lab.killWorker()
-	time.Sleep(time.Second)
-	if err := lab.startWorker(); err != nil {
-		t.Fatal(err)
-	}
-	m := startSimMachine(t, uuid, []string{"52:54:00:bb:00:02"}, sim.Config{})
-	// Wait until the image is being written, then crash again.
-	deadline := time.Now().Add(90 * time.Second)
-	for img.downloads.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if img.downloads.Load() == 0 {
-		t.Fatalf("write_image never started; node %+v\n%s", getNode(t, uuid), tail(lab.workerLog))
-	}
-	lab.killWorker()
-	time.Sleep(2 * time.Second)
-	if err := lab.startWorker(); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, uuid, "active", 180*time.Second)
-	if got := img.downloads.Load(); got != 1 {
-		t.Errorf("image written %d times across the crashes, want 1", got)
-	}
-	if m.boots() != 1 {
-		t.Errorf("the machine booted the agent %d times, want 1", m.boots())
-	}
-	c := temporalClient(t)
-	_, powerOns := historyCount(t, c, uuid, func(et enumspb.EventType, s string) bool {
-		return et == enumspb.EVENT_TYPE_MARKER_RECORDED && strings.Contains(s, `SetPower`) && strings.Contains(s, "rebooting")
-	})
-	_, scheduled := historyCount(t, c, uuid, func(et enumspb.EventType, s string) bool {
-		return et == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && strings.Contains(s, "SetPower") && strings.Contains(s, "rebooting")
-	})
-	if powerOns+scheduled > 1 {
-		t.Errorf("the agent boot's power action ran %d times", powerOns+scheduled)
-	}
-}
-
-// call2 is call without decoding, for requests whose body is empty.
-func call2(t *testing.T, method, path string, body any) (int, error) {
-	code, _ := call(t, method, path, body, nil)
-	if code >= 300 {
-		return code, fmt.Errorf("%s %s: HTTP %d", method, path, code)
-	}
-	return code, nil
 }
 
 // TestConcurrentDeployRequestsOneWins sends two deploy requests for one node
@@ -236,115 +166,6 @@ func TestConcurrentDeployRequestsOneWins(t *testing.T) {
 	// Let it finish so that the node is left clean.
 	startSimMachine(t, uuid, []string{"52:54:00:bb:00:03"}, sim.Config{})
 	waitState(t, uuid, "active", 120*time.Second)
-}
-
-// TestAPIKilledMidDeploy kills the API with SIGKILL while the node waits for
-// its agent: the agent's lookups fail until the API is back, then the deploy
-// goes on. The API holds no state of its own.
-func TestAPIKilledMidDeploy(t *testing.T) {
-	img := newImageServer(t, 1<<20)
-	uuid := enrollAgentNode(t, "api-crash-node-0", "52:54:00:bb:00:04", img)
-	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{{"op": "add", "path": "/automated_clean", "value": false}}, nil); code != 200 {
-		t.Fatalf("set automated_clean: %d", code)
-	}
-	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "wait call-back"}} {
-		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, uuid, s.state, 60*time.Second)
-	}
-	lab.killAPI()
-	// The machine boots its agent while the API is down.
-	a, err := sim.Start(context.Background(), sim.Config{APIURL: lab.apiURL, MACs: []string{"52:54:00:bb:00:04"}, HeartbeatInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if a.PoweredOn() {
-			a.Stop()
-		}
-	})
-	time.Sleep(3 * time.Second)
-	if err := lab.startAPI(); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, uuid, "active", 120*time.Second)
-	if got := img.downloads.Load(); got != 1 {
-		t.Errorf("image written %d times, want 1", got)
-	}
-}
-
-// TestChecksumMismatchThenOperatorRetry: a wrong checksum fails the deploy
-// with a last_error that names it; the operator fixes instance_info and sends
-// `temporal workflow signal --name retry` (the real temporal CLI, as the
-// README says); the deploy ends active.
-func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
-	img := newImageServer(t, 2<<20)
-	uuid := enrollAgentNode(t, "checksum-node-0", "52:54:00:bb:00:05", img)
-	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
-		{"op": "add", "path": "/automated_clean", "value": false},
-		{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": strings.Repeat("0", 64)},
-	}, nil); code != 200 {
-		t.Fatalf("patch: %d", code)
-	}
-	startSimMachine(t, uuid, []string{"52:54:00:bb:00:05"}, sim.Config{})
-	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "deploy failed"}} {
-		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, uuid, s.state, 90*time.Second)
-	}
-	n := getNode(t, uuid)
-	if !strings.Contains(deref(n.LastError), "write_image") || !strings.Contains(strings.ToLower(deref(n.LastError)), "checksum") {
-		t.Fatalf("last_error %q should name write_image and the checksum", deref(n.LastError))
-	}
-	// The operator's view: the status query says what it waits for.
-	cli, err := devstack.FindTemporalCLI("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(cli, "workflow", "query", "--address", lab.temporal.Address(), "--workflow-id", "node-"+uuid, "--type", "status").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "retry, skip-step or abort") {
-		t.Fatalf("status query: %v\n%s", err, out)
-	}
-	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
-		{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": img.sha256},
-	}, nil); code != 200 {
-		t.Fatalf("fix instance_info: %d", code)
-	}
-	if out, err := exec.Command(cli, "workflow", "signal", "--address", lab.temporal.Address(), "--workflow-id", "node-"+uuid, "--name", "retry").CombinedOutput(); err != nil {
-		t.Fatalf("temporal workflow signal retry: %v\n%s", err, out)
-	}
-	waitFor(t, "the retry to leave deploy failed", 60*time.Second, func() bool { return getNode(t, uuid).ProvisionState != "deploy failed" })
-	n = waitState(t, uuid, "active", 120*time.Second)
-	if n.LastError != nil {
-		t.Errorf("last_error kept after the retry succeeded: %q", *n.LastError)
-	}
-}
-
-// TestUndeployAFailedDeployThatWaitsForAnOperator: the failed deploy's
-// workflow waits for retry/skip-step/abort, but `baremetal node undeploy`
-// is the operator's answer too: it ends the wait and cleans the node up.
-func TestUndeployAFailedDeployThatWaitsForAnOperator(t *testing.T) {
-	img := newImageServer(t, 1<<20)
-	uuid := enrollAgentNode(t, "failed-undeploy-node-0", "52:54:00:bb:00:06", img)
-	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
-		{"op": "add", "path": "/automated_clean", "value": false},
-		{"op": "replace", "path": "/instance_info/image_source", "value": img.URL + "/missing-because-404"},
-	}, nil); code != 200 {
-		t.Fatalf("patch: %d", code)
-	}
-	startSimMachine(t, uuid, []string{"52:54:00:bb:00:06"}, sim.Config{})
-	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "deploy failed"}} {
-		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, uuid, s.state, 90*time.Second)
-	}
-	mustCLI(t, "node", "undeploy", uuid, "--wait", "120")
-	if n := getNode(t, uuid); n.ProvisionState != "available" {
-		t.Fatalf("after undeploy: %+v", n)
-	}
 }
 
 // TestUnreadableDriverInfoFailsTheDeployClearly: a timeout override in

@@ -88,7 +88,7 @@ func TestPowerSyncNodeLockFromTemporalVisibility(t *testing.T) {
 func TestPowerSyncOnTemporalAndPostgres(t *testing.T) {
 	ctx := context.Background()
 	c := temporalClient(t)
-	st, err := store.Open(ctx, lab.pgURL)
+	st, err := store.Open(ctx, lab.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,23 +25,16 @@ func TestScaleOutTwoAPIsTwoWorkersConductorGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	api2 := fmt.Sprintf("127.0.0.1:%d", port)
-	args := append([]string(nil), lab.apiArgs...)
-	for i := range args {
-		if args[i] == "--listen" {
-			args[i+1] = api2
-		}
-	}
-	a2, err := lab.spawn(args, lab.dir+"/api2.log")
+	a2, err := lab.Spawn("ironflow-api2", lab.APIArgs(api2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(-a2.Process.Pid, syscall.SIGKILL) })
-	wargs := append(append([]string(nil), lab.workerArgs...), "--conductor-groups", "rack2", "--sync-power-state-interval", "0")
-	w2, err := lab.spawn(wargs, lab.dir+"/worker-rack2.log")
+	t.Cleanup(a2.Kill)
+	w2, err := lab.Spawn("ironflow-worker-rack2", append(lab.WorkerArgs(), "--conductor-groups", "rack2", "--sync-power-state-interval", "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(-w2.Process.Pid, syscall.SIGKILL) })
+	t.Cleanup(w2.Kill)
 	waitFor(t, "the second API", 30*time.Second, func() bool {
 		out, err := exec.Command("curl", "-sf", "http://"+api2+"/").CombinedOutput()
 		return err == nil && strings.Contains(string(out), "v1")
@@ -63,7 +55,7 @@ func TestScaleOutTwoAPIsTwoWorkersConductorGroups(t *testing.T) {
 		}
 		moveTo(t, uuid, [2]string{"manage", "manageable"}, [2]string{"provide", "available"})
 		startSimMachine(t, uuid, []string{mac}, sim.Config{})
-		apiURL := lab.apiURL
+		apiURL := lab.APIURL
 		if group == "rack2" {
 			apiURL = "http://" + api2
 		}
@@ -87,7 +79,7 @@ func TestScaleOutTwoAPIsTwoWorkersConductorGroups(t *testing.T) {
 		waitState(t, n.uuid, "active", 120*time.Second)
 		// Which worker ran the write? The started event names its identity.
 		_, byRack2 := historyCount(t, c, n.uuid, func(et enumspb.EventType, s string) bool {
-			return et == enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED && strings.Contains(s, fmt.Sprintf("%d@", w2.Process.Pid))
+			return et == enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED && strings.Contains(s, fmt.Sprintf("%d@", w2.Pid()))
 		})
 		_, scheduledOnGroup := historyCount(t, c, n.uuid, func(et enumspb.EventType, s string) bool {
 			return et == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED && strings.Contains(s, "ironflow.rack2")

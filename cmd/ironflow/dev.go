@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/ironflow/ironflow/devstack"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // runDev starts the whole service on embedded defaults: a throwaway
@@ -55,16 +54,12 @@ func runDev(ctx context.Context, args []string) error {
 	uiURL := ""
 	if !explicit["temporal-address"] && os.Getenv("TEMPORAL_ADDRESS") == "" && os.Getenv(envName("temporal-address")) == "" {
 		t, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
-			DBFile:    filepath.Join(abs, "temporal", "temporal.db"),
-			Port:      *temporalPort,
-			UIPort:    *uiPort,
-			Namespace: *api.namespace,
-			LogFile:   filepath.Join(abs, "temporal", "server.log"),
-			SearchAttributes: map[string]string{
-				workflows.SearchAttrNodeUUID:       "Keyword",
-				workflows.SearchAttrProvisionState: "Keyword",
-				workflows.SearchAttrOperation:      "Keyword",
-			},
+			DBFile:           filepath.Join(abs, "temporal", "temporal.db"),
+			Port:             *temporalPort,
+			UIPort:           *uiPort,
+			Namespace:        *api.namespace,
+			LogFile:          filepath.Join(abs, "temporal", "server.log"),
+			SearchAttributes: devstack.WorkflowSearchAttributes(),
 		}, log.With("component", "temporal"))
 		if err != nil {
 			return err

@@ -9,15 +9,28 @@
 // disk and what it read from the config drive. Scenario assertions read
 // those IRONFLOW-E2E markers from the VM's serial log.
 //
-// The scenarios of issue 7, each driven by the baremetal CLI and asserted on
-// the VM's console, the node's API fields and the workflow history:
+// The scenarios, each driven by the baremetal CLI and asserted on the VM's
+// console, the node's API fields and the workflow history (the letters
+// prefix their log lines):
 //
-//	A   IPMI (ipmi_sim) + PXE + direct deploy, SeaBIOS    scenario_a_test.go
-//	B,C Redfish (ironflow vbmc) + virtual media + UEFI,   scenario_bc_test.go
-//	    then undeploy with cleaning (partition table gone)
-//	D-G on api, worker and pxe as separate processes:     scenario_defg_test.go
-//	    two VMs at once (G), wrong checksum and retry (D),
-//	    worker SIGKILLed mid-write (E), machine lost mid-write (F)
+//	A    IPMI (ipmi_sim) + PXE + direct deploy, SeaBIOS  deploy_ipmi_pxe_bios_test.go
+//	B, C Redfish (ironflow vbmc) + virtual media + UEFI, deploy_redfish_virtual_media_uefi_test.go
+//	     then undeploy with cleaning (partition table gone)
+//	D-G  on api, worker and pxe as separate processes:   split_stack_deploys_and_faults_test.go
+//	     two VMs at once (G), wrong checksum and retry (D),
+//	     worker SIGKILLed mid-write (E), machine lost mid-write (F)
+//	     deploy_interface ramdisk over IPMI + PXE         deploy_ramdisk_test.go
+//	     deploy_interface anaconda (kickstart installer)  deploy_anaconda_kickstart_test.go
+//	     in-band (agent) and out-of-band (Redfish)        inspect_inband_and_redfish_test.go
+//	     inspection
+//
+// The stack under test is devstack's (docs/contributing.md, "Tests and the
+// stack harness"): `ironflow dev` in the lab (stack_test.go, startStack),
+// or devstack.Stack with every part a process in the lab
+// (startSplitStack). The BMC simulators and node enrollment are in
+// vbmc_helpers_test.go, HTTP from inside the lab in lab_http_test.go,
+// reading a VM's disk in disk_helpers_test.go, the workflow timeline in
+// timeline_test.go.
 //
 // Images the scenarios must watch being downloaded come from the test's
 // own server in the lab (imageserver_test.go), which counts requests and

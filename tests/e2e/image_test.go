@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ironflow/ironflow/devstack"
 )
 
 func TestBuildTestImageLayout(t *testing.T) {
@@ -108,7 +110,7 @@ func TestTestImageBootsFromDisk(t *testing.T) {
 			}
 			for _, w := range tc.want {
 				if _, ok := findLine(vm.SerialLog, w); !ok {
-					t.Errorf("serial console lacks %q; tail:\n%s", w, Tail(vm.SerialLog, 1500))
+					t.Errorf("serial console lacks %q; tail:\n%s", w, devstack.Tail(vm.SerialLog, 1500))
 				}
 			}
 		})

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/devstack"
 )
 
 // The lab's network: one bridge inside the namespace, the services'
@@ -132,61 +135,32 @@ func (l *Lab) Command(name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", l.Netns, name}, args...)...)
 }
 
-// Process is a long-running program the lab started in its namespace.
-type Process struct {
-	Name   string
-	Log    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error
+// probeHTTP fetches url from inside the namespace.
+func (l *Lab) probeHTTP(ctx context.Context, url string) error {
+	cmd := l.Command("busybox", "wget", "-q", "-O", "/dev/null", url)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("wget %s in the lab: %w: %s", url, err, out)
+	}
+	return nil
 }
+
+// Process is a long-running program the lab started in its namespace.
+type Process = devstack.Process
 
 // Start runs argv inside the namespace with env added, output into
 // <Dir>/<name>.log, and stops it (SIGTERM, then SIGKILL of its process
 // group) when the test ends.
 func (l *Lab) Start(name string, env []string, argv ...string) *Process {
 	l.t.Helper()
-	p := &Process{Name: name, Log: filepath.Join(l.Dir, name+".log"), exited: make(chan struct{})}
-	f, err := os.Create(p.Log)
+	cmd := l.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	p, err := devstack.StartProcess(name, filepath.Join(l.Dir, name+".log"), cmd)
 	if err != nil {
-		l.t.Fatalf("lab: %s: %v", name, err)
+		l.t.Fatalf("lab: %v", err)
 	}
-	p.cmd = l.Command(argv[0], argv[1:]...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		f.Close()
-		l.t.Fatalf("lab: start %s: %v", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		f.Close()
-		close(p.exited)
-	}()
-	l.t.Logf("lab: %s started, pid %d, log %s", name, p.cmd.Process.Pid, p.Log)
-	l.t.Cleanup(p.Stop)
+	l.t.Logf("lab: %s started, pid %d, log %s", name, p.Pid(), p.Log)
+	l.t.Cleanup(func() { p.Stop(processStopTimeout) })
 	return p
-}
-
-// Exited is closed when the process has exited.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
-
-// Stop sends SIGTERM and, after processStopTimeout, SIGKILL to the
-// process group.
-func (p *Process) Stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(processStopTimeout):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
-	}
 }
 
 // LabVM is a machine of the lab: a tap on the bridge, a MAC, a firmware

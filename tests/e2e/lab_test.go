@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/devstack"
 )
 
 // TestLabNetworkAndTeardown builds a lab, checks its bridge and tap, that
@@ -42,7 +44,7 @@ func TestLabNetworkAndTeardown(t *testing.T) {
 		}
 
 		p := lab.Start("sleeper", nil, "sleep", "600")
-		sleeper = p.cmd.Process.Pid
+		sleeper = p.Pid()
 
 		// The VM's network boot ROM (iPXE) sends DHCP discovers through
 		// the tap: the bridge side counts them as the tap's received packets.
@@ -53,9 +55,9 @@ func TestLabNetworkAndTeardown(t *testing.T) {
 		for rxPackets(t, lab.Netns, vm.Tap) == 0 {
 			select {
 			case <-ctx.Done():
-				t.Fatalf("no frame from the VM on %s; console:\n%s", vm.Tap, Tail(qemu.SerialLog, 1500))
+				t.Fatalf("no frame from the VM on %s; console:\n%s", vm.Tap, devstack.Tail(qemu.SerialLog, 1500))
 			case <-qemu.Exited():
-				t.Fatalf("QEMU exited: %s", Tail(qemu.QEMULog, 1500))
+				t.Fatalf("QEMU exited: %s", devstack.Tail(qemu.QEMULog, 1500))
 			case <-time.After(serialPollInterval):
 			}
 		}

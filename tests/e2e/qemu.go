@@ -3,9 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/devstack"
 )
 
 // Firmwares a VM can boot with.
@@ -245,7 +245,7 @@ func (v *VMProcess) Exited() <-chan struct{} { return v.exited }
 func WaitSerial(ctx context.Context, serialLog, substr string, done <-chan struct{}) (string, error) {
 	line, err := waitLine(ctx, serialLog, substr, done)
 	if err != nil {
-		return "", fmt.Errorf("%w; console tail:\n%s", err, Tail(serialLog, 2000))
+		return "", fmt.Errorf("%w; console tail:\n%s", err, devstack.Tail(serialLog, 2000))
 	}
 	return line, nil
 }
@@ -285,21 +285,4 @@ func findLine(path, substr string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// Tail returns the last n bytes of a file, for failure messages.
-func Tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > n {
-		_, _ = f.Seek(-n, io.SeekEnd)
-	}
-	b, err := io.ReadAll(f)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Sprintf("(%v)", err)
-	}
-	return string(b)
 }

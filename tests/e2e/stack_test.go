@@ -3,45 +3,39 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ironflow/ironflow/devstack"
-	"github.com/ironflow/ironflow/vbmc"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // Where ironflow listens inside a lab. Each lab is its own namespace, so
 // fixed ports never collide between tests.
 const (
-	apiListen     = LabAddress + ":6385"
-	bootListen    = LabAddress + ":8080"
-	tftpListen    = LabAddress + ":69"
-	temporalPort  = "7233"
-	ipmiSimListen = "127.0.0.1:6230"
+	apiListen    = LabAddress + ":6385"
+	bootListen   = LabAddress + ":8080"
+	tftpListen   = LabAddress + ":69"
+	temporalPort = "7233"
 	// stackReadyTimeout bounds `ironflow dev` bringing up PostgreSQL,
 	// Temporal, the API and PXE services on a loaded machine.
 	stackReadyTimeout = 3 * time.Minute
-	// ipmiSimReadyTimeout bounds ipmi_sim's start.
-	ipmiSimReadyTimeout = 30 * time.Second
-	readyPollInterval   = 500 * time.Millisecond
-	// vmDiskSize is the VMs' (sparse) disk: the agent, like Ironic's,
-	// skips disks under 4 GiB when it picks the root device.
-	vmDiskSize = "5G"
+)
+
+// Scenario timeouts, on a loaded 2-core machine under TCG (measured:
+// PXE → agent → image → disk boot 22–32 s per VM).
+const (
+	manageWait  = 2 * time.Minute
+	provideWait = 5 * time.Minute
+	deployWait  = 10 * time.Minute
 )
 
 var (
@@ -61,28 +55,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// ironflowBinary is $IRONFLOW_BIN (make test builds it) or a fresh build.
+// ironflowBinary is $IRONFLOW_BIN (make test builds it) or a fresh build,
+// made once for every test.
 func ironflowBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
-		if b := os.Getenv("IRONFLOW_BIN"); b != "" {
-			if _, err := os.Stat(b); err == nil {
-				binPath = b
-				return
-			}
-		}
-		dir, err := os.MkdirTemp("", "ironflow-e2e-bin-")
-		if err != nil {
-			binErr = err
+		if binDir, binErr = os.MkdirTemp("", "ironflow-e2e-bin-"); binErr != nil {
 			return
 		}
-		binDir = dir
-		binPath = filepath.Join(dir, "ironflow")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/ironflow")
-		cmd.Dir = RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/ironflow: %w: %s", err, out)
-		}
+		binPath, binErr = devstack.IronflowBinary("", binDir)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -90,12 +71,14 @@ func ironflowBinary(t testing.TB) string {
 	return binPath
 }
 
-// temporalCLI is $IRONFLOW_TEMPORAL_BIN or ./bin/temporal (make tools).
+// temporalCLI is the Temporal CLI devstack finds ($IRONFLOW_TEMPORAL_BIN,
+// ./bin/temporal from make tools, PATH).
 func temporalCLI() string {
-	if b := os.Getenv("IRONFLOW_TEMPORAL_BIN"); b != "" {
-		return b
+	bin, err := devstack.FindTemporalCLI("")
+	if err != nil {
+		return filepath.Join(RepoRoot(), "bin", "temporal")
 	}
-	return filepath.Join(RepoRoot(), "bin", "temporal")
+	return bin
 }
 
 // agentImages finds the agent kernel and initramfs that `make ramdisk`
@@ -148,27 +131,28 @@ func linkOrCopy(src, dst string) error {
 // stack is `ironflow dev` running inside a lab: API, worker, PXE (DHCP on
 // the bridge, TFTP, HTTP boot), embedded PostgreSQL and Temporal.
 //
-// A split stack (startSplitStack) runs the same parts as separate
-// processes instead, so that a scenario can kill one of them.
+// A split stack (startSplitStack) is devstack's Stack instead, each part a
+// process of its own inside the lab, so that a scenario can kill one.
 type stack struct {
 	lab       *Lab
 	bin       string
 	dataDir   string
 	imagesDir string
-	dev       *Process
-	// procs are every ironflow process of the stack, for log tails.
+	// procs are the stack's processes besides a split stack's parts
+	// (ironflow dev, BMC simulators), for log tails.
 	procs []*Process
-	// split stacks only: the worker and how to start it again.
-	worker     *Process
-	workerArgs []string
-	workerRuns int
+	// split is the split stack's parts (nil for ironflow dev).
+	split *devstack.Stack
 }
 
 // logTail is the end of every stack process's log, for failure messages.
 func (s *stack) logTail() string {
 	var b strings.Builder
 	for _, p := range s.procs {
-		fmt.Fprintf(&b, "--- %s log tail (%s):\n%s\n", p.Name, p.Log, Tail(p.Log, 3000))
+		fmt.Fprintf(&b, "--- %s log tail (%s):\n%s\n", p.Name, p.Log, p.Tail(3000))
+	}
+	if s.split != nil {
+		b.WriteString(s.split.LogTail(3000))
 	}
 	return b.String()
 }
@@ -238,9 +222,9 @@ func startStack(t *testing.T, lab *Lab, extra ...string) *stack {
 		"--agent-insecure",
 	}
 	args = append(append(args, s.bootFlags()...), extra...)
-	s.dev = lab.Start("ironflow-dev", []string{"IRONFLOW_TEMPORAL_BIN=" + temporalCLI()}, args...)
-	s.procs = append(s.procs, s.dev)
-	s.waitHTTP(t, "http://"+apiListen+"/v1", s.dev)
+	dev := lab.Start("ironflow-dev", []string{"IRONFLOW_TEMPORAL_BIN=" + temporalCLI()}, args...)
+	s.procs = append(s.procs, dev)
+	s.waitHTTP(t, "http://"+apiListen+"/v1", dev)
 	t.Logf("stack: ironflow dev up: API http://%s, boot http://%s", apiListen, bootListen)
 	return s
 }
@@ -252,86 +236,72 @@ type splitStackConfig struct {
 }
 
 // startSplitStack runs ironflow as production does, one process per part
-// inside the lab: PostgreSQL (devstack, reached through its unix socket,
-// which crosses network namespaces), the Temporal dev server (file-backed,
-// in the lab), `ironflow migrate`, `ironflow api`, `ironflow pxe` and
-// `ironflow worker`. The worker can be killed and started again
+// inside the lab (devstack's Stack): PostgreSQL (reached through its unix
+// socket, which crosses network namespaces), the Temporal dev server
+// (file-backed, in the lab), `ironflow migrate`, `ironflow api`, `ironflow
+// pxe` and `ironflow worker`. The worker can be killed and started again
 // (killWorker, startWorker); workflows survive it in Temporal.
 func startSplitStack(t *testing.T, lab *Lab, cfg splitStackConfig) *stack {
 	t.Helper()
 	s := newStack(t, lab)
-	ctx, cancel := context.WithTimeout(context.Background(), stackReadyTimeout)
-	defer cancel()
-	pgDir := filepath.Join(s.dataDir, "pg")
-	pg, err := devstack.StartPostgres(ctx, pgDir, slog.New(slog.DiscardHandler))
+	// Each wait of the start is bounded on its own (ReadyTimeout,
+	// devstack's PostgreSQL and Temporal start timeouts).
+	ctx := context.Background()
+	port, _ := strconv.Atoi(temporalPort)
+	split, err := devstack.StartStack(ctx, devstack.StackConfig{
+		Dir:            s.dataDir,
+		Bin:            s.bin,
+		Log:            slog.New(slog.NewTextHandler(testLog{t}, nil)),
+		Command:        lab.Command,
+		Probe:          lab.probeHTTP,
+		ReadyTimeout:   stackReadyTimeout,
+		StopGrace:      processStopTimeout,
+		Env:            []string{"IRONFLOW_LOG_LEVEL=debug"},
+		PostgresSocket: true,
+		TemporalPort:   port,
+		APIListen:      apiListen,
+		BootURL:        "http://" + bootListen,
+		APIArgs:        cfg.API,
+		WorkerArgs:     cfg.Worker,
+		PXE:            true,
+		PXEArgs:        s.bootFlags(),
+	})
+	if split != nil {
+		s.split = split
+		t.Cleanup(split.Stop)
+	}
 	if err != nil {
-		t.Fatalf("stack: PostgreSQL: %v", err)
+		t.Fatalf("stack: %v\n%s", err, s.logTail())
 	}
-	t.Cleanup(func() { _ = pg.Stop() })
-	// PostgreSQL runs outside the lab's namespace: stop it even if the
-	// test binary dies without its cleanups.
-	if err := pg.StopOnExit(false); err != nil {
-		t.Logf("stack: %v", err)
+	if err := split.WaitHTTP(ctx, "http://"+bootListen+"/images/agent.kernel", split.PXE); err != nil {
+		t.Fatalf("stack: %v\n%s", err, s.logTail())
 	}
-	dbURL := fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable",
-		devstack.PostgresSuperuser, devstack.PostgresDatabase, filepath.Join(pg.DataDir(), "run"), pg.Port())
-
-	temporalAddr := "127.0.0.1:" + temporalPort
-	targs := []string{temporalCLI(), "server", "start-dev", "--ip", "127.0.0.1", "--port", temporalPort,
-		"--namespace", "default", "--headless", "--log-level", "warn",
-		"--db-filename", filepath.Join(s.dataDir, "temporal.db")}
-	for _, sa := range []string{workflows.SearchAttrNodeUUID, workflows.SearchAttrProvisionState, workflows.SearchAttrOperation} {
-		targs = append(targs, "--search-attribute", sa+"=Keyword")
-	}
-	temporal := lab.Start("temporal", nil, targs...)
-	s.procs = append(s.procs, temporal)
-	for {
-		err := lab.Command(temporalCLI(), "operator", "search-attribute", "list", "--address", temporalAddr).Run()
-		if err == nil {
-			break
-		}
-		select {
-		case <-temporal.Exited():
-			t.Fatalf("temporal exited: %v\n%s", temporal.err, s.logTail())
-		case <-ctx.Done():
-			t.Fatalf("temporal not ready within %s\n%s", stackReadyTimeout, s.logTail())
-		case <-time.After(readyPollInterval):
-		}
-	}
-	if out, err := lab.Command(s.bin, "migrate", "--database-url", dbURL).CombinedOutput(); err != nil {
-		t.Fatalf("stack: ironflow migrate: %v: %s", err, out)
-	}
-	api := lab.Start("ironflow-api", nil, append([]string{s.bin, "api",
-		"--listen", apiListen, "--database-url", dbURL, "--temporal-address", temporalAddr}, cfg.API...)...)
-	pxe := lab.Start("ironflow-pxe", nil, append([]string{s.bin, "pxe",
-		"--data-dir", s.dataDir, "--database-url", dbURL}, s.bootFlags()...)...)
-	s.procs = append(s.procs, api, pxe)
-	s.workerArgs = append([]string{s.bin, "worker",
-		"--database-url", dbURL, "--temporal-address", temporalAddr,
-		"--agent-api-url", "http://" + apiListen, "--boot-url", "http://" + bootListen,
-		"--agent-insecure"}, cfg.Worker...)
-	s.startWorker(t)
-	s.waitHTTP(t, "http://"+apiListen+"/v1", api)
-	s.waitHTTP(t, "http://"+bootListen+"/images/agent.kernel", pxe)
-	t.Logf("stack: ironflow api, pxe and worker up: API http://%s, boot http://%s, Temporal %s", apiListen, bootListen, temporalAddr)
+	t.Logf("stack: ironflow api, pxe and worker up: API %s, boot http://%s, Temporal %s", split.APIURL, bootListen, split.Temporal.Address())
 	return s
 }
 
-// startWorker starts (again) the split stack's worker, each run with its
-// own log.
+// testLog writes a stack's progress lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// startWorker starts the split stack's worker again.
 func (s *stack) startWorker(t *testing.T) {
 	t.Helper()
-	s.workerRuns++
-	s.worker = s.lab.Start(fmt.Sprintf("ironflow-worker-%d", s.workerRuns), []string{"IRONFLOW_LOG_LEVEL=debug"}, s.workerArgs...)
-	s.procs = append(s.procs, s.worker)
+	if err := s.split.StartWorker(); err != nil {
+		t.Fatalf("stack: %v", err)
+	}
 }
 
 // killWorker ends the worker as a crash would: SIGKILL, no shutdown.
 func (s *stack) killWorker(t *testing.T) {
 	t.Helper()
-	_ = syscall.Kill(-s.worker.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.worker.Exited()
-	t.Logf("stack: worker (pid %d) killed with SIGKILL", s.worker.cmd.Process.Pid)
+	pid := s.split.Worker.Pid()
+	s.split.KillWorker()
+	t.Logf("stack: worker (pid %d) killed with SIGKILL", pid)
 }
 
 // waitHTTP waits until url answers inside the lab, failing the test when
@@ -340,17 +310,8 @@ func (s *stack) waitHTTP(t *testing.T, url string, p *Process) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), stackReadyTimeout)
 	defer cancel()
-	for {
-		if err := s.lab.Command("busybox", "wget", "-q", "-O", "/dev/null", url).Run(); err == nil {
-			return
-		}
-		select {
-		case <-p.Exited():
-			t.Fatalf("%s exited: %v\n%s", p.Name, p.err, s.logTail())
-		case <-ctx.Done():
-			t.Fatalf("%s: %s does not answer within %s\n%s", p.Name, url, stackReadyTimeout, s.logTail())
-		case <-time.After(readyPollInterval):
-		}
+	if err := devstack.WaitReady(ctx, s.lab.probeHTTP, url, p); err != nil {
+		t.Fatalf("%v\n%s", err, s.logTail())
 	}
 }
 
@@ -406,290 +367,6 @@ func (s *stack) mustCLI(t *testing.T, args ...string) string {
 	return out
 }
 
-// startIPMISim runs `ironflow vbmc ipmi-sim` for vm inside the lab: OpenIPMI's
-// ipmi_sim whose chassis_control starts QEMU with the VM's definition.
-func startIPMISim(t *testing.T, s *stack, vm *LabVM, password string) {
-	t.Helper()
-	accel := vbmc.AccelTCG
-	if Accel() == AccelKVM {
-		accel = vbmc.AccelKVM
-	}
-	cfg := vbmc.Config{
-		StateDir: filepath.Join(s.lab.Dir, "vbmc"),
-		Username: "admin",
-		Password: password,
-		Accel:    accel,
-		VMs: []vbmc.VM{{
-			Name: vm.Name, MAC: vm.MAC, Disk: vm.Disk, DiskSize: vmDiskSize, MemoryMB: AgentMemoryMB,
-			Firmware: vm.Firmware, Netdev: "tap:" + vm.Tap, SerialLog: vm.SerialLog,
-		}},
-	}
-	data, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(s.lab.Dir, "vbmc.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := s.lab.Start("vbmc-ipmi-"+vm.Name, nil, s.bin, "vbmc", "ipmi-sim", "--config", path, "--vm", vm.Name, "--listen", ipmiSimListen)
-	ctx, cancel := context.WithTimeout(context.Background(), ipmiSimReadyTimeout)
-	defer cancel()
-	if _, err := waitLine(ctx, p.Log, "ipmi_sim listening", p.Exited()); err != nil {
-		t.Fatalf("ironflow vbmc ipmi-sim: %v\n%s", err, Tail(p.Log, 2000))
-	}
-}
-
-// printNodeHistory logs the node's history as the API keeps it.
-func printNodeHistory(t *testing.T, s *stack, uuid string) {
-	t.Helper()
-	if out, err := s.baremetal(t, "node", "history", "list", uuid); err == nil {
-		t.Logf("node history of %s:\n%s", uuid, out)
-	} else {
-		t.Logf("node history: %v", err)
-	}
-}
-
-// printTimeline logs the Temporal history of the node's latest workflow
-// (node-<uuid>) as a timeline: when each activity, local activity, timer
-// and signal happened and how long activities took, so slow phases show.
-func printTimeline(t *testing.T, s *stack, uuid, what string) {
-	t.Helper()
-	out, err := workflowHistory(s, uuid)
-	if err != nil {
-		t.Log(err)
-		return
-	}
-	lines, err := timeline(out)
-	if err != nil {
-		t.Logf("temporal history of node-%s: %v", uuid, err)
-		return
-	}
-	t.Logf("timeline of %s, workflow node-%s (offsets from its start):\n%s", what, uuid, strings.Join(lines, "\n"))
-}
-
-// workflowHistory is the latest node-<uuid> workflow's history as
-// `temporal workflow show -o json` prints it.
-func workflowHistory(s *stack, uuid string) ([]byte, error) {
-	cmd := s.lab.Command(temporalCLI(), "workflow", "show", "--workflow-id", "node-"+uuid,
-		"--address", "127.0.0.1:"+temporalPort, "--output", "json")
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("temporal workflow show node-%s: %w", uuid, err)
-	}
-	return out, nil
-}
-
-// powerActions lists the power actions the workflow asked of the BMC
-// (SetPower activities, by their input's action), in order.
-func powerActions(raw []byte) ([]string, error) {
-	var h struct {
-		Events []struct {
-			Scheduled *struct {
-				ActivityType struct{ Name string } `json:"activityType"`
-				Input        struct {
-					Payloads []struct {
-						Data []byte `json:"data"`
-					} `json:"payloads"`
-				} `json:"input"`
-			} `json:"activityTaskScheduledEventAttributes"`
-		} `json:"events"`
-	}
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return nil, fmt.Errorf("decode history: %w", err)
-	}
-	var actions []string
-	for _, e := range h.Events {
-		if e.Scheduled == nil || e.Scheduled.ActivityType.Name != "SetPower" {
-			continue
-		}
-		var in workflows.PowerInput
-		if len(e.Scheduled.Input.Payloads) == 0 || json.Unmarshal(e.Scheduled.Input.Payloads[0].Data, &in) != nil {
-			return nil, errors.New("a SetPower activity without a readable input")
-		}
-		actions = append(actions, in.Action)
-	}
-	return actions, nil
-}
-
-// historyEvent is the part of a Temporal history event (protojson, as
-// `temporal workflow show -o json` prints it) the timeline needs.
-type historyEvent struct {
-	EventID   string    `json:"eventId"`
-	EventTime time.Time `json:"eventTime"`
-	EventType string    `json:"eventType"`
-	Scheduled *struct {
-		ActivityType struct{ Name string } `json:"activityType"`
-	} `json:"activityTaskScheduledEventAttributes"`
-	Completed *struct {
-		ScheduledEventID string `json:"scheduledEventId"`
-	} `json:"activityTaskCompletedEventAttributes"`
-	Failed *struct {
-		ScheduledEventID string `json:"scheduledEventId"`
-	} `json:"activityTaskFailedEventAttributes"`
-	Marker *struct {
-		MarkerName string                     `json:"markerName"`
-		Details    map[string]json.RawMessage `json:"details"`
-	} `json:"markerRecordedEventAttributes"`
-	Timer *struct {
-		StartToFireTimeout string `json:"startToFireTimeout"`
-	} `json:"timerStartedEventAttributes"`
-	Signal *struct {
-		SignalName string `json:"signalName"`
-	} `json:"workflowExecutionSignaledEventAttributes"`
-}
-
-// markerText names a marker; a local activity's marker carries the
-// activity type in its JSON payload.
-func markerText(name string, details map[string]json.RawMessage) string {
-	var data struct {
-		Payloads []struct {
-			Data []byte `json:"data"`
-		} `json:"payloads"`
-	}
-	if name == "LocalActivity" && json.Unmarshal(details["data"], &data) == nil && len(data.Payloads) > 0 {
-		var la struct{ ActivityType string }
-		if json.Unmarshal(data.Payloads[0].Data, &la) == nil && la.ActivityType != "" {
-			return "local activity " + la.ActivityType
-		}
-	}
-	return "marker " + name
-}
-
-func timeline(raw []byte) ([]string, error) {
-	var h struct {
-		Events []historyEvent `json:"events"`
-	}
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return nil, fmt.Errorf("decode history: %w", err)
-	}
-	if len(h.Events) == 0 {
-		return nil, errors.New("empty history")
-	}
-	start := h.Events[0].EventTime
-	type act struct {
-		name       string
-		at, end    time.Time
-		ok, closed bool
-	}
-	acts := map[string]*act{}
-	var order []string
-	signals := map[string]int{}
-	var lines []string
-	off := func(tm time.Time) string { return fmt.Sprintf("%+7.1fs", tm.Sub(start).Seconds()) }
-	for _, e := range h.Events {
-		typ := strings.TrimPrefix(e.EventType, "EVENT_TYPE_")
-		switch {
-		case e.Scheduled != nil:
-			acts[e.EventID] = &act{name: e.Scheduled.ActivityType.Name, at: e.EventTime}
-			order = append(order, e.EventID)
-		case e.Completed != nil:
-			if a := acts[e.Completed.ScheduledEventID]; a != nil {
-				a.end, a.ok, a.closed = e.EventTime, true, true
-			}
-		case e.Failed != nil:
-			if a := acts[e.Failed.ScheduledEventID]; a != nil {
-				a.end, a.closed = e.EventTime, true
-			}
-		case e.Marker != nil:
-			lines = append(lines, fmt.Sprintf("%s  %s", off(e.EventTime), markerText(e.Marker.MarkerName, e.Marker.Details)))
-		case e.Timer != nil:
-			lines = append(lines, fmt.Sprintf("%s  timer %s", off(e.EventTime), e.Timer.StartToFireTimeout))
-		case e.Signal != nil:
-			if signals[e.Signal.SignalName] == 0 {
-				lines = append(lines, fmt.Sprintf("%s  first signal %s", off(e.EventTime), e.Signal.SignalName))
-			}
-			signals[e.Signal.SignalName]++
-		case strings.HasPrefix(typ, "WORKFLOW_EXECUTION_") && typ != "WORKFLOW_EXECUTION_SIGNALED":
-			lines = append(lines, fmt.Sprintf("%s  %s", off(e.EventTime), strings.ToLower(typ)))
-		}
-	}
-	for _, id := range order {
-		a := acts[id]
-		status := "still running"
-		if a.closed {
-			status = fmt.Sprintf("took %.1fs", a.end.Sub(a.at).Seconds())
-			if !a.ok {
-				status += " (failed)"
-			}
-		}
-		lines = append(lines, fmt.Sprintf("%s  activity %s %s", off(a.at), a.name, status))
-	}
-	sort.SliceStable(lines, func(i, j int) bool { return lines[i] < lines[j] })
-	for name, n := range signals {
-		lines = append(lines, fmt.Sprintf("signals %s: %d", name, n))
-	}
-	lines = append(lines, fmt.Sprintf("%d history events", len(h.Events)))
-	return lines, nil
-}
-
-// redfishListen is where `ironflow vbmc serve` answers inside a lab.
-const redfishListen = "127.0.0.1:8000"
-
-// vbmcServer is `ironflow vbmc serve` running in a lab: a Redfish BMC for
-// each of its VMs, whose power on starts QEMU with the VM's definition.
-type vbmcServer struct {
-	proc     *Process
-	password string
-	stateDir string
-}
-
-// startVBMC serves Redfish for vms inside the lab. Virtual media may be
-// downloaded from the lab network, where ironflow's boot service is.
-func startVBMC(t *testing.T, s *stack, vms ...*LabVM) *vbmcServer {
-	t.Helper()
-	accel := vbmc.AccelTCG
-	if Accel() == AccelKVM {
-		accel = vbmc.AccelKVM
-	}
-	var pw [8]byte
-	_, _ = rand.Read(pw[:])
-	v := &vbmcServer{password: hex.EncodeToString(pw[:]), stateDir: filepath.Join(s.lab.Dir, "vbmc-redfish")}
-	cfg := vbmc.Config{
-		StateDir:      v.stateDir,
-		Username:      "admin",
-		Password:      v.password,
-		MediaNetworks: []string{LabNetwork},
-		Accel:         accel,
-	}
-	for _, vm := range vms {
-		cfg.VMs = append(cfg.VMs, vbmc.VM{
-			Name: vm.Name, MAC: vm.MAC, Disk: vm.Disk, DiskSize: vmDiskSize, MemoryMB: AgentMemoryMB,
-			Firmware: vm.Firmware, Netdev: "tap:" + vm.Tap, SerialLog: vm.SerialLog,
-		})
-	}
-	data, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(s.lab.Dir, "vbmc-redfish.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	v.proc = s.lab.Start("vbmc-redfish", nil, s.bin, "vbmc", "serve", "--config", path, "--listen", redfishListen)
-	s.procs = append(s.procs, v.proc)
-	s.waitHTTP(t, "http://"+redfishListen+"/redfish/v1", v.proc)
-	return v
-}
-
-// createRedfishNode enrolls vm behind the vbmc with the baremetal CLI and
-// returns its UUID; extra are more `node create` arguments.
-func (s *stack) createRedfishNode(t *testing.T, v *vbmcServer, vm *LabVM, bootInterface string, extra ...string) string {
-	t.Helper()
-	args := []string{"node", "create", "--name", vm.Name, "--driver", "redfish",
-		"--deploy-interface", "direct", "--boot-interface", bootInterface,
-		"--driver-info", "redfish_address=http://" + redfishListen,
-		"--driver-info", "redfish_system_id=/redfish/v1/Systems/" + vm.Name,
-		"--driver-info", "redfish_username=admin",
-		"--driver-info", "redfish_password=" + v.password,
-		"--property", "capabilities=boot_mode:" + vm.Firmware,
-		"-f", "value", "-c", "uuid"}
-	uuid := strings.TrimSpace(s.mustCLI(t, append(args, extra...)...))
-	t.Logf("node %s is %s", vm.Name, uuid)
-	s.mustCLI(t, "port", "create", vm.MAC, "--node", uuid)
-	return uuid
-}
-
 // deploy runs `baremetal node deploy --wait` with a config drive naming
 // the host, and fails the test with the node, the logs and the console
 // when it does not reach active.
@@ -701,8 +378,25 @@ func (s *stack) deploy(t *testing.T, uuid string, vm *LabVM, hostname, pubKey st
 		t.Fatal(err)
 	}
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd), "--wait", seconds(deployWait)); err != nil {
-		t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), Tail(vm.SerialLog, 3000))
+		s.failStep(t, uuid, vm.SerialLog, err)
 	}
+}
+
+// failStep fails the test with what explains a failed step: the node,
+// the stack's logs and the VM's console.
+func (s *stack) failStep(t *testing.T, uuid, serialLog string, err error) {
+	t.Helper()
+	t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), devstack.Tail(serialLog, 3000))
+}
+
+// publishImage puts src into the boot service's images directory as name
+// and returns its URL as the lab's machines reach it.
+func (s *stack) publishImage(t *testing.T, src, name string) string {
+	t.Helper()
+	if err := linkOrCopy(src, filepath.Join(s.imagesDir, name)); err != nil {
+		t.Fatalf("publish %s as %s: %v", src, name, err)
+	}
+	return s.imageURL(name)
 }
 
 // nodeShow is the node's state fields as JSON, for messages.
@@ -740,3 +434,6 @@ func waitBootedFromDisk(t *testing.T, vm *LabVM, hostname, pubKey string) {
 		t.Errorf("VM %s: no booted-from-disk firmware=%s marker on the console", vm.Name, vm.Firmware)
 	}
 }
+
+// seconds is d as the CLI's --wait wants it.
+func seconds(d time.Duration) string { return strconv.Itoa(int(d.Seconds())) }

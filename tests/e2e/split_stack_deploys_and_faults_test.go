@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/devstack"
 )
 
 // Settings of the separate-process stack. Agents heartbeat every 0.3–0.6
@@ -30,7 +32,7 @@ const (
 	seaBIOSBanner = "SeaBIOS (version"
 )
 
-// TestE2E_DEFG_SeparateProcesses runs ironflow as production does (api,
+// TestSplitStackDeploysAndFaults runs ironflow as production does (api,
 // worker and pxe as separate processes, PostgreSQL and Temporal apart) for
 // two SeaBIOS VMs behind `ironflow vbmc serve` (Redfish, iPXE network
 // boot), and the scenarios that need that, as subtests in order:
@@ -44,7 +46,7 @@ const (
 // F: the other VM is switched off behind ironflow's back while its agent
 // writes; the deploy fails after the heartbeat timeout with a clear error,
 // its boot configuration is removed and the node is off.
-func TestE2E_DEFG_SeparateProcesses(t *testing.T) {
+func TestSplitStackDeploysAndFaults(t *testing.T) {
 	RequireQEMU(t)
 	lab := NewLab(t)
 	s := startSplitStack(t, lab, splitStackConfig{
@@ -62,10 +64,10 @@ func TestE2E_DEFG_SeparateProcesses(t *testing.T) {
 		lab.AddVM("node-g1", "52:54:00:e2:0c:01", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-g1", "disk.raw")),
 		lab.AddVM("node-g2", "52:54:00:e2:0c:02", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-g2", "disk.raw")),
 	}
-	bmc := startVBMC(t, s, vms...)
+	bmc := startRedfishBMC(t, s, agentVM(vms[0]), agentVM(vms[1]))
 	uuids := make([]string, len(vms))
 	for i, vm := range vms {
-		uuids[i] = s.createRedfishNode(t, bmc, vm, "ipxe")
+		uuids[i] = createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC, "--deploy-interface", "direct", "--boot-interface", "ipxe")
 		defer printNodeHistory(t, s, uuids[i])
 		s.mustCLI(t, "node", "manage", uuids[i], "--wait", seconds(manageWait))
 		s.mustCLI(t, "node", "provide", uuids[i], "--wait", seconds(provideWait))
@@ -75,7 +77,7 @@ func TestE2E_DEFG_SeparateProcesses(t *testing.T) {
 		return fmt.Sprintf(`{"meta_data": {"hostname": %q, "public_keys": {"0": %q}}}`, host, pubKey)
 	}
 
-	if !t.Run("G_two_at_once", func(t *testing.T) {
+	if !t.Run("two_deploys_at_once", func(t *testing.T) {
 		begin := time.Now()
 		var wg sync.WaitGroup
 		errs := make([]error, len(vms))
@@ -90,7 +92,7 @@ func TestE2E_DEFG_SeparateProcesses(t *testing.T) {
 		wg.Wait()
 		for i, err := range errs {
 			if err != nil {
-				t.Fatalf("%s: %v\nnode: %s\n%s\nVM console tail:\n%s", vms[i].Name, err, s.nodeShow(t, uuids[i]), s.logTail(), Tail(vms[i].SerialLog, 3000))
+				s.failStep(t, uuids[i], vms[i].SerialLog, fmt.Errorf("%s: %w", vms[i].Name, err))
 			}
 		}
 		t.Logf("G: both nodes active %.1fs after the deploys started", time.Since(begin).Seconds())
@@ -106,7 +108,7 @@ func TestE2E_DEFG_SeparateProcesses(t *testing.T) {
 		return
 	}
 
-	t.Run("D_bad_checksum_retry_E_worker_crash", func(t *testing.T) {
+	t.Run("bad_checksum_retry_then_worker_killed_mid_write", func(t *testing.T) {
 		g1, vm1 := uuids[0], vms[0]
 		s.mustCLI(t, "node", "undeploy", g1, "--wait", seconds(provideWait))
 		begin := time.Now()
@@ -164,7 +166,7 @@ func TestE2E_DEFG_SeparateProcesses(t *testing.T) {
 		}
 	})
 
-	t.Run("F_agent_lost", func(t *testing.T) {
+	t.Run("machine_lost_mid_write", func(t *testing.T) {
 		g2, vm2 := uuids[1], vms[1]
 		s.mustCLI(t, "node", "undeploy", g2, "--wait", seconds(provideWait))
 		s.setImage(t, g2, images.URL, sum)
@@ -260,7 +262,7 @@ func (s *stack) waitProvisionState(t *testing.T, uuid, state string, limit time.
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %s is %q, not %q, %s later\nnode: %s\n%s\nVM console tail:\n%s", uuid, last, state, limit, s.nodeShow(t, uuid), s.logTail(), Tail(vm.SerialLog, 3000))
+			t.Fatalf("node %s is %q, not %q, %s later\nnode: %s\n%s\nVM console tail:\n%s", uuid, last, state, limit, s.nodeShow(t, uuid), s.logTail(), devstack.Tail(vm.SerialLog, 3000))
 		}
 		time.Sleep(statePollInterval)
 	}

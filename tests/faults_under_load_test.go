@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -75,19 +76,19 @@ func TestFaultsUnderLoad(t *testing.T) {
 
 	// Crash every part of the control plane once during the run.
 	time.Sleep(2 * time.Second)
-	lab.killWorker()
+	lab.KillWorker()
 	time.Sleep(time.Second)
-	if err := lab.startWorker(); err != nil {
+	if err := lab.StartWorker(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	lab.killAPI()
+	lab.KillAPI()
 	time.Sleep(time.Second)
-	if err := lab.startAPI(); err != nil {
+	if err := lab.StartAPI(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	if err := lab.restartTemporal(); err != nil {
+	if err := lab.RestartTemporal(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -141,7 +142,7 @@ func waitSettled(t *testing.T, uuid string, timeout time.Duration) node {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Fatalf("node %s still %q (target %s) after %s\nworker log:\n%s", uuid, n.ProvisionState, deref(n.TargetProvisionState), timeout, tail(lab.workerLog))
+	t.Fatalf("node %s still %q (target %s) after %s\nworker log:\n%s", uuid, n.ProvisionState, deref(n.TargetProvisionState), timeout, workerLog())
 	return n
 }
 

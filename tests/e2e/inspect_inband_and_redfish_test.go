@@ -55,7 +55,7 @@ func (inv inspectedInventory) hasDisk(size int64) bool {
 	return false
 }
 
-// TestE2E_Inspect inspects two VMs behind `ironflow vbmc serve`:
+// TestInspectInBandAndRedfish inspects two VMs behind `ironflow vbmc serve`:
 //
 // In-band: node-ia (2 vCPUs, 512 MiB, a 5 GiB disk) is inspected by the
 // agent it network-boots: its inventory, read back through the API at
@@ -66,7 +66,7 @@ func (inv inspectedInventory) hasDisk(size int64) bool {
 // with inspect_interface redfish: the properties come from the BMC's
 // Processors, Memory and SimpleStorage, and the MAC of its
 // EthernetInterfaces becomes the node's port.
-func TestE2E_Inspect(t *testing.T) {
+func TestInspectInBandAndRedfish(t *testing.T) {
 	RequireQEMU(t)
 	begin := time.Now()
 	lab := NewLab(t)
@@ -84,21 +84,21 @@ func TestE2E_Inspect(t *testing.T) {
 	// node-ib has no NIC in the lab: it is only ever asked about.
 	defB := vbmc.VM{Name: "node-ib", MAC: macB, Disk: filepath.Join(lab.Dir, "vm-node-ib.raw"), DiskSize: "7G",
 		MemoryMB: memB, CPUs: cpusB, Firmware: FirmwareBIOS, Netdev: "none", SerialLog: filepath.Join(lab.Dir, "vm-node-ib.log")}
-	bmc := issue8StartRedfish(t, s, issue8VM(vmA, cpusA, memA, "5G"), defB)
+	bmc := startRedfishBMC(t, s, vmDefinition(vmA, cpusA, memA, "5G"), defB)
 
 	t.Run("agent", func(t *testing.T) {
-		uuid := issue8CreateRedfishNode(t, s, bmc, vmA.Name, vmA.Firmware, vmA.MAC,
+		uuid := createRedfishNode(t, s, bmc, vmA.Name, vmA.Firmware, vmA.MAC,
 			"--boot-interface", "ipxe", "--inspect-interface", "agent")
 		defer printNodeHistory(t, s, uuid)
 		s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 		start := time.Now()
 		if _, err := s.baremetal(t, "node", "inspect", uuid, "--wait", seconds(deployWait)); err != nil {
-			issue8Fatal(t, s, uuid, vmA.SerialLog, err)
+			s.failStep(t, uuid, vmA.SerialLog, err)
 		}
 		printTimeline(t, s, uuid, "agent inspection")
 		t.Logf("agent inspection took %.1fs", time.Since(start).Seconds())
 
-		inv := issue8Inventory(t, s, uuid)
+		inv := readInventory(t, s, uuid)
 		t.Logf("inventory: cpu %+v, memory %+v, disks %+v, interfaces %+v",
 			inv.Inventory.CPU, inv.Inventory.Memory, inv.Inventory.Disks, inv.Inventory.Interfaces)
 		if inv.Inventory.CPU.Count != cpusA {
@@ -117,33 +117,33 @@ func TestE2E_Inspect(t *testing.T) {
 			t.Errorf("inventory interfaces %+v: no %s", inv.Inventory.Interfaces, vmA.MAC)
 		}
 		f := s.nodeFields(t, uuid)
-		issue8CheckProperties(t, f, cpusA, memA, diskA/(1<<30)-1)
+		checkProperties(t, f, cpusA, memA, diskA/(1<<30)-1)
 		if f["provision_state"] != "manageable" || f["power_state"] != "power off" {
 			t.Errorf("after inspection node-ia is %v / %v, want manageable / power off", f["provision_state"], f["power_state"])
 		}
 		if f["inspection_finished_at"] == nil {
 			t.Errorf("inspection_finished_at is not set")
 		}
-		if code, _ := issue8Get(t, lab, "http://"+bootListen+"/boot/"+uuid+"/boot.ipxe"); code != http.StatusNotFound {
+		if code, _ := labGet(t, lab, "http://"+bootListen+"/boot/"+uuid+"/boot.ipxe"); code != http.StatusNotFound {
 			t.Errorf("after inspection the node's iPXE script answers %d, want 404", code)
 		}
 	})
 
 	t.Run("redfish", func(t *testing.T) {
-		uuid := issue8CreateRedfishNode(t, s, bmc, defB.Name, defB.Firmware, "", "--inspect-interface", "redfish")
+		uuid := createRedfishNode(t, s, bmc, defB.Name, defB.Firmware, "", "--inspect-interface", "redfish")
 		defer printNodeHistory(t, s, uuid)
 		s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 		start := time.Now()
 		if _, err := s.baremetal(t, "node", "inspect", uuid, "--wait", seconds(manageWait)); err != nil {
-			issue8Fatal(t, s, uuid, defB.SerialLog, err)
+			s.failStep(t, uuid, defB.SerialLog, err)
 		}
 		t.Logf("out-of-band inspection took %.1fs", time.Since(start).Seconds())
 		f := s.nodeFields(t, uuid)
-		issue8CheckProperties(t, f, cpusB, memB, diskB/(1<<30)-1)
+		checkProperties(t, f, cpusB, memB, diskB/(1<<30)-1)
 		if f["provision_state"] != "manageable" || f["power_state"] != "power off" {
 			t.Errorf("after inspection node-ib is %v / %v, want manageable / power off", f["provision_state"], f["power_state"])
 		}
-		inv := issue8Inventory(t, s, uuid)
+		inv := readInventory(t, s, uuid)
 		if !inv.hasMAC(macB) || !inv.hasDisk(diskB) {
 			t.Errorf("inventory from the BMC: interfaces %+v, disks %+v; want %s and %d bytes", inv.Inventory.Interfaces, inv.Inventory.Disks, macB, int64(diskB))
 		}
@@ -159,10 +159,10 @@ func TestE2E_Inspect(t *testing.T) {
 	t.Logf("inspection scenario took %.1fs", time.Since(begin).Seconds())
 }
 
-// issue8Inventory reads the node's inventory through the API.
-func issue8Inventory(t *testing.T, s *stack, uuid string) inspectedInventory {
+// readInventory reads the node's inventory through the API.
+func readInventory(t *testing.T, s *stack, uuid string) inspectedInventory {
 	t.Helper()
-	code, body := issue8Get(t, s.lab, "http://"+apiListen+"/v1/nodes/"+uuid+"/inventory",
+	code, body := labGet(t, s.lab, "http://"+apiListen+"/v1/nodes/"+uuid+"/inventory",
 		"X-OpenStack-Ironic-API-Version", inventoryAPIVersion)
 	if code != http.StatusOK {
 		t.Fatalf("GET inventory of %s at %s: HTTP %d: %s", uuid, inventoryAPIVersion, code, body)
@@ -174,9 +174,9 @@ func issue8Inventory(t *testing.T, s *stack, uuid string) inspectedInventory {
 	return inv
 }
 
-// issue8CheckProperties compares the properties inspection fills with the
+// checkProperties compares the properties inspection fills with the
 // machine's; the CLI prints properties as a JSON object.
-func issue8CheckProperties(t *testing.T, fields map[string]any, cpus, memoryMB, localGB int) {
+func checkProperties(t *testing.T, fields map[string]any, cpus, memoryMB, localGB int) {
 	t.Helper()
 	props, _ := fields["properties"].(map[string]any)
 	t.Logf("properties: %v", props)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/tests/installer"
 )
@@ -23,7 +24,7 @@ import (
 // installer ran.
 const anacondaErrorMessage = "Error: the e2e installer could not install the image"
 
-// TestE2E_Anaconda deploys a SeaBIOS VM behind `ironflow vbmc serve`
+// TestDeployAnacondaKickstart deploys a SeaBIOS VM behind `ironflow vbmc serve`
 // (Redfish, iPXE) with deploy_interface anaconda: the machine network-boots
 // the Debian kernel with the test installer (tests/installer), which fetches
 // the kickstart ironflow serves (inst.ks=), heartbeats from %pre, writes the
@@ -33,7 +34,7 @@ const anacondaErrorMessage = "Error: the e2e installer could not install the ima
 // Then the error path: the image 404s, the installer runs %onerror from a
 // kickstart template (ks_template, fetched by ironflow from a URL), and the
 // node ends in deploy failed with that heartbeat's message.
-func TestE2E_Anaconda(t *testing.T) {
+func TestDeployAnacondaKickstart(t *testing.T) {
 	RequireQEMU(t)
 	begin := time.Now()
 	lab := NewLab(t)
@@ -50,13 +51,13 @@ func TestE2E_Anaconda(t *testing.T) {
 	if err := installer.BuildInitramfs(initrd, installer.Options{KernelDir: KernelDir()}); err != nil {
 		t.Fatal(err)
 	}
-	kernelURL := issue8PublishImage(t, s, vmlinuz, "installer.vmlinuz")
-	initrdURL := issue8PublishImage(t, s, initrd, "installer.cpio")
+	kernelURL := s.publishImage(t, vmlinuz, "installer.vmlinuz")
+	initrdURL := s.publishImage(t, initrd, "installer.cpio")
 	imageURL := s.imageURL("e2e-test.img") // newStack put the test image there
 
 	vm := lab.AddVM("node-ks", "52:54:00:e2:0e:01", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-ks", "disk.raw"))
-	bmc := issue8StartRedfish(t, s, issue8VM(vm, 1, AgentMemoryMB, vmDiskSize))
-	uuid := issue8CreateRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
+	bmc := startRedfishBMC(t, s, vmDefinition(vm, 1, AgentMemoryMB, vmDiskSize))
+	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
 		"--deploy-interface", "anaconda", "--boot-interface", "ipxe")
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
@@ -76,7 +77,7 @@ func TestE2E_Anaconda(t *testing.T) {
 	}
 	deployStart := time.Now()
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd), "--wait", seconds(deployWait)); err != nil {
-		issue8Fatal(t, s, uuid, vm.SerialLog, err)
+		s.failStep(t, uuid, vm.SerialLog, err)
 	}
 	printTimeline(t, s, uuid, "anaconda deploy")
 	t.Logf("anaconda: node active %.1fs after deploy", time.Since(deployStart).Seconds())
@@ -91,17 +92,17 @@ func TestE2E_Anaconda(t *testing.T) {
 		installer.MarkerImage, installer.MarkerDone} {
 		i := strings.Index(string(console[at:]), m)
 		if i < 0 {
-			t.Fatalf("anaconda: no %q on the console after byte %d; console tail:\n%s", m, at, Tail(vm.SerialLog, 3000))
+			t.Fatalf("anaconda: no %q on the console after byte %d; console tail:\n%s", m, at, devstack.Tail(vm.SerialLog, 3000))
 		}
 		at += i + len(m)
 	}
 	if strings.Contains(string(console), installer.MarkerError) {
-		t.Errorf("anaconda: the installer reported an error; console tail:\n%s", Tail(vm.SerialLog, 3000))
+		t.Errorf("anaconda: the installer reported an error; console tail:\n%s", devstack.Tail(vm.SerialLog, 3000))
 	}
 	// The kickstart's inst.ks= came from the boot service; it held the
 	// token and is gone with the boot configuration.
 	ksURL := "http://" + bootListen + "/boot/" + uuid + "/ks.cfg"
-	if code, _ := issue8Get(t, lab, ksURL); code != http.StatusNotFound {
+	if code, _ := labGet(t, lab, ksURL); code != http.StatusNotFound {
 		t.Errorf("anaconda: active node's kickstart %s answers %d, want 404 (boot configuration removed)", ksURL, code)
 	}
 
@@ -113,7 +114,7 @@ func TestE2E_Anaconda(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("anaconda: %s, %.1fs after deploy", line, time.Since(deployStart).Seconds())
-	if got, err := issue8PrefixSHA256(vm.Disk, imageSize); err != nil {
+	if got, err := prefixSHA256(vm.Disk, imageSize); err != nil {
 		t.Fatal(err)
 	} else if got != sum {
 		t.Errorf("anaconda: the disk's first %d bytes hash to %s, want the test image's %s", imageSize, got, sum)
@@ -124,7 +125,7 @@ func TestE2E_Anaconda(t *testing.T) {
 
 	// The error path, on the same machine.
 	if _, err := s.baremetal(t, "node", "undeploy", uuid, "--wait", seconds(provideWait)); err != nil {
-		issue8Fatal(t, s, uuid, vm.SerialLog, err)
+		s.failStep(t, uuid, vm.SerialLog, err)
 	}
 	if !strings.Contains(pxe.DefaultKickstartTemplate, anacondaDefaultErrorMessage) {
 		t.Fatalf("the default kickstart template no longer has the %%onerror message %q", anacondaDefaultErrorMessage)
@@ -139,7 +140,7 @@ func TestE2E_Anaconda(t *testing.T) {
 		"--instance-info", "kernel="+kernelURL,
 		"--instance-info", "ramdisk="+initrdURL,
 		"--instance-info", "image_source="+missing,
-		"--instance-info", "ks_template="+issue8PublishImage(t, s, tmpl, "ks-error.tmpl"))
+		"--instance-info", "ks_template="+s.publishImage(t, tmpl, "ks-error.tmpl"))
 	mark, err := os.Stat(vm.SerialLog)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func TestE2E_Anaconda(t *testing.T) {
 	if err == nil {
 		t.Fatalf("anaconda: deploy of a missing image reached active\nnode: %s", s.nodeShow(t, uuid))
 	}
-	t.Logf("anaconda: deploy of a missing image ended %.1fs after it started: %v", time.Since(failStart).Seconds(), issue8FirstLine(err.Error()))
+	t.Logf("anaconda: deploy of a missing image ended %.1fs after it started: %v", time.Since(failStart).Seconds(), firstLine(err.Error()))
 	f := s.nodeFields(t, uuid)
 	lastError, _ := f["last_error"].(string)
 	if f["provision_state"] != "deploy failed" || !strings.Contains(lastError, anacondaErrorMessage) {
@@ -162,8 +163,8 @@ func TestE2E_Anaconda(t *testing.T) {
 	// The installer's own account of the failure on the console, after the
 	// second deploy began.
 	want := installer.MarkerError + " write " + missing
-	if line, err := issue8SerialAfter(vm.SerialLog, mark.Size(), want); err != nil {
-		t.Errorf("anaconda: %v; console tail:\n%s", err, Tail(vm.SerialLog, 3000))
+	if line, err := serialAfter(vm.SerialLog, mark.Size(), want); err != nil {
+		t.Errorf("anaconda: %v; console tail:\n%s", err, devstack.Tail(vm.SerialLog, 3000))
 	} else {
 		t.Logf("anaconda: %s", line)
 	}
@@ -172,12 +173,12 @@ func TestE2E_Anaconda(t *testing.T) {
 	// installer's boot configuration (and the kickstart with its token)
 	// away and the node is available again.
 	if _, err := s.baremetal(t, "node", "undeploy", uuid, "--wait", seconds(provideWait)); err != nil {
-		issue8Fatal(t, s, uuid, vm.SerialLog, err)
+		s.failStep(t, uuid, vm.SerialLog, err)
 	}
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "available" || f["power_state"] != "power off" {
 		t.Errorf("anaconda: after undeploy of the failed deploy the node is %v / %v, want available / power off", f["provision_state"], f["power_state"])
 	}
-	if code, _ := issue8Get(t, lab, ksURL); code != http.StatusNotFound {
+	if code, _ := labGet(t, lab, ksURL); code != http.StatusNotFound {
 		t.Errorf("anaconda: after undeploy %s answers %d, want 404", ksURL, code)
 	}
 	t.Logf("anaconda: scenario took %.1fs", time.Since(begin).Seconds())
@@ -187,8 +188,8 @@ func TestE2E_Anaconda(t *testing.T) {
 // kickstart, which the scenario's template replaces.
 const anacondaDefaultErrorMessage = "Error: Deploying using anaconda. Check console for more information."
 
-// issue8PrefixSHA256 hashes the first n bytes of a file.
-func issue8PrefixSHA256(path string, n int64) (string, error) {
+// prefixSHA256 hashes the first n bytes of a file.
+func prefixSHA256(path string, n int64) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -201,9 +202,9 @@ func issue8PrefixSHA256(path string, n int64) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// issue8SerialAfter returns the first console line after byte off that
+// serialAfter returns the first console line after byte off that
 // contains substr.
-func issue8SerialAfter(path string, off int64, substr string) (string, error) {
+func serialAfter(path string, off int64, substr string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
@@ -219,7 +220,7 @@ func issue8SerialAfter(path string, off int64, substr string) (string, error) {
 	return "", fmt.Errorf("no %q on the console after byte %d", substr, off)
 }
 
-func issue8FirstLine(s string) string {
+func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
 }

@@ -37,7 +37,7 @@ type simMachine struct {
 
 func startSimMachine(t *testing.T, uuid string, macs []string, cfg sim.Config) *simMachine {
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.APIURL, cfg.MACs = lab.apiURL, macs
+	cfg.APIURL, cfg.MACs = lab.APIURL, macs
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = time.Second
 	}
@@ -164,7 +164,7 @@ func newImageServer(t *testing.T, size int) *imageServer {
 // keep going while the API restarts.
 func tryGetNode(id string) (node, bool) {
 	var n node
-	req, err := http.NewRequest("GET", lab.apiURL+"/v1/nodes/"+id, nil)
+	req, err := http.NewRequest("GET", lab.APIURL+"/v1/nodes/"+id, nil)
 	if err != nil {
 		return n, false
 	}

@@ -18,7 +18,7 @@ import (
 
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), lab.pgURL)
+	st, err := store.Open(context.Background(), lab.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestAnacondaDeployFollowsTheKickstartsHeartbeats(t *testing.T) {
 		for _, s := range []string{"start", status} {
 			body, _ := json.Marshal(map[string]any{"callback_url": "", "agent_token": m[1], "agent_version": "anaconda",
 				"agent_status": s, "agent_status_message": message})
-			req, _ := http.NewRequest("POST", lab.apiURL+"/v1/heartbeat/"+uuid, bytes.NewReader(body))
+			req, _ := http.NewRequest("POST", lab.APIURL+"/v1/heartbeat/"+uuid, bytes.NewReader(body))
 			req.Header.Set("X-OpenStack-Ironic-API-Version", "1.72")
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
@@ -176,7 +176,7 @@ func TestInspectWithTheAgent(t *testing.T) {
 		t.Fatalf("ports after inspection: %+v (the second MAC should have been added)", ports.Ports)
 	}
 	var inv map[string]any
-	req, _ := http.NewRequest("GET", lab.apiURL+"/v1/nodes/"+uuid+"/inventory", nil)
+	req, _ := http.NewRequest("GET", lab.APIURL+"/v1/nodes/"+uuid+"/inventory", nil)
 	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.81")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

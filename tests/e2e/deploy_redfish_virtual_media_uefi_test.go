@@ -1,15 +1,16 @@
 package e2e
 
 import (
-	"bytes"
-	"os"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/devstack"
 )
 
-// TestE2E_BC_Redfish_VirtualMedia_UEFI is scenario B then C on one OVMF VM
+// TestDeployRedfishVirtualMediaUEFIThenClean is scenario B then C on one OVMF VM
 // behind `ironflow vbmc serve` (Redfish):
 //
 // B: deploy with boot interface redfish-virtual-media: ironflow builds the
@@ -19,7 +20,7 @@ import (
 //
 // C: undeploy with automated cleaning: the agent erases the disk's
 // metadata, and the disk file no longer has a partition table.
-func TestE2E_BC_Redfish_VirtualMedia_UEFI(t *testing.T) {
+func TestDeployRedfishVirtualMediaUEFIThenClean(t *testing.T) {
 	RequireQEMU(t)
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=true")
@@ -28,12 +29,13 @@ func TestE2E_BC_Redfish_VirtualMedia_UEFI(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := lab.AddVM("node-b", "52:54:00:e2:0b:01", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-b", "disk.raw"))
-	bmc := startVBMC(t, s, vm)
+	bmc := startRedfishBMC(t, s, agentVM(vm))
 
 	// Scenario B. Cleaning on provide is off for this node until C: the
 	// disk is blank, and C cleans the written one.
 	begin := time.Now()
-	uuid := s.createRedfishNode(t, bmc, vm, "redfish-virtual-media", "--no-automated-clean")
+	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
+		"--deploy-interface", "direct", "--boot-interface", "redfish-virtual-media", "--no-automated-clean")
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
@@ -48,10 +50,10 @@ func TestE2E_BC_Redfish_VirtualMedia_UEFI(t *testing.T) {
 
 	// The agent came from the ISO ironflow built, inserted through the BMC.
 	if _, ok := findLine(bmc.proc.Log, "virtual media inserted"); !ok {
-		t.Errorf("B: the vbmc log shows no virtual media insertion:\n%s", Tail(bmc.proc.Log, 3000))
+		t.Errorf("B: the vbmc log shows no virtual media insertion:\n%s", devstack.Tail(bmc.proc.Log, 3000))
 	}
 	if line, ok := findLine(bmc.proc.Log, "/iso/"+uuid+".iso"); !ok {
-		t.Errorf("B: the inserted media is not ironflow's agent ISO /iso/%s.iso:\n%s", uuid, Tail(bmc.proc.Log, 3000))
+		t.Errorf("B: the inserted media is not ironflow's agent ISO /iso/%s.iso:\n%s", uuid, devstack.Tail(bmc.proc.Log, 3000))
 	} else {
 		t.Logf("B: %s", line)
 	}
@@ -63,7 +65,7 @@ func TestE2E_BC_Redfish_VirtualMedia_UEFI(t *testing.T) {
 		}
 		t.Logf("B: firmware used the agent's UEFI boot entry: %s", line)
 	} else {
-		t.Errorf("B: OVMF did not boot the UEFI entry the agent wrote (\"ironflow vda\"); console tail:\n%s", Tail(vm.SerialLog, 3000))
+		t.Errorf("B: OVMF did not boot the UEFI entry the agent wrote (\"ironflow vda\"); console tail:\n%s", devstack.Tail(vm.SerialLog, 3000))
 	}
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" || f["power_state"] != "power on" {
 		t.Errorf("B: node is %v / %v, want active / power on", f["provision_state"], f["power_state"])
@@ -77,7 +79,7 @@ func TestE2E_BC_Redfish_VirtualMedia_UEFI(t *testing.T) {
 	begin = time.Now()
 	s.mustCLI(t, "node", "set", uuid, "--automated-clean")
 	if _, err := s.baremetal(t, "node", "undeploy", uuid, "--wait", seconds(provideWait)); err != nil {
-		t.Fatalf("C: %v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), Tail(vm.SerialLog, 3000))
+		s.failStep(t, uuid, vm.SerialLog, fmt.Errorf("C: %w", err))
 	}
 	printTimeline(t, s, uuid, "undeploy with cleaning")
 	t.Logf("C: node-b available %.1fs after undeploy", time.Since(begin).Seconds())
@@ -91,23 +93,4 @@ func TestE2E_BC_Redfish_VirtualMedia_UEFI(t *testing.T) {
 	if hasPartitionTable(t, vm.Disk) {
 		t.Errorf("C: the disk %s still has a partition table after cleaning", vm.Disk)
 	}
-}
-
-// hasPartitionTable reads the disk file: an MBR ends its first sector with
-// 55 AA, a GPT header starts LBA 1 with "EFI PART".
-func hasPartitionTable(t *testing.T, disk string) bool {
-	t.Helper()
-	f, err := os.Open(disk)
-	if err != nil {
-		t.Fatalf("open disk %s: %v", disk, err)
-	}
-	defer f.Close()
-	b := make([]byte, 1024)
-	if _, err := f.ReadAt(b, 0); err != nil {
-		t.Fatalf("read disk %s: %v", disk, err)
-	}
-	mbr := b[510] == 0x55 && b[511] == 0xaa
-	gpt := bytes.Equal(b[512:520], []byte("EFI PART"))
-	t.Logf("disk %s: MBR signature %v, GPT header %v", disk, mbr, gpt)
-	return mbr || gpt
 }

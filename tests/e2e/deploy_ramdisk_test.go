@@ -47,12 +47,12 @@ func buildRamdiskInstance(path string) error {
 	return os.WriteFile(path, writeNewc(entries), 0o644)
 }
 
-// TestE2E_Ramdisk deploys a SeaBIOS VM behind ipmi_sim with deploy_interface
+// TestDeployRamdisk deploys a SeaBIOS VM behind ipmi_sim with deploy_interface
 // ramdisk: the instance is the Debian kernel and a busybox ramdisk that the
 // machine network-boots, with the node's ramdisk_kernel_arguments. Nothing
 // is written to the disk; the boot configuration stays while the node is
 // active and is gone after undeploy.
-func TestE2E_Ramdisk(t *testing.T) {
+func TestDeployRamdisk(t *testing.T) {
 	RequireQEMU(t)
 	begin := time.Now()
 	lab := NewLab(t)
@@ -65,27 +65,27 @@ func TestE2E_Ramdisk(t *testing.T) {
 	if err := buildRamdiskInstance(ramdisk); err != nil {
 		t.Fatal(err)
 	}
-	kernelURL := issue8PublishImage(t, s, vmlinuz, "instance.vmlinuz")
-	ramdiskURL := issue8PublishImage(t, s, ramdisk, "instance.cpio")
+	kernelURL := s.publishImage(t, vmlinuz, "instance.vmlinuz")
+	ramdiskURL := s.publishImage(t, ramdisk, "instance.cpio")
 
 	vm := lab.AddVM("node-rd", "52:54:00:e2:0d:01", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-rd", "disk.raw"))
-	password := issue8Password()
-	issue8StartIPMISim(t, s, issue8VM(vm, 1, DefaultMemoryMB, vmDiskSize), password)
-	uuid := issue8CreateIPMINode(t, s, vm, "e2e-ramdisk", password, "--deploy-interface", "ramdisk")
+	password := newBMCPassword()
+	startIPMISim(t, s, vmDefinition(vm, 1, DefaultMemoryMB, vmDiskSize), password)
+	uuid := createIPMINode(t, s, vm, "e2e-ramdisk", password, "--deploy-interface", "ramdisk")
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
 
 	// A word of this run on the command line proves the node's
 	// ramdisk_kernel_arguments reached the instance's kernel.
-	word := "ironflow.e2e=ramdisk-" + issue8Password()
+	word := "ironflow.e2e=ramdisk-" + newBMCPassword()
 	s.mustCLI(t, "node", "set", uuid,
 		"--instance-info", "kernel="+kernelURL,
 		"--instance-info", "ramdisk="+ramdiskURL,
 		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200 "+word)
 	deployStart := time.Now()
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(deployWait)); err != nil {
-		issue8Fatal(t, s, uuid, vm.SerialLog, err)
+		s.failStep(t, uuid, vm.SerialLog, err)
 	}
 	printTimeline(t, s, uuid, "ramdisk deploy")
 	t.Logf("ramdisk: node active %.1fs after deploy", time.Since(deployStart).Seconds())
@@ -107,20 +107,20 @@ func TestE2E_Ramdisk(t *testing.T) {
 	// Active: the machine keeps booting its ramdisk from the network, so
 	// the boot service keeps its script.
 	scriptURL := "http://" + bootListen + "/boot/" + uuid + "/boot.ipxe"
-	code, body := issue8Get(t, lab, scriptURL)
+	code, body := labGet(t, lab, scriptURL)
 	if code != http.StatusOK || !strings.Contains(string(body), kernelURL) || !strings.Contains(string(body), ramdiskURL) {
 		t.Errorf("while active, %s answers %d:\n%s\nwant 200 with the instance's kernel %s and ramdisk %s", scriptURL, code, body, kernelURL, ramdiskURL)
 	}
 
 	undeployStart := time.Now()
 	if _, err := s.baremetal(t, "node", "undeploy", uuid, "--wait", seconds(provideWait)); err != nil {
-		issue8Fatal(t, s, uuid, vm.SerialLog, err)
+		s.failStep(t, uuid, vm.SerialLog, err)
 	}
 	t.Logf("ramdisk: node available %.1fs after undeploy", time.Since(undeployStart).Seconds())
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "available" || f["power_state"] != "power off" {
 		t.Errorf("after undeploy the node is %v / %v, want available / power off", f["provision_state"], f["power_state"])
 	}
-	if code, body := issue8Get(t, lab, scriptURL); code != http.StatusNotFound {
+	if code, body := labGet(t, lab, scriptURL); code != http.StatusNotFound {
 		t.Errorf("after undeploy, %s answers %d, want 404:\n%s", scriptURL, code, body)
 	}
 
@@ -129,7 +129,7 @@ func TestE2E_Ramdisk(t *testing.T) {
 	if _, err := os.Stat(vm.Disk); err != nil {
 		t.Fatalf("the VM's disk: %v", err)
 	}
-	if off, err := issue8FirstNonZero(vm.Disk); err != nil {
+	if off, err := firstNonZero(vm.Disk); err != nil {
 		t.Fatal(err)
 	} else if off >= 0 {
 		t.Errorf("the VM's disk %s has data at byte %d: a ramdisk deploy must write nothing", vm.Disk, off)

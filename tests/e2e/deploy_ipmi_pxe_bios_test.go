@@ -1,0 +1,47 @@
+package e2e
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestDeployIPMIPXEBIOS deploys a SeaBIOS VM behind OpenIPMI's ipmi_sim
+// with the unmodified baremetal CLI: IPMI power and boot device, automated
+// cleaning through the agent on provide, DHCP + TFTP + iPXE network boot of
+// ironflow's agent, image streamed with its
+// sha256 checked, config drive written, boot from disk. The VM's own init
+// then prints what it read from the config drive.
+func TestDeployIPMIPXEBIOS(t *testing.T) {
+	RequireQEMU(t)
+	lab := NewLab(t)
+	s := startStack(t, lab, "--automated-clean=true")
+	_, sum, err := BuildTestImage(DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := lab.AddVM("node-a", "52:54:00:e2:0a:01", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-a", "disk.raw"))
+	password := newBMCPassword()
+	startIPMISim(t, s, agentVM(vm), password)
+
+	begin := time.Now()
+	uuid := createIPMINode(t, s, vm, "e2e-a", password, "--deploy-interface", "direct")
+	defer printNodeHistory(t, s, uuid)
+	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
+	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
+	printTimeline(t, s, uuid, "provide (automated cleaning)")
+	s.mustCLI(t, "node", "set", uuid,
+		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
+		"--instance-info", "image_os_hash_algo=sha256",
+		"--instance-info", "image_os_hash_value="+sum)
+
+	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2EscenarioA e2e"
+	defer printTimeline(t, s, uuid, "deploy")
+	s.deploy(t, uuid, vm, "e2e-a", pubKey)
+	t.Logf("deploy of e2e-a reached active %.1fs after node create", time.Since(begin).Seconds())
+
+	// The node is active: the machine has been power-cycled onto its disk,
+	// where the test image's init reads the config drive ironflow wrote.
+	waitBootedFromDisk(t, vm, "e2e-a", pubKey)
+	t.Logf("VM booted the deployed disk and read its config drive %.1fs after node create", time.Since(begin).Seconds())
+}

@@ -1,0 +1,84 @@
+package tests
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/devstack"
+)
+
+// TestChecksumMismatchThenOperatorRetry: a wrong checksum fails the deploy
+// with a last_error that names it; the operator fixes instance_info and sends
+// `temporal workflow signal --name retry` (the real temporal CLI, as the
+// README says); the deploy ends active.
+func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
+	img := newImageServer(t, 2<<20)
+	uuid := enrollAgentNode(t, "checksum-node-0", "52:54:00:bb:00:05", img)
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
+		{"op": "add", "path": "/automated_clean", "value": false},
+		{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": strings.Repeat("0", 64)},
+	}, nil); code != 200 {
+		t.Fatalf("patch: %d", code)
+	}
+	startSimMachine(t, uuid, []string{"52:54:00:bb:00:05"}, sim.Config{})
+	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "deploy failed"}} {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, uuid, s.state, 90*time.Second)
+	}
+	n := getNode(t, uuid)
+	if !strings.Contains(deref(n.LastError), "write_image") || !strings.Contains(strings.ToLower(deref(n.LastError)), "checksum") {
+		t.Fatalf("last_error %q should name write_image and the checksum", deref(n.LastError))
+	}
+	// The operator's view: the status query says what it waits for.
+	cli, err := devstack.FindTemporalCLI("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(cli, "workflow", "query", "--address", lab.Temporal.Address(), "--workflow-id", "node-"+uuid, "--type", "status").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "retry, skip-step or abort") {
+		t.Fatalf("status query: %v\n%s", err, out)
+	}
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
+		{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": img.sha256},
+	}, nil); code != 200 {
+		t.Fatalf("fix instance_info: %d", code)
+	}
+	if out, err := exec.Command(cli, "workflow", "signal", "--address", lab.Temporal.Address(), "--workflow-id", "node-"+uuid, "--name", "retry").CombinedOutput(); err != nil {
+		t.Fatalf("temporal workflow signal retry: %v\n%s", err, out)
+	}
+	waitFor(t, "the retry to leave deploy failed", 60*time.Second, func() bool { return getNode(t, uuid).ProvisionState != "deploy failed" })
+	n = waitState(t, uuid, "active", 120*time.Second)
+	if n.LastError != nil {
+		t.Errorf("last_error kept after the retry succeeded: %q", *n.LastError)
+	}
+}
+
+// TestUndeployAFailedDeployThatWaitsForAnOperator: the failed deploy's
+// workflow waits for retry/skip-step/abort, but `baremetal node undeploy`
+// is the operator's answer too: it ends the wait and cleans the node up.
+func TestUndeployAFailedDeployThatWaitsForAnOperator(t *testing.T) {
+	img := newImageServer(t, 1<<20)
+	uuid := enrollAgentNode(t, "failed-undeploy-node-0", "52:54:00:bb:00:06", img)
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
+		{"op": "add", "path": "/automated_clean", "value": false},
+		{"op": "replace", "path": "/instance_info/image_source", "value": img.URL + "/missing-because-404"},
+	}, nil); code != 200 {
+		t.Fatalf("patch: %d", code)
+	}
+	startSimMachine(t, uuid, []string{"52:54:00:bb:00:06"}, sim.Config{})
+	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "deploy failed"}} {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, uuid, s.state, 90*time.Second)
+	}
+	mustCLI(t, "node", "undeploy", uuid, "--wait", "120")
+	if n := getNode(t, uuid); n.ProvisionState != "available" {
+		t.Fatalf("after undeploy: %+v", n)
+	}
+}
