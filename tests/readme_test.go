@@ -25,8 +25,8 @@ func TestReadmeFirstSessionRunsAsWritten(t *testing.T) {
 	if block == nil {
 		t.Fatal("the first-session section has no sh block")
 	}
-	script := regexp.MustCompile(`(?m)^export OS_ENDPOINT=\S+`).ReplaceAllString(block[1], "export OS_ENDPOINT="+lab.apiURL)
-	if !strings.Contains(script, lab.apiURL) {
+	script := regexp.MustCompile(`(?m)^export OS_ENDPOINT=\S+`).ReplaceAllString(block[1], "export OS_ENDPOINT="+lab.APIURL)
+	if !strings.Contains(script, lab.APIURL) {
 		t.Fatalf("the walkthrough does not set OS_ENDPOINT:\n%s", block[1])
 	}
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
