@@ -53,6 +53,10 @@ func portWriteError(err error, p *store.Port) error {
 		return errorf(http.StatusConflict, "A port with MAC address %s already exists.", p.Address)
 	case errors.Is(err, store.ErrDuplicateUUID):
 		return errorf(http.StatusConflict, "A port with UUID %s already exists.", p.UUID)
+	case errors.Is(err, store.ErrPortgroupNotFound):
+		return portgroupNotFound(strOr(p.PortgroupUUID))
+	case errors.Is(err, store.ErrPortgroupOtherNode):
+		return badRequest("Port can not be added to a portgroup belonging to a different node.")
 	case errors.Is(err, store.ErrNotFound):
 		return nodeNotFound(p.NodeUUID)
 	case errors.Is(err, store.ErrInvalidInput):

@@ -44,7 +44,11 @@ const (
 	v20NetworkIface     = 20
 	v21ResourceClass    = 21
 	v22Ramdisk          = 22
+	v23Portgroups       = 23
 	v24PortgroupSub     = 24
+	v26PortgroupMode    = 26
+	v28VIFs             = 28
+	v67VIFAttachPort    = 67
 	v27SoftPower        = 27
 	v30DynamicDrivers   = 30
 	v31DynamicIfaces    = 31
@@ -197,6 +201,9 @@ func (s *server) v1Document(c *gin.Context) {
 	if ver(c) >= v22Ramdisk {
 		doc["lookup"] = res("lookup")
 		doc["heartbeat"] = res("heartbeat")
+	}
+	if ver(c) >= v23Portgroups {
+		doc["portgroups"] = res("portgroups")
 	}
 	if ver(c) >= v49Conductors {
 		doc["conductors"] = res("conductors")
