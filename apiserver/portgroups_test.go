@@ -225,6 +225,13 @@ func TestPortgroupListsAsNovaReadsThem(t *testing.T) {
 	if r := e.do("GET", "/v1/portgroups?sort_key=extra", "1.82", nil); r.status != 400 {
 		t.Errorf("sort by extra: %d", r.status)
 	}
+	// A node goes with its groups and their ports.
+	if r := e.do("DELETE", "/v1/nodes/n1", "1.82", nil); r.status != 204 {
+		t.Errorf("delete a node with a group and its port: %d %s", r.status, r.body)
+	}
+	if got := list("/v1/portgroups"); len(got) != 1 {
+		t.Errorf("groups after node delete %v", got)
+	}
 }
 
 func TestPortPortgroupUUID(t *testing.T) {
