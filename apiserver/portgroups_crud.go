@@ -118,10 +118,14 @@ func (s *server) patchPortgroup(c *gin.Context, g *store.Portgroup) error {
 	}
 	attempted := *g
 	updated, err := s.store.UpdatePortgroup(c.Request.Context(), g.UUID, func(cur *store.Portgroup) error {
+		wasStandalone := cur.StandalonePortsSupported
 		if err := portgroupResource.applyPatch(cur, ops); err != nil {
 			return err
 		}
 		attempted = *cur
+		if wasStandalone && !cur.StandalonePortsSupported {
+			return s.checkStandalonePorts(c.Request.Context(), cur)
+		}
 		return nil
 	})
 	if err != nil {

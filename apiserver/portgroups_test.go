@@ -272,3 +272,37 @@ func TestPortPortgroupUUID(t *testing.T) {
 		t.Errorf("patch out of group: %d %s", r.status, r.body)
 	}
 }
+
+// TestStandalonePortsOnFlat: on a flat node, a group that does not support
+// standalone ports takes no PXE-enabled port, and cannot stop supporting
+// them while a PXE-enabled port is in it (Ironic's flat interface); noop
+// nodes check nothing.
+func TestStandalonePortsOnFlat(t *testing.T) {
+	e := newEnv(t)
+	flat := e.createNode(map[string]any{"driver": "fake-hardware", "network_interface": "flat"})["uuid"].(string)
+	noop := e.createNode(map[string]any{"driver": "fake-hardware"})["uuid"].(string)
+	g := e.createPortgroup(map[string]any{"node_uuid": flat, "standalone_ports_supported": false})["uuid"].(string)
+
+	r := e.do("POST", "/v1/ports", maxVersion(), map[string]any{"uuid": "6f0c1a52-5b1c-4c1e-9d7e-2a6f8d1b0c01",
+		"address": "52:54:00:aa:00:01", "node_uuid": flat, "portgroup_uuid": g})
+	want := fmt.Sprintf("Port group %s doesn't support standalone ports. This port 6f0c1a52-5b1c-4c1e-9d7e-2a6f8d1b0c01 cannot be  a member of that port group because of: 'pxe_enabled' was set to True", g)
+	if r.status != http.StatusConflict || r.faultstring(t) != want {
+		t.Errorf("PXE port into a group without standalone ports: %d %s", r.status, r.body)
+	}
+	p := e.createPort(map[string]any{"address": "52:54:00:aa:00:01", "node_uuid": flat, "portgroup_uuid": g, "pxe_enabled": false})["uuid"].(string)
+	r = e.do("PATCH", "/v1/ports/"+p, maxVersion(), []map[string]any{{"op": "replace", "path": "/pxe_enabled", "value": true}})
+	if r.status != http.StatusConflict {
+		t.Errorf("enable PXE in the group: %d %s", r.status, r.body)
+	}
+
+	g2 := e.createPortgroup(map[string]any{"node_uuid": flat})["uuid"].(string)
+	e.createPort(map[string]any{"address": "52:54:00:aa:00:02", "node_uuid": flat, "portgroup_uuid": g2})
+	r = e.do("PATCH", "/v1/portgroups/"+g2, maxVersion(), []map[string]any{{"op": "replace", "path": "/standalone_ports_supported", "value": false}})
+	want = fmt.Sprintf("standalone_ports_supported can not be set to False, because the port group %s contains port with 'pxe_enabled' is set to True", g2)
+	if r.status != http.StatusConflict || r.faultstring(t) != want {
+		t.Errorf("turn standalone off with a PXE port: %d %s", r.status, r.body)
+	}
+
+	g3 := e.createPortgroup(map[string]any{"node_uuid": noop, "standalone_ports_supported": false})["uuid"].(string)
+	e.createPort(map[string]any{"address": "52:54:00:aa:00:03", "node_uuid": noop, "portgroup_uuid": g3})
+}

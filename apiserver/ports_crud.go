@@ -74,6 +74,9 @@ func (s *server) createPort(c *gin.Context) error {
 	if _, err := portResource.create(p, body, ver(c)); err != nil {
 		return err
 	}
+	if err := s.checkPortInGroup(c.Request.Context(), p, true); err != nil {
+		return err
+	}
 	if err := s.store.CreatePort(c.Request.Context(), p); err != nil {
 		return portWriteError(err, p)
 	}
@@ -89,11 +92,13 @@ func (s *server) patchPort(c *gin.Context, p *store.Port) error {
 	}
 	var attempted store.Port
 	updated, err := s.store.UpdatePort(c.Request.Context(), p.UUID, func(cur *store.Port) error {
+		before := *cur
 		if err := portResource.applyPatch(cur, ops); err != nil {
 			return err
 		}
 		attempted = *cur
-		return nil
+		changed := cur.PXEEnabled != before.PXEEnabled || strOr(cur.PortgroupUUID) != strOr(before.PortgroupUUID)
+		return s.checkPortInGroup(c.Request.Context(), cur, changed)
 	})
 	// A patch refused by the callback is an *apiError inside the store's
 	// wrapping; portWriteError wraps it again and the adapter finds it.
