@@ -47,9 +47,8 @@ const (
 	v23Portgroups       = 23
 	v24PortgroupSub     = 24
 	v26PortgroupMode    = 26
-	v28VIFs             = 28
-	v67VIFAttachPort    = 67
 	v27SoftPower        = 27
+	v28VIFs             = 28
 	v30DynamicDrivers   = 30
 	v31DynamicIfaces    = 31
 	v32Volume           = 32
@@ -77,6 +76,7 @@ const (
 	v62AgentToken       = 62
 	v65Lessee           = 65
 	v66NetworkData      = 66
+	v67VIFAttachPort    = 67
 	v68AgentVerifyCA    = 68
 	v69DeploySteps      = 69
 	v70DisableRamdisk   = 70
