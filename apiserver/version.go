@@ -201,5 +201,10 @@ func (s *server) v1Document(c *gin.Context) {
 	if ver(c) >= v49Conductors {
 		doc["conductors"] = res("conductors")
 	}
+	// Chassis (above, every version) and shards (1.82) exist: the
+	// node-fields resources.
+	if ver(c) >= v82Shard {
+		doc["shards"] = res("shards")
+	}
 	c.JSON(http.StatusOK, doc)
 }

@@ -17,6 +17,13 @@ var uniqueErrors = map[string]error{
 	"ports_uuid_key":          ErrDuplicateUUID,
 	"ports_address_key":       ErrDuplicateMAC,
 	"node_history_uuid_key":   ErrDuplicateUUID,
+	"chassis_uuid_key":        ErrDuplicateUUID,
+}
+
+// foreignKeyErrors maps the foreign keys of migrations/*.sql whose
+// violation names something else than a missing node.
+var foreignKeyErrors = map[string]error{
+	"nodes_chassis_uuid_fkey": ErrChassisNotFound,
 }
 
 // dbError wraps err with what was being done, translating the database's
@@ -36,7 +43,10 @@ func dbError(err error, format string, args ...any) error {
 			if typed, ok := uniqueErrors[pgErr.ConstraintName]; ok {
 				return fmt.Errorf("%s: %w", what, typed)
 			}
-		case "23503": // foreign_key_violation: the referenced node is gone
+		case "23503": // foreign_key_violation: the referenced row is gone
+			if typed, ok := foreignKeyErrors[pgErr.ConstraintName]; ok {
+				return fmt.Errorf("%s: %w", what, typed)
+			}
 			return fmt.Errorf("%s: node: %w", what, ErrNotFound)
 		case "23514", "22P02", "22023": // check_violation, invalid text, invalid parameter
 			return fmt.Errorf("%s: %w: %s", what, ErrInvalidInput, pgErr.Message)

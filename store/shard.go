@@ -1,0 +1,28 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Shard is a shard name and how many nodes are in it.
+type Shard struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+}
+
+// ListShards counts the nodes of each shard, largest first (nodes without
+// a shard are in none).
+func (s *Store) ListShards(ctx context.Context) ([]Shard, error) {
+	rows, _ := s.pool.Query(ctx, "SELECT shard, count(*) FROM nodes WHERE shard IS NOT NULL GROUP BY shard ORDER BY count(*) DESC, shard")
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Shard, error) {
+		var sh Shard
+		err := row.Scan(&sh.Name, &sh.Count)
+		return sh, err
+	})
+	if err != nil {
+		return nil, dbError(err, "list shards")
+	}
+	return out, nil
+}
