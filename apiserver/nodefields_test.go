@@ -455,3 +455,30 @@ func TestV1DocumentLinksNodeFieldResources(t *testing.T) {
 		t.Errorf("shards linked at 1.81")
 	}
 }
+
+// TestChassisSortKeysAreTheStores: the chassis table's sort keys are the
+// store's, and each sorts a list (as TestSortKeysAreTheStores for nodes and
+// ports).
+func TestChassisSortKeysAreTheStores(t *testing.T) {
+	var table, want []string
+	for _, f := range chassisResource.fields {
+		if f.sortable {
+			table = append(table, f.name)
+		}
+	}
+	for k := range store.ChassisSortKeys {
+		if k != "id" {
+			want = append(want, k)
+		}
+	}
+	if fmt.Sprint(sorted(table...)) != fmt.Sprint(sorted(want...)) {
+		t.Errorf("chassis sort keys in the field table %v, in the store %v", sorted(table...), sorted(want...))
+	}
+	e := newEnv(t)
+	e.do("POST", "/v1/chassis", "1.82", map[string]any{"description": "sorted"})
+	for _, k := range append(table, "id") {
+		if r := e.do("GET", "/v1/chassis?sort_key="+k, "1.82", nil); r.status != http.StatusOK {
+			t.Errorf("sort chassis by %s: %d %s", k, r.status, r.body)
+		}
+	}
+}
