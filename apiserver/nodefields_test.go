@@ -174,7 +174,7 @@ func TestShardFilters(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("shards: %d %s", r.status, r.body)
 	}
-	if got, want := string(r.body), `{"shards":[{"count":2,"name":"shard-a"},{"count":1,"name":"shard-b"}]}`; got != want {
+	if got, want := string(r.body), `{"shards":[{"name":"shard-a","count":2},{"name":"shard-b","count":1},{"name":"None","count":1}]}`; got != want {
 		t.Errorf("shards %s, want %s", got, want)
 	}
 	if r := e.do("GET", "/v1/shards", "1.81", nil); r.status != http.StatusNotFound {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+
+	"github.com/ironflow/ironflow/store"
 )
 
 // Shards (API 1.82): a node's shard field, the list filters shard and
@@ -35,17 +37,17 @@ func filterSharded(f *nodeQuery, name, v string) (string, error) {
 }
 
 // listShards answers GET /v1/shards: {"shards": [{"name", "count"}]}, the
-// shards that have nodes, largest first.
+// node count of each shard, largest first, with the unsharded nodes
+// counted under the name "None" as Ironic does.
 func (s *server) listShards(c *gin.Context) error {
 	shards, err := s.store.ListShards(c.Request.Context())
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, 0, len(shards))
-	for _, sh := range shards {
-		out = append(out, map[string]any{"name": sh.Name, "count": sh.Count})
+	if shards == nil {
+		shards = []store.Shard{}
 	}
-	writeJSON(c, http.StatusOK, map[string]any{"shards": out})
+	writeJSON(c, http.StatusOK, map[string]any{"shards": shards})
 	return nil
 }
 
