@@ -204,14 +204,20 @@ func TestNodeTraits(t *testing.T) {
 		t.Errorf("new node traits %v", got)
 	}
 	r := e.do("PUT", path, "1.37", map[string]any{"traits": []string{"CUSTOM_GPU", "HW_CPU_X86_AVX2", "CUSTOM_GPU"}})
-	if r.status != http.StatusNoContent || r.header.Get("Location") != e.srv.URL+path {
+	if r.status != http.StatusNoContent || r.header.Get("Location") != "" {
 		t.Fatalf("put traits: %d %s location %q", r.status, r.body, r.header.Get("Location"))
 	}
 	if got := fmt.Sprint(traits()); got != "[CUSTOM_GPU HW_CPU_X86_AVX2]" {
 		t.Errorf("traits %s", got)
 	}
-	if r := e.do("PUT", path+"/CUSTOM_RAID", "1.37", nil); r.status != http.StatusNoContent {
-		t.Fatalf("add trait: %d %s", r.status, r.body)
+	if r := e.do("PUT", path+"/CUSTOM_RAID", "1.37", nil); r.status != http.StatusNoContent || r.header.Get("Location") != e.srv.URL+path+"/CUSTOM_RAID" {
+		t.Fatalf("add trait: %d %s location %q", r.status, r.body, r.header.Get("Location"))
+	}
+	if r := e.do("PUT", path+"/CUSTOM_RAID", "1.37", map[string]any{"traits": []string{"CUSTOM_X"}}); r.status != http.StatusBadRequest || r.faultstring(t) != "No body should be provided when adding a trait" {
+		t.Errorf("add one trait with a body: %d %s", r.status, r.body)
+	}
+	if r := e.do("PUT", path, "1.37", map[string]any{}); r.status != http.StatusBadRequest || r.faultstring(t) != traitsPutUsage {
+		t.Errorf("put traits without a list: %d %s", r.status, r.body)
 	}
 	if r := e.do("PUT", path+"/CUSTOM_RAID", "1.37", nil); r.status != http.StatusNoContent {
 		t.Fatalf("add the same trait again: %d %s", r.status, r.body)
@@ -221,7 +227,7 @@ func TestNodeTraits(t *testing.T) {
 	}
 	// The node view and Nova's ?fields= list show them.
 	n := e.do("GET", "/v1/nodes/"+id+"?fields=traits", "1.37", nil).json(t)
-	if fmt.Sprint(n["traits"]) != "[CUSTOM_GPU HW_CPU_X86_AVX2 CUSTOM_RAID]" {
+	if fmt.Sprint(n["traits"]) != "[CUSTOM_GPU CUSTOM_RAID HW_CPU_X86_AVX2]" {
 		t.Errorf("node view traits %v", n["traits"])
 	}
 	l := e.do("GET", "/v1/nodes?fields=uuid,traits", "1.37", nil).json(t)
@@ -233,7 +239,7 @@ func TestNodeTraits(t *testing.T) {
 		t.Fatalf("delete trait: %d %s", r.status, r.body)
 	}
 	r = e.do("DELETE", path+"/CUSTOM_GPU", "1.37", nil)
-	if want := fmt.Sprintf("Node %d doesn't have a trait 'CUSTOM_GPU'", e.node(id).ID); r.status != http.StatusNotFound || r.faultstring(t) != want {
+	if want := "Node " + id + " doesn't have a trait 'CUSTOM_GPU'"; r.status != http.StatusNotFound || r.faultstring(t) != want {
 		t.Errorf("delete a missing trait: %d %s, want 404 %q", r.status, r.body, want)
 	}
 

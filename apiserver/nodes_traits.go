@@ -3,7 +3,9 @@ package apiserver
 //go:generate ../scripts/gen-os-traits.sh
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -53,14 +55,18 @@ func (s *server) setTraits(c *gin.Context, n *store.Node) error {
 	if err != nil {
 		return err
 	}
+	raw, given := body["traits"]
+	if !given || raw == nil {
+		return badRequest("%s", traitsPutUsage)
+	}
 	for k := range body {
 		if k != "traits" {
-			return badRequest("Unknown argument: \"%s\"", k)
+			return badRequest("Schema error for body: Additional properties are not allowed (%s was unexpected)", pyRepr(k))
 		}
 	}
-	list, ok := body["traits"].([]any)
+	list, ok := raw.([]any)
 	if !ok {
-		return badRequest("Invalid traits: %s is not of type 'array'", pyRepr(body["traits"]))
+		return badRequest("Schema error for body: %s is not of type 'array'", pyRepr(raw))
 	}
 	var want []string
 	for _, v := range list {
@@ -72,8 +78,12 @@ func (s *server) setTraits(c *gin.Context, n *store.Node) error {
 			want = append(want, t)
 		}
 	}
-	return s.writeTraits(c, n, "/traits", func([]string) []string { return want })
+	return s.writeTraits(c, n, "", func([]string) []string { return want })
 }
+
+// traitsPutUsage is Ironic's answer to a PUT of traits that is neither form.
+const traitsPutUsage = "A single node trait may be added via PUT /v1/nodes/<node identifier>/traits/<trait> with no body, " +
+	"or all node traits may be replaced via PUT /v1/nodes/<node identifier>/traits with the list of traits specified in the request body."
 
 // addTrait answers PUT /v1/nodes/{node}/traits/{trait}.
 func (s *server) addTrait(c *gin.Context, n *store.Node) error {
@@ -81,7 +91,19 @@ func (s *server) addTrait(c *gin.Context, n *store.Node) error {
 	if err != nil {
 		return err
 	}
-	return s.writeTraits(c, n, "/traits/"+t, func(cur []string) []string {
+	if c.Request.ContentLength != 0 {
+		body, err := io.ReadAll(c.Request.Body)
+		if err != nil {
+			return fmt.Errorf("read body: %w", err)
+		}
+		var v any
+		if json.Unmarshal(body, &v) == nil && !isEmptyValue(v) {
+			return badRequest("No body should be provided when adding a trait")
+		}
+	}
+	// The Location Ironic sets for a single trait names the node as the
+	// request did.
+	return s.writeTraits(c, n, "/v1/nodes/"+c.Param("node")+"/traits/"+t, func(cur []string) []string {
 		if slices.Contains(cur, t) {
 			return cur
 		}
@@ -100,8 +122,7 @@ func (s *server) removeTraits(c *gin.Context, n *store.Node) error {
 		}
 		i := slices.Index(cur.Traits, t)
 		if i < 0 {
-			// Ironic's NodeTraitNotFound names the node by its database id.
-			return errorf(http.StatusNotFound, "Node %d doesn't have a trait '%s'", cur.ID, t)
+			return errorf(http.StatusNotFound, "Node %s doesn't have a trait '%s'", cur.UUID, t)
 		}
 		cur.Traits = slices.Delete(cur.Traits, i, i+1)
 		return nil
@@ -113,11 +134,13 @@ func (s *server) removeTraits(c *gin.Context, n *store.Node) error {
 	return nil
 }
 
-// writeTraits stores change(current traits) within Ironic's limit and
-// answers 204 with the Location Ironic sets.
+// writeTraits stores change(current traits), sorted as Ironic stores them,
+// within Ironic's limit and answers 204 (with a Location when location is
+// a path: a single trait added).
 func (s *server) writeTraits(c *gin.Context, n *store.Node, location string, change func([]string) []string) error {
 	_, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
 		next := change(slices.Clone(cur.Traits))
+		sort.Strings(next)
 		if len(next) > maxTraitsPerNode {
 			// Ironic names the node by its database id here too.
 			return badRequest("Could not modify traits for node %d as it would exceed the maximum number of traits per node (%d vs. %d)",
@@ -129,7 +152,10 @@ func (s *server) writeTraits(c *gin.Context, n *store.Node, location string, cha
 	if err != nil {
 		return nodeWriteError(err, n)
 	}
-	writeEmpty(c, http.StatusNoContent, s.baseURL(c)+"/v1/nodes/"+n.UUID+location)
+	if location != "" {
+		location = s.baseURL(c) + location
+	}
+	writeEmpty(c, http.StatusNoContent, location)
 	return nil
 }
 
