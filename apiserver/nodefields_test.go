@@ -422,7 +422,10 @@ func TestChassis(t *testing.T) {
 	if want := "Cannot complete the requested action because chassis " + cid + " contains nodes."; r.status != http.StatusBadRequest || r.faultstring(t) != want {
 		t.Errorf("delete a chassis with nodes: %d %s, want 400 %q", r.status, r.body, want)
 	}
-	if r := e.do("PATCH", "/v1/nodes/"+in["uuid"].(string), "1.82", []map[string]any{{"op": "remove", "path": "/chassis_uuid"}}); r.status != http.StatusOK {
+	if r := e.do("PATCH", "/v1/nodes/"+in["uuid"].(string), "1.24", []map[string]any{{"op": "remove", "path": "/chassis_uuid"}}); r.status != http.StatusNotAcceptable {
+		t.Errorf("remove chassis_uuid at 1.24: %d %s, want 406", r.status, r.body)
+	}
+	if r := e.do("PATCH", "/v1/nodes/"+in["uuid"].(string), "1.25", []map[string]any{{"op": "remove", "path": "/chassis_uuid"}}); r.status != http.StatusOK {
 		t.Fatalf("remove chassis_uuid: %d %s", r.status, r.body)
 	}
 	if r := e.do("DELETE", "/v1/chassis/"+cid, "1.82", nil); r.status != http.StatusNoContent {

@@ -157,12 +157,16 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 	updated, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
 		defer func() { attempted = *cur }()
 		wasMaintenance := cur.Maintenance
-		wasInstance := cur.InstanceUUID
+		wasInstance, wasChassis := cur.InstanceUUID, cur.ChassisUUID
 		if err := nodeResource.applyPatch(cur, ops); err != nil {
 			return err
 		}
 		if err := checkInstanceReplaced(cur, wasInstance); err != nil {
 			return err
+		}
+		// Ironic lets a node leave its chassis from 1.25 on.
+		if wasChassis != nil && cur.ChassisUUID == nil && ver(c) < v25UnsetChassis {
+			return notAcceptable()
 		}
 		if wasMaintenance && !cur.Maintenance {
 			cur.MaintenanceReason, cur.Fault = nil, nil

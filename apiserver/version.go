@@ -45,6 +45,7 @@ const (
 	v21ResourceClass    = 21
 	v22Ramdisk          = 22
 	v24PortgroupSub     = 24
+	v25UnsetChassis     = 25
 	v27SoftPower        = 27
 	v30DynamicDrivers   = 30
 	v31DynamicIfaces    = 31
