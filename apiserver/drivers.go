@@ -165,6 +165,11 @@ func validateNode(n *store.Node) map[string]map[string]any {
 			out["deploy"] = fail(fmt.Sprintf("Cannot validate image information for node %s because one or more parameters are missing from its instance_info. Missing are: %s", n.UUID, pyList([]string{key})))
 		}
 	}
+	// Ironic's validate_driver_interfaces checks the instance traits once
+	// the deploy interface validated.
+	if msg := instanceTraitsProblem(n); msg != "" && out["deploy"]["result"] == true {
+		out["deploy"] = fail(msg)
+	}
 
 	for _, kind := range []hardware.Kind{hardware.KindBIOS, hardware.KindConsole, hardware.KindInspect, hardware.KindNetwork,
 		hardware.KindRAID, hardware.KindRescue, hardware.KindStorage, hardware.KindFirmware} {

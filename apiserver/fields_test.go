@@ -21,6 +21,10 @@ import (
 // and is refused below its own version.
 func TestEveryNodeFieldRoundTrips(t *testing.T) {
 	e := newEnv(t)
+	// The chassis a chassis_uuid candidate of patchCandidates names.
+	if r := e.do("POST", "/v1/chassis", maxVersion(), map[string]any{"uuid": "0d6b8f0e-3c1a-4f5e-8a2b-7c9d1e3f5a70"}); r.status != http.StatusCreated {
+		t.Fatalf("create chassis: %d %s", r.status, r.body)
+	}
 	created := e.do("POST", "/v1/nodes", maxVersion(), map[string]any{
 		"driver": "fake-hardware", "name": "round-trip", "owner": "o1", "lessee": "l1",
 		"resource_class": "rc1", "instance_uuid": "9f3e1a52-5b1c-4c1e-9d7e-2a6f8d1b0c44",

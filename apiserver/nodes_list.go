@@ -15,6 +15,12 @@ func (s *server) listNodesDetail(c *gin.Context) error {
 }
 
 func (s *server) writeNodeList(c *gin.Context, path string, detailPath bool) error {
+	return s.writeNodeListOf(c, path, detailPath, "")
+}
+
+// writeNodeListOf answers a node list; chassisUUID restricts it to a
+// chassis (/v1/chassis/{id}/nodes).
+func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, chassisUUID string) error {
 	p, err := s.parseListParams(c, nodeResource.fieldSince)
 	if err != nil {
 		return err
@@ -27,6 +33,11 @@ func (s *server) writeNodeList(c *gin.Context, path string, detailPath bool) err
 	var f store.NodeFilter
 	q, err := nodeResource.listFilters(c, &f)
 	if err != nil {
+		return err
+	}
+	if chassisUUID != "" {
+		f.ChassisUUID = chassisUUID
+	} else if err := s.checkChassisFilter(c, &f); err != nil {
 		return err
 	}
 	detail := detailPath || p.detail
