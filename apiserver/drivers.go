@@ -166,6 +166,10 @@ func validateNode(n *store.Node) map[string]map[string]any {
 		}
 	}
 
+	// storage: noop is the only storage interface enabled (cinder is not
+	// implemented). Ironic's noop storage interface validates true and
+	// ignores the node's volume targets: the deploy writes the image as
+	// without them; only cinder would attach and boot from them.
 	for _, kind := range []hardware.Kind{hardware.KindBIOS, hardware.KindConsole, hardware.KindInspect, hardware.KindNetwork,
 		hardware.KindRAID, hardware.KindRescue, hardware.KindStorage, hardware.KindFirmware} {
 		impl := *nodeIfaces(n)[kind]

@@ -135,6 +135,8 @@ func (s *server) routes() http.Handler {
 	a.PATCH("/ports/:port", s.handle(s.onPort(s.patchPort)))
 	a.DELETE("/ports/:port", s.handle(s.onPort(s.deletePort)))
 
+	s.volumeRoutes(a) // volume connectors and targets: volume_crud.go
+
 	a.GET("/drivers", s.listDrivers)
 	a.GET("/drivers/:name", s.showDriver)
 	a.GET("/drivers/:name/properties", s.driverProperties)

@@ -198,6 +198,9 @@ func (s *server) v1Document(c *gin.Context) {
 		doc["lookup"] = res("lookup")
 		doc["heartbeat"] = res("heartbeat")
 	}
+	if ver(c) >= v32Volume {
+		doc["volume"] = res("volume")
+	}
 	if ver(c) >= v49Conductors {
 		doc["conductors"] = res("conductors")
 	}

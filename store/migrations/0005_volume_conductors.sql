@@ -23,7 +23,7 @@ CREATE TABLE volume_targets (
     node_id     bigint NOT NULL REFERENCES nodes (id) ON DELETE CASCADE,
     volume_type text NOT NULL,
     properties  jsonb NOT NULL DEFAULT '{}',
-    boot_index  integer NOT NULL,
+    boot_index  bigint NOT NULL,
     volume_id   text NOT NULL,
     extra       jsonb NOT NULL DEFAULT '{}',
     created_at  timestamptz NOT NULL DEFAULT now(),
