@@ -258,22 +258,3 @@ func (s *server) driverProperties(c *gin.Context) {
 	}
 	writeJSON(c, http.StatusOK, ht.Properties())
 }
-
-// listConductors answers GET /v1/conductors with an empty list: ironflow's
-// workers are Temporal workers the API does not track, and listing invented
-// ones would mislead operators.
-func (s *server) listConductors(c *gin.Context) {
-	if ver(c) < v49Conductors {
-		s.writeError(c, resourceNotFound())
-		return
-	}
-	writeJSON(c, http.StatusOK, map[string]any{"conductors": []any{}})
-}
-
-func (s *server) showConductor(c *gin.Context) {
-	if ver(c) < v49Conductors {
-		s.writeError(c, resourceNotFound())
-		return
-	}
-	s.writeError(c, errorf(http.StatusNotFound, "Conductor %s could not be found.", c.Param("name")))
-}
