@@ -307,6 +307,10 @@ func (k *volumeKind[T]) listHandler(s *server, underNode bool) handler {
 			return badRequest("Expected UUID for marker: %s", p.marker)
 		}
 		items, err := k.list(s.store, c.Request.Context(), f)
+		if errors.Is(err, store.ErrMarkerNotFound) {
+			// Ironic loads the marker object first: its not-found message.
+			return k.notFound(p.marker)
+		}
 		if err != nil {
 			return listError(err, p)
 		}

@@ -73,6 +73,10 @@ func TestVolumeListsNovaCalls(t *testing.T) {
 		if r := e.do("GET", "/v1/volume/"+kind, "1.31", nil); r.status != http.StatusNotFound {
 			t.Errorf("%s at 1.31: %d, want 404", kind, r.status)
 		}
+		r = e.do("GET", "/v1/volume/"+kind+"?marker=00000000-0000-0000-0000-0000000000aa", "1.32", nil)
+		if !strings.HasSuffix(r.faultstring(t), " 00000000-0000-0000-0000-0000000000aa could not be found.") || r.status != http.StatusNotFound {
+			t.Errorf("%s after an unknown marker: %d %s", kind, r.status, r.body)
+		}
 		r = e.do("GET", "/v1/volume/"+kind+"?detail=True&fields=uuid", "1.32", nil)
 		if want := "Can't fetch a subset of fields with 'detail' set"; r.status != http.StatusBadRequest || r.faultstring(t) != want {
 			t.Errorf("%s with detail and fields: %d %s", kind, r.status, r.body)
