@@ -134,6 +134,12 @@ func TestVolumeConnectorRules(t *testing.T) {
 	if r := e.do("GET", "/v1/volume", "1.32", nil); r.status != http.StatusOK || r.json(t)["connectors"] == nil {
 		t.Errorf("volume document: %d %s", r.status, r.body)
 	}
+	if doc := e.do("GET", "/v1", "1.32", nil).json(t); doc["volume"] == nil {
+		t.Errorf("the /v1 document at 1.32 does not link volume: %v", doc)
+	}
+	if doc := e.do("GET", "/v1", "1.31", nil).json(t); doc["volume"] != nil {
+		t.Errorf("the /v1 document at 1.31 links volume: %v", doc)
+	}
 	if r := e.do("GET", "/v1/volume/connectors/not-a-uuid", "1.32", nil); r.status != http.StatusBadRequest || r.faultstring(t) != "Expected UUID for connector_uuid: not-a-uuid" {
 		t.Errorf("show by a non-UUID: %d %s", r.status, r.body)
 	}
