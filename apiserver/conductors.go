@@ -34,7 +34,7 @@ var conductorFields = []conductorField{
 	{name: "hostname", since: v49Conductors, value: shown(func(c *conductorView, _ viewCtx) any { return c.c.Hostname }), sortable: true},
 	// A worker may serve several groups (Ironic's conductor serves one):
 	// they are shown comma-separated, which no group name contains.
-	{name: "conductor_group", since: v49Conductors, value: shown(func(c *conductorView, _ viewCtx) any { return strings.Join(c.c.ConductorGroup, ",") }), sortable: true},
+	{name: "conductor_group", since: v49Conductors, value: shown(func(c *conductorView, _ viewCtx) any { return strings.Join(c.c.ConductorGroups, ",") }), sortable: true},
 	{name: "drivers", since: v49Conductors, value: shown(func(c *conductorView, _ viewCtx) any {
 		if c.c.Drivers == nil {
 			return []string{}
@@ -130,7 +130,7 @@ func (s *server) conductorRing(ctx context.Context) (*conductorRing, error) {
 	}
 	r := &conductorRing{hosts: map[string][]string{}}
 	for _, c := range live { // sorted by hostname
-		for _, g := range c.ConductorGroup {
+		for _, g := range c.ConductorGroups {
 			for _, d := range c.Drivers {
 				k := ringKey(strings.ToLower(g), d)
 				r.hosts[k] = append(r.hosts[k], c.Hostname)

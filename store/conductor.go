@@ -13,13 +13,13 @@ import (
 // hardware it reaches, the hardware types it runs, and its heartbeat
 // (UpdatedAt).
 type Conductor struct {
-	ID             int64
-	Hostname       string
-	ConductorGroup []string
-	Drivers        []string
-	Online         bool
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ID              int64
+	Hostname        string
+	ConductorGroups []string
+	Drivers         []string
+	Online          bool
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 // Alive reports whether the conductor is online and heartbeat within
@@ -32,7 +32,7 @@ const conductorColumns = "id, hostname, conductor_groups, drivers, online, creat
 
 func scanConductor(row pgx.CollectableRow) (*Conductor, error) {
 	c := &Conductor{}
-	err := row.Scan(&c.ID, &c.Hostname, &c.ConductorGroup, &c.Drivers, &c.Online, &c.CreatedAt, &c.UpdatedAt)
+	err := row.Scan(&c.ID, &c.Hostname, &c.ConductorGroups, &c.Drivers, &c.Online, &c.CreatedAt, &c.UpdatedAt)
 	return c, err
 }
 
@@ -41,8 +41,8 @@ func scanConductor(row pgx.CollectableRow) (*Conductor, error) {
 // restarted worker), as Ironic's register_conductor(update_existing=True).
 // It fills ID, CreatedAt and UpdatedAt.
 func (s *Store) RegisterConductor(ctx context.Context, c *Conductor) error {
-	if c.ConductorGroup == nil {
-		c.ConductorGroup = []string{}
+	if c.ConductorGroups == nil {
+		c.ConductorGroups = []string{}
 	}
 	if c.Drivers == nil {
 		c.Drivers = []string{}
@@ -50,7 +50,7 @@ func (s *Store) RegisterConductor(ctx context.Context, c *Conductor) error {
 	err := s.pool.QueryRow(ctx, `INSERT INTO conductors (hostname, conductor_groups, drivers) VALUES ($1, $2, $3)
 		ON CONFLICT (hostname) DO UPDATE SET conductor_groups = EXCLUDED.conductor_groups, drivers = EXCLUDED.drivers,
 			online = true, updated_at = now()
-		RETURNING id, online, created_at, updated_at`, c.Hostname, c.ConductorGroup, c.Drivers).
+		RETURNING id, online, created_at, updated_at`, c.Hostname, c.ConductorGroups, c.Drivers).
 		Scan(&c.ID, &c.Online, &c.CreatedAt, &c.UpdatedAt)
 	return dbError(err, "register conductor %s", c.Hostname)
 }

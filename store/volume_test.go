@@ -107,7 +107,7 @@ func TestVolumeTargetRoundTripAndBootIndexPerNode(t *testing.T) {
 func TestConductorRegistration(t *testing.T) {
 	s := storetest.New(t)
 	ctx := context.Background()
-	c := &store.Conductor{Hostname: "w1", ConductorGroup: []string{""}, Drivers: []string{"ipmi"}}
+	c := &store.Conductor{Hostname: "w1", ConductorGroups: []string{""}, Drivers: []string{"ipmi"}}
 	if err := s.RegisterConductor(ctx, c); err != nil {
 		t.Fatalf("RegisterConductor: %v", err)
 	}
@@ -126,10 +126,10 @@ func TestConductorRegistration(t *testing.T) {
 		t.Errorf("heartbeat of an unknown conductor: %v", err)
 	}
 	// A restart registers again with new groups.
-	if err := s.RegisterConductor(ctx, &store.Conductor{Hostname: "w1", ConductorGroup: []string{"rack2"}}); err != nil {
+	if err := s.RegisterConductor(ctx, &store.Conductor{Hostname: "w1", ConductorGroups: []string{"rack2"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.GetConductor(ctx, "w1"); len(got.ConductorGroup) != 1 || got.ConductorGroup[0] != "rack2" {
+	if got, _ := s.GetConductor(ctx, "w1"); len(got.ConductorGroups) != 1 || got.ConductorGroups[0] != "rack2" {
 		t.Errorf("groups after re-registration: %+v", got)
 	}
 	if err := s.UnregisterConductor(ctx, "w1"); err != nil {

@@ -45,7 +45,7 @@ func Announce(ctx context.Context, st *store.Store, c Conductor, log *slog.Logge
 	if len(groups) == 0 {
 		groups = []string{""}
 	}
-	row := &store.Conductor{Hostname: c.Hostname, ConductorGroup: groups, Drivers: hardware.Names()}
+	row := &store.Conductor{Hostname: c.Hostname, ConductorGroups: groups, Drivers: hardware.Names()}
 	if err := st.RegisterConductor(ctx, row); err != nil {
 		return nil, fmt.Errorf("worker: register conductor: %w", err)
 	}

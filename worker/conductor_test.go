@@ -30,7 +30,7 @@ func TestAnnounceHeartbeatsAndRegistersAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, err := st.GetConductor(ctx, "hb")
-	if err != nil || !first.Online || len(first.ConductorGroup) != 2 || len(first.Drivers) != len(hardware.Names()) {
+	if err != nil || !first.Online || len(first.ConductorGroups) != 2 || len(first.Drivers) != len(hardware.Names()) {
 		t.Fatalf("registered %+v, %v", first, err)
 	}
 	wait := func(what string, cond func() bool) {
