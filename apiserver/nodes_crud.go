@@ -57,7 +57,12 @@ func lockHolder(n *store.Node) string {
 
 // writeOneNode answers a single node with the fields the request asked.
 func (s *server) writeOneNode(c *gin.Context, status int, n *store.Node, fields []string) {
-	nodeResource.writeOne(c, s.baseURL(c), status, n, fields)
+	v, err := s.nodeView(c, fields)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	writeNodeView(c, status, n, v, fields)
 }
 
 func (s *server) showNode(c *gin.Context) error {

@@ -89,8 +89,8 @@ var nodeFields = []nodeField{
 	{name: "traits", since: v37Traits, value: shown(viewTraits)},
 	{name: "vendor_interface", since: v31DynamicIfaces, value: ifaceName(func(n *node) *string { return &n.VendorInterface }), access: writable},
 	{name: "links", since: 1, value: links(func(n *node) string { return "nodes/" + n.UUID })},
-	// conductor: the API does not know which worker serves a node.
-	{name: "conductor", since: v49Conductors, value: computed(func(*node, viewCtx) any { return nil })},
+	// conductor: a live worker serving the node's group (conductors.go).
+	{name: "conductor", since: v49Conductors, value: computed(func(n *node, v viewCtx) any { return v.ring.pick(n) })},
 	{name: "allocation_uuid", since: v52Allocation, value: computed(func(*node, viewCtx) any { return nil })},
 	{name: "chassis_uuid", since: 1, value: optText(func(n *node) **string { return &n.ChassisUUID }, 0).setBy(setChassisUUID), access: writable,
 		filter: &nodeFilter{since: 1, apply: filterChassisUUID}},

@@ -40,6 +40,12 @@ func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, c
 	} else if err := s.checkChassisFilter(c, &f); err != nil {
 		return err
 	}
+	// ?conductor= (1.49): the nodes a conductor serves (conductors.go).
+	conductor, byConductor := c.GetQuery("conductor")
+	if byConductor && ver(c) < v49Conductors {
+		return notAcceptable()
+	}
+	byConductor = byConductor && conductor != ""
 	detail := detailPath || p.detail
 	fields := p.fields
 	if !detail && fields == nil {
@@ -48,6 +54,9 @@ func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, c
 	f.Limit, f.Marker, f.SortKey, f.SortDir = p.limit, p.marker, p.sortKey, p.sortDir
 	if fields != nil {
 		f.Fields = nodeResource.columns(fields)
+		if byConductor || showsConductor(ver(c), fields) {
+			f.Fields = append(f.Fields, "driver", "conductor_group")
+		}
 	}
 	if !nodeResource.sortable(p.sortKey) {
 		return listError(store.ErrInvalidSortKey, p)
@@ -56,7 +65,19 @@ func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, c
 	if err != nil {
 		return listError(err, p)
 	}
-	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
+	v, err := s.nodeView(c, fields)
+	if err != nil {
+		return err
+	}
+	if byConductor {
+		if v.ring == nil {
+			if v.ring, err = s.conductorRing(c.Request.Context()); err != nil {
+				return err
+			}
+		}
+		nodes = filterByConductor(nodes, v.ring, conductor)
+		q.Set("conductor", conductor)
+	}
 	next := ""
 	if len(nodes) == p.limit && len(nodes) > 0 {
 		next = nextLink(v.base, path, p, fields, q, nodes[len(nodes)-1].UUID, !detailPath && p.detail)

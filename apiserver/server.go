@@ -167,11 +167,13 @@ func (s *server) routes() http.Handler {
 	a.GET("/chassis/:chassis/nodes/detail", s.handle(s.onChassis(s.listChassisNodesDetail)))
 	a.GET("/shards", s.handle(introducedIn(v82Shard, s.listShards)))
 
+	s.volumeRoutes(a) // volume connectors and targets: volume_crud.go
+
 	a.GET("/drivers", s.listDrivers)
 	a.GET("/drivers/:name", s.showDriver)
 	a.GET("/drivers/:name/properties", s.driverProperties)
-	a.GET("/conductors", s.listConductors)
-	a.GET("/conductors/:name", s.showConductor)
+	a.GET("/conductors", s.handle(introducedIn(v49Conductors, s.listConductors)))
+	a.GET("/conductors/:name", s.handle(introducedIn(v49Conductors, s.showConductor)))
 
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// Ironic serves "/v1/ports/" like "/v1/ports" (the CLI uses both).

@@ -206,6 +206,9 @@ func (s *server) v1Document(c *gin.Context) {
 	if ver(c) >= v23Portgroups {
 		doc["portgroups"] = res("portgroups")
 	}
+	if ver(c) >= v32Volume {
+		doc["volume"] = res("volume")
+	}
 	if ver(c) >= v49Conductors {
 		doc["conductors"] = res("conductors")
 	}
