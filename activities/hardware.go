@@ -165,7 +165,7 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		return a.prepareRamdisk(ctx, node)
 	case workflows.BootAnaconda:
 		return a.prepareAnaconda(ctx, node)
-	case workflows.BootAgent, workflows.BootInspect:
+	case workflows.BootAgent, workflows.BootInspect, workflows.BootRescue:
 	default:
 		return invalidConfig("node %s: PrepareBoot cannot boot %q", node.UUID, in.Kind)
 	}
