@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rescueWait bounds a rescue or an unrescue: a power cycle and an agent
+// boot under TCG.
+const rescueWait = 10 * time.Minute
+
+// TestE2E_Rescue_IPMI_PXE_BIOS deploys a SeaBIOS VM behind ipmi_sim, then
+// rescues it with `baremetal node rescue --wait`: the VM network-boots
+// ironflow's agent again, which sets the rescue user's password from the
+// hash ironflow sends and stops, as the console's IRONFLOW-RESCUE marker
+// shows; the disk is untouched. `baremetal node unrescue --wait` then boots
+// the deployed disk again (its booted-from-disk marker a second time). The
+// clear password is in no log of ironflow and no workflow history.
+func TestE2E_Rescue_IPMI_PXE_BIOS(t *testing.T) {
+	RequireQEMU(t)
+	lab := NewLab(t)
+	s := startStack(t, lab)
+	_, sum, err := BuildTestImage(DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := lab.AddVM("node-rs", "52:54:00:e2:10:01", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-rs", "disk.raw"))
+	var pw [8]byte
+	_, _ = rand.Read(pw[:])
+	bmcPassword := hex.EncodeToString(pw[:])
+	startIPMISim(t, s, vm, bmcPassword)
+
+	uuid := strings.TrimSpace(s.mustCLI(t, "node", "create", "--name", "e2e-rescue", "--driver", "ipmi",
+		"--deploy-interface", "direct", "--boot-interface", "ipxe", "--rescue-interface", "agent",
+		"--driver-info", "ipmi_address=127.0.0.1",
+		"--driver-info", "ipmi_port="+strings.Split(ipmiSimListen, ":")[1],
+		"--driver-info", "ipmi_username=admin",
+		"--driver-info", "ipmi_password="+bmcPassword,
+		"--property", "capabilities=boot_mode:bios", "--no-automated-clean",
+		"-f", "value", "-c", "uuid"))
+	defer printNodeHistory(t, s, uuid)
+	s.mustCLI(t, "port", "create", vm.MAC, "--node", uuid)
+	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
+	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
+	s.mustCLI(t, "node", "set", uuid,
+		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
+		"--instance-info", "image_os_hash_algo=sha256",
+		"--instance-info", "image_os_hash_value="+sum)
+	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2Erescue e2e"
+	s.deploy(t, uuid, vm, "e2e-rescue", pubKey)
+	waitBootedFromDisk(t, vm, "e2e-rescue", pubKey)
+	before := diskDigest(t, vm.Disk)
+
+	_, _ = rand.Read(pw[:])
+	rescuePassword := "rescue-" + hex.EncodeToString(pw[:])
+	begin := time.Now()
+	if _, err := s.runCLI(t, false, "node", "rescue", uuid, "--rescue-password", rescuePassword, "--wait", seconds(rescueWait)); err != nil {
+		t.Fatalf("rescue: %v\nnode: %s\n%s\nVM console tail:\n%s", strings.ReplaceAll(err.Error(), rescuePassword, "******"),
+			s.nodeShow(t, uuid), s.logTail(), Tail(vm.SerialLog, 3000))
+	}
+	printTimeline(t, s, uuid, "rescue")
+	t.Logf("rescue: node in rescue %.1fs after the verb", time.Since(begin).Seconds())
+	if f := s.nodeFields(t, uuid); f["provision_state"] != "rescue" || f["power_state"] != "power on" {
+		t.Fatalf("after rescue: %v / %v", f["provision_state"], f["power_state"])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
+	defer cancel()
+	line, err := WaitSerial(ctx, vm.SerialLog, "IRONFLOW-RESCUE user=rescue password=sha512-crypt agent=stopped", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rescue: the agent on the console: %s", strings.TrimSpace(line))
+	if after := diskDigest(t, vm.Disk); after != before {
+		t.Fatal("rescue changed the deployed disk")
+	}
+	if h, err := workflowHistory(s, uuid); err != nil || strings.Contains(string(h), rescuePassword) {
+		t.Fatalf("the RescueNode history holds the rescue password (or cannot be read: %v)", err)
+	}
+
+	begin = time.Now()
+	if _, err := s.baremetal(t, "node", "unrescue", uuid, "--wait", seconds(rescueWait)); err != nil {
+		t.Fatalf("unrescue: %v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), Tail(vm.SerialLog, 3000))
+	}
+	printTimeline(t, s, uuid, "unrescue")
+	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" || f["power_state"] != "power on" {
+		t.Fatalf("after unrescue: %v / %v", f["provision_state"], f["power_state"])
+	}
+	// The disk boots again: a second booted-from-disk marker.
+	deadline := time.Now().Add(DefaultBootTimeout)
+	for countLines(vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware=bios") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("unrescue: the VM did not boot its disk again; console tail:\n%s", Tail(vm.SerialLog, 3000))
+		}
+		time.Sleep(serialPollInterval)
+	}
+	t.Logf("unrescue: the VM booted its disk again %.1fs after the verb", time.Since(begin).Seconds())
+	if after := diskDigest(t, vm.Disk); after != before {
+		t.Fatal("unrescue changed the deployed disk")
+	}
+	for _, p := range s.procs {
+		if data, _ := os.ReadFile(p.Log); strings.Contains(string(data), rescuePassword) {
+			t.Errorf("the rescue password is in the %s log", p.Name)
+		}
+	}
+}
+
+// diskDigest hashes what a deploy writes on a VM's disk: the test image at
+// its start and the config drive at its end.
+func diskDigest(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head, tail = 128 << 20, 64 << 20
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, head)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(h, io.NewSectionReader(f, fi.Size()-tail, tail)); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
