@@ -49,15 +49,56 @@ func TestE2E_Rescue_IPMI_PXE_BIOS(t *testing.T) {
 		"-f", "value", "-c", "uuid"))
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "port", "create", vm.MAC, "--node", uuid)
+	deployBooted(t, s, uuid, vm, sum)
+	rescueAndUnrescue(t, s, uuid, vm)
+}
+
+// TestE2E_Rescue_Redfish_VirtualMedia_UEFI is the same on an OVMF VM behind
+// `ironflow vbmc serve` (Redfish) with boot interface
+// redfish-virtual-media: the rescue agent boots from the agent ISO the BMC
+// inserts, the ISO is ejected once the rescue user is set, and unrescue
+// boots the disk through its UEFI boot entry.
+func TestE2E_Rescue_Redfish_VirtualMedia_UEFI(t *testing.T) {
+	RequireQEMU(t)
+	lab := NewLab(t)
+	s := startStack(t, lab)
+	_, sum, err := BuildTestImage(DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := lab.AddVM("node-rv", "52:54:00:e2:10:02", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-rv", "disk.raw"))
+	bmc := startVBMC(t, s, vm)
+	uuid := s.createRedfishNode(t, bmc, vm, "redfish-virtual-media", "--no-automated-clean", "--rescue-interface", "agent")
+	defer printNodeHistory(t, s, uuid)
+	deployBooted(t, s, uuid, vm, sum)
+	inserted := countLines(bmc.proc.Log, "virtual media inserted")
+	rescueAndUnrescue(t, s, uuid, vm)
+	if n := countLines(bmc.proc.Log, "virtual media inserted"); n != inserted+1 {
+		t.Errorf("rescue inserted the agent ISO %d times, want once:\n%s", n-inserted, Tail(bmc.proc.Log, 3000))
+	}
+}
+
+// deployBooted takes the enrolled node uuid to active with the test image
+// (sha256 sum) and waits until the VM booted it.
+func deployBooted(t *testing.T, s *stack, uuid string, vm *LabVM, sum string) {
+	t.Helper()
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
 	s.mustCLI(t, "node", "set", uuid,
 		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
 		"--instance-info", "image_os_hash_algo=sha256",
 		"--instance-info", "image_os_hash_value="+sum)
-	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2Erescue e2e"
-	s.deploy(t, uuid, vm, "e2e-rescue", pubKey)
-	waitBootedFromDisk(t, vm, "e2e-rescue", pubKey)
+	pubKey := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2Erescue " + vm.Name
+	s.deploy(t, uuid, vm, vm.Name, pubKey)
+	waitBootedFromDisk(t, vm, vm.Name, pubKey)
+}
+
+// rescueAndUnrescue rescues the deployed, booted node uuid with the
+// baremetal CLI and checks the console, the disk and the logs, then
+// unrescues it and waits for the disk to boot again.
+func rescueAndUnrescue(t *testing.T, s *stack, uuid string, vm *LabVM) {
+	t.Helper()
+	var pw [8]byte
 	before := diskDigest(t, vm.Disk)
 
 	_, _ = rand.Read(pw[:])
@@ -96,7 +137,7 @@ func TestE2E_Rescue_IPMI_PXE_BIOS(t *testing.T) {
 	}
 	// The disk boots again: a second booted-from-disk marker.
 	deadline := time.Now().Add(DefaultBootTimeout)
-	for countLines(vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware=bios") < 2 {
+	for countLines(vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware="+vm.Firmware) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("unrescue: the VM did not boot its disk again; console tail:\n%s", Tail(vm.SerialLog, 3000))
 		}
