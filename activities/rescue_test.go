@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
@@ -62,5 +63,39 @@ func TestFinalizeRescueSendsTheStoredHashAndForgetRemovesIt(t *testing.T) {
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != workflows.ErrTypeInvalidConfig {
 		t.Fatalf("FinalizeRescue without a password: %v", err)
+	}
+}
+
+// The rescue agent network-boots driver_info rescue_kernel and
+// rescue_ramdisk when the node sets them (Ironic's keys), the agent's own
+// images otherwise.
+func TestPrepareBootForRescueUsesTheRescueImages(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a := activities.New(st, activities.Config{BootURL: "http://boot"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, c := range []struct {
+		info         map[string]any
+		kernel, fail string
+	}{
+		{map[string]any{"rescue_kernel": "http://r/k", "rescue_ramdisk": "http://r/i", "deploy_kernel": "http://d/k", "deploy_ramdisk": "http://d/i"}, "http://r/k", ""},
+		{map[string]any{"deploy_kernel": "http://d/k", "deploy_ramdisk": "http://d/i"}, "http://d/k", ""},
+		{map[string]any{}, "http://boot/images/agent.kernel", ""},
+		{map[string]any{"rescue_kernel": "http://r/k"}, "", "rescue_kernel and rescue_ramdisk go together"},
+	} {
+		n := &store.Node{Driver: "fake-hardware", ProvisionState: string(workflows.Rescuing), DriverInfo: c.info}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		err := a.PrepareBoot(ctx, workflows.BootInput{Node: workflows.NodeInfo{UUID: n.UUID, BootMode: "bios", MACs: []string{"52:54:00:00:00:01"}}, Kind: workflows.BootRescue})
+		if c.fail != "" {
+			if err == nil || !strings.Contains(err.Error(), c.fail) {
+				t.Errorf("%v: %v, want %q", c.info, err, c.fail)
+			}
+			continue
+		}
+		bc, gerr := st.GetBootConfig(ctx, n.UUID)
+		if err != nil || gerr != nil || bc.KernelURL != c.kernel {
+			t.Errorf("%v: boot config %+v (%v, %v), want kernel %s", c.info, bc, err, gerr, c.kernel)
+		}
 	}
 }

@@ -189,7 +189,7 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 
 	implement(KindRescue, NoRescue, servedByNothing, "", rescueBehaviour{RescueNothing, false})
 	implement(KindRescue, Fake, servedByNothing, "", rescueBehaviour{RescueNothing, true})
-	implement(KindRescue, Agent, "workflows RescueNode and UnrescueNode: the agent's rescue.finalize_rescue", "", rescueBehaviour{RescueAgent, true})
+	implement(KindRescue, Agent, "workflows RescueNode and UnrescueNode: the agent's rescue.finalize_rescue", "", rescueBehaviour{RescueAgent, true}, rescueImageKeys...)
 
 	implement(KindInspect, NoInspect, servedByNothing, "", inspectBehaviour{InspectNothing})
 	implement(KindInspect, Fake, servedByNothing, "", inspectBehaviour{InspectNothing})
