@@ -113,8 +113,9 @@ func (r *run) bootRescuedInstance() error {
 	return r.power("power on")
 }
 
-// rescueCallbackTimeout is the node's rescue wait bound; histories of
-// nodes loaded before it existed fall back to the deploy's.
+// rescueCallbackTimeout is the node's rescue wait bound; a policy that
+// leaves it unset (built by hand, not from DefaultPolicy) uses the
+// deploy's callback timeout.
 func (r *run) rescueCallbackTimeout() time.Duration {
 	if d := r.node.Policy.RescueCallbackTimeout; d > 0 {
 		return d
