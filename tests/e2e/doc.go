@@ -18,6 +18,10 @@
 //	D-G on api, worker and pxe as separate processes:     scenario_defg_test.go
 //	    two VMs at once (G), wrong checksum and retry (D),
 //	    worker SIGKILLed mid-write (E), machine lost mid-write (F)
+//	rescue and unrescue, IPMI + PXE (SeaBIOS) and        scenario_rescue_test.go
+//	    Redfish + virtual media (OVMF): the rescue agent
+//	    sets the rescue user, the disk is untouched and
+//	    boots again
 //
 // Images the scenarios must watch being downloaded come from the test's
 // own server in the lab (imageserver_test.go), which counts requests and
