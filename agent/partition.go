@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,13 +101,18 @@ func flag(m map[string]any, key string) bool {
 	return false
 }
 
-// capability reads key from instance_info/capabilities, a dict or Ironic's
-// "k1:v1,k2:v2" string.
+// capability reads key from instance_info/capabilities: a dict, a JSON
+// object in a string, or Ironic's "k1:v1,k2:v2" string.
 func capability(inst map[string]any, key string) string {
 	switch c := inst["capabilities"].(type) {
 	case map[string]any:
 		return str(c, key)
 	case string:
+		// Nova sends a JSON object in a string.
+		var m map[string]any
+		if json.Unmarshal([]byte(c), &m) == nil {
+			return str(m, key)
+		}
 		for _, kv := range strings.Split(c, ",") {
 			if k, v, ok := strings.Cut(kv, ":"); ok && strings.TrimSpace(k) == key {
 				return strings.TrimSpace(v)
@@ -437,6 +443,9 @@ func (s fatStorage) Path() string                            { return "" }
 func makeFAT32(dev Device, pp plannedPartition, label string) (*fat32.FileSystem, error) {
 	fs, err := fat32.Create(fatStorage{&diskFile{Device: dev}}, pp.Size, pp.Start, sectorSize, label, false)
 	if err != nil {
+		return nil, fmt.Errorf("format partition %d (%s) as FAT32: %w", pp.Number, pp.Role, err)
+	}
+	if err := fixFAT32(dev, pp.Start); err != nil {
 		return nil, fmt.Errorf("format partition %d (%s) as FAT32: %w", pp.Number, pp.Role, err)
 	}
 	return fs, nil

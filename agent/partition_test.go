@@ -3,15 +3,18 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/diskfs/go-diskfs/filesystem/fat32"
 	"github.com/diskfs/go-diskfs/partition/gpt"
 
+	"github.com/ironflow/ironflow/agent/client"
 	"github.com/ironflow/ironflow/configdrive"
 )
 
@@ -147,6 +150,15 @@ func TestWritePartitionImageLayout(t *testing.T) {
 				}
 			}
 			if tc.ephemeral {
+				if _, err := exec.LookPath("fsck.vfat"); err == nil {
+					img := make([]byte, 1<<30)
+					f.ReadAt(img, at[partNameEphemeral])
+					p := t.TempDir() + "/eph.img"
+					os.WriteFile(p, img, 0o600)
+					if out, err := exec.Command("fsck.vfat", "-n", p).CombinedOutput(); err != nil {
+						t.Errorf("fsck.vfat -n of the ephemeral partition: %v\n%s", err, out)
+					}
+				}
 				if typ := blkidType(t, hw.path(0), at[partNameEphemeral], 1<<30); typ != "vfat" {
 					t.Errorf("blkid finds %q on the ephemeral partition, want vfat", typ)
 				}
@@ -281,5 +293,86 @@ func TestPreserveEphemeral(t *testing.T) {
 	inst["swap_mb"] = 64
 	if _, err := runWriteImage(t, c, nil, map[string]any{"instance_info": inst}); err == nil || !strings.Contains(err.Error(), "cannot be kept") {
 		t.Fatalf("changed layout with preserve_ephemeral: %v", err)
+	}
+}
+
+// TestInstallBootloaderPartitionImage writes a UEFI partition image, then
+// install_bootloader: the ESP holds systemd-boot at the removable-media
+// path, the instance's kernel and ramdisk and a loader entry booting them
+// from the root partition's PARTUUID.
+func TestInstallBootloaderPartitionImage(t *testing.T) {
+	root, kernel, initrd := testImage(1<<20), bytes.Repeat([]byte("kernel"), 100<<10), bytes.Repeat([]byte("initrd"), 300<<10)
+	srv := newImageServer(t, map[string][]byte{"root.img": root, "vmlinuz": kernel, "initrd": initrd})
+	sdboot := t.TempDir() + "/systemd-bootx64.efi"
+	loader := append([]byte("MZ"), bytes.Repeat([]byte{0x90}, 90<<10)...)
+	if err := os.WriteFile(sdboot, loader, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	api := newFakeAPI(t)
+	api.instance = map[string]any{"image_type": "partition", "image_source": srv.URL + "/root.img", "image_checksum": sha256hex(root),
+		"root_gb": 1, "swap_mb": 64, "capabilities": `{"boot_mode": "uefi"}`, "kernel": srv.URL + "/vmlinuz", "ramdisk": srv.URL + "/initrd",
+		"kernel_append_params": "console=ttyS0 marker"}
+	hw := newFileHardware(t, 2<<30)
+	_, c := startAgent(t, api, hw, func(cfg *Config) { cfg.SystemdBoot = sdboot })
+	if _, err := runWriteImage(t, c, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	r, err := c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "uefi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = c.WaitCommand(ctx, r.ID, 10*time.Millisecond, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(hw.path(0))
+	defer f.Close()
+	dev := fileDevice{File: f, size: 2 << 30}
+	target, err := findPartitionBootTarget(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fat32.Read(fatStorage{&diskFile{Device: dev}}, int64(target.ESP.SizeLBA)*512, int64(target.ESP.StartLBA)*512, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) []byte {
+		t.Helper()
+		f, err := fs.OpenFile(p, os.O_RDONLY)
+		if err != nil {
+			t.Fatalf("%s on the ESP: %v", p, err)
+		}
+		b, _ := io.ReadAll(f)
+		return b
+	}
+	for p, want := range map[string][]byte{"/EFI/BOOT/BOOTX64.EFI": loader, "/EFI/systemd/systemd-bootx64.efi": loader, "/vmlinuz": kernel, "/initrd": initrd,
+		"/loader/loader.conf": []byte("default ironflow.conf\ntimeout 0\n")} {
+		if got := read(p); !bytes.Equal(got, want) {
+			t.Errorf("%s on the ESP: %d bytes, want %d", p, len(got), len(want))
+		}
+	}
+	entry := string(read("/loader/entries/ironflow.conf"))
+	if want := "linux /vmlinuz\ninitrd /initrd\noptions root=PARTUUID=" + target.RootUUID + " console=ttyS0 marker\n"; !strings.Contains(entry, want) {
+		t.Errorf("loader entry %q, want it to contain %q", entry, want)
+	}
+
+	// The FAT is sound for dosfstools too, not only for go-diskfs.
+	if _, err := exec.LookPath("fsck.vfat"); err == nil {
+		img := make([]byte, int64(target.ESP.SizeLBA)*512)
+		f.ReadAt(img, int64(target.ESP.StartLBA)*512)
+		p := t.TempDir() + "/esp.img"
+		os.WriteFile(p, img, 0o600)
+		if out, err := exec.Command("fsck.vfat", "-n", p).CombinedOutput(); err != nil {
+			t.Errorf("fsck.vfat -n of the ESP: %v\n%s", err, out)
+		}
+	}
+
+	// BIOS: refused with the reason, rather than an unbootable disk.
+	r, err = c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "bios"})
+	if err == nil {
+		_, err = c.WaitCommand(ctx, r.ID, 10*time.Millisecond, nil)
+	}
+	if err == nil || !strings.Contains(err.Error(), "UEFI mode only") {
+		t.Fatalf("BIOS install_bootloader of a partition image: %v", err)
 	}
 }
