@@ -8,8 +8,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/diskfs/go-diskfs/filesystem/ext4"
 	"github.com/diskfs/go-diskfs/filesystem/fat32"
 	"github.com/diskfs/go-diskfs/partition/gpt"
 )
@@ -25,15 +28,16 @@ import (
 //   - \EFI\BOOT\BOOTX64.EFI and \EFI\systemd\systemd-bootx64.efi: systemd-boot
 //     (Debian's systemd-boot-efi, carried by the ramdisk);
 //   - \vmlinuz and \initrd: instance_info/kernel and instance_info/ramdisk,
-//     downloaded by the agent;
+//     downloaded by the agent; without them, the image's own, copied from
+//     an ext4 root's /boot (go-diskfs reads ext4; XFS and btrfs roots need
+//     kernel and ramdisk given);
 //   - \loader\loader.conf and \loader\entries\ironflow.conf: one entry (Boot
 //     Loader Specification, type 1) booting them with
 //     root=PARTUUID=<root partition> plus instance_info/kernel_append_params.
 //
-// The kernel the instance boots is therefore the one given in instance_info,
-// not the image's own: reading /boot out of an ext4 or XFS root is not done.
-// A kernel update inside the instance does not change what boots until the
-// instance installs its own bootloader. BIOS boot (extlinux or GRUB in the
+// The kernel is copied at deploy time: a kernel update inside the instance
+// does not change what boots until the instance installs its own
+// bootloader (or writes the ESP's files). BIOS boot (extlinux or GRUB in the
 // MBR gap) is not installed: the deploy fails in install_bootloader rather
 // than leave a machine that cannot boot.
 const (
@@ -51,6 +55,7 @@ const (
 type partitionBootTarget struct {
 	ESP      UEFIPartition
 	RootUUID string // PARTUUID of root
+	Root     plannedPartition
 }
 
 // findPartitionBootTarget finds the ESP and the root of a disk laid out by
@@ -67,6 +72,7 @@ func findPartitionBootTarget(dev Device) (partitionBootTarget, error) {
 			out.ESP = UEFIPartition{Number: p.Index, StartLBA: p.Start, SizeLBA: p.End - p.Start + 1, GPT: true, PartGUID: p.GUID}
 		case p.Name == partNameRoot:
 			out.RootUUID = strings.ToLower(p.GUID)
+			out.Root = plannedPartition{Role: partNameRoot, Number: p.Index, Start: int64(p.Start) * sectorSize, Size: int64(p.End-p.Start+1) * sectorSize, GUID: p.GUID}
 		}
 	}
 	if out.ESP.Number == 0 {
@@ -124,8 +130,8 @@ func (a *Agent) installPartitionBootloader(ctx context.Context, bd BlockDevice, 
 		return "", errors.New("partition images boot in UEFI mode only: ironflow's agent installs systemd-boot on the EFI system partition and no BIOS bootloader; deploy in UEFI boot mode or use a whole-disk image")
 	}
 	kernel, ramdisk := str(inst, "kernel"), str(inst, "ramdisk")
-	if kernel == "" || ramdisk == "" {
-		return "", errors.New("a partition image needs instance_info kernel and ramdisk: ironflow's agent boots them with systemd-boot and does not read the image's own kernel out of its root filesystem")
+	if (kernel == "") != (ramdisk == "") {
+		return "", errors.New("instance_info has one of kernel and ramdisk: a partition image boots both, or the image's own")
 	}
 	boot, err := os.Open(a.cfg.SystemdBoot)
 	if err != nil {
@@ -141,11 +147,19 @@ func (a *Agent) installPartitionBootloader(ctx context.Context, bd BlockDevice, 
 	if err != nil {
 		return "", fmt.Errorf("read the FAT of the EFI system partition: %w", err)
 	}
-	if err := a.fetchTo(ctx, fs, "/vmlinuz", kernel); err != nil {
-		return "", err
-	}
-	if err := a.fetchTo(ctx, fs, "/initrd", ramdisk); err != nil {
-		return "", err
+	if kernel != "" {
+		if err := a.fetchTo(ctx, fs, "/vmlinuz", kernel); err != nil {
+			return "", err
+		}
+		if err := a.fetchTo(ctx, fs, "/initrd", ramdisk); err != nil {
+			return "", err
+		}
+	} else {
+		k, r, err := copyImageKernel(dev, target.Root, fs)
+		if err != nil {
+			return "", err
+		}
+		kernel = "the image's " + k + " (" + r + ")"
 	}
 	if err := fatWriteFile(fs, "/EFI/systemd/systemd-bootx64.efi", boot); err != nil {
 		return "", err
@@ -178,7 +192,7 @@ func (a *Agent) installPartitionBootloader(ctx context.Context, bd BlockDevice, 
 	case errors.Is(err, ErrNotUEFI):
 		// No EFI variables to write: the firmware still boots the
 		// removable-media path \EFI\BOOT\BOOTX64.EFI.
-		return fmt.Sprintf("systemd-boot installed on %s partition %d (no UEFI boot entry: the agent did not boot in UEFI mode)", bd.Name, esp.Number), nil
+		return fmt.Sprintf("systemd-boot installed on %s partition %d, booting %s (no UEFI boot entry: the agent did not boot in UEFI mode)", bd.Name, esp.Number, redactURL(kernel)), nil
 	case err != nil:
 		return "", fmt.Errorf("add the UEFI boot entry: %w", err)
 	}
@@ -279,4 +293,95 @@ func fixFAT32(dev Device, start int64) error {
 		return fmt.Errorf("write FSInfo: %w", err)
 	}
 	return nil
+}
+
+// copyImageKernel copies the image's own kernel and initramfs from an ext4
+// root (go-diskfs reads ext4) onto the ESP: /boot/vmlinuz and
+// /boot/initrd.img when the image has them (Debian's links), else the
+// highest /boot/vmlinuz-<version> with its /boot/initrd.img-<version>
+// (Debian, Ubuntu) or /boot/initramfs-<version>.img (Fedora, RHEL).
+func copyImageKernel(dev Device, root plannedPartition, esp *fat32.FileSystem) (kernel, initrd string, err error) {
+	rfs, err := ext4.Read(fatStorage{&diskFile{Device: dev}}, root.Size, root.Start, sectorSize)
+	if err != nil {
+		return "", "", fmt.Errorf("no instance_info kernel and ramdisk, and the root filesystem is not ext4, where the agent could read the image's own kernel: %w", err)
+	}
+	open := func(p string) (io.ReadCloser, error) {
+		f, err := rfs.OpenFile(p, os.O_RDONLY)
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	var pairs [][2]string
+	pairs = append(pairs, [2]string{"/boot/vmlinuz", "/boot/initrd.img"}, [2]string{"/vmlinuz", "/initrd.img"})
+	// go-diskfs's ext4 ReadDir takes io/fs paths (no leading slash).
+	if entries, err := rfs.ReadDir("boot"); err == nil {
+		var versions []string
+		for _, e := range entries {
+			if v, ok := strings.CutPrefix(e.Name(), "vmlinuz-"); ok && !e.IsDir() {
+				versions = append(versions, v)
+			}
+		}
+		sort.Slice(versions, func(i, j int) bool { return versionLess(versions[j], versions[i]) })
+		for _, v := range versions {
+			pairs = append(pairs, [2]string{"/boot/vmlinuz-" + v, "/boot/initrd.img-" + v}, [2]string{"/boot/vmlinuz-" + v, "/boot/initramfs-" + v + ".img"})
+		}
+	}
+	for _, p := range pairs {
+		k, err := open(p[0])
+		if err != nil {
+			continue
+		}
+		r, err := open(p[1])
+		if err != nil {
+			k.Close()
+			continue
+		}
+		err = fatWriteFile(esp, "/vmlinuz", k)
+		if err == nil {
+			err = fatWriteFile(esp, "/initrd", r)
+		}
+		k.Close()
+		r.Close()
+		if err != nil {
+			return "", "", err
+		}
+		return p[0], p[1], nil
+	}
+	return "", "", errors.New("no instance_info kernel and ramdisk, and the image's root filesystem has no /boot/vmlinuz-<version> with its initrd.img or initramfs")
+}
+
+// versionLess orders kernel versions by their numbers: 6.1.0-9 < 6.1.0-10.
+func versionLess(a, b string) bool {
+	for a != "" && b != "" {
+		na, ra := leadingNumber(a)
+		nb, rb := leadingNumber(b)
+		switch {
+		case na >= 0 && nb >= 0 && na != nb:
+			return na < nb
+		case na < 0 || nb < 0:
+			if a[0] != b[0] {
+				return a[0] < b[0]
+			}
+			ra, rb = a[1:], b[1:]
+		}
+		a, b = ra, rb
+	}
+	return len(a) < len(b)
+}
+
+// leadingNumber splits the decimal number at the start of s (-1 if none).
+func leadingNumber(s string) (int, string) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return -1, s
+	}
+	n, err := strconv.Atoi(s[:i])
+	if err != nil {
+		return -1, s
+	}
+	return n, s[i:]
 }

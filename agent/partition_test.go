@@ -376,3 +376,75 @@ func TestInstallBootloaderPartitionImage(t *testing.T) {
 		t.Fatalf("BIOS install_bootloader of a partition image: %v", err)
 	}
 }
+
+// TestInstallBootloaderImageOwnKernel: without instance_info kernel and
+// ramdisk, the ESP gets the newest kernel and initrd of the image's ext4
+// /boot.
+func TestInstallBootloaderImageOwnKernel(t *testing.T) {
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("SKIP: mkfs.ext4 (e2fsprogs) is needed to build an ext4 root")
+	}
+	dir := t.TempDir()
+	tree := dir + "/tree"
+	os.MkdirAll(tree+"/boot", 0o755)
+	files := map[string][]byte{"vmlinuz-6.1.0-9": bytes.Repeat([]byte("old kernel"), 1000), "initrd.img-6.1.0-9": []byte("old initrd"),
+		"vmlinuz-6.1.0-10": bytes.Repeat([]byte("new kernel"), 50000), "initrd.img-6.1.0-10": bytes.Repeat([]byte("new initrd"), 80000)}
+	for n, b := range files {
+		os.WriteFile(tree+"/boot/"+n, b, 0o644)
+	}
+	img := dir + "/root.img"
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-d", tree, img, "32M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v %s", err, out)
+	}
+	root, _ := os.ReadFile(img)
+	srv := newImageServer(t, map[string][]byte{"root.img": root})
+	sdboot := dir + "/systemd-bootx64.efi"
+	os.WriteFile(sdboot, []byte("MZ loader"), 0o644)
+	api := newFakeAPI(t)
+	api.instance = map[string]any{"image_type": "partition", "image_source": srv.URL + "/root.img", "image_checksum": sha256hex(root),
+		"root_gb": 1, "capabilities": map[string]any{"boot_mode": "uefi"}}
+	hw := newFileHardware(t, 2<<30)
+	_, c := startAgent(t, api, hw, func(cfg *Config) { cfg.SystemdBoot = sdboot })
+	if _, err := runWriteImage(t, c, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.InstallBootloader(t.Context(), client.InstallBootloaderParams{TargetBootMode: "uefi"})
+	if err == nil {
+		r, err = c.WaitCommand(t.Context(), r.ID, 10*time.Millisecond, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(r.CommandResult), "/boot/vmlinuz-6.1.0-10") {
+		t.Errorf("result %s names no kernel of the image", r.CommandResult)
+	}
+	f, _ := os.Open(hw.path(0))
+	defer f.Close()
+	dev := fileDevice{File: f, size: 2 << 30}
+	target, err := findPartitionBootTarget(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fat32.Read(fatStorage{&diskFile{Device: dev}}, int64(target.ESP.SizeLBA)*512, int64(target.ESP.StartLBA)*512, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string][]byte{"/vmlinuz": files["vmlinuz-6.1.0-10"], "/initrd": files["initrd.img-6.1.0-10"]} {
+		fh, err := fs.OpenFile(p, os.O_RDONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(fh)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s on the ESP: %d bytes, want the image's newest (%d bytes)", p, len(got), len(want))
+		}
+	}
+}
+
+func TestVersionLess(t *testing.T) {
+	for _, c := range [][2]string{{"6.1.0-9", "6.1.0-10"}, {"5.14.0-70.el9", "5.14.0-162.el9"}, {"6.1", "6.1.0"}, {"6.1.0-9-amd64", "6.10.0-1-amd64"}} {
+		if !versionLess(c[0], c[1]) || versionLess(c[1], c[0]) {
+			t.Errorf("%s < %s not seen", c[0], c[1])
+		}
+	}
+}
