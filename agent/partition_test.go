@@ -325,17 +325,7 @@ func TestInstallBootloaderPartitionImage(t *testing.T) {
 	if r, err = c.WaitCommand(ctx, r.ID, 10*time.Millisecond, nil); err != nil {
 		t.Fatal(err)
 	}
-	f, _ := os.Open(hw.path(0))
-	defer f.Close()
-	dev := fileDevice{File: f, size: 2 << 30}
-	target, err := findPartitionBootTarget(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := fat32.Read(fatStorage{&diskFile{Device: dev}}, int64(target.ESP.SizeLBA)*512, int64(target.ESP.StartLBA)*512, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, target, fs := openESP(t, hw.path(0), 2<<30)
 	read := func(p string) []byte {
 		t.Helper()
 		f, err := fs.OpenFile(p, os.O_RDONLY)
@@ -418,17 +408,7 @@ func TestInstallBootloaderImageOwnKernel(t *testing.T) {
 	if !strings.Contains(string(r.CommandResult), "/boot/vmlinuz-6.1.0-10") {
 		t.Errorf("result %s names no kernel of the image", r.CommandResult)
 	}
-	f, _ := os.Open(hw.path(0))
-	defer f.Close()
-	dev := fileDevice{File: f, size: 2 << 30}
-	target, err := findPartitionBootTarget(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := fat32.Read(fatStorage{&diskFile{Device: dev}}, int64(target.ESP.SizeLBA)*512, int64(target.ESP.StartLBA)*512, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, fs := openESP(t, hw.path(0), 2<<30)
 	for p, want := range map[string][]byte{"/vmlinuz": files["vmlinuz-6.1.0-10"], "/initrd": files["initrd.img-6.1.0-10"]} {
 		fh, err := fs.OpenFile(p, os.O_RDONLY)
 		if err != nil {
@@ -447,4 +427,25 @@ func TestVersionLess(t *testing.T) {
 			t.Errorf("%s < %s not seen", c[0], c[1])
 		}
 	}
+}
+
+// openESP opens a disk file written for a UEFI partition image and reads
+// its ESP with go-diskfs.
+func openESP(t *testing.T, path string, size int64) (*os.File, partitionBootTarget, *fat32.FileSystem) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	dev := fileDevice{File: f, size: size}
+	target, err := findPartitionBootTarget(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fat32.Read(fatStorage{&diskFile{Device: dev}}, int64(target.ESP.SizeLBA)*512, int64(target.ESP.StartLBA)*512, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, target, fs
 }
