@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -207,6 +208,11 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 // startStep issues the agent command for a step.
 func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.Node, ports []*store.Port, in workflows.AgentStepInput) (client.CommandResult, error) {
 	if in.Step.StepID == workflows.StepPrepareInstanceBoot {
+		// A partition image has no boot code of its own: the agent
+		// installs its bootloader, or says why it cannot, in either mode.
+		if isPartitionImage(n) {
+			return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: explicitBootMode(n)})
+		}
 		if bootMode(n) != "uefi" {
 			return client.CommandResult{}, nil
 		}
@@ -217,6 +223,9 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 		if err := json.Unmarshal(in.Step.Args, &step.Args); err != nil {
 			return client.CommandResult{}, fmt.Errorf("step args: %w", err)
 		}
+	}
+	if in.Step.StepID == workflows.StepWriteImage && isPartitionImage(n) {
+		step.Args = withPartitionImageInfo(step.Args, n)
 	}
 	if in.Kind == workflows.StepKindClean {
 		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
@@ -277,4 +286,72 @@ func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput)
 		a.Log.Warn("agent sync before power off", "node", n.UUID, "error", err)
 	}
 	return agentErr(c.PowerOff(ctx), "power off node %s through its agent", n.UUID)
+}
+
+// isPartitionImage tells whether the node deploys a partition image
+// (instance_info/image_type, Ironic's).
+func isPartitionImage(n *store.Node) bool {
+	t, _ := n.InstanceInfo["image_type"].(string)
+	return t == "partition"
+}
+
+// withPartitionImageInfo adds to write_image's args the image_info keys of
+// a partition image, as Ironic's agent deploy passes them to IPA: root_mb,
+// swap_mb, ephemeral_mb, ephemeral_format, preserve_ephemeral, boot_mode
+// (the node's when it is known, which the agent cannot see otherwise;
+// unknown, the agent takes the mode its firmware booted in) and disk_label. Keys
+// the args already carry win.
+func withPartitionImageInfo(args map[string]any, n *store.Node) map[string]any {
+	if args == nil {
+		args = map[string]any{}
+	}
+	info, _ := args["image_info"].(map[string]any)
+	if info == nil {
+		info = map[string]any{}
+	}
+	set := func(k string, v any) {
+		if _, ok := info[k]; !ok && v != nil {
+			info[k] = v
+		}
+	}
+	ii := n.InstanceInfo
+	mb := func(key string, scale float64) any {
+		switch v := ii[key].(type) {
+		case float64:
+			return int64(v * scale)
+		case string:
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return int64(f * scale)
+			}
+		}
+		return nil
+	}
+	set("image_type", "partition")
+	set("root_mb", mb("root_gb", 1024))
+	set("swap_mb", mb("swap_mb", 1))
+	set("ephemeral_mb", mb("ephemeral_gb", 1024))
+	set("ephemeral_format", ii["ephemeral_format"])
+	set("preserve_ephemeral", ii["preserve_ephemeral"])
+	if m := explicitBootMode(n); m != "" {
+		set("boot_mode", m)
+	}
+	caps, _ := ii["capabilities"].(map[string]any)
+	if text, ok := ii["capabilities"].(string); ok {
+		_ = json.Unmarshal([]byte(text), &caps)
+	}
+	set("disk_label", caps["disk_label"])
+	args["image_info"] = info
+	return args
+}
+
+// explicitBootMode is bootMode when something names the node's boot mode,
+// "" when bootMode would only fall back to its default.
+func explicitBootMode(n *store.Node) string {
+	caps, _ := n.Properties["capabilities"].(string)
+	_, dbm := n.InstanceInfo["deploy_boot_mode"]
+	_, ic := n.InstanceInfo["capabilities"]
+	if (n.BootMode != nil && *n.BootMode != "") || dbm || ic || strings.Contains(caps, "boot_mode") {
+		return bootMode(n)
+	}
+	return ""
 }

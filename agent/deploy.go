@@ -98,8 +98,16 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
 		return nil, fmt.Errorf("write_image: image URL %s is not http(s)", redactURL(p.URL))
 	}
-	if t := str(mapOf(node, "instance_info"), "image_type"); t == "partition" {
-		return nil, errors.New("write_image: partition images are not supported: ironflow's agent writes whole-disk images")
+	partition := isPartitionImage(node, args)
+	if partition && strings.EqualFold(p.DiskFormat, "iso") {
+		return nil, errors.New("write_image: a partition image cannot be an ISO: it is a root filesystem image (raw)")
+	}
+	var pp partitionParams
+	if partition {
+		var err error
+		if pp, err = resolvePartitionParams(node, args); err != nil {
+			return nil, fmt.Errorf("write_image: %w", err)
+		}
 	}
 	if !supportedDiskFormats[strings.ToLower(p.DiskFormat)] {
 		return nil, fmt.Errorf("write_image: disk_format %q is not supported: ironflow's agent writes raw images (raw, or gzip/zstd-compressed raw)", p.DiskFormat)
@@ -119,6 +127,9 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	defer dev.Close()
 
 	log := a.log.With("node", a.NodeUUID(), "step", "write_image", "device", bd.Name)
+	if partition {
+		return a.writePartitionImage(ctx, cmd, pp, p, ck, bd, dev, log)
+	}
 	log.Info("writing image", "image", redactURL(p.URL), "checksum_algo", ck.Algo)
 	start := time.Now()
 	var lastPublish time.Time
