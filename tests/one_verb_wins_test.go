@@ -297,7 +297,10 @@ func TestParallelVerbsOneWins(t *testing.T) {
 		t.Errorf("one provide moves the node twice (cleaning, available), saw %v", moves)
 	}
 	for i := 0; i < 3; i++ {
-		if n := getNode(t, uuid); n.ProvisionState != "available" {
+		switch getNode(t, uuid).ProvisionState {
+		case "active":
+			moveTo(t, uuid, [2]string{"deleted", "available"})
+		case "manageable":
 			moveTo(t, uuid, [2]string{"provide", "available"})
 		}
 		if accepted, codes, _ := round(uuid, []string{"active", "manage", "manage", "manage", "manage"}); accepted != 1 {
