@@ -152,7 +152,7 @@ func (s *server) agentConfig(token any, heartbeatTimeout time.Duration) map[stri
 // workflow gets a heartbeat with agent_status "end" (the inspection step
 // is done).
 func (s *server) continueInspection(c *gin.Context) error {
-	body, err := decodeObject(c)
+	body, err := decodeObjectLimit(c, maxInspectionBytes)
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopWorker()
-	apiAddr, apiDone, err := startAPI(ctx, api.config(), st, tc, log)
+	apiAddr, apiDone, err := startAPI(ctx, api.config(), api.limits, st, tc, log)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +23,7 @@ type bootFlags struct {
 	listen, publicURL, imagesDir, isoDir, tftpListen, tftpRoot *string
 	dhcpInterface, dhcpMode, dhcpAddr, dhcpPool, dhcpRouter    *string
 	dhcpListen                                                 *string
+	limits                                                     httpLimits
 }
 
 func addBootFlags(s *settings) bootFlags {
@@ -37,6 +40,8 @@ func addBootFlags(s *settings) bootFlags {
 		dhcpAddr:      s.String("dhcp-server-address", "", "ironflow's IPv4 address on the DHCP segment"),
 		dhcpPool:      s.String("dhcp-pool", "", "reservation pool as CIDR,first,last e.g. 10.0.0.0/24,10.0.0.100,10.0.0.200"),
 		dhcpRouter:    s.String("dhcp-router", "", "router option for the pool"),
+		// Machines download kernels, ramdisks and images: a long write timeout.
+		limits: addHTTPLimits(s, "boot", time.Minute, 30*time.Minute, 2*time.Minute),
 	}
 }
 
@@ -81,7 +86,7 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 	if err != nil {
 		return "", nil, nil, err
 	}
-	addr, done, err := serveHTTP(ctx, "boot http", *f.listen, h, log)
+	addr, done, err := serveHTTP(ctx, "boot http", *f.listen, h, f.limits, log)
 	if err != nil {
 		return "", nil, nil, err
 	}
