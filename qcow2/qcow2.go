@@ -229,6 +229,7 @@ type converter struct {
 	// counts overlap the next cluster's start.
 	last      []byte
 	lastStart int64
+	bufs      [2][]byte
 
 	// pending gathers contiguous guest writes.
 	wbuf    []byte
@@ -515,10 +516,10 @@ func (c *converter) inTable(off, n int64) bool {
 // and keeping, while a table may still point back, what it passes.
 func (c *converter) bytesOf(it item) ([]byte, error) {
 	end := it.start + it.n
+	b := c.buffer(it.n)
 	if it.start < c.pos {
 		// Behind the stream: the previous item's bytes (overlapping
 		// compressed clusters) or kept bytes, and the rest read on.
-		b := make([]byte, it.n)
 		have := min(c.pos, end) - it.start
 		if err := c.past(b[:have], it.start); err != nil {
 			return nil, err
@@ -534,12 +535,25 @@ func (c *converter) bytesOf(it item) ([]byte, error) {
 	if err := c.skipTo(it.start); err != nil {
 		return nil, err
 	}
-	b := make([]byte, it.n)
 	if err := c.readFull(b); err != nil {
 		return nil, err
 	}
 	c.last, c.lastStart = b, it.start
 	return b, nil
+}
+
+// buffer returns n bytes of the one of two buffers that is not c.last, so
+// that items are read without an allocation each.
+func (c *converter) buffer(n int64) []byte {
+	i := 0
+	if len(c.last) > 0 && len(c.bufs[0]) > 0 && &c.last[0] == &c.bufs[0][0] {
+		i = 1
+	}
+	if int64(cap(c.bufs[i])) < n {
+		c.bufs[i] = make([]byte, n)
+	}
+	c.bufs[i] = c.bufs[i][:cap(c.bufs[i])]
+	return c.bufs[i][:n]
 }
 
 // past fills b with the file's bytes at off, which the stream has passed.
