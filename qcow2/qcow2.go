@@ -74,8 +74,8 @@ var (
 	// ErrTooLarge is a virtual size above Config.MaxSize.
 	ErrTooLarge = errors.New("qcow2 image larger than the disk")
 	// ErrReorderLimit is an image whose tables come after too much of
-	// the data they map.
-	ErrReorderLimit = errors.New("qcow2 image tables come after their data")
+	// the data they map, or reference too many clusters ahead.
+	ErrReorderLimit = errors.New("qcow2 image beyond the converter's memory bound")
 )
 
 // Magic opens every qcow2 file ("QFI\xfb").
@@ -88,8 +88,10 @@ const (
 	// virtual sizes are refused.
 	MaxL1Entries = 1 << 20
 	// MaxPending bounds the queue of referenced ranges not yet reached
-	// (about 32 bytes each).
-	MaxPending = 1 << 20
+	// (32 bytes each, and 16 more for a table): 16 MiB, enough for the
+	// data clusters of a 32 GiB image with 64 KiB clusters whose tables
+	// all come first (qemu-img's preallocation=metadata).
+	MaxPending = 1 << 19
 	// DefaultReorderLimit is Config.ReorderLimit's default.
 	DefaultReorderLimit = 16 << 20
 	// maxWrite is how much contiguous guest data is gathered into one
@@ -134,6 +136,9 @@ type Result struct {
 	// DataBytes and ZeroBytes are what went to the writer as data and
 	// as zeros (or were skipped as zeros).
 	DataBytes, ZeroBytes int64
+	// Kept is the most bytes kept at once for tables placed after the
+	// data they map (0 for an image written in order).
+	Kept int64
 }
 
 // Header extension types (qcow2.txt, "Header extensions").
@@ -179,12 +184,17 @@ func (k kind) String() string {
 	return [...]string{"L1 table", "L2 table", "refcount table", "refcount block", "data cluster", "compressed cluster"}[k]
 }
 
-// item is a byte range of the file the converter will consume.
+// item is a byte range of the file the converter will consume (24
+// bytes: the queue holds up to MaxPending of them).
 type item struct {
-	start, n int64
-	kind     kind
-	guest    int64 // data: the guest offset; L2: the guest offset it maps
+	start int64
+	guest int64 // data: the guest offset; L2: the guest offset it maps
+	n     int64
+	kind  kind
 }
+
+// extent is a table's range of the file.
+type extent struct{ start, n int64 }
 
 type queue []item
 
@@ -217,7 +227,7 @@ type converter struct {
 	q           queue
 	// tables are the sorted, disjoint ranges of metadata data may not
 	// overlap (header, refcount table, L1, L2 tables).
-	tables []item
+	tables []extent
 	// unreadTables counts table items still in the queue; while it is
 	// positive, or the L1 is unread, passed bytes may be needed later.
 	unreadTables int
@@ -421,7 +431,7 @@ func (c *converter) readHeader() error {
 	if h.L1Entries > MaxL1Entries {
 		return unsupported("L1 table of %d entries (at most %d are held in memory; use a larger cluster size)", h.L1Entries, MaxL1Entries)
 	}
-	c.tables = append(c.tables, item{start: 0, n: h.ClusterSize})
+	c.tables = append(c.tables, extent{start: 0, n: h.ClusterSize})
 	if h.L1Entries > 0 {
 		if err := c.table(l1Off, int64(h.L1Entries)*8, kindL1, 0); err != nil {
 			return fmt.Errorf("L1 table: %w", err)
@@ -470,9 +480,11 @@ func (c *converter) table(off, n int64, k kind, guest int64) error {
 	if off <= 0 || off&(c.h.ClusterSize-1) != 0 || off > offsetMask {
 		return corrupt("table at offset %d is not a cluster-aligned offset past the header", off)
 	}
-	it := item{start: off, n: n, kind: k, guest: guest}
-	c.tables = append(c.tables, it)
-	return c.push(it)
+	if err := c.push(item{start: off, n: n, kind: k, guest: guest}); err != nil {
+		return err
+	}
+	c.tables = append(c.tables, extent{start: off, n: n})
+	return nil
 }
 
 func (c *converter) push(it item) error {
@@ -602,6 +614,7 @@ func (c *converter) skipTo(off int64) error {
 			k = make([]byte, cs)
 			c.kept[cl] = k
 			c.keptSize += cs
+			c.res.Kept = max(c.res.Kept, c.keptSize)
 			// The previous item's bytes in this cluster: a compressed
 			// cluster mapped by a later table may start inside the
 			// last sector of one already read.

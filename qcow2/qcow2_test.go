@@ -162,6 +162,9 @@ func TestConvertMatchesQemuImg(t *testing.T) {
 			want := rawHash(t, img)
 			for _, skip := range []bool{true, false} {
 				out, res := convertFile(t, img, skip)
+				if skip {
+					t.Logf("kept %d bytes for tables after their data", res.Kept)
+				}
 				if res.Header.VirtualSize != size {
 					t.Fatalf("virtual size %d, want %d", res.Header.VirtualSize, size)
 				}
@@ -194,6 +197,7 @@ func TestConvertSnapshotImage(t *testing.T) {
 	qemuImg(t, "snapshot", "-c", "second", img)
 	want := rawHash(t, img)
 	out, res := convertFile(t, img, false)
+	t.Logf("kept %d bytes for tables after their data", res.Kept)
 	if res.Header.Snapshots != 2 {
 		t.Fatalf("snapshots = %d, want 2", res.Header.Snapshots)
 	}
@@ -411,4 +415,36 @@ func FuzzQcow2Convert(f *testing.F) {
 
 func newDeflate(w io.Writer) (io.WriteCloser, error) {
 	return flate.NewWriter(w, flate.BestCompression)
+}
+
+// Tables that reference more clusters ahead of the stream than the queue
+// holds are refused before memory grows past the bound.
+func TestConvertRefusesTooManyClustersAhead(t *testing.T) {
+	const cs = 2 << 20
+	const perL2 = cs / 8
+	be := binary.BigEndian
+	l2s := MaxPending/perL2 + 1
+	img := make([]byte, (2+l2s)*cs)
+	copy(img, Magic)
+	be.PutUint32(img[4:], 3)
+	be.PutUint32(img[20:], 21)
+	be.PutUint64(img[24:], uint64(l2s*perL2*cs))
+	be.PutUint32(img[36:], uint32(l2s))
+	be.PutUint64(img[40:], cs)
+	be.PutUint32(img[96:], 4)
+	be.PutUint32(img[100:], 104)
+	next := uint64(1 << 40) // data far beyond the file, each cluster distinct
+	for i := range l2s {
+		l2 := uint64(2+i) * cs
+		be.PutUint64(img[cs+8*i:], l2)
+		for j := range perL2 {
+			be.PutUint64(img[int(l2)+8*j:], next)
+			next += cs
+		}
+	}
+	_, err := Convert(bytes.NewReader(img), discard{}, Config{})
+	if !errors.Is(err, ErrReorderLimit) {
+		t.Fatalf("err = %v, want ErrReorderLimit", err)
+	}
+	t.Log(err)
 }
