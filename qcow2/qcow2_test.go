@@ -269,13 +269,16 @@ func (discard) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }
 
 // hostile builds a minimal version 3 image of 64 KiB clusters: header,
 // L1 at cluster 1, L2 at cluster 2, data from cluster 3; then edit edits it.
-func hostile(vsize int64, edit func(img []byte)) []byte {
-	const cs = 64 << 10
+func hostile(vsize int64, edit func(img []byte)) []byte { return hostileBits(16, vsize, edit) }
+
+// hostileBits is hostile with clusters of 1<<bits bytes.
+func hostileBits(bits uint32, vsize int64, edit func(img []byte)) []byte {
+	cs := uint64(1) << bits
 	img := make([]byte, 8*cs)
 	be := binary.BigEndian
 	copy(img, Magic)
 	be.PutUint32(img[4:], 3)
-	be.PutUint32(img[20:], 16)
+	be.PutUint32(img[20:], bits)
 	be.PutUint64(img[24:], uint64(vsize))
 	be.PutUint32(img[36:], 1)
 	be.PutUint64(img[40:], cs)
@@ -402,14 +405,25 @@ func (w *sliceWriter) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func FuzzQcow2Convert(f *testing.F) {
-	const cs = 64 << 10
-	f.Add(hostile(cs, func([]byte) {})[:4*cs])
-	small := make([]byte, 4096)
-	copy(small, hostile(cs, func(b []byte) { binary.BigEndian.PutUint32(b[20:], 9) })[:512])
-	f.Add(small)
+	// Small seeds: the fuzzer minimizes each new input, which takes long
+	// for large ones.
+	f.Add(hostileBits(9, 4096, func([]byte) {}))
+	f.Add(hostileBits(9, 512, func(b []byte) {
+		var z bytes.Buffer
+		fw, _ := newDeflate(&z)
+		fw.Write(bytes.Repeat([]byte{7}, 512))
+		fw.Close()
+		copy(b[3*512:], z.Bytes())
+		binary.BigEndian.PutUint64(b[2*512:], 1<<62|0<<55|3*512)
+	}))
 	f.Fuzz(func(t *testing.T, img []byte) {
-		var out sliceWriter
-		_, _ = Convert(bytes.NewReader(img), &out, Config{MaxSize: 64 << 20, ReorderLimit: 4 << 20})
+		var vsize int64
+		out := boundsWriter{t: t, size: &vsize}
+		res, err := Convert(bytes.NewReader(img), out, Config{MaxSize: 8 << 20, ReorderLimit: 4 << 20, SkipZeros: true,
+			Header: func(h Header) error { vsize = h.VirtualSize; return nil }})
+		if err == nil && res.DataBytes+res.ZeroBytes != res.Header.VirtualSize {
+			t.Fatalf("data %d + zeros %d bytes for a virtual size of %d", res.DataBytes, res.ZeroBytes, res.Header.VirtualSize)
+		}
 	})
 }
 
@@ -447,4 +461,17 @@ func TestConvertRefusesTooManyClustersAhead(t *testing.T) {
 		t.Fatalf("err = %v, want ErrReorderLimit", err)
 	}
 	t.Log(err)
+}
+
+// boundsWriter fails the fuzz test on a write outside the virtual disk.
+type boundsWriter struct {
+	t    *testing.T
+	size *int64
+}
+
+func (w boundsWriter) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > *w.size {
+		w.t.Fatalf("write of %d bytes at %d outside the %d-byte disk", len(p), off, *w.size)
+	}
+	return len(p), nil
 }
