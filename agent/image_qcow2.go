@@ -128,6 +128,9 @@ type qcow2Sink struct {
 	fastZero bool
 }
 
+// zeroPiece is the most one zeroRange call zeroes.
+const zeroPiece = 256 << 20
+
 type qcow2Block struct {
 	buf []byte
 	n   int
@@ -207,15 +210,22 @@ func (s *qcow2Sink) WriteAt(p []byte, off int64) (int, error) {
 // device itself where it can (BLKZEROOUT on a block device, a punched hole
 // in a file), else by writing zeros.
 func (s *qcow2Sink) zero(off, n int64) error {
-	if s.fastZero {
+	// In pieces, so that progress moves and a cancel is seen while a
+	// disk without WRITE ZEROES is zeroed by the kernel.
+	for s.fastZero && n > 0 {
 		if err := s.failed(); err != nil {
 			return err
 		}
-		if ok := zeroRange(s.dev, off, n); ok {
-			s.progress(s.written.Add(n))
-			return nil
+		if err := s.ctx.Err(); err != nil {
+			return err
 		}
-		s.fastZero = false
+		k := min(n, zeroPiece)
+		if !zeroRange(s.dev, off, k) {
+			s.fastZero = false
+			break
+		}
+		s.progress(s.written.Add(k))
+		off, n = off+k, n-k
 	}
 	return s.put(nil, off, n)
 }
