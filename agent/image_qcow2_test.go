@@ -2,11 +2,14 @@ package agent
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // qcow2Of converts raw with qemu-img convert -O qcow2 and extra options.
@@ -103,5 +106,37 @@ func TestWriteImageQcow2Refusals(t *testing.T) {
 				t.Fatalf("want error %q, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// A qcow2 download cut short resumes with Range and still converts; a
+// cancel during the write stops it with context.Canceled.
+func TestStreamQcow2ResumesAndCancels(t *testing.T) {
+	raw := compressibleImage(8 << 20)
+	img := qcow2Of(t, raw, "-c")
+	srv := newImageServer(t, map[string][]byte{"disk.qcow2": img})
+	cfg := DownloadConfig{ChunkSize: 16 * pageSize, RetryDelay: time.Millisecond}.withDefaults()
+	ck := expectedChecksum{Algo: "sha256", Value: sha256hex(img), Source: "test"}
+
+	srv.cutAfter = int64(len(img)) / 3
+	disk := newMemDisk(16 << 20)
+	res, err := streamImageAs(context.Background(), defaultDownloadClient(), srv.URL+"/disk.qcow2", "qcow2", ck, disk, int64(len(disk.data)), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Resumes == 0 || res.Format != "qcow2" || res.Written != int64(len(raw)) || !bytes.Equal(disk.data[:len(raw)], raw) {
+		t.Fatalf("result %+v, disk equal %v", res, bytes.Equal(disk.data[:len(raw)], raw))
+	}
+
+	srv.cutAfter = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err = streamImageAs(ctx, defaultDownloadClient(), srv.URL+"/disk.qcow2", "qcow2", ck, newMemDisk(16<<20), 16<<20, cfg, func(written, _, _ int64) {
+		if written > 1<<20 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("want context.Canceled, got %v", err)
 	}
 }
