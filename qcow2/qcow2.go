@@ -184,7 +184,7 @@ func (k kind) String() string {
 	return [...]string{"L1 table", "L2 table", "refcount table", "refcount block", "data cluster", "compressed cluster"}[k]
 }
 
-// item is a byte range of the file the converter will consume (24
+// item is a byte range of the file the converter will consume (32
 // bytes: the queue holds up to MaxPending of them).
 type item struct {
 	start int64
