@@ -1,0 +1,126 @@
+package imagecache
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Resolver says which image a node deploys (from its instance_info), with
+// the origin credentials the process holds, never the request's.
+type Resolver func(ctx context.Context, nodeUUID string) (Source, error)
+
+// Server serves GET {prefix}{node}/image: the image the node deploys, from
+// the cache, with range requests. A node keeps a reference on the image it
+// was last served until it has been idle for Lease or asks for another, so
+// that an agent resuming a download after a pause finds its image still
+// there: "in use by a running deploy" without the boot service having to
+// follow deploys.
+type Server struct {
+	Cache   *Cache
+	Resolve Resolver
+	Lease   time.Duration // default one hour
+	Log     *slog.Logger
+
+	mu     sync.Mutex
+	leases map[string]*lease
+}
+
+type lease struct {
+	h     *Handle
+	key   string
+	timer *time.Timer
+}
+
+// Image handles one request; nodeUUID comes from the route.
+func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) {
+	src, err := s.Resolve(r.Context(), nodeUUID)
+	if err != nil {
+		s.fail(w, nodeUUID, err, http.StatusNotFound)
+		return
+	}
+	h, err := s.Cache.Acquire(r.Context(), src)
+	if err != nil {
+		code := http.StatusBadGateway
+		if errors.Is(err, ErrFull) {
+			code = http.StatusInsufficientStorage
+		}
+		s.fail(w, nodeUUID, err, code)
+		return
+	}
+	defer h.Release()
+	s.hold(nodeUUID, src.Key)
+	f, err := os.Open(h.Path())
+	if err != nil {
+		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+func (s *Server) fail(w http.ResponseWriter, node string, err error, code int) {
+	if s.Log != nil {
+		s.Log.Warn("image cache: cannot serve the image of a node", "node", node, "err", err)
+	}
+	http.Error(w, err.Error(), code)
+}
+
+// hold gives the node a reference on key (released after Lease idle).
+func (s *Server) hold(node, key string) {
+	lt := s.Lease
+	if lt <= 0 {
+		lt = time.Hour
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leases == nil {
+		s.leases = map[string]*lease{}
+	}
+	if l := s.leases[node]; l != nil {
+		if l.key == key {
+			l.timer.Reset(lt)
+			return
+		}
+		l.timer.Stop()
+		l.h.Release()
+		delete(s.leases, node)
+	}
+	h, err := s.Cache.pin(key)
+	if err != nil {
+		return
+	}
+	l := &lease{h: h, key: key}
+	l.timer = time.AfterFunc(lt, func() { s.release(node, l) })
+	s.leases[node] = l
+}
+
+func (s *Server) release(node string, l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leases[node] == l {
+		delete(s.leases, node)
+		l.h.Release()
+	}
+}
+
+// Release drops a node's reference at once (its deploy ended).
+func (s *Server) Release(node string) {
+	s.mu.Lock()
+	l := s.leases[node]
+	s.mu.Unlock()
+	if l != nil {
+		l.timer.Stop()
+		s.release(node, l)
+	}
+}
