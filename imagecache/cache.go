@@ -57,14 +57,14 @@ type Progress struct {
 }
 
 type entry struct {
-	key     string
-	file    string
-	size    int64
-	algo    string
-	hash    string
-	verMod  time.Time // mtime of the file when last verified (zero: verify before use)
-	refs    int       // open handles
-	elem    *list.Element
+	key    string
+	file   string
+	size   int64
+	algo   string
+	hash   string
+	verMod time.Time // mtime of the file when last verified (zero: verify before use)
+	refs   int       // open handles
+	elem   *list.Element
 }
 
 type flight struct {
