@@ -113,9 +113,9 @@ func TestResolveAgainstARealGlance(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]string{
-		queued:      "Image " + queued + " is unacceptable: The image is required to be in an active state (it is queued)",
-		deactivated: "Image " + deactivated + " is unacceptable: The image is required to be in an active state (it is deactivated)",
-		deleted:     "Image " + deleted + " could not be found",
+		queued:                                 "Image " + queued + " is unacceptable: The image is required to be in an active state (it is queued)",
+		deactivated:                            "Image " + deactivated + " is unacceptable: The image is required to be in an active state (it is deactivated)",
+		deleted:                                "Image " + deleted + " could not be found",
 		"6f1d0a0e-0000-4000-8000-000000000000": "Image 6f1d0a0e-0000-4000-8000-000000000000 could not be found",
 	} {
 		_, err := c.Resolve(ctx, id)
