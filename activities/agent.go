@@ -65,6 +65,10 @@ func agentErr(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
 	}
+	var refused *temporal.ApplicationError
+	if errors.As(err, &refused) && refused.NonRetryable() {
+		return err // already says what is wrong (e.g. the node's image)
+	}
 	msg := fmt.Sprintf(format, args...) + ": " + err.Error()
 	switch {
 	case errors.Is(err, client.ErrCommandFailed):
@@ -221,7 +225,11 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 	if in.Kind == workflows.StepKindClean {
 		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
 	}
-	return c.ExecuteDeployStep(ctx, step, agentNode(n), agentPorts(ports))
+	node, err := a.agentDeployNode(ctx, n)
+	if err != nil {
+		return client.CommandResult{}, err
+	}
+	return c.ExecuteDeployStep(ctx, step, node, agentPorts(ports))
 }
 
 // findCommand looks in the agent's command list for this step started by an

@@ -40,6 +40,10 @@ type Config struct {
 // ErrNotFound: Glance has no such image.
 var ErrNotFound = errors.New("image not found")
 
+// ErrUnavailable: Glance did not answer as it should (network, 5xx): a
+// retry may succeed.
+var ErrUnavailable = errors.New("glance unavailable")
+
 // ErrUnacceptable: the image exists but cannot be deployed.
 var ErrUnacceptable = errors.New("image is unacceptable")
 
@@ -127,7 +131,7 @@ func (c *Client) Get(ctx context.Context, id string) (*Image, error) {
 		if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 			return nil, fmt.Errorf("Image %s could not be found: %w", id, ErrNotFound)
 		}
-		return nil, fmt.Errorf("glance: get image %s: %w", id, err)
+		return nil, fmt.Errorf("glance: get image %s: %w: %w", id, ErrUnavailable, err)
 	}
 	prop := func(k string) string {
 		v, _ := img.Properties[k].(string)
@@ -174,7 +178,7 @@ func (c *Client) Download(ctx context.Context, id string) (io.ReadCloser, error)
 		if gophercloud.ResponseCodeIs(res.Err, http.StatusNotFound) {
 			return nil, fmt.Errorf("Image %s could not be found: %w", id, ErrNotFound)
 		}
-		return nil, fmt.Errorf("glance: download image %s: %w", id, res.Err)
+		return nil, fmt.Errorf("glance: download image %s: %w: %w", id, ErrUnavailable, res.Err)
 	}
 	return res.Body, nil
 }
