@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/bmc"
-	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/configdrive"
+	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
