@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/imagecache"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -194,10 +195,23 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 			}
 		}
 	}()
+	cached := in.Kind != workflows.StepKindClean && in.Step.Step == "write_image" && imagecache.Cached(n.InstanceInfo)
 	res, err := c.WaitCommand(ctx, beat.CommandID, a.Config.AgentPollInterval, func(r client.CommandResult) {
-		if p, ok := r.Progress(); ok {
+		p, ok := r.Progress()
+		if !cached || ok && p.BytesDownloaded > 0 {
+			if ok {
+				mu.Lock()
+				beat.Progress = fmt.Sprintf("%d/%d bytes", p.BytesDownloaded, p.TotalBytes)
+				activity.RecordHeartbeat(ctx, beat)
+				mu.Unlock()
+			}
+			return
+		}
+		// The agent waits for its first byte while the boot service's
+		// cache downloads the image: show that download.
+		if cp, ok := a.cacheProgress(ctx, n); ok {
 			mu.Lock()
-			beat.Progress = fmt.Sprintf("%d/%d bytes", p.BytesDownloaded, p.TotalBytes)
+			beat.Progress = cp
 			activity.RecordHeartbeat(ctx, beat)
 			mu.Unlock()
 		}

@@ -2,9 +2,13 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/imagecache"
@@ -82,4 +86,26 @@ func (a *Activities) agentDeployNode(ctx context.Context, n *store.Node) (map[st
 // rebuild), so that the image is checked before the agent boots.
 func deploying(n *store.Node) bool {
 	return n.ProvisionState == workflows.StateDeploying
+}
+
+// cacheProgress is the boot service's download of the node's image, as
+// "image cache: <downloaded>/<total> bytes", while one is in flight.
+func (a *Activities) cacheProgress(ctx context.Context, n *store.Node) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	url := strings.TrimRight(a.Config.BootURL, "/") + "/cache/" + n.UUID + "/progress"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	var rep imagecache.ProgressReport
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&rep) != nil || !rep.Downloading {
+		return "", false
+	}
+	return fmt.Sprintf("image cache: %d/%d bytes", rep.Downloaded, rep.Total), true
 }

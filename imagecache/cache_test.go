@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha512"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -276,5 +277,71 @@ func TestWrongChecksumFailsEveryWaiter(t *testing.T) {
 	}
 	if c.Has(src.Key) || c.Used() != 0 {
 		t.Fatal("a mismatching image was kept")
+	}
+}
+
+func TestProgressOfTheDownloadInFlight(t *testing.T) {
+	img := randBytes(1 << 20)
+	o := newOrigin(t, map[string][]byte{"a": img})
+	o.delay = 500 * time.Millisecond
+	c, _ := Open(t.TempDir(), 0)
+	s, hs := serve(t, c, o)
+	route := httptest.NewServer(s)
+	defer route.Close()
+	const node = "0b3e9a4c-7c4b-4f3e-8b53-2d0b6b0a9a11"
+	s.Resolve = func(ctx context.Context, _ string) (Source, error) { return o.source("a"), nil }
+	done := make(chan struct{})
+	go func() { defer close(done); get(t, route.URL+"/cache/"+node+"/image") }()
+	var rep ProgressReport
+	deadline := time.Now().Add(5 * time.Second)
+	for !rep.Downloading && time.Now().Before(deadline) {
+		resp, err := http.Get(route.URL + "/cache/" + node + "/progress")
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(resp.Body).Decode(&rep)
+		resp.Body.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !rep.Downloading || rep.Total != int64(len(img)) {
+		t.Fatalf("progress while downloading: %+v", rep)
+	}
+	<-done
+	resp, _ := http.Get(route.URL + "/cache/" + node + "/progress")
+	json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if rep.Downloading {
+		t.Fatalf("progress after the download: %+v", rep)
+	}
+	_ = hs
+}
+
+func TestCachedAndLocateOfPlainURLs(t *testing.T) {
+	const id = "0b3e9a4c-7c4b-4f3e-8b53-2d0b6b0a9a11"
+	for _, c := range []struct {
+		ii   map[string]any
+		want bool
+	}{
+		{map[string]any{"image_source": id}, true},
+		{map[string]any{"image_source": "glance://" + id, "image_download_source": "direct"}, false},
+		{map[string]any{"image_source": "http://x/disk.raw"}, false},
+		{map[string]any{"image_source": "http://x/disk.raw", "image_download_source": "http"}, true},
+	} {
+		if got := Cached(c.ii); got != c.want {
+			t.Errorf("Cached(%v) = %v", c.ii, got)
+		}
+	}
+	o, ok, err := Locate(context.Background(), nil, map[string]any{"image_source": "http://x/disk.raw", "image_download_source": "http", "image_checksum": strings.Repeat("a", 64)})
+	if err != nil || !ok || o.Algo != "sha256" || o.DownloadSource != DownloadHTTP {
+		t.Fatalf("plain URL cached: %+v %v %v", o, ok, err)
+	}
+	if _, _, err := Locate(context.Background(), nil, map[string]any{"image_source": "http://x/disk.raw", "image_download_source": "http", "image_checksum": "http://x/disk.raw.sha256"}); err == nil {
+		t.Fatal("a checksum URL was accepted for the cache")
+	}
+	if _, _, err := Locate(context.Background(), nil, map[string]any{"image_source": id}); !errors.Is(err, ErrNoGlance) {
+		t.Fatalf("Glance image without Glance: %v", err)
+	}
+	if _, _, err := Locate(context.Background(), nil, map[string]any{"image_source": id, "image_download_source": "swift"}); err == nil {
+		t.Fatal("image_download_source swift accepted")
 	}
 }

@@ -131,3 +131,15 @@ func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
 // fetches its cached image: it names the node only, never an origin or a
 // credential.
 func CachePath(nodeUUID string) string { return "/cache/" + nodeUUID + "/image" }
+
+// Cached reports, without asking Glance, whether the agent of a node with
+// this instance_info fetches its image from the cache.
+func Cached(ii map[string]any) bool {
+	src, _ := ii["image_source"].(string)
+	ds, _ := ii["image_download_source"].(string)
+	ds = strings.ToLower(strings.TrimSpace(ds))
+	if _, isGlance := glance.ImageID(src); isGlance {
+		return ds != DownloadDirect
+	}
+	return ds == DownloadHTTP
+}

@@ -2,12 +2,16 @@ package imagecache
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Resolver says which image a node deploys (from its instance_info), with
@@ -28,6 +32,51 @@ type Server struct {
 
 	mu     sync.Mutex
 	leases map[string]*lease
+	keys   map[string]string // node → key of the image it last asked for
+}
+
+// ServeHTTP routes GET /cache/{uuid}/image (Image) and GET
+// /cache/{uuid}/progress (Progress).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/cache/")
+	node, what, _ := strings.Cut(rest, "/")
+	id, err := uuid.Parse(node)
+	if err != nil || r.Method != http.MethodGet && r.Method != http.MethodHead {
+		http.NotFound(w, r)
+		return
+	}
+	switch what {
+	case "image":
+		s.Image(w, r, id.String())
+	case "progress":
+		s.Progress(w, r, id.String())
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// ProgressReport is the answer of GET /cache/{uuid}/progress.
+type ProgressReport struct {
+	Downloading bool  `json:"downloading"`
+	Downloaded  int64 `json:"downloaded"`
+	Total       int64 `json:"total"` // 0 if unknown
+}
+
+// Progress reports the cache's download of the image the node asked for,
+// for the worker to show while the agent waits for its first byte.
+func (s *Server) Progress(w http.ResponseWriter, r *http.Request, nodeUUID string) {
+	s.mu.Lock()
+	key, ok := s.keys[nodeUUID]
+	s.mu.Unlock()
+	var rep ProgressReport
+	if ok {
+		if p, inFlight := s.Cache.Progress(key); inFlight {
+			rep = ProgressReport{Downloading: true, Downloaded: p.Downloaded, Total: p.Total}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(rep)
 }
 
 type lease struct {
@@ -43,6 +92,12 @@ func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) 
 		s.fail(w, nodeUUID, err, http.StatusNotFound)
 		return
 	}
+	s.mu.Lock()
+	if s.keys == nil {
+		s.keys = map[string]string{}
+	}
+	s.keys[nodeUUID] = src.Key
+	s.mu.Unlock()
 	h, err := s.Cache.Acquire(r.Context(), src)
 	if err != nil {
 		code := http.StatusBadGateway

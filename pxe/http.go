@@ -29,8 +29,9 @@ type HTTPConfig struct {
 	ImagesDir string // served under /images/ (agent kernel, initramfs, images); off if empty
 	ISODir    string // per-node virtual media ISOs <ISODir>/<uuid>.iso under /iso/; off if empty
 	// Cache serves GET /cache/{uuid}/image, the node's instance image from
-	// the image cache (package imagecache); off if nil.
-	Cache func(w http.ResponseWriter, r *http.Request, nodeUUID string) `json:"-"`
+	// the image cache, and /cache/{uuid}/progress (package imagecache); off
+	// if nil.
+	Cache http.Handler `json:"-"`
 }
 
 type httpBoot struct {
@@ -47,6 +48,7 @@ type httpBoot struct {
 //	GET /images/{path...}        static files, range requests included
 //	GET /iso/{uuid}.iso          the node's virtual media ISO (404 without a boot config)
 //	GET /cache/{uuid}/image      the node's instance image through the image cache (with HTTPConfig.Cache)
+//	GET /cache/{uuid}/progress   that cache's download in flight, as JSON
 //	GET /health                  200 "ok"
 func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http.Handler, error) {
 	if backend == nil {
@@ -74,14 +76,7 @@ func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http
 	mux.HandleFunc("GET /images/{path...}", h.image)
 	mux.HandleFunc("GET /iso/{file}", h.iso)
 	if cfg.Cache != nil {
-		mux.HandleFunc("GET /cache/{uuid}/image", func(w http.ResponseWriter, r *http.Request) {
-			id, err := uuid.Parse(r.PathValue("uuid"))
-			if err != nil {
-				http.NotFound(w, r)
-				return
-			}
-			cfg.Cache(w, r, id.String())
-		})
+		mux.Handle("GET /cache/", cfg.Cache)
 	}
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

@@ -72,7 +72,7 @@ func parseSize(v string) (int64, error) {
 
 // imageCacheHandler is the boot service's /cache/{uuid}/image: the image a
 // node in a deploy state deploys, from the cache.
-func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.Store, log *slog.Logger) (func(http.ResponseWriter, *http.Request, string), error) {
+func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.Store, log *slog.Logger) (http.Handler, error) {
 	dir := *f.dir
 	if dir == "" {
 		dir = filepath.Join(dataDir, "image-cache")
@@ -106,5 +106,5 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		}
 		return o.Source(gc, nil), nil
 	}}
-	return srv.Image, nil
+	return srv, nil
 }
