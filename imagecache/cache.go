@@ -356,7 +356,7 @@ func (c *Cache) fetch(src Source, f *flight) error {
 		return fmt.Errorf("image cache: download %s: %w", src.Key, err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return fmt.Errorf("image cache: %s: %s of the downloaded image is %s, expected %s: %w", src.Key, src.Algo, got, want, ErrChecksum)
+		return fmt.Errorf("image cache: %w: %s: %s of the downloaded image is %s, expected %s", ErrChecksum, src.Key, src.Algo, got, want)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -100,9 +100,15 @@ func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) 
 	s.mu.Unlock()
 	h, err := s.Cache.Acquire(r.Context(), src)
 	if err != nil {
+		// The agent retries a 5xx (the origin may come back, a lease may
+		// end) and gives up on a 4xx: data that does not match its checksum
+		// will not match it next time either.
 		code := http.StatusBadGateway
-		if errors.Is(err, ErrFull) {
+		switch {
+		case errors.Is(err, ErrFull):
 			code = http.StatusInsufficientStorage
+		case errors.Is(err, ErrChecksum):
+			code = http.StatusUnprocessableEntity
 		}
 		s.fail(w, nodeUUID, err, code)
 		return

@@ -176,23 +176,27 @@ func TestDeployGlanceImagesThroughTheCache(t *testing.T) {
 		}
 	}
 
-	// Glance's data no longer matches its os_hash_value: direct download,
-	// the agent's checksum check fails the deploy.
-	bad, err := gg.glance.CreateImage("bad", "raw", disk.data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(gg.glance.StoredFile(bad), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteAt([]byte("corrupt"), 4096)
-	f.Close()
-	mac := "52:54:00:6a:02:00"
-	uuid := enrollGlanceNode(t, "glance-bad-hash", mac, map[string]any{"image_source": bad, "image_download_source": "direct"})
-	startSimMachine(t, uuid, []string{mac}, sim.Config{})
-	n := deployAndWait(t, uuid, "deploy failed")
-	if le := deref(n.LastError); !strings.Contains(le, "checksum") {
-		t.Errorf("wrong os_hash_value: last_error %q, want the checksum error", le)
+	// Glance's data no longer matches its os_hash_value: the agent's
+	// checksum check (direct) or the cache's (http) fails the deploy.
+	for i, ds := range []string{"direct", "http"} {
+		bad, err := gg.glance.CreateImage("bad-"+ds, "raw", disk.data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(gg.glance.StoredFile(bad), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte("corrupt"), 4096)
+		f.Close()
+		mac := fmt.Sprintf("52:54:00:6a:02:%02x", i)
+		uuid := enrollGlanceNode(t, "glance-bad-hash-"+ds, mac, map[string]any{"image_source": bad, "image_download_source": ds})
+		startSimMachine(t, uuid, []string{mac}, sim.Config{})
+		n := deployAndWait(t, uuid, "deploy failed")
+		if le := deref(n.LastError); !strings.Contains(le, "checksum") {
+			t.Errorf("wrong os_hash_value, image_download_source %s: last_error %q, want the checksum error", ds, le)
+		} else {
+			t.Logf("image_download_source %s: %s", ds, le)
+		}
 	}
 }
