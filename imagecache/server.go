@@ -27,7 +27,7 @@ type Resolver func(ctx context.Context, nodeUUID string) (Source, error)
 type Server struct {
 	Cache   *Cache
 	Resolve Resolver
-	Lease   time.Duration // default one hour
+	Lease   time.Duration // default 15 minutes
 	Log     *slog.Logger
 
 	mu     sync.Mutex
@@ -141,7 +141,7 @@ func (s *Server) fail(w http.ResponseWriter, node string, err error, code int) {
 func (s *Server) hold(node, key string) {
 	lt := s.Lease
 	if lt <= 0 {
-		lt = time.Hour
+		lt = 15 * time.Minute
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
