@@ -113,7 +113,7 @@ func nonRetryable(err error) bool {
 func TestPrepareBootRefusesAnUndeployableGlanceImageBeforeTheAgentBoots(t *testing.T) {
 	a, st := glanceActivities(t, glance.AuthNone)
 	for id, want := range map[string]string{
-		deactivatedImage: "Image " + deactivatedImage + " is unacceptable: The image is required to be in an active state (it is deactivated)",
+		deactivatedImage:                       "Image " + deactivatedImage + " is unacceptable: The image is required to be in an active state (it is deactivated)",
 		"0b3e9a4c-7c4b-4f3e-8b53-2d0b6b0a9a13": "Image 0b3e9a4c-7c4b-4f3e-8b53-2d0b6b0a9a13 could not be found",
 	} {
 		n := deployingNode(t, st, map[string]any{"image_source": id})
