@@ -109,10 +109,10 @@ func deployAndWait(t *testing.T, uuid, state string) node {
 	return waitState(t, uuid, state, 3*time.Minute)
 }
 
-// TestDeployGlanceImagesThroughTheCache deploys Glance images (by UUID and
-// by glance://UUID) with simulated agents through the image cache of the
-// boot service: both nodes go active and Glance serves the image's data
-// once. A deactivated image and a missing one fail the deploy before any
+// TestDeployGlanceImagesThroughTheCache deploys a Glance image (by UUID and
+// by glance://UUID) on ten nodes at once with simulated agents through the
+// image cache of the boot service: all go active and Glance serves the
+// image's data once. A deactivated image and a missing one fail the deploy before any
 // agent boots, with Ironic's reason in last_error; an image whose stored
 // data no longer matches Glance's os_hash_value fails with the checksum
 // error.
@@ -127,7 +127,8 @@ func TestDeployGlanceImagesThroughTheCache(t *testing.T) {
 
 	var machines []*simMachine
 	var nodes []string
-	for i, src := range []string{id, "glance://" + id} {
+	for i := range 10 {
+		src := map[bool]string{true: id, false: "glance://" + id}[i%2 == 0]
 		mac := fmt.Sprintf("52:54:00:6a:00:%02x", i)
 		uuid := enrollGlanceNode(t, fmt.Sprintf("glance-node-%d", i), mac, map[string]any{"image_source": src})
 		machines = append(machines, startSimMachine(t, uuid, []string{mac}, sim.Config{}))
@@ -142,7 +143,7 @@ func TestDeployGlanceImagesThroughTheCache(t *testing.T) {
 		waitState(t, uuid, "active", 3*time.Minute)
 	}
 	if n := gg.downloads.Load(); n != 1 {
-		t.Fatalf("Glance served the image %d times for two deploys, want 1", n)
+		t.Fatalf("Glance served the image %d times for ten deploys at once, want 1", n)
 	}
 	for i, m := range machines {
 		// The agent verified Glance's sha512 over what it wrote.
