@@ -345,3 +345,28 @@ func TestCachedAndLocateOfPlainURLs(t *testing.T) {
 		t.Fatal("image_download_source swift accepted")
 	}
 }
+
+func TestAPlainURLIsCachedUnderAKeyThatHidesIt(t *testing.T) {
+	img := randBytes(64 << 10)
+	o := newOrigin(t, map[string][]byte{"a": img})
+	sum := sha512.Sum512(img)
+	url := o.srv.URL + "/a"
+	org, ok, err := Locate(context.Background(), nil, map[string]any{"image_source": url, "image_download_source": "http",
+		"image_os_hash_algo": "sha512", "image_os_hash_value": hex.EncodeToString(sum[:])})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	src := org.Source(nil, nil)
+	if strings.Contains(src.Key, o.srv.URL) {
+		t.Fatalf("key %q shows the URL", src.Key)
+	}
+	c, _ := Open(t.TempDir(), 0)
+	h, err := c.Acquire(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if b, _ := os.ReadFile(h.Path()); !bytes.Equal(b, img) {
+		t.Fatal("cached bytes differ")
+	}
+}

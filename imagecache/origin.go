@@ -2,6 +2,8 @@ package imagecache
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -107,7 +109,10 @@ func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	s.Key = o.URL + "#" + o.Algo + ":" + o.Hash
+	// The key names the URL by its hash: keys show in errors and logs, and
+	// a URL may carry a signature or credentials.
+	sum := sha256.Sum256([]byte(o.URL))
+	s.Key = "url:" + hex.EncodeToString(sum[:8]) + "#" + o.Algo + ":" + o.Hash
 	url := o.URL
 	s.Fetch = func(ctx context.Context) (io.ReadCloser, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/ironflow/ironflow/glance"
 )
 
 // Resolver says which image a node deploys (from its instance_info), with
@@ -89,7 +91,11 @@ type lease struct {
 func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) {
 	src, err := s.Resolve(r.Context(), nodeUUID)
 	if err != nil {
-		s.fail(w, nodeUUID, err, http.StatusNotFound)
+		code := http.StatusNotFound
+		if errors.Is(err, glance.ErrUnavailable) {
+			code = http.StatusBadGateway // the agent retries
+		}
+		s.fail(w, nodeUUID, err, code)
 		return
 	}
 	s.mu.Lock()
