@@ -159,15 +159,6 @@ func (g *Glance) Delete(id string) error {
 // which Glance itself never lets an API client change).
 func (g *Glance) StoredFile(id string) string { return filepath.Join(g.Dir, "images", id) }
 
-// Patch applies a JSON patch (openstack-images-v2.1) to an image, e.g. to
-// set a property such as os_hash_value.
-func (g *Glance) Patch(id string, ops []map[string]any) error {
-	body, _ := json.Marshal(ops)
-	req, _ := http.NewRequest("PATCH", g.URL+"/v2/images/"+id, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/openstack-images-v2.1-json-patch")
-	return g.do(req, 200, nil)
-}
-
 func (g *Glance) do(req *http.Request, want int, out any) error {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
