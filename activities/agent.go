@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/imagecache"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -65,6 +66,10 @@ func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*cl
 func agentErr(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
+	}
+	var refused *temporal.ApplicationError
+	if errors.As(err, &refused) && refused.NonRetryable() {
+		return err // already says what is wrong (e.g. the node's image)
 	}
 	msg := fmt.Sprintf(format, args...) + ": " + err.Error()
 	switch {
@@ -191,10 +196,23 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 			}
 		}
 	}()
+	cached := in.Kind != workflows.StepKindClean && in.Step.Step == "write_image" && imagecache.Cached(n.InstanceInfo)
 	res, err := c.WaitCommand(ctx, beat.CommandID, a.Config.AgentPollInterval, func(r client.CommandResult) {
-		if p, ok := r.Progress(); ok {
+		p, ok := r.Progress()
+		if !cached || ok && p.BytesDownloaded > 0 {
+			if ok {
+				mu.Lock()
+				beat.Progress = fmt.Sprintf("%d/%d bytes", p.BytesDownloaded, p.TotalBytes)
+				activity.RecordHeartbeat(ctx, beat)
+				mu.Unlock()
+			}
+			return
+		}
+		// The agent waits for its first byte while the boot service's
+		// cache downloads the image: show that download.
+		if cp, ok := a.cacheProgress(ctx, n); ok {
 			mu.Lock()
-			beat.Progress = fmt.Sprintf("%d/%d bytes", p.BytesDownloaded, p.TotalBytes)
+			beat.Progress = cp
 			activity.RecordHeartbeat(ctx, beat)
 			mu.Unlock()
 		}
@@ -230,7 +248,11 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 	if in.Kind == workflows.StepKindClean {
 		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
 	}
-	return c.ExecuteDeployStep(ctx, step, agentNode(n), agentPorts(ports))
+	node, err := a.agentDeployNode(ctx, n)
+	if err != nil {
+		return client.CommandResult{}, err
+	}
+	return c.ExecuteDeployStep(ctx, step, node, agentPorts(ports))
 }
 
 // findCommand looks in the agent's command list for this step started by an

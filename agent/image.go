@@ -170,9 +170,15 @@ func (r *resumableReader) open() error {
 			return fmt.Errorf("download %s: skip to %d after a resume without Range support: %w", redactURL(r.url), r.offset, err)
 		}
 	default:
+		// A server's short plain-text reason (ironflow's image cache says
+		// why it cannot serve) goes into the error.
+		reason, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
 		cancel()
 		err := fmt.Errorf("download %s: HTTP %d", redactURL(r.url), resp.StatusCode)
+		if msg := strings.TrimSpace(string(reason)); msg != "" && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+			err = fmt.Errorf("download %s: HTTP %d: %s", redactURL(r.url), resp.StatusCode, msg)
+		}
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 			return permanentError{err}
 		}

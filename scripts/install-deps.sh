@@ -36,6 +36,7 @@ if [[ "$what" == test ]]; then
 		[modinfo]=kmod
 		[/bin/busybox]=busybox-static
 		[curl]=curl
+		[glance-api]=glance-api
 	)
 fi
 

@@ -22,6 +22,7 @@ func runDev(ctx context.Context, args []string) error {
 	api := addAPIFlags(s)
 	wf := addWorkerFlags(s, &api)
 	boot := addBootFlags(s)
+	boot.glance = wf.glance
 	temporalPort := s.Int("temporal-port", 7233, "embedded Temporal frontend port")
 	uiPort := s.Int("temporal-ui-port", 8233, "embedded Temporal Web UI port (-1: headless)")
 	if err := s.parse(args); err != nil {

@@ -24,6 +24,8 @@ type bootFlags struct {
 	dhcpInterface, dhcpMode, dhcpAddr, dhcpPool, dhcpRouter    *string
 	dhcpListen                                                 *string
 	limits                                                     httpLimits
+	cache                                                      cacheFlags
+	glance                                                     glanceFlags // set by the command (ironflow dev shares the worker's)
 }
 
 func addBootFlags(s *settings) bootFlags {
@@ -42,6 +44,7 @@ func addBootFlags(s *settings) bootFlags {
 		dhcpRouter:    s.String("dhcp-router", "", "router option for the pool"),
 		// Machines download kernels, ramdisks and images: a long write timeout.
 		limits: addHTTPLimits(s, "boot", time.Minute, 30*time.Minute, 2*time.Minute),
+		cache:  addCacheFlags(s),
 	}
 }
 
@@ -82,7 +85,11 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 	}
 	backend := bootStore{st: st}
 	blog := log.With("component", "pxe")
-	h, err := pxe.NewHTTPHandler(pxe.HTTPConfig{Addr: *f.listen, ImagesDir: *f.imagesDir, ISODir: *f.isoDir}, backend, blog)
+	cache, err := imageCacheHandler(f.cache, f.glance, dataDir, st, blog.With("service", "image cache"))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	h, err := pxe.NewHTTPHandler(pxe.HTTPConfig{Addr: *f.listen, ImagesDir: *f.imagesDir, ISODir: *f.isoDir, Cache: cache}, backend, blog)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -160,6 +167,7 @@ func (f bootFlags) dhcpConfig(httpBase string) (pxe.DHCPConfig, error) {
 func runPXECommand(ctx context.Context, args []string) error {
 	s := newSettings("pxe")
 	f := addBootFlags(s)
+	f.glance = addGlanceFlags(s)
 	dataDir := s.String("data-dir", ".data", "default parent of the images and ISO directories")
 	dbURL := s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
 	if err := s.parse(args); err != nil {

@@ -177,6 +177,7 @@ type workerFlags struct {
 	conductorInterval                                                              *time.Duration
 	bmcAttempts, maxActivities                                                     *int
 	automatedClean, agentInsecure                                                  *bool
+	glance                                                                         glanceFlags
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -196,6 +197,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		maxActivities:    s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
 		automatedClean:   s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
 		agentInsecure:    s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
+		glance:           addGlanceFlags(s),
 	}
 	host, _ := os.Hostname()
 	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
@@ -243,6 +245,11 @@ func (f workerFlags) options() worker.Options {
 func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities.VirtualMedia, log *slog.Logger) (func(), error) {
 	cfg := f.activitiesConfig()
 	cfg.VirtualMedia = vm
+	gc, err := f.glance.client()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Glance, cfg.GlanceAuth = gc, *f.glance.auth
 	acts := activities.New(st, cfg, log.With("component", "activities"))
 	ws, err := worker.New(tc, acts, f.options())
 	if err != nil {
