@@ -565,11 +565,13 @@ func (a *Agent) writePartitionImageTo(ctx context.Context, dev Device, p partiti
 	}
 	root := roleOf(parts, partNameRoot)
 	res, err := streamImage(ctx, a.cfg.DownloadClient, img.URL, ck, partitionWriter{dev: dev, start: root.Start, size: root.Size}, root.Size, a.cfg.Download, progress)
+	// The stream refuses an ISO by its first bytes (errISO); a partition
+	// image says what it should have been instead.
+	if errors.Is(err, errISO) || (err == nil && isISO(dev, root.Start)) {
+		return nil, res, fmt.Errorf("image %s is an ISO 9660 image, not a root filesystem: a partition image is a filesystem image", redactURL(img.URL))
+	}
 	if err != nil {
 		return nil, res, err
-	}
-	if isISO(dev, root.Start) {
-		return nil, res, fmt.Errorf("image %s is an ISO 9660 image, not a root filesystem: a partition image is a filesystem image", redactURL(img.URL))
 	}
 	if err := finishPartitions(dev, parts, configDrive); err != nil {
 		return nil, res, err
