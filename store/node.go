@@ -287,12 +287,8 @@ const DefaultProvisionState = "enroll"
 // CreateNode inserts n, filling UUID when empty and ID and CreatedAt from
 // the database. The caller sets ProvisionState (empty: "enroll").
 func (s *Store) CreateNode(ctx context.Context, n *Node) error {
-	if n.UUID == "" {
-		n.UUID = uuid.NewString()
-	} else if u, ok := canonicalUUID(n.UUID); ok {
-		n.UUID = u
-	} else {
-		return fmt.Errorf("create node: uuid %q: %w", n.UUID, ErrInvalidInput)
+	if err := newUUID(&n.UUID); err != nil {
+		return fmt.Errorf("create node: %w", err)
 	}
 	if n.ProvisionState == "" {
 		n.ProvisionState = DefaultProvisionState
@@ -319,17 +315,10 @@ func placeholders(from, n int) string {
 
 // GetNode finds a node by UUID when uuidOrName is a valid UUID, else by name.
 func (s *Store) GetNode(ctx context.Context, uuidOrName string) (*Node, error) {
-	col, key := "name", uuidOrName
-	if u, ok := canonicalUUID(uuidOrName); ok {
-		col, key = "uuid", u
-	}
-	rows, _ := s.pool.Query(ctx, "SELECT "+nodeColumns+" FROM nodes WHERE "+col+" = $1", key)
-	n, err := pgx.CollectExactlyOneRow(rows, scanNode)
-	if err != nil {
-		return nil, dbError(err, "get node %s", uuidOrName)
-	}
-	return n, nil
+	return getRow(ctx, s, nodeTable, nodeColumns, scanNode, uuidOrName, true)
 }
+
+var nodeTable = table{name: "nodes", what: "node", whats: "nodes", sortKeys: NodeSortKeys}
 
 // NodeSortKeys are the accepted NodeFilter.SortKey values. Nullable columns
 // sort through COALESCE so that marker comparisons never meet NULL; the
@@ -466,31 +455,16 @@ func pageQuery(q string, conds []string, args []any, markerFrom, idCol, expr, sq
 
 // ListNodes returns the nodes that match f, in one query.
 func (s *Store) ListNodes(ctx context.Context, f NodeFilter) ([]*Node, error) {
-	expr, dir, op, err := sortClause(NodeSortKeys, f.SortKey, f.SortDir)
+	p, err := nodeTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	marker := f.Marker
-	if marker != "" {
-		marker, _ = canonicalUUID(marker)
+		return nil, err
 	}
 	cols, fields, err := selectNodeFields(f.Fields)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	conds, args := nodeWhere(f)
-	q, args := pageQuery("SELECT "+cols+" FROM nodes", conds, args, "nodes", "id", expr, dir, op, marker, f.Limit)
-	rows, _ := s.pool.Query(ctx, q, args...)
-	nodes, err := pgx.CollectRows(rows, nodeScanner(fields))
-	if err != nil {
-		return nil, dbError(err, "list nodes")
-	}
-	if len(nodes) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "nodes", marker); err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-	}
-	return nodes, nil
+	return listPage(ctx, s, p, cols, nodeScanner(fields), conds, args)
 }
 
 // checkMarker returns ErrMarkerNotFound when no row of table has the
@@ -524,15 +498,7 @@ func (s *Store) CountNodes(ctx context.Context, f NodeFilter) (int, error) {
 // DeleteNode deletes the node and, by cascade, its ports, history, boot
 // configuration and inventory.
 func (s *Store) DeleteNode(ctx context.Context, uuid string) error {
-	u, _ := canonicalUUID(uuid)
-	tag, err := s.pool.Exec(ctx, "DELETE FROM nodes WHERE uuid = $1", u)
-	if err != nil {
-		return dbError(err, "delete node %s", uuid)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete node %s: %w", uuid, ErrNotFound)
-	}
-	return nil
+	return s.deleteByUUID(ctx, "nodes", "node", uuid)
 }
 
 // UpdateNode reads the node FOR UPDATE, lets fn change it and writes it back

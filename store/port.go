@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -52,6 +51,9 @@ const portColumns = `p.id, p.uuid, p.address, p.node_id, n.uuid, p.local_link_co
 
 const portFrom = " FROM ports p JOIN nodes n ON n.id = p.node_id"
 
+var portTable = table{name: "ports", alias: "p", join: " JOIN nodes n ON n.id = p.node_id",
+	what: "port", whats: "ports", sortKeys: PortSortKeys}
+
 func scanPort(row pgx.CollectableRow) (*Port, error) {
 	p := &Port{}
 	err := row.Scan(&p.ID, &p.UUID, &p.Address, &p.NodeID, &p.NodeUUID, &p.LocalLinkConnection, &p.PXEEnabled,
@@ -76,11 +78,7 @@ func preparePort(p *Port) error {
 		return err
 	}
 	p.Address = mac
-	for _, m := range []*map[string]any{&p.LocalLinkConnection, &p.Extra, &p.InternalInfo} {
-		if *m == nil {
-			*m = map[string]any{}
-		}
-	}
+	p.LocalLinkConnection, p.Extra, p.InternalInfo = nonNil(p.LocalLinkConnection), nonNil(p.Extra), nonNil(p.InternalInfo)
 	p.NodeUUID, _ = canonicalUUID(p.NodeUUID)
 	return nil
 }
@@ -89,12 +87,8 @@ func preparePort(p *Port) error {
 // exist), filling UUID when empty, ID, NodeID and CreatedAt. The address is
 // stored lowercase; a second port with it is ErrDuplicateMAC.
 func (s *Store) CreatePort(ctx context.Context, p *Port) error {
-	if p.UUID == "" {
-		p.UUID = uuid.NewString()
-	} else if u, ok := canonicalUUID(p.UUID); ok {
-		p.UUID = u
-	} else {
-		return fmt.Errorf("create port: uuid %q: %w", p.UUID, ErrInvalidInput)
+	if err := newUUID(&p.UUID); err != nil {
+		return fmt.Errorf("create port: %w", err)
 	}
 	if err := preparePort(p); err != nil {
 		return fmt.Errorf("create port %s: %w", p.UUID, err)
@@ -117,13 +111,7 @@ func (s *Store) CreatePort(ctx context.Context, p *Port) error {
 
 // GetPort finds a port by UUID.
 func (s *Store) GetPort(ctx context.Context, uuid string) (*Port, error) {
-	u, _ := canonicalUUID(uuid)
-	rows, _ := s.pool.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.uuid = $1", u)
-	p, err := pgx.CollectExactlyOneRow(rows, scanPort)
-	if err != nil {
-		return nil, dbError(err, "get port %s", uuid)
-	}
-	return p, nil
+	return getRow(ctx, s, portTable, portColumns, scanPort, uuid, false)
 }
 
 // PortSortKeys are the accepted PortFilter.SortKey values.
@@ -137,9 +125,9 @@ var PortSortKeys = map[string]string{
 
 // ListPorts returns the ports that match f.
 func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
-	expr, dir, op, err := sortClause(PortSortKeys, f.SortKey, f.SortDir)
+	pg, err := portTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list ports: %w", err)
+		return nil, err
 	}
 	var conds []string
 	var args []any
@@ -161,22 +149,7 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 		args = append(args, u)
 		conds = append(conds, fmt.Sprintf("p.portgroup_uuid = $%d", len(args)))
 	}
-	marker := f.Marker
-	if marker != "" {
-		marker, _ = canonicalUUID(marker)
-	}
-	q, args := pageQuery("SELECT "+portColumns+portFrom, conds, args, "ports p", "p.id", expr, dir, op, marker, f.Limit)
-	rows, _ := s.pool.Query(ctx, q, args...)
-	ports, err := pgx.CollectRows(rows, scanPort)
-	if err != nil {
-		return nil, dbError(err, "list ports")
-	}
-	if len(ports) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "ports", marker); err != nil {
-			return nil, fmt.Errorf("list ports: %w", err)
-		}
-	}
-	return ports, nil
+	return listPage(ctx, s, pg, portColumns, scanPort, conds, args)
 }
 
 // UpdatePort reads the port FOR UPDATE, lets fn change it and writes it back
@@ -233,15 +206,7 @@ func (s *Store) UpdatePort(ctx context.Context, uuid string, fn func(p *Port) er
 
 // DeletePort deletes a port.
 func (s *Store) DeletePort(ctx context.Context, uuid string) error {
-	u, _ := canonicalUUID(uuid)
-	tag, err := s.pool.Exec(ctx, "DELETE FROM ports WHERE uuid = $1", u)
-	if err != nil {
-		return dbError(err, "delete port %s", uuid)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete port %s: %w", uuid, ErrNotFound)
-	}
-	return nil
+	return s.deleteByUUID(ctx, "ports", "port", uuid)
 }
 
 // NodesByMACs returns the nodes owning any of the MAC addresses (the agent's

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -59,6 +58,9 @@ const portgroupColumns = `g.id, g.uuid, g.name, g.address, g.node_id, n.uuid, g.
 
 const portgroupFrom = " FROM portgroups g JOIN nodes n ON n.id = g.node_id"
 
+var portgroupTable = table{name: "portgroups", alias: "g", join: " JOIN nodes n ON n.id = g.node_id",
+	what: "portgroup", whats: "portgroups", sortKeys: PortgroupSortKeys}
+
 func scanPortgroup(row pgx.CollectableRow) (*Portgroup, error) {
 	g := &Portgroup{}
 	err := row.Scan(&g.ID, &g.UUID, &g.Name, &g.Address, &g.NodeID, &g.NodeUUID, &g.Mode, &g.Properties, &g.Extra,
@@ -79,11 +81,7 @@ func preparePortgroup(g *Portgroup) error {
 	if g.Mode == "" {
 		g.Mode = DefaultPortgroupMode
 	}
-	for _, m := range []*map[string]any{&g.Properties, &g.Extra, &g.InternalInfo} {
-		if *m == nil {
-			*m = map[string]any{}
-		}
-	}
+	g.Properties, g.Extra, g.InternalInfo = nonNil(g.Properties), nonNil(g.Extra), nonNil(g.InternalInfo)
 	g.NodeUUID, _ = canonicalUUID(g.NodeUUID)
 	return nil
 }
@@ -93,12 +91,8 @@ func preparePortgroup(g *Portgroup) error {
 // second group with the address is ErrDuplicateMAC, with the name
 // ErrDuplicateName.
 func (s *Store) CreatePortgroup(ctx context.Context, g *Portgroup) error {
-	if g.UUID == "" {
-		g.UUID = uuid.NewString()
-	} else if u, ok := canonicalUUID(g.UUID); ok {
-		g.UUID = u
-	} else {
-		return fmt.Errorf("create portgroup: uuid %q: %w", g.UUID, ErrInvalidInput)
+	if err := newUUID(&g.UUID); err != nil {
+		return fmt.Errorf("create portgroup: %w", err)
 	}
 	if err := preparePortgroup(g); err != nil {
 		return fmt.Errorf("create portgroup %s: %w", g.UUID, err)
@@ -117,16 +111,7 @@ func (s *Store) CreatePortgroup(ctx context.Context, g *Portgroup) error {
 
 // GetPortgroup finds a group by UUID or name.
 func (s *Store) GetPortgroup(ctx context.Context, ident string) (*Portgroup, error) {
-	col, key := "g.name", ident
-	if u, ok := canonicalUUID(ident); ok {
-		col, key = "g.uuid", u
-	}
-	rows, _ := s.pool.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE "+col+" = $1", key)
-	g, err := pgx.CollectExactlyOneRow(rows, scanPortgroup)
-	if err != nil {
-		return nil, dbError(err, "get portgroup %s", ident)
-	}
-	return g, nil
+	return getRow(ctx, s, portgroupTable, portgroupColumns, scanPortgroup, ident, true)
 }
 
 // PortgroupSortKeys are the accepted PortgroupFilter.SortKey values.
@@ -142,9 +127,9 @@ var PortgroupSortKeys = map[string]string{
 
 // ListPortgroups returns the groups that match f.
 func (s *Store) ListPortgroups(ctx context.Context, f PortgroupFilter) ([]*Portgroup, error) {
-	expr, dir, op, err := sortClause(PortgroupSortKeys, f.SortKey, f.SortDir)
+	pg, err := portgroupTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list portgroups: %w", err)
+		return nil, err
 	}
 	var conds []string
 	var args []any
@@ -161,22 +146,7 @@ func (s *Store) ListPortgroups(ctx context.Context, f PortgroupFilter) ([]*Portg
 		args = append(args, mac)
 		conds = append(conds, fmt.Sprintf("g.address = $%d", len(args)))
 	}
-	marker := f.Marker
-	if marker != "" {
-		marker, _ = canonicalUUID(marker)
-	}
-	q, args := pageQuery("SELECT "+portgroupColumns+portgroupFrom, conds, args, "portgroups g", "g.id", expr, dir, op, marker, f.Limit)
-	rows, _ := s.pool.Query(ctx, q, args...)
-	groups, err := pgx.CollectRows(rows, scanPortgroup)
-	if err != nil {
-		return nil, dbError(err, "list portgroups")
-	}
-	if len(groups) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "portgroups", marker); err != nil {
-			return nil, fmt.Errorf("list portgroups: %w", err)
-		}
-	}
-	return groups, nil
+	return listPage(ctx, s, pg, portgroupColumns, scanPortgroup, conds, args)
 }
 
 // UpdatePortgroup reads the group FOR UPDATE, lets fn change it and writes
@@ -337,7 +307,7 @@ func (s *Store) UpdateNodeNetwork(ctx context.Context, nodeUUID string, fn func(
 				continue
 			}
 			if _, err := tx.Exec(ctx, "UPDATE ports SET internal_info = $2, extra = $3, updated_at = now() WHERE id = $1",
-				p.ID, mapOrEmpty(p.InternalInfo), mapOrEmpty(p.Extra)); err != nil {
+				p.ID, nonNil(p.InternalInfo), nonNil(p.Extra)); err != nil {
 				return err
 			}
 		}
@@ -346,7 +316,7 @@ func (s *Store) UpdateNodeNetwork(ctx context.Context, nodeUUID string, fn func(
 				continue
 			}
 			if _, err := tx.Exec(ctx, "UPDATE portgroups SET internal_info = $2, extra = $3, updated_at = now() WHERE id = $1",
-				g.ID, mapOrEmpty(g.InternalInfo), mapOrEmpty(g.Extra)); err != nil {
+				g.ID, nonNil(g.InternalInfo), nonNil(g.Extra)); err != nil {
 				return err
 			}
 		}
@@ -356,11 +326,4 @@ func (s *Store) UpdateNodeNetwork(ctx context.Context, nodeUUID string, fn func(
 		return fnErr
 	}
 	return dbError(err, "update network of node %s", nodeUUID)
-}
-
-func mapOrEmpty(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
-	}
-	return m
 }
