@@ -77,30 +77,12 @@ func (s *Store) ListChassis(ctx context.Context, f ChassisFilter) ([]*Chassis, e
 // description and extra back. An error from fn is returned unwrapped.
 func (s *Store) UpdateChassis(ctx context.Context, id string, fn func(ch *Chassis) error) (*Chassis, error) {
 	u, _ := canonicalUUID(id)
-	var out *Chassis
-	var fnErr error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, "SELECT "+chassisColumns+" FROM chassis WHERE uuid = $1 FOR UPDATE", u)
-		ch, err := pgx.CollectExactlyOneRow(rows, scanChassis)
-		if err != nil {
-			return err
-		}
-		if fnErr = fn(ch); fnErr != nil {
-			return fnErr
-		}
+	return updateRow(ctx, s, chassisTable, chassisColumns, scanChassis, id, "uuid", u, fn, func(tx pgx.Tx, _ Chassis, ch *Chassis) (*Chassis, error) {
 		ch.Extra = nonNil(ch.Extra)
-		rows, _ = tx.Query(ctx, "UPDATE chassis SET description = $2, extra = $3, updated_at = now() WHERE id = $1 RETURNING "+chassisColumns,
+		rows, _ := tx.Query(ctx, "UPDATE chassis SET description = $2, extra = $3, updated_at = now() WHERE id = $1 RETURNING "+chassisColumns,
 			ch.ID, ch.Description, ch.Extra)
-		out, err = pgx.CollectExactlyOneRow(rows, scanChassis)
-		return err
+		return pgx.CollectExactlyOneRow(rows, scanChassis)
 	})
-	if fnErr != nil {
-		return nil, fnErr
-	}
-	if err != nil {
-		return nil, dbError(err, "update chassis %s", id)
-	}
-	return out, nil
 }
 
 // DeleteChassis deletes an empty chassis: ErrChassisNotEmpty while nodes

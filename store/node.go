@@ -508,18 +508,7 @@ func (s *Store) DeleteNode(ctx context.Context, uuid string) error {
 // update and is returned unwrapped.
 func (s *Store) UpdateNode(ctx context.Context, uuid string, fn func(n *Node) error) (*Node, error) {
 	u, _ := canonicalUUID(uuid)
-	var out *Node
-	var fnErr error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, "SELECT "+nodeColumns+" FROM nodes WHERE uuid = $1 FOR UPDATE", u)
-		n, err := pgx.CollectExactlyOneRow(rows, scanNode)
-		if err != nil {
-			return err
-		}
-		id := n.ID
-		if fnErr = fn(n); fnErr != nil {
-			return fnErr
-		}
+	return updateRow(ctx, s, nodeTable, nodeColumns, scanNode, uuid, "uuid", u, fn, func(tx pgx.Tx, locked Node, n *Node) (*Node, error) {
 		cols, vals := writableNodeValues(n)
 		sets := make([]string, len(cols))
 		for i, c := range cols {
@@ -531,21 +520,13 @@ func (s *Store) UpdateNode(ctx context.Context, uuid string, fn func(n *Node) er
 				psArg = i + 1
 			}
 		}
-		vals = append(vals, id)
+		vals = append(vals, locked.ID)
 		q := fmt.Sprintf(`UPDATE nodes SET %s, updated_at = now(),
 			provision_updated_at = CASE WHEN provision_state <> $%d THEN now() ELSE provision_updated_at END
 			WHERE id = $%d RETURNING %s`, strings.Join(sets, ", "), psArg, len(vals), nodeColumns)
-		rows, _ = tx.Query(ctx, q, vals...)
-		out, err = pgx.CollectExactlyOneRow(rows, scanNode)
-		return err
+		rows, _ := tx.Query(ctx, q, vals...)
+		return pgx.CollectExactlyOneRow(rows, scanNode)
 	})
-	if fnErr != nil {
-		return nil, fnErr
-	}
-	if err != nil {
-		return nil, dbError(err, "update node %s", uuid)
-	}
-	return out, nil
 }
 
 // SetProvisionState moves the node to provision state `to` only if its

@@ -158,50 +158,41 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 // from fn. An error from fn aborts the update and is returned unwrapped.
 func (s *Store) UpdatePort(ctx context.Context, uuid string, fn func(p *Port) error) (*Port, error) {
 	u, _ := canonicalUUID(uuid)
-	var out *Port
-	var fnErr error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.uuid = $1 FOR UPDATE OF p", u)
-		p, err := pgx.CollectExactlyOneRow(rows, scanPort)
-		if err != nil {
-			return err
-		}
-		id := p.ID
-		if fnErr = fn(p); fnErr != nil {
-			return fnErr
-		}
+	return updateRow(ctx, s, portTable, portColumns, scanPort, uuid, "uuid", u, fn, func(tx pgx.Tx, locked Port, p *Port) (*Port, error) {
 		if err := preparePort(p); err != nil {
-			return err
+			return nil, err
 		}
-		var nodeID int64
-		if err := tx.QueryRow(ctx, "SELECT id FROM nodes WHERE uuid = $1", p.NodeUUID).Scan(&nodeID); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("node %s: %w", p.NodeUUID, ErrNotFound)
-			}
-			return err
+		nodeID, err := nodeIDOf(ctx, tx, p.NodeUUID)
+		if err != nil {
+			return nil, err
 		}
 		if err := checkPortgroup(ctx, tx, p); err != nil {
-			return err
+			return nil, err
 		}
 		_, err = tx.Exec(ctx, `UPDATE ports SET address = $2, node_id = $3, local_link_connection = $4, pxe_enabled = $5,
 			physical_network = $6, extra = $7, internal_info = $8, is_smartnic = $9, name = $10, portgroup_uuid = $11,
 			updated_at = now() WHERE id = $1`,
-			id, p.Address, nodeID, p.LocalLinkConnection, p.PXEEnabled,
+			locked.ID, p.Address, nodeID, p.LocalLinkConnection, p.PXEEnabled,
 			p.PhysicalNetwork, p.Extra, p.InternalInfo, p.IsSmartNIC, p.Name, p.PortgroupUUID)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rows, _ = tx.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.id = $1", id)
-		out, err = pgx.CollectExactlyOneRow(rows, scanPort)
-		return err
+		rows, _ := tx.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.id = $1", locked.ID)
+		return pgx.CollectExactlyOneRow(rows, scanPort)
 	})
-	if fnErr != nil {
-		return nil, fnErr
+}
+
+// nodeIDOf returns the id of the node a port or group is written for;
+// ErrNotFound if it does not exist.
+func nodeIDOf(ctx context.Context, tx pgx.Tx, nodeUUID string) (int64, error) {
+	var nodeID int64
+	if err := tx.QueryRow(ctx, "SELECT id FROM nodes WHERE uuid = $1", nodeUUID).Scan(&nodeID); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("node %s: %w", nodeUUID, ErrNotFound)
+		}
+		return 0, err
 	}
-	if err != nil {
-		return nil, dbError(err, "update port %s", uuid)
-	}
-	return out, nil
+	return nodeID, nil
 }
 
 // DeletePort deletes a port.

@@ -160,54 +160,32 @@ func (s *Store) UpdatePortgroup(ctx context.Context, ident string, fn func(g *Po
 	if err != nil {
 		return nil, err
 	}
-	var out *Portgroup
-	var fnErr error
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE g.id = $1 FOR UPDATE OF g", cur.ID)
-		g, err := pgx.CollectExactlyOneRow(rows, scanPortgroup)
-		if err != nil {
-			return err
-		}
-		id := g.ID
-		if fnErr = fn(g); fnErr != nil {
-			return fnErr
-		}
+	return updateRow(ctx, s, portgroupTable, portgroupColumns, scanPortgroup, ident, "id", cur.ID, fn, func(tx pgx.Tx, locked Portgroup, g *Portgroup) (*Portgroup, error) {
 		if err := preparePortgroup(g); err != nil {
-			return err
+			return nil, err
 		}
-		var nodeID int64
-		if err := tx.QueryRow(ctx, "SELECT id FROM nodes WHERE uuid = $1", g.NodeUUID).Scan(&nodeID); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("node %s: %w", g.NodeUUID, ErrNotFound)
-			}
-			return err
+		nodeID, err := nodeIDOf(ctx, tx, g.NodeUUID)
+		if err != nil {
+			return nil, err
 		}
 		_, err = tx.Exec(ctx, `UPDATE portgroups SET name = $2, address = $3, node_id = $4, mode = $5, properties = $6,
 			extra = $7, standalone_ports_supported = $8, internal_info = $9, updated_at = now() WHERE id = $1`,
-			id, g.Name, g.Address, nodeID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo)
+			locked.ID, g.Name, g.Address, nodeID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if nodeID != cur.NodeID {
 			var hasPorts bool
 			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM ports WHERE portgroup_uuid = $1)", g.UUID).Scan(&hasPorts); err != nil {
-				return err
+				return nil, err
 			}
 			if hasPorts {
-				return fmt.Errorf("move portgroup %s to node %s: %w", g.UUID, g.NodeUUID, ErrPortgroupNotEmpty)
+				return nil, fmt.Errorf("move portgroup %s to node %s: %w", g.UUID, g.NodeUUID, ErrPortgroupNotEmpty)
 			}
 		}
-		rows, _ = tx.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE g.id = $1", id)
-		out, err = pgx.CollectExactlyOneRow(rows, scanPortgroup)
-		return err
+		rows, _ := tx.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE g.id = $1", locked.ID)
+		return pgx.CollectExactlyOneRow(rows, scanPortgroup)
 	})
-	if fnErr != nil {
-		return nil, fnErr
-	}
-	if err != nil {
-		return nil, dbError(err, "update portgroup %s", ident)
-	}
-	return out, nil
 }
 
 // DeletePortgroup deletes a group that has no ports (ErrPortgroupNotEmpty

@@ -132,3 +132,38 @@ func nonNil(m map[string]any) map[string]any {
 	}
 	return m
 }
+
+// updateRow reads the row whose keyCol is key FOR UPDATE, lets fn change
+// it and lets write store it, in one transaction. write gets the row as
+// read (locked) and as fn left it, and returns it as stored. An error from
+// fn aborts the update and is returned unwrapped; the others are worded
+// "update <what> <ident>".
+func updateRow[T any](ctx context.Context, s *Store, t table, cols string, scan pgx.RowToFunc[*T], ident, keyCol string, key any,
+	fn func(row *T) error, write func(tx pgx.Tx, locked T, row *T) (*T, error)) (*T, error) {
+	lock := t.selectSQL(cols) + " WHERE " + t.col(keyCol) + " = $1 FOR UPDATE"
+	if t.alias != "" {
+		lock += " OF " + t.alias
+	}
+	var out *T
+	var fnErr error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, lock, key)
+		row, err := pgx.CollectExactlyOneRow(rows, scan)
+		if err != nil {
+			return err
+		}
+		locked := *row
+		if fnErr = fn(row); fnErr != nil {
+			return fnErr
+		}
+		out, err = write(tx, locked, row)
+		return err
+	})
+	if fnErr != nil {
+		return nil, fnErr
+	}
+	if err != nil {
+		return nil, dbError(err, "update %s %s", t.what, ident)
+	}
+	return out, nil
+}
