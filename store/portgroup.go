@@ -103,10 +103,7 @@ func (s *Store) CreatePortgroup(ctx context.Context, g *Portgroup) error {
 		RETURNING id, node_id, created_at`,
 		g.UUID, g.Name, g.Address, g.NodeUUID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo,
 	).Scan(&g.ID, &g.NodeID, &g.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("create portgroup %s: node %s: %w", g.UUID, g.NodeUUID, ErrNotFound)
-	}
-	return dbError(err, "create portgroup %s", g.UUID)
+	return createdForNode(err, "portgroup", g.UUID, g.NodeUUID)
 }
 
 // GetPortgroup finds a group by UUID or name.

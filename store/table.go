@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -166,4 +167,14 @@ func updateRow[T any](ctx context.Context, s *Store, t table, cols string, scan 
 		return nil, dbError(err, "update %s %s", t.what, ident)
 	}
 	return out, nil
+}
+
+// createdForNode words the error of an INSERT ... SELECT ... FROM nodes n
+// WHERE n.uuid = ...: no row means the node nodeUUID does not exist
+// (ErrNotFound); others are worded "create <what> <uuid>".
+func createdForNode(err error, what, uuid, nodeUUID string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("create %s %s: node %s: %w", what, uuid, nodeUUID, ErrNotFound)
+	}
+	return dbError(err, "create %s %s", what, uuid)
 }

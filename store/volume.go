@@ -123,10 +123,7 @@ func (s *Store) CreateVolumeConnector(ctx context.Context, c *VolumeConnector) e
 	err := s.pool.QueryRow(ctx, `INSERT INTO volume_connectors (uuid, node_id, type, connector_id, extra)
 		SELECT $1, n.id, $3, $4, $5 FROM nodes n WHERE n.uuid = $2 RETURNING id, created_at`,
 		c.UUID, c.NodeUUID, c.Type, c.ConnectorID, c.Extra).Scan(&c.ID, &c.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("create volume connector %s: node %s: %w", c.UUID, c.NodeUUID, ErrNotFound)
-	}
-	return dbError(err, "create volume connector %s", c.UUID)
+	return createdForNode(err, "volume connector", c.UUID, c.NodeUUID)
 }
 
 // GetVolumeConnector finds a connector by UUID.
@@ -173,10 +170,7 @@ func (s *Store) CreateVolumeTarget(ctx context.Context, t *VolumeTarget) error {
 	err := s.pool.QueryRow(ctx, `INSERT INTO volume_targets (uuid, node_id, volume_type, properties, boot_index, volume_id, extra)
 		SELECT $1, n.id, $3, $4, $5, $6, $7 FROM nodes n WHERE n.uuid = $2 RETURNING id, created_at`,
 		t.UUID, t.NodeUUID, t.VolumeType, t.Properties, t.BootIndex, t.VolumeID, t.Extra).Scan(&t.ID, &t.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("create volume target %s: node %s: %w", t.UUID, t.NodeUUID, ErrNotFound)
-	}
-	return dbError(err, "create volume target %s", t.UUID)
+	return createdForNode(err, "volume target", t.UUID, t.NodeUUID)
 }
 
 // GetVolumeTarget finds a target by UUID.
