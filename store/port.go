@@ -129,27 +129,17 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 	if err != nil {
 		return nil, err
 	}
-	var conds []string
-	var args []any
-	if f.NodeUUID != "" {
-		u, _ := canonicalUUID(f.NodeUUID)
-		args = append(args, u)
-		conds = append(conds, fmt.Sprintf("n.uuid = $%d", len(args)))
-	}
+	var w where
+	w.uuid("n.uuid", f.NodeUUID)
 	if f.Address != "" {
 		mac, err := NormalizeMAC(f.Address)
 		if err != nil {
 			return nil, fmt.Errorf("list ports: %w", err)
 		}
-		args = append(args, mac)
-		conds = append(conds, fmt.Sprintf("p.address = $%d", len(args)))
+		w.eq("p.address", mac)
 	}
-	if f.PortgroupUUID != "" {
-		u, _ := canonicalUUID(f.PortgroupUUID)
-		args = append(args, u)
-		conds = append(conds, fmt.Sprintf("p.portgroup_uuid = $%d", len(args)))
-	}
-	return listPage(ctx, s, pg, portColumns, scanPort, conds, args)
+	w.uuid("p.portgroup_uuid", f.PortgroupUUID)
+	return listPage(ctx, s, pg, portColumns, scanPort, w.conds, w.args)
 }
 
 // UpdatePort reads the port FOR UPDATE, lets fn change it and writes it back

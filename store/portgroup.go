@@ -128,22 +128,16 @@ func (s *Store) ListPortgroups(ctx context.Context, f PortgroupFilter) ([]*Portg
 	if err != nil {
 		return nil, err
 	}
-	var conds []string
-	var args []any
-	if f.NodeUUID != "" {
-		u, _ := canonicalUUID(f.NodeUUID)
-		args = append(args, u)
-		conds = append(conds, fmt.Sprintf("n.uuid = $%d", len(args)))
-	}
+	var w where
+	w.uuid("n.uuid", f.NodeUUID)
 	if f.Address != "" {
 		mac, err := NormalizeMAC(f.Address)
 		if err != nil {
 			return nil, fmt.Errorf("list portgroups: %w", err)
 		}
-		args = append(args, mac)
-		conds = append(conds, fmt.Sprintf("g.address = $%d", len(args)))
+		w.eq("g.address", mac)
 	}
-	return listPage(ctx, s, pg, portgroupColumns, scanPortgroup, conds, args)
+	return listPage(ctx, s, pg, portgroupColumns, scanPortgroup, w.conds, w.args)
 }
 
 // UpdatePortgroup reads the group FOR UPDATE, lets fn change it and writes

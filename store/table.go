@@ -82,6 +82,27 @@ func listPage[T any](ctx context.Context, s *Store, p page, cols string, scan pg
 	return list, nil
 }
 
+// where collects a list's filter conditions, numbering their arguments
+// from 1.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// eq adds "col = v".
+func (w *where) eq(col string, v any) {
+	w.args = append(w.args, v)
+	w.conds = append(w.conds, fmt.Sprintf("%s = $%d", col, len(w.args)))
+}
+
+// uuid adds "col = u" with u canonical, unless u is empty.
+func (w *where) uuid(col, u string) {
+	if u != "" {
+		c, _ := canonicalUUID(u)
+		w.eq(col, c)
+	}
+}
+
 // getRow reads the row whose UUID is ident or, when byName and ident is no
 // valid UUID, whose name is ident.
 func getRow[T any](ctx context.Context, s *Store, t table, cols string, scan pgx.RowToFunc[*T], ident string, byName bool) (*T, error) {

@@ -137,8 +137,9 @@ func (s *Store) ListVolumeConnectors(ctx context.Context, f VolumeFilter) ([]*Vo
 	if err != nil {
 		return nil, err
 	}
-	conds, args := volumeWhere(f)
-	return listPage(ctx, s, p, connectorColumns, scanConnector, conds, args)
+	var w where
+	w.uuid("n.uuid", f.NodeUUID)
+	return listPage(ctx, s, p, connectorColumns, scanConnector, w.conds, w.args)
 }
 
 // UpdateVolumeConnector writes c's fields over the stored connector c.UUID;
@@ -184,8 +185,9 @@ func (s *Store) ListVolumeTargets(ctx context.Context, f VolumeFilter) ([]*Volum
 	if err != nil {
 		return nil, err
 	}
-	conds, args := volumeWhere(f)
-	return listPage(ctx, s, p, targetColumns, scanTarget, conds, args)
+	var w where
+	w.uuid("n.uuid", f.NodeUUID)
+	return listPage(ctx, s, p, targetColumns, scanTarget, w.conds, w.args)
 }
 
 // UpdateVolumeTarget writes t's fields over the stored target t.UUID, as
@@ -203,15 +205,4 @@ func (s *Store) UpdateVolumeTarget(ctx context.Context, t *VolumeTarget) error {
 // DeleteVolumeTarget deletes a target.
 func (s *Store) DeleteVolumeTarget(ctx context.Context, id string) error {
 	return s.deleteByUUID(ctx, "volume_targets", "volume target", id)
-}
-
-// volumeWhere renders the filter conditions of f, numbering arguments
-// from 1.
-func volumeWhere(f VolumeFilter) (conds []string, args []any) {
-	if f.NodeUUID != "" {
-		u, _ := canonicalUUID(f.NodeUUID)
-		args = append(args, u)
-		conds = append(conds, fmt.Sprintf("n.uuid = $%d", len(args)))
-	}
-	return conds, args
 }
