@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +17,7 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Shutdown()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // syncLab is a real database with fake-hardware nodes, each its own
 // in-memory machine (fake_id = node UUID).

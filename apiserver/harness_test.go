@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 
@@ -17,11 +16,7 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Shutdown()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // fakeEngine stands in for Temporal in unit tests. With instant set it
 // applies a provision verb's end state in the store at once, as a fake

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -41,6 +40,8 @@ var ChassisSortKeys = map[string]string{
 
 const chassisColumns = "id, uuid, description, extra, created_at, updated_at"
 
+var chassisTable = table{name: "chassis", what: "chassis", whats: "chassis", sortKeys: ChassisSortKeys}
+
 func scanChassis(row pgx.CollectableRow) (*Chassis, error) {
 	ch := &Chassis{}
 	err := row.Scan(&ch.ID, &ch.UUID, &ch.Description, &ch.Extra, &ch.CreatedAt, &ch.UpdatedAt)
@@ -49,16 +50,10 @@ func scanChassis(row pgx.CollectableRow) (*Chassis, error) {
 
 // CreateChassis inserts ch, filling UUID when empty, ID and CreatedAt.
 func (s *Store) CreateChassis(ctx context.Context, ch *Chassis) error {
-	if ch.UUID == "" {
-		ch.UUID = uuid.NewString()
-	} else if u, ok := canonicalUUID(ch.UUID); ok {
-		ch.UUID = u
-	} else {
-		return fmt.Errorf("create chassis: uuid %q: %w", ch.UUID, ErrInvalidInput)
+	if err := newUUID(&ch.UUID); err != nil {
+		return fmt.Errorf("create chassis: %w", err)
 	}
-	if ch.Extra == nil {
-		ch.Extra = map[string]any{}
-	}
+	ch.Extra = nonNil(ch.Extra)
 	err := s.pool.QueryRow(ctx, "INSERT INTO chassis (uuid, description, extra) VALUES ($1, $2, $3) RETURNING id, created_at",
 		ch.UUID, ch.Description, ch.Extra).Scan(&ch.ID, &ch.CreatedAt)
 	return dbError(err, "create chassis %s", ch.UUID)
@@ -66,69 +61,28 @@ func (s *Store) CreateChassis(ctx context.Context, ch *Chassis) error {
 
 // GetChassis finds a chassis by UUID.
 func (s *Store) GetChassis(ctx context.Context, id string) (*Chassis, error) {
-	u, _ := canonicalUUID(id)
-	rows, _ := s.pool.Query(ctx, "SELECT "+chassisColumns+" FROM chassis WHERE uuid = $1", u)
-	ch, err := pgx.CollectExactlyOneRow(rows, scanChassis)
-	if err != nil {
-		return nil, dbError(err, "get chassis %s", id)
-	}
-	return ch, nil
+	return getRow(ctx, s, chassisTable, chassisColumns, scanChassis, id, false)
 }
 
 // ListChassis returns the chassis in f's page.
 func (s *Store) ListChassis(ctx context.Context, f ChassisFilter) ([]*Chassis, error) {
-	expr, dir, op, err := sortClause(ChassisSortKeys, f.SortKey, f.SortDir)
+	p, err := chassisTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list chassis: %w", err)
+		return nil, err
 	}
-	marker := f.Marker
-	if marker != "" {
-		marker, _ = canonicalUUID(marker)
-	}
-	q, args := pageQuery("SELECT "+chassisColumns+" FROM chassis", nil, nil, "chassis", "id", expr, dir, op, marker, f.Limit)
-	rows, _ := s.pool.Query(ctx, q, args...)
-	list, err := pgx.CollectRows(rows, scanChassis)
-	if err != nil {
-		return nil, dbError(err, "list chassis")
-	}
-	if len(list) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "chassis", marker); err != nil {
-			return nil, fmt.Errorf("list chassis: %w", err)
-		}
-	}
-	return list, nil
+	return listPage(ctx, s, p, chassisColumns, scanChassis, nil, nil)
 }
 
 // UpdateChassis reads the chassis FOR UPDATE, lets fn change it and writes
 // description and extra back. An error from fn is returned unwrapped.
 func (s *Store) UpdateChassis(ctx context.Context, id string, fn func(ch *Chassis) error) (*Chassis, error) {
 	u, _ := canonicalUUID(id)
-	var out *Chassis
-	var fnErr error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, "SELECT "+chassisColumns+" FROM chassis WHERE uuid = $1 FOR UPDATE", u)
-		ch, err := pgx.CollectExactlyOneRow(rows, scanChassis)
-		if err != nil {
-			return err
-		}
-		if fnErr = fn(ch); fnErr != nil {
-			return fnErr
-		}
-		if ch.Extra == nil {
-			ch.Extra = map[string]any{}
-		}
-		rows, _ = tx.Query(ctx, "UPDATE chassis SET description = $2, extra = $3, updated_at = now() WHERE id = $1 RETURNING "+chassisColumns,
+	return updateRow(ctx, s, chassisTable, chassisColumns, scanChassis, id, "uuid", u, fn, func(tx pgx.Tx, _ Chassis, ch *Chassis) (*Chassis, error) {
+		ch.Extra = nonNil(ch.Extra)
+		rows, _ := tx.Query(ctx, "UPDATE chassis SET description = $2, extra = $3, updated_at = now() WHERE id = $1 RETURNING "+chassisColumns,
 			ch.ID, ch.Description, ch.Extra)
-		out, err = pgx.CollectExactlyOneRow(rows, scanChassis)
-		return err
+		return pgx.CollectExactlyOneRow(rows, scanChassis)
 	})
-	if fnErr != nil {
-		return nil, fnErr
-	}
-	if err != nil {
-		return nil, dbError(err, "update chassis %s", id)
-	}
-	return out, nil
 }
 
 // DeleteChassis deletes an empty chassis: ErrChassisNotEmpty while nodes

@@ -287,12 +287,8 @@ const DefaultProvisionState = "enroll"
 // CreateNode inserts n, filling UUID when empty and ID and CreatedAt from
 // the database. The caller sets ProvisionState (empty: "enroll").
 func (s *Store) CreateNode(ctx context.Context, n *Node) error {
-	if n.UUID == "" {
-		n.UUID = uuid.NewString()
-	} else if u, ok := canonicalUUID(n.UUID); ok {
-		n.UUID = u
-	} else {
-		return fmt.Errorf("create node: uuid %q: %w", n.UUID, ErrInvalidInput)
+	if err := newUUID(&n.UUID); err != nil {
+		return fmt.Errorf("create node: %w", err)
 	}
 	if n.ProvisionState == "" {
 		n.ProvisionState = DefaultProvisionState
@@ -319,17 +315,10 @@ func placeholders(from, n int) string {
 
 // GetNode finds a node by UUID when uuidOrName is a valid UUID, else by name.
 func (s *Store) GetNode(ctx context.Context, uuidOrName string) (*Node, error) {
-	col, key := "name", uuidOrName
-	if u, ok := canonicalUUID(uuidOrName); ok {
-		col, key = "uuid", u
-	}
-	rows, _ := s.pool.Query(ctx, "SELECT "+nodeColumns+" FROM nodes WHERE "+col+" = $1", key)
-	n, err := pgx.CollectExactlyOneRow(rows, scanNode)
-	if err != nil {
-		return nil, dbError(err, "get node %s", uuidOrName)
-	}
-	return n, nil
+	return getRow(ctx, s, nodeTable, nodeColumns, scanNode, uuidOrName, true)
 }
+
+var nodeTable = table{name: "nodes", what: "node", whats: "nodes", sortKeys: NodeSortKeys}
 
 // NodeSortKeys are the accepted NodeFilter.SortKey values. Nullable columns
 // sort through COALESCE so that marker comparisons never meet NULL; the
@@ -466,31 +455,16 @@ func pageQuery(q string, conds []string, args []any, markerFrom, idCol, expr, sq
 
 // ListNodes returns the nodes that match f, in one query.
 func (s *Store) ListNodes(ctx context.Context, f NodeFilter) ([]*Node, error) {
-	expr, dir, op, err := sortClause(NodeSortKeys, f.SortKey, f.SortDir)
+	p, err := nodeTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	marker := f.Marker
-	if marker != "" {
-		marker, _ = canonicalUUID(marker)
+		return nil, err
 	}
 	cols, fields, err := selectNodeFields(f.Fields)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	conds, args := nodeWhere(f)
-	q, args := pageQuery("SELECT "+cols+" FROM nodes", conds, args, "nodes", "id", expr, dir, op, marker, f.Limit)
-	rows, _ := s.pool.Query(ctx, q, args...)
-	nodes, err := pgx.CollectRows(rows, nodeScanner(fields))
-	if err != nil {
-		return nil, dbError(err, "list nodes")
-	}
-	if len(nodes) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "nodes", marker); err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-	}
-	return nodes, nil
+	return listPage(ctx, s, p, cols, nodeScanner(fields), conds, args)
 }
 
 // checkMarker returns ErrMarkerNotFound when no row of table has the
@@ -524,15 +498,7 @@ func (s *Store) CountNodes(ctx context.Context, f NodeFilter) (int, error) {
 // DeleteNode deletes the node and, by cascade, its ports, history, boot
 // configuration and inventory.
 func (s *Store) DeleteNode(ctx context.Context, uuid string) error {
-	u, _ := canonicalUUID(uuid)
-	tag, err := s.pool.Exec(ctx, "DELETE FROM nodes WHERE uuid = $1", u)
-	if err != nil {
-		return dbError(err, "delete node %s", uuid)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete node %s: %w", uuid, ErrNotFound)
-	}
-	return nil
+	return s.deleteByUUID(ctx, "nodes", "node", uuid)
 }
 
 // UpdateNode reads the node FOR UPDATE, lets fn change it and writes it back
@@ -542,18 +508,7 @@ func (s *Store) DeleteNode(ctx context.Context, uuid string) error {
 // update and is returned unwrapped.
 func (s *Store) UpdateNode(ctx context.Context, uuid string, fn func(n *Node) error) (*Node, error) {
 	u, _ := canonicalUUID(uuid)
-	var out *Node
-	var fnErr error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, "SELECT "+nodeColumns+" FROM nodes WHERE uuid = $1 FOR UPDATE", u)
-		n, err := pgx.CollectExactlyOneRow(rows, scanNode)
-		if err != nil {
-			return err
-		}
-		id := n.ID
-		if fnErr = fn(n); fnErr != nil {
-			return fnErr
-		}
+	return updateRow(ctx, s, nodeTable, nodeColumns, scanNode, uuid, "uuid", u, fn, func(tx pgx.Tx, locked Node, n *Node) (*Node, error) {
 		cols, vals := writableNodeValues(n)
 		sets := make([]string, len(cols))
 		for i, c := range cols {
@@ -565,21 +520,13 @@ func (s *Store) UpdateNode(ctx context.Context, uuid string, fn func(n *Node) er
 				psArg = i + 1
 			}
 		}
-		vals = append(vals, id)
+		vals = append(vals, locked.ID)
 		q := fmt.Sprintf(`UPDATE nodes SET %s, updated_at = now(),
 			provision_updated_at = CASE WHEN provision_state <> $%d THEN now() ELSE provision_updated_at END
 			WHERE id = $%d RETURNING %s`, strings.Join(sets, ", "), psArg, len(vals), nodeColumns)
-		rows, _ = tx.Query(ctx, q, vals...)
-		out, err = pgx.CollectExactlyOneRow(rows, scanNode)
-		return err
+		rows, _ := tx.Query(ctx, q, vals...)
+		return pgx.CollectExactlyOneRow(rows, scanNode)
 	})
-	if fnErr != nil {
-		return nil, fnErr
-	}
-	if err != nil {
-		return nil, dbError(err, "update node %s", uuid)
-	}
-	return out, nil
 }
 
 // SetProvisionState moves the node to provision state `to` only if its

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -52,6 +51,9 @@ const portColumns = `p.id, p.uuid, p.address, p.node_id, n.uuid, p.local_link_co
 
 const portFrom = " FROM ports p JOIN nodes n ON n.id = p.node_id"
 
+var portTable = table{name: "ports", alias: "p", join: " JOIN nodes n ON n.id = p.node_id",
+	what: "port", whats: "ports", sortKeys: PortSortKeys}
+
 func scanPort(row pgx.CollectableRow) (*Port, error) {
 	p := &Port{}
 	err := row.Scan(&p.ID, &p.UUID, &p.Address, &p.NodeID, &p.NodeUUID, &p.LocalLinkConnection, &p.PXEEnabled,
@@ -76,11 +78,7 @@ func preparePort(p *Port) error {
 		return err
 	}
 	p.Address = mac
-	for _, m := range []*map[string]any{&p.LocalLinkConnection, &p.Extra, &p.InternalInfo} {
-		if *m == nil {
-			*m = map[string]any{}
-		}
-	}
+	p.LocalLinkConnection, p.Extra, p.InternalInfo = nonNil(p.LocalLinkConnection), nonNil(p.Extra), nonNil(p.InternalInfo)
 	p.NodeUUID, _ = canonicalUUID(p.NodeUUID)
 	return nil
 }
@@ -89,12 +87,8 @@ func preparePort(p *Port) error {
 // exist), filling UUID when empty, ID, NodeID and CreatedAt. The address is
 // stored lowercase; a second port with it is ErrDuplicateMAC.
 func (s *Store) CreatePort(ctx context.Context, p *Port) error {
-	if p.UUID == "" {
-		p.UUID = uuid.NewString()
-	} else if u, ok := canonicalUUID(p.UUID); ok {
-		p.UUID = u
-	} else {
-		return fmt.Errorf("create port: uuid %q: %w", p.UUID, ErrInvalidInput)
+	if err := newUUID(&p.UUID); err != nil {
+		return fmt.Errorf("create port: %w", err)
 	}
 	if err := preparePort(p); err != nil {
 		return fmt.Errorf("create port %s: %w", p.UUID, err)
@@ -117,13 +111,7 @@ func (s *Store) CreatePort(ctx context.Context, p *Port) error {
 
 // GetPort finds a port by UUID.
 func (s *Store) GetPort(ctx context.Context, uuid string) (*Port, error) {
-	u, _ := canonicalUUID(uuid)
-	rows, _ := s.pool.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.uuid = $1", u)
-	p, err := pgx.CollectExactlyOneRow(rows, scanPort)
-	if err != nil {
-		return nil, dbError(err, "get port %s", uuid)
-	}
-	return p, nil
+	return getRow(ctx, s, portTable, portColumns, scanPort, uuid, false)
 }
 
 // PortSortKeys are the accepted PortFilter.SortKey values.
@@ -137,46 +125,21 @@ var PortSortKeys = map[string]string{
 
 // ListPorts returns the ports that match f.
 func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
-	expr, dir, op, err := sortClause(PortSortKeys, f.SortKey, f.SortDir)
+	pg, err := portTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list ports: %w", err)
+		return nil, err
 	}
-	var conds []string
-	var args []any
-	if f.NodeUUID != "" {
-		u, _ := canonicalUUID(f.NodeUUID)
-		args = append(args, u)
-		conds = append(conds, fmt.Sprintf("n.uuid = $%d", len(args)))
-	}
+	var w where
+	w.uuid("n.uuid", f.NodeUUID)
 	if f.Address != "" {
 		mac, err := NormalizeMAC(f.Address)
 		if err != nil {
 			return nil, fmt.Errorf("list ports: %w", err)
 		}
-		args = append(args, mac)
-		conds = append(conds, fmt.Sprintf("p.address = $%d", len(args)))
+		w.eq("p.address", mac)
 	}
-	if f.PortgroupUUID != "" {
-		u, _ := canonicalUUID(f.PortgroupUUID)
-		args = append(args, u)
-		conds = append(conds, fmt.Sprintf("p.portgroup_uuid = $%d", len(args)))
-	}
-	marker := f.Marker
-	if marker != "" {
-		marker, _ = canonicalUUID(marker)
-	}
-	q, args := pageQuery("SELECT "+portColumns+portFrom, conds, args, "ports p", "p.id", expr, dir, op, marker, f.Limit)
-	rows, _ := s.pool.Query(ctx, q, args...)
-	ports, err := pgx.CollectRows(rows, scanPort)
-	if err != nil {
-		return nil, dbError(err, "list ports")
-	}
-	if len(ports) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "ports", marker); err != nil {
-			return nil, fmt.Errorf("list ports: %w", err)
-		}
-	}
-	return ports, nil
+	w.uuid("p.portgroup_uuid", f.PortgroupUUID)
+	return listPage(ctx, s, pg, portColumns, scanPort, w.conds, w.args)
 }
 
 // UpdatePort reads the port FOR UPDATE, lets fn change it and writes it back
@@ -185,63 +148,46 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 // from fn. An error from fn aborts the update and is returned unwrapped.
 func (s *Store) UpdatePort(ctx context.Context, uuid string, fn func(p *Port) error) (*Port, error) {
 	u, _ := canonicalUUID(uuid)
-	var out *Port
-	var fnErr error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.uuid = $1 FOR UPDATE OF p", u)
-		p, err := pgx.CollectExactlyOneRow(rows, scanPort)
-		if err != nil {
-			return err
-		}
-		id := p.ID
-		if fnErr = fn(p); fnErr != nil {
-			return fnErr
-		}
+	return updateRow(ctx, s, portTable, portColumns, scanPort, uuid, "uuid", u, fn, func(tx pgx.Tx, locked Port, p *Port) (*Port, error) {
 		if err := preparePort(p); err != nil {
-			return err
+			return nil, err
 		}
-		var nodeID int64
-		if err := tx.QueryRow(ctx, "SELECT id FROM nodes WHERE uuid = $1", p.NodeUUID).Scan(&nodeID); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("node %s: %w", p.NodeUUID, ErrNotFound)
-			}
-			return err
+		nodeID, err := nodeIDOf(ctx, tx, p.NodeUUID)
+		if err != nil {
+			return nil, err
 		}
 		if err := checkPortgroup(ctx, tx, p); err != nil {
-			return err
+			return nil, err
 		}
 		_, err = tx.Exec(ctx, `UPDATE ports SET address = $2, node_id = $3, local_link_connection = $4, pxe_enabled = $5,
 			physical_network = $6, extra = $7, internal_info = $8, is_smartnic = $9, name = $10, portgroup_uuid = $11,
 			updated_at = now() WHERE id = $1`,
-			id, p.Address, nodeID, p.LocalLinkConnection, p.PXEEnabled,
+			locked.ID, p.Address, nodeID, p.LocalLinkConnection, p.PXEEnabled,
 			p.PhysicalNetwork, p.Extra, p.InternalInfo, p.IsSmartNIC, p.Name, p.PortgroupUUID)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rows, _ = tx.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.id = $1", id)
-		out, err = pgx.CollectExactlyOneRow(rows, scanPort)
-		return err
+		rows, _ := tx.Query(ctx, "SELECT "+portColumns+portFrom+" WHERE p.id = $1", locked.ID)
+		return pgx.CollectExactlyOneRow(rows, scanPort)
 	})
-	if fnErr != nil {
-		return nil, fnErr
+}
+
+// nodeIDOf returns the id of the node a port or group is written for;
+// ErrNotFound if it does not exist.
+func nodeIDOf(ctx context.Context, tx pgx.Tx, nodeUUID string) (int64, error) {
+	var nodeID int64
+	if err := tx.QueryRow(ctx, "SELECT id FROM nodes WHERE uuid = $1", nodeUUID).Scan(&nodeID); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, fmt.Errorf("node %s: %w", nodeUUID, ErrNotFound)
+		}
+		return 0, err
 	}
-	if err != nil {
-		return nil, dbError(err, "update port %s", uuid)
-	}
-	return out, nil
+	return nodeID, nil
 }
 
 // DeletePort deletes a port.
 func (s *Store) DeletePort(ctx context.Context, uuid string) error {
-	u, _ := canonicalUUID(uuid)
-	tag, err := s.pool.Exec(ctx, "DELETE FROM ports WHERE uuid = $1", u)
-	if err != nil {
-		return dbError(err, "delete port %s", uuid)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete port %s: %w", uuid, ErrNotFound)
-	}
-	return nil
+	return s.deleteByUUID(ctx, "ports", "port", uuid)
 }
 
 // NodesByMACs returns the nodes owning any of the MAC addresses (the agent's

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -59,6 +58,9 @@ const portgroupColumns = `g.id, g.uuid, g.name, g.address, g.node_id, n.uuid, g.
 
 const portgroupFrom = " FROM portgroups g JOIN nodes n ON n.id = g.node_id"
 
+var portgroupTable = table{name: "portgroups", alias: "g", join: " JOIN nodes n ON n.id = g.node_id",
+	what: "portgroup", whats: "portgroups", sortKeys: PortgroupSortKeys}
+
 func scanPortgroup(row pgx.CollectableRow) (*Portgroup, error) {
 	g := &Portgroup{}
 	err := row.Scan(&g.ID, &g.UUID, &g.Name, &g.Address, &g.NodeID, &g.NodeUUID, &g.Mode, &g.Properties, &g.Extra,
@@ -79,11 +81,7 @@ func preparePortgroup(g *Portgroup) error {
 	if g.Mode == "" {
 		g.Mode = DefaultPortgroupMode
 	}
-	for _, m := range []*map[string]any{&g.Properties, &g.Extra, &g.InternalInfo} {
-		if *m == nil {
-			*m = map[string]any{}
-		}
-	}
+	g.Properties, g.Extra, g.InternalInfo = nonNil(g.Properties), nonNil(g.Extra), nonNil(g.InternalInfo)
 	g.NodeUUID, _ = canonicalUUID(g.NodeUUID)
 	return nil
 }
@@ -93,12 +91,8 @@ func preparePortgroup(g *Portgroup) error {
 // second group with the address is ErrDuplicateMAC, with the name
 // ErrDuplicateName.
 func (s *Store) CreatePortgroup(ctx context.Context, g *Portgroup) error {
-	if g.UUID == "" {
-		g.UUID = uuid.NewString()
-	} else if u, ok := canonicalUUID(g.UUID); ok {
-		g.UUID = u
-	} else {
-		return fmt.Errorf("create portgroup: uuid %q: %w", g.UUID, ErrInvalidInput)
+	if err := newUUID(&g.UUID); err != nil {
+		return fmt.Errorf("create portgroup: %w", err)
 	}
 	if err := preparePortgroup(g); err != nil {
 		return fmt.Errorf("create portgroup %s: %w", g.UUID, err)
@@ -109,24 +103,12 @@ func (s *Store) CreatePortgroup(ctx context.Context, g *Portgroup) error {
 		RETURNING id, node_id, created_at`,
 		g.UUID, g.Name, g.Address, g.NodeUUID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo,
 	).Scan(&g.ID, &g.NodeID, &g.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("create portgroup %s: node %s: %w", g.UUID, g.NodeUUID, ErrNotFound)
-	}
-	return dbError(err, "create portgroup %s", g.UUID)
+	return createdForNode(err, "portgroup", g.UUID, g.NodeUUID)
 }
 
 // GetPortgroup finds a group by UUID or name.
 func (s *Store) GetPortgroup(ctx context.Context, ident string) (*Portgroup, error) {
-	col, key := "g.name", ident
-	if u, ok := canonicalUUID(ident); ok {
-		col, key = "g.uuid", u
-	}
-	rows, _ := s.pool.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE "+col+" = $1", key)
-	g, err := pgx.CollectExactlyOneRow(rows, scanPortgroup)
-	if err != nil {
-		return nil, dbError(err, "get portgroup %s", ident)
-	}
-	return g, nil
+	return getRow(ctx, s, portgroupTable, portgroupColumns, scanPortgroup, ident, true)
 }
 
 // PortgroupSortKeys are the accepted PortgroupFilter.SortKey values.
@@ -142,41 +124,20 @@ var PortgroupSortKeys = map[string]string{
 
 // ListPortgroups returns the groups that match f.
 func (s *Store) ListPortgroups(ctx context.Context, f PortgroupFilter) ([]*Portgroup, error) {
-	expr, dir, op, err := sortClause(PortgroupSortKeys, f.SortKey, f.SortDir)
+	pg, err := portgroupTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list portgroups: %w", err)
+		return nil, err
 	}
-	var conds []string
-	var args []any
-	if f.NodeUUID != "" {
-		u, _ := canonicalUUID(f.NodeUUID)
-		args = append(args, u)
-		conds = append(conds, fmt.Sprintf("n.uuid = $%d", len(args)))
-	}
+	var w where
+	w.uuid("n.uuid", f.NodeUUID)
 	if f.Address != "" {
 		mac, err := NormalizeMAC(f.Address)
 		if err != nil {
 			return nil, fmt.Errorf("list portgroups: %w", err)
 		}
-		args = append(args, mac)
-		conds = append(conds, fmt.Sprintf("g.address = $%d", len(args)))
+		w.eq("g.address", mac)
 	}
-	marker := f.Marker
-	if marker != "" {
-		marker, _ = canonicalUUID(marker)
-	}
-	q, args := pageQuery("SELECT "+portgroupColumns+portgroupFrom, conds, args, "portgroups g", "g.id", expr, dir, op, marker, f.Limit)
-	rows, _ := s.pool.Query(ctx, q, args...)
-	groups, err := pgx.CollectRows(rows, scanPortgroup)
-	if err != nil {
-		return nil, dbError(err, "list portgroups")
-	}
-	if len(groups) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "portgroups", marker); err != nil {
-			return nil, fmt.Errorf("list portgroups: %w", err)
-		}
-	}
-	return groups, nil
+	return listPage(ctx, s, pg, portgroupColumns, scanPortgroup, w.conds, w.args)
 }
 
 // UpdatePortgroup reads the group FOR UPDATE, lets fn change it and writes
@@ -190,54 +151,32 @@ func (s *Store) UpdatePortgroup(ctx context.Context, ident string, fn func(g *Po
 	if err != nil {
 		return nil, err
 	}
-	var out *Portgroup
-	var fnErr error
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE g.id = $1 FOR UPDATE OF g", cur.ID)
-		g, err := pgx.CollectExactlyOneRow(rows, scanPortgroup)
-		if err != nil {
-			return err
-		}
-		id := g.ID
-		if fnErr = fn(g); fnErr != nil {
-			return fnErr
-		}
+	return updateRow(ctx, s, portgroupTable, portgroupColumns, scanPortgroup, ident, "id", cur.ID, fn, func(tx pgx.Tx, locked Portgroup, g *Portgroup) (*Portgroup, error) {
 		if err := preparePortgroup(g); err != nil {
-			return err
+			return nil, err
 		}
-		var nodeID int64
-		if err := tx.QueryRow(ctx, "SELECT id FROM nodes WHERE uuid = $1", g.NodeUUID).Scan(&nodeID); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("node %s: %w", g.NodeUUID, ErrNotFound)
-			}
-			return err
+		nodeID, err := nodeIDOf(ctx, tx, g.NodeUUID)
+		if err != nil {
+			return nil, err
 		}
 		_, err = tx.Exec(ctx, `UPDATE portgroups SET name = $2, address = $3, node_id = $4, mode = $5, properties = $6,
 			extra = $7, standalone_ports_supported = $8, internal_info = $9, updated_at = now() WHERE id = $1`,
-			id, g.Name, g.Address, nodeID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo)
+			locked.ID, g.Name, g.Address, nodeID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if nodeID != cur.NodeID {
 			var hasPorts bool
 			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM ports WHERE portgroup_uuid = $1)", g.UUID).Scan(&hasPorts); err != nil {
-				return err
+				return nil, err
 			}
 			if hasPorts {
-				return fmt.Errorf("move portgroup %s to node %s: %w", g.UUID, g.NodeUUID, ErrPortgroupNotEmpty)
+				return nil, fmt.Errorf("move portgroup %s to node %s: %w", g.UUID, g.NodeUUID, ErrPortgroupNotEmpty)
 			}
 		}
-		rows, _ = tx.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE g.id = $1", id)
-		out, err = pgx.CollectExactlyOneRow(rows, scanPortgroup)
-		return err
+		rows, _ := tx.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE g.id = $1", locked.ID)
+		return pgx.CollectExactlyOneRow(rows, scanPortgroup)
 	})
-	if fnErr != nil {
-		return nil, fnErr
-	}
-	if err != nil {
-		return nil, dbError(err, "update portgroup %s", ident)
-	}
-	return out, nil
 }
 
 // DeletePortgroup deletes a group that has no ports (ErrPortgroupNotEmpty
@@ -337,7 +276,7 @@ func (s *Store) UpdateNodeNetwork(ctx context.Context, nodeUUID string, fn func(
 				continue
 			}
 			if _, err := tx.Exec(ctx, "UPDATE ports SET internal_info = $2, extra = $3, updated_at = now() WHERE id = $1",
-				p.ID, mapOrEmpty(p.InternalInfo), mapOrEmpty(p.Extra)); err != nil {
+				p.ID, nonNil(p.InternalInfo), nonNil(p.Extra)); err != nil {
 				return err
 			}
 		}
@@ -346,7 +285,7 @@ func (s *Store) UpdateNodeNetwork(ctx context.Context, nodeUUID string, fn func(
 				continue
 			}
 			if _, err := tx.Exec(ctx, "UPDATE portgroups SET internal_info = $2, extra = $3, updated_at = now() WHERE id = $1",
-				g.ID, mapOrEmpty(g.InternalInfo), mapOrEmpty(g.Extra)); err != nil {
+				g.ID, nonNil(g.InternalInfo), nonNil(g.Extra)); err != nil {
 				return err
 			}
 		}
@@ -356,11 +295,4 @@ func (s *Store) UpdateNodeNetwork(ctx context.Context, nodeUUID string, fn func(
 		return fnErr
 	}
 	return dbError(err, "update network of node %s", nodeUUID)
-}
-
-func mapOrEmpty(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
-	}
-	return m
 }

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,11 +11,7 @@ import (
 	"github.com/ironflow/ironflow/store/storetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Shutdown()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 func ptr[T any](v T) *T { return &v }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -105,32 +104,18 @@ func scanTarget(row pgx.CollectableRow) (*VolumeTarget, error) {
 	return t, err
 }
 
-// newVolumeUUID fills or canonicalises a new object's UUID.
-func newVolumeUUID(u *string) error {
-	if *u == "" {
-		*u = uuid.NewString()
-		return nil
-	}
-	c, ok := canonicalUUID(*u)
-	if !ok {
-		return fmt.Errorf("uuid %q: %w", *u, ErrInvalidInput)
-	}
-	*u = c
-	return nil
-}
-
-func nonNil(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
-	}
-	return m
-}
+var (
+	connectorTable = table{name: "volume_connectors", alias: "v", join: " JOIN nodes n ON n.id = v.node_id",
+		what: "volume connector", whats: "volume connectors", sortKeys: VolumeConnectorSortKeys}
+	targetTable = table{name: "volume_targets", alias: "v", join: " JOIN nodes n ON n.id = v.node_id",
+		what: "volume target", whats: "volume targets", sortKeys: VolumeTargetSortKeys}
+)
 
 // CreateVolumeConnector inserts c for the node c.NodeUUID (ErrNotFound if it
 // does not exist), filling UUID when empty, ID and CreatedAt. A second
 // connector of the same type and connector_id is ErrDuplicateConnector.
 func (s *Store) CreateVolumeConnector(ctx context.Context, c *VolumeConnector) error {
-	if err := newVolumeUUID(&c.UUID); err != nil {
+	if err := newUUID(&c.UUID); err != nil {
 		return fmt.Errorf("create volume connector: %w", err)
 	}
 	c.Extra = nonNil(c.Extra)
@@ -138,40 +123,23 @@ func (s *Store) CreateVolumeConnector(ctx context.Context, c *VolumeConnector) e
 	err := s.pool.QueryRow(ctx, `INSERT INTO volume_connectors (uuid, node_id, type, connector_id, extra)
 		SELECT $1, n.id, $3, $4, $5 FROM nodes n WHERE n.uuid = $2 RETURNING id, created_at`,
 		c.UUID, c.NodeUUID, c.Type, c.ConnectorID, c.Extra).Scan(&c.ID, &c.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("create volume connector %s: node %s: %w", c.UUID, c.NodeUUID, ErrNotFound)
-	}
-	return dbError(err, "create volume connector %s", c.UUID)
+	return createdForNode(err, "volume connector", c.UUID, c.NodeUUID)
 }
 
 // GetVolumeConnector finds a connector by UUID.
 func (s *Store) GetVolumeConnector(ctx context.Context, id string) (*VolumeConnector, error) {
-	u, _ := canonicalUUID(id)
-	rows, _ := s.pool.Query(ctx, "SELECT "+connectorColumns+" FROM volume_connectors v JOIN nodes n ON n.id = v.node_id WHERE v.uuid = $1", u)
-	c, err := pgx.CollectExactlyOneRow(rows, scanConnector)
-	if err != nil {
-		return nil, dbError(err, "get volume connector %s", id)
-	}
-	return c, nil
+	return getRow(ctx, s, connectorTable, connectorColumns, scanConnector, id, false)
 }
 
 // ListVolumeConnectors returns the connectors that match f.
 func (s *Store) ListVolumeConnectors(ctx context.Context, f VolumeFilter) ([]*VolumeConnector, error) {
-	q, args, marker, err := volumeListQuery("volume_connectors", connectorColumns, VolumeConnectorSortKeys, f)
+	p, err := connectorTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list volume connectors: %w", err)
+		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, q, args...)
-	out, err := pgx.CollectRows(rows, scanConnector)
-	if err != nil {
-		return nil, dbError(err, "list volume connectors")
-	}
-	if len(out) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "volume_connectors", marker); err != nil {
-			return nil, fmt.Errorf("list volume connectors: %w", err)
-		}
-	}
-	return out, nil
+	var w where
+	w.uuid("n.uuid", f.NodeUUID)
+	return listPage(ctx, s, p, connectorColumns, scanConnector, w.conds, w.args)
 }
 
 // UpdateVolumeConnector writes c's fields over the stored connector c.UUID;
@@ -195,7 +163,7 @@ func (s *Store) DeleteVolumeConnector(ctx context.Context, id string) error {
 // does not exist), filling UUID when empty, ID and CreatedAt. A second
 // target of the node with the same boot_index is ErrDuplicateBootIndex.
 func (s *Store) CreateVolumeTarget(ctx context.Context, t *VolumeTarget) error {
-	if err := newVolumeUUID(&t.UUID); err != nil {
+	if err := newUUID(&t.UUID); err != nil {
 		return fmt.Errorf("create volume target: %w", err)
 	}
 	t.Extra, t.Properties = nonNil(t.Extra), nonNil(t.Properties)
@@ -203,40 +171,23 @@ func (s *Store) CreateVolumeTarget(ctx context.Context, t *VolumeTarget) error {
 	err := s.pool.QueryRow(ctx, `INSERT INTO volume_targets (uuid, node_id, volume_type, properties, boot_index, volume_id, extra)
 		SELECT $1, n.id, $3, $4, $5, $6, $7 FROM nodes n WHERE n.uuid = $2 RETURNING id, created_at`,
 		t.UUID, t.NodeUUID, t.VolumeType, t.Properties, t.BootIndex, t.VolumeID, t.Extra).Scan(&t.ID, &t.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("create volume target %s: node %s: %w", t.UUID, t.NodeUUID, ErrNotFound)
-	}
-	return dbError(err, "create volume target %s", t.UUID)
+	return createdForNode(err, "volume target", t.UUID, t.NodeUUID)
 }
 
 // GetVolumeTarget finds a target by UUID.
 func (s *Store) GetVolumeTarget(ctx context.Context, id string) (*VolumeTarget, error) {
-	u, _ := canonicalUUID(id)
-	rows, _ := s.pool.Query(ctx, "SELECT "+targetColumns+" FROM volume_targets v JOIN nodes n ON n.id = v.node_id WHERE v.uuid = $1", u)
-	t, err := pgx.CollectExactlyOneRow(rows, scanTarget)
-	if err != nil {
-		return nil, dbError(err, "get volume target %s", id)
-	}
-	return t, nil
+	return getRow(ctx, s, targetTable, targetColumns, scanTarget, id, false)
 }
 
 // ListVolumeTargets returns the targets that match f.
 func (s *Store) ListVolumeTargets(ctx context.Context, f VolumeFilter) ([]*VolumeTarget, error) {
-	q, args, marker, err := volumeListQuery("volume_targets", targetColumns, VolumeTargetSortKeys, f)
+	p, err := targetTable.page(f.Limit, f.Marker, f.SortKey, f.SortDir)
 	if err != nil {
-		return nil, fmt.Errorf("list volume targets: %w", err)
+		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, q, args...)
-	out, err := pgx.CollectRows(rows, scanTarget)
-	if err != nil {
-		return nil, dbError(err, "list volume targets")
-	}
-	if len(out) == 0 && marker != "" {
-		if err := s.checkMarker(ctx, "volume_targets", marker); err != nil {
-			return nil, fmt.Errorf("list volume targets: %w", err)
-		}
-	}
-	return out, nil
+	var w where
+	w.uuid("n.uuid", f.NodeUUID)
+	return listPage(ctx, s, p, targetColumns, scanTarget, w.conds, w.args)
 }
 
 // UpdateVolumeTarget writes t's fields over the stored target t.UUID, as
@@ -254,37 +205,4 @@ func (s *Store) UpdateVolumeTarget(ctx context.Context, t *VolumeTarget) error {
 // DeleteVolumeTarget deletes a target.
 func (s *Store) DeleteVolumeTarget(ctx context.Context, id string) error {
 	return s.deleteByUUID(ctx, "volume_targets", "volume target", id)
-}
-
-// volumeListQuery builds the paged SELECT of a volume table (aliased v,
-// joined with its node as n).
-func volumeListQuery(table, cols string, keys map[string]string, f VolumeFilter) (q string, args []any, marker string, err error) {
-	expr, dir, op, err := sortClause(keys, f.SortKey, f.SortDir)
-	if err != nil {
-		return "", nil, "", err
-	}
-	var conds []string
-	if f.NodeUUID != "" {
-		u, _ := canonicalUUID(f.NodeUUID)
-		args = append(args, u)
-		conds = append(conds, fmt.Sprintf("n.uuid = $%d", len(args)))
-	}
-	marker = f.Marker
-	if marker != "" {
-		marker, _ = canonicalUUID(marker)
-	}
-	q, args = pageQuery("SELECT "+cols+" FROM "+table+" v JOIN nodes n ON n.id = v.node_id", conds, args, table+" v", "v.id", expr, dir, op, marker, f.Limit)
-	return q, args, marker, nil
-}
-
-func (s *Store) deleteByUUID(ctx context.Context, table, what, id string) error {
-	u, _ := canonicalUUID(id)
-	tag, err := s.pool.Exec(ctx, "DELETE FROM "+table+" WHERE uuid = $1", u)
-	if err != nil {
-		return dbError(err, "delete %s %s", what, id)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete %s %s: %w", what, id, ErrNotFound)
-	}
-	return nil
 }

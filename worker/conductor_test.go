@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -12,11 +11,7 @@ import (
 	"github.com/ironflow/ironflow/store/storetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Shutdown()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // TestAnnounceHeartbeatsAndRegistersAgain: a worker registers with the
 // registry's hardware types, its heartbeats move updated_at, it registers

@@ -113,6 +113,22 @@ func (f *fakeCloud) log(call string) error {
 	return nil
 }
 
+// requireTimedOut fails t unless the workflow ended in state want with a
+// last_error naming the timeout (its message msg and its length wait), and
+// the calls, one a line, hold cleanup.
+func (f *fakeCloud) requireTimedOut(t *testing.T, want State, msg, wait, cleanup string) {
+	t.Helper()
+	if last := f.states[len(f.states)-1]; last != want {
+		t.Fatalf("final state %q, want %q (states %v)", last, want, f.states)
+	}
+	if !strings.Contains(f.lastErr, msg) || !strings.Contains(f.lastErr, wait) {
+		t.Fatalf("last_error %q does not name the timeout (%q, %s)", f.lastErr, msg, wait)
+	}
+	if calls := strings.Join(f.callList(), "\n"); !strings.Contains(calls, cleanup) {
+		t.Fatalf("the failed workflow did not clean up (%q):\n%s", cleanup, calls)
+	}
+}
+
 func (f *fakeCloud) callList() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -240,17 +256,8 @@ func TestDeployNodeCallbackTimeoutFailsNamingTheTimeout(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != DeployFailed {
-		t.Fatalf("final state %q, want deploy failed (states %v)", last, f.states)
-	}
-	if !strings.Contains(f.lastErr, "Timeout reached while waiting for callback") || !strings.Contains(f.lastErr, "30m0s") {
-		t.Fatalf("last_error %q does not name the callback timeout", f.lastErr)
-	}
 	// Nothing is left booting: boot config removed and power off.
-	calls := strings.Join(f.callList(), "\n")
-	if !strings.Contains(calls, "CleanBoot\nSetPower power off") {
-		t.Fatalf("failed deploy did not clean up boot and power off:\n%s", calls)
-	}
+	f.requireTimedOut(t, DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
 }
 
 func TestDeployNodeHeartbeatsKeepALongWriteAlive(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
@@ -16,11 +15,7 @@ import (
 	"github.com/ironflow/ironflow/store/storetest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	storetest.Shutdown()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // TestWorkerRegistersAsConductor starts a worker through the same flags and
 // wiring as `ironflow worker` (and `ironflow dev`) on real PostgreSQL and

@@ -5,13 +5,9 @@
 // that server. Without it, the first test of the process starts a throwaway
 // cluster under os.TempDir (devstack.StartPostgres) that all the tests of
 // the process share, each in its own database. Packages using it should
-// stop that cluster when their tests end:
+// stop that cluster when their tests end, with Main:
 //
-//	func TestMain(m *testing.M) {
-//		code := m.Run()
-//		storetest.Shutdown()
-//		os.Exit(code)
-//	}
+//	func TestMain(m *testing.M) { storetest.Main(m) }
 //
 // A watchdog also stops it once the test process has exited, so a killed or
 // forgetful test binary does not leave a postmaster running.
@@ -95,6 +91,14 @@ func URL(t testing.TB) string {
 		t.Fatalf("storetest: %v", err)
 	}
 	return u
+}
+
+// Main runs the tests of m, stops the cluster (Shutdown) and exits with
+// the tests' status: a package's TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	Shutdown()
+	os.Exit(code)
 }
 
 // Shutdown stops the cluster this process started, if any, and removes it.

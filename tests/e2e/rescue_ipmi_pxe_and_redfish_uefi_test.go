@@ -28,14 +28,7 @@ const rescueWait = 10 * time.Minute
 // the deployed disk again (its booted-from-disk marker a second time). The
 // clear password is in no log of ironflow and no workflow history.
 func TestRescueIPMIPXEBIOS(t *testing.T) {
-	RequireQEMU(t)
-	lab := NewLab(t)
-	s := startStack(t, lab)
-	_, sum, err := BuildTestImage(DefaultCacheDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := lab.AddVM("node-rs", "52:54:00:e2:10:01", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-rs", "disk.raw"))
+	s, vm, sum := rescueLab(t, "node-rs", "52:54:00:e2:10:01", FirmwareBIOS)
 	bmcPassword := newBMCPassword()
 	startIPMISim(t, s, agentVM(vm), bmcPassword)
 	uuid := createIPMINode(t, s, vm, "e2e-rescue", bmcPassword,
@@ -51,14 +44,7 @@ func TestRescueIPMIPXEBIOS(t *testing.T) {
 // inserts, the ISO is ejected once the rescue user is set, and unrescue
 // boots the disk through its UEFI boot entry.
 func TestRescueRedfishVirtualMediaUEFI(t *testing.T) {
-	RequireQEMU(t)
-	lab := NewLab(t)
-	s := startStack(t, lab)
-	_, sum, err := BuildTestImage(DefaultCacheDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := lab.AddVM("node-rv", "52:54:00:e2:10:02", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-rv", "disk.raw"))
+	s, vm, sum := rescueLab(t, "node-rv", "52:54:00:e2:10:02", FirmwareUEFI)
 	bmc := startRedfishBMC(t, s, agentVM(vm))
 	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
 		"--boot-interface", "redfish-virtual-media", "--no-automated-clean", "--rescue-interface", "agent")
@@ -69,6 +55,22 @@ func TestRescueRedfishVirtualMediaUEFI(t *testing.T) {
 	if n := countLines(bmc.proc.Log, "virtual media inserted"); n != inserted+1 {
 		t.Errorf("rescue inserted the agent ISO %d times, want once:\n%s", n-inserted, devstack.Tail(bmc.proc.Log, 3000))
 	}
+}
+
+// rescueLab starts a lab and its stack, builds the test image and adds the
+// VM name (mac, firmware) on a disk of its own; it returns the stack, the
+// VM and the image's sha256 sum.
+func rescueLab(t *testing.T, name, mac, firmware string) (*stack, *LabVM, string) {
+	t.Helper()
+	RequireQEMU(t)
+	lab := NewLab(t)
+	s := startStack(t, lab)
+	_, sum, err := BuildTestImage(DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := lab.AddVM(name, mac, firmware, filepath.Join(lab.Dir, "vm-"+name, "disk.raw"))
+	return s, vm, sum
 }
 
 // deployBooted takes the enrolled node uuid to active with the test image
