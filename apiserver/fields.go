@@ -68,6 +68,10 @@ type field[T, F any] struct {
 	// required fields must be given to create and may not be removed by
 	// PATCH.
 	required bool
+	// keep fields may be omitted by create but not removed by PATCH: their
+	// setter refuses null with the resource's own message (a port group's
+	// mode).
+	keep bool
 	// sortable fields are sort_key values (the store maps each to its SQL:
 	// store.NodeSortKeys, store.PortSortKeys).
 	sortable bool

@@ -63,6 +63,14 @@ func roundTrip[T, F any](t *testing.T, e *env, r *resource[T, F], collection, uu
 		return e.do("PATCH", "/v1/"+collection+"/"+uuid, version, ops)
 	}
 
+	// floor is the version that introduced the resource: below it the
+	// resource itself is a 404, so "below its version" checks start above.
+	floor := MinVersionMinor
+	for i, f := range r.fields {
+		if i == 0 || f.since < floor {
+			floor = f.since
+		}
+	}
 	for _, f := range r.fields {
 		t.Run(f.name, func(t *testing.T) {
 			if _, ok := show(at(f.since))[f.name]; !ok {
@@ -71,7 +79,7 @@ func roundTrip[T, F any](t *testing.T, e *env, r *resource[T, F], collection, uu
 			if _, ok := show(maxV)[f.name]; !ok {
 				t.Errorf("hidden at %s", maxV)
 			}
-			if f.since > MinVersionMinor {
+			if f.since > floor {
 				if v, ok := show(at(f.since - 1))[f.name]; ok {
 					t.Errorf("shown at 1.%d, below its version: %v", f.since-1, v)
 				}
@@ -106,14 +114,18 @@ func roundTrip[T, F any](t *testing.T, e *env, r *resource[T, F], collection, uu
 			if !changed {
 				t.Errorf("no value could be PATCHed (current %v)", current)
 			}
-			if f.since > MinVersionMinor {
+			if f.since > floor {
 				res := patch(at(f.since-1), map[string]any{"op": "replace", "path": path, "value": show(maxV)[f.name]})
 				if res.status != http.StatusNotAcceptable {
 					t.Errorf("PATCH at 1.%d, below its version: %d %s, want 406", f.since-1, res.status, res.body)
 				}
 			}
 			res := patch(maxV, map[string]any{"op": "remove", "path": path})
-			if f.required {
+			if f.keep {
+				if res.status != http.StatusBadRequest {
+					t.Errorf("remove of a field that must be kept: %d %s, want 400", res.status, res.body)
+				}
+			} else if f.required {
 				want := fmt.Sprintf("'%s' is a mandatory attribute and can not be removed", path)
 				if res.status != http.StatusBadRequest || res.faultstring(t) != want {
 					t.Errorf("remove of a required field: %d %s, want 400 %q", res.status, res.body, want)
@@ -148,7 +160,7 @@ func roundTrip[T, F any](t *testing.T, e *env, r *resource[T, F], collection, uu
 					t.Errorf("filter by the object's own value %q: %d %s, want the object", value, res.status, res.body)
 				}
 			}
-			if lf.since > MinVersionMinor {
+			if lf.since > floor {
 				if res := list(at(lf.since-1), value); res.status != http.StatusNotAcceptable {
 					t.Errorf("filter at 1.%d, below its version: %d %s, want 406", lf.since-1, res.status, res.body)
 				}
@@ -184,8 +196,15 @@ func TestSortKeysAreTheStores(t *testing.T) {
 			portKeys = append(portKeys, f.name)
 		}
 	}
+	var portgroupKeys []string
+	for _, f := range portgroupResource.fields {
+		if f.sortable {
+			portgroupKeys = append(portgroupKeys, f.name)
+		}
+	}
 	check(t, "node", nodeKeys, store.NodeSortKeys)
 	check(t, "port", portKeys, store.PortSortKeys)
+	check(t, "portgroup", portgroupKeys, store.PortgroupSortKeys)
 
 	e := newEnv(t)
 	e.createNode(map[string]any{"driver": "fake-hardware", "name": "sorted"})
@@ -197,6 +216,11 @@ func TestSortKeysAreTheStores(t *testing.T) {
 	for _, k := range append(portKeys, "id") {
 		if r := e.do("GET", "/v1/ports?sort_key="+k, "1.82", nil); r.status != http.StatusOK {
 			t.Errorf("sort ports by %s: %d %s", k, r.status, r.body)
+		}
+	}
+	for _, k := range append(portgroupKeys, "id") {
+		if r := e.do("GET", "/v1/portgroups?sort_key="+k, "1.82", nil); r.status != http.StatusOK {
+			t.Errorf("sort portgroups by %s: %d %s", k, r.status, r.body)
 		}
 	}
 	r := e.do("GET", "/v1/nodes?sort_key=driver_info", "1.82", nil)

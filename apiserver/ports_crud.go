@@ -53,6 +53,10 @@ func portWriteError(err error, p *store.Port) error {
 		return errorf(http.StatusConflict, "A port with MAC address %s already exists.", p.Address)
 	case errors.Is(err, store.ErrDuplicateUUID):
 		return errorf(http.StatusConflict, "A port with UUID %s already exists.", p.UUID)
+	case errors.Is(err, store.ErrPortgroupNotFound):
+		return portgroupNotFound(strOr(p.PortgroupUUID))
+	case errors.Is(err, store.ErrPortgroupOtherNode):
+		return badRequest("Port can not be added to a portgroup belonging to a different node.")
 	case errors.Is(err, store.ErrNotFound):
 		return nodeNotFound(p.NodeUUID)
 	case errors.Is(err, store.ErrInvalidInput):
@@ -70,6 +74,9 @@ func (s *server) createPort(c *gin.Context) error {
 	if _, err := portResource.create(p, body, ver(c)); err != nil {
 		return err
 	}
+	if err := s.checkPortInGroup(c.Request.Context(), p, true); err != nil {
+		return err
+	}
 	if err := s.store.CreatePort(c.Request.Context(), p); err != nil {
 		return portWriteError(err, p)
 	}
@@ -85,11 +92,13 @@ func (s *server) patchPort(c *gin.Context, p *store.Port) error {
 	}
 	var attempted store.Port
 	updated, err := s.store.UpdatePort(c.Request.Context(), p.UUID, func(cur *store.Port) error {
+		before := *cur
 		if err := portResource.applyPatch(cur, ops); err != nil {
 			return err
 		}
 		attempted = *cur
-		return nil
+		changed := cur.PXEEnabled != before.PXEEnabled || strOr(cur.PortgroupUUID) != strOr(before.PortgroupUUID)
+		return s.checkPortInGroup(c.Request.Context(), cur, changed)
 	})
 	// A patch refused by the callback is an *apiError inside the store's
 	// wrapping; portWriteError wraps it again and the adapter finds it.

@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -88,11 +87,20 @@ func setPortNode(p *port, v any) error {
 	return nil
 }
 
-// setPortgroup: ironflow has no port groups, so only null is accepted.
+// setPortgroup takes a port group's UUID or null; the store checks that the
+// group exists and is on the port's node (portWriteError).
 func setPortgroup(p *port, v any) error {
-	if v != nil {
-		return errorf(http.StatusNotFound, "Portgroup %v could not be found.", v)
+	switch t := v.(type) {
+	case nil:
+		p.PortgroupUUID = nil
+	case string:
+		if !isUUID(t) {
+			return badRequest("Expected UUID for portgroup_uuid: %s", t)
+		}
+		u := strings.ToLower(t)
+		p.PortgroupUUID = &u
+	default:
+		return typeErr(v, "string", "null")
 	}
-	p.PortgroupUUID = nil
 	return nil
 }

@@ -135,6 +135,21 @@ func (s *server) routes() http.Handler {
 	a.PATCH("/ports/:port", s.handle(s.onPort(s.patchPort)))
 	a.DELETE("/ports/:port", s.handle(s.onPort(s.deletePort)))
 
+	// Port groups (API 1.23) and VIFs (1.28): portgroups_*.go, nodes_vifs.go.
+	a.GET("/portgroups", s.handle(introducedIn(v23Portgroups, s.listPortgroups)))
+	a.GET("/portgroups/detail", s.handle(introducedIn(v23Portgroups, s.listPortgroupsDetail)))
+	a.POST("/portgroups", s.handle(introducedIn(v23Portgroups, s.createPortgroup)))
+	a.GET("/portgroups/:portgroup", s.handle(introducedIn(v23Portgroups, s.showPortgroup)))
+	a.PATCH("/portgroups/:portgroup", s.handle(introducedIn(v23Portgroups, s.onPortgroup(s.patchPortgroup))))
+	a.DELETE("/portgroups/:portgroup", s.handle(introducedIn(v23Portgroups, s.onPortgroup(s.deletePortgroup))))
+	a.GET("/portgroups/:portgroup/ports", s.handle(introducedIn(v24PortgroupSub, s.onPortgroup(s.listPortgroupPorts))))
+	a.GET("/portgroups/:portgroup/ports/detail", s.handle(introducedIn(v24PortgroupSub, s.onPortgroup(s.listPortgroupPortsDetail))))
+	a.GET("/nodes/:node/portgroups", s.handle(introducedIn(v24PortgroupSub, s.onNode(s.listNodePortgroups))))
+	a.GET("/nodes/:node/portgroups/detail", s.handle(introducedIn(v24PortgroupSub, s.onNode(s.listNodePortgroupsDetail))))
+	a.GET("/nodes/:node/vifs", s.handle(introducedIn(v28VIFs, s.onNode(s.listVIFs))))
+	a.POST("/nodes/:node/vifs", s.handle(introducedIn(v28VIFs, s.onNode(s.attachVIF))))
+	a.DELETE("/nodes/:node/vifs/:vif", s.handle(introducedIn(v28VIFs, s.onNode(s.detachVIF))))
+
 	a.GET("/drivers", s.listDrivers)
 	a.GET("/drivers/:name", s.showDriver)
 	a.GET("/drivers/:name/properties", s.driverProperties)

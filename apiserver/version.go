@@ -44,8 +44,11 @@ const (
 	v20NetworkIface     = 20
 	v21ResourceClass    = 21
 	v22Ramdisk          = 22
+	v23Portgroups       = 23
 	v24PortgroupSub     = 24
+	v26PortgroupMode    = 26
 	v27SoftPower        = 27
+	v28VIFs             = 28
 	v30DynamicDrivers   = 30
 	v31DynamicIfaces    = 31
 	v32Volume           = 32
@@ -73,6 +76,7 @@ const (
 	v62AgentToken       = 62
 	v65Lessee           = 65
 	v66NetworkData      = 66
+	v67VIFAttachPort    = 67
 	v68AgentVerifyCA    = 68
 	v69DeploySteps      = 69
 	v70DisableRamdisk   = 70
@@ -197,6 +201,9 @@ func (s *server) v1Document(c *gin.Context) {
 	if ver(c) >= v22Ramdisk {
 		doc["lookup"] = res("lookup")
 		doc["heartbeat"] = res("heartbeat")
+	}
+	if ver(c) >= v23Portgroups {
+		doc["portgroups"] = res("portgroups")
 	}
 	if ver(c) >= v49Conductors {
 		doc["conductors"] = res("conductors")

@@ -203,7 +203,7 @@ func seedRamdiskNodes(ctx context.Context, s *store.Store, n int) ([]ramdiskNode
 		node := &store.Node{
 			Name: &name, Driver: "fake-hardware", DeployInterface: "direct", ProvisionState: workflows.StateDeployWait,
 			TargetProvisionState: &target,
-			DriverInternalInfo:   map[string]any{"agent_secret_token": rn.token, "agent_url": rn.callback},
+			DriverInternalInfo:   map[string]any{store.KeyAgentToken: rn.token, store.KeyAgentURL: rn.callback},
 			Properties:           map[string]any{"cpus": 2, "memory_mb": 2048, "local_gb": 20},
 		}
 		if err := s.CreateNode(ctx, node); err != nil {
@@ -249,7 +249,7 @@ func seedNodes(ctx context.Context, s *store.Store, n int) error {
 				name := fmt.Sprintf("bench-fleet-%d-%d", base, i)
 				rc := "baremetal"
 				node := &store.Node{
-					Name: &name, Driver: "redfish", ProvisionState: []string{"enroll", "manageable", "available", "active"}[i%4],
+					Name: &name, Driver: "redfish", ProvisionState: []string{workflows.StateEnroll, workflows.StateManageable, workflows.StateAvailable, workflows.StateActive}[i%4],
 					ConductorGroup: fmt.Sprintf("rack%d", i%8), ResourceClass: &rc, DeployInterface: "direct",
 					DriverInfo: map[string]any{
 						"redfish_address": fmt.Sprintf("https://10.0.%d.%d", i/250%250, i%250), "redfish_username": "admin",

@@ -307,7 +307,7 @@ func redeployable(ctx context.Context, st *stack, nodes []*benchNode, cfg config
 		if bn.state != workflows.StateActive && !isFailed(bn.state) {
 			return nil
 		}
-		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": "deleted"}, nil)
+		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": workflows.VerbDeleted}, nil)
 		return err
 	})
 	if len(errs) > 0 {
@@ -440,7 +440,10 @@ func enrollNodes(ctx context.Context, st *stack, n int, mode deployMode, clients
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%d nodes not created, first: %w", len(errs), errs[0])
 	}
-	for _, step := range []struct{ verb, state string }{{"manage", workflows.StateManageable}, {"provide", workflows.StateAvailable}} {
+	for _, step := range []struct {
+		verb  workflows.Verb
+		state string
+	}{{workflows.VerbManage, workflows.StateManageable}, {workflows.VerbProvide, workflows.StateAvailable}} {
 		errs := forEach(ctx, nodes, clients, func(ctx context.Context, bn *benchNode) error {
 			_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": step.verb}, nil)
 			return err
@@ -675,7 +678,7 @@ func deployAll(ctx context.Context, st *stack, nodes []*benchNode, cfg config, a
 	}
 	errs := forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
 		bn.requested = time.Now()
-		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": "active"}, nil)
+		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": workflows.VerbActive}, nil)
 		bn.accepted = time.Since(bn.requested)
 		return err
 	})

@@ -133,7 +133,7 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img *generatedImage,
 	node := &store.Node{
 		Name: &name, Driver: "fake-hardware", DeployInterface: "direct", ProvisionState: workflows.StateDeployWait,
 		TargetProvisionState: &target,
-		DriverInternalInfo:   map[string]any{"agent_secret_token": token},
+		DriverInternalInfo:   map[string]any{store.KeyAgentToken: token},
 		InstanceInfo:         map[string]any{"image_source": img.URL + "/disk.raw", "image_os_hash_algo": "sha256", "image_os_hash_value": img.sha256},
 	}
 	if err := st.store.CreateNode(ctx, node); err != nil {

@@ -17,6 +17,9 @@ var uniqueErrors = map[string]error{
 	"ports_uuid_key":          ErrDuplicateUUID,
 	"ports_address_key":       ErrDuplicateMAC,
 	"node_history_uuid_key":   ErrDuplicateUUID,
+	"portgroups_uuid_key":     ErrDuplicateUUID,
+	"portgroups_name_key":     ErrDuplicateName,
+	"portgroups_address_key":  ErrDuplicateMAC,
 }
 
 // dbError wraps err with what was being done, translating the database's
@@ -36,7 +39,10 @@ func dbError(err error, format string, args ...any) error {
 			if typed, ok := uniqueErrors[pgErr.ConstraintName]; ok {
 				return fmt.Errorf("%s: %w", what, typed)
 			}
-		case "23503": // foreign_key_violation: the referenced node is gone
+		case "23503": // foreign_key_violation: the referenced node (or port group) is gone
+			if pgErr.ConstraintName == "ports_portgroup_uuid_fkey" {
+				return fmt.Errorf("%s: %w", what, ErrPortgroupNotFound)
+			}
 			return fmt.Errorf("%s: node: %w", what, ErrNotFound)
 		case "23514", "22P02", "22023": // check_violation, invalid text, invalid parameter
 			return fmt.Errorf("%s: %w: %s", what, ErrInvalidInput, pgErr.Message)

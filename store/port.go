@@ -37,10 +37,12 @@ type Port struct {
 type PortFilter struct {
 	NodeUUID string
 	Address  string
-	Limit    int
-	Marker   string // a port UUID
-	SortKey  string // see PortSortKeys; default "id"
-	SortDir  string // "asc" (default) or "desc"
+	// PortgroupUUID selects the ports of a port group.
+	PortgroupUUID string
+	Limit         int
+	Marker        string // a port UUID
+	SortKey       string // see PortSortKeys; default "id"
+	SortDir       string // "asc" (default) or "desc"
 }
 
 // portColumns is the SELECT list matching scanPort; the node's UUID comes
@@ -97,6 +99,9 @@ func (s *Store) CreatePort(ctx context.Context, p *Port) error {
 	if err := preparePort(p); err != nil {
 		return fmt.Errorf("create port %s: %w", p.UUID, err)
 	}
+	if err := checkPortgroup(ctx, s.pool, p); err != nil {
+		return fmt.Errorf("create port %s: %w", p.UUID, err)
+	}
 	err := s.pool.QueryRow(ctx, `INSERT INTO ports (uuid, address, node_id, local_link_connection, pxe_enabled,
 			physical_network, extra, internal_info, is_smartnic, name, portgroup_uuid)
 		SELECT $1, $2, n.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM nodes n WHERE n.uuid = $3
@@ -151,6 +156,11 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 		args = append(args, mac)
 		conds = append(conds, fmt.Sprintf("p.address = $%d", len(args)))
 	}
+	if f.PortgroupUUID != "" {
+		u, _ := canonicalUUID(f.PortgroupUUID)
+		args = append(args, u)
+		conds = append(conds, fmt.Sprintf("p.portgroup_uuid = $%d", len(args)))
+	}
 	marker := f.Marker
 	if marker != "" {
 		marker, _ = canonicalUUID(marker)
@@ -195,6 +205,9 @@ func (s *Store) UpdatePort(ctx context.Context, uuid string, fn func(p *Port) er
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("node %s: %w", p.NodeUUID, ErrNotFound)
 			}
+			return err
+		}
+		if err := checkPortgroup(ctx, tx, p); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE ports SET address = $2, node_id = $3, local_link_connection = $4, pxe_enabled = $5,

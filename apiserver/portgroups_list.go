@@ -1,0 +1,73 @@
+package apiserver
+
+import (
+	"net/url"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+func (s *server) listPortgroups(c *gin.Context) error {
+	return s.writePortgroupList(c, "portgroups", false, "")
+}
+
+func (s *server) listPortgroupsDetail(c *gin.Context) error {
+	return s.writePortgroupList(c, "portgroups/detail", true, "")
+}
+
+func (s *server) listNodePortgroups(c *gin.Context, n *store.Node) error {
+	return s.writePortgroupList(c, "nodes/"+n.UUID+"/portgroups", false, n.UUID)
+}
+
+func (s *server) listNodePortgroupsDetail(c *gin.Context, n *store.Node) error {
+	return s.writePortgroupList(c, "nodes/"+n.UUID+"/portgroups/detail", true, n.UUID)
+}
+
+func (s *server) writePortgroupList(c *gin.Context, path string, detailPath bool, nodeUUID string) error {
+	p, err := s.parseListParams(c, portgroupResource.fieldSince)
+	if err != nil {
+		return err
+	}
+	f := store.PortgroupFilter{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	q := url.Values{}
+	if nodeUUID == "" {
+		if ident := c.Query("node"); ident != "" {
+			n, err := s.loadNode(c, ident)
+			if err != nil {
+				return err
+			}
+			f.NodeUUID = n.UUID
+			q.Set("node", n.UUID)
+		}
+	}
+	filters, err := portgroupResource.listFilters(c, &f)
+	if err != nil {
+		return err
+	}
+	if f.NodeUUID != "" && f.Address != "" {
+		return badRequest("Filtering by node and address simultaneously is not supported.")
+	}
+	for k := range filters {
+		q.Set(k, filters.Get(k))
+	}
+	if !portgroupResource.sortable(p.sortKey) {
+		return listError(store.ErrInvalidSortKey, p)
+	}
+	groups, err := s.store.ListPortgroups(c.Request.Context(), f)
+	if err != nil {
+		return listError(err, p)
+	}
+	detail := detailPath || p.detail
+	fields := p.fields
+	if !detail && fields == nil {
+		fields = portgroupDefaultFields
+	}
+	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
+	next := ""
+	if len(groups) == p.limit && len(groups) > 0 {
+		next = nextLink(v.base, path, p, p.fields, q, groups[len(groups)-1].UUID, !detailPath && p.detail)
+	}
+	writeList(c, portgroupResource, "portgroups", groups, v, fields, next)
+	return nil
+}
