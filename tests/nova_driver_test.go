@@ -24,20 +24,14 @@ import (
 // test; a pending step that passes fails the test, so that the list only
 // shrinks. Empty it as the features land.
 var pendingSteps = map[string]string{
-	"update_provider_tree":                                     "node traits: PUT /v1/nodes/{node}/traits is a 404 (node-fields helper)",
-	"prepare_networks_before_block_device_mapping":             "VIF attach: POST /v1/nodes/{node}/vifs is a 404 (net helper)",
-	"configdrive.prepare_networks_before_block_device_mapping": "VIF attach: POST /v1/nodes/{node}/vifs is a 404 (net helper)",
-	"attach_interface":                                         "VIF attach: POST /v1/nodes/{node}/vifs is a 404 (net helper)",
-	"detach_interface":                                         "VIF detach: DELETE /v1/nodes/{node}/vifs/{vif} is a 404 (net helper)",
-	"spawn_configdrive":                                        "config drive network data: GET /v1/portgroups/detail?node= is a 404 (net helper)",
-	"rebuild_configdrive":                                      "config drive network data: GET /v1/portgroups/detail?node= is a 404 (net helper)",
-	"get_volume_connector":                                     "GET /v1/nodes/{node}/volume/connectors and POST /v1/volume/connectors are 404s (volume helper)",
-	"destroy":                                                  "after the undeploy: GET /v1/nodes/{node}/volume/targets is a 404 (volume helper); VIF detach (net helper)",
-	"configdrive.destroy":                                      "after the undeploy: GET /v1/nodes/{node}/volume/targets is a 404 (volume helper); VIF detach (net helper)",
-	"rescue":                                                   "provision verb rescue is refused with 400 (rescue helper)",
-	"unrescue":                                                 "provision verb unrescue is refused with 400 (rescue helper)",
-	"maintenance.spawn_fails":                                  "a deploy of a node in maintenance is accepted; Ironic answers 400 NodeInMaintenance (node-fields helper)",
-	"traits.spawn_fails_validation":                            "instance_info/traits the node lacks pass validate; Ironic reports deploy false (node-fields helper)",
+	"update_provider_tree":          "node traits: PUT /v1/nodes/{node}/traits is a 404 (node-fields helper)",
+	"get_volume_connector":          "GET /v1/nodes/{node}/volume/connectors and POST /v1/volume/connectors are 404s (volume helper)",
+	"destroy":                       "after the undeploy: GET /v1/nodes/{node}/volume/targets is a 404 (volume helper)",
+	"configdrive.destroy":           "after the undeploy: GET /v1/nodes/{node}/volume/targets is a 404 (volume helper)",
+	"rescue":                        "provision verb rescue is refused with 400 (rescue helper)",
+	"unrescue":                      "provision verb unrescue is refused with 400 (rescue helper)",
+	"maintenance.spawn_fails":       "a deploy of a node in maintenance is accepted; Ironic answers 400 NodeInMaintenance (node-fields helper)",
+	"traits.spawn_fails_validation": "instance_info/traits the node lacks pass validate; Ironic reports deploy false (node-fields helper)",
 }
 
 // novaSystemPython is Debian's interpreter: python3-nova is installed for
