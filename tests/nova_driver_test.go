@@ -34,6 +34,9 @@ var pendingSteps = map[string]string{
 	"traits.spawn_fails_validation": "instance_info/traits the node lacks pass validate; Ironic reports deploy false (node-fields helper)",
 }
 
+// novaRescuePassword is the rescue password the script gives Nova's rescue.
+const novaRescuePassword = "n0va-Rescue-pw"
+
 // novaSystemPython is Debian's interpreter: python3-nova is installed for
 // it, not for whatever python3 comes first on PATH.
 const novaSystemPython = "/usr/bin/python3"
@@ -69,9 +72,20 @@ type novaStep struct {
 // TestNovaIronicDriverDrivesIronflow runs Nova's own, unmodified ironic
 // virt driver (Debian's python3-nova) against the lab: the calls
 // nova-compute makes to boot, operate and delete bare-metal instances,
-// with a config drive and without, and two refusals Nova relies on. The
-// script says what of Nova it replaces (its database, Neutron's security
-// groups) and why; each step's effect is checked here on ironflow's API.
+// with a config drive and without, and two refusals Nova relies on. Each
+// step's effect is checked here on ironflow's API (and, for the masked
+// config drive, its store).
+//
+// What of Nova is replaced, and why (the script's docstring gives each
+// call): Nova's database calls (compute services for the hash ring, the
+// host's instance UUIDs, Instance get_by_uuid/save/refresh/get_bdms, EC2
+// ids), because there is no cell database: the Nova objects live in the
+// script's memory, built with Nova's own fake_instance and
+// fake_network_cache_model helpers; Neutron's security groups ("default"),
+// because there is no Neutron (network_info is built in memory with the
+// node's MACs); virtapi is nova.virt.fake.FakeVirtAPI. Glance is not
+// called by the driver (the image is an objects.ImageMeta), and the
+// metadata service and config drive builder are Nova's own.
 func TestNovaIronicDriverDrivesIronflow(t *testing.T) {
 	script, err := filepath.Abs("nova/nova_driver_run.py")
 	if err != nil {
@@ -114,7 +128,7 @@ func TestNovaIronicDriverDrivesIronflow(t *testing.T) {
 		"--maint-node", nodeB, "--maint-mac", macB,
 		"--trait-node", nodeC, "--trait-mac", macC,
 		"--node-trait", trait, "--resource-class", resourceClass,
-		"--connector-iqn", iqn, "--connector-ip", connectorIP)
+		"--connector-iqn", iqn, "--connector-ip", connectorIP, "--rescue-password", novaRescuePassword)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -388,10 +402,16 @@ func novaChecks(t *testing.T, nodeA, trait string) map[string]func(*novaStep) []
 		"attach_interface": func(s *novaStep) []string { return vifsAre(s, s.VIF, s.VIF2) },
 		"detach_interface": func(s *novaStep) []string { return vifsAre(s, s.VIF) },
 		"rescue": func(s *novaStep) []string {
+			var bad []string
 			if n := novaGetNode(t, s.Node); n.ProvisionState != "rescue" {
-				return []string{fmt.Sprintf("provision_state %q, want rescue", n.ProvisionState)}
+				bad = append(bad, fmt.Sprintf("provision_state %q, want rescue", n.ProvisionState))
 			}
-			return nil
+			var raw json.RawMessage
+			call(t, "GET", "/v1/nodes/"+s.Node, nil, &raw)
+			if strings.Contains(string(raw), novaRescuePassword) {
+				bad = append(bad, "the API shows the clear rescue password")
+			}
+			return bad
 		},
 		"unrescue":                      power("power on"),
 		"rebuild":                       func(s *novaStep) []string { return spawned(s, "nova-inst-1", []any{trait}) },

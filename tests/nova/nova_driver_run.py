@@ -49,11 +49,8 @@ What is replaced, exactly, and why (everything else is Nova's own code):
 """
 
 import argparse
-import base64
-import gzip
 import json
 import sys
-import tempfile
 import traceback
 import urllib.request
 import uuid as uuidlib
@@ -89,13 +86,14 @@ def main():
     ap.add_argument("--resource-class", required=True)
     ap.add_argument("--connector-iqn", required=True)
     ap.add_argument("--connector-ip", required=True)
+    ap.add_argument("--rescue-password", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--sync", action="store_true")
     args = ap.parse_args()
 
     try:
         from nova.virt.ironic import driver as ironic_driver  # noqa: F401
-    except Exception as e:  # the Go test skips on this line
+    except Exception as e:  # the Go test checks this first, and skips
         emit({"step": "import", "status": "FAIL", "detail": "cannot import nova: %s" % e})
         return 3
     try:
@@ -394,7 +392,7 @@ class Run:
         self.step("get_volume_connector", get_volume_connector, **ex)
 
         def rescue():
-            drv.rescue(self.ctx, i1, nw1, image, "n0va-Rescue-pw", None)
+            drv.rescue(self.ctx, i1, nw1, image, a.rescue_password, None)
             return {}
         self.step("rescue", rescue, **ex)
         self.step("unrescue", lambda: drv.unrescue(self.ctx, i1), **ex)
