@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -159,13 +160,21 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 }
 
 // bootMode is the node's boot mode: the boot_mode field, else
-// properties.capabilities boot_mode:uefi, else instance_info.deploy_boot_mode,
-// else bios.
+// instance_info.deploy_boot_mode, else instance_info.capabilities boot_mode
+// (Nova writes the flavor's capabilities there as a JSON object, or its
+// text), else properties.capabilities boot_mode:uefi, else bios.
 func bootMode(n *store.Node) string {
 	if n.BootMode != nil && *n.BootMode != "" {
 		return *n.BootMode
 	}
 	if v, ok := n.InstanceInfo["deploy_boot_mode"].(string); ok && v != "" {
+		return v
+	}
+	caps, _ := n.InstanceInfo["capabilities"].(map[string]any)
+	if text, ok := n.InstanceInfo["capabilities"].(string); ok {
+		_ = json.Unmarshal([]byte(text), &caps)
+	}
+	if v, ok := caps["boot_mode"].(string); ok && (v == "uefi" || v == "bios") {
 		return v
 	}
 	if caps, ok := n.Properties["capabilities"].(string); ok {

@@ -13,6 +13,10 @@ const (
 	// DefaultConductorName is the host name shown where Ironic shows a
 	// conductor (driver hosts, NodeLocked messages without a reservation).
 	DefaultConductorName = "ironflow"
+	// DefaultConductorHeartbeatTimeout is Ironic's
+	// [conductor]heartbeat_timeout: a worker whose last heartbeat is older
+	// is not alive.
+	DefaultConductorHeartbeatTimeout = 60 * time.Second
 )
 
 // Auth strategies, Ironic's [DEFAULT]auth_strategy values this API knows.
@@ -47,6 +51,10 @@ type Config struct {
 	// ConductorName is the host name reported where Ironic reports a
 	// conductor.
 	ConductorName string
+	// ConductorHeartbeatTimeout: a registered worker is alive (listed so,
+	// and chosen as a node's conductor) while its last heartbeat is this
+	// recent.
+	ConductorHeartbeatTimeout time.Duration
 }
 
 // DefaultConfig returns the configuration with every default filled.
@@ -59,6 +67,8 @@ func DefaultConfig() Config {
 		RamdiskHeartbeatTimeout: DefaultRamdiskHeartbeatTimeout,
 		AgentTokenRequired:      DefaultAgentTokenRequired,
 		ConductorName:           DefaultConductorName,
+
+		ConductorHeartbeatTimeout: DefaultConductorHeartbeatTimeout,
 	}
 }
 
@@ -79,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConductorName == "" {
 		c.ConductorName = d.ConductorName
+	}
+	if c.ConductorHeartbeatTimeout <= 0 {
+		c.ConductorHeartbeatTimeout = d.ConductorHeartbeatTimeout
 	}
 	return c
 }

@@ -165,7 +165,16 @@ func validateNode(n *store.Node) map[string]map[string]any {
 			out["deploy"] = fail(fmt.Sprintf("Cannot validate image information for node %s because one or more parameters are missing from its instance_info. Missing are: %s", n.UUID, pyList([]string{key})))
 		}
 	}
+	// Ironic's validate_driver_interfaces checks the instance traits once
+	// the deploy interface validated.
+	if msg := instanceTraitsProblem(n); msg != "" && out["deploy"]["result"] == true {
+		out["deploy"] = fail(msg)
+	}
 
+	// storage: noop is the only storage interface enabled (cinder is not
+	// implemented). Ironic's noop storage interface validates true and
+	// ignores the node's volume targets: the deploy writes the image as
+	// without them; only cinder would attach and boot from them.
 	for _, kind := range []hardware.Kind{hardware.KindBIOS, hardware.KindConsole, hardware.KindInspect, hardware.KindNetwork,
 		hardware.KindRAID, hardware.KindRescue, hardware.KindStorage, hardware.KindFirmware} {
 		impl := *nodeIfaces(n)[kind]
@@ -253,23 +262,4 @@ func (s *server) driverProperties(c *gin.Context) {
 		return
 	}
 	writeJSON(c, http.StatusOK, ht.Properties())
-}
-
-// listConductors answers GET /v1/conductors with an empty list: ironflow's
-// workers are Temporal workers the API does not track, and listing invented
-// ones would mislead operators.
-func (s *server) listConductors(c *gin.Context) {
-	if ver(c) < v49Conductors {
-		s.writeError(c, resourceNotFound())
-		return
-	}
-	writeJSON(c, http.StatusOK, map[string]any{"conductors": []any{}})
-}
-
-func (s *server) showConductor(c *gin.Context) {
-	if ver(c) < v49Conductors {
-		s.writeError(c, resourceNotFound())
-		return
-	}
-	s.writeError(c, errorf(http.StatusNotFound, "Conductor %s could not be found.", c.Param("name")))
 }

@@ -57,7 +57,12 @@ func lockHolder(n *store.Node) string {
 
 // writeOneNode answers a single node with the fields the request asked.
 func (s *server) writeOneNode(c *gin.Context, status int, n *store.Node, fields []string) {
-	nodeResource.writeOne(c, s.baseURL(c), status, n, fields)
+	v, err := s.nodeView(c, fields)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	writeNodeView(c, status, n, v, fields)
 }
 
 func (s *server) showNode(c *gin.Context) error {
@@ -131,6 +136,9 @@ func nodeWriteError(err error, n *store.Node) error {
 			inst = *n.InstanceUUID
 		}
 		return errorf(http.StatusConflict, "Instance %s is already associated with a node, it cannot be associated with this other node %s", inst, n.UUID)
+	case errors.Is(err, store.ErrChassisNotFound):
+		// Ironic answers 400, not 404, for a node naming a missing chassis.
+		return badRequest("Chassis %s could not be found.", strOrEmpty(n.ChassisUUID))
 	case errors.Is(err, store.ErrNotFound):
 		return nodeNotFound(n.UUID)
 	case errors.Is(err, store.ErrInvalidInput):
@@ -154,8 +162,16 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 	updated, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
 		defer func() { attempted = *cur }()
 		wasMaintenance := cur.Maintenance
+		wasInstance, wasChassis := cur.InstanceUUID, cur.ChassisUUID
 		if err := nodeResource.applyPatch(cur, ops); err != nil {
 			return err
+		}
+		if err := checkInstanceReplaced(cur, wasInstance); err != nil {
+			return err
+		}
+		// Ironic lets a node leave its chassis from 1.25 on.
+		if wasChassis != nil && cur.ChassisUUID == nil && ver(c) < v25UnsetChassis {
+			return notAcceptable()
 		}
 		if wasMaintenance && !cur.Maintenance {
 			cur.MaintenanceReason, cur.Fault = nil, nil
@@ -168,6 +184,16 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 		return nodeWriteError(err, &attempted)
 	}
 	s.writeOneNode(c, http.StatusOK, updated, nil)
+	return nil
+}
+
+// checkInstanceReplaced is Ironic's guard against overwriting a node's
+// instance_uuid: Nova's reservation of a node taken by another instance is
+// 409 (NodeAssociated); clearing it, or setting the same value, is not.
+func checkInstanceReplaced(n *store.Node, was *string) error {
+	if was != nil && n.InstanceUUID != nil && *was != *n.InstanceUUID {
+		return errorf(http.StatusConflict, "Node %s is associated with instance %s.", n.UUID, *was)
+	}
 	return nil
 }
 

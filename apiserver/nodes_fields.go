@@ -80,7 +80,8 @@ var nodeFields = []nodeField{
 		filter: boolFilter(func(f *nodeQuery) **bool { return &f.Retired })},
 	{name: "retired_reason", since: v61Retired, value: optText(func(n *node) **string { return &n.RetiredReason }, 255), access: writable},
 	{name: "secure_boot", since: v75BootMode, value: optFlag(func(n *node) **bool { return &n.SecureBoot })},
-	{name: "shard", since: v82Shard, value: optText(func(n *node) **string { return &n.Shard }, 255), access: writable},
+	{name: "shard", since: v82Shard, value: optText(func(n *node) **string { return &n.Shard }, 255), access: writable,
+		filter: &nodeFilter{since: v82Shard, apply: filterShards}},
 	{name: "storage_interface", since: v33StorageIface, value: ifaceName(func(n *node) *string { return &n.StorageInterface }), access: writable},
 	{name: "target_power_state", since: 1, value: optText(func(n *node) **string { return &n.TargetPowerState }, 0)},
 	{name: "target_provision_state", since: 1, value: shown(viewTargetProvisionState)},
@@ -88,10 +89,11 @@ var nodeFields = []nodeField{
 	{name: "traits", since: v37Traits, value: shown(viewTraits)},
 	{name: "vendor_interface", since: v31DynamicIfaces, value: ifaceName(func(n *node) *string { return &n.VendorInterface }), access: writable},
 	{name: "links", since: 1, value: links(func(n *node) string { return "nodes/" + n.UUID })},
-	// conductor: the API does not know which worker serves a node.
-	{name: "conductor", since: v49Conductors, value: computed(func(*node, viewCtx) any { return nil })},
+	// conductor: a live worker serving the node's group (conductors.go).
+	{name: "conductor", since: v49Conductors, value: computed(func(n *node, v viewCtx) any { return v.ring.pick(n) })},
 	{name: "allocation_uuid", since: v52Allocation, value: computed(func(*node, viewCtx) any { return nil })},
-	{name: "chassis_uuid", since: 1, value: optText(func(n *node) **string { return &n.ChassisUUID }, 0), access: writable},
+	{name: "chassis_uuid", since: 1, value: optText(func(n *node) **string { return &n.ChassisUUID }, 0).setBy(setChassisUUID), access: writable,
+		filter: &nodeFilter{since: 1, apply: filterChassisUUID}},
 	{name: "ports", since: 1, value: links(func(n *node) string { return "nodes/" + n.UUID + "/ports" })},
 	{name: "states", since: v14StateLinks, value: links(func(n *node) string { return "nodes/" + n.UUID + "/states" })},
 	{name: "portgroups", since: v24PortgroupSub, value: links(func(n *node) string { return "nodes/" + n.UUID + "/portgroups" })},
@@ -100,9 +102,10 @@ var nodeFields = []nodeField{
 
 // nodeResource is the node resource derived from nodeFields. PATCH also refuses
 // firmware_interface (Ironic has it; ironflow does not show it yet).
-// "associated" filters on instance_uuid being set.
+// "associated" filters on instance_uuid being set, "sharded" on shard.
 var nodeResource = newResource("node", nodeFields, []string{"firmware_interface"},
-	namedFilter[store.NodeFilter]{"associated", boolFilter(func(f *nodeQuery) **bool { return &f.Associated })})
+	namedFilter[store.NodeFilter]{"associated", boolFilter(func(f *nodeQuery) **bool { return &f.Associated })},
+	namedFilter[store.NodeFilter]{"sharded", &nodeFilter{since: v82Shard, apply: filterSharded}})
 
 // nodeDefaultFields are the keys of a node in a list without detail, in
 // the order the "next" link repeats them.

@@ -220,6 +220,10 @@ type provisionPlan struct {
 // before it checks the state: a verb that races a running operation is
 // told the node is locked.
 func decideProvision(n *store.Node, verb string, held func() bool) (provisionPlan, error) {
+	op, checked := maintenanceRefuses[workflows.Verb(verb)]
+	if checked && op.beforeState && n.Maintenance {
+		return provisionPlan{}, inMaintenance(op.name, n.UUID)
+	}
 	t, ok := workflows.Accept(n.ProvisionState, verb)
 	if !ok {
 		if workflows.Verb(verb) != workflows.VerbAbort && held() {
@@ -227,13 +231,45 @@ func decideProvision(n *store.Node, verb string, held func() bool) (provisionPla
 		}
 		return provisionPlan{}, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
 	}
+	if checked && !op.beforeState && n.Maintenance {
+		return provisionPlan{}, inMaintenance(op.name, n.UUID)
+	}
 	if n.Protected && slices.Contains([]workflows.Verb{workflows.VerbDeleted, workflows.VerbUndeploy, workflows.VerbRebuild}, workflows.Verb(verb)) {
 		return provisionPlan{}, errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
+	}
+	if deploysImage(verb) {
+		// Ironic's start_deploy validates the instance traits (400).
+		if msg := instanceTraitsProblem(n); msg != "" {
+			return provisionPlan{}, badRequest("Failed to validate deploy or power info for node %s: %s", n.UUID, msg)
+		}
 	}
 	if workflows.Operation(t.Operation) == workflows.OpAbort {
 		return provisionPlan{transition: t, abort: true}, nil
 	}
 	return provisionPlan{transition: t, endWaitingFirst: workflows.IsFailureState(n.ProvisionState)}, nil
+}
+
+// maintenanceRefuses are the verbs Ironic refuses on a node in maintenance,
+// with the operation its NodeInMaintenance message names. Ironic's API
+// refuses active and rebuild (deploy is active since 1.73) before it looks
+// at the state; its conductor refuses clean, rescue and unrescue once the
+// state machine accepted the verb. Every other verb (manage, provide,
+// inspect, deleted/undeploy, abort, ...) is allowed in maintenance.
+var maintenanceRefuses = map[workflows.Verb]struct {
+	name        string
+	beforeState bool
+}{
+	workflows.VerbActive:  {"provisioning", true},
+	workflows.VerbDeploy:  {"provisioning", true},
+	workflows.VerbRebuild: {"provisioning", true},
+	workflows.VerbClean:   {"cleaning", false},
+	"rescue":              {"rescuing", false},
+	"unrescue":            {"unrescuing", false},
+}
+
+// inMaintenance is Ironic's NodeInMaintenance (400).
+func inMaintenance(op, nodeUUID string) *apiError {
+	return badRequest("The %s operation can't be performed on node %s because it's in maintenance mode.", op, nodeUUID)
 }
 
 // actProvision carries the plan out and answers 202.

@@ -125,6 +125,12 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/history", s.handle(introducedIn(v78History, s.onNode(s.listHistory))))
 	a.GET("/nodes/:node/history/:event", s.handle(introducedIn(v78History, s.onNode(s.showHistory))))
 	a.GET("/nodes/:node/inventory", s.handle(introducedIn(v81Inventory, s.onNode(s.inventory))))
+	// Node traits (1.37).
+	a.GET("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.listTraits))))
+	a.PUT("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.setTraits))))
+	a.DELETE("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.removeTraits))))
+	a.PUT("/nodes/:node/traits/:trait", s.handle(introducedIn(v37Traits, s.onNode(s.addTrait))))
+	a.DELETE("/nodes/:node/traits/:trait", s.handle(introducedIn(v37Traits, s.onNode(s.removeTraits))))
 	a.GET("/nodes/:node/ports", s.handle(s.onNode(s.listNodePorts)))
 	a.GET("/nodes/:node/ports/detail", s.handle(s.onNode(s.listNodePortsDetail)))
 
@@ -150,11 +156,24 @@ func (s *server) routes() http.Handler {
 	a.POST("/nodes/:node/vifs", s.handle(introducedIn(v28VIFs, s.onNode(s.attachVIF))))
 	a.DELETE("/nodes/:node/vifs/:vif", s.handle(introducedIn(v28VIFs, s.onNode(s.detachVIF))))
 
+	// Chassis (1.1) and shards (1.82).
+	a.GET("/chassis", s.handle(s.listChassis))
+	a.GET("/chassis/detail", s.handle(s.listChassisDetail))
+	a.POST("/chassis", s.handle(s.createChassis))
+	a.GET("/chassis/:chassis", s.handle(s.showChassis))
+	a.PATCH("/chassis/:chassis", s.handle(s.onChassis(s.patchChassis)))
+	a.DELETE("/chassis/:chassis", s.handle(s.onChassis(s.deleteChassis)))
+	a.GET("/chassis/:chassis/nodes", s.handle(s.onChassis(s.listChassisNodes)))
+	a.GET("/chassis/:chassis/nodes/detail", s.handle(s.onChassis(s.listChassisNodesDetail)))
+	a.GET("/shards", s.handle(introducedIn(v82Shard, s.listShards)))
+
+	s.volumeRoutes(a) // volume connectors and targets: volume_crud.go
+
 	a.GET("/drivers", s.listDrivers)
 	a.GET("/drivers/:name", s.showDriver)
 	a.GET("/drivers/:name/properties", s.driverProperties)
-	a.GET("/conductors", s.listConductors)
-	a.GET("/conductors/:name", s.showConductor)
+	a.GET("/conductors", s.handle(introducedIn(v49Conductors, s.listConductors)))
+	a.GET("/conductors/:name", s.handle(introducedIn(v49Conductors, s.showConductor)))
 
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// Ironic serves "/v1/ports/" like "/v1/ports" (the CLI uses both).

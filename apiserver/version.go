@@ -46,6 +46,7 @@ const (
 	v22Ramdisk          = 22
 	v23Portgroups       = 23
 	v24PortgroupSub     = 24
+	v25UnsetChassis     = 25
 	v26PortgroupMode    = 26
 	v27SoftPower        = 27
 	v28VIFs             = 28
@@ -205,8 +206,16 @@ func (s *server) v1Document(c *gin.Context) {
 	if ver(c) >= v23Portgroups {
 		doc["portgroups"] = res("portgroups")
 	}
+	if ver(c) >= v32Volume {
+		doc["volume"] = res("volume")
+	}
 	if ver(c) >= v49Conductors {
 		doc["conductors"] = res("conductors")
+	}
+	// Chassis (above, every version) and shards (1.82) exist: the
+	// node-fields resources.
+	if ver(c) >= v82Shard {
+		doc["shards"] = res("shards")
 	}
 	c.JSON(http.StatusOK, doc)
 }

@@ -15,6 +15,8 @@ import (
 type viewCtx struct {
 	minor int
 	base  string
+	// ring, when read, picks the conductor a node shows (conductors.go).
+	ring *conductorRing
 }
 
 func strOrNil(p *string) any {

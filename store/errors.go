@@ -20,6 +20,14 @@ var uniqueErrors = map[string]error{
 	"portgroups_uuid_key":     ErrDuplicateUUID,
 	"portgroups_name_key":     ErrDuplicateName,
 	"portgroups_address_key":  ErrDuplicateMAC,
+	"chassis_uuid_key":        ErrDuplicateUUID,
+}
+
+// foreignKeyErrors maps the foreign keys of migrations/*.sql whose
+// violation names something else than a missing node.
+var foreignKeyErrors = map[string]error{
+	"nodes_chassis_uuid_fkey":   ErrChassisNotFound,
+	"ports_portgroup_uuid_fkey": ErrPortgroupNotFound,
 }
 
 // dbError wraps err with what was being done, translating the database's
@@ -39,9 +47,9 @@ func dbError(err error, format string, args ...any) error {
 			if typed, ok := uniqueErrors[pgErr.ConstraintName]; ok {
 				return fmt.Errorf("%s: %w", what, typed)
 			}
-		case "23503": // foreign_key_violation: the referenced node (or port group) is gone
-			if pgErr.ConstraintName == "ports_portgroup_uuid_fkey" {
-				return fmt.Errorf("%s: %w", what, ErrPortgroupNotFound)
+		case "23503": // foreign_key_violation: the referenced row is gone
+			if typed, ok := foreignKeyErrors[pgErr.ConstraintName]; ok {
+				return fmt.Errorf("%s: %w", what, typed)
 			}
 			return fmt.Errorf("%s: node: %w", what, ErrNotFound)
 		case "23514", "22P02", "22023": // check_violation, invalid text, invalid parameter

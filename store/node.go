@@ -94,6 +94,12 @@ type NodeFilter struct {
 	Lessee         string
 	InstanceUUID   string
 	Retired        *bool
+	// Shards selects nodes in any of these shards (API 1.82 ?shard=).
+	Shards []string
+	// Sharded selects nodes with (true) or without (false) a shard.
+	Sharded *bool
+	// ChassisUUID selects the nodes of one chassis.
+	ChassisUUID string
 
 	// Limit caps the rows returned; 0 means no limit.
 	Limit int
@@ -389,6 +395,21 @@ func nodeWhere(f NodeFilter) (conds []string, args []any) {
 	}
 	if f.Retired != nil {
 		eq("retired", *f.Retired)
+	}
+	if f.Shards != nil {
+		args = append(args, f.Shards)
+		conds = append(conds, fmt.Sprintf("shard = ANY($%d::text[])", len(args)))
+	}
+	if f.Sharded != nil {
+		if *f.Sharded {
+			conds = append(conds, "shard IS NOT NULL")
+		} else {
+			conds = append(conds, "shard IS NULL")
+		}
+	}
+	if f.ChassisUUID != "" {
+		u, _ := canonicalUUID(f.ChassisUUID)
+		eq("chassis_uuid", u)
 	}
 	return conds, args
 }

@@ -27,6 +27,10 @@ var (
 	ErrInvalidInput   = errors.New("invalid input")
 	// ErrInstanceAssociated: another node already has this instance_uuid.
 	ErrInstanceAssociated = errors.New("instance already associated with another node")
+	// ErrChassisNotFound: a node names a chassis that does not exist.
+	ErrChassisNotFound = errors.New("chassis not found")
+	// ErrChassisNotEmpty: the chassis to delete still has nodes.
+	ErrChassisNotEmpty = errors.New("chassis contains nodes")
 )
 
 // DefaultHistoryMaxEntries is how many node_history rows a node keeps, as

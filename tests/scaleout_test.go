@@ -30,7 +30,7 @@ func TestScaleOutTwoAPIsTwoWorkersConductorGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a2.Kill)
-	w2, err := lab.Spawn("ironflow-worker-rack2", append(lab.WorkerArgs(), "--conductor-groups", "rack2", "--sync-power-state-interval", "0"))
+	w2, err := lab.Spawn("ironflow-worker-rack2", append(lab.WorkerArgs(), "--conductor-groups", "rack2", "--conductor-hostname", "worker-rack2", "--sync-power-state-interval", "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +38,17 @@ func TestScaleOutTwoAPIsTwoWorkersConductorGroups(t *testing.T) {
 	waitFor(t, "the second API", 30*time.Second, func() bool {
 		out, err := exec.Command("curl", "-sf", "http://"+api2+"/").CombinedOutput()
 		return err == nil && strings.Contains(string(out), "v1")
+	})
+	// Each worker is its own conductor (API 1.49): the rack2 worker is
+	// listed alive with its group.
+	waitFor(t, "the rack2 worker listed as a conductor", 30*time.Second, func() bool {
+		var c struct {
+			Hostname       string `json:"hostname"`
+			ConductorGroup string `json:"conductor_group"`
+			Alive          bool   `json:"alive"`
+		}
+		code, _ := call(t, "GET", "/v1/conductors/worker-rack2", nil, &c)
+		return code == 200 && c.Alive && c.ConductorGroup == "rack2"
 	})
 
 	img := newImageServer(t, 1<<20)

@@ -103,6 +103,7 @@ type apiFlags struct {
 	listen, databaseURL, temporal, namespace, auth, htpasswd, publicURL *string
 	heartbeatTimeout                                                    *time.Duration
 	maxLimit                                                            *int
+	conductorTimeout                                                    *time.Duration
 }
 
 func addAPIFlags(s *settings) apiFlags {
@@ -116,6 +117,7 @@ func addAPIFlags(s *settings) apiFlags {
 		publicURL:        s.String("public-url", "", "base URL of links and Location headers (default: from the request)"),
 		heartbeatTimeout: s.Duration("ramdisk-heartbeat-timeout", apiserver.DefaultConfig().RamdiskHeartbeatTimeout, "heartbeat_timeout sent to agents"),
 		maxLimit:         s.Int("max-limit", apiserver.DefaultConfig().MaxLimit, "largest page of a list"),
+		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
 	}
 }
 
@@ -127,6 +129,7 @@ func (f apiFlags) config() apiserver.Config {
 	cfg.PublicURL = *f.publicURL
 	cfg.RamdiskHeartbeatTimeout = *f.heartbeatTimeout
 	cfg.MaxLimit = *f.maxLimit
+	cfg.ConductorHeartbeatTimeout = *f.conductorTimeout
 	if h, err := os.Hostname(); err == nil {
 		cfg.ConductorName = h
 	}
@@ -166,6 +169,8 @@ type workerFlags struct {
 	callbackTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout         *time.Duration
 	syncInterval                                                            *time.Duration
 	isoDir, imagesDir                                                       *string
+	hostname                                                                *string
+	conductorInterval                                                       *time.Duration
 	bmcAttempts, maxActivities                                              *int
 	automatedClean, agentInsecure                                           *bool
 }
@@ -187,6 +192,9 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		automatedClean:   s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
 		agentInsecure:    s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
 	}
+	host, _ := os.Hostname()
+	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
+	f.conductorInterval = s.Duration("conductor-heartbeat-interval", worker.DefaultHeartbeatInterval, "how often the worker records that it is alive")
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
 	} else {
@@ -207,7 +215,6 @@ func (f workerFlags) activitiesConfig() activities.Config {
 	p.OperatorWaitTimeout = *f.operatorWait
 	p.BMCCallTimeout = *f.bmcCallTimeout
 	p.BMCAttempts = int32(*f.bmcAttempts)
-	host, _ := os.Hostname()
 	return activities.Config{
 		Policy:            p,
 		AutomatedClean:    *f.automatedClean,
@@ -215,7 +222,7 @@ func (f workerFlags) activitiesConfig() activities.Config {
 		BootURL:           *f.bootURL,
 		AgentKernelParams: *f.kernelParams,
 		AgentInsecure:     *f.agentInsecure,
-		Conductor:         host,
+		Conductor:         *f.hostname,
 	}
 }
 
@@ -239,6 +246,13 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 		return nil, err
 	}
 	log.Info("worker started", "conductor_groups", *f.groups)
+	unannounce, err := worker.Announce(context.Background(), st, worker.Conductor{
+		Hostname: *f.hostname, ConductorGroups: f.options().ConductorGroups, Interval: *f.conductorInterval,
+	}, log.With("component", "conductor"))
+	if err != nil {
+		worker.Stop(ws)
+		return nil, err
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, g := range f.options().ConductorGroups {
@@ -253,6 +267,7 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 		}
 	}
 	return func() {
+		unannounce()
 		worker.Stop(ws)
 		// Log out of the Redfish sessions this worker kept open, so that
 		// BMCs do not hold them until they time out.
