@@ -314,12 +314,15 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	if t.Target != "" {
 		target = &t.Target
 	}
-	// Conditional on the state we saw: if the workflow already moved the
-	// node on, its write wins and this one is a no-op. State and history
-	// are one statement: this is every verb's store write.
+	// Conditional on the state we saw, and on it not having moved since:
+	// if the workflow already moved the node on (even back to the same
+	// state, as a fast rebuild does), its write wins and this one is a
+	// no-op. State and history are one statement: this is every verb's
+	// store write.
 	event := fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target)
 	err = s.store.RecordTransition(ctx, n.UUID, store.Transition{
 		From: []string{n.ProvisionState}, To: t.Next, Target: target,
+		Unmoved: true, UnmovedSince: n.ProvisionUpdatedAt,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
 			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
 	})
