@@ -21,14 +21,16 @@ import (
 
 // Named defaults for every timer and retry bound (README: configuration).
 const (
-	DefaultCallbackTimeout     = 30 * time.Minute
-	DefaultHeartbeatTimeout    = 300 * time.Second
-	DefaultOperatorWaitTimeout = time.Hour
-	DefaultBMCAttempts         = 5
-	DefaultBMCInitialInterval  = 2 * time.Second
-	DefaultBMCCallTimeout      = 2 * time.Minute
-	DefaultAgentCommandTimeout = 2 * time.Hour
-	DefaultAgentPollInterval   = 2 * time.Second
+	DefaultCallbackTimeout = 30 * time.Minute
+	// DefaultRescueCallbackTimeout is Ironic's rescue_callback_timeout.
+	DefaultRescueCallbackTimeout = 30 * time.Minute
+	DefaultHeartbeatTimeout      = 300 * time.Second
+	DefaultOperatorWaitTimeout   = time.Hour
+	DefaultBMCAttempts           = 5
+	DefaultBMCInitialInterval    = 2 * time.Second
+	DefaultBMCCallTimeout        = 2 * time.Minute
+	DefaultAgentCommandTimeout   = 2 * time.Hour
+	DefaultAgentPollInterval     = 2 * time.Second
 	// DefaultAgentActivityHeartbeat: RunAgentStep reports every 10 s.
 	DefaultAgentActivityHeartbeat = 30 * time.Second
 	DefaultEraseMetadataPrio      = 99
@@ -39,6 +41,7 @@ const (
 func DefaultPolicy() workflows.Policy {
 	return workflows.Policy{
 		CallbackTimeout:              DefaultCallbackTimeout,
+		RescueCallbackTimeout:        DefaultRescueCallbackTimeout,
 		HeartbeatTimeout:             DefaultHeartbeatTimeout,
 		OperatorWaitTimeout:          DefaultOperatorWaitTimeout,
 		BMCAttempts:                  DefaultBMCAttempts,
@@ -135,6 +138,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		BootInterface:    hardware.Interface(n.BootInterface),
 		DeployInterface:  hardware.Interface(n.DeployInterface),
 		InspectInterface: hardware.Interface(n.InspectInterface),
+		RescueInterface:  hardware.Interface(n.RescueInterface),
 		ConductorGroup:   n.ConductorGroup,
 		ProvisionState:   workflows.State(n.ProvisionState),
 		BootMode:         "bios",
@@ -189,9 +193,10 @@ func bootMode(n *store.Node) string {
 
 // overrideKeys set the Policy fields driver_info may override per node.
 var overrideKeys = map[string]func(*workflows.Policy, time.Duration){
-	workflows.DriverInfoCallbackTimeout:     func(p *workflows.Policy, d time.Duration) { p.CallbackTimeout = d },
-	workflows.DriverInfoHeartbeatTimeout:    func(p *workflows.Policy, d time.Duration) { p.HeartbeatTimeout = d },
-	workflows.DriverInfoOperatorWaitTimeout: func(p *workflows.Policy, d time.Duration) { p.OperatorWaitTimeout = d },
+	workflows.DriverInfoCallbackTimeout:       func(p *workflows.Policy, d time.Duration) { p.CallbackTimeout = d },
+	workflows.DriverInfoHeartbeatTimeout:      func(p *workflows.Policy, d time.Duration) { p.HeartbeatTimeout = d },
+	workflows.DriverInfoOperatorWaitTimeout:   func(p *workflows.Policy, d time.Duration) { p.OperatorWaitTimeout = d },
+	workflows.DriverInfoRescueCallbackTimeout: func(p *workflows.Policy, d time.Duration) { p.RescueCallbackTimeout = d },
 }
 
 func applyOverrides(p *workflows.Policy, driverInfo map[string]any) error {

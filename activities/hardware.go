@@ -165,7 +165,7 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		return a.prepareRamdisk(ctx, node)
 	case workflows.BootAnaconda:
 		return a.prepareAnaconda(ctx, node)
-	case workflows.BootAgent, workflows.BootInspect:
+	case workflows.BootAgent, workflows.BootInspect, workflows.BootRescue:
 	default:
 		return invalidConfig("node %s: PrepareBoot cannot boot %q", node.UUID, in.Kind)
 	}
@@ -181,7 +181,7 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, store.AgentSessionKeys()...); err != nil {
 		return storeErr(err, "wipe agent token of node %s", node.UUID)
 	}
-	kernel, initrd, err := a.agentImages(ctx, node.UUID)
+	kernel, initrd, err := a.agentImages(ctx, node.UUID, in.Kind)
 	if err != nil {
 		return err
 	}
@@ -309,21 +309,28 @@ func invalidConfig(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), workflows.ErrTypeInvalidConfig, nil)
 }
 
-// agentImages are the agent kernel and ramdisk URLs for a node: Ironic's
-// driver_info deploy_kernel and deploy_ramdisk when set, else the boot
+// agentImages are the agent kernel and ramdisk URLs for a node: for a
+// rescue, Ironic's driver_info rescue_kernel and rescue_ramdisk when set;
+// Ironic's deploy_kernel and deploy_ramdisk when set; else the boot
 // service's own agent.
-func (a *Activities) agentImages(ctx context.Context, nodeUUID string) (string, string, error) {
+func (a *Activities) agentImages(ctx context.Context, nodeUUID string, kind workflows.BootKind) (string, string, error) {
 	n, err := a.Store.GetNode(ctx, nodeUUID)
 	if err != nil {
 		return "", "", storeErr(err, "load node %s", nodeUUID)
 	}
-	k, _ := n.DriverInfo[hardware.KeyDeployKernel].(string)
-	r, _ := n.DriverInfo[hardware.KeyDeployRamdisk].(string)
-	switch {
-	case k != "" && r != "":
-		return k, r, nil
-	case k != "" || r != "":
-		return "", "", invalidConfig("node %s: driver_info deploy_kernel and deploy_ramdisk go together: set both or neither", nodeUUID)
+	pairs := [][2]string{{hardware.KeyDeployKernel, hardware.KeyDeployRamdisk}}
+	if kind == workflows.BootRescue {
+		pairs = append([][2]string{{hardware.KeyRescueKernel, hardware.KeyRescueRamdisk}}, pairs...)
+	}
+	for _, p := range pairs {
+		k, _ := n.DriverInfo[p[0]].(string)
+		r, _ := n.DriverInfo[p[1]].(string)
+		switch {
+		case k != "" && r != "":
+			return k, r, nil
+		case k != "" || r != "":
+			return "", "", invalidConfig("node %s: driver_info %s and %s go together: set both or neither", nodeUUID, p[0], p[1])
+		}
 	}
 	return a.Config.AgentKernelURL, a.Config.AgentInitrdURL, nil
 }

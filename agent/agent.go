@@ -103,6 +103,7 @@ type Agent struct {
 
 	forceHB    chan struct{}
 	heartbeats atomic.Bool // false pauses heartbeating (fault injection)
+	rescued    atomic.Bool // finalize_rescue set the rescue user up
 	hbMu       sync.Mutex  // held while a heartbeat is in flight
 	hbCount    atomic.Int64
 	lookedUp   chan struct{}

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ironflow/ironflow/shadow"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,6 +33,20 @@ type LinuxHardware struct {
 	ProcRoot string // default /proc
 	// Logs, when set, is handed over by log.collect_system_logs.
 	Logs func() map[string][]byte
+	// AccountRoot is the root whose /etc rescue.finalize_rescue writes the
+	// rescue user into ("/" in the ramdisk); empty refuses rescue, so that
+	// the agent run on a spare machine for debugging never changes its
+	// accounts.
+	AccountRoot string
+}
+
+// SetRescueUser implements Rescuer: the rescue user's /etc/passwd, group
+// and shadow entries under AccountRoot.
+func (h *LinuxHardware) SetRescueUser(_ context.Context, hash string) error {
+	if h.AccountRoot == "" {
+		return errNoRescue
+	}
+	return shadow.SetUser(h.AccountRoot, RescueUser, hash)
 }
 
 func (h *LinuxHardware) sys(p ...string) string {

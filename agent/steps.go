@@ -76,6 +76,7 @@ func (a *Agent) commandSpecs() map[string]commandSpec {
 			return a.cfg.Hardware.Inventory(ctx)
 		}},
 		"log.collect_system_logs": {run: a.collectSystemLogs},
+		"rescue.finalize_rescue":  {run: a.finalizeRescue},
 	}
 }
 

@@ -21,6 +21,7 @@ var verbSince = map[workflows.Verb]int{
 	workflows.VerbManage: v4ManageableState, workflows.VerbProvide: v4ManageableState,
 	workflows.VerbInspect: v6InspectState, workflows.VerbAbort: v13AbortVerb, workflows.VerbClean: v15ManualClean,
 	workflows.VerbDeploy: v73DeployVerbs, workflows.VerbUndeploy: v73DeployVerbs,
+	workflows.VerbRescue: v38RescueIface, workflows.VerbUnrescue: v38RescueIface,
 }
 
 // deploysImage reports whether verb writes an instance: the verbs that take
@@ -128,6 +129,9 @@ func (s *server) provision(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := checkRescueArgs(n, req); err != nil {
+		return err
+	}
 	return s.actProvision(c, n, req, plan)
 }
 
@@ -138,6 +142,9 @@ type provisionBody struct {
 	cleanSteps     json.RawMessage
 	deploySteps    json.RawMessage
 	disableRamdisk bool
+	// rescuePassword is the clear rescue_password (API 1.38); it is hashed
+	// before anything stores it, and never logged.
+	rescuePassword *string
 }
 
 // parseProvision reads and checks the body with Ironic's messages and
@@ -187,6 +194,13 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 		if !deploysImage(verb) {
 			return req, badRequest("\"deploy_steps\" is only valid when setting target provision state to active or rebuild")
 		}
+	}
+	if v, ok := body["rescue_password"]; ok && v != nil {
+		pw, ok := v.(string)
+		if !ok {
+			return req, badRequest("Invalid rescue_password: %s is not a string", pyRepr(v))
+		}
+		req.rescuePassword = &pw
 	}
 	if v, ok := body["disable_ramdisk"]; ok && v != nil {
 		if ver(c) < v70DisableRamdisk {
@@ -295,12 +309,20 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 			return err
 		}
 	}
+	// After the waiting workflow ended (it forgets an earlier rescue
+	// password), before the new one starts.
+	if err := s.storeRescuePassword(ctx, n.UUID, req); err != nil {
+		return err
+	}
 	err := s.startProvision(ctx, workflows.ProvisionRequest{
 		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
 		ConfigDrive: req.configDrive, DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps,
 		DisableRamdisk: req.disableRamdisk, ConductorGroup: n.ConductorGroup,
 		RequestedAt: time.Now().UTC(),
 	})
+	if err != nil && req.rescuePassword != nil {
+		s.forgetRescuePassword(ctx, n.UUID)
+	}
 	if errors.Is(err, ErrNodeLocked) {
 		return nodeLocked(n.UUID, lockHolder(n))
 	}

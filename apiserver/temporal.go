@@ -108,7 +108,8 @@ var ErrNotImplemented = errors.New("not implemented")
 func WorkflowTypes() []string {
 	var out []string
 	for _, op := range []workflows.Operation{workflows.OpManage, workflows.OpProvide, workflows.OpDeploy,
-		workflows.OpUndeploy, workflows.OpInspect, workflows.OpPower, workflows.OpBootDevice} {
+		workflows.OpUndeploy, workflows.OpInspect, workflows.OpPower, workflows.OpBootDevice,
+		workflows.OpRescue, workflows.OpUnrescue} {
 		if wf, ok := op.Workflow(); ok {
 			out = append(out, wf)
 		}

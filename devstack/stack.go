@@ -303,6 +303,9 @@ func (s *Stack) Stop() {
 // WorkerLog is the worker's log file (every run of it).
 func (s *Stack) WorkerLog() string { return filepath.Join(s.cfg.Dir, "ironflow-worker.log") }
 
+// APILog is the API's log file (every run of it).
+func (s *Stack) APILog() string { return filepath.Join(s.cfg.Dir, "ironflow-api.log") }
+
 // LogTail is the end of every log of the stack, n bytes each, for
 // failure messages.
 func (s *Stack) LogTail(n int64) string {

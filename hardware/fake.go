@@ -17,7 +17,7 @@ func init() {
 			KindDeploy: {Fake, Direct, Ramdisk, Anaconda}, KindFirmware: {Fake, NoFirmware},
 			KindInspect: {Fake, Agent, NoInspect}, KindManagement: {Fake, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Fake}, KindRAID: {Fake, NoRAID},
-			KindRescue: {Fake, NoRescue}, KindStorage: {Noop}, KindVendor: {Fake, NoVendor},
+			KindRescue: {Fake, NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {Fake, NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk"},
 		Capabilities: []Capability{CapInMemoryBMC},

@@ -109,14 +109,41 @@ func (d deployBehaviour) Flow() DeployFlow   { return d.flow }
 func (d deployBehaviour) WritesDisk() bool   { return d.writesDisk }
 func (d deployBehaviour) PreparesBoot() bool { return d.preparesBoot }
 
+// RescueMethod is how a rescue interface rescues an instance.
+type RescueMethod int
+
+const (
+	// RescueNothing boots nothing: the node is recorded rescued (fake,
+	// and what no-rescue would do, were it not refused).
+	RescueNothing RescueMethod = iota
+	// RescueAgent boots the agent, which sets the rescue user's password
+	// (rescue.finalize_rescue); unrescue boots the instance again.
+	RescueAgent
+)
+
+// Rescue is what the rescue workflows ask of a node's rescue interface.
+type Rescue interface {
+	Method() RescueMethod
+	// Supported is false for no-rescue, which refuses rescue.
+	Supported() bool
+}
+
+type rescueBehaviour struct {
+	method    RescueMethod
+	supported bool
+}
+
+func (r rescueBehaviour) Method() RescueMethod { return r.method }
+func (r rescueBehaviour) Supported() bool      { return r.supported }
+
 type inspectBehaviour struct{ method InspectMethod }
 
 func (i inspectBehaviour) Method() InspectMethod { return i.method }
 
 // implementations are every interface ironflow implements, per kind.
 // Interfaces Ironic has and ironflow does not run (bios, firmware and raid
-// through Redfish, raid and rescue through the agent, vendor passthru,
-// consoles) are absent on purpose: add one here with the code that serves
+// through Redfish, raid through the agent, vendor passthru, consoles) are
+// absent on purpose: add one here with the code that serves
 // it before a hardware type advertises it.
 //
 // It is a variable initialised before any init function runs, so that the
@@ -133,7 +160,7 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	}
 	for kind, names := range map[Kind][]Interface{
 		KindBIOS: {NoBIOS, Fake}, KindConsole: {NoConsole, Fake}, KindFirmware: {NoFirmware, Fake},
-		KindRAID: {NoRAID, Fake}, KindRescue: {NoRescue, Fake}, KindVendor: {NoVendor, Fake},
+		KindRAID: {NoRAID, Fake}, KindVendor: {NoVendor, Fake},
 		KindStorage: {Noop},
 		// ironflow's DHCP and boot services serve one flat provisioning
 		// network: no port binding to do, which is what noop and flat mean.
@@ -159,6 +186,10 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	implement(KindDeploy, Ramdisk, "workflows DeployNode: the instance's ramdisk booted from the network", "", deployBehaviour{FlowRamdisk, true, true})
 	implement(KindDeploy, Anaconda, "workflows DeployNode: the installer and its kickstart", "", deployBehaviour{FlowInstaller, true, true})
 	implement(KindDeploy, Fake, "workflows DeployNode: power on, nothing written", "", deployBehaviour{FlowNone, false, false})
+
+	implement(KindRescue, NoRescue, servedByNothing, "", rescueBehaviour{RescueNothing, false})
+	implement(KindRescue, Fake, servedByNothing, "", rescueBehaviour{RescueNothing, true})
+	implement(KindRescue, Agent, "workflows RescueNode and UnrescueNode: the agent's rescue.finalize_rescue", "", rescueBehaviour{RescueAgent, true}, rescueImageKeys...)
 
 	implement(KindInspect, NoInspect, servedByNothing, "", inspectBehaviour{InspectNothing})
 	implement(KindInspect, Fake, servedByNothing, "", inspectBehaviour{InspectNothing})
@@ -203,6 +234,15 @@ func DeployOf(name Interface) Deploy {
 		return d
 	}
 	return deployBehaviour{flow: FlowNone, preparesBoot: true}
+}
+
+// RescueOf answers for a rescue interface. An unknown name refuses
+// rescue.
+func RescueOf(name Interface) Rescue {
+	if r, ok := implementations[KindRescue][name].behaviour.(Rescue); ok {
+		return r
+	}
+	return rescueBehaviour{RescueNothing, false}
 }
 
 // InspectOf answers for an inspect interface. An unknown name inspects

@@ -61,7 +61,8 @@ const (
 	Ramdisk  Interface = "ramdisk"
 	Anaconda Interface = "anaconda"
 
-	// Agent inspects in-band: the agent boots and reports an inventory.
+	// Agent inspects in-band (the agent boots and reports an inventory) and
+	// rescues (the agent boots and sets the rescue user's password).
 	Agent Interface = "agent"
 
 	// BMC protocols: power and management; Redfish also inspects

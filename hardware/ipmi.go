@@ -21,7 +21,7 @@ func init() {
 			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware},
 			KindInspect: {NoInspect, Agent}, KindManagement: {IPMITool, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {IPMITool}, KindRAID: {NoRAID},
-			KindRescue: {NoRescue}, KindStorage: {Noop}, KindVendor: {NoVendor},
+			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},
 		},
 		BootDevices: []string{"pxe", "disk", "cdrom", "bios", "safe"},
 	})

@@ -18,6 +18,11 @@ const (
 	// override the boot service's own agent and come as a pair.
 	KeyDeployKernel  = "deploy_kernel"
 	KeyDeployRamdisk = "deploy_ramdisk"
+
+	// KeyRescueKernel and KeyRescueRamdisk are Ironic's rescue images for
+	// network boot; without them the agent images boot for rescue too.
+	KeyRescueKernel  = "rescue_kernel"
+	KeyRescueRamdisk = "rescue_ramdisk"
 )
 
 // powerWaitKeys are read by the BMC drivers that wait for a real BMC.
@@ -32,6 +37,13 @@ var powerWaitKeys = []Key{
 var agentImageKeys = []Key{
 	{Name: KeyDeployKernel, Description: "URL of the agent kernel to boot instead of the boot service's own agent; set it with deploy_ramdisk. Optional."},
 	{Name: KeyDeployRamdisk, Description: "URL of the agent ramdisk to boot instead of the boot service's own agent; set it with deploy_kernel. Optional."},
+}
+
+// rescueImageKeys are read by the agent rescue interface when the rescue
+// agent network-boots (implementation.go).
+var rescueImageKeys = []Key{
+	{Name: KeyRescueKernel, Description: "URL of the kernel to network-boot for rescue instead of the agent's; set it with rescue_ramdisk. Optional."},
+	{Name: KeyRescueRamdisk, Description: "URL of the ramdisk to network-boot for rescue instead of the agent's; it must run an agent with rescue.finalize_rescue; set it with rescue_kernel. Optional."},
 }
 
 // keys joins key lists into one.

@@ -23,7 +23,7 @@ func init() {
 			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID},
-			KindRescue: {NoRescue}, KindStorage: {Noop}, KindVendor: {NoVendor},
+			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk", "cdrom", "bios"},
 		Capabilities: []Capability{CapVirtualMedia, CapOutOfBandInspection},

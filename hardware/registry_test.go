@@ -52,7 +52,7 @@ func TestUnimplementedInterfacesAreNotAdvertised(t *testing.T) {
 		iface Interface
 	}{
 		{KindBIOS, Redfish}, {KindFirmware, Redfish}, {KindRAID, Redfish}, {KindRAID, Agent},
-		{KindRescue, Agent}, {KindVendor, Redfish}, {KindVendor, IPMITool},
+		{KindVendor, Redfish}, {KindVendor, IPMITool},
 	} {
 		if _, ok := Implemented(c.kind, c.iface); ok {
 			t.Errorf("%s %s has an implementation", c.kind, c.iface)
@@ -61,6 +61,24 @@ func TestUnimplementedInterfacesAreNotAdvertised(t *testing.T) {
 			if ht, _ := Lookup(name); ht.Supports(c.kind, c.iface) {
 				t.Errorf("%s advertises %s interface %s", name, c.kind, c.iface)
 			}
+		}
+	}
+}
+
+// TestAgentRescueIsAdvertisedWithNoRescueTheDefault: rescue through the
+// agent is implemented (workflows RescueNode, UnrescueNode); no-rescue stays
+// the default of the real hardware types, fake the default of fake-hardware.
+func TestAgentRescueIsAdvertisedWithNoRescueTheDefault(t *testing.T) {
+	if impl, ok := Implemented(KindRescue, Agent); !ok || RescueOf(Agent).Method() != RescueAgent {
+		t.Fatalf("rescue agent: %+v %v", impl, ok)
+	}
+	if RescueOf(NoRescue).Supported() || !RescueOf(Fake).Supported() || RescueOf(Fake).Method() != RescueNothing {
+		t.Fatal("no-rescue must refuse, fake must rescue without booting")
+	}
+	for name, def := range map[string]Interface{"ipmi": NoRescue, "redfish": NoRescue, "fake-hardware": Fake} {
+		ht, _ := Lookup(name)
+		if !ht.Supports(KindRescue, Agent) || ht.Default(KindRescue) != def {
+			t.Errorf("%s: rescue agent supported %v, default %s (want %s)", name, ht.Supports(KindRescue, Agent), ht.Default(KindRescue), def)
 		}
 	}
 }

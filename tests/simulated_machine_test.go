@@ -63,7 +63,8 @@ func (m *simMachine) run(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if n.ProvisionState != "wait call-back" && n.ProvisionState != "clean wait" && n.ProvisionState != "inspect wait" {
+		if n.ProvisionState != "wait call-back" && n.ProvisionState != "clean wait" && n.ProvisionState != "inspect wait" &&
+			n.ProvisionState != "rescue wait" {
 			continue
 		}
 		if cur := m.current(); cur != nil && cur.PoweredOn() {

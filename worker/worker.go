@@ -42,6 +42,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowSetPowerState:    workflows.SetPowerState,
 		workflows.WorkflowChangeBootDevice: workflows.ChangeBootDevice,
 		workflows.WorkflowInspectNode:      workflows.InspectNode,
+		workflows.WorkflowRescueNode:       workflows.RescueNode,
+		workflows.WorkflowUnrescueNode:     workflows.UnrescueNode,
 		workflows.WorkflowSyncPowerStates:  workflows.SyncPowerStates,
 	}
 }
@@ -49,24 +51,26 @@ func Workflows() map[string]any {
 // Activities lists every activity method under the name workflows call it by.
 func Activities(a *activities.Activities) map[string]any {
 	return map[string]any{
-		workflows.ActLoadNode:          a.LoadNode,
-		workflows.ActRecordState:       a.RecordState,
-		workflows.ActStoreConfigDrive:  a.StoreConfigDrive,
-		workflows.ActRecordPowerState:  a.RecordPowerState,
-		workflows.ActClearInstanceInfo: a.ClearInstanceInfo,
-		workflows.ActPrepareBoot:       a.PrepareBoot,
-		workflows.ActCleanBoot:         a.CleanBoot,
-		workflows.ActSetBootDevice:     a.SetBootDevice,
-		workflows.ActSetPower:          a.SetPower,
-		workflows.ActGetPowerState:     a.GetPowerState,
-		workflows.ActGetAgentSteps:     a.GetAgentSteps,
-		workflows.ActRunAgentStep:      a.RunAgentStep,
-		workflows.ActAgentPowerOff:     a.AgentPowerOff,
-		workflows.ActValidateHardware:  a.ValidateHardware,
-		workflows.ActApplyInventory:    a.ApplyInventory,
-		workflows.ActRecordInspection:  a.RecordInspection,
-		workflows.ActCollectInventory:  a.CollectInventory,
-		workflows.ActInspectOutOfBand:  a.InspectOutOfBand,
+		workflows.ActLoadNode:             a.LoadNode,
+		workflows.ActRecordState:          a.RecordState,
+		workflows.ActStoreConfigDrive:     a.StoreConfigDrive,
+		workflows.ActRecordPowerState:     a.RecordPowerState,
+		workflows.ActClearInstanceInfo:    a.ClearInstanceInfo,
+		workflows.ActPrepareBoot:          a.PrepareBoot,
+		workflows.ActCleanBoot:            a.CleanBoot,
+		workflows.ActSetBootDevice:        a.SetBootDevice,
+		workflows.ActSetPower:             a.SetPower,
+		workflows.ActGetPowerState:        a.GetPowerState,
+		workflows.ActGetAgentSteps:        a.GetAgentSteps,
+		workflows.ActRunAgentStep:         a.RunAgentStep,
+		workflows.ActAgentPowerOff:        a.AgentPowerOff,
+		workflows.ActValidateHardware:     a.ValidateHardware,
+		workflows.ActApplyInventory:       a.ApplyInventory,
+		workflows.ActRecordInspection:     a.RecordInspection,
+		workflows.ActCollectInventory:     a.CollectInventory,
+		workflows.ActInspectOutOfBand:     a.InspectOutOfBand,
+		workflows.ActFinalizeRescue:       a.FinalizeRescue,
+		workflows.ActForgetRescuePassword: a.ForgetRescuePassword,
 	}
 }
 

@@ -19,6 +19,9 @@ const (
 	ActClearInstanceInfo = "ClearInstanceInfo"
 	ActApplyInventory    = "ApplyInventory"
 	ActRecordInspection  = "RecordInspection"
+	// ActForgetRescuePassword removes the rescue password's hash from the
+	// node once the agent has it, or the rescue ended without it.
+	ActForgetRescuePassword = "ForgetRescuePassword"
 
 	// Regular activities on the node's conductor-group queue: they reach
 	// hardware or wait long.
@@ -33,6 +36,9 @@ const (
 	ActValidateHardware = "ValidateHardware"
 	ActInspectOutOfBand = "InspectOutOfBand"
 	ActCollectInventory = "CollectInventory"
+	// ActFinalizeRescue sends the agent rescue.finalize_rescue with the
+	// hash of the rescue password, which the activity reads from the store.
+	ActFinalizeRescue = "FinalizeRescue"
 )
 
 // NodeInfo is what a workflow needs to know of a node, loaded once at start.
@@ -44,6 +50,7 @@ type NodeInfo struct {
 	BootInterface    hardware.Interface `json:"boot_interface"`
 	DeployInterface  hardware.Interface `json:"deploy_interface"`
 	InspectInterface hardware.Interface `json:"inspect_interface"`
+	RescueInterface  hardware.Interface `json:"rescue_interface,omitempty"`
 	ConductorGroup   string             `json:"conductor_group"`
 	ProvisionState   State              `json:"provision_state"`
 	PowerState       string             `json:"power_state"`
@@ -63,6 +70,9 @@ type Policy struct {
 	// CallbackTimeout bounds wait call-back / clean wait: Ironic's
 	// deploy_callback_timeout, reset by every heartbeat.
 	CallbackTimeout time.Duration `json:"callback_timeout"`
+	// RescueCallbackTimeout bounds rescue wait: Ironic's
+	// rescue_callback_timeout, reset by every heartbeat.
+	RescueCallbackTimeout time.Duration `json:"rescue_callback_timeout,omitempty"`
 	// HeartbeatTimeout: a running agent step fails when the agent has been
 	// silent this long (Ironic's ramdisk_heartbeat_timeout).
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
@@ -143,6 +153,9 @@ const (
 	// BootAnaconda: the installer with its kickstart (deploy_interface
 	// anaconda; PrepareBoot, CleanBoot).
 	BootAnaconda BootKind = "anaconda"
+	// BootRescue: the agent, to rescue; it boots as BootAgent does
+	// (PrepareBoot, CleanBoot).
+	BootRescue BootKind = "rescue"
 	// BootInstance: whatever the active instance boots from ironflow, removed
 	// on undeploy (CleanBoot only).
 	BootInstance BootKind = "instance"

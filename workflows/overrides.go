@@ -13,6 +13,9 @@ const (
 	DriverInfoCallbackTimeout     = "deploy_callback_timeout"
 	DriverInfoHeartbeatTimeout    = "ramdisk_heartbeat_timeout"
 	DriverInfoOperatorWaitTimeout = "operator_wait_timeout"
+	// DriverInfoRescueCallbackTimeout bounds rescue wait (Ironic's
+	// [conductor]rescue_callback_timeout).
+	DriverInfoRescueCallbackTimeout = "rescue_callback_timeout"
 )
 
 // DriverInfoSeconds reads the override key of driver_info: ok is false

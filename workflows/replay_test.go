@@ -15,7 +15,7 @@ import (
 // against fake activities; one file per scenario: deploys that succeed, time out, are
 // aborted, retried, skipped or given up on; ramdisk, anaconda and fake
 // deploys; undeploy with cleaning, provide, manage, inspect, power and boot
-// device) replay without a non-determinism error: a workflow in flight when
+// device; from 0aaab4f on, rescue and unrescue) replay without a non-determinism error: a workflow in flight when
 // the worker is upgraded carries on. A change that alters the commands a
 // workflow issues fails here, and belongs behind workflow.GetVersion.
 func TestHistoriesOfTheEarlierVersionReplay(t *testing.T) {
@@ -34,6 +34,7 @@ func TestHistoriesOfTheEarlierVersionReplay(t *testing.T) {
 		WorkflowManageNode: ManageNode, WorkflowProvideNode: ProvideNode, WorkflowDeployNode: DeployNode,
 		WorkflowUndeployNode: UndeployNode, WorkflowInspectNode: InspectNode, WorkflowSetPowerState: SetPowerState,
 		WorkflowChangeBootDevice: ChangeBootDevice, WorkflowSyncPowerStates: SyncPowerStates,
+		WorkflowRescueNode: RescueNode, WorkflowUnrescueNode: UnrescueNode,
 	} {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}

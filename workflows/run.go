@@ -127,6 +127,10 @@ func loadFailureState(operation Operation, from State) State {
 		return Error
 	case OpManage:
 		return from
+	case OpRescue:
+		return RescueFailed
+	case OpUnrescue:
+		return UnrescueFailed
 	}
 	return ""
 }
@@ -355,13 +359,19 @@ func (r *run) takeHeartbeat(c workflow.ReceiveChannel) Heartbeat {
 // heartbeat that does not satisfy done resets it, as Ironic's
 // touch_provisioning does.
 func (r *run) waitCallback(state State, done func(Heartbeat) bool) (Heartbeat, error) {
-	if err := r.enter(state, r.req.target(), fmt.Sprintf("Waiting for the agent to call back (timeout %s)", r.node.Policy.CallbackTimeout)); err != nil {
+	return r.waitCallbackFor(state, r.node.Policy.CallbackTimeout, done)
+}
+
+// waitCallbackFor is waitCallback with the callback timeout of the wait
+// (rescue wait has its own).
+func (r *run) waitCallbackFor(state State, timeout time.Duration, done func(Heartbeat) bool) (Heartbeat, error) {
+	if err := r.enter(state, r.req.target(), fmt.Sprintf("Waiting for the agent to call back (timeout %s)", timeout)); err != nil {
 		return Heartbeat{}, err
 	}
 	r.status.Step = "wait for agent"
 	for {
 		ctx, cancel := workflow.WithCancel(r.ctx)
-		timer := workflow.NewTimer(ctx, r.node.Policy.CallbackTimeout)
+		timer := workflow.NewTimer(ctx, timeout)
 		var (
 			hb       Heartbeat
 			got      bool
@@ -378,7 +388,11 @@ func (r *run) waitCallback(state State, done func(Heartbeat) bool) (Heartbeat, e
 		case aborted:
 			return Heartbeat{}, errAborted
 		case timedOut:
-			return Heartbeat{}, fmt.Errorf("Timeout reached while waiting for callback for node %s (%s without a heartbeat)", r.node.UUID, r.node.Policy.CallbackTimeout)
+			what := "callback"
+			if state == RescueWait {
+				what = "rescue ramdisk callback" // Ironic's words for rescue wait
+			}
+			return Heartbeat{}, fmt.Errorf("Timeout reached while waiting for %s for node %s (%s without a heartbeat)", what, r.node.UUID, timeout)
 		case got && done(hb):
 			return hb, nil
 		}

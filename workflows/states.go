@@ -82,6 +82,10 @@ const (
 	VerbInspect  Verb = "inspect"
 	VerbClean    Verb = "clean"
 	VerbAbort    Verb = "abort"
+	// VerbRescue and VerbUnrescue (API 1.38) boot the agent for the rescue
+	// user and boot the instance again.
+	VerbRescue   Verb = "rescue"
+	VerbUnrescue Verb = "unrescue"
 )
 
 // Operation is what a node's workflow does: the Operation search attribute,
@@ -99,6 +103,8 @@ const (
 	OpAbort      Operation = "abort"
 	OpPower      Operation = "power"
 	OpBootDevice Operation = "boot device"
+	OpRescue     Operation = "rescue"
+	OpUnrescue   Operation = "unrescue"
 )
 
 // Workflow type names: the names the worker registers each workflow under
@@ -113,6 +119,8 @@ const (
 	WorkflowInspectNode      = "InspectNode"
 	WorkflowSetPowerState    = "SetPowerState"
 	WorkflowChangeBootDevice = "ChangeBootDevice"
+	WorkflowRescueNode       = "RescueNode"
+	WorkflowUnrescueNode     = "UnrescueNode"
 	// WorkflowSyncPowerStates is the name SyncPowerStates is registered and
 	// started under.
 	WorkflowSyncPowerStates = "SyncPowerStates"
@@ -136,6 +144,10 @@ func (op Operation) Workflow() (name string, ok bool) {
 		return WorkflowSetPowerState, true
 	case OpBootDevice:
 		return WorkflowChangeBootDevice, true
+	case OpRescue:
+		return WorkflowRescueNode, true
+	case OpUnrescue:
+		return WorkflowUnrescueNode, true
 	}
 	return "", false
 }
@@ -202,11 +214,22 @@ func decide(state State, verb Verb) (op Operation, next, target State, ok bool) 
 		if state == Manageable {
 			return OpClean, Cleaning, Manageable, true
 		}
+	case VerbRescue:
+		switch state {
+		case Active, Rescue, RescueFailed, UnrescueFailed:
+			return OpRescue, Rescuing, Rescue, true
+		}
+	case VerbUnrescue:
+		switch state {
+		case Rescue, RescueFailed, UnrescueFailed:
+			return OpUnrescue, Unrescuing, Active, true
+		}
 	case VerbAbort:
 		// Ironic aborts in the wait states (wait call-back from 1.110);
 		// ironflow also aborts a failed step's wait for an operator.
 		switch state {
-		case DeployWait, CleanWait, InspectWait, DeployFailed, CleanFailed, InspectFailed:
+		case DeployWait, CleanWait, InspectWait, RescueWait, DeployFailed, CleanFailed, InspectFailed,
+			RescueFailed, UnrescueFailed:
 			return OpAbort, state, "", true
 		}
 	}

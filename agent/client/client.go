@@ -476,3 +476,12 @@ func orList(v any) any {
 	}
 	return v
 }
+
+// FinalizeRescue asks the agent to set the rescue user's password
+// (rescue.finalize_rescue). hash is the password's crypt(3) hash, sent with
+// hashed true as Ironic does, so the clear password never reaches the
+// agent; the agent stops serving its API once it has answered.
+func (c *Client) FinalizeRescue(ctx context.Context, hash string) error {
+	_, err := c.Execute(ctx, "rescue.finalize_rescue", map[string]any{"rescue_password": hash, "hashed": true}, false)
+	return err
+}

@@ -24,6 +24,8 @@ type Hardware struct {
 	onPower func(agent.PowerAction)
 	// Powered records power actions requested.
 	power []agent.PowerAction
+	// rescueHash is the rescue user's password hash.
+	rescueHash string
 }
 
 // NewHardware returns simulated hardware with one disk of diskSize bytes.
@@ -106,6 +108,23 @@ func (h *Hardware) Power(_ context.Context, action agent.PowerAction) error {
 		f(action)
 	}
 	return nil
+}
+
+// SetRescueUser implements agent.Rescuer: the simulated machine keeps the
+// rescue user's password hash (RescueHash).
+func (h *Hardware) SetRescueUser(_ context.Context, hash string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rescueHash = hash
+	return nil
+}
+
+// RescueHash is the crypt hash finalize_rescue set for the rescue user
+// ("" before).
+func (h *Hardware) RescueHash() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rescueHash
 }
 
 // SyncAll implements agent.Hardware.

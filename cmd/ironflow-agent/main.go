@@ -34,6 +34,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/agent/boot"
+	"github.com/ironflow/ironflow/shadow"
 )
 
 func main() {
@@ -109,7 +110,7 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 		NodeUUID:        opts["ipa-node-uuid"],
 		AgentToken:      opts["ipa-agent-token"],
 		Insecure:        isTrue(opts["ipa-insecure"]),
-		Hardware:        &agent.LinuxHardware{Logs: func() map[string][]byte { return map[string][]byte{"ironflow-agent.log": ring.bytes()} }},
+		Hardware:        &agent.LinuxHardware{Logs: func() map[string][]byte { return map[string][]byte{"ironflow-agent.log": ring.bytes()} }, AccountRoot: accountRoot(pid1)},
 		Logger:          log,
 	}
 	if p := opts["ipa-listen-port"]; p != "" {
@@ -133,7 +134,29 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 	if err != nil {
 		return err
 	}
-	return a.Run(ctx)
+	if err := a.Run(ctx); err != nil || !a.Rescued() {
+		return err
+	}
+	// Rescue mode, as IPA's: the agent is gone, the machine stays up with
+	// its rescue user. The marker is what operators (and the VM tests)
+	// look for on the console.
+	line, _ := shadow.Entry(accountRoot(pid1), "shadow", agent.RescueUser.Name)
+	scheme := "none"
+	if strings.HasPrefix(strings.TrimPrefix(line, agent.RescueUser.Name+":"), shadow.Prefix) {
+		scheme = "sha512-crypt"
+	}
+	fmt.Fprintf(os.Stderr, "IRONFLOW-RESCUE user=%s password=%s agent=stopped\n", agent.RescueUser.Name, scheme)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// accountRoot is where the rescue user is written: the ramdisk's own root,
+// never the accounts of a machine the agent is debugged on.
+func accountRoot(pid1 bool) string {
+	if pid1 {
+		return "/"
+	}
+	return ""
 }
 
 func isTrue(s string) bool {

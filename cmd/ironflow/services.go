@@ -165,14 +165,14 @@ func runAPICommand(ctx context.Context, args []string) error {
 
 // workerFlags are the worker's settings.
 type workerFlags struct {
-	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams *string
-	callbackTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout         *time.Duration
-	syncInterval                                                            *time.Duration
-	isoDir, imagesDir                                                       *string
-	hostname                                                                *string
-	conductorInterval                                                       *time.Duration
-	bmcAttempts, maxActivities                                              *int
-	automatedClean, agentInsecure                                           *bool
+	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams        *string
+	callbackTimeout, rescueTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout *time.Duration
+	syncInterval                                                                   *time.Duration
+	isoDir, imagesDir                                                              *string
+	hostname                                                                       *string
+	conductorInterval                                                              *time.Duration
+	bmcAttempts, maxActivities                                                     *int
+	automatedClean, agentInsecure                                                  *bool
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -183,6 +183,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		bootURL:          s.String("boot-url", "http://"+defaultBootListen, "the PXE HTTP service as machines reach it"),
 		kernelParams:     s.String("agent-kernel-params", "console=ttyS0", "extra kernel parameters for the agent"),
 		callbackTimeout:  s.Duration("deploy-callback-timeout", p.CallbackTimeout, "how long to wait for the agent's first heartbeat"),
+		rescueTimeout:    s.Duration("rescue-callback-timeout", p.RescueCallbackTimeout, "how long rescue wait waits for the rescue agent's first heartbeat"),
 		heartbeatTimeout: s.Duration("agent-heartbeat-timeout", p.HeartbeatTimeout, "a running agent step fails after this long without a heartbeat"),
 		operatorWait:     s.Duration("operator-wait-timeout", p.OperatorWaitTimeout, "how long a failed step waits for retry/skip-step/abort"),
 		bmcCallTimeout:   s.Duration("bmc-call-timeout", p.BMCCallTimeout, "bound of one BMC activity attempt"),
@@ -211,6 +212,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 func (f workerFlags) activitiesConfig() activities.Config {
 	p := activities.DefaultPolicy()
 	p.CallbackTimeout = *f.callbackTimeout
+	p.RescueCallbackTimeout = *f.rescueTimeout
 	p.HeartbeatTimeout = *f.heartbeatTimeout
 	p.OperatorWaitTimeout = *f.operatorWait
 	p.BMCCallTimeout = *f.bmcCallTimeout

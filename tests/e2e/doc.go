@@ -23,6 +23,10 @@
 //	     deploy_interface anaconda (kickstart installer)  deploy_anaconda_kickstart_test.go
 //	     in-band (agent) and out-of-band (Redfish)        inspect_inband_and_redfish_test.go
 //	     inspection
+//	     rescue and unrescue, IPMI + PXE (SeaBIOS)       rescue_ipmi_pxe_and_redfish_uefi_test.go
+//	     and Redfish + virtual media (OVMF): the rescue
+//	     agent sets the rescue user, the disk is
+//	     untouched and boots again
 //
 // The stack under test is devstack's (docs/contributing.md, "Tests and the
 // stack harness"): `ironflow dev` in the lab (stack_test.go, startStack),

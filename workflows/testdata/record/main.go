@@ -31,6 +31,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -42,6 +43,8 @@ type scenario struct {
 	name   string
 	wf     string
 	deploy string
+	// rescue is the node's rescue interface ("" for none).
+	rescue string
 	// remoteBMC runs BMC activities on the group queue instead of locally.
 	remoteBMC bool
 	req       func(uuid string) any
@@ -59,7 +62,7 @@ var (
 func policy() workflows.Policy {
 	return workflows.Policy{CallbackTimeout: 3 * time.Second, HeartbeatTimeout: time.Minute, OperatorWaitTimeout: 4 * time.Second,
 		BMCAttempts: 2, BMCInitialInterval: 100 * time.Millisecond, BMCCallTimeout: 10 * time.Second,
-		AgentActivityHeartbeat: 30 * time.Second, AgentCommandTimeout: time.Minute, EraseDevicesMetadataPriority: 99, LocalBMC: true}
+		RescueCallbackTimeout: 3 * time.Second, AgentActivityHeartbeat: 30 * time.Second, AgentCommandTimeout: time.Minute, EraseDevicesMetadataPriority: 99, LocalBMC: true}
 }
 
 func fail(uuid, key string) error {
@@ -110,6 +113,10 @@ func acts() map[string]any {
 		workflows.ActValidateHardware: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
 		workflows.ActCollectInventory: func(ctx context.Context, in workflows.AgentInput) error { return nil },
 		workflows.ActInspectOutOfBand: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
+		workflows.ActFinalizeRescue: func(ctx context.Context, in workflows.AgentInput) error {
+			return fail(in.NodeUUID, "FinalizeRescue")
+		},
+		workflows.ActForgetRescuePassword: func(ctx context.Context, uuid string) error { return nil },
 	}
 }
 
@@ -197,6 +204,13 @@ func main() {
 			fails: map[string]int{"deploy.erase_devices_metadata": 1}, drive: hb},
 		{name: "manage-enroll", wf: workflows.WorkflowManageNode, deploy: "direct", req: prov(workflows.VerbManage, workflows.Enroll)},
 		{name: "inspect-agent", wf: workflows.WorkflowInspectNode, deploy: "direct", req: prov(workflows.VerbInspect, workflows.Manageable), drive: hb},
+		{name: "rescue-agent", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbRescue, workflows.Active), drive: hb},
+		{name: "rescue-abort-in-wait", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbRescue, workflows.Active),
+			drive: signalAfter(time.Second, workflows.SignalAbort)},
+		{name: "rescue-finalize-fails-retry", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbRescue, workflows.Active),
+			fails: map[string]int{"FinalizeRescue": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
+		{name: "rescue-fake", wf: workflows.WorkflowRescueNode, deploy: "fake", rescue: "fake", req: prov(workflows.VerbRescue, workflows.Active)},
+		{name: "unrescue-agent", wf: workflows.WorkflowUnrescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbUnrescue, workflows.Rescue)},
 		{name: "power-on", wf: workflows.WorkflowSetPowerState, deploy: "direct", req: func(uuid string) any {
 			return workflows.PowerRequest{NodeUUID: uuid, Target: "power on"}
 		}},
@@ -207,8 +221,8 @@ func main() {
 
 	for i, s := range sc {
 		uuid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1)
-		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: s.deploy,
-			InspectInterface: "agent", BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
+		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: hardware.Interface(s.deploy),
+			InspectInterface: "agent", RescueInterface: hardware.Interface(s.rescue), BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
 		s.node.Policy.LocalBMC = !s.remoteBMC
 		mu.Lock()
 		nodes[uuid] = s

@@ -1,0 +1,143 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/hardware"
+)
+
+// RescueNode boots a deployed node into the agent for its rescue user
+// (Ironic's agent rescue interface): active (or rescue, rescue failed,
+// unrescue failed) → rescuing → power off, the agent's boot prepared, power
+// on → rescue wait until the agent's first heartbeat (durable timer,
+// rescue_callback_timeout) → rescuing → rescue.finalize_rescue with the
+// hash of the rescue password (read from the store by the activity; the
+// API stored only the hash, and this workflow's input names the node
+// alone) → the agent's boot configuration removed → rescue. The agent stops
+// heartbeating and serving its API once it has set the password, as IPA
+// does; the instance's disk is not touched. A failure records rescue failed
+// with a last_error and waits for retry, skip-step or abort, as every
+// provisioning workflow does.
+func RescueNode(ctx workflow.Context, req ProvisionRequest) error {
+	r, err := newRun(ctx, req, OpRescue)
+	if err != nil {
+		return err
+	}
+	r.active, r.fail = Rescuing, RescueFailed
+	if err := r.enter(Rescuing, Rescue, "Rescue requested"); err != nil {
+		return err
+	}
+	if hardware.RescueOf(r.node.RescueInterface).Method() != hardware.RescueAgent {
+		// Ironic's fake rescue interface: rescued at once.
+		return r.finish(r.doneRescue(RecordStateInput{To: Rescue, Event: "Rescue finished (" + string(r.node.RescueInterface) + ")"}))
+	}
+	if err := r.step("prepare rescue", func() error {
+		if err := r.power("power off"); err != nil {
+			return err
+		}
+		return r.netboot(BootRescue, false)
+	}); err != nil {
+		return r.finishRescue(err)
+	}
+	if err := r.step("wait for the rescue agent", func() error {
+		_, err := r.waitCallbackFor(RescueWait, r.rescueCallbackTimeout(), func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		if err == nil {
+			err = r.enter(Rescuing, Rescue, fmt.Sprintf("Agent called back from %s", r.agent))
+		}
+		return err
+	}); err != nil {
+		return r.finishRescue(err)
+	}
+	if err := r.step("finalize rescue", func() error {
+		return r.agentCall(ActFinalizeRescue, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil)
+	}); err != nil {
+		return r.finishRescue(err)
+	}
+	// The agent runs from memory: its boot configuration goes, as Ironic's
+	// rescue clean_up removes the rescue ramdisk's.
+	if err := r.step("clean up rescue boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootRescue}, nil)
+	}); err != nil {
+		return r.finishRescue(err)
+	}
+	return r.finish(r.doneRescue(RecordStateInput{To: Rescue, Event: "Rescue finished: the rescue user can log in", ClearAgent: true}))
+}
+
+// UnrescueNode boots a rescued node's instance again: rescue (or rescue
+// failed, unrescue failed) → unrescuing → power off, the agent's boot
+// configuration removed, the instance's boot (disk, or the ramdisk of
+// deploy_interface ramdisk) → power on → active. A failure records
+// unrescue failed with a last_error.
+func UnrescueNode(ctx workflow.Context, req ProvisionRequest) error {
+	r, err := newRun(ctx, req, OpUnrescue)
+	if err != nil {
+		return err
+	}
+	r.active, r.fail = Unrescuing, UnrescueFailed
+	if err := r.enter(Unrescuing, Active, "Unrescue requested"); err != nil {
+		return err
+	}
+	if hardware.RescueOf(r.node.RescueInterface).Method() != hardware.RescueAgent {
+		return r.finish(r.doneRescue(RecordStateInput{To: Active, Event: "Unrescue finished (" + string(r.node.RescueInterface) + ")"}))
+	}
+	if err := r.step("power off", func() error { return r.power("power off") }); err != nil {
+		return r.finishRescue(err)
+	}
+	if err := r.step("clean up rescue boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootRescue}, nil)
+	}); err != nil {
+		return r.finishRescue(err)
+	}
+	if err := r.step("boot instance", r.bootRescuedInstance); err != nil {
+		return r.finishRescue(err)
+	}
+	return r.finish(r.doneRescue(RecordStateInput{To: Active, Event: "Unrescue finished: the instance boots again", ClearAgent: true}))
+}
+
+// bootRescuedInstance boots what the deploy left: the instance's ramdisk
+// from the network (deploy_interface ramdisk), nothing but power (fake), or
+// the disk.
+func (r *run) bootRescuedInstance() error {
+	switch hardware.DeployOf(r.node.DeployInterface).Flow() {
+	case hardware.FlowRamdisk:
+		return r.netboot(BootRamdisk, true)
+	case hardware.FlowNone:
+		return r.power("power on")
+	}
+	if err := r.bootDevice("disk", true); err != nil {
+		return err
+	}
+	return r.power("power on")
+}
+
+// rescueCallbackTimeout is the node's rescue wait bound; a policy that
+// leaves it unset (built by hand, not from DefaultPolicy) uses the
+// deploy's callback timeout.
+func (r *run) rescueCallbackTimeout() time.Duration {
+	if d := r.node.Policy.RescueCallbackTimeout; d > 0 {
+		return d
+	}
+	return r.node.Policy.CallbackTimeout
+}
+
+// doneRescue records the end of a rescue or unrescue, the rescue
+// password's hash removed from the node first, as Ironic's rescue clean_up
+// removes it.
+func (r *run) doneRescue(end RecordStateInput) error {
+	if err := r.local(ActForgetRescuePassword, r.node.UUID, nil); err != nil {
+		return err
+	}
+	return r.record(end)
+}
+
+// finishRescue is finish for a rescue or unrescue that failed: the rescue
+// password's hash leaves the node whatever happens next.
+func (r *run) finishRescue(err error) error {
+	if ferr := r.local(ActForgetRescuePassword, r.node.UUID, nil); ferr != nil {
+		workflow.GetLogger(r.ctx).Error("remove the rescue password", "node", r.node.UUID, "error", ferr)
+	}
+	return r.finish(err)
+}
