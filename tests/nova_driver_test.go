@@ -23,10 +23,7 @@ import (
 // is reported (t.Log and a final "PENDING:" line) instead of failing the
 // test; a pending step that passes fails the test, so that the list only
 // shrinks. Empty it as the features land.
-var pendingSteps = map[string]string{
-	"rescue":   "provision verb rescue is refused with 400 (rescue helper)",
-	"unrescue": "provision verb unrescue is refused with 400 (rescue helper)",
-}
+var pendingSteps = map[string]string{}
 
 // novaStepTimeout bounds one step of the script (a fake-hardware deploy
 // takes seconds).
