@@ -14,6 +14,7 @@ import (
 
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/configdrive"
+	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
@@ -78,6 +79,10 @@ type Config struct {
 	// VirtualMedia builds and removes per-node agent ISOs; nil when the
 	// worker cannot serve virtual media.
 	VirtualMedia VirtualMedia
+	// Glance resolves Glance image_sources (nil: none configured);
+	// GlanceAuth is its auth method (none, http_basic).
+	Glance     *glance.Client
+	GlanceAuth string
 }
 
 // VirtualMedia is what the activities need from the ISO builder.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/imagecache"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -64,6 +66,10 @@ func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*cl
 func agentErr(err error, format string, args ...any) error {
 	if err == nil {
 		return nil
+	}
+	var refused *temporal.ApplicationError
+	if errors.As(err, &refused) && refused.NonRetryable() {
+		return err // already says what is wrong (e.g. the node's image)
 	}
 	msg := fmt.Sprintf(format, args...) + ": " + err.Error()
 	switch {
@@ -190,10 +196,23 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 			}
 		}
 	}()
+	cached := in.Kind != workflows.StepKindClean && in.Step.Step == "write_image" && imagecache.Cached(n.InstanceInfo)
 	res, err := c.WaitCommand(ctx, beat.CommandID, a.Config.AgentPollInterval, func(r client.CommandResult) {
-		if p, ok := r.Progress(); ok {
+		p, ok := r.Progress()
+		if !cached || ok && p.BytesDownloaded > 0 {
+			if ok {
+				mu.Lock()
+				beat.Progress = fmt.Sprintf("%d/%d bytes", p.BytesDownloaded, p.TotalBytes)
+				activity.RecordHeartbeat(ctx, beat)
+				mu.Unlock()
+			}
+			return
+		}
+		// The agent waits for its first byte while the boot service's
+		// cache downloads the image: show that download.
+		if cp, ok := a.cacheProgress(ctx, n); ok {
 			mu.Lock()
-			beat.Progress = fmt.Sprintf("%d/%d bytes", p.BytesDownloaded, p.TotalBytes)
+			beat.Progress = cp
 			activity.RecordHeartbeat(ctx, beat)
 			mu.Unlock()
 		}
@@ -207,6 +226,11 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 // startStep issues the agent command for a step.
 func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.Node, ports []*store.Port, in workflows.AgentStepInput) (client.CommandResult, error) {
 	if in.Step.StepID == workflows.StepPrepareInstanceBoot {
+		// A partition image has no boot code of its own: the agent
+		// installs its bootloader, or says why it cannot, in either mode.
+		if isPartitionImage(n) {
+			return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: explicitBootMode(n)})
+		}
 		if bootMode(n) != "uefi" {
 			return client.CommandResult{}, nil
 		}
@@ -218,10 +242,17 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 			return client.CommandResult{}, fmt.Errorf("step args: %w", err)
 		}
 	}
+	if in.Step.StepID == workflows.StepWriteImage && isPartitionImage(n) {
+		step.Args = withPartitionImageInfo(step.Args, n)
+	}
 	if in.Kind == workflows.StepKindClean {
 		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
 	}
-	return c.ExecuteDeployStep(ctx, step, agentNode(n), agentPorts(ports))
+	node, err := a.agentDeployNode(ctx, n)
+	if err != nil {
+		return client.CommandResult{}, err
+	}
+	return c.ExecuteDeployStep(ctx, step, node, agentPorts(ports))
 }
 
 // findCommand looks in the agent's command list for this step started by an
@@ -277,4 +308,72 @@ func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput)
 		a.Log.Warn("agent sync before power off", "node", n.UUID, "error", err)
 	}
 	return agentErr(c.PowerOff(ctx), "power off node %s through its agent", n.UUID)
+}
+
+// isPartitionImage tells whether the node deploys a partition image
+// (instance_info/image_type, Ironic's).
+func isPartitionImage(n *store.Node) bool {
+	t, _ := n.InstanceInfo["image_type"].(string)
+	return t == "partition"
+}
+
+// withPartitionImageInfo adds to write_image's args the image_info keys of
+// a partition image, as Ironic's agent deploy passes them to IPA: root_mb,
+// swap_mb, ephemeral_mb, ephemeral_format, preserve_ephemeral, boot_mode
+// (the node's when it is known, which the agent cannot see otherwise;
+// unknown, the agent takes the mode its firmware booted in) and disk_label. Keys
+// the args already carry win.
+func withPartitionImageInfo(args map[string]any, n *store.Node) map[string]any {
+	if args == nil {
+		args = map[string]any{}
+	}
+	info, _ := args["image_info"].(map[string]any)
+	if info == nil {
+		info = map[string]any{}
+	}
+	set := func(k string, v any) {
+		if _, ok := info[k]; !ok && v != nil {
+			info[k] = v
+		}
+	}
+	ii := n.InstanceInfo
+	mb := func(key string, scale float64) any {
+		switch v := ii[key].(type) {
+		case float64:
+			return int64(v * scale)
+		case string:
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return int64(f * scale)
+			}
+		}
+		return nil
+	}
+	set("image_type", "partition")
+	set("root_mb", mb("root_gb", 1024))
+	set("swap_mb", mb("swap_mb", 1))
+	set("ephemeral_mb", mb("ephemeral_gb", 1024))
+	set("ephemeral_format", ii["ephemeral_format"])
+	set("preserve_ephemeral", ii["preserve_ephemeral"])
+	if m := explicitBootMode(n); m != "" {
+		set("boot_mode", m)
+	}
+	caps, _ := ii["capabilities"].(map[string]any)
+	if text, ok := ii["capabilities"].(string); ok {
+		_ = json.Unmarshal([]byte(text), &caps)
+	}
+	set("disk_label", caps["disk_label"])
+	args["image_info"] = info
+	return args
+}
+
+// explicitBootMode is bootMode when something names the node's boot mode,
+// "" when bootMode would only fall back to its default.
+func explicitBootMode(n *store.Node) string {
+	caps, _ := n.Properties["capabilities"].(string)
+	_, dbm := n.InstanceInfo["deploy_boot_mode"]
+	_, ic := n.InstanceInfo["capabilities"]
+	if (n.BootMode != nil && *n.BootMode != "") || dbm || ic || strings.Contains(caps, "boot_mode") {
+		return bootMode(n)
+	}
+	return ""
 }

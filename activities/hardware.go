@@ -166,6 +166,13 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	case workflows.BootAnaconda:
 		return a.prepareAnaconda(ctx, node)
 	case workflows.BootAgent, workflows.BootInspect, workflows.BootRescue:
+		if n, err := a.Store.GetNode(ctx, node.UUID); err != nil {
+			return storeErr(err, "load node %s", node.UUID)
+		} else if in.Kind == workflows.BootAgent && deploying(n) {
+			if err := a.checkImage(ctx, n); err != nil {
+				return err
+			}
+		}
 	default:
 		return invalidConfig("node %s: PrepareBoot cannot boot %q", node.UUID, in.Kind)
 	}

@@ -80,6 +80,10 @@ type Config struct {
 	Logger *slog.Logger
 	// LookupBackoffMax caps the wait between lookups.
 	LookupBackoffMax time.Duration
+	// SystemdBoot is the systemd-boot EFI binary install_bootloader puts
+	// on a partition image's ESP (DefaultSystemdBoot, which the ramdisk
+	// builder copies from the build host).
+	SystemdBoot string
 }
 
 // Agent is one running agent.
@@ -144,6 +148,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.MinRootDiskSize == 0 {
 		cfg.MinRootDiskSize = DefaultMinRootDiskSize
+	}
+	if cfg.SystemdBoot == "" {
+		cfg.SystemdBoot = DefaultSystemdBoot
 	}
 	if cfg.LookupBackoffMax == 0 {
 		cfg.LookupBackoffMax = DefaultLookupBackoffMax

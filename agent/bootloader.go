@@ -44,10 +44,11 @@ func findESP(dev Device) (UEFIPartition, error) {
 	return UEFIPartition{}, errors.New("the disk has no partition table")
 }
 
-// installBootloader is image.install_bootloader for whole-disk images: on a
+// installBootloader is image.install_bootloader. For whole-disk images, on a
 // UEFI machine it registers the image's removable-media loader as the first
 // boot entry, so the machine boots the disk even if the firmware does not
-// scan it; on BIOS the image's own boot code is all there is.
+// scan it; on BIOS the image's own boot code is all there is. Partition
+// images get systemd-boot (partition_boot.go).
 func (a *Agent) installBootloader(ctx context.Context, _ *command, raw json.RawMessage) (any, error) {
 	var p struct {
 		TargetBootMode string `json:"target_boot_mode"`
@@ -56,6 +57,9 @@ func (a *Agent) installBootloader(ctx context.Context, _ *command, raw json.RawM
 	}
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
+	}
+	if node := a.nodeOrLookup(nil); isPartitionImage(node, nil) {
+		return a.installBootloaderOfPartitionImage(ctx, node, strings.ToLower(p.TargetBootMode))
 	}
 	if strings.EqualFold(p.TargetBootMode, "bios") {
 		return "BIOS boot mode: nothing to install", nil

@@ -72,10 +72,6 @@ func resolveImageParams(node, args map[string]any) imageParams {
 	return p
 }
 
-// supportedDiskFormats are what write_image streams; anything else needs a
-// conversion the agent refuses to do in RAM.
-var supportedDiskFormats = map[string]bool{"": true, "raw": true, "gpt": true}
-
 func (a *Agent) nodeOrLookup(node map[string]any) map[string]any {
 	if node != nil {
 		return node
@@ -98,11 +94,19 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
 		return nil, fmt.Errorf("write_image: image URL %s is not http(s)", redactURL(p.URL))
 	}
-	if t := str(mapOf(node, "instance_info"), "image_type"); t == "partition" {
-		return nil, errors.New("write_image: partition images are not supported: ironflow's agent writes whole-disk images")
+	partition := isPartitionImage(node, args)
+	if partition && strings.EqualFold(p.DiskFormat, "iso") {
+		return nil, errors.New("write_image: a partition image cannot be an ISO: it is a root filesystem image (raw)")
 	}
-	if !supportedDiskFormats[strings.ToLower(p.DiskFormat)] {
-		return nil, fmt.Errorf("write_image: disk_format %q is not supported: ironflow's agent writes raw images (raw, or gzip/zstd-compressed raw)", p.DiskFormat)
+	var pp partitionParams
+	if partition {
+		var err error
+		if pp, err = resolvePartitionParams(node, args); err != nil {
+			return nil, fmt.Errorf("write_image: %w", err)
+		}
+	}
+	if err := checkDeclaredFormat(p.DiskFormat); err != nil {
+		return nil, fmt.Errorf("write_image: %w", err)
 	}
 	ck, err := resolveChecksum(ctx, a.cfg.DownloadClient, p, !a.cfg.Download.DisallowMD5)
 	if err != nil {
@@ -119,10 +123,13 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	defer dev.Close()
 
 	log := a.log.With("node", a.NodeUUID(), "step", "write_image", "device", bd.Name)
+	if partition {
+		return a.writePartitionImage(ctx, cmd, pp, p, ck, bd, dev, log)
+	}
 	log.Info("writing image", "image", redactURL(p.URL), "checksum_algo", ck.Algo)
 	start := time.Now()
 	var lastPublish time.Time
-	res, err := streamImage(ctx, a.cfg.DownloadClient, p.URL, ck, dev, dev.Size(), a.cfg.Download, func(written, downloaded, total int64) {
+	res, err := streamImageAs(ctx, a.cfg.DownloadClient, p.URL, p.DiskFormat, ck, dev, dev.Size(), a.cfg.Download, func(written, downloaded, total int64) {
 		// Publishing is a lock and an allocation: a few times a second is
 		// plenty for a poller.
 		if now := time.Now(); now.Sub(lastPublish) > 100*time.Millisecond || (total > 0 && downloaded == total) {

@@ -170,9 +170,15 @@ func (r *resumableReader) open() error {
 			return fmt.Errorf("download %s: skip to %d after a resume without Range support: %w", redactURL(r.url), r.offset, err)
 		}
 	default:
+		// A server's short plain-text reason (ironflow's image cache says
+		// why it cannot serve) goes into the error.
+		reason, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
 		cancel()
 		err := fmt.Errorf("download %s: HTTP %d", redactURL(r.url), resp.StatusCode)
+		if msg := strings.TrimSpace(string(reason)); msg != "" && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+			err = fmt.Errorf("download %s: HTTP %d: %s", redactURL(r.url), resp.StatusCode, msg)
+		}
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 			return permanentError{err}
 		}
@@ -299,15 +305,21 @@ type streamResult struct {
 type progressFunc func(written, downloaded, total int64)
 
 var (
-	magicGzip  = []byte{0x1f, 0x8b}
-	magicZstd  = []byte{0x28, 0xb5, 0x2f, 0xfd}
-	magicQcow2 = []byte{'Q', 'F', 'I', 0xfb}
+	magicGzip = []byte{0x1f, 0x8b}
+	magicZstd = []byte{0x28, 0xb5, 0x2f, 0xfd}
 )
 
 // streamImage downloads url and writes it to dev from offset 0, hashing the
 // file as served in the same pass and decompressing gzip or zstd on the fly.
 // It fails with ErrChecksumMismatch when the digest differs from ck.
 func streamImage(ctx context.Context, hc *http.Client, imageURL string, ck expectedChecksum, dev io.WriterAt, devSize int64, cfg DownloadConfig, progress progressFunc) (streamResult, error) {
+	return streamImageAs(ctx, hc, imageURL, "", ck, dev, devSize, cfg, progress)
+}
+
+// streamImageAs is streamImage for an image declared of diskFormat
+// (instance_info's image_disk_format, "" to detect it from the first
+// bytes): see checkDiskFormat.
+func streamImageAs(ctx context.Context, hc *http.Client, imageURL, diskFormat string, ck expectedChecksum, dev io.WriterAt, devSize int64, cfg DownloadConfig, progress progressFunc) (streamResult, error) {
 	var res streamResult
 	h, err := newHash(ck.Algo)
 	if err != nil {
@@ -317,7 +329,7 @@ func streamImage(ctx context.Context, hc *http.Client, imageURL string, ck expec
 	defer rr.Close()
 	downloaded := &countingReader{r: rr}
 
-	head := make([]byte, len(magicZstd))
+	head := make([]byte, headSize)
 	n, err := io.ReadFull(downloaded, head)
 	// Identity, not errors.Is: a wrapped ErrUnexpectedEOF is a broken
 	// download, ReadFull's own an image shorter than the magic.
@@ -332,9 +344,13 @@ func streamImage(ctx context.Context, hc *http.Client, imageURL string, ck expec
 	rawHash := h
 	var br *bufio.Reader
 	res.Format = "raw"
+	detected := detectFormat(head)
+	if err := checkDiskFormat(diskFormat, detected); err != nil {
+		return res, fmt.Errorf("image %s: %w", redactURL(imageURL), err)
+	}
 	switch {
-	case bytes.HasPrefix(head, magicQcow2):
-		return res, fmt.Errorf("image %s is qcow2: ironflow's agent writes raw images only (raw, or gzip/zstd-compressed raw); convert it with qemu-img convert -O raw", redactURL(imageURL))
+	case detected == "qcow2":
+		return streamQcow2(ctx, src, h, rr, downloaded, imageURL, ck, dev, devSize, cfg, progress)
 	case bytes.HasPrefix(head, magicGzip), bytes.HasPrefix(head, magicZstd):
 		br = bufio.NewReaderSize(io.TeeReader(src, h), 256<<10)
 		rawHash = nil

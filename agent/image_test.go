@@ -135,7 +135,8 @@ func TestWriteImageChecksumForms(t *testing.T) {
 		{"checksum URL BSD", map[string]any{"image_source": url, "image_checksum": srv.URL + "/BSD.sum"}, nil, ""},
 		{"checksum URL no entry", map[string]any{"image_source": url, "image_checksum": srv.URL + "/wrong.sum"}, nil, `no entry for "disk.img"`},
 		{"no checksum", map[string]any{"image_source": url}, nil, "has no checksum"},
-		{"qcow2 format", map[string]any{"image_source": url, "image_checksum": sha256h, "image_disk_format": "qcow2"}, nil, "raw images"},
+		{"declared qcow2, raw content", map[string]any{"image_source": url, "image_checksum": sha256h, "image_disk_format": "qcow2"}, nil, "image_disk_format is qcow2 but the image is raw"},
+		{"vmdk format", map[string]any{"image_source": url, "image_checksum": sha256h, "image_disk_format": "vmdk"}, nil, "raw images"},
 		{"missing image", map[string]any{"image_source": srv.URL + "/nope", "image_checksum": sha256h}, nil, "HTTP 404"},
 	}
 	for _, tc := range cases {
@@ -257,13 +258,13 @@ func TestWriteImageCompressed(t *testing.T) {
 	}
 }
 
-func TestWriteImageRefusesQcow2Content(t *testing.T) {
+func TestWriteImageRefusesCorruptQcow2Content(t *testing.T) {
 	img := append([]byte{'Q', 'F', 'I', 0xfb}, make([]byte, 1<<20)...)
 	srv := newImageServer(t, map[string][]byte{"disk.qcow2": img})
 	api := newFakeAPI(t)
 	_, c := startAgent(t, api, newFileHardware(t, 16<<20), nil)
 	_, err := runWriteImage(t, c, map[string]any{"image_source": srv.URL + "/disk.qcow2", "image_checksum": sha256hex(img)}, nil)
-	if err == nil || !strings.Contains(err.Error(), "qcow2") || !strings.Contains(err.Error(), "raw") {
+	if err == nil || !strings.Contains(err.Error(), "qcow2") || !strings.Contains(err.Error(), "version 0") {
 		t.Fatalf("want qcow2 refusal, got %v", err)
 	}
 }

@@ -1,8 +1,9 @@
 package apiserver
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/ironflow/ironflow/configdrive"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -95,7 +97,9 @@ func TestProvisionVerbs(t *testing.T) {
 		})
 	}
 
-	// Deploy with a config drive and deploy steps reaches the engine as sent.
+	// Deploy with a config drive and deploy steps: the steps reach the
+	// engine as sent, the config drive is stored with the node and never
+	// handed to the workflow (its history would keep the secrets).
 	e.setState(uuid, "available")
 	cd := map[string]any{"meta_data": map[string]any{"hostname": "h1"}, "user_data": "#cloud-config"}
 	r = e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", "1.78", map[string]any{
@@ -106,9 +110,11 @@ func TestProvisionVerbs(t *testing.T) {
 		t.Fatalf("deploy: %d %s", r.status, r.body)
 	}
 	last := e.eng.provisions[len(e.eng.provisions)-1]
-	var gotCD map[string]any
-	if err := json.Unmarshal(last.ConfigDrive, &gotCD); err != nil || gotCD["user_data"] != "#cloud-config" {
-		t.Errorf("configdrive %s (%v)", last.ConfigDrive, err)
+	if len(last.ConfigDrive) != 0 {
+		t.Errorf("configdrive handed to the workflow: %s", last.ConfigDrive)
+	}
+	if stored, _ := e.node(uuid).InstanceInfo["configdrive"].(string); !storedDriveHas(t, stored, "#cloud-config") {
+		t.Errorf("configdrive not stored with the node: %.80q", stored)
 	}
 	if !strings.Contains(string(last.DeploySteps), `"write_image"`) {
 		t.Errorf("deploy steps %s", last.DeploySteps)
@@ -587,11 +593,21 @@ func TestLookupAndHeartbeat(t *testing.T) {
 		{"agent_version at 1.35", "1.35", good, `Field "agent_version" not recognised`},
 		{"bad status", "1.78", with("agent_status", "bogus"), "Agent status is invalid. Valid states are start,end,error."},
 		{"status at 1.71", "1.71", with("agent_status", "start"), `Field "agent_status" not recognised`},
+		// What the workflow is signalled lands in its history: bounded.
+		{"long status message", "1.78", with("agent_status", "start", "agent_status_message", strings.Repeat("m", 4097)),
+			"Invalid value for agent_status_message: longer than 4096 bytes"},
+		{"long callback_url", "1.78", with("callback_url", "http://h/"+strings.Repeat("p", 2048)),
+			"Invalid value for callback_url: longer than 2048 bytes"},
 	}
 	for _, c := range errCases {
 		if r := hb(c.ver, c.body); r.status != 400 || r.faultstring(t) != c.msg {
 			t.Errorf("%s: %d %s", c.name, r.status, r.body)
 		}
+	}
+	// A 3 MB status message is refused before it is decoded.
+	if r := hb("1.78", with("agent_status", "start", "agent_status_message", strings.Repeat("m", 3<<20))); r.status != 413 ||
+		r.faultstring(t) != fmt.Sprintf("Request body is larger than %d bytes.", maxHeartbeatBytes) {
+		t.Errorf("3 MB heartbeat: %d %.200s", r.status, r.body)
 	}
 	if len(e.eng.signals) != 0 {
 		t.Fatalf("refused heartbeats signalled: %+v", e.eng.signals)
@@ -651,4 +667,16 @@ func TestLookupAndHeartbeat(t *testing.T) {
 	if r := e.do("GET", "/v1/nodes/rd/inventory", "1.80", nil); r.status != 404 {
 		t.Errorf("inventory at 1.80: %d", r.status)
 	}
+}
+
+// storedDriveHas reports whether the gzip+base64 config drive kept in
+// instance_info holds want.
+func storedDriveHas(t *testing.T, stored, want string) bool {
+	t.Helper()
+	iso, err := configdrive.Decode(stored)
+	if err != nil {
+		t.Logf("decode stored configdrive: %v", err)
+		return false
+	}
+	return bytes.Contains(iso, []byte(want))
 }

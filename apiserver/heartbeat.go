@@ -67,7 +67,7 @@ type heartbeatBody struct {
 // refused as Ironic does.
 func parseHeartbeat(c *gin.Context) (heartbeatBody, error) {
 	var hb heartbeatBody
-	body, err := decodeObject(c)
+	body, err := decodeObjectLimit(c, maxHeartbeatBytes)
 	if err != nil {
 		return hb, err
 	}
@@ -84,6 +84,9 @@ func parseHeartbeat(c *gin.Context) (heartbeatBody, error) {
 		switch t := v.(type) {
 		case nil:
 		case string:
+			if max := heartbeatFieldMax[k]; len(t) > max {
+				return hb, badRequest("Invalid value for %s: longer than %d bytes", k, max)
+			}
 			s := t
 			*dst = &s
 		default:
@@ -100,6 +103,14 @@ func parseHeartbeat(c *gin.Context) (heartbeatBody, error) {
 		return hb, badRequest("Field \"agent_status\" not recognised")
 	}
 	return hb, nil
+}
+
+// heartbeatFieldMax bounds each heartbeat field: what the workflow is
+// signalled lands in its history, and an agent status message is a line of
+// text, not a log.
+var heartbeatFieldMax = map[string]int{
+	"callback_url": 2048, "agent_token": 256, "agent_version": 256,
+	"agent_verify_ca": 64 << 10, "agent_status": 64, "agent_status_message": 4096,
 }
 
 // errCallbackURLChanged marks the refusal of a heartbeat whose callback_url

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/configdrive"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -112,36 +113,61 @@ func configDriveArg(c *gin.Context, body map[string]any, verb string) (json.RawM
 // provision answers PUT /v1/nodes/{id}/states/provision in three steps:
 // parse the body (no node needed), decide what the verb does in the node's
 // state (decideProvision, a pure function), act (signal or start the
-// workflow and record the transition).
+// workflow and record the transition). A verb that loses a race, to
+// another verb or to a workflow that still holds the node, reads the node
+// again and is decided afresh, as Ironic's conductor decides under the
+// node lock (node_locked_retry_attempts): only one of verbs sent together
+// is accepted from a state.
 func (s *server) provision(c *gin.Context) error {
 	req, err := parseProvision(c)
 	if err != nil {
 		return err
 	}
-	n, err := s.loadNode(c, c.Param("node"))
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		n, err := s.loadNode(c, c.Param("node"))
+		if err != nil {
+			return err
+		}
+		plan, err := decideProvision(n, req.verb, func() bool {
+			running, err := s.eng.Running(c.Request.Context(), n.UUID)
+			return err == nil && running
+		})
+		if err != nil {
+			return err
+		}
+		if err := checkRescueArgs(n, req); err != nil {
+			return err
+		}
+		err = s.actProvision(c, n, req, plan)
+		if !errors.Is(err, errLostRace) {
+			return err
+		}
+		if attempt >= nodeLockedRetryAttempts {
+			return nodeLocked(n.UUID, lockHolder(n))
+		}
+		select {
+		case <-c.Request.Context().Done():
+			return c.Request.Context().Err()
+		case <-time.After(nodeLockedRetryInterval):
+		}
 	}
-	plan, err := decideProvision(n, req.verb, func() bool {
-		running, err := s.eng.Running(c.Request.Context(), n.UUID)
-		return err == nil && running
-	})
-	if err != nil {
-		return err
-	}
-	if err := checkRescueArgs(n, req); err != nil {
-		return err
-	}
-	return s.actProvision(c, n, req, plan)
 }
+
+// errLostRace: the node was held or moved between reading it and acting on
+// it; provision reads it again and decides afresh.
+var errLostRace = errors.New("node held or moved by another request")
 
 // provisionBody is a parsed PUT .../states/provision body.
 type provisionBody struct {
-	verb           string
-	configDrive    json.RawMessage
-	cleanSteps     json.RawMessage
-	deploySteps    json.RawMessage
-	disableRamdisk bool
+	verb        string
+	configDrive json.RawMessage
+	// storedConfigDrive is what the node keeps in instance_info.configdrive
+	// for configDrive: the API stores it before the workflow starts, so
+	// that neither the drive nor its secrets enter the workflow's history.
+	storedConfigDrive string
+	cleanSteps        json.RawMessage
+	deploySteps       json.RawMessage
+	disableRamdisk    bool
 	// rescuePassword is the clear rescue_password (API 1.38); it is hashed
 	// before anything stores it, and never logged.
 	rescuePassword *string
@@ -174,6 +200,13 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	}
 	if req.configDrive, err = configDriveArg(c, body, verb); err != nil {
 		return req, err
+	}
+	if req.configDrive != nil {
+		if req.storedConfigDrive, err = configdrive.ForInstanceInfo(req.configDrive); errors.Is(err, configdrive.ErrTooLarge) {
+			return req, errorf(http.StatusRequestEntityTooLarge, "Invalid configdrive format: the config drive is larger than %d bytes", configdrive.MaxSize)
+		} else if err != nil {
+			return req, badRequest("Invalid configdrive format: %s", err.Error())
+		}
 	}
 	if req.cleanSteps, err = stepsArg(body, "clean_steps"); err != nil {
 		return req, err
@@ -309,19 +342,70 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 			return err
 		}
 	}
-	// After the waiting workflow ended (it forgets an earlier rescue
-	// password), before the new one starts.
+	if _, ok := workflows.ProvisionWorkflow(t.Operation); !ok {
+		return badRequest("The requested action \"%s\" is not supported by ironflow yet.", verb)
+	}
+	// A workflow that has just recorded the node's stable state may still
+	// be finishing: it holds the node until it ends.
+	if running, err := s.eng.Running(ctx, n.UUID); err != nil {
+		return fmt.Errorf("read the lock of node %s: %w", n.UUID, err)
+	} else if running {
+		return errLostRace
+	}
+	// The state check and the state change are one conditional write: of
+	// verbs that read the same state, one moves the node on and the others
+	// are decided again against the state it moved to. The workflow
+	// starts after this write and its first write is conditional on t.Next.
+	var target *string
+	if t.Target != "" {
+		target = &t.Target
+	}
+	event := fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target)
+	err := s.store.RecordTransition(ctx, n.UUID, store.Transition{
+		From: []string{n.ProvisionState}, To: t.Next, Target: target,
+		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
+			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
+	})
+	switch {
+	case errors.Is(err, store.ErrStateConflict):
+		return errLostRace
+	case errors.Is(err, store.ErrNotFound):
+		return nodeNotFound(n.UUID)
+	case err != nil:
+		return fmt.Errorf("record provision state of node %s: %w", n.UUID, err)
+	}
+	if req.configDrive != nil {
+		_, err = s.store.UpdateNode(ctx, n.UUID, func(n *store.Node) error {
+			if n.InstanceInfo == nil {
+				n.InstanceInfo = map[string]any{}
+			}
+			n.InstanceInfo["configdrive"] = req.storedConfigDrive
+			return nil
+		})
+		if err != nil {
+			s.revertTransition(c, n, verb, t, err)
+			return fmt.Errorf("store the config drive of node %s: %w", n.UUID, err)
+		}
+	}
+	// The rescue password's hash, after the waiting workflow ended (it
+	// forgets an earlier one) and before the new one starts.
 	if err := s.storeRescuePassword(ctx, n.UUID, req); err != nil {
+		s.revertTransition(c, n, verb, t, err)
 		return err
 	}
-	err := s.startProvision(ctx, workflows.ProvisionRequest{
+	// The request carries no config drive: DeployNode finds it with the
+	// node (ProvisionRequest.ConfigDrive is for histories recorded before).
+	err = s.startProvision(ctx, n.UUID, t.Next, workflows.ProvisionRequest{
 		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
-		ConfigDrive: req.configDrive, DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps,
+		DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps,
 		DisableRamdisk: req.disableRamdisk, ConductorGroup: n.ConductorGroup,
 		RequestedAt: time.Now().UTC(),
 	})
-	if err != nil && req.rescuePassword != nil {
-		s.forgetRescuePassword(ctx, n.UUID)
+	if err != nil {
+		s.revertTransition(c, n, verb, t, err)
+		if req.rescuePassword != nil {
+			s.forgetRescuePassword(ctx, n.UUID)
+		}
 	}
 	if errors.Is(err, ErrNodeLocked) {
 		return nodeLocked(n.UUID, lockHolder(n))
@@ -332,33 +416,23 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	if err != nil {
 		return fmt.Errorf("start %s workflow for node %s: %w", t.Operation, n.UUID, err)
 	}
-	var target *string
-	if t.Target != "" {
-		target = &t.Target
-	}
-	// Conditional on the state we saw, and on it not having moved since:
-	// if the workflow already moved the node on (even back to the same
-	// state, as a fast rebuild does), its write wins and this one is a
-	// no-op. State and history are one statement: this is every verb's
-	// store write.
-	event := fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target)
-	err = s.store.RecordTransition(ctx, n.UUID, store.Transition{
-		From: []string{n.ProvisionState}, To: t.Next, Target: target,
-		Unmoved: true, UnmovedSince: n.ProvisionUpdatedAt,
+	writeEmpty(c, http.StatusAccepted, location)
+	return nil
+}
+
+// revertTransition puts the node back in the state the verb was accepted
+// in when its workflow could not start, unless something else has moved it
+// on since.
+func (s *server) revertTransition(c *gin.Context, n *store.Node, verb string, t workflows.Transition, cause error) {
+	event := fmt.Sprintf("Provision action \"%s\" not started (%v); back to state \"%s\"", verb, cause, n.ProvisionState)
+	err := s.store.RecordTransition(context.WithoutCancel(c.Request.Context()), n.UUID, store.Transition{
+		From: []string{t.Next}, To: n.ProvisionState, Target: n.TargetProvisionState, LastError: n.LastError,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
 			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
 	})
-	switch {
-	case errors.Is(err, store.ErrStateConflict):
-		s.log.Debug("workflow moved the node before the API recorded the transition", "node", n.UUID, "verb", verb)
-		s.addHistory(c, n.UUID, store.SeverityInfo, "provisioning", event)
-	case errors.Is(err, store.ErrNotFound):
-		return nodeNotFound(n.UUID)
-	case err != nil:
-		return fmt.Errorf("record provision state of node %s: %w", n.UUID, err)
+	if err != nil {
+		s.log.Warn("revert the provision state of a verb whose workflow did not start", "node", n.UUID, "verb", verb, "err", err)
 	}
-	writeEmpty(c, http.StatusAccepted, location)
-	return nil
 }
 
 // Ironic's [conductor]node_locked_retry_attempts and _interval.
@@ -367,11 +441,11 @@ const (
 	nodeLockedRetryInterval = time.Second
 )
 
-// startProvision starts the verb's workflow. As Ironic's
-// node_locked_retry_attempts, a start refused because the node is locked
-// is retried: a workflow that has just recorded the node's stable state
-// may still be finishing.
-func (s *server) startProvision(ctx context.Context, req workflows.ProvisionRequest) error {
+// startProvision starts the verb's workflow once the API recorded state
+// next. As Ironic's node_locked_retry_attempts, a start refused because
+// the node is locked is retried (a power or boot-device change may hold
+// it), as long as the node is still in next.
+func (s *server) startProvision(ctx context.Context, nodeUUID, next string, req workflows.ProvisionRequest) error {
 	for attempt := 1; ; attempt++ {
 		err := s.eng.StartProvision(ctx, req)
 		if !errors.Is(err, ErrNodeLocked) || attempt >= nodeLockedRetryAttempts {
@@ -379,7 +453,11 @@ func (s *server) startProvision(ctx context.Context, req workflows.ProvisionRequ
 		}
 		select {
 		case <-ctx.Done():
+			return err
 		case <-time.After(nodeLockedRetryInterval):
+		}
+		if n, gerr := s.store.GetNode(ctx, nodeUUID); gerr != nil || n.ProvisionState != next {
+			return err
 		}
 	}
 }

@@ -3,9 +3,11 @@ package apiserver
 import (
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // TestDecideProvision is the state × verb table of PUT .../states/provision:
@@ -72,5 +74,40 @@ func TestDecideProvision(t *testing.T) {
 				t.Errorf("plan %+v, want operation %s abort %v endWaitingFirst %v", plan, tc.operation, tc.abort, tc.endWaitingFirst)
 			}
 		})
+	}
+}
+
+// TestParallelVerbsOneAccepted: of 20 verbs sent together to one node, one
+// is accepted and moves the node; the others are decided again against the
+// state it moved to and get Ironic's 400, and no second workflow starts.
+func TestParallelVerbsOneAccepted(t *testing.T) {
+	e := newEnv(t)
+	uuid := e.createNode(map[string]any{"driver": "fake-hardware", "name": "race"})["uuid"].(string)
+	e.setState(uuid, "manageable")
+	var wg sync.WaitGroup
+	statuses := make([]resp, 20)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", "1.78", map[string]any{"target": "provide"})
+		}()
+	}
+	wg.Wait()
+	accepted := 0
+	for _, r := range statuses {
+		switch {
+		case r.status == 202:
+			accepted++
+		case r.status == 400 && r.faultstring(t) == workflows.NotAllowed("provide", uuid, "cleaning"):
+		default:
+			t.Errorf("loser: %d %s", r.status, r.body)
+		}
+	}
+	if accepted != 1 || len(e.eng.provisions) != 1 {
+		t.Fatalf("%d accepted, %d workflows started; want 1 and 1", accepted, len(e.eng.provisions))
+	}
+	if n := e.node(uuid); n.ProvisionState != "cleaning" || n.TargetProvisionState == nil || *n.TargetProvisionState != "available" {
+		t.Errorf("after the race: %s → %v", n.ProvisionState, n.TargetProvisionState)
 	}
 }

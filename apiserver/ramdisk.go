@@ -137,7 +137,10 @@ func (s *server) agentConfig(token any, heartbeatTimeout time.Duration) map[stri
 		"heartbeat_timeout":              int(math.Ceil(heartbeatTimeout.Seconds())),
 		"disable_deep_image_inspection":  false,
 		"enable_bios_bootloader_install": true,
-		"permitted_image_formats":        []string{"raw", "qcow2", "iso"},
+		// What ironflow's agent writes (checkDeclaredFormat in
+		// agent/image_qcow2.go): ISO images boot through the ramdisk
+		// deploy interface, never written by the agent.
+		"permitted_image_formats": []string{"raw", "gpt", "qcow2"},
 		"metrics": map[string]any{
 			"backend": "noop", "global_prefix": nil, "prepend_host": false,
 			"prepend_host_reverse": true, "prepend_uuid": false,
@@ -152,7 +155,7 @@ func (s *server) agentConfig(token any, heartbeatTimeout time.Duration) map[stri
 // workflow gets a heartbeat with agent_status "end" (the inspection step
 // is done).
 func (s *server) continueInspection(c *gin.Context) error {
-	body, err := decodeObject(c)
+	body, err := decodeObjectLimit(c, maxInspectionBytes)
 	if err != nil {
 		return err
 	}

@@ -13,20 +13,41 @@ import (
 // client sends (Ironic caps it at 64 MiB).
 const maxBodyBytes = 64 << 20
 
-func readBody(c *gin.Context) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxBodyBytes+1))
+// Body limits of the routes the agent calls, which anyone on the
+// provisioning network reaches: they are read before the token is checked,
+// so they are kept small.
+const (
+	maxHeartbeatBytes  = 1 << 20
+	maxInspectionBytes = 8 << 20
+)
+
+func readBody(c *gin.Context) ([]byte, error) { return readBodyLimit(c, maxBodyBytes) }
+
+// readBodyLimit reads a body of at most limit bytes; a larger one is 413,
+// refused on its Content-Length before anything is read when it sends one.
+func readBodyLimit(c *gin.Context, limit int64) ([]byte, error) {
+	tooLarge := errorf(http.StatusRequestEntityTooLarge, "Request body is larger than %d bytes.", limit)
+	if c.Request.ContentLength > limit {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
 	if err != nil {
 		return nil, badRequest("Could not read the request body: %s", err.Error())
 	}
-	if len(body) > maxBodyBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "Request body is larger than %d bytes.", maxBodyBytes)
+	if int64(len(body)) > limit {
+		return nil, tooLarge
 	}
 	return body, nil
 }
 
 // decodeObject decodes a JSON object body.
 func decodeObject(c *gin.Context) (map[string]any, error) {
-	body, err := readBody(c)
+	return decodeObjectLimit(c, maxBodyBytes)
+}
+
+// decodeObjectLimit decodes a JSON object body of at most limit bytes.
+func decodeObjectLimit(c *gin.Context, limit int64) (map[string]any, error) {
+	body, err := readBodyLimit(c, limit)
 	if err != nil {
 		return nil, err
 	}

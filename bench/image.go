@@ -67,7 +67,7 @@ func benchImage(ctx context.Context, cfg config, st *stack, dir string, log *slo
 	var peak, idle int64
 	var profRows []Row
 	for round := range imageRounds {
-		took, hwm, rss, top, err := agentWrite(ctx, cfg, st, img, disk, size, log)
+		took, hwm, rss, top, err := agentWrite(ctx, cfg, st, imageSource{URL: img.URL + "/disk.raw", SHA256: img.sha256, Format: "raw"}, disk, size, log)
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", round, err)
 		}
@@ -110,7 +110,7 @@ func benchImage(ctx context.Context, cfg config, st *stack, dir string, log *slo
 // agentWrite runs the agent in a child process on a file "disk", has it
 // look up a node ironflow's API knows, and times write_image through its
 // command API, as the worker drives it.
-func agentWrite(ctx context.Context, cfg config, st *stack, img *generatedImage, disk string, size int64, log *slog.Logger) (took time.Duration, hwm, idleRSS int64, prof []Row, err error) {
+func agentWrite(ctx context.Context, cfg config, st *stack, img imageSource, disk string, size int64, log *slog.Logger) (took time.Duration, hwm, idleRSS int64, prof []Row, err error) {
 	_ = os.Remove(disk)
 	f, err := os.Create(disk)
 	if err != nil {
@@ -134,7 +134,7 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img *generatedImage,
 		Name: &name, Driver: "fake-hardware", DeployInterface: "direct", ProvisionState: workflows.StateDeployWait,
 		TargetProvisionState: &target,
 		DriverInternalInfo:   map[string]any{store.KeyAgentToken: token},
-		InstanceInfo:         map[string]any{"image_source": img.URL + "/disk.raw", "image_os_hash_algo": "sha256", "image_os_hash_value": img.sha256},
+		InstanceInfo:         map[string]any{"image_source": img.URL, "image_os_hash_algo": "sha256", "image_os_hash_value": img.SHA256, "image_disk_format": img.Format},
 	}
 	if err := st.store.CreateNode(ctx, node); err != nil {
 		return 0, 0, 0, nil, fmt.Errorf("create the image node: %w", err)
@@ -207,7 +207,7 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img *generatedImage,
 	}
 	start := time.Now()
 	res, err := ac.ExecuteDeployStep(wctx, client.Step{Step: "write_image", Interface: "deploy", Priority: 80, Args: map[string]any{
-		"image_info": map[string]any{"urls": []string{img.URL + "/disk.raw"}, "os_hash_algo": "sha256", "os_hash_value": img.sha256, "disk_format": "raw"},
+		"image_info": map[string]any{"urls": []string{img.URL}, "os_hash_algo": "sha256", "os_hash_value": img.SHA256, "disk_format": img.Format},
 	}}, map[string]any{"uuid": node.UUID, "instance_info": node.InstanceInfo, "properties": map[string]any{}}, nil)
 	if err != nil {
 		return 0, 0, 0, nil, fmt.Errorf("start write_image: %w", err)
@@ -223,6 +223,9 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img *generatedImage,
 	}
 	return took, hwm, idleRSS, prof, nil
 }
+
+// imageSource is an image the agent child writes.
+type imageSource struct{ URL, SHA256, Format string }
 
 // curlDD is the baseline: the same download written by curl and dd.
 func curlDD(ctx context.Context, url, file string) (time.Duration, error) {

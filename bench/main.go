@@ -50,7 +50,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "control,agent,api,image,boot"
+	allParts               = "control,agent,api,image,qcow2,boot"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -158,7 +158,7 @@ func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
 
 // needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
 func (c config) needsStack() bool {
-	return c.has("control") || c.has("agent") || c.has("api") || c.has("image")
+	return c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2")
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -210,6 +210,7 @@ func run(ctx context.Context, cfg config) error {
 		{"agent", func(ctx context.Context) ([]Row, error) { return benchAgent(ctx, cfg, st, log) }},
 		{"api", func(ctx context.Context) ([]Row, error) { return benchAPI(ctx, cfg, st, log) }},
 		{"image", func(ctx context.Context) ([]Row, error) { return benchImage(ctx, cfg, st, dir, log) }},
+		{"qcow2", func(ctx context.Context) ([]Row, error) { return benchQcow2(ctx, cfg, st, dir, log) }},
 		{"boot", func(ctx context.Context) ([]Row, error) { return benchBoot(ctx, cfg, dir, log) }},
 	}
 	var failed []string

@@ -28,6 +28,10 @@ type HTTPConfig struct {
 	Addr      string // listen address, DefaultHTTPAddr if empty
 	ImagesDir string // served under /images/ (agent kernel, initramfs, images); off if empty
 	ISODir    string // per-node virtual media ISOs <ISODir>/<uuid>.iso under /iso/; off if empty
+	// Cache serves GET /cache/{uuid}/image, the node's instance image from
+	// the image cache, and /cache/{uuid}/progress (package imagecache); off
+	// if nil.
+	Cache http.Handler `json:"-"`
 }
 
 type httpBoot struct {
@@ -43,6 +47,8 @@ type httpBoot struct {
 //	GET /boot/{uuid}/ks.cfg     the node's kickstart (404 without a boot config or kickstart)
 //	GET /images/{path...}        static files, range requests included
 //	GET /iso/{uuid}.iso          the node's virtual media ISO (404 without a boot config)
+//	GET /cache/{uuid}/image      the node's instance image through the image cache (with HTTPConfig.Cache)
+//	GET /cache/{uuid}/progress   that cache's download in flight, as JSON
 //	GET /health                  200 "ok"
 func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http.Handler, error) {
 	if backend == nil {
@@ -69,6 +75,9 @@ func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http
 	mux.HandleFunc("GET /boot/{uuid}/ks.cfg", h.kickstart)
 	mux.HandleFunc("GET /images/{path...}", h.image)
 	mux.HandleFunc("GET /iso/{file}", h.iso)
+	if cfg.Cache != nil {
+		mux.Handle("GET /cache/", cfg.Cache)
+	}
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))

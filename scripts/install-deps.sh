@@ -40,6 +40,7 @@ if [[ "$what" == test ]]; then
 		[modinfo]=kmod
 		[/bin/busybox]=busybox-static
 		[curl]=curl
+		[glance-api]=glance-api
 	)
 fi
 

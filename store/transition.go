@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -24,13 +23,6 @@ type Transition struct {
 	DropInternal []string
 	// History, when its Event is not empty, is added to the node's history.
 	History HistoryEvent
-	// Unmoved makes the write also conditional on provision_updated_at
-	// still being UnmovedSince (what the writer read; nil: never set): a
-	// workflow that went from From through other states back to From (a
-	// fast rebuild: active, deploying, active) has moved it, and the
-	// writer's stale transition must not undo that.
-	Unmoved      bool
-	UnmovedSince *time.Time
 }
 
 // RecordTransition applies t and adds its history event in one statement
@@ -72,7 +64,6 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 				deploy_step = CASE $6 WHEN 'deploy' THEN $7::jsonb WHEN 'clean' THEN deploy_step ELSE '{}'::jsonb END,
 				driver_internal_info = driver_internal_info - $8::text[]
 			WHERE uuid = $1 AND (cardinality($5::text[]) = 0 OR provision_state = ANY($5::text[]))
-				AND (NOT $16 OR provision_updated_at IS NOT DISTINCT FROM $17::timestamptz)
 			RETURNING uuid),
 		ins AS (
 			INSERT INTO node_history (uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name)
@@ -82,7 +73,7 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 				SELECT id FROM node_history WHERE node_uuid = $1 ORDER BY id DESC OFFSET GREATEST($15 - 1, 0) LIMIT 1))
 		SELECT count(*) FROM upd`,
 		u, t.To, t.Target, t.LastError, from, t.StepKind, step, drop,
-		h.UUID, h.Severity, h.EventType, h.Event, h.Conductor, h.User, s.HistoryMaxEntries, t.Unmoved, t.UnmovedSince).Scan(&changed)
+		h.UUID, h.Severity, h.EventType, h.Event, h.Conductor, h.User, s.HistoryMaxEntries).Scan(&changed)
 	if err != nil {
 		return dbError(err, "record provision state %s of node %s", t.To, nodeUUID)
 	}

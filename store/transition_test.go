@@ -154,36 +154,3 @@ func TestRecordStepShowsTheRunningStepOnly(t *testing.T) {
 		t.Fatalf("missing node: %v, want ErrNotFound", err)
 	}
 }
-
-// TestRecordTransitionUnmovedLosesToAFasterWorkflow: the API records a
-// verb's transition after starting its workflow, conditional on the state
-// it read. A rebuild's workflow can go active → deploying → active before
-// that write; the write must then not put the node back in deploying.
-func TestRecordTransitionUnmovedLosesToAFasterWorkflow(t *testing.T) {
-	s := storetest.New(t)
-	ctx := context.Background()
-	n := newNode(t, s, &store.Node{ProvisionState: "active"})
-	read := mustGet(t, s, n.UUID)
-	for _, to := range []string{"deploying", "active"} {
-		if err := s.RecordTransition(ctx, n.UUID, store.Transition{To: to}); err != nil {
-			t.Fatalf("workflow records %s: %v", to, err)
-		}
-	}
-	err := s.RecordTransition(ctx, n.UUID, store.Transition{From: []string{"active"}, To: "deploying", Target: ptr("active"),
-		Unmoved: true, UnmovedSince: read.ProvisionUpdatedAt, History: store.HistoryEvent{Event: "must not appear"}})
-	if !errors.Is(err, store.ErrStateConflict) {
-		t.Fatalf("stale transition: %v, want ErrStateConflict", err)
-	}
-	if got := mustGet(t, s, n.UUID); got.ProvisionState != "active" || got.TargetProvisionState != nil {
-		t.Fatalf("after the stale transition: %s → %v, want active", got.ProvisionState, got.TargetProvisionState)
-	}
-	// Unmoved since the read, it applies.
-	now := mustGet(t, s, n.UUID)
-	if err := s.RecordTransition(ctx, n.UUID, store.Transition{From: []string{"active"}, To: "deploying",
-		Unmoved: true, UnmovedSince: now.ProvisionUpdatedAt}); err != nil {
-		t.Fatalf("fresh transition: %v", err)
-	}
-	if got := mustGet(t, s, n.UUID); got.ProvisionState != "deploying" {
-		t.Fatalf("after the fresh transition: %s, want deploying", got.ProvisionState)
-	}
-}

@@ -53,9 +53,15 @@ type ProvisionRequest struct {
 	// Verb is Ironic's target as the user sent it, one of the Verb values.
 	Verb string `json:"verb"`
 	// FromState is the provision state (a State) the API saw when it
-	// accepted the verb.
+	// accepted the verb. The Next state of its transition (Accept) is what
+	// the API recorded before it started the workflow: the workflow's first
+	// write applies only while the node is still in it.
 	FromState string `json:"from_state"`
-	// ConfigDrive as sent: a string (gzip+base64 ISO or URL) or a JSON object.
+	// ConfigDrive as sent: a string (gzip+base64 ISO or URL) or a JSON
+	// object. The API no longer sets it: it stores the drive with the node
+	// (instance_info.configdrive) before the start, so that its secrets
+	// never enter workflow history; DeployNode still stores one that a
+	// request recorded before carries.
 	ConfigDrive json.RawMessage `json:"configdrive,omitempty"`
 	DeploySteps json.RawMessage `json:"deploy_steps,omitempty"`
 	CleanSteps  json.RawMessage `json:"clean_steps,omitempty"`

@@ -72,7 +72,7 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 
 	// Step 3: record deploying; keep the config drive with the node.
 	if err := r.enter(Deploying, Active, fmt.Sprintf("Deploy requested (%s)", req.Verb)); err != nil {
-		return err
+		return ended(err)
 	}
 	if len(req.ConfigDrive) > 0 && string(req.ConfigDrive) != "null" {
 		if err := r.step("store config drive", func() error {

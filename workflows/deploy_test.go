@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,11 @@ type fakeCloud struct {
 	agentStep func(ctx context.Context, in AgentStepInput) (AgentStepResult, error)
 	// loadErr is what LoadNode fails with.
 	loadErr error
+	// store, when set, is the node's provision state as the store keeps
+	// it: RecordState refuses a change whose From it is not in, as
+	// store.RecordTransition does.
+	store State
+	froms [][]State
 	// deployStep and cleanStep are the node's fields as the store keeps
 	// them; shown has, for each call in calls, the steps the node showed
 	// once the call had run.
@@ -119,6 +125,13 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	reg(func(ctx context.Context, in RecordStateInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.froms = append(f.froms, in.From)
+		if f.store != "" && len(in.From) > 0 && !slices.Contains(in.From, f.store) {
+			return temporal.NewNonRetryableApplicationError("node is in "+string(f.store), ErrTypeStateConflict, nil)
+		}
+		if f.store != "" {
+			f.store = in.To
+		}
 		f.states = append(f.states, in.To)
 		f.lastErr = in.LastError
 		f.recordSteps(in)
@@ -475,6 +488,35 @@ func TestProvideSkipsCleaningWhenDisabled(t *testing.T) {
 	}
 	if got := strings.Join(f.callList(), ","); got != "RecordState cleaning,RecordState available" {
 		t.Fatalf("calls %s", got)
+	}
+}
+
+// TestFirstWriteIsConditionalOnTheAPIsState: a workflow's first write
+// applies only while the node is in the state the API recorded for its
+// verb; when another verb has moved the node since, the workflow ends
+// cleanly and changes nothing.
+func TestFirstWriteIsConditionalOnTheAPIsState(t *testing.T) {
+	for _, c := range []struct {
+		store State
+		calls string
+	}{
+		{Cleaning, "RecordState cleaning,RecordState available"},
+		{Available, ""},
+	} {
+		f := newFakeCloud()
+		f.node.AutomatedClean = false
+		f.store = c.store
+		env := newEnv(t, f)
+		env.ExecuteWorkflow(ProvideNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "provide", FromState: string(Manageable)})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatalf("node in %s: %v", c.store, err)
+		}
+		if got := strings.Join(f.callList(), ","); got != c.calls {
+			t.Errorf("node in %s: calls %q, want %q", c.store, got, c.calls)
+		}
+		if len(f.froms) == 0 || fmt.Sprint(f.froms[0]) != "[cleaning]" {
+			t.Errorf("node in %s: first write from %v, want [cleaning]", c.store, f.froms)
+		}
 	}
 }
 

@@ -110,7 +110,7 @@ func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
 		return err
 	}
 	if err := r.enter(Inspecting, Manageable, "Inspection started"); err != nil {
-		return err
+		return ended(err)
 	}
 	method := hardware.InspectOf(r.node.InspectInterface).Method()
 	if method == hardware.InspectNothing {

@@ -18,10 +18,10 @@ func ManageNode(ctx workflow.Context, req ProvisionRequest) error {
 		return err
 	}
 	if State(req.FromState) != Enroll {
-		return r.enter(Manageable, "", fmt.Sprintf("Node moved to manageable from %s", req.FromState))
+		return ended(r.enter(Manageable, "", fmt.Sprintf("Node moved to manageable from %s", req.FromState)))
 	}
 	if err := r.enter(Verifying, Manageable, "Verifying the node's BMC"); err != nil {
-		return err
+		return ended(err)
 	}
 	var state string
 	err = r.hardware(ActGetPowerState, r.node, &state)
@@ -44,7 +44,7 @@ func ProvideNode(ctx workflow.Context, req ProvisionRequest) error {
 	}
 	r.active, r.fail = Cleaning, CleanFailed
 	if err := r.enter(Cleaning, Available, r.cleaningEvent()); err != nil {
-		return err
+		return ended(err)
 	}
 	if err := r.clean(Available); err != nil {
 		return r.finish(err)
@@ -61,7 +61,7 @@ func UndeployNode(ctx workflow.Context, req ProvisionRequest) error {
 	}
 	r.active, r.fail = Deleting, Error
 	if err := r.enter(Deleting, Available, "Undeploy requested"); err != nil {
-		return err
+		return ended(err)
 	}
 	if err := r.step("power off", func() error { return r.power("power off") }); err != nil {
 		return r.finish(err)

@@ -28,7 +28,7 @@ func RescueNode(ctx workflow.Context, req ProvisionRequest) error {
 	}
 	r.active, r.fail = Rescuing, RescueFailed
 	if err := r.enter(Rescuing, Rescue, "Rescue requested"); err != nil {
-		return err
+		return ended(err)
 	}
 	if hardware.RescueOf(r.node.RescueInterface).Method() != hardware.RescueAgent {
 		// Ironic's fake rescue interface: rescued at once.
@@ -78,7 +78,7 @@ func UnrescueNode(ctx workflow.Context, req ProvisionRequest) error {
 	}
 	r.active, r.fail = Unrescuing, UnrescueFailed
 	if err := r.enter(Unrescuing, Active, "Unrescue requested"); err != nil {
-		return err
+		return ended(err)
 	}
 	if hardware.RescueOf(r.node.RescueInterface).Method() != hardware.RescueAgent {
 		return r.finish(r.doneRescue(RecordStateInput{To: Active, Event: "Unrescue finished (" + string(r.node.RescueInterface) + ")"}))

@@ -35,7 +35,19 @@ var (
 	// machine is gone or hung, and no retry of the step can reach it. The
 	// workflow cleans up at once so that nothing is left booting.
 	errAgentLost = errors.New("the agent stopped heartbeating")
+	// errSuperseded ends a workflow whose node left the state the API
+	// recorded for its verb before the workflow's first write: another verb
+	// was accepted since. The workflow ends cleanly, changing nothing.
+	errSuperseded = errors.New("the node left the state its verb was accepted in")
 )
+
+// ended is what a workflow returns for err: nil when it was superseded.
+func ended(err error) error {
+	if errors.Is(err, errSuperseded) {
+		return nil
+	}
+	return err
+}
 
 // Non-retryable error types that activities return. A retry of the same call
 // cannot help: an operator must change something first.
@@ -71,6 +83,9 @@ type run struct {
 
 	// searchState is the ProvisionState search attribute as last written.
 	searchState State
+	// recorded is set once the workflow has written the node's state: its
+	// first write is conditional on the state the API recorded.
+	recorded bool
 
 	// agent is the callback URL of the agent that last heartbeated.
 	agent         string
@@ -234,7 +249,22 @@ func (r *run) record(in RecordStateInput) error {
 	if in.EventType == "" {
 		in.EventType = "provisioning"
 	}
+	first := !r.recorded && r.searchState != "" && len(in.From) == 0
+	if first {
+		// The API recorded searchState when it accepted the verb, before it
+		// started this workflow: if the node has left it since, another verb
+		// won the node and this workflow must not touch it. Only the
+		// activity's input changes, so recorded histories replay as before.
+		in.From = []State{r.searchState}
+	}
+	r.recorded = true
 	if err := r.local(ActRecordState, in, nil); err != nil {
+		var app *temporal.ApplicationError
+		if first && errors.As(err, &app) && app.Type() == ErrTypeStateConflict {
+			workflow.GetLogger(r.ctx).Warn("node left the state the API recorded; this workflow ends without changing it",
+				"node", r.node.UUID, "verb", r.req.Verb, "expected", r.searchState, "error", errorText(err))
+			return errSuperseded
+		}
 		return fmt.Errorf("record state %q for node %s: %w", in.To, r.node.UUID, err)
 	}
 	r.status.ProvisionState = in.To

@@ -59,7 +59,16 @@ type Options struct {
 	Modules []string
 	// Force rebuilds even when inputs are unchanged.
 	Force bool
+	// SystemdBoot is the systemd-boot EFI binary the agent installs for
+	// partition images, carried at the same path in the ramdisk; empty
+	// means DefaultSystemdBoot when the build host has it (Debian's
+	// systemd-boot-efi), "-" none.
+	SystemdBoot string
 }
+
+// DefaultSystemdBoot is where Debian's systemd-boot-efi installs the binary
+// (and where the agent looks for it, agent.DefaultSystemdBoot).
+const DefaultSystemdBoot = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
 
 // Result says what was built.
 type Result struct {
@@ -95,6 +104,16 @@ func Build(o Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("read agent binary: %w", err)
 	}
+	var sdboot []byte
+	switch o.SystemdBoot {
+	case "-":
+	case "":
+		sdboot, _ = os.ReadFile(DefaultSystemdBoot)
+	default:
+		if sdboot, err = os.ReadFile(o.SystemdBoot); err != nil {
+			return res, fmt.Errorf("read systemd-boot: %w", err)
+		}
+	}
 	wanted := o.Modules
 	if wanted == nil {
 		wanted = DefaultModules
@@ -106,6 +125,7 @@ func Build(o Options) (Result, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n", builderVersion, version, strings.Join(wanted, ","))
 	h.Write(agentData)
+	h.Write(sdboot)
 	key := hex.EncodeToString(h.Sum(nil))
 	stamp := filepath.Join(o.OutDir, ".inputs")
 	if !o.Force {
@@ -140,6 +160,9 @@ func Build(o Options) (Result, error) {
 	}
 
 	files := map[string][]byte{"init": agentData}
+	if sdboot != nil {
+		files[strings.TrimPrefix(DefaultSystemdBoot, "/")] = sdboot
+	}
 	modPrefix := "lib/modules/" + version + "/"
 	files[modPrefix+kmod.IndexFile] = index
 	for _, n := range closure {

@@ -22,6 +22,7 @@ func runDev(ctx context.Context, args []string) error {
 	api := addAPIFlags(s)
 	wf := addWorkerFlags(s, &api)
 	boot := addBootFlags(s)
+	boot.glance = wf.glance
 	temporalPort := s.Int("temporal-port", 7233, "embedded Temporal frontend port")
 	uiPort := s.Int("temporal-ui-port", 8233, "embedded Temporal Web UI port (-1: headless)")
 	if err := s.parse(args); err != nil {
@@ -89,7 +90,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopWorker()
-	apiAddr, apiDone, err := startAPI(ctx, api.config(), st, tc, log)
+	apiAddr, apiDone, err := startAPI(ctx, api.config(), api.limits, st, tc, log)
 	if err != nil {
 		return err
 	}

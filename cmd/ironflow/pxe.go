@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +23,9 @@ type bootFlags struct {
 	listen, publicURL, imagesDir, isoDir, tftpListen, tftpRoot *string
 	dhcpInterface, dhcpMode, dhcpAddr, dhcpPool, dhcpRouter    *string
 	dhcpListen                                                 *string
+	limits                                                     httpLimits
+	cache                                                      cacheFlags
+	glance                                                     glanceFlags // set by the command (ironflow dev shares the worker's)
 }
 
 func addBootFlags(s *settings) bootFlags {
@@ -37,6 +42,9 @@ func addBootFlags(s *settings) bootFlags {
 		dhcpAddr:      s.String("dhcp-server-address", "", "ironflow's IPv4 address on the DHCP segment"),
 		dhcpPool:      s.String("dhcp-pool", "", "reservation pool as CIDR,first,last e.g. 10.0.0.0/24,10.0.0.100,10.0.0.200"),
 		dhcpRouter:    s.String("dhcp-router", "", "router option for the pool"),
+		// Machines download kernels, ramdisks and images: a long write timeout.
+		limits: addHTTPLimits(s, "boot", time.Minute, 30*time.Minute, 2*time.Minute),
+		cache:  addCacheFlags(s),
 	}
 }
 
@@ -77,11 +85,15 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 	}
 	backend := bootStore{st: st}
 	blog := log.With("component", "pxe")
-	h, err := pxe.NewHTTPHandler(pxe.HTTPConfig{Addr: *f.listen, ImagesDir: *f.imagesDir, ISODir: *f.isoDir}, backend, blog)
+	cache, err := imageCacheHandler(f.cache, f.glance, dataDir, st, blog.With("service", "image cache"))
 	if err != nil {
 		return "", nil, nil, err
 	}
-	addr, done, err := serveHTTP(ctx, "boot http", *f.listen, h, log)
+	h, err := pxe.NewHTTPHandler(pxe.HTTPConfig{Addr: *f.listen, ImagesDir: *f.imagesDir, ISODir: *f.isoDir, Cache: cache}, backend, blog)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	addr, done, err := serveHTTP(ctx, "boot http", *f.listen, h, f.limits, log)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -155,6 +167,7 @@ func (f bootFlags) dhcpConfig(httpBase string) (pxe.DHCPConfig, error) {
 func runPXECommand(ctx context.Context, args []string) error {
 	s := newSettings("pxe")
 	f := addBootFlags(s)
+	f.glance = addGlanceFlags(s)
 	dataDir := s.String("data-dir", ".data", "default parent of the images and ISO directories")
 	dbURL := s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
 	if err := s.parse(args); err != nil {

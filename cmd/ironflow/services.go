@@ -74,12 +74,13 @@ func connect(ctx context.Context, dbURL, temporalAddr, namespace string, log *sl
 }
 
 // serveHTTP serves h on addr until ctx ends, then shuts down gracefully.
-func serveHTTP(ctx context.Context, name, addr string, h http.Handler, log *slog.Logger) (string, <-chan error, error) {
+func serveHTTP(ctx context.Context, name, addr string, h http.Handler, limits httpLimits, log *slog.Logger) (string, <-chan error, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	limits.apply(srv)
 	done := make(chan error, 1)
 	go func() {
 		err := srv.Serve(l)
@@ -104,6 +105,7 @@ type apiFlags struct {
 	heartbeatTimeout                                                    *time.Duration
 	maxLimit                                                            *int
 	conductorTimeout                                                    *time.Duration
+	limits                                                              httpLimits
 }
 
 func addAPIFlags(s *settings) apiFlags {
@@ -118,6 +120,8 @@ func addAPIFlags(s *settings) apiFlags {
 		heartbeatTimeout: s.Duration("ramdisk-heartbeat-timeout", apiserver.DefaultConfig().RamdiskHeartbeatTimeout, "heartbeat_timeout sent to agents"),
 		maxLimit:         s.Int("max-limit", apiserver.DefaultConfig().MaxLimit, "largest page of a list"),
 		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
+		// A 64 MiB config drive must upload within the read timeout.
+		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
 	}
 }
 
@@ -136,12 +140,12 @@ func (f apiFlags) config() apiserver.Config {
 	return cfg
 }
 
-func startAPI(ctx context.Context, cfg apiserver.Config, st *store.Store, tc client.Client, log *slog.Logger) (string, <-chan error, error) {
+func startAPI(ctx context.Context, cfg apiserver.Config, limits httpLimits, st *store.Store, tc client.Client, log *slog.Logger) (string, <-chan error, error) {
 	h, err := apiserver.New(cfg, st, &apiserver.TemporalEngine{Client: tc}, log.With("component", "api"))
 	if err != nil {
 		return "", nil, err
 	}
-	return serveHTTP(ctx, "api", cfg.Listen, h, log)
+	return serveHTTP(ctx, "api", cfg.Listen, h, limits, log)
 }
 
 func runAPICommand(ctx context.Context, args []string) error {
@@ -156,7 +160,7 @@ func runAPICommand(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeAll()
-	_, done, err := startAPI(ctx, f.config(), st, tc, log)
+	_, done, err := startAPI(ctx, f.config(), f.limits, st, tc, log)
 	if err != nil {
 		return err
 	}
@@ -173,6 +177,7 @@ type workerFlags struct {
 	conductorInterval                                                              *time.Duration
 	bmcAttempts, maxActivities                                                     *int
 	automatedClean, agentInsecure                                                  *bool
+	glance                                                                         glanceFlags
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -192,6 +197,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		maxActivities:    s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
 		automatedClean:   s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
 		agentInsecure:    s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
+		glance:           addGlanceFlags(s),
 	}
 	host, _ := os.Hostname()
 	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
@@ -239,6 +245,11 @@ func (f workerFlags) options() worker.Options {
 func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities.VirtualMedia, log *slog.Logger) (func(), error) {
 	cfg := f.activitiesConfig()
 	cfg.VirtualMedia = vm
+	gc, err := f.glance.client()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Glance, cfg.GlanceAuth = gc, *f.glance.auth
 	acts := activities.New(st, cfg, log.With("component", "activities"))
 	ws, err := worker.New(tc, acts, f.options())
 	if err != nil {

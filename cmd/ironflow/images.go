@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/imagecache"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// glanceFlags say how to reach Glance; the worker (resolution, validation)
+// and the boot service (the cache's downloads) read the same ones.
+type glanceFlags struct {
+	url, auth, user, password *string
+}
+
+func addGlanceFlags(s *settings) glanceFlags {
+	return glanceFlags{
+		url:      s.String("glance-url", "", "Glance's endpoint, e.g. http://glance:9292, for image_source given as a Glance image UUID (empty: none)"),
+		auth:     s.String("glance-auth", glance.AuthNone, "how to authenticate to Glance: none or http_basic"),
+		user:     s.String("glance-user", "", "user for --glance-auth http_basic"),
+		password: s.String("glance-password", "", "password for --glance-auth http_basic (prefer the environment)"),
+	}
+}
+
+// client is nil when no Glance is configured.
+func (g glanceFlags) client() (*glance.Client, error) {
+	if g.url == nil || *g.url == "" {
+		return nil, nil
+	}
+	return glance.New(glance.Config{URL: *g.url, Auth: *g.auth, User: *g.user, Password: *g.password})
+}
+
+// cacheFlags are the boot service's image cache settings.
+type cacheFlags struct {
+	dir, size *string
+}
+
+func addCacheFlags(s *settings) cacheFlags {
+	return cacheFlags{
+		dir:  s.String("image-cache-dir", "", "where the boot service caches instance images for image_download_source=http (default <data-dir>/image-cache)"),
+		size: s.String("image-cache-size", "50GiB", "bound of the image cache (bytes, or with a suffix KiB, MiB, GiB, TiB; 0: unbounded)"),
+	}
+}
+
+// parseSize reads 1234, 20GiB, 20G (binary units either way).
+func parseSize(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = n, u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("size %q: want bytes or a number with KiB, MiB, GiB or TiB", v)
+	}
+	return n * mult, nil
+}
+
+// imageCacheHandler is the boot service's /cache/{uuid}/image: the image a
+// node in a deploy state deploys, from the cache.
+func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.Store, log *slog.Logger) (http.Handler, error) {
+	dir := *f.dir
+	if dir == "" {
+		dir = filepath.Join(dataDir, "image-cache")
+	}
+	size, err := parseSize(*f.size)
+	if err != nil {
+		return nil, fmt.Errorf("--image-cache-size: %w", err)
+	}
+	gc, err := g.client()
+	if err != nil {
+		return nil, err
+	}
+	c, err := imagecache.Open(dir, size)
+	if err != nil {
+		return nil, err
+	}
+	srv := &imagecache.Server{Cache: c, Log: log, Resolve: func(ctx context.Context, nodeUUID string) (imagecache.Source, error) {
+		n, err := st.GetNode(ctx, nodeUUID)
+		if err != nil {
+			return imagecache.Source{}, err
+		}
+		if n.ProvisionState != workflows.StateDeploying && n.ProvisionState != workflows.StateDeployWait {
+			return imagecache.Source{}, fmt.Errorf("node %s is not deploying", nodeUUID)
+		}
+		o, ok, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
+		if err != nil {
+			return imagecache.Source{}, err
+		}
+		if !ok || o.DownloadSource != imagecache.DownloadHTTP {
+			return imagecache.Source{}, fmt.Errorf("node %s does not deploy a cached image", nodeUUID)
+		}
+		return o.Source(gc, nil), nil
+	}}
+	return srv, nil
+}

@@ -1,0 +1,420 @@
+// Package imagecache keeps instance images on the boot HTTP service's disk
+// so that a rack deploying one image downloads it once (Ironic's
+// image_download_source=http). Each distinct image is fetched once, its
+// checksum verified as it streams in, whatever number of deploys ask for it
+// at the same time (single flight); entries are evicted least recently used
+// first when the cache would exceed its size, never while a deploy uses
+// them; agents are served with range requests so that they resume.
+//
+// Integrity: an entry's checksum is verified as it is downloaded and stored
+// next to it with the size and modification time the verified file had. An
+// entry whose file no longer has that size and time (it was written to), or
+// that was found on disk when the process started, is hashed again before it
+// is served; a mismatch removes it and downloads it again. Re-hashing every
+// entry on every request would read a 10 GiB image per deploy.
+package imagecache
+
+import (
+	"container/list"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrChecksum: downloaded data does not hash to the image's checksum.
+var ErrChecksum = errors.New("image checksum mismatch")
+
+// ErrFull: the image does not fit next to the images in use.
+var ErrFull = errors.New("image cache full")
+
+// Source is one image as the cache knows it: a stable key, the checksum its
+// data must have, and how to fetch it from its origin.
+type Source struct {
+	Key  string // e.g. glance:<id>; equal keys are the same bytes
+	Algo string // md5, sha256 or sha512
+	Hash string // hex
+	Size int64  // expected size if known (eviction before download), else 0
+	// Fetch opens the data at its origin.
+	Fetch func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// Progress of a download in flight.
+type Progress struct {
+	Downloaded, Total int64
+}
+
+type entry struct {
+	key    string
+	file   string
+	size   int64
+	algo   string
+	hash   string
+	verMod time.Time // mtime of the file when last verified (zero: verify before use)
+	refs   int       // open handles
+	elem   *list.Element
+}
+
+type flight struct {
+	done       chan struct{}
+	err        error
+	downloaded atomic.Int64
+	total      atomic.Int64
+}
+
+// Cache is a bounded directory of verified images.
+type Cache struct {
+	dir string
+	max int64
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	lru     *list.List // front: most recently used
+	used    int64
+	flights map[string]*flight
+	// Downloads counts origin fetches (observability, tests).
+	Downloads atomic.Int64
+}
+
+// meta is stored next to each entry.
+type meta struct {
+	Key  string `json:"key"`
+	Algo string `json:"algo"`
+	Hash string `json:"hash"`
+	Size int64  `json:"size"`
+}
+
+// Open opens (creating) a cache in dir bounded to maxBytes (0: unbounded).
+// Entries already on disk are adopted and verified before first use.
+func Open(dir string, maxBytes int64) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("image cache: %w", err)
+	}
+	c := &Cache{dir: dir, max: maxBytes, entries: map[string]*entry{}, lru: list.New(), flights: map[string]*flight{}}
+	metas, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, mf := range metas {
+		b, err := os.ReadFile(mf)
+		var m meta
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		data := strings.TrimSuffix(mf, ".json") + ".img"
+		st, serr := os.Stat(data)
+		if err != nil || serr != nil || st.Size() != m.Size {
+			os.Remove(mf)
+			os.Remove(data)
+			continue
+		}
+		e := &entry{key: m.Key, file: data, size: m.Size, algo: m.Algo, hash: m.Hash}
+		e.elem = c.lru.PushBack(e)
+		c.entries[m.Key] = e
+		c.used += m.Size
+	}
+	// Half-written downloads of an earlier process.
+	parts, _ := filepath.Glob(filepath.Join(dir, "*.part"))
+	for _, p := range parts {
+		os.Remove(p)
+	}
+	return c, nil
+}
+
+func (c *Cache) fileBase(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(c.dir, hex.EncodeToString(sum[:16]))
+}
+
+// Used is the bytes the cache's entries take.
+func (c *Cache) Used() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}
+
+// Has reports whether key is cached (complete).
+func (c *Cache) Has(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	return e != nil
+}
+
+// Progress reports the download of key in flight, if any.
+func (c *Cache) Progress(key string) (Progress, bool) {
+	c.mu.Lock()
+	f := c.flights[key]
+	c.mu.Unlock()
+	if f == nil {
+		return Progress{}, false
+	}
+	return Progress{Downloaded: f.downloaded.Load(), Total: f.total.Load()}, true
+}
+
+// Handle is a reference to a cached image: while it is open the image is
+// not evicted.
+type Handle struct {
+	c    *Cache
+	e    *entry
+	once sync.Once
+}
+
+// Path is the verified file.
+func (h *Handle) Path() string { return h.e.file }
+
+// Size of the image.
+func (h *Handle) Size() int64 { return h.e.size }
+
+// Release drops the reference.
+func (h *Handle) Release() {
+	h.once.Do(func() {
+		h.c.mu.Lock()
+		h.e.refs--
+		h.c.mu.Unlock()
+	})
+}
+
+// Acquire returns a handle on the verified image, downloading it first if
+// needed. Concurrent calls for one key wait for a single download.
+func (c *Cache) Acquire(ctx context.Context, src Source) (*Handle, error) {
+	for attempt := 0; ; attempt++ {
+		c.mu.Lock()
+		if e := c.entries[src.Key]; e != nil {
+			e.refs++
+			c.lru.MoveToFront(e.elem)
+			c.mu.Unlock()
+			h := &Handle{c: c, e: e}
+			if err := c.verify(e); err != nil {
+				h.Release()
+				if attempt > 0 {
+					return nil, err
+				}
+				c.drop(e)
+				continue // fetch again
+			}
+			return h, nil
+		}
+		f := c.flights[src.Key]
+		if f == nil {
+			f = &flight{done: make(chan struct{})}
+			f.total.Store(src.Size)
+			c.flights[src.Key] = f
+			c.mu.Unlock()
+			go c.download(src, f)
+		} else {
+			c.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-f.done:
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+	}
+}
+
+// verify re-hashes an entry whose file changed since it was verified.
+func (c *Cache) verify(e *entry) error {
+	st, err := os.Stat(e.file)
+	if err != nil {
+		return fmt.Errorf("image cache: %s: %w", e.key, err)
+	}
+	c.mu.Lock()
+	ok := !e.verMod.IsZero() && st.ModTime().Equal(e.verMod) && st.Size() == e.size
+	c.mu.Unlock()
+	if ok {
+		return nil
+	}
+	f, err := os.Open(e.file)
+	if err != nil {
+		return fmt.Errorf("image cache: %s: %w", e.key, err)
+	}
+	defer f.Close()
+	h, err := newHash(e.algo)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return fmt.Errorf("image cache: read %s: %w", e.key, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); n != e.size || got != e.hash {
+		return fmt.Errorf("image cache: entry %s is corrupt (%s %s, expected %s): %w", e.key, e.algo, got, e.hash, ErrChecksum)
+	}
+	c.mu.Lock()
+	e.verMod = st.ModTime()
+	c.mu.Unlock()
+	return nil
+}
+
+// drop removes an entry (a corrupt one: even if in use, its bytes are bad).
+func (c *Cache) drop(e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[e.key] != e {
+		return
+	}
+	c.removeLocked(e)
+}
+
+func (c *Cache) removeLocked(e *entry) {
+	delete(c.entries, e.key)
+	c.lru.Remove(e.elem)
+	c.used -= e.size
+	os.Remove(e.file)
+	os.Remove(strings.TrimSuffix(e.file, ".img") + ".json")
+}
+
+// reserveLocked evicts unused entries, least recently used first, until n
+// more bytes fit.
+func (c *Cache) reserveLocked(n int64) error {
+	if c.max <= 0 {
+		return nil
+	}
+	if n > c.max {
+		return fmt.Errorf("%w: the image is %d bytes, the cache holds %d (--image-cache-size)", ErrFull, n, c.max)
+	}
+	for el := c.lru.Back(); el != nil && c.used+n > c.max; {
+		e := el.Value.(*entry)
+		el = el.Prev()
+		if e.refs > 0 {
+			continue
+		}
+		c.removeLocked(e)
+	}
+	if c.used+n > c.max {
+		return fmt.Errorf("%w: %d bytes needed, %d of %d bytes are images in use", ErrFull, n, c.used, c.max)
+	}
+	return nil
+}
+
+func (c *Cache) download(src Source, f *flight) {
+	err := c.fetch(src, f)
+	c.mu.Lock()
+	delete(c.flights, src.Key)
+	f.err = err
+	c.mu.Unlock()
+	close(f.done)
+}
+
+func (c *Cache) fetch(src Source, f *flight) error {
+	h, err := newHash(src.Algo)
+	if err != nil {
+		return err
+	}
+	want := strings.ToLower(src.Hash)
+	c.mu.Lock()
+	err = c.reserveLocked(src.Size)
+	reserved := int64(0)
+	if err == nil && src.Size > 0 {
+		reserved = src.Size
+		c.used += reserved // held for the download in flight
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		c.mu.Lock()
+		c.used -= reserved
+		c.mu.Unlock()
+	}()
+	// The download belongs to the cache, not to the first requester: a
+	// cancelled deploy does not fail the others waiting on it.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Hour)
+	defer cancel()
+	c.Downloads.Add(1)
+	body, err := src.Fetch(ctx)
+	if err != nil {
+		return fmt.Errorf("image cache: fetch %s: %w", src.Key, err)
+	}
+	defer body.Close()
+	base := c.fileBase(src.Key)
+	part := base + ".part"
+	out, err := os.OpenFile(part, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
+	defer os.Remove(part)
+	n, err := io.Copy(io.MultiWriter(out, h), progressReader{body, &f.downloaded})
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("image cache: download %s: %w", src.Key, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("image cache: %w: %s: %s of the downloaded image is %s, expected %s", ErrChecksum, src.Key, src.Algo, got, want)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if extra := n - reserved; extra > 0 {
+		if err := c.reserveLocked(extra); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(part, base+".img"); err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
+	mb, _ := json.Marshal(meta{Key: src.Key, Algo: src.Algo, Hash: want, Size: n})
+	if err := os.WriteFile(base+".json", mb, 0o640); err != nil {
+		os.Remove(base + ".img")
+		return fmt.Errorf("image cache: %w", err)
+	}
+	st, err := os.Stat(base + ".img")
+	if err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
+	e := &entry{key: src.Key, file: base + ".img", size: n, algo: src.Algo, hash: want, verMod: st.ModTime()}
+	e.elem = c.lru.PushFront(e)
+	c.entries[src.Key] = e
+	c.used += n
+	return nil
+}
+
+type progressReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n.Add(int64(n))
+	return n, err
+}
+
+func newHash(algo string) (hash.Hash, error) {
+	switch strings.ToLower(algo) {
+	case "md5":
+		return md5.New(), nil
+	case "sha256":
+		return sha256.New(), nil
+	case "sha512":
+		return sha512.New(), nil
+	}
+	return nil, fmt.Errorf("image cache: unsupported checksum algorithm %q (md5, sha256, sha512)", algo)
+}
+
+// pin takes a reference on a cached key without verifying it again.
+func (c *Cache) pin(key string) (*Handle, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e == nil {
+		return nil, fmt.Errorf("image cache: %s is not cached", key)
+	}
+	e.refs++
+	return &Handle{c: c, e: e}, nil
+}

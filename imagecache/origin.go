@@ -1,0 +1,150 @@
+package imagecache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/ironflow/ironflow/glance"
+)
+
+// Values of instance_info/image_download_source.
+const (
+	// DownloadHTTP: the boot HTTP service caches the image and the agent
+	// fetches it from there (Ironic's image_download_source=http). The
+	// default for Glance images.
+	DownloadHTTP = "http"
+	// DownloadDirect: the agent fetches image_source itself. The default for
+	// http(s) URLs, as ironflow always did.
+	DownloadDirect = "direct"
+)
+
+// Origin is where a node's image comes from and what it must hash to,
+// from its instance_info and, for a Glance image, Glance's record.
+type Origin struct {
+	GlanceID       string // set for a Glance image
+	URL            string // the image URL for a plain http(s) image_source
+	Algo, Hash     string
+	DiskFormat     string
+	ImageType      string // Glance's img_type, when it has one
+	Size           int64
+	DownloadSource string // DownloadHTTP or DownloadDirect
+}
+
+// ErrNoGlance: image_source names a Glance image, but no Glance is configured.
+var ErrNoGlance = errors.New("no Glance configured (--glance-url)")
+
+// Locate reads a node's instance_info: a Glance image (UUID or
+// glance://UUID) is resolved through g, which refuses images that cannot be
+// deployed; an http(s) URL is taken with the checksum instance_info gives.
+// ok is false when image_source is neither (an empty or other scheme: the
+// agent's own checks report it).
+func Locate(ctx context.Context, g *glance.Client, ii map[string]any) (o Origin, ok bool, err error) {
+	str := func(k string) string { v, _ := ii[k].(string); return strings.TrimSpace(v) }
+	src := str("image_source")
+	o.DownloadSource = strings.ToLower(str("image_download_source"))
+	switch o.DownloadSource {
+	case "", DownloadHTTP, DownloadDirect:
+	default:
+		return o, false, fmt.Errorf("instance_info/image_download_source %q is not one of http, direct", o.DownloadSource)
+	}
+	if id, isGlance := glance.ImageID(src); isGlance {
+		if g == nil {
+			return o, false, fmt.Errorf("image_source %s is a Glance image: %w", src, ErrNoGlance)
+		}
+		img, err := g.Resolve(ctx, id)
+		if err != nil {
+			return o, false, err
+		}
+		o.GlanceID = img.ID
+		o.Algo, o.Hash = img.ChecksumOf()
+		o.DiskFormat, o.ImageType, o.Size = img.DiskFormat, img.ImageType, img.Size
+		if o.DownloadSource == "" {
+			o.DownloadSource = DownloadHTTP
+		}
+		return o, true, nil
+	}
+	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
+		return o, false, nil
+	}
+	o.URL = src
+	o.DiskFormat = str("image_disk_format")
+	if o.DownloadSource == "" {
+		o.DownloadSource = DownloadDirect
+	}
+	if o.DownloadSource == DownloadHTTP {
+		o.Algo, o.Hash = strings.ToLower(str("image_os_hash_algo")), strings.ToLower(str("image_os_hash_value"))
+		if o.Hash == "" {
+			o.Algo, o.Hash = "", strings.ToLower(str("image_checksum"))
+			switch len(o.Hash) {
+			case 32:
+				o.Algo = "md5"
+			case 64:
+				o.Algo = "sha256"
+			case 128:
+				o.Algo = "sha512"
+			}
+		}
+		if o.Algo == "" || strings.Contains(o.Hash, "/") {
+			return o, false, errors.New("image_download_source=http needs the image's checksum as a value (image_os_hash_algo and image_os_hash_value, or image_checksum), not a URL: the cache verifies what it serves")
+		}
+	}
+	return o, true, nil
+}
+
+// Source is the cache entry of the origin; hc fetches plain URLs.
+func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
+	s := Source{Algo: o.Algo, Hash: o.Hash, Size: o.Size}
+	if o.GlanceID != "" {
+		s.Key = "glance:" + o.GlanceID
+		id := o.GlanceID
+		s.Fetch = func(ctx context.Context) (io.ReadCloser, error) { return g.Download(ctx, id) }
+		return s
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	// The key names the URL by its hash: keys show in errors and logs, and
+	// a URL may carry a signature or credentials.
+	sum := sha256.Sum256([]byte(o.URL))
+	s.Key = "url:" + hex.EncodeToString(sum[:8]) + "#" + o.Algo + ":" + o.Hash
+	url := o.URL
+	s.Fetch = func(ctx context.Context) (io.ReadCloser, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("GET image: %s", resp.Status)
+		}
+		return resp.Body, nil
+	}
+	return s
+}
+
+// CachePath is the path, below the boot HTTP service, where a node's agent
+// fetches its cached image: it names the node only, never an origin or a
+// credential.
+func CachePath(nodeUUID string) string { return "/cache/" + nodeUUID + "/image" }
+
+// Cached reports, without asking Glance, whether the agent of a node with
+// this instance_info fetches its image from the cache.
+func Cached(ii map[string]any) bool {
+	src, _ := ii["image_source"].(string)
+	ds, _ := ii["image_download_source"].(string)
+	ds = strings.ToLower(strings.TrimSpace(ds))
+	if _, isGlance := glance.ImageID(src); isGlance {
+		return ds != DownloadDirect
+	}
+	return ds == DownloadHTTP
+}

@@ -1,0 +1,193 @@
+package imagecache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ironflow/ironflow/glance"
+)
+
+// Resolver says which image a node deploys (from its instance_info), with
+// the origin credentials the process holds, never the request's.
+type Resolver func(ctx context.Context, nodeUUID string) (Source, error)
+
+// Server serves GET {prefix}{node}/image: the image the node deploys, from
+// the cache, with range requests. A node keeps a reference on the image it
+// was last served until it has been idle for Lease or asks for another, so
+// that an agent resuming a download after a pause finds its image still
+// there: "in use by a running deploy" without the boot service having to
+// follow deploys.
+type Server struct {
+	Cache   *Cache
+	Resolve Resolver
+	Lease   time.Duration // default 15 minutes
+	Log     *slog.Logger
+
+	mu     sync.Mutex
+	leases map[string]*lease
+	keys   map[string]string // node → key of the image it last asked for
+}
+
+// ServeHTTP routes GET /cache/{uuid}/image (Image) and GET
+// /cache/{uuid}/progress (Progress).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/cache/")
+	node, what, _ := strings.Cut(rest, "/")
+	id, err := uuid.Parse(node)
+	if err != nil || r.Method != http.MethodGet && r.Method != http.MethodHead {
+		http.NotFound(w, r)
+		return
+	}
+	switch what {
+	case "image":
+		s.Image(w, r, id.String())
+	case "progress":
+		s.Progress(w, r, id.String())
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// ProgressReport is the answer of GET /cache/{uuid}/progress.
+type ProgressReport struct {
+	Downloading bool  `json:"downloading"`
+	Downloaded  int64 `json:"downloaded"`
+	Total       int64 `json:"total"` // 0 if unknown
+}
+
+// Progress reports the cache's download of the image the node asked for,
+// for the worker to show while the agent waits for its first byte.
+func (s *Server) Progress(w http.ResponseWriter, r *http.Request, nodeUUID string) {
+	s.mu.Lock()
+	key, ok := s.keys[nodeUUID]
+	s.mu.Unlock()
+	var rep ProgressReport
+	if ok {
+		if p, inFlight := s.Cache.Progress(key); inFlight {
+			rep = ProgressReport{Downloading: true, Downloaded: p.Downloaded, Total: p.Total}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(rep)
+}
+
+type lease struct {
+	h     *Handle
+	key   string
+	timer *time.Timer
+}
+
+// Image handles one request; nodeUUID comes from the route.
+func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) {
+	src, err := s.Resolve(r.Context(), nodeUUID)
+	if err != nil {
+		code := http.StatusNotFound
+		if errors.Is(err, glance.ErrUnavailable) {
+			code = http.StatusBadGateway // the agent retries
+		}
+		s.fail(w, nodeUUID, err, code)
+		return
+	}
+	s.mu.Lock()
+	if s.keys == nil {
+		s.keys = map[string]string{}
+	}
+	s.keys[nodeUUID] = src.Key
+	s.mu.Unlock()
+	h, err := s.Cache.Acquire(r.Context(), src)
+	if err != nil {
+		// The agent retries a 5xx (the origin may come back, a lease may
+		// end) and gives up on a 4xx: data that does not match its checksum
+		// will not match it next time either.
+		code := http.StatusBadGateway
+		switch {
+		case errors.Is(err, ErrFull):
+			code = http.StatusInsufficientStorage
+		case errors.Is(err, ErrChecksum):
+			code = http.StatusUnprocessableEntity
+		}
+		s.fail(w, nodeUUID, err, code)
+		return
+	}
+	defer h.Release()
+	s.hold(nodeUUID, src.Key)
+	f, err := os.Open(h.Path())
+	if err != nil {
+		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+func (s *Server) fail(w http.ResponseWriter, node string, err error, code int) {
+	if s.Log != nil {
+		s.Log.Warn("image cache: cannot serve the image of a node", "node", node, "err", err)
+	}
+	http.Error(w, err.Error(), code)
+}
+
+// hold gives the node a reference on key (released after Lease idle).
+func (s *Server) hold(node, key string) {
+	lt := s.Lease
+	if lt <= 0 {
+		lt = 15 * time.Minute
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leases == nil {
+		s.leases = map[string]*lease{}
+	}
+	if l := s.leases[node]; l != nil {
+		if l.key == key {
+			l.timer.Reset(lt)
+			return
+		}
+		l.timer.Stop()
+		l.h.Release()
+		delete(s.leases, node)
+	}
+	h, err := s.Cache.pin(key)
+	if err != nil {
+		return
+	}
+	l := &lease{h: h, key: key}
+	l.timer = time.AfterFunc(lt, func() { s.release(node, l) })
+	s.leases[node] = l
+}
+
+func (s *Server) release(node string, l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leases[node] == l {
+		delete(s.leases, node)
+		l.h.Release()
+	}
+}
+
+// Release drops a node's reference at once (its deploy ended).
+func (s *Server) Release(node string) {
+	s.mu.Lock()
+	l := s.leases[node]
+	s.mu.Unlock()
+	if l != nil {
+		l.timer.Stop()
+		s.release(node, l)
+	}
+}
