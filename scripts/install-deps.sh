@@ -32,6 +32,10 @@ if [[ "$what" == test ]]; then
 		[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
 		[/usr/bin/baremetal]=python3-ironicclient
 		[/usr/bin/openstack]=python3-openstackclient
+		# Nova's own ironic driver as the client (tests/nova_driver_test.go);
+		# it builds config drives with genisoimage.
+		[/usr/lib/python3/dist-packages/nova/virt/ironic/driver.py]=python3-nova
+		[genisoimage]=genisoimage
 		[ip]=iproute2
 		[modinfo]=kmod
 		[/bin/busybox]=busybox-static
