@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/flate"
@@ -25,8 +26,19 @@ func needQemuImg(t testing.TB) {
 
 func qemuImg(t testing.TB, args ...string) {
 	t.Helper()
-	out, err := exec.Command("qemu-img", args...).CombinedOutput()
-	if err != nil {
+	// Creating a LUKS-encrypted image times its key derivation by the
+	// thread's CPU clock, and qemu-img gives up when a round measured 0 ms
+	// ("Unable to get accurate CPU usage"), which a busy machine can cause:
+	// that attempt is made again.
+	for attempt := 1; ; attempt++ {
+		out, err := exec.Command("qemu-img", args...).CombinedOutput()
+		if err == nil {
+			return
+		}
+		if attempt < 5 && strings.Contains(string(out), "Unable to get accurate CPU usage") {
+			t.Logf("qemu-img %v, attempt %d: %s", args, attempt, out)
+			continue
+		}
 		t.Fatalf("qemu-img %v: %v\n%s", args, err, out)
 	}
 }
