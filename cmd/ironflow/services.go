@@ -145,7 +145,28 @@ func startAPI(ctx context.Context, cfg apiserver.Config, limits httpLimits, st *
 	if err != nil {
 		return "", nil, err
 	}
+	if warnHostLinks(cfg) {
+		log.Warn("--public-url is unset on a non-loopback listen address: links and Location headers are built from each request's Host header, which a client chooses; set --public-url (docs/security.md)", "listen", cfg.Listen)
+	}
 	return serveHTTP(ctx, "api", cfg.Listen, h, limits, log)
+}
+
+// warnHostLinks reports whether the API would build links from the Host
+// header of requests that may come from other machines: --public-url unset
+// and a listen address that is not loopback-only.
+func warnHostLinks(cfg apiserver.Config) bool {
+	if cfg.PublicURL != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return true
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }
 
 func runAPICommand(ctx context.Context, args []string) error {
