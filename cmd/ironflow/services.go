@@ -104,6 +104,7 @@ type apiFlags struct {
 	listen, databaseURL, temporal, namespace, auth, htpasswd, publicURL *string
 	heartbeatTimeout                                                    *time.Duration
 	maxLimit                                                            *int
+	inspectionWithoutToken                                              *bool
 	conductorTimeout                                                    *time.Duration
 	limits                                                              httpLimits
 }
@@ -119,6 +120,8 @@ func addAPIFlags(s *settings) apiFlags {
 		publicURL:        s.String("public-url", "", "base URL of links and Location headers (default: from the request)"),
 		heartbeatTimeout: s.Duration("ramdisk-heartbeat-timeout", apiserver.DefaultConfig().RamdiskHeartbeatTimeout, "heartbeat_timeout sent to agents"),
 		maxLimit:         s.Int("max-limit", apiserver.DefaultConfig().MaxLimit, "largest page of a list"),
+		inspectionWithoutToken: s.Bool("inspection-without-agent-token", false,
+			"accept continue_inspection from an agent that did not look up (no agent token): anyone on the provisioning network can then write inventories"),
 		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
 		// A 64 MiB config drive must upload within the read timeout.
 		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
@@ -133,6 +136,7 @@ func (f apiFlags) config() apiserver.Config {
 	cfg.PublicURL = *f.publicURL
 	cfg.RamdiskHeartbeatTimeout = *f.heartbeatTimeout
 	cfg.MaxLimit = *f.maxLimit
+	cfg.InspectionWithoutToken = *f.inspectionWithoutToken
 	cfg.ConductorHeartbeatTimeout = *f.conductorTimeout
 	if h, err := os.Hostname(); err == nil {
 		cfg.ConductorName = h
