@@ -1,6 +1,7 @@
 package pxe
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ type httpBoot struct {
 //	GET /boot/{uuid}/boot.ipxe  the node's iPXE script (404 without a boot config)
 //	GET /boot/{uuid}/ks.cfg     the node's kickstart (404 without a boot config or kickstart)
 //	GET /images/{path...}        static files, range requests included
-//	GET /iso/{uuid}.iso          the node's virtual media ISO (404 without a boot config)
+//	GET /iso/{uuid}-{key}.iso    the node's virtual media ISO (404 without a boot config or with another key)
 //	GET /cache/{uuid}/image      the node's instance image through the image cache (with HTTPConfig.Cache)
 //	GET /cache/{uuid}/progress   that cache's download in flight, as JSON
 //	GET /health                  200 "ok"
@@ -148,13 +149,20 @@ func (h *httpBoot) image(w http.ResponseWriter, r *http.Request) {
 
 func (h *httpBoot) iso(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
-	id, found := strings.CutSuffix(name, ".iso")
-	if h.isos == nil || !found {
+	base, found := strings.CutSuffix(name, ".iso")
+	// "<uuid>-<key>.iso": the ISO holds the agent token, so it is served
+	// only to whoever knows the key of its current build (AgentISOs.URLName).
+	if h.isos == nil || !found || len(base) < 38 || base[36] != '-' {
 		http.NotFound(w, r)
 		return
 	}
-	bc, ok := h.bootConfig(w, r, id)
+	bc, ok := h.bootConfig(w, r, base[:36])
 	if !ok {
+		return
+	}
+	key, err := h.isos.ReadFile(bc.NodeUUID + ".iso" + isoKeySuffix)
+	if err != nil || subtle.ConstantTimeCompare(key, []byte(base[37:])) != 1 {
+		http.NotFound(w, r)
 		return
 	}
 	serveFromRoot(w, r, h.isos, bc.NodeUUID+".iso")
