@@ -1,6 +1,7 @@
 package pxe
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,9 +137,45 @@ func (h *httpBoot) kickstart(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if !h.fromLeasedAddr(w, r, bc) {
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte(bc.Kickstart))
+}
+
+// LeaseAddrs is implemented by a NodeBackend whose nodes get their
+// addresses from ironflow's DHCP: the unexpired addresses leased to macs.
+type LeaseAddrs interface {
+	LeasedAddrs(ctx context.Context, macs []string) ([]netip.Addr, error)
+}
+
+// fromLeasedAddr reports whether r may read the node's kickstart (it holds
+// the agent token, repository credentials and the root password hash): when
+// the node holds leases, only from one of its leased addresses. A node with
+// no lease (proxy DHCP, another DHCP server) is served as before
+// (docs/security.md). It writes the refusal itself.
+func (h *httpBoot) fromLeasedAddr(w http.ResponseWriter, r *http.Request, bc *BootConfig) bool {
+	la, ok := h.backend.(LeaseAddrs)
+	if !ok {
+		return true
+	}
+	addrs, err := la.LeasedAddrs(r.Context(), bc.MACs)
+	if err != nil {
+		h.log.Error("read leases", "node", bc.NodeUUID, "error", err)
+		http.Error(w, "boot config unavailable", http.StatusServiceUnavailable)
+		return false
+	}
+	if len(addrs) == 0 {
+		return true
+	}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && slices.Contains(addrs, ap.Addr().Unmap()) {
+		return true
+	}
+	h.log.Warn("kickstart refused: the client is not the node's leased address", "node", bc.NodeUUID, "remote", r.RemoteAddr)
+	http.NotFound(w, r)
+	return false
 }
 
 func (h *httpBoot) image(w http.ResponseWriter, r *http.Request) {
