@@ -45,6 +45,11 @@ type Config struct {
 	RamdiskHeartbeatTimeout time.Duration
 	// AgentTokenRequired refuses heartbeats without the lookup token.
 	AgentTokenRequired bool
+	// InspectionWithoutToken accepts continue_inspection from an agent that
+	// did not look up first (so carries no token), as Ironic did before it
+	// required the agent token for inspection. Off by default: anyone on
+	// the provisioning network could then write a node's inventory.
+	InspectionWithoutToken bool
 	// AllowedDrivers restricts node drivers (hardware types); empty: all of
 	// ipmi, redfish and fake-hardware.
 	AllowedDrivers []string

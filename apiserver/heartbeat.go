@@ -38,6 +38,18 @@ func (s *server) heartbeat(c *gin.Context) error {
 		}
 		return err
 	}
+	// The first callback_url is claimed by a conditional write, so that of
+	// heartbeats racing from different URLs only one is accepted.
+	if prev, _ := n.DriverInternalInfo[keyAgentURL].(string); prev == "" && *hb.CallbackURL != "" {
+		claimed, err := s.store.ClaimAgentURL(c.Request.Context(), n.UUID, *hb.CallbackURL)
+		if err != nil {
+			return err
+		}
+		if !claimed {
+			s.log.Warn("heartbeat refused: callback_url changed", "node", n.UUID)
+			return badRequest("Detected change in ramdisk provided \"callback_url\"")
+		}
+	}
 	now := time.Now().UTC()
 	if err := s.recordHeartbeat(c.Request.Context(), n, hb, now); err != nil {
 		if errors.Is(err, store.ErrNotFound) {

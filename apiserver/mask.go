@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/ironflow/ironflow/store"
@@ -50,6 +51,7 @@ func maskValue(key string, v any, scope secretScope) any {
 		if hasURLCredentials(t) {
 			return masked
 		}
+		return maskPassword(t)
 	case map[string]any:
 		return maskSecrets(t, scope)
 	case []any:
@@ -77,8 +79,44 @@ func isSecretKey(key string, scope secretScope) bool {
 			return true
 		}
 	}
-	return strings.HasSuffix(k, "password") || strings.HasSuffix(k, "_key") ||
-		strings.HasSuffix(k, "secret") || strings.HasSuffix(k, "token")
+	if strings.HasSuffix(k, "_key") {
+		return true
+	}
+	for _, s := range sanitizeKeys {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// sanitizeKeys are the names oslo.utils' strutils (which Ironic's
+// mask_dict_password and mask_password use) treats as secret: a key that
+// contains any of them is masked whole, and "name=value" or "name": "value"
+// inside a string has its value masked.
+var sanitizeKeys = []string{
+	"adminpass", "admin_pass", "password", "admin_password", "auth_token",
+	"new_pass", "auth_password", "secret_uuid", "secret", "sys_pswd", "token",
+	"configdrive", "chappassword", "encrypted_key", "private_key", "fernetkey",
+	"sslkey", "passphrase", "cephxkey", "keystonekey", "keystonepasswd",
+	"passwd", "cryptkey", "cryptpasswd", "cryptpswd", "cryptpw", "api_key",
+	"apikey", "secretkey", "secret_key", "root_password_hash",
+}
+
+// passwordInText finds "key=value", "key: value" and "key": "value" for the
+// keys above, as strutils.mask_password's patterns do.
+var passwordInText = func() *regexp.Regexp {
+	names := strings.Join(sanitizeKeys, "|")
+	return regexp.MustCompile(`(?i)((?:` + names + `)[A-Za-z0-9_]*["']?\s*[=:]\s*["']?)([^\s"'&,;}]+)`)
+}()
+
+// maskPassword masks the values of secret names inside a free-form string
+// (a kernel command line, a connection string), leaving the rest readable.
+func maskPassword(s string) string {
+	if !passwordInText.MatchString(s) {
+		return s
+	}
+	return passwordInText.ReplaceAllString(s, "${1}"+masked)
 }
 
 // hasURLCredentials reports whether s is a URL that carries a password

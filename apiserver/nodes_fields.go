@@ -55,7 +55,7 @@ var nodeFields = []nodeField{
 		filter: textFilter(v65Lessee, func(f *nodeQuery) *string { return &f.Lessee })},
 	{name: "maintenance", since: 1, value: flag(func(n *node) *bool { return &n.Maintenance }, false), access: writable, sortable: true,
 		filter: boolFilter(func(f *nodeQuery) **bool { return &f.Maintenance })},
-	{name: "maintenance_reason", since: 1, value: optText(func(n *node) **string { return &n.MaintenanceReason }, 0)},
+	{name: "maintenance_reason", since: 1, value: optText(func(n *node) **string { return &n.MaintenanceReason }, maxMaintenanceReason)},
 	{name: "management_interface", since: v31DynamicIfaces, value: ifaceName(func(n *node) *string { return &n.ManagementInterface }), access: writable},
 	{name: "name", since: v5NodeName, value: optText(func(n *node) **string { return &n.Name }, 0).setBy(setNodeName), access: writable, sortable: true},
 	{name: "network_data", since: v66NetworkData, value: dict(func(n *node) *map[string]any { return &n.NetworkData }), access: writable},

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -42,15 +44,46 @@ func (s *server) listHistory(c *gin.Context, n *store.Node) error {
 			return err
 		}
 	}
+	limit := s.cfg.MaxLimit
+	if v := c.Query("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil {
+			return badRequest("Invalid value for limit: %s", v)
+		}
+		if l <= 0 {
+			return badRequest("Limit must be positive")
+		}
+		limit = min(l, s.cfg.MaxLimit)
+	}
 	events, err := s.store.ListHistory(c.Request.Context(), n.UUID)
 	if err != nil {
 		return fmt.Errorf("list history of node %s: %w", n.UUID, err)
+	}
+	// The history of a node is bounded (HistoryMaxEntries), so a page is cut
+	// from the whole list: after the marker, at most limit events, with
+	// Ironic's "next" link when more follow.
+	if marker := c.Query("marker"); marker != "" {
+		i := slices.IndexFunc(events, func(e store.HistoryEvent) bool { return e.UUID == marker })
+		if i < 0 {
+			return badRequest("Marker %s could not be found.", marker)
+		}
+		events = events[i+1:]
+	}
+	body := map[string]any{}
+	if len(events) > limit {
+		events = events[:limit]
+		next := s.baseURL(c) + "/v1/nodes/" + n.UUID + "/history?limit=" + strconv.Itoa(limit) + "&marker=" + events[limit-1].UUID
+		if detail {
+			next += "&detail=True"
+		}
+		body["next"] = next
 	}
 	out := make([]any, 0, len(events))
 	for _, e := range events {
 		out = append(out, s.historyBody(c, n.UUID, e, detail))
 	}
-	writeJSON(c, http.StatusOK, map[string]any{"history": out})
+	body["history"] = out
+	writeJSON(c, http.StatusOK, body)
 	return nil
 }
 

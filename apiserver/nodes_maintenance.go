@@ -8,6 +8,10 @@ import (
 	"github.com/ironflow/ironflow/store"
 )
 
+// maxMaintenanceReason bounds a maintenance reason: Ironic stores it in a
+// Text column, which on its reference database (MySQL) holds 65535 bytes.
+const maxMaintenanceReason = 65535
+
 func (s *server) setMaintenance(c *gin.Context, n *store.Node) error {
 	body, err := decodeObject(c)
 	if err != nil {
@@ -22,6 +26,9 @@ func (s *server) setMaintenance(c *gin.Context, n *store.Node) error {
 		reason = &rs
 	} else if r := c.Query("reason"); r != "" {
 		reason = &r
+	}
+	if reason != nil && len(*reason) > maxMaintenanceReason {
+		return badRequest("Invalid reason: longer than %d bytes", maxMaintenanceReason)
 	}
 	_, err = s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
 		cur.Maintenance = true

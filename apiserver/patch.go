@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // patchOp is one RFC 6902 operation of the subset Ironic accepts.
@@ -25,6 +26,11 @@ var patchPathRE = regexp.MustCompile(`^(/[\w-]+)+$`)
 // decodeJSON decodes a request body keeping numbers exact (json.Number), as
 // Ironic keeps 10 as 10 and 1.5 as 1.5.
 func decodeJSON(body []byte, v any) error {
+	if !utf8.Valid(body) {
+		// encoding/json would replace the bytes with U+FFFD and store
+		// something the client never sent.
+		return fmt.Errorf("the body is not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {

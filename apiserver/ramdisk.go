@@ -183,12 +183,17 @@ func (s *server) continueInspection(c *gin.Context) error {
 	if n == nil || (s.cfg.RestrictLookup && n.ProvisionState != workflows.StateInspecting && n.ProvisionState != workflows.StateInspectWait) {
 		return resourceNotFound()
 	}
-	if stored, _ := n.DriverInternalInfo[keyAgentToken].(string); stored != "" {
+	// Inspection data comes only from the agent that looked up and holds
+	// the node's token (Ironic's agent-token-for-inspection rule); before
+	// any lookup there is no token and the data is refused, unless the
+	// operator opted out.
+	stored, _ := n.DriverInternalInfo[keyAgentToken].(string)
+	if stored != "" || !s.cfg.InspectionWithoutToken {
 		given, _ := body["agent_token"].(string)
 		if given == "" {
 			given = c.GetHeader("X-Agent-Token")
 		}
-		if subtle.ConstantTimeCompare([]byte(stored), []byte(given)) != 1 {
+		if stored == "" || subtle.ConstantTimeCompare([]byte(stored), []byte(given)) != 1 {
 			return badRequest("Invalid or missing agent token received.")
 		}
 	}

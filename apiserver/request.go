@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -37,7 +38,20 @@ func readBodyLimit(c *gin.Context, limit int64) ([]byte, error) {
 	if int64(len(body)) > limit {
 		return nil, tooLarge
 	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if ct := c.ContentType(); !isJSONType(ct) {
+			return nil, errorf(http.StatusUnsupportedMediaType, "The request body's content type %q is not supported: send application/json.", ct)
+		}
+	}
 	return body, nil
+}
+
+// isJSONType reports whether a body of media type ct (parameters already
+// stripped) is decoded as JSON. Every body of Ironic's API is JSON; a
+// client that names no type is read as JSON, as Ironic does.
+func isJSONType(ct string) bool {
+	ct = strings.ToLower(ct)
+	return ct == "" || ct == "application/json" || strings.HasSuffix(ct, "+json")
 }
 
 // decodeObject decodes a JSON object body.

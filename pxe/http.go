@@ -1,14 +1,18 @@
 package pxe
 
 import (
+	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,7 +50,7 @@ type httpBoot struct {
 //	GET /boot/{uuid}/boot.ipxe  the node's iPXE script (404 without a boot config)
 //	GET /boot/{uuid}/ks.cfg     the node's kickstart (404 without a boot config or kickstart)
 //	GET /images/{path...}        static files, range requests included
-//	GET /iso/{uuid}.iso          the node's virtual media ISO (404 without a boot config)
+//	GET /iso/{uuid}-{key}.iso    the node's virtual media ISO (404 without a boot config or with another key)
 //	GET /cache/{uuid}/image      the node's instance image through the image cache (with HTTPConfig.Cache)
 //	GET /cache/{uuid}/progress   that cache's download in flight, as JSON
 //	GET /health                  200 "ok"
@@ -133,9 +137,45 @@ func (h *httpBoot) kickstart(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if !h.fromLeasedAddr(w, r, bc) {
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte(bc.Kickstart))
+}
+
+// LeaseAddrs is implemented by a NodeBackend whose nodes get their
+// addresses from ironflow's DHCP: the unexpired addresses leased to macs.
+type LeaseAddrs interface {
+	LeasedAddrs(ctx context.Context, macs []string) ([]netip.Addr, error)
+}
+
+// fromLeasedAddr reports whether r may read the node's kickstart (it holds
+// the agent token, repository credentials and the root password hash): when
+// the node holds leases, only from one of its leased addresses. A node with
+// no lease (proxy DHCP, another DHCP server) is served as before
+// (docs/security.md). It writes the refusal itself.
+func (h *httpBoot) fromLeasedAddr(w http.ResponseWriter, r *http.Request, bc *BootConfig) bool {
+	la, ok := h.backend.(LeaseAddrs)
+	if !ok {
+		return true
+	}
+	addrs, err := la.LeasedAddrs(r.Context(), bc.MACs)
+	if err != nil {
+		h.log.Error("read leases", "node", bc.NodeUUID, "error", err)
+		http.Error(w, "boot config unavailable", http.StatusServiceUnavailable)
+		return false
+	}
+	if len(addrs) == 0 {
+		return true
+	}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && slices.Contains(addrs, ap.Addr().Unmap()) {
+		return true
+	}
+	h.log.Warn("kickstart refused: the client is not the node's leased address", "node", bc.NodeUUID, "remote", r.RemoteAddr)
+	http.NotFound(w, r)
+	return false
 }
 
 func (h *httpBoot) image(w http.ResponseWriter, r *http.Request) {
@@ -148,13 +188,20 @@ func (h *httpBoot) image(w http.ResponseWriter, r *http.Request) {
 
 func (h *httpBoot) iso(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
-	id, found := strings.CutSuffix(name, ".iso")
-	if h.isos == nil || !found {
+	base, found := strings.CutSuffix(name, ".iso")
+	// "<uuid>-<key>.iso": the ISO holds the agent token, so it is served
+	// only to whoever knows the key of its current build (AgentISOs.URLName).
+	if h.isos == nil || !found || len(base) < 38 || base[36] != '-' {
 		http.NotFound(w, r)
 		return
 	}
-	bc, ok := h.bootConfig(w, r, id)
+	bc, ok := h.bootConfig(w, r, base[:36])
 	if !ok {
+		return
+	}
+	key, err := h.isos.ReadFile(bc.NodeUUID + ".iso" + isoKeySuffix)
+	if err != nil || subtle.ConstantTimeCompare(key, []byte(base[37:])) != 1 {
+		http.NotFound(w, r)
 		return
 	}
 	serveFromRoot(w, r, h.isos, bc.NodeUUID+".iso")

@@ -24,6 +24,8 @@ func startHTTP(t *testing.T) (*httptest.Server, []byte) {
 	os.Symlink(filepath.Join(dir, "secret"), filepath.Join(images, "escape"))
 	os.WriteFile(filepath.Join(isos, testNode+".iso"), []byte("iso"), 0o600)
 	os.WriteFile(filepath.Join(isos, "7f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f.iso"), []byte("iso2"), 0o600)
+	os.WriteFile(filepath.Join(isos, testNode+".iso.key"), []byte("k1"), 0o600)
+	os.WriteFile(filepath.Join(isos, "7f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f.iso.key"), []byte("k2"), 0o600)
 	b := testBackend(t)
 	b.Delete("7f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f") // its ISO stays on disk, unserved
 	h, err := NewHTTPHandler(HTTPConfig{ImagesDir: images, ISODir: isos}, b, nil)
@@ -63,8 +65,12 @@ func TestHTTPBootRoutes(t *testing.T) {
 		{"script of a non-UUID", "/boot/..%2f..%2fetc/boot.ipxe", nil, 404, ""},
 		{"image", "/images/agent/vmlinuz", nil, 200, string(kernel)},
 		{"image range", "/images/agent/vmlinuz", []string{"Range", "bytes=10-19"}, 206, "0123456789"},
-		{"ISO of a node with boot config", "/iso/" + testNode + ".iso", nil, 200, "iso"},
-		{"ISO of a node without boot config", "/iso/7f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f.iso", nil, 404, ""},
+		{"ISO of a node with boot config, under its keyed name", "/iso/" + testNode + "-k1.iso", nil, 200, "iso"},
+		// The ISO holds the agent token: its UUID alone does not fetch it.
+		{"ISO without its key", "/iso/" + testNode + ".iso", nil, 404, ""},
+		{"ISO with another key", "/iso/" + testNode + "-k2.iso", nil, 404, ""},
+		{"ISO key file", "/iso/" + testNode + ".iso.key", nil, 404, ""},
+		{"ISO of a node without boot config", "/iso/7f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f-k2.iso", nil, 404, ""},
 		{"health", "/health", nil, 200, "ok"},
 		{"directory is not listed", "/images/agent/", nil, 404, ""},
 	}

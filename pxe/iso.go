@@ -2,6 +2,8 @@ package pxe
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -344,7 +346,35 @@ func (c AgentISOs) Build(ctx context.Context, kernel, initrd string, params ISOP
 	if err := BuildAgentISO(ctx, p, kernel, initrd, params); err != nil {
 		return "", err
 	}
+	// The ISO holds the agent token: it is served only under a name with a
+	// fresh random part (URLName), given to the BMC alone (docs/security.md).
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+	}
+	if err := os.WriteFile(p+isoKeySuffix, []byte(hex.EncodeToString(b)), 0o600); err != nil {
+		return "", fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+	}
 	return p, nil
+}
+
+// isoKeySuffix names the file next to a node's ISO that holds the random
+// part of its URL name.
+const isoKeySuffix = ".key"
+
+// URLName is the name the HTTP boot service serves node's ISO under,
+// "<uuid>-<random>.iso": only whoever was given it (the BMC) can fetch the
+// ISO, as many times as virtual media needs until the ISO is removed.
+func (c AgentISOs) URLName(nodeUUID string) (string, error) {
+	p, err := c.Path(nodeUUID)
+	if err != nil {
+		return "", err
+	}
+	key, err := os.ReadFile(p + isoKeySuffix)
+	if err != nil {
+		return "", fmt.Errorf("agent ISO of node %s: %w", nodeUUID, err)
+	}
+	return strings.TrimSuffix(filepath.Base(p), ".iso") + "-" + string(key) + ".iso", nil
 }
 
 // Remove deletes the node's ISO (CleanBoot); a missing one is not an error.
@@ -353,8 +383,10 @@ func (c AgentISOs) Remove(nodeUUID string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove agent ISO of node %s: %w", nodeUUID, err)
+	for _, f := range []string{p, p + isoKeySuffix} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove agent ISO of node %s: %w", nodeUUID, err)
+		}
 	}
 	return nil
 }

@@ -81,11 +81,19 @@ func TestAgentISOLayout(t *testing.T) {
 			t.Errorf("%s missing: %v", name, err)
 		}
 	}
+	// Served under a name with a random key of this build, not its UUID.
+	name, err := isos.URLName(testNode)
+	if err != nil || !strings.HasPrefix(name, testNode+"-") || len(name) != len(testNode)+1+32+len(".iso") {
+		t.Errorf("URL name %q: %v", name, err)
+	}
 	if err := isos.Remove(testNode); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Errorf("ISO still there after Remove: %v", err)
+	}
+	if _, err := isos.URLName(testNode); err == nil {
+		t.Errorf("the ISO's key survives Remove")
 	}
 	if err := RemoveAgentISO(isos.Dir, testNode); err != nil {
 		t.Errorf("second remove: %v", err)

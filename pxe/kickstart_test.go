@@ -2,12 +2,14 @@ package pxe
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -352,4 +354,44 @@ func keys(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// leasedBackend is a backend whose nodes hold DHCP leases.
+type leasedBackend struct {
+	*MemoryBackend
+	addrs []netip.Addr
+}
+
+func (b leasedBackend) LeasedAddrs(context.Context, []string) ([]netip.Addr, error) {
+	return b.addrs, nil
+}
+
+// A node that holds a lease gets its kickstart (agent token, repository
+// credentials, root password hash) only at its leased address.
+func TestKickstartOnlyToTheNodesLeasedAddress(t *testing.T) {
+	const node = "3d9c8f0e-1b2a-4c5d-8e7f-6a5b4c3d2e1f"
+	b := NewMemoryBackend()
+	if err := b.Put(BootConfig{NodeUUID: node, MACs: []string{"52:54:00:12:34:03"}, Method: MethodPXE, Kind: "anaconda", Kickstart: "secret ks"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		addrs  []netip.Addr
+		status int
+	}{
+		{"leased elsewhere", []netip.Addr{netip.MustParseAddr("10.99.0.5")}, 404},
+		{"leased to the client", []netip.Addr{netip.MustParseAddr("10.99.0.5"), netip.MustParseAddr("127.0.0.1")}, 200},
+		{"no lease (proxy DHCP)", nil, 200},
+	} {
+		h, err := NewHTTPHandler(HTTPConfig{}, leasedBackend{b, c.addrs}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		status, body := get(t, srv.URL+"/boot/"+node+"/ks.cfg")
+		srv.Close()
+		if status != c.status || (status == 200) != strings.Contains(body, "secret ks") {
+			t.Errorf("%s: %d %q, want %d", c.name, status, body, c.status)
+		}
+	}
 }

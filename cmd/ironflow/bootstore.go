@@ -48,3 +48,22 @@ func (b bootStore) BootConfigByNode(ctx context.Context, nodeUUID string) (*pxe.
 func (b bootStore) Allocate(ctx context.Context, mac net.HardwareAddr, nodeUUID string, first, last netip.Addr, ttl time.Duration) (netip.Addr, error) {
 	return b.st.AllocateLease(ctx, mac.String(), nodeUUID, first, last, ttl)
 }
+
+// LeasedAddrs are the unexpired addresses ironflow's DHCP leased to macs:
+// the boot service serves a node's kickstart only to them.
+func (b bootStore) LeasedAddrs(ctx context.Context, macs []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, m := range macs {
+		l, err := b.st.GetLease(ctx, m)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if time.Now().Before(l.ExpiresAt) {
+			out = append(out, l.IP.Unmap())
+		}
+	}
+	return out, nil
+}

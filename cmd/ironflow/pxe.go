@@ -63,7 +63,11 @@ func (v isoService) BuildAgentISO(ctx context.Context, req activities.AgentISO) 
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimRight(v.baseURL, "/") + "/iso/" + req.NodeUUID + ".iso", nil
+	name, err := v.isos.URLName(req.NodeUUID)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(v.baseURL, "/") + "/iso/" + name, nil
 }
 
 func (v isoService) RemoveAgentISO(nodeUUID string) error { return v.isos.Remove(nodeUUID) }

@@ -104,6 +104,7 @@ type apiFlags struct {
 	listen, databaseURL, temporal, namespace, auth, htpasswd, publicURL *string
 	heartbeatTimeout                                                    *time.Duration
 	maxLimit                                                            *int
+	inspectionWithoutToken                                              *bool
 	conductorTimeout                                                    *time.Duration
 	limits                                                              httpLimits
 }
@@ -119,6 +120,8 @@ func addAPIFlags(s *settings) apiFlags {
 		publicURL:        s.String("public-url", "", "base URL of links and Location headers (default: from the request)"),
 		heartbeatTimeout: s.Duration("ramdisk-heartbeat-timeout", apiserver.DefaultConfig().RamdiskHeartbeatTimeout, "heartbeat_timeout sent to agents"),
 		maxLimit:         s.Int("max-limit", apiserver.DefaultConfig().MaxLimit, "largest page of a list"),
+		inspectionWithoutToken: s.Bool("inspection-without-agent-token", false,
+			"accept continue_inspection from an agent that did not look up (no agent token): anyone on the provisioning network can then write inventories"),
 		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
 		// A 64 MiB config drive must upload within the read timeout.
 		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
@@ -133,6 +136,7 @@ func (f apiFlags) config() apiserver.Config {
 	cfg.PublicURL = *f.publicURL
 	cfg.RamdiskHeartbeatTimeout = *f.heartbeatTimeout
 	cfg.MaxLimit = *f.maxLimit
+	cfg.InspectionWithoutToken = *f.inspectionWithoutToken
 	cfg.ConductorHeartbeatTimeout = *f.conductorTimeout
 	if h, err := os.Hostname(); err == nil {
 		cfg.ConductorName = h
@@ -145,7 +149,28 @@ func startAPI(ctx context.Context, cfg apiserver.Config, limits httpLimits, st *
 	if err != nil {
 		return "", nil, err
 	}
+	if warnHostLinks(cfg) {
+		log.Warn("--public-url is unset on a non-loopback listen address: links and Location headers are built from each request's Host header, which a client chooses; set --public-url (docs/security.md)", "listen", cfg.Listen)
+	}
 	return serveHTTP(ctx, "api", cfg.Listen, h, limits, log)
+}
+
+// warnHostLinks reports whether the API would build links from the Host
+// header of requests that may come from other machines: --public-url unset
+// and a listen address that is not loopback-only.
+func warnHostLinks(cfg apiserver.Config) bool {
+	if cfg.PublicURL != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return true
+	}
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }
 
 func runAPICommand(ctx context.Context, args []string) error {

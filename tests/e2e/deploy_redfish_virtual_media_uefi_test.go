@@ -52,8 +52,9 @@ func TestDeployRedfishVirtualMediaUEFIThenClean(t *testing.T) {
 	if _, ok := findLine(bmc.proc.Log, "virtual media inserted"); !ok {
 		t.Errorf("B: the vbmc log shows no virtual media insertion:\n%s", devstack.Tail(bmc.proc.Log, 3000))
 	}
-	if line, ok := findLine(bmc.proc.Log, "/iso/"+uuid+".iso"); !ok {
-		t.Errorf("B: the inserted media is not ironflow's agent ISO /iso/%s.iso:\n%s", uuid, devstack.Tail(bmc.proc.Log, 3000))
+	// The ISO holds the agent token: its URL carries a random key after the UUID.
+	if line, ok := findLine(bmc.proc.Log, "/iso/"+uuid+"-"); !ok {
+		t.Errorf("B: the inserted media is not ironflow's agent ISO /iso/%s-<key>.iso:\n%s", uuid, devstack.Tail(bmc.proc.Log, 3000))
 	} else {
 		t.Logf("B: %s", line)
 	}

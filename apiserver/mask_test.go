@@ -1,0 +1,32 @@
+package apiserver
+
+import "testing"
+
+// Ironic masks a dictionary key that contains any of strutils' secret names
+// (not only one that ends in one), and "password=" inside a string.
+func TestMaskSecretsFollowsIronicsRules(t *testing.T) {
+	in := map[string]any{
+		"secret_id": "s1", "disk_passphrase": "p", "private_key_file": "k", "admin_pass": "a",
+		"root_password_hash": "$6$x", "ipmi_kg_key": "g", "redfish_password": "pw",
+		"kernel_append_params": "console=ttyS0 password=hunter2 ip=dhcp",
+		"conn":                 `{"user": "u", "password": "hunter3"}`,
+		"redfish_username":     "admin", "redfish_address": "https://10.0.0.1", "deploy_kernel": "http://x/k",
+	}
+	out := maskSecrets(in, scopeDriverInfo)
+	for _, k := range []string{"secret_id", "disk_passphrase", "private_key_file", "admin_pass", "root_password_hash", "ipmi_kg_key", "redfish_password"} {
+		if out[k] != masked {
+			t.Errorf("%s shown as %v", k, out[k])
+		}
+	}
+	if got := out["kernel_append_params"]; got != "console=ttyS0 password=****** ip=dhcp" {
+		t.Errorf("kernel_append_params = %v", got)
+	}
+	if got := out["conn"]; got != `{"user": "u", "password": "******"}` {
+		t.Errorf("conn = %v", got)
+	}
+	for _, k := range []string{"redfish_username", "redfish_address", "deploy_kernel"} {
+		if out[k] != in[k] {
+			t.Errorf("%s masked: %v", k, out[k])
+		}
+	}
+}
