@@ -27,6 +27,10 @@ const (
 
 // Config is the API's configuration.
 type Config struct {
+	// SignalKey signs the heartbeat signals sent to workflows (package
+	// signature); the worker verifies them with the same key. Empty: signals
+	// go unsigned, and a worker with a key ignores them.
+	SignalKey []byte
 	// Listen is the address the API serves on (used by the caller).
 	Listen string
 	// AuthStrategy is AuthNoAuth or AuthHTTPBasic.

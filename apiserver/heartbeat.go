@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -212,7 +213,7 @@ func (s *server) signalHeartbeat(ctx context.Context, n *store.Node, sig workflo
 	if !s.hbGate.allow(n.UUID, now, s.heartbeatTimeout(n)/signalEveryFraction, force) {
 		return nil
 	}
-	err := s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, sig)
+	err := s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, s.signed(n.UUID, sig))
 	switch {
 	case errors.Is(err, ErrNoWorkflow):
 		// Ironic answers 202 to a heartbeat from a node that is not waiting
@@ -223,4 +224,13 @@ func (s *server) signalHeartbeat(ctx context.Context, n *store.Node, sig workflo
 		return fmt.Errorf("signal heartbeat to node %s: %w", n.UUID, err)
 	}
 	return nil
+}
+
+// signed is the heartbeat with the MAC the worker checks before the workflow
+// acts on it: a signal sent straight to Temporal has none.
+func (s *server) signed(node string, hb workflows.Heartbeat) workflows.Heartbeat {
+	if len(s.cfg.SignalKey) > 0 {
+		signature.Sign(s.cfg.SignalKey, node, &hb)
+	}
+	return hb
 }

@@ -204,10 +204,10 @@ func (s *server) continueInspection(c *gin.Context) error {
 	}
 	agentURL, _ := n.DriverInternalInfo[keyAgentURL].(string)
 	agentVersion, _ := n.DriverInternalInfo[keyAgentVersion].(string)
-	err = s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, workflows.Heartbeat{
+	err = s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, s.signed(n.UUID, workflows.Heartbeat{
 		CallbackURL: agentURL, AgentVersion: agentVersion, AgentStatus: "end",
 		AgentStatusMessage: "inspection data received", ReceivedAt: time.Now().UTC(),
-	})
+	}))
 	if err != nil && !errors.Is(err, ErrNoWorkflow) {
 		return fmt.Errorf("signal inspection data to node %s: %w", n.UUID, err)
 	}

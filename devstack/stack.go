@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ironflow/ironflow/signature"
 )
 
 // Defaults of a Stack.
@@ -89,6 +91,9 @@ type Stack struct {
 	DatabaseURL string
 	// APIListen is the API's address, APIURL its URL.
 	APIListen, APIURL string
+	// SignalKey is the key the API and the worker share to authenticate
+	// heartbeat signals (made at start).
+	SignalKey string
 	// API, Worker and PXE are the running parts (nil while stopped).
 	API, Worker, PXE *Process
 	temporalCfg      TemporalConfig
@@ -123,7 +128,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if cfg.BootURL == "" {
 		cfg.BootURL = unreachableBootURL
 	}
-	s := &Stack{cfg: cfg, Bin: cfg.Bin}
+	s := &Stack{cfg: cfg, Bin: cfg.Bin, SignalKey: string(signature.Generate())}
 	var err error
 	if s.Bin, err = IronflowBinary(cfg.Bin, cfg.Dir); err != nil {
 		return nil, err
@@ -189,13 +194,13 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 // APIArgs are the arguments of an `ironflow api` listening on listen.
 func (s *Stack) APIArgs(listen string) []string {
 	return append([]string{"api", "--listen", listen, "--database-url", s.DatabaseURL,
-		"--temporal-address", s.Temporal.Address()}, s.cfg.APIArgs...)
+		"--temporal-address", s.Temporal.Address(), "--signal-key", s.SignalKey}, s.cfg.APIArgs...)
 }
 
 // WorkerArgs are the arguments of the stack's `ironflow worker`.
 func (s *Stack) WorkerArgs() []string {
 	return append([]string{"worker", "--database-url", s.DatabaseURL, "--temporal-address", s.Temporal.Address(),
-		"--agent-api-url", s.cfg.AgentAPIURL, "--boot-url", s.cfg.BootURL, "--agent-insecure"}, s.cfg.WorkerArgs...)
+		"--agent-api-url", s.cfg.AgentAPIURL, "--boot-url", s.cfg.BootURL, "--agent-insecure", "--signal-key", s.SignalKey}, s.cfg.WorkerArgs...)
 }
 
 // PXEArgs are the arguments of the stack's `ironflow pxe`.

@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -9,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -23,6 +27,9 @@ type Options struct {
 	// workflow side.
 	MaxConcurrentWorkflowTasks   int
 	MaxConcurrentLocalActivities int
+	// SignalKeys verify the heartbeat signals the API signs (package
+	// signature); required.
+	SignalKeys signature.Keys
 }
 
 // Named defaults (README: configuration).
@@ -90,7 +97,11 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 	if len(opts.ConductorGroups) == 0 {
 		opts.ConductorGroups = []string{""}
 	}
+	if !opts.SignalKeys.Configured() {
+		return nil, errors.New("worker: no signal key configured")
+	}
 	acts := Activities(a)
+	acts[workflows.ActVerifySignal] = signalVerifier{opts.SignalKeys}.verify
 	// The power sync needs the Temporal client to skip nodes a workflow holds.
 	acts[workflows.ActSyncPowerStates] = activities.NewPowerSync(a, c).SyncPowerStates
 	wf := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
@@ -143,4 +154,21 @@ func Stop(ws []sdkworker.Worker) {
 	for _, w := range ws {
 		w.Stop()
 	}
+}
+
+// signalVerifier is the ActVerifySignal local activity: it holds the key the
+// workflow must not see.
+type signalVerifier struct{ keys signature.Keys }
+
+// verify answers why a heartbeat signal is not authentic (empty if it is) and
+// logs the refusal with the node and the workflow.
+func (v signalVerifier) verify(ctx context.Context, in workflows.VerifySignalInput) (workflows.SignalVerdict, error) {
+	err := signature.Verify(v.keys, in.NodeUUID, in.Heartbeat, time.Now())
+	if err == nil {
+		return workflows.SignalVerdict{}, nil
+	}
+	activity.GetLogger(ctx).Warn("heartbeat signal refused", "node", in.NodeUUID,
+		"workflow", activity.GetInfo(ctx).WorkflowExecution.ID, "reason", err.Error(),
+		"callback_url", in.Heartbeat.CallbackURL)
+	return workflows.SignalVerdict{Reason: err.Error()}, nil
 }

@@ -12,7 +12,10 @@ import (
 // the same names.
 const (
 	// Local activities: short, idempotent store work inside the workflow task.
-	ActLoadNode          = "LoadNode"
+	ActLoadNode = "LoadNode"
+	// ActVerifySignal checks a heartbeat signal's MAC with the worker's key
+	// (package signature); the key never enters workflow code or history.
+	ActVerifySignal      = "VerifySignal"
 	ActRecordState       = "RecordState"
 	ActStoreConfigDrive  = "StoreConfigDrive"
 	ActRecordPowerState  = "RecordPowerState"

@@ -97,6 +97,22 @@ type Heartbeat struct {
 	AgentStatus        string    `json:"agent_status,omitempty"`
 	AgentStatusMessage string    `json:"agent_status_message,omitempty"`
 	ReceivedAt         time.Time `json:"received_at"`
+	// Nonce and MAC authenticate the signal (package signature): the
+	// workflow ignores a heartbeat whose MAC the worker cannot verify.
+	Nonce string `json:"nonce,omitempty"`
+	MAC   string `json:"mac,omitempty"`
+}
+
+// VerifySignalInput is the input of ActVerifySignal.
+type VerifySignalInput struct {
+	NodeUUID  string    `json:"node_uuid"`
+	Heartbeat Heartbeat `json:"heartbeat"`
+}
+
+// SignalVerdict is ActVerifySignal's answer: Reason is empty when the signal
+// is authentic.
+type SignalVerdict struct {
+	Reason string `json:"reason,omitempty"`
 }
 
 // Heartbeat.AgentStatus values (API 1.72): what a ramdisk that is not the

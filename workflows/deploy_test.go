@@ -39,6 +39,10 @@ type fakeCloud struct {
 	// once the call had run.
 	deployStep, cleanStep map[string]any
 	shown                 []shownSteps
+	// verifySignal judges heartbeat signals as the worker's VerifySignal
+	// does (nil: every signal is authentic); verdicts counts its answers.
+	verifySignal func(VerifySignalInput) SignalVerdict
+	verdicts     []SignalVerdict
 }
 
 // shownSteps are a node's deploy_step and clean_step as interface.step, ""
@@ -138,6 +142,16 @@ func (f *fakeCloud) callList() []string {
 func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
 	reg(func(ctx context.Context, uuid string) (NodeInfo, error) { return f.node, f.loadErr }, ActLoadNode)
+	reg(func(ctx context.Context, in VerifySignalInput) (SignalVerdict, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var v SignalVerdict
+		if f.verifySignal != nil {
+			v = f.verifySignal(in)
+		}
+		f.verdicts = append(f.verdicts, v)
+		return v, nil
+	}, ActVerifySignal)
 	reg(func(ctx context.Context, in RecordStateInput) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()

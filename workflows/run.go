@@ -90,6 +90,9 @@ type run struct {
 	// agent is the callback URL of the agent that last heartbeated.
 	agent         string
 	lastHeartbeat time.Time
+	// verifySignals is whether heartbeat signals are verified (nil until the
+	// first heartbeat; see authentic).
+	verifySignals *bool
 	// liveness is the agent-silence timer all agent steps share (nil until
 	// the first step); see agentStep.
 	liveness workflow.Future
@@ -364,7 +367,7 @@ func (r *run) waitForOperator() string {
 		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); got = SignalAbort })
 		// Heartbeats keep arriving while the agent waits with us; note them
 		// so a retried agent step uses the current callback URL.
-		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { r.takeHeartbeat(c) })
+		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { _, _ = r.takeHeartbeat(c) })
 		sel.AddFuture(timer, func(workflow.Future) { got = "timeout" })
 		sel.Select(r.ctx)
 	}
@@ -374,14 +377,52 @@ func (r *run) waitForOperator() string {
 	return got
 }
 
-func (r *run) takeHeartbeat(c workflow.ReceiveChannel) Heartbeat {
+func (r *run) takeHeartbeat(c workflow.ReceiveChannel) (Heartbeat, bool) {
 	var hb Heartbeat
 	c.Receive(r.ctx, &hb)
+	if !r.authentic(hb) {
+		return Heartbeat{}, false
+	}
 	if hb.CallbackURL != "" {
 		r.agent = hb.CallbackURL
 	}
 	r.lastHeartbeat = workflow.Now(r.ctx)
-	return hb
+	return hb, true
+}
+
+// authentic reports whether a heartbeat signal came from the API: anyone who
+// reaches Temporal can signal the workflow, so the API signs each heartbeat
+// with a key only it and the worker hold, and a signal that fails the check
+// changes nothing (docs/architecture.md, "Signals are authenticated").
+//
+// The check is the local activity ActVerifySignal, not code of the workflow,
+// so that the key stays in the worker's configuration and out of workflow
+// code and history; its verdict is recorded, so replay never needs the key
+// (nor the same clock). The activity adds a marker per heartbeat, so
+// workflows whose history was written before it — taken at the first
+// heartbeat, by GetVersion — keep trusting their heartbeats as they did and
+// keep replaying (workflows/testdata, replay_test.go).
+func (r *run) authentic(hb Heartbeat) bool {
+	if r.verifySignals == nil {
+		v := workflow.GetVersion(r.ctx, "verify-heartbeat-signal", workflow.DefaultVersion, 1) == 1
+		r.verifySignals = &v
+	}
+	if !*r.verifySignals {
+		return true
+	}
+	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+	var v SignalVerdict
+	if err := workflow.ExecuteLocalActivity(ctx, ActVerifySignal, VerifySignalInput{NodeUUID: r.req.NodeUUID, Heartbeat: hb}).Get(ctx, &v); err != nil {
+		v.Reason = "verification failed: " + err.Error()
+	}
+	if v.Reason != "" {
+		workflow.GetLogger(r.ctx).Warn("ignored a heartbeat signal that is not authentic", "node", r.req.NodeUUID, "reason", v.Reason)
+		return false
+	}
+	return true
 }
 
 // waitCallback records the wait state and blocks until the agent's first
@@ -408,11 +449,15 @@ func (r *run) waitCallbackFor(state State, timeout time.Duration, done func(Hear
 			timedOut bool
 			aborted  bool
 		)
-		sel := workflow.NewSelector(r.ctx)
-		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { hb = r.takeHeartbeat(c); got = true })
-		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
-		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
-		sel.Select(r.ctx)
+		// A heartbeat that is not authentic neither ends the wait nor
+		// resets its timer: select again on the same timer.
+		for !got && !timedOut && !aborted {
+			sel := workflow.NewSelector(r.ctx)
+			sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { hb, got = r.takeHeartbeat(c) })
+			sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
+			sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
+			sel.Select(r.ctx)
+		}
 		cancel()
 		switch {
 		case aborted:
@@ -468,7 +513,7 @@ func (r *run) agentStep(kind StepKind, s Step) error {
 		)
 		sel := workflow.NewSelector(r.ctx)
 		sel.AddFuture(fut, func(f workflow.Future) { done = true; err = f.Get(r.ctx, nil) })
-		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { r.takeHeartbeat(c) })
+		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { _, _ = r.takeHeartbeat(c) })
 		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
 		sel.AddFuture(r.liveness, func(workflow.Future) { fired = true })
 		sel.Select(r.ctx)

@@ -40,7 +40,8 @@ func TestWorkerRegistersAsConductor(t *testing.T) {
 	s := newSettings("worker")
 	f := addWorkerFlags(s, nil)
 	if err := s.parse([]string{"--conductor-hostname", "wiring-test", "--conductor-groups", "rack1",
-		"--conductor-heartbeat-interval", "100ms", "--sync-power-state-interval", "0"}); err != nil {
+		"--conductor-heartbeat-interval", "100ms", "--sync-power-state-interval", "0",
+		"--signal-key", "conductor-wiring-test-signal-key"}); err != nil {
 		t.Fatal(err)
 	}
 	stop, err := startWorker(st, tc, f, nil, log)

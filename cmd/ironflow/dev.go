@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/signature"
 )
 
 // runDev starts the whole service on embedded defaults: a throwaway
@@ -30,6 +31,11 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	explicit := map[string]bool{}
 	s.fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if *api.signal.value == "" && *api.signal.file == "" {
+		// One process holds both ends: a key made now signs and verifies
+		// every heartbeat of this run (the worker shares api.signal).
+		*api.signal.value = string(signature.Generate())
+	}
 	log := logger()
 
 	abs, err := filepath.Abs(*dataDir)
@@ -90,7 +96,13 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopWorker()
-	apiAddr, apiDone, err := startAPI(ctx, api.config(), api.limits, st, tc, log)
+	apiCfg := api.config()
+	keys, err := api.signal.load()
+	if err != nil {
+		return err
+	}
+	apiCfg.SignalKey = keys.Current
+	apiAddr, apiDone, err := startAPI(ctx, apiCfg, api.limits, st, tc, log)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/pxe"
+	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
@@ -107,6 +108,23 @@ type apiFlags struct {
 	inspectionWithoutToken                                              *bool
 	conductorTimeout                                                    *time.Duration
 	limits                                                              httpLimits
+	signal                                                              signalKeyFlags
+}
+
+// signalKeyFlags name the key the API signs heartbeat signals with and the
+// worker verifies them with (package signature; README: configuration).
+type signalKeyFlags struct{ value, file, previous *string }
+
+func addSignalKeyFlags(s *settings) signalKeyFlags {
+	return signalKeyFlags{
+		value:    s.String("signal-key", "", "key that authenticates heartbeat signals; the same for ironflow api and ironflow worker"),
+		file:     s.String("signal-key-file", "", "file holding the signal key on its first line and optionally the previous key on its second"),
+		previous: s.String("signal-key-previous", "", "previous signal key, still accepted while a rotation is under way"),
+	}
+}
+
+func (f signalKeyFlags) load() (signature.Keys, error) {
+	return signature.Load(*f.value, *f.file, *f.previous)
 }
 
 func addAPIFlags(s *settings) apiFlags {
@@ -125,6 +143,7 @@ func addAPIFlags(s *settings) apiFlags {
 		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
 		// A 64 MiB config drive must upload within the read timeout.
 		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
+		signal: addSignalKeyFlags(s),
 	}
 }
 
@@ -179,13 +198,19 @@ func runAPICommand(ctx context.Context, args []string) error {
 	if err := s.parse(args); err != nil {
 		return err
 	}
+	cfg := f.config()
+	keys, err := f.signal.load()
+	if err != nil {
+		return err
+	}
+	cfg.SignalKey = keys.Current
 	log := logger()
 	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, log)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
-	_, done, err := startAPI(ctx, f.config(), f.limits, st, tc, log)
+	_, done, err := startAPI(ctx, cfg, f.limits, st, tc, log)
 	if err != nil {
 		return err
 	}
@@ -203,6 +228,7 @@ type workerFlags struct {
 	bmcAttempts, maxActivities                                                     *int
 	automatedClean, agentInsecure                                                  *bool
 	glance                                                                         glanceFlags
+	signal                                                                         signalKeyFlags
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -229,7 +255,9 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	f.conductorInterval = s.Duration("conductor-heartbeat-interval", worker.DefaultHeartbeatInterval, "how often the worker records that it is alive")
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
+		f.signal = shared.signal
 	} else {
+		f.signal = addSignalKeyFlags(s)
 		// ironflow dev shares these with its boot service (addBootFlags).
 		f.isoDir = s.String("iso-dir", "", "where this worker builds agent ISOs for virtual media; the boot service must serve the same directory under /iso/ (empty: no virtual media)")
 		f.imagesDir = s.String("images-dir", "", "the agent kernel and initramfs (agent.kernel, agent.initramfs) the ISOs are built from")
@@ -276,7 +304,11 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	}
 	cfg.Glance, cfg.GlanceAuth = gc, *f.glance.auth
 	acts := activities.New(st, cfg, log.With("component", "activities"))
-	ws, err := worker.New(tc, acts, f.options())
+	opts := f.options()
+	if opts.SignalKeys, err = f.signal.load(); err != nil {
+		return nil, err
+	}
+	ws, err := worker.New(tc, acts, opts)
 	if err != nil {
 		return nil, err
 	}

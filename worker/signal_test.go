@@ -1,0 +1,43 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/ironflow/ironflow/signature"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// The VerifySignal activity the worker registers accepts what the API signs
+// with the shared key and refuses a signal without a MAC.
+func TestVerifySignalChecksTheSharedKey(t *testing.T) {
+	keys := signature.Keys{Current: []byte("worker-test-signal-key-0123")}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(signalVerifier{keys}.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
+	node := "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"
+	signed := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", ReceivedAt: time.Now()}
+	signature.Sign(keys.Current, node, &signed)
+	for name, c := range map[string]struct {
+		hb        workflows.Heartbeat
+		authentic bool
+	}{
+		"signed":   {signed, true},
+		"unsigned": {workflows.Heartbeat{CallbackURL: "http://10.0.0.66:9999", ReceivedAt: time.Now()}, false},
+	} {
+		val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: c.hb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v workflows.SignalVerdict
+		if err := val.Get(&v); err != nil {
+			t.Fatal(err)
+		}
+		if (v.Reason == "") != c.authentic {
+			t.Errorf("%s: verdict %+v, authentic want %v", name, v, c.authentic)
+		}
+	}
+}
