@@ -35,7 +35,7 @@ func TestForgedHeartbeatSignalChangesNothing(t *testing.T) {
 	}
 
 	img := newImageServer(t, 1<<20)
-	mac := "52:54:00:bb:00:16"
+	mac := "52:54:00:bb:01:16"
 	uuid := enrollAgentNode(t, "forged-signal-0", mac, img)
 	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{{"op": "add", "path": "/automated_clean", "value": false}}, nil); code != 200 {
 		t.Fatalf("set automated_clean: %d", code)

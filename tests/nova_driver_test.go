@@ -93,7 +93,7 @@ func TestNovaIronicDriverDrivesIronflow(t *testing.T) {
 	const trait = "CUSTOM_NOVA_GOLD"
 	const resourceClass = "baremetal-nova"
 	const iqn, connectorIP = "iqn.2026-12.org.ironflow:nova-a", "192.0.2.10"
-	macA, macA2, macB, macC := "52:54:00:dd:00:01", "52:54:00:dd:00:02", "52:54:00:dd:00:03", "52:54:00:dd:00:04"
+	macA, macA2, macB, macC := "52:54:00:d0:00:01", "52:54:00:d0:00:02", "52:54:00:d0:00:03", "52:54:00:d0:00:04"
 	// A: the instances' node, flat network (VIFs recorded on its ports),
 	// the trait, a volume connector. B: put in maintenance. C: lacks the trait.
 	nodeA := novaEnroll(t, "nova-a", "flat", macA, macA2)
