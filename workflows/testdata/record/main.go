@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 
 	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -140,7 +142,18 @@ func main() {
 		w.RegisterWorkflowWithOptions(f, workflow.RegisterOptions{Name: n})
 	}
 	hw := sdkworker.New(c, workflows.HardwareQueue(""), sdkworker.Options{DisableWorkflowWorker: true})
-	for n, f := range acts() {
+	// Heartbeats are signed as the API signs them, and verified by the
+	// worker's check (package signature), so the histories hold the
+	// verification a real deploy records.
+	key := signature.Generate()
+	all := acts()
+	all[workflows.ActVerifySignal] = func(_ context.Context, in workflows.VerifySignalInput) (workflows.SignalVerdict, error) {
+		if err := signature.Verify(signature.Keys{Current: key}, in.NodeUUID, in.Heartbeat, time.Now()); err != nil {
+			return workflows.SignalVerdict{Reason: err.Error()}, nil
+		}
+		return workflows.SignalVerdict{}, nil
+	}
+	for n, f := range all {
 		w.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
 		hw.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
 	}
@@ -153,9 +166,15 @@ func main() {
 	defer w.Stop()
 	defer hw.Stop()
 
+	// signed is hb as the API sends it to workflow id.
+	signed := func(id string, hb workflows.Heartbeat) workflows.Heartbeat {
+		hb.ReceivedAt = time.Now().UTC()
+		signature.Sign(key, strings.TrimPrefix(id, "node-"), &hb)
+		return hb
+	}
 	hb := func(c client.Client, id string) {
 		time.Sleep(500 * time.Millisecond)
-		must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{CallbackURL: "http://10.0.0.5:9999", AgentVersion: "1"}))
+		must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, signed(id, workflows.Heartbeat{CallbackURL: "http://10.0.0.5:9999", AgentVersion: "1"})))
 	}
 	signalAfter := func(d time.Duration, name string) func(c client.Client, id string) {
 		return func(c client.Client, id string) {
@@ -196,8 +215,8 @@ func main() {
 		{name: "deploy-fake", wf: workflows.WorkflowDeployNode, deploy: "fake", req: deploy},
 		{name: "deploy-anaconda", wf: workflows.WorkflowDeployNode, deploy: "anaconda", req: deploy, drive: func(c client.Client, id string) {
 			time.Sleep(500 * time.Millisecond)
-			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{AgentStatus: workflows.AgentStatusStart, AgentStatusMessage: "pre"}))
-			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, workflows.Heartbeat{AgentStatus: workflows.AgentStatusEnd, AgentStatusMessage: "done"}))
+			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, signed(id, workflows.Heartbeat{AgentStatus: workflows.AgentStatusStart, AgentStatusMessage: "pre"})))
+			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, signed(id, workflows.Heartbeat{AgentStatus: workflows.AgentStatusEnd, AgentStatusMessage: "done"})))
 		}},
 		{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, deploy: "direct", req: prov(workflows.VerbDeleted, workflows.Active), drive: hb},
 		{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(workflows.VerbProvide, workflows.Manageable),
