@@ -131,12 +131,8 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 	}
 	var w where
 	w.uuid("n.uuid", f.NodeUUID)
-	if f.Address != "" {
-		mac, err := NormalizeMAC(f.Address)
-		if err != nil {
-			return nil, fmt.Errorf("list ports: %w", err)
-		}
-		w.eq("p.address", mac)
+	if err := w.mac("p.address", f.Address); err != nil {
+		return nil, fmt.Errorf("list ports: %w", err)
 	}
 	w.uuid("p.portgroup_uuid", f.PortgroupUUID)
 	return listPage(ctx, s, pg, portColumns, scanPort, w.conds, w.args)

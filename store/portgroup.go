@@ -130,12 +130,8 @@ func (s *Store) ListPortgroups(ctx context.Context, f PortgroupFilter) ([]*Portg
 	}
 	var w where
 	w.uuid("n.uuid", f.NodeUUID)
-	if f.Address != "" {
-		mac, err := NormalizeMAC(f.Address)
-		if err != nil {
-			return nil, fmt.Errorf("list portgroups: %w", err)
-		}
-		w.eq("g.address", mac)
+	if err := w.mac("g.address", f.Address); err != nil {
+		return nil, fmt.Errorf("list portgroups: %w", err)
 	}
 	return listPage(ctx, s, pg, portgroupColumns, scanPortgroup, w.conds, w.args)
 }

@@ -103,6 +103,20 @@ func (w *where) uuid(col, u string) {
 	}
 }
 
+// mac adds "col = a" with a normalized, unless a is empty; a malformed
+// address is the caller's error.
+func (w *where) mac(col, a string) error {
+	if a == "" {
+		return nil
+	}
+	m, err := NormalizeMAC(a)
+	if err != nil {
+		return err
+	}
+	w.eq(col, m)
+	return nil
+}
+
 // getRow reads the row whose UUID is ident or, when byName and ident is no
 // valid UUID, whose name is ident.
 func getRow[T any](ctx context.Context, s *Store, t table, cols string, scan pgx.RowToFunc[*T], ident string, byName bool) (*T, error) {
