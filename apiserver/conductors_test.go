@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -65,6 +66,9 @@ func TestAnnouncedWorkerIsAConductor(t *testing.T) {
 	if got := e.do("GET", "/v1/nodes/"+node, "1.49", nil).json(t)["conductor"]; got != "worker-a" {
 		t.Errorf("conductor of a node of its group: %v", got)
 	}
+	if hosts := e.do("GET", "/v1/drivers/fake-hardware", "1.49", nil).json(t)["hosts"]; fmt.Sprint(hosts) != "[worker-a]" {
+		t.Errorf("hosts of a driver the live worker runs: %v", hosts)
+	}
 	if got := e.do("GET", "/v1/nodes/"+other, "1.49", nil).json(t)["conductor"]; got != nil {
 		t.Errorf("conductor of a node of a group no worker serves: %v", got)
 	}
@@ -89,6 +93,12 @@ func TestAnnouncedWorkerIsAConductor(t *testing.T) {
 	})
 	if got := e.do("GET", "/v1/nodes/"+node, "1.49", nil).json(t)["conductor"]; got != nil {
 		t.Errorf("conductor of the node once no worker is alive: %v", got)
+	}
+	drivers = e.do("GET", "/v1/drivers", "1.49", nil).json(t)["drivers"].([]any)
+	for _, d := range drivers {
+		if hosts := d.(map[string]any)["hosts"]; fmt.Sprint(hosts) != "[]" {
+			t.Errorf("hosts of %v once no worker is alive: %v", d.(map[string]any)["name"], hosts)
+		}
 	}
 
 	// A clean stop: not alive at once, still listed (Ironic keeps the row).

@@ -188,11 +188,17 @@ func validateNode(n *store.Node) map[string]map[string]any {
 }
 
 // driverBody renders one driver as GET /v1/drivers shows it.
-func (s *server) driverBody(c *gin.Context, ht *hardware.Type, detail bool) map[string]any {
+// hosts are the hostnames of the live conductors (workers) that run each
+// driver, as Ironic lists them.
+func (s *server) driverBody(c *gin.Context, ht *hardware.Type, detail bool, hosts map[string][]string) map[string]any {
 	base := s.baseURL(c)
+	h := hosts[ht.Name]
+	if h == nil {
+		h = []string{}
+	}
 	d := map[string]any{
 		"name":  ht.Name,
-		"hosts": []string{s.cfg.ConductorName},
+		"hosts": h,
 		"links": selfLinks(base, "drivers/"+ht.Name),
 	}
 	if ver(c) >= v14StateLinks {
@@ -237,10 +243,15 @@ func (s *server) listDrivers(c *gin.Context) {
 		writeJSON(c, http.StatusOK, map[string]any{"drivers": []any{}})
 		return
 	}
+	hosts, err := s.driverHosts(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	out := []any{}
 	for _, name := range hardware.Names() {
 		if ht, ok := s.driver(name); ok {
-			out = append(out, s.driverBody(c, ht, detail))
+			out = append(out, s.driverBody(c, ht, detail, hosts))
 		}
 	}
 	writeJSON(c, http.StatusOK, map[string]any{"drivers": out})
@@ -252,7 +263,30 @@ func (s *server) showDriver(c *gin.Context) {
 		s.writeError(c, errorf(http.StatusNotFound, "Could not find the following driver(s) or hardware type(s): %s.", c.Param("name")))
 		return
 	}
-	writeJSON(c, http.StatusOK, s.driverBody(c, ht, true))
+	hosts, err := s.driverHosts(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, s.driverBody(c, ht, true, hosts))
+}
+
+// driverHosts maps each driver to the sorted hostnames of the live
+// conductors that run it. A driver no live worker runs is still listed,
+// with no hosts: every ironflow binary carries every driver, so it is
+// available as soon as a worker starts (Ironic hides such a driver).
+func (s *server) driverHosts(c *gin.Context) (map[string][]string, error) {
+	live, err := s.store.LiveConductors(c.Request.Context(), s.cfg.ConductorHeartbeatTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("read conductors: %w", err)
+	}
+	hosts := map[string][]string{}
+	for _, cd := range live { // sorted by hostname
+		for _, d := range cd.Drivers {
+			hosts[d] = append(hosts[d], cd.Hostname)
+		}
+	}
+	return hosts, nil
 }
 
 func (s *server) driverProperties(c *gin.Context) {
