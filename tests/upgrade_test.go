@@ -41,8 +41,9 @@ func TestUpgradeInTheMiddleOfADeploy(t *testing.T) {
 	start := time.Now()
 	newBin := make(chan string, 1)
 	buildErr := make(chan error, 1)
+	buildDir := t.TempDir()
 	go func() {
-		bin, err := buildPatchedWorker(t)
+		bin, err := buildPatchedWorker(buildDir)
 		if err != nil {
 			buildErr <- err
 			return
@@ -277,17 +278,16 @@ func gatedPath(t *testing.T, cli, uuid string) (timer, marker, checked bool) {
 	return timer, marker, checked
 }
 
-// buildPatchedWorker copies this module into a temporary directory, puts a
+// buildPatchedWorker copies this module into dir (a temporary one), puts a
 // timer before the deploy plan behind a GetVersion gate (its change ID a
 // constant in workflows/versions.go, as docs/versioning.md asks), and
 // builds the ironflow binary there, offline, with this module's caches.
-func buildPatchedWorker(t *testing.T) (string, error) {
+func buildPatchedWorker(dir string) (string, error) {
 	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
 		return "", fmt.Errorf("go list -m (the upgrade test builds a worker and needs the go command): %w", err)
 	}
 	src := strings.TrimSpace(string(root))
-	dir := t.TempDir()
 	err = filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err

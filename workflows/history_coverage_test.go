@@ -48,7 +48,8 @@ func recordedHistories(t *testing.T) []recordedHistory {
 					MarkerName string `json:"markerName"`
 					Details    map[string]struct {
 						Payloads []struct {
-							Data string `json:"data"`
+							Metadata map[string]string `json:"metadata"`
+							Data     string            `json:"data"`
 						} `json:"payloads"`
 					} `json:"details"`
 				} `json:"markerRecordedEventAttributes"`
@@ -68,6 +69,9 @@ func recordedHistories(t *testing.T) []recordedHistory {
 				continue
 			}
 			for _, p := range e.Marker.Details["change-id"].Payloads {
+				if enc, _ := base64.StdEncoding.DecodeString(p.Metadata["encoding"]); string(enc) != "json/plain" {
+					t.Fatalf("%s: a version marker's payload is encoded as %q: the recorder must write plain JSON histories", f, enc)
+				}
 				raw, err := base64.StdEncoding.DecodeString(p.Data)
 				var id string
 				if err == nil {

@@ -90,12 +90,14 @@ func copyModuleFor(t *testing.T, goBin, pkg, dir string) {
 	if err != nil {
 		t.Fatalf("go list -m: %v", err)
 	}
-	modRoot := strings.TrimSpace(string(root))
+	modRoot := realPath(strings.TrimSpace(string(root)))
 	for _, f := range []string{"go.mod", "go.sum"} {
 		copyFile(t, filepath.Join(modRoot, f), filepath.Join(dir, f))
 	}
 	self, _ := os.Getwd()
+	self = realPath(self)
 	for _, d := range strings.Fields(string(b)) {
+		d = realPath(d)
 		rel, err := filepath.Rel(modRoot, d)
 		if err != nil {
 			t.Fatal(err)
@@ -123,6 +125,15 @@ func copyModuleFor(t *testing.T, goBin, pkg, dir string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// realPath is p with its symbolic links resolved, so that directories
+// compare equal however they were reached.
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 func copyFile(t *testing.T, from, to string) {
