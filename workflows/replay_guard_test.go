@@ -14,12 +14,12 @@ import (
 
 // TestAnUnversionedReorderFailsTheReplay proves that the replay test guards
 // what it claims to: in a copy of this package (and the module packages it
-// imports), deploy.prepare_instance_boot is moved after
-// deploy.tear_down_agent without a version gate, and the replay of the
-// recorded histories, run there with `go test`, must fail with Temporal's
-// non-determinism error and the advice of ReplayAdvice, while histories of
-// other workflows still replay. A deploy in flight during such an upgrade
-// would be stuck; the replay test is what catches it before a release.
+// imports), a deliberate change is made to the direct deploy without a
+// version gate, and the replay of the recorded histories, run there with
+// `go test`, must fail with Temporal's non-determinism error and the advice
+// of ReplayAdvice, while histories of other workflows still replay. A
+// deploy in flight during such an upgrade would be stuck; the replay test
+// is what catches it before a release.
 func TestAnUnversionedReorderFailsTheReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPED (-short): the guard test builds and runs the replay in a copy of the module with the go toolchain")
@@ -28,15 +28,29 @@ func TestAnUnversionedReorderFailsTheReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the guard test runs `go test` in a copy of the module and needs the go command on PATH: %v", err)
 	}
-	dir := t.TempDir()
-	copyModuleFor(t, goBin, "./", dir)
+	for _, c := range []struct{ name, old, new string }{
+		// prepare_instance_boot's default priority drops below
+		// tear_down_agent's: the two steps swap.
+		{"reorder prepare_instance_boot after tear_down_agent",
+			"{Step{StepID: StepPrepareInstanceBoot, Priority: 60}", "{Step{StepID: StepPrepareInstanceBoot, Priority: 30}"},
+		// boot_instance no longer removes the agent's boot configuration.
+		{"remove boot_instance's CleanBoot activity",
+			"return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil)", "return nil"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyModuleFor(t, goBin, "./", dir)
+			patch(t, filepath.Join(dir, "workflows", "deploy.go"), c.old, c.new)
+			replayFailsInCopy(t, goBin, dir)
+		})
+	}
+}
 
-	// The deliberate, unversioned change: prepare_instance_boot's default
-	// priority drops below tear_down_agent's, so a direct deploy issues its
-	// commands in another order than the recorded ones.
-	deploy := filepath.Join(dir, "workflows", "deploy.go")
-	patch(t, deploy, "{Step{StepID: StepPrepareInstanceBoot, Priority: 60}", "{Step{StepID: StepPrepareInstanceBoot, Priority: 30}")
-
+// replayFailsInCopy runs the replay test in the patched copy dir and
+// checks that the direct deploy's histories fail as a developer should see
+// it, and only they.
+func replayFailsInCopy(t *testing.T, goBin, dir string) {
+	t.Helper()
 	cmd := exec.Command(goBin, "test", "-count=1", "-v", "-run", "^TestHistoriesOfTheEarlierVersionReplay$", "./workflows/")
 	cmd.Dir = dir
 	// The copy uses this module's cache and build cache (the same user's
@@ -45,11 +59,11 @@ func TestAnUnversionedReorderFailsTheReplay(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("go test in the patched copy took %s", time.Since(start).Round(time.Second))
 	text := out.String()
 	if err == nil {
-		t.Fatalf("the replay passed after an unversioned reorder of two deploy steps: the replay test guards nothing\n%s", tail(text))
+		t.Fatalf("the replay passed after an unversioned change to the direct deploy: the replay test guards nothing\n%s", tail(text))
 	}
 	if _, ok := err.(*exec.ExitError); !ok {
 		t.Fatalf("go test in the copy did not run: %v\n%s", err, tail(text))
