@@ -23,7 +23,7 @@ export IRONFLOW_BIN := $(IRONFLOW)
 export IRONFLOW_AGENT_BIN := $(AGENT)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run run test test-unit fuzz bench ramdisk kernel lint clean help
+.PHONY: all build tools deps deps-run run test test-unit fuzz bench ramdisk kernel lint clean help record-histories
 
 all: build
 
@@ -33,6 +33,7 @@ help:
 	@echo "make bench    run the benchmarks and print their tables"
 	@echo "make fuzz     run every fuzz target longer (FUZZTIME=$(FUZZTIME))"
 	@echo "make ramdisk  build the agent kernel + initramfs into .data/images"
+	@echo "make record-histories  record this version's workflow histories (docs/versioning.md)"
 
 go-check:
 	@command -v $(GO) >/dev/null || { echo "ironflow needs Go 1.26 or newer (https://go.dev/dl/)"; exit 1; }
@@ -95,6 +96,11 @@ BENCH_FLAGS ?=
 bench: deps tools build ramdisk
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 	$(GO) run ./bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
+
+# The workflow histories of this version, replayed by every later one's
+# go test (docs/versioning.md): a directory named for the commit.
+record-histories: tools
+	$(GO) run ./workflows/testdata/record workflows/testdata/history/$$(git rev-parse --short HEAD)
 
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -10,12 +10,30 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
+// ReplayAdvice is what a developer whose change broke a recorded history
+// reads (the guard test, replay_guard_test.go, expects it).
+const ReplayAdvice = "a recorded history no longer replays: put the change behind workflow.GetVersion with a new change ID " +
+	"in workflows/versions.go, keep the old path, see docs/versioning.md"
+
+// ReplayedWorkflows are the workflow types the replay registers, by the
+// names the worker registers them under (worker.Workflows; the coverage
+// test, history_coverage_test.go, checks the two agree).
+var ReplayedWorkflows = map[string]any{
+	WorkflowManageNode: ManageNode, WorkflowProvideNode: ProvideNode, WorkflowDeployNode: DeployNode,
+	WorkflowUndeployNode: UndeployNode, WorkflowInspectNode: InspectNode, WorkflowSetPowerState: SetPowerState,
+	WorkflowChangeBootDevice: ChangeBootDevice, WorkflowSyncPowerStates: SyncPowerStates,
+	WorkflowRescueNode: RescueNode, WorkflowUnrescueNode: UnrescueNode,
+}
+
 // Histories recorded by earlier versions of these workflows (one directory
 // per version, named for its commit; recorded by workflows/testdata/record
 // against fake activities; one file per scenario: deploys that succeed, time out, are
 // aborted, retried, skipped or given up on; ramdisk, anaconda and fake
 // deploys; undeploy with cleaning, provide, manage, inspect, power and boot
-// device; from 0aaab4f on, rescue and unrescue) replay without a non-determinism error: a workflow in flight when
+// device; from 0aaab4f on, rescue and unrescue; later ones add the agent
+// lost mid-write, abort of a failed step, out-of-band inspection, plain
+// provide and a power sync's run up to its continue-as-new) replay without
+// a non-determinism error: a workflow in flight when
 // the worker is upgraded carries on. A change that alters the commands a
 // workflow issues fails here, and belongs behind workflow.GetVersion.
 func TestHistoriesOfTheEarlierVersionReplay(t *testing.T) {
@@ -30,19 +48,14 @@ func TestHistoriesOfTheEarlierVersionReplay(t *testing.T) {
 		t.Fatalf("no recorded histories: %v", err)
 	}
 	r := worker.NewWorkflowReplayer()
-	for name, fn := range map[string]any{
-		WorkflowManageNode: ManageNode, WorkflowProvideNode: ProvideNode, WorkflowDeployNode: DeployNode,
-		WorkflowUndeployNode: UndeployNode, WorkflowInspectNode: InspectNode, WorkflowSetPowerState: SetPowerState,
-		WorkflowChangeBootDevice: ChangeBootDevice, WorkflowSyncPowerStates: SyncPowerStates,
-		WorkflowRescueNode: RescueNode, WorkflowUnrescueNode: UnrescueNode,
-	} {
+	for name, fn := range ReplayedWorkflows {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}
 	for _, f := range files {
 		name, _ := filepath.Rel(filepath.Join("testdata", "history"), f)
 		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
-				t.Fatalf("replay %s: %v", f, err)
+				t.Fatalf("replay %s: %v\n%s", f, err, ReplayAdvice)
 			}
 		})
 	}

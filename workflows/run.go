@@ -404,7 +404,7 @@ func (r *run) takeHeartbeat(c workflow.ReceiveChannel) (Heartbeat, bool) {
 // keep replaying (workflows/testdata, replay_test.go).
 func (r *run) authentic(hb Heartbeat) bool {
 	if r.verifySignals == nil {
-		v := workflow.GetVersion(r.ctx, "verify-heartbeat-signal", workflow.DefaultVersion, 1) == 1
+		v := workflow.GetVersion(r.ctx, changeVerifyHeartbeatSignal, workflow.DefaultVersion, 1) == 1
 		r.verifySignals = &v
 	}
 	if !*r.verifySignals {

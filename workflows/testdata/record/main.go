@@ -1,13 +1,15 @@
 // Command record writes the histories of workflows/replay_test.go: it runs
 // this version's workflows on a Temporal dev server against fake
 // activities, one workflow per scenario, and saves each history as JSON.
-// Before a change to a workflow, record with the version before it, into a
-// directory named for its commit:
+// Before a change to a workflow, and at each release, record with the
+// version before it, into a directory named for its commit:
 //
-//	IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record workflows/testdata/history/$(git rev-parse --short HEAD)
+//	make record-histories
 //
-// then make the change; TestHistoriesOfTheEarlierVersionReplay proves that
-// workflows in flight replay on the new version.
+// (IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record
+// workflows/testdata/history/$(git rev-parse --short HEAD)), then make the
+// change; TestHistoriesOfTheEarlierVersionReplay proves that workflows in
+// flight replay on the new version (docs/versioning.md).
 package main
 
 import (
@@ -21,10 +23,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -47,12 +51,19 @@ type scenario struct {
 	deploy string
 	// rescue is the node's rescue interface ("" for none).
 	rescue string
+	// inspect is the node's inspect interface ("" for agent).
+	inspect hardware.Interface
 	// remoteBMC runs BMC activities on the group queue instead of locally.
 	remoteBMC bool
-	req       func(uuid string) any
-	fails     map[string]int
-	drive     func(c client.Client, id string)
-	node      workflows.NodeInfo
+	// policy changes the node's policy (nil: policy()).
+	policy func(*workflows.Policy)
+	// hangs are the agent steps (interface.step) whose command never ends:
+	// the agent stops heartbeating while it runs.
+	hangs []string
+	req   func(uuid string) any
+	fails map[string]int
+	drive func(c client.Client, id string)
+	node  workflows.NodeInfo
 }
 
 var (
@@ -109,6 +120,15 @@ func acts() map[string]any {
 			if err := fail(in.Agent.NodeUUID, in.Step.Name()); err != nil {
 				return workflows.AgentStepResult{}, err
 			}
+			if hangs(in.Agent.NodeUUID, in.Step.Name()) {
+				// The agent is gone mid-command: the activity waits until
+				// the workflow's liveness timer cancels it.
+				for ctx.Err() == nil {
+					activity.RecordHeartbeat(ctx)
+					time.Sleep(200 * time.Millisecond)
+				}
+				return workflows.AgentStepResult{}, ctx.Err()
+			}
 			return workflows.AgentStepResult{CommandID: "c1", Status: "SUCCEEDED"}, nil
 		},
 		workflows.ActAgentPowerOff:    func(ctx context.Context, in workflows.AgentInput) error { return nil },
@@ -120,6 +140,13 @@ func acts() map[string]any {
 		},
 		workflows.ActForgetRescuePassword: func(ctx context.Context, uuid string) error { return nil },
 	}
+}
+
+// hangs reports whether node uuid's agent never finishes step.
+func hangs(uuid, step string) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Contains(nodes[uuid].hangs, step)
 }
 
 func main() {
@@ -152,6 +179,18 @@ func main() {
 			return workflows.SignalVerdict{Reason: err.Error()}, nil
 		}
 		return workflows.SignalVerdict{}, nil
+	}
+	// Power sync's batch: the first tick's fails (the next tick retries),
+	// the second puts a node into maintenance.
+	var ticks int
+	all[workflows.ActSyncPowerStates] = func(_ context.Context, in workflows.PowerSyncBatch) (workflows.PowerSyncResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		ticks++
+		if ticks == 1 {
+			return workflows.PowerSyncResult{}, temporal.NewNonRetryableApplicationError("the store is down on purpose", "StoreDown", nil)
+		}
+		return workflows.PowerSyncResult{Nodes: 3, Checked: 2, Changed: 1, Failed: 1, Maintenance: []string{"00000000-0000-4000-8000-000000000099"}}, nil
 	}
 	for n, f := range all {
 		w.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
@@ -207,6 +246,14 @@ func main() {
 		{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: signalAfter(time.Second, workflows.SignalAbort)},
 		{name: "deploy-write-fails-retry", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
 			fails: map[string]int{"deploy.write_image": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
+		// A failed step waits for the operator, who aborts.
+		{name: "deploy-write-fails-abort", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
+			fails: map[string]int{"deploy.write_image": 1}, drive: both(hb, signalAfter(2*time.Second, workflows.SignalAbort))},
+		// The agent stops heartbeating while it writes the image: the
+		// liveness timer fires, the write is cancelled, the node is cleaned
+		// up and fails.
+		{name: "deploy-agent-lost-mid-write", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: hb,
+			hangs: []string{"deploy.write_image"}, policy: func(p *workflows.Policy) { p.HeartbeatTimeout = 2 * time.Second }},
 		{name: "deploy-bootloader-fails-skip", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
 			fails: map[string]int{"deploy.prepare_instance_boot": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalSkipStep))},
 		{name: "deploy-boot-device-fails-gives-up", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
@@ -219,10 +266,13 @@ func main() {
 			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, signed(id, workflows.Heartbeat{AgentStatus: workflows.AgentStatusEnd, AgentStatusMessage: "done"})))
 		}},
 		{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, deploy: "direct", req: prov(workflows.VerbDeleted, workflows.Active), drive: hb},
+		{name: "provide-cleans", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(workflows.VerbProvide, workflows.Manageable), drive: hb},
 		{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(workflows.VerbProvide, workflows.Manageable),
 			fails: map[string]int{"deploy.erase_devices_metadata": 1}, drive: hb},
 		{name: "manage-enroll", wf: workflows.WorkflowManageNode, deploy: "direct", req: prov(workflows.VerbManage, workflows.Enroll)},
 		{name: "inspect-agent", wf: workflows.WorkflowInspectNode, deploy: "direct", req: prov(workflows.VerbInspect, workflows.Manageable), drive: hb},
+		// Out-of-band inspection: the BMC (Redfish) answers, nothing boots.
+		{name: "inspect-redfish", wf: workflows.WorkflowInspectNode, deploy: "direct", inspect: hardware.Redfish, req: prov(workflows.VerbInspect, workflows.Manageable)},
 		{name: "rescue-agent", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbRescue, workflows.Active), drive: hb},
 		{name: "rescue-abort-in-wait", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbRescue, workflows.Active),
 			drive: signalAfter(time.Second, workflows.SignalAbort)},
@@ -240,9 +290,16 @@ func main() {
 
 	for i, s := range sc {
 		uuid := fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1)
+		inspect := s.inspect
+		if inspect == "" {
+			inspect = hardware.Agent
+		}
 		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: hardware.Interface(s.deploy),
-			InspectInterface: "agent", RescueInterface: hardware.Interface(s.rescue), BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
+			InspectInterface: inspect, RescueInterface: hardware.Interface(s.rescue), BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
 		s.node.Policy.LocalBMC = !s.remoteBMC
+		if s.policy != nil {
+			s.policy(&s.node.Policy)
+		}
 		mu.Lock()
 		nodes[uuid] = s
 		failsLeft[uuid] = maps.Clone(s.fails)
@@ -262,6 +319,35 @@ func main() {
 		must(os.WriteFile(file, compact(b), 0o644))
 		fmt.Printf("%s: %s (workflow error: %v)\n", s.name, file, werr)
 	}
+	recordPowerSync(ctx, c, temporalBin, srv.Address(), out)
+}
+
+// recordPowerSync records the first run of an eternal power sync: two
+// ticks, then continue-as-new. The run's history ends there; the workflow
+// itself goes on and is terminated.
+func recordPowerSync(ctx context.Context, c client.Client, temporalBin, address, out string) {
+	id := workflows.PowerSyncWorkflowID("")
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.WorkflowSyncPowerStates,
+		workflows.SyncPowerInput{Interval: 500 * time.Millisecond, IterationsPerRun: 2})
+	must(err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		d, err := c.DescribeWorkflowExecution(ctx, id, run.GetRunID())
+		must(err)
+		if d.WorkflowExecutionInfo.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			break
+		}
+		if time.Now().After(deadline) {
+			log.Fatalf("power sync run %s did not continue as new: %v", run.GetRunID(), d.WorkflowExecutionInfo.GetStatus())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	file := filepath.Join(out, "power-sync-continues-as-new.json")
+	b, err := exec.Command(temporalBin, "workflow", "show", "--address", address, "-w", id, "-r", run.GetRunID(), "--output", "json").Output()
+	must(err)
+	must(os.WriteFile(file, compact(b), 0o644))
+	must(c.TerminateWorkflow(ctx, id, "", "recorded"))
+	fmt.Printf("power-sync-continues-as-new: %s\n", file)
 }
 
 // compact drops the CLI's indentation: the files are read by the replayer.
