@@ -9,14 +9,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/imagecache"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// glanceFlags say how to reach Glance; the worker (resolution, validation)
-// and the boot service (the cache's downloads) read the same ones.
+// glanceFlags say how to reach Glance; the worker (resolution, the deploy's
+// refusal), the boot service (the cache's downloads) and the API (node
+// validate) read the same ones.
 type glanceFlags struct {
 	url, auth, user, password *string
 }
@@ -36,6 +38,16 @@ func (g glanceFlags) client() (*glance.Client, error) {
 		return nil, nil
 	}
 	return glance.New(glance.Config{URL: *g.url, Auth: *g.auth, User: *g.user, Password: *g.password})
+}
+
+// setAPI gives the API's validate the Glance client, if one is configured.
+func (g glanceFlags) setAPI(cfg *apiserver.Config) error {
+	gc, err := g.client()
+	if err != nil || gc == nil {
+		return err
+	}
+	cfg.Glance = gc
+	return nil
 }
 
 // cacheFlags are the boot service's image cache settings.
