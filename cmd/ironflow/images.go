@@ -101,13 +101,20 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 	if err != nil {
 		return nil, err
 	}
-	srv := &imagecache.Server{Cache: c, Log: log, Resolve: func(ctx context.Context, nodeUUID string) (imagecache.Source, error) {
+	deploying := func(ctx context.Context, nodeUUID string) (*store.Node, error) {
 		n, err := st.GetNode(ctx, nodeUUID)
 		if err != nil {
-			return imagecache.Source{}, err
+			return nil, err
 		}
 		if n.ProvisionState != workflows.StateDeploying && n.ProvisionState != workflows.StateDeployWait {
-			return imagecache.Source{}, fmt.Errorf("node %s is not deploying", nodeUUID)
+			return nil, fmt.Errorf("node %s is not deploying", nodeUUID)
+		}
+		return n, nil
+	}
+	srv := &imagecache.Server{Cache: c, Log: log, Resolve: func(ctx context.Context, nodeUUID string) (imagecache.Source, error) {
+		n, err := deploying(ctx, nodeUUID)
+		if err != nil {
+			return imagecache.Source{}, err
 		}
 		o, ok, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
 		if err != nil {
@@ -118,5 +125,21 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		}
 		return o.Source(gc, nil), nil
 	}}
+	// A partition image's kernel and ramdisk that are Glance images.
+	srv.ResolveBootFile = func(ctx context.Context, nodeUUID, part string) (imagecache.Source, error) {
+		n, err := deploying(ctx, nodeUUID)
+		if err != nil {
+			return imagecache.Source{}, err
+		}
+		o, _, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
+		if err != nil {
+			return imagecache.Source{}, err
+		}
+		id := imagecache.BootFileID(n.InstanceInfo, o, part)
+		if id == "" || !imagecache.BootFileCached(n.InstanceInfo) {
+			return imagecache.Source{}, fmt.Errorf("node %s has no cached %s", nodeUUID, part)
+		}
+		return imagecache.BootFileSource(ctx, gc, id)
+	}
 	return srv, nil
 }
