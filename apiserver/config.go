@@ -77,6 +77,7 @@ type Config struct {
 // ImageService is what validate asks of Glance (*glance.Client).
 type ImageService interface {
 	Resolve(ctx context.Context, id string) (*glance.Image, error)
+	ResolveFile(ctx context.Context, id string) (*glance.Image, error)
 }
 
 // DefaultConfig returns the configuration with every default filled.

@@ -44,16 +44,36 @@ func (s *server) glanceImageProblem(ctx context.Context, n *store.Node) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, glanceValidateTimeout)
 	defer cancel()
-	_, err := s.cfg.Glance.Resolve(ctx, id)
+	img, err := s.cfg.Glance.Resolve(ctx, id)
+	if err != nil {
+		return s.glanceReason(n, id, "", err)
+	}
+	// A partition image's kernel_id and ramdisk_id become the deploy's
+	// kernel and ramdisk unless instance_info gives them.
+	if t, _ := hardware.Text(n.InstanceInfo, "image_type"); t == "partition" || t == "" && img.Partition() {
+		for _, f := range []struct{ part, ref string }{{"kernel", img.KernelID}, {"ramdisk", img.RamdiskID}} {
+			part, ref := f.part, f.ref
+			if v, _ := hardware.Text(n.InstanceInfo, part); v != "" || ref == "" {
+				continue
+			}
+			if _, err := s.cfg.Glance.ResolveFile(ctx, ref); err != nil {
+				return s.glanceReason(n, ref, part+" (the image's "+part+"_id): ", err)
+			}
+		}
+	}
+	return ""
+}
+
+// glanceReason words what Glance answered about image id as Ironic's
+// validate_image_properties does.
+func (s *server) glanceReason(n *store.Node, id, prefix string, err error) string {
 	switch {
-	case err == nil:
-		return ""
 	case errors.Is(err, glance.ErrNotFound):
-		return fmt.Sprintf("Image %s can not be found.", id)
+		return fmt.Sprintf("%sImage %s can not be found.", prefix, id)
 	case errors.Is(err, glance.ErrUnacceptable):
-		return strings.TrimSuffix(err.Error(), ": "+glance.ErrUnacceptable.Error())
+		return prefix + strings.TrimSuffix(err.Error(), ": "+glance.ErrUnacceptable.Error())
 	default:
 		s.log.Warn("validate: Glance did not answer", "node", n.UUID, "image", id, "err", err)
-		return fmt.Sprintf("Failed to connect to Glance to get the properties of the image %s", id)
+		return fmt.Sprintf("%sFailed to connect to Glance to get the properties of the image %s", prefix, id)
 	}
 }

@@ -18,8 +18,9 @@ import (
 // (devstack.StartGlance) behind a proxy that counts requests: node validate
 // reports, in the deploy interface's result, every Glance image an agent
 // deploy cannot write (missing, queued, deactivated, a container or disk
-// format the agent does not write) with the reason, and true for an active
-// raw or qcow2 bare image, by UUID or glance://UUID. A node whose
+// format the agent does not write, a partition image whose kernel_id names
+// no image) with the reason, and true for an active raw or qcow2 bare
+// image, by UUID or glance://UUID. A node whose
 // image_source is a URL never reaches Glance; without a Glance configured,
 // or with one that does not answer, validate says so.
 func TestValidateReportsUndeployableGlanceImages(t *testing.T) {
@@ -65,6 +66,9 @@ func TestValidateReportsUndeployableGlanceImages(t *testing.T) {
 	ova := create(devstack.ImageSpec{Name: "ova", DiskFormat: "vmdk", ContainerFormat: "ova", Data: data})
 	vmdk := create(devstack.ImageSpec{Name: "vmdk", DiskFormat: "vmdk", Data: data})
 	const missing = "6f1d0a0e-0000-4000-8000-0000000000bb"
+	kernel := create(devstack.ImageSpec{Name: "vmlinuz", DiskFormat: "aki", ContainerFormat: "aki", Data: data})
+	partition := create(devstack.ImageSpec{Name: "root", DiskFormat: "raw", Data: data, Properties: map[string]string{"kernel_id": kernel}})
+	noKernel := create(devstack.ImageSpec{Name: "root-no-kernel", DiskFormat: "raw", Data: data, Properties: map[string]string{"kernel_id": missing}})
 
 	validateDeploy := func(e *env, src string) map[string]any {
 		t.Helper()
@@ -80,6 +84,8 @@ func TestValidateReportsUndeployableGlanceImages(t *testing.T) {
 		{missing, "Image " + missing + " can not be found."},
 		{ova, "Image " + ova + " is unacceptable: its container_format is ova"},
 		{vmdk, "Image " + vmdk + " is unacceptable: its disk_format is vmdk: ironflow's agent writes raw and qcow2 images"},
+		{partition, ""},
+		{noKernel, "kernel (the image's kernel_id): Image " + missing + " can not be found."},
 	} {
 		d := validateDeploy(e, c.src)
 		reason, _ := d["reason"].(string)
