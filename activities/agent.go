@@ -225,10 +225,19 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 
 // startStep issues the agent command for a step.
 func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.Node, ports []*store.Port, in workflows.AgentStepInput) (client.CommandResult, error) {
+	// Only the image's own steps ask Glance (a clean step must not fail
+	// because the deployed image has gone from Glance since).
+	var partition bool
+	if in.Step.StepID == workflows.StepPrepareInstanceBoot || in.Step.StepID == workflows.StepWriteImage {
+		var err error
+		if partition, err = a.partitionImage(ctx, n); err != nil {
+			return client.CommandResult{}, err
+		}
+	}
 	if in.Step.StepID == workflows.StepPrepareInstanceBoot {
 		// A partition image has no boot code of its own: the agent
 		// installs its bootloader, or says why it cannot, in either mode.
-		if isPartitionImage(n) {
+		if partition {
 			return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: explicitBootMode(n)})
 		}
 		if bootMode(n) != "uefi" {
@@ -242,7 +251,7 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 			return client.CommandResult{}, fmt.Errorf("step args: %w", err)
 		}
 	}
-	if in.Step.StepID == workflows.StepWriteImage && isPartitionImage(n) {
+	if in.Step.StepID == workflows.StepWriteImage && partition {
 		step.Args = withPartitionImageInfo(step.Args, n)
 	}
 	if in.Kind == workflows.StepKindClean {

@@ -22,11 +22,40 @@ import (
 // deploy starts. Glance's credentials come from the worker's configuration,
 // never from workflow history.
 func (a *Activities) checkImage(ctx context.Context, n *store.Node) error {
-	_, _, err := imagecache.Locate(ctx, a.Config.Glance, n.InstanceInfo)
+	o, _, err := imagecache.Locate(ctx, a.Config.Glance, n.InstanceInfo)
 	if err != nil {
 		return imageErr(n.UUID, err)
 	}
+	// A partition image's kernel and ramdisk from Glance must be there too.
+	for _, part := range imagecache.BootParts {
+		if id := imagecache.BootFileID(n.InstanceInfo, o, part); id != "" {
+			if _, err := imagecache.BootFileSource(ctx, a.Config.Glance, id); err != nil {
+				return imageErr(n.UUID, fmt.Errorf("%s: %w", part, err))
+			}
+		}
+	}
 	return nil
+}
+
+// partitionImage tells whether the node deploys a partition image:
+// instance_info/image_type, else, for a Glance image, Glance's img_type or
+// kernel_id/ramdisk_id (Ironic's images.is_whole_disk_image).
+func (a *Activities) partitionImage(ctx context.Context, n *store.Node) (bool, error) {
+	if isPartitionImage(n) {
+		return true, nil
+	}
+	if t, _ := n.InstanceInfo["image_type"].(string); t != "" {
+		return false, nil
+	}
+	src, _ := n.InstanceInfo["image_source"].(string)
+	if _, isGlance := glance.ImageID(src); !isGlance {
+		return false, nil
+	}
+	o, _, err := imagecache.Locate(ctx, a.Config.Glance, n.InstanceInfo)
+	if err != nil {
+		return false, imageErr(n.UUID, err)
+	}
+	return imagecache.PartitionImage(n.InstanceInfo, o), nil
 }
 
 func imageErr(node string, err error) error {
@@ -46,15 +75,22 @@ func (a *Activities) agentImageInfo(ctx context.Context, n *store.Node) (map[str
 	if err != nil {
 		return nil, imageErr(n.UUID, err)
 	}
+	ii := maps.Clone(n.InstanceInfo)
+	changed, err := a.agentBootFiles(ctx, n, o, ii)
+	if err != nil {
+		return nil, err
+	}
 	if !ok || (o.GlanceID == "" && o.DownloadSource == imagecache.DownloadDirect) {
+		if changed {
+			return ii, nil
+		}
 		return n.InstanceInfo, nil
 	}
-	ii := maps.Clone(n.InstanceInfo)
 	if o.DownloadSource == imagecache.DownloadHTTP {
 		ii["image_source"] = strings.TrimRight(a.Config.BootURL, "/") + imagecache.CachePath(n.UUID)
 	} else {
-		if a.Config.GlanceAuth != "" && a.Config.GlanceAuth != glance.AuthNone {
-			return nil, invalidConfig("node %s: image_download_source=direct would need the agent to hold Glance's credentials: use image_download_source=http", n.UUID)
+		if err := a.directGlance(n); err != nil {
+			return nil, err
 		}
 		ii["image_source"] = a.Config.Glance.FileURL(o.GlanceID)
 	}
@@ -64,11 +100,54 @@ func (a *Activities) agentImageInfo(ctx context.Context, n *store.Node) (map[str
 		if o.DiskFormat != "" {
 			ii["image_disk_format"] = o.DiskFormat
 		}
-		if _, set := ii["image_type"]; !set && o.ImageType != "" {
-			ii["image_type"] = o.ImageType
+		if _, set := ii["image_type"]; !set {
+			switch {
+			case o.Partition:
+				ii["image_type"] = "partition"
+			case o.ImageType != "":
+				ii["image_type"] = o.ImageType
+			}
 		}
 	}
 	return ii, nil
+}
+
+// directGlance refuses image_download_source=direct when the agent would
+// need Glance's credentials to fetch from it.
+func (a *Activities) directGlance(n *store.Node) error {
+	if a.Config.GlanceAuth != "" && a.Config.GlanceAuth != glance.AuthNone {
+		return invalidConfig("node %s: image_download_source=direct would need the agent to hold Glance's credentials: use image_download_source=http", n.UUID)
+	}
+	return nil
+}
+
+// agentBootFiles puts into ii the URLs the agent fetches a partition image's
+// kernel and ramdisk from when they are Glance images (instance_info/kernel
+// and ramdisk naming one, or Glance's kernel_id and ramdisk_id, as Ironic's
+// build_instance_info_for_deploy maps them): the boot service's cache, or
+// Glance's file URL for image_download_source=direct. It reports whether it
+// set any.
+func (a *Activities) agentBootFiles(ctx context.Context, n *store.Node, o imagecache.Origin, ii map[string]any) (bool, error) {
+	changed := false
+	for _, part := range imagecache.BootParts {
+		id := imagecache.BootFileID(n.InstanceInfo, o, part)
+		if id == "" {
+			continue
+		}
+		if _, err := imagecache.BootFileSource(ctx, a.Config.Glance, id); err != nil {
+			return false, imageErr(n.UUID, fmt.Errorf("%s: %w", part, err))
+		}
+		if imagecache.BootFileCached(n.InstanceInfo) {
+			ii[part] = strings.TrimRight(a.Config.BootURL, "/") + imagecache.CachedBootPath(n.UUID, part)
+		} else {
+			if err := a.directGlance(n); err != nil {
+				return false, err
+			}
+			ii[part] = a.Config.Glance.FileURL(id)
+		}
+		changed = true
+	}
+	return changed, nil
 }
 
 // agentDeployNode is agentNode with the image as the agent fetches it.

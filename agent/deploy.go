@@ -81,6 +81,23 @@ func (a *Agent) nodeOrLookup(node map[string]any) map[string]any {
 	return a.lookupNode
 }
 
+// cacheNode keeps the node a deploy step came with as the one later
+// commands without a node use (install_bootloader), as IPA's
+// hardware.cache_node does: the conductor's view of instance_info (the
+// image and, for a partition image, the kernel and ramdisk URLs it made
+// from Glance's record) is newer than the lookup's.
+func (a *Agent) cacheNode(node map[string]any) {
+	if node == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if uuid, _ := node["uuid"].(string); a.nodeUUID != "" && uuid != a.nodeUUID {
+		return
+	}
+	a.lookupNode = node
+}
+
 // writeImage is the write_image deploy step: choose the root device, stream
 // the image onto it verifying its checksum, fix the GPT, add the config
 // drive, sync. On failure after the first byte is written the ends of the

@@ -104,6 +104,7 @@ func (a *Agent) executeDeployStep(ctx context.Context, cmd *command, raw json.Ra
 	if p.Step.Step == "" {
 		return nil, newRESTError("InvalidCommandParamsError", 400, "Invalid command parameters", "Malformed deploy_step, no \"step\" key")
 	}
+	a.cacheNode(p.Node)
 	var result any
 	var err error
 	switch p.Step.Step {

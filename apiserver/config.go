@@ -1,6 +1,11 @@
 package apiserver
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/ironflow/ironflow/glance"
+)
 
 // Defaults of Config, as Ironic's [api] and [agent] options where one exists.
 const (
@@ -64,6 +69,15 @@ type Config struct {
 	// and chosen as a node's conductor) while its last heartbeat is this
 	// recent.
 	ConductorHeartbeatTimeout time.Duration
+	// Glance answers validate's questions about an image_source naming a
+	// Glance image (nil: no Glance configured, which validate then says).
+	Glance ImageService
+}
+
+// ImageService is what validate asks of Glance (*glance.Client).
+type ImageService interface {
+	Resolve(ctx context.Context, id string) (*glance.Image, error)
+	ResolveFile(ctx context.Context, id string) (*glance.Image, error)
 }
 
 // DefaultConfig returns the configuration with every default filled.

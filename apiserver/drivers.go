@@ -103,8 +103,9 @@ func missingProperties(_ string, miss []string) string {
 
 // validateNode answers GET /v1/nodes/{id}/validate: every interface
 // with {result, reason}. Checks are on the node's data only: the API never
-// talks to the BMC.
-func validateNode(n *store.Node) map[string]map[string]any {
+// talks to the BMC. imageProblem is what Glance said of the deploy's image
+// (glanceImageProblem), "" when nothing is wrong with it.
+func validateNode(n *store.Node, imageProblem string) map[string]map[string]any {
 	ok := func() map[string]any { return map[string]any{"result": true} }
 	fail := func(reason string) map[string]any { return map[string]any{"result": false, "reason": reason} }
 	unsupported := func(iface string) map[string]any {
@@ -163,6 +164,8 @@ func validateNode(n *store.Node) map[string]map[string]any {
 		}
 		if str(n.InstanceInfo, key) == "" {
 			out["deploy"] = fail(fmt.Sprintf("Cannot validate image information for node %s because one or more parameters are missing from its instance_info. Missing are: %s", n.UUID, pyList([]string{key})))
+		} else if imageProblem != "" {
+			out["deploy"] = fail(imageProblem)
 		}
 	}
 	// Ironic's validate_driver_interfaces checks the instance traits once

@@ -111,21 +111,38 @@ func (g *Glance) Stop() { g.proc.Stop(5 * time.Second) }
 
 // CreateImage registers an image and uploads its data; it returns its ID.
 func (g *Glance) CreateImage(name, diskFormat string, data []byte) (string, error) {
-	id, err := g.CreateQueued(name, diskFormat)
-	if err != nil {
-		return "", err
-	}
-	req, _ := http.NewRequest("PUT", g.URL+"/v2/images/"+id+"/file", bytes.NewReader(data))
-	req.Header.Set("Content-Type", "application/octet-stream")
-	if err := g.do(req, 204, nil); err != nil {
-		return "", fmt.Errorf("upload image %s: %w", id, err)
-	}
-	return id, nil
+	return g.Create(ImageSpec{Name: name, DiskFormat: diskFormat, Data: data})
 }
 
 // CreateQueued registers an image without data (status queued).
 func (g *Glance) CreateQueued(name, diskFormat string) (string, error) {
-	body, _ := json.Marshal(map[string]string{"name": name, "disk_format": diskFormat, "container_format": "bare"})
+	return g.Create(ImageSpec{Name: name, DiskFormat: diskFormat})
+}
+
+// ImageSpec is an image to register.
+type ImageSpec struct {
+	Name, DiskFormat string
+	// ContainerFormat defaults to bare.
+	ContainerFormat string
+	// Properties are the image's extra properties (kernel_id, ramdisk_id,
+	// img_type, ...).
+	Properties map[string]string
+	// Data is uploaded after the image is registered; nil leaves it queued.
+	Data []byte
+}
+
+// Create registers an image as spec says and uploads its data, if any; it
+// returns the image's ID.
+func (g *Glance) Create(spec ImageSpec) (string, error) {
+	rec := map[string]string{}
+	for k, v := range spec.Properties {
+		rec[k] = v
+	}
+	rec["name"], rec["disk_format"], rec["container_format"] = spec.Name, spec.DiskFormat, spec.ContainerFormat
+	if spec.ContainerFormat == "" {
+		rec["container_format"] = "bare"
+	}
+	body, _ := json.Marshal(rec)
 	req, _ := http.NewRequest("POST", g.URL+"/v2/images", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	var img struct {
@@ -133,6 +150,14 @@ func (g *Glance) CreateQueued(name, diskFormat string) (string, error) {
 	}
 	if err := g.do(req, 201, &img); err != nil {
 		return "", fmt.Errorf("create image: %w", err)
+	}
+	if spec.Data == nil {
+		return img.ID, nil
+	}
+	req, _ = http.NewRequest("PUT", g.URL+"/v2/images/"+img.ID+"/file", bytes.NewReader(spec.Data))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if err := g.do(req, 204, nil); err != nil {
+		return "", fmt.Errorf("upload image %s: %w", img.ID, err)
 	}
 	return img.ID, nil
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -148,7 +149,7 @@ func (c *Client) Get(ctx context.Context, id string) (*Image, error) {
 
 // Deployable refuses what Ironic refuses before a deploy: an image that is
 // not active (queued, saving, deactivated, killed, deleted, ...) has no data
-// to write, and one without a checksum cannot be verified.
+// to write or serve, and one without a checksum cannot be verified.
 func (img *Image) Deployable() error {
 	if img.Status != string(images.ImageStatusActive) {
 		return fmt.Errorf("Image %s is unacceptable: The image is required to be in an active state (it is %s): %w", img.ID, img.Status, ErrUnacceptable)
@@ -159,8 +160,62 @@ func (img *Image) Deployable() error {
 	return nil
 }
 
-// Resolve gets an image and checks it can be deployed.
+// DiskFormats are the Glance disk_format values of an image the agent
+// writes to a disk (raw data, possibly gzip- or zstd-compressed, and qcow2).
+var DiskFormats = []string{"raw", "qcow2"}
+
+// Writable refuses an image to be written to the disk whose formats the
+// agent cannot write: it writes the image's data as it is (container_format
+// bare: no OVA, OVF or docker wrapper around it) in one of DiskFormats.
+// A partition image's kernel and ramdisk (aki, ari) are served, not
+// written, and need not be Writable.
+func (img *Image) Writable() error {
+	if img.ContainerFormat != "bare" {
+		return fmt.Errorf("Image %s is unacceptable: its container_format is %s: ironflow writes an image's data as it is, which needs container_format bare: %w", img.ID, orNone(img.ContainerFormat), ErrUnacceptable)
+	}
+	if !slices.Contains(DiskFormats, img.DiskFormat) {
+		return fmt.Errorf("Image %s is unacceptable: its disk_format is %s: ironflow's agent writes %s images: %w", img.ID, orNone(img.DiskFormat), strings.Join(DiskFormats, " and "), ErrUnacceptable)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "not set"
+	}
+	return s
+}
+
+// Partition reports whether the image is a partition image, as Ironic's
+// images.is_whole_disk_image decides for a Glance image: its img_type
+// property if it has one, else whether it names a kernel or a ramdisk.
+func (img *Image) Partition() bool {
+	if img.ImageType != "" {
+		return img.ImageType == "partition"
+	}
+	return img.KernelID != "" || img.RamdiskID != ""
+}
+
+// Resolve gets the image a deploy writes and checks it can be deployed
+// and written.
 func (c *Client) Resolve(ctx context.Context, id string) (*Image, error) {
+	img, err := c.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := img.Deployable(); err != nil {
+		return nil, err
+	}
+	if err := img.Writable(); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// ResolveFile gets an image the deploy fetches besides the one it writes
+// (a partition image's kernel_id or ramdisk_id) and checks it can be
+// served: whatever its formats (aki, ari), it must be Deployable.
+func (c *Client) ResolveFile(ctx context.Context, id string) (*Image, error) {
 	img, err := c.Get(ctx, id)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -167,5 +168,48 @@ func TestHTTPBasicAuthIsSent(t *testing.T) {
 	}
 	if strings.Contains(c.FileURL(img.ID), "p@") {
 		t.Fatal("file URL carries the password")
+	}
+}
+
+// TestWritableFormats: the agent writes bare raw and qcow2 images; any other
+// container or disk format is refused, naming it.
+func TestWritableFormats(t *testing.T) {
+	for _, c := range []struct{ container, disk, want string }{
+		{"bare", "raw", ""},
+		{"bare", "qcow2", ""},
+		{"ova", "vmdk", "its container_format is ova"},
+		{"docker", "raw", "its container_format is docker"},
+		{"", "raw", "its container_format is not set"},
+		{"bare", "vhd", "its disk_format is vhd"},
+		{"bare", "iso", "its disk_format is iso"},
+		{"bare", "", "its disk_format is not set"},
+	} {
+		err := (&glance.Image{ID: "x", ContainerFormat: c.container, DiskFormat: c.disk}).Writable()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s/%s: %v", c.container, c.disk, err)
+		case c.want != "" && (!errors.Is(err, glance.ErrUnacceptable) || !strings.Contains(fmt.Sprint(err), c.want)):
+			t.Errorf("%s/%s: %v, want ErrUnacceptable naming %q", c.container, c.disk, err, c.want)
+		}
+	}
+}
+
+// TestPartition follows Ironic's is_whole_disk_image for a Glance image:
+// img_type decides when set, else a kernel_id or ramdisk_id makes a
+// partition image.
+func TestPartition(t *testing.T) {
+	for _, c := range []struct {
+		img  glance.Image
+		want bool
+	}{
+		{glance.Image{}, false},
+		{glance.Image{KernelID: "k", RamdiskID: "r"}, true},
+		{glance.Image{KernelID: "k"}, true},
+		{glance.Image{ImageType: "partition"}, true},
+		{glance.Image{ImageType: "whole-disk", KernelID: "k", RamdiskID: "r"}, false},
+	} {
+		if got := c.img.Partition(); got != c.want {
+			t.Errorf("%+v: Partition() = %v, want %v", c.img, got, c.want)
+		}
 	}
 }

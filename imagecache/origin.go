@@ -34,6 +34,11 @@ type Origin struct {
 	ImageType      string // Glance's img_type, when it has one
 	Size           int64
 	DownloadSource string // DownloadHTTP or DownloadDirect
+
+	// Partition: Glance says the image is a partition image (img_type, or
+	// kernel_id/ramdisk_id); KernelID and RamdiskID are those properties.
+	Partition           bool
+	KernelID, RamdiskID string
 }
 
 // ErrNoGlance: image_source names a Glance image, but no Glance is configured.
@@ -64,6 +69,7 @@ func Locate(ctx context.Context, g *glance.Client, ii map[string]any) (o Origin,
 		o.GlanceID = img.ID
 		o.Algo, o.Hash = img.ChecksumOf()
 		o.DiskFormat, o.ImageType, o.Size = img.DiskFormat, img.ImageType, img.Size
+		o.Partition, o.KernelID, o.RamdiskID = img.Partition(), img.KernelID, img.RamdiskID
 		if o.DownloadSource == "" {
 			o.DownloadSource = DownloadHTTP
 		}

@@ -32,6 +32,11 @@ type Server struct {
 	Lease   time.Duration // default 15 minutes
 	Log     *slog.Logger
 
+	// ResolveBootFile says which Glance image a node's kernel or ramdisk
+	// (PartKernel, PartRamdisk) is, for GET {prefix}{node}/{part}; nil: none
+	// is served.
+	ResolveBootFile func(ctx context.Context, nodeUUID, part string) (Source, error)
+
 	mu     sync.Mutex
 	leases map[string]*lease
 	keys   map[string]string // node → key of the image it last asked for
@@ -52,6 +57,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Image(w, r, id.String())
 	case "progress":
 		s.Progress(w, r, id.String())
+	case PartKernel, PartRamdisk:
+		s.BootFile(w, r, id.String(), what)
 	default:
 		http.NotFound(w, r)
 	}
@@ -104,6 +111,32 @@ func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) 
 	}
 	s.keys[nodeUUID] = src.Key
 	s.mu.Unlock()
+	s.serve(w, r, nodeUUID, nodeUUID, src)
+}
+
+// BootFile handles GET {prefix}{node}/{part}: a partition image's kernel or
+// ramdisk that is a Glance image, from the cache, held for the node as its
+// image is (under a lease of its own).
+func (s *Server) BootFile(w http.ResponseWriter, r *http.Request, nodeUUID, part string) {
+	if s.ResolveBootFile == nil {
+		http.NotFound(w, r)
+		return
+	}
+	src, err := s.ResolveBootFile(r.Context(), nodeUUID, part)
+	if err != nil {
+		code := http.StatusNotFound
+		if errors.Is(err, glance.ErrUnavailable) {
+			code = http.StatusBadGateway
+		}
+		s.fail(w, nodeUUID, err, code)
+		return
+	}
+	s.serve(w, r, nodeUUID, nodeUUID+"/"+part, src)
+}
+
+// serve answers with src's cached file; holder names the lease that keeps
+// it for the node.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, nodeUUID, holder string, src Source) {
 	h, err := s.Cache.Acquire(r.Context(), src)
 	if err != nil {
 		// The agent retries a 5xx (the origin may come back, a lease may
@@ -120,7 +153,7 @@ func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) 
 		return
 	}
 	defer h.Release()
-	s.hold(nodeUUID, src.Key)
+	s.hold(holder, src.Key)
 	f, err := os.Open(h.Path())
 	if err != nil {
 		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
@@ -183,11 +216,13 @@ func (s *Server) release(node string, l *lease) {
 
 // Release drops a node's reference at once (its deploy ended).
 func (s *Server) Release(node string) {
-	s.mu.Lock()
-	l := s.leases[node]
-	s.mu.Unlock()
-	if l != nil {
-		l.timer.Stop()
-		s.release(node, l)
+	for _, holder := range []string{node, node + "/" + PartKernel, node + "/" + PartRamdisk} {
+		s.mu.Lock()
+		l := s.leases[holder]
+		s.mu.Unlock()
+		if l != nil {
+			l.timer.Stop()
+			s.release(holder, l)
+		}
 	}
 }

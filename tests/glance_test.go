@@ -1,8 +1,12 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -10,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -199,5 +204,95 @@ func TestDeployGlanceImagesThroughTheCache(t *testing.T) {
 		} else {
 			t.Logf("image_download_source %s: %s", ds, le)
 		}
+	}
+}
+
+// bootFileRecorder is a simulated agent's download client that keeps the
+// sha256 of every boot file (kernel, ramdisk) it fetches from the image
+// cache, by URL.
+type bootFileRecorder struct {
+	mu   sync.Mutex
+	sums map[string]string
+}
+
+func (b *bootFileRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || !strings.HasSuffix(r.URL.Path, "/kernel") && !strings.HasSuffix(r.URL.Path, "/ramdisk") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(body)
+	b.mu.Lock()
+	b.sums[r.URL.String()] = fmt.Sprintf("%d %s", resp.StatusCode, hex.EncodeToString(sum[:]))
+	b.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+func (b *bootFileRecorder) get(url string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sums[url]
+}
+
+// TestGlancePartitionImageKernelAndRamdisk deploys a Glance partition image
+// whose kernel_id and ramdisk_id properties name two more Glance images (aki
+// and ari, as Ironic's documentation uploads them) through a simulated
+// agent: the worker maps them to instance_info kernel and ramdisk as
+// Ironic's build_instance_info_for_deploy does, the agent is told the
+// image cache's URLs for them, and install_bootloader fetches from those
+// URLs exactly the bytes uploaded to Glance; the node goes active. A
+// kernel_id naming no image fails the deploy before the agent boots.
+func TestGlancePartitionImageKernelAndRamdisk(t *testing.T) {
+	gg := startGlanceGroup(t, "glance-partition")
+	upload := func(spec devstack.ImageSpec) (string, string) {
+		t.Helper()
+		id, err := gg.glance.Create(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(spec.Data)
+		return id, hex.EncodeToString(sum[:])
+	}
+	blob := func(tag string, n int) []byte {
+		b := bytes.Repeat([]byte(tag), n/len(tag)+1)[:n]
+		copy(b, fmt.Sprintf("%s %d", tag, time.Now().UnixNano()))
+		return b
+	}
+	kernel, kernelSum := upload(devstack.ImageSpec{Name: "vmlinuz", DiskFormat: "aki", ContainerFormat: "aki", Data: blob("kernel ", 300<<10)})
+	ramdisk, ramdiskSum := upload(devstack.ImageSpec{Name: "initrd", DiskFormat: "ari", ContainerFormat: "ari", Data: blob("ramdisk ", 700<<10)})
+	root, _ := upload(devstack.ImageSpec{Name: "root-fs", DiskFormat: "raw", Data: blob("root ", 2<<20),
+		Properties: map[string]string{"kernel_id": kernel, "ramdisk_id": ramdisk}})
+
+	rec := &bootFileRecorder{sums: map[string]string{}}
+	uuid := enrollGlanceNode(t, "glance-partition", "52:54:00:6a:03:01", map[string]any{
+		"image_source": root, "root_gb": 1, "capabilities": map[string]any{"boot_mode": "uefi"}})
+	startSimMachine(t, uuid, []string{"52:54:00:6a:03:01"}, sim.Config{DiskSize: 8 << 30, KeepWrites: true,
+		DownloadClient: &http.Client{Transport: rec}})
+	n := deployAndWait(t, uuid, "active")
+	for part, want := range map[string]string{"kernel": kernelSum, "ramdisk": ramdiskSum} {
+		url := gg.bootURL + "/cache/" + uuid + "/" + part
+		if got := rec.get(url); got != "200 "+want {
+			t.Errorf("%s: the agent fetched %s as %q, want 200 and the uploaded image's sha256 %s (fetched: %v)", part, url, got, want, rec.sums)
+		}
+	}
+	t.Logf("partition image from Glance: active, kernel and ramdisk fetched from the cache; provision_state %s", n.ProvisionState)
+
+	const missing = "6f1d0a0e-0000-4000-8000-0000000000cc"
+	bad, _ := upload(devstack.ImageSpec{Name: "root-fs-no-kernel", DiskFormat: "raw", Data: blob("root ", 1<<20),
+		Properties: map[string]string{"kernel_id": missing, "ramdisk_id": ramdisk}})
+	uuid = enrollGlanceNode(t, "glance-partition-no-kernel", "52:54:00:6a:03:02", map[string]any{
+		"image_source": bad, "root_gb": 1, "capabilities": map[string]any{"boot_mode": "uefi"}})
+	m := startSimMachine(t, uuid, []string{"52:54:00:6a:03:02"}, sim.Config{})
+	n = deployAndWait(t, uuid, "deploy failed")
+	if want := "kernel: Image " + missing + " could not be found"; !strings.Contains(deref(n.LastError), want) {
+		t.Errorf("kernel_id naming no image: last_error %q, want it to contain %q", deref(n.LastError), want)
+	}
+	if m.boots() != 0 {
+		t.Errorf("the agent booted %d times for a partition image whose kernel is missing", m.boots())
 	}
 }

@@ -41,6 +41,52 @@ type Disk struct {
 	head    []byte
 	tail    []byte
 	written int64
+	// chunks, when set, keep every byte written (in chunkSize pieces), in
+	// place of head and tail: a partition image's boot partition and root
+	// lie beyond the first MiB.
+	chunks map[int64][]byte
+}
+
+// chunkSize is the piece a disk that keeps every write stores.
+const chunkSize = 64 << 10
+
+// KeepWrites makes the hardware's disks remember every byte written (as a
+// sparse file would), not only their ends; for deploys that read back what
+// they wrote anywhere on the disk.
+func (h *Hardware) KeepWrites() {
+	for _, d := range h.disks {
+		d.mu.Lock()
+		if d.chunks == nil {
+			d.chunks = map[int64][]byte{}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// writeChunks and readChunks are WriteAt and ReadAt of a disk that keeps
+// every write; d.mu is held.
+func (d *Disk) writeChunks(p []byte, off int64) {
+	for len(p) > 0 {
+		base := off - off%chunkSize
+		c := d.chunks[base]
+		if c == nil {
+			c = make([]byte, chunkSize)
+			d.chunks[base] = c
+		}
+		n := copy(c[off-base:], p)
+		p, off = p[n:], off+int64(n)
+	}
+}
+
+func (d *Disk) readChunks(p []byte, off int64) {
+	for len(p) > 0 {
+		base := off - off%chunkSize
+		n := min(len(p), int(base+chunkSize-off))
+		if c := d.chunks[base]; c != nil {
+			copy(p[:n], c[off-base:])
+		}
+		p, off = p[n:], off+int64(n)
+	}
 }
 
 // BytesWritten is how many bytes were written to the disk in total.
@@ -148,6 +194,10 @@ func (d *openDisk) WriteAt(p []byte, off int64) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.written += int64(len(p))
+	if d.chunks != nil {
+		d.writeChunks(p, off)
+		return len(p), nil
+	}
 	if off < keep {
 		if d.head == nil {
 			d.head = make([]byte, min(keep, d.size))
@@ -176,6 +226,13 @@ func (d *openDisk) ReadAt(p []byte, off int64) (int, error) {
 	defer d.mu.Unlock()
 	n := min(int64(len(p)), d.size-off)
 	clear(p[:n])
+	if d.chunks != nil {
+		d.readChunks(p[:n], off)
+		if n < int64(len(p)) {
+			return int(n), io.EOF
+		}
+		return int(n), nil
+	}
 	if off < keep && d.head != nil {
 		copy(p[:n], d.head[off:])
 	}

@@ -48,6 +48,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// DiskSize is the simulated disk (DefaultDiskSize); Disks adds more.
 	DiskSize int64
+	// KeepWrites makes the disk remember every byte written, not only its
+	// first and last MiB (Hardware.KeepWrites).
+	KeepWrites bool
 	// FailureRate is the probability (0..1) that a command in FailCommands
 	// fails with ErrInjected.
 	FailureRate float64
@@ -97,6 +100,9 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var rngMu sync.Mutex
 	hw := NewHardware(cfg.MACs, cfg.DiskSize)
+	if cfg.KeepWrites {
+		hw.KeepWrites()
+	}
 	s := &Agent{hw: hw}
 	hw.onPower = func(agent.PowerAction) { s.poweredOn.Store(false); go s.Stop() }
 	a, err := agent.New(agent.Config{

@@ -97,6 +97,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer stopWorker()
 	apiCfg := api.config()
+	if err := wf.glance.setAPI(&apiCfg); err != nil {
+		return err
+	}
 	keys, err := api.signal.load()
 	if err != nil {
 		return err

@@ -9,14 +9,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/imagecache"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// glanceFlags say how to reach Glance; the worker (resolution, validation)
-// and the boot service (the cache's downloads) read the same ones.
+// glanceFlags say how to reach Glance; the worker (resolution, the deploy's
+// refusal), the boot service (the cache's downloads) and the API (node
+// validate) read the same ones.
 type glanceFlags struct {
 	url, auth, user, password *string
 }
@@ -36,6 +38,16 @@ func (g glanceFlags) client() (*glance.Client, error) {
 		return nil, nil
 	}
 	return glance.New(glance.Config{URL: *g.url, Auth: *g.auth, User: *g.user, Password: *g.password})
+}
+
+// setAPI gives the API's validate the Glance client, if one is configured.
+func (g glanceFlags) setAPI(cfg *apiserver.Config) error {
+	gc, err := g.client()
+	if err != nil || gc == nil {
+		return err
+	}
+	cfg.Glance = gc
+	return nil
 }
 
 // cacheFlags are the boot service's image cache settings.
@@ -89,13 +101,20 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 	if err != nil {
 		return nil, err
 	}
-	srv := &imagecache.Server{Cache: c, Log: log, Resolve: func(ctx context.Context, nodeUUID string) (imagecache.Source, error) {
+	deploying := func(ctx context.Context, nodeUUID string) (*store.Node, error) {
 		n, err := st.GetNode(ctx, nodeUUID)
 		if err != nil {
-			return imagecache.Source{}, err
+			return nil, err
 		}
 		if n.ProvisionState != workflows.StateDeploying && n.ProvisionState != workflows.StateDeployWait {
-			return imagecache.Source{}, fmt.Errorf("node %s is not deploying", nodeUUID)
+			return nil, fmt.Errorf("node %s is not deploying", nodeUUID)
+		}
+		return n, nil
+	}
+	srv := &imagecache.Server{Cache: c, Log: log, Resolve: func(ctx context.Context, nodeUUID string) (imagecache.Source, error) {
+		n, err := deploying(ctx, nodeUUID)
+		if err != nil {
+			return imagecache.Source{}, err
 		}
 		o, ok, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
 		if err != nil {
@@ -106,5 +125,21 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		}
 		return o.Source(gc, nil), nil
 	}}
+	// A partition image's kernel and ramdisk that are Glance images.
+	srv.ResolveBootFile = func(ctx context.Context, nodeUUID, part string) (imagecache.Source, error) {
+		n, err := deploying(ctx, nodeUUID)
+		if err != nil {
+			return imagecache.Source{}, err
+		}
+		o, _, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
+		if err != nil {
+			return imagecache.Source{}, err
+		}
+		id := imagecache.BootFileID(n.InstanceInfo, o, part)
+		if id == "" || !imagecache.BootFileCached(n.InstanceInfo) {
+			return imagecache.Source{}, fmt.Errorf("node %s has no cached %s", nodeUUID, part)
+		}
+		return imagecache.BootFileSource(ctx, gc, id)
+	}
 	return srv, nil
 }

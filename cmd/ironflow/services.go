@@ -195,10 +195,14 @@ func warnHostLinks(cfg apiserver.Config) bool {
 func runAPICommand(ctx context.Context, args []string) error {
 	s := newSettings("api")
 	f := addAPIFlags(s)
+	g := addGlanceFlags(s) // validate asks Glance about image_source
 	if err := s.parse(args); err != nil {
 		return err
 	}
 	cfg := f.config()
+	if err := g.setAPI(&cfg); err != nil {
+		return err
+	}
 	keys, err := f.signal.load()
 	if err != nil {
 		return err

@@ -27,6 +27,9 @@
 //	     and Redfish + virtual media (OVMF): the rescue
 //	     agent sets the rescue user, the disk is
 //	     untouched and boots again
+//	     a Glance image (qcow2 on Debian's glance-api)   deploy_glance_test.go
+//	     through the image cache, booted from disk; a
+//	     wrong os_hash_value fails the next deploy
 //
 // The stack under test is devstack's (docs/contributing.md, "Tests and the
 // stack harness"): `ironflow dev` in the lab (stack_test.go, startStack),

@@ -46,24 +46,7 @@ const imageServerPort = 8090
 // listener created inside the lab's namespace, until the test ends.
 func serveImage(t testing.TB, lab *Lab, path, name string) *imageServer {
 	t.Helper()
-	fd, err := lab.socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatalf("image server: socket in %s: %v", lab.Netns, err)
-	}
-	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-	sa := &syscall.SockaddrInet4{Port: imageServerPort}
-	copy(sa.Addr[:], net.ParseIP(LabAddress).To4())
-	if err := syscall.Bind(fd, sa); err != nil {
-		syscall.Close(fd)
-		t.Fatalf("image server: bind %s:%d: %v", LabAddress, imageServerPort, err)
-	}
-	if err := syscall.Listen(fd, 16); err != nil {
-		syscall.Close(fd)
-		t.Fatalf("image server: listen: %v", err)
-	}
-	f := os.NewFile(uintptr(fd), "image-server")
-	l, err := net.FileListener(f)
-	f.Close()
+	l, err := listenInLab(lab, imageServerPort)
 	if err != nil {
 		t.Fatalf("image server: %v", err)
 	}
@@ -104,6 +87,29 @@ func (s *imageServer) serve(w http.ResponseWriter, r *http.Request) {
 		out = &holdingWriter{ResponseWriter: w, hold: hold, ctx: r.Context()}
 	}
 	http.ServeContent(out, r, "", st.ModTime(), f)
+}
+
+// listenInLab is a TCP listener on LabAddress:port created inside the lab's
+// namespace, for a server of the test that the lab's machines reach.
+func listenInLab(lab *Lab, port int) (net.Listener, error) {
+	fd, err := lab.socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket in %s: %w", lab.Netns, err)
+	}
+	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	sa := &syscall.SockaddrInet4{Port: port}
+	copy(sa.Addr[:], net.ParseIP(LabAddress).To4())
+	if err := syscall.Bind(fd, sa); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("bind %s:%d: %w", LabAddress, port, err)
+	}
+	if err := syscall.Listen(fd, 16); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "lab-listener")
+	defer f.Close()
+	return net.FileListener(f)
 }
 
 // Gets is the number of GET requests the image has had.
