@@ -27,6 +27,9 @@
 //	     and Redfish + virtual media (OVMF): the rescue
 //	     agent sets the rescue user, the disk is
 //	     untouched and boots again
+//	     partition image in BIOS mode, IPMI + PXE         deploy_partition_image_bios_test.go
+//	     (SeaBIOS): MBR layout, GRUB in the MBR boots
+//	     the instance kernel from the boot partition
 //
 // The stack under test is devstack's (docs/contributing.md, "Tests and the
 // stack harness"): `ironflow dev` in the lab (stack_test.go, startStack),
