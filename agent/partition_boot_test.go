@@ -263,3 +263,76 @@ func TestPlanPartitionsBIOS(t *testing.T) {
 		t.Fatalf("BIOS MBR with boot, ephemeral, swap, config drive and root: %v", err)
 	}
 }
+
+// TestInstallBootloaderBIOSImageOwnKernel: in BIOS mode too, without
+// instance_info kernel and ramdisk, the boot partition gets the newest
+// kernel and initrd of the image's ext4 /boot, and grub.cfg boots them.
+func TestInstallBootloaderBIOSImageOwnKernel(t *testing.T) {
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("SKIP: mkfs.ext4 (e2fsprogs) is needed to build an ext4 root")
+	}
+	dir := grubImagesDir(t)
+	tmp := t.TempDir()
+	os.MkdirAll(tmp+"/tree/boot", 0o755)
+	files := map[string][]byte{"vmlinuz-6.1.0-9": []byte("old kernel"), "initrd.img-6.1.0-9": []byte("old initrd"),
+		"vmlinuz-6.1.0-10": bytes.Repeat([]byte("new kernel"), 5000), "initrd.img-6.1.0-10": bytes.Repeat([]byte("new initrd"), 8000)}
+	for n, b := range files {
+		os.WriteFile(tmp+"/tree/boot/"+n, b, 0o644)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-d", tmp+"/tree", tmp+"/root.img", "32M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v %s", err, out)
+	}
+	root, _ := os.ReadFile(tmp + "/root.img")
+	srv := newImageServer(t, map[string][]byte{"root.img": root})
+	api := newFakeAPI(t)
+	api.instance = map[string]any{"image_type": "partition", "image_source": srv.URL + "/root.img", "image_checksum": sha256hex(root),
+		"root_gb": 1, "capabilities": map[string]any{"boot_mode": "bios"}}
+	hw := newFileHardware(t, 2<<30)
+	_, c := startAgent(t, api, hw, func(cfg *Config) { cfg.GRUBDir = dir })
+	if _, err := runWriteImage(t, c, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.InstallBootloader(t.Context(), client.InstallBootloaderParams{TargetBootMode: "bios"})
+	if err == nil {
+		r, err = c.WaitCommand(t.Context(), r.ID, 10*time.Millisecond, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(r.CommandResult), "/boot/vmlinuz-6.1.0-10") {
+		t.Errorf("result %s names no kernel of the image", r.CommandResult)
+	}
+	f, err := os.Open(hw.path(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	target, err := findPartitionBootTarget(fileDevice{File: f, size: 2 << 30}, "bios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fat32.Read(fatStorage{&diskFile{Device: fileDevice{File: f, size: 2 << 30}}}, target.Boot.Size, target.Boot.Start, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string][]byte{"/vmlinuz": files["vmlinuz-6.1.0-10"], "/initrd": files["initrd.img-6.1.0-10"]} {
+		fh, err := fs.OpenFile(p, os.O_RDONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := io.ReadAll(fh); !bytes.Equal(got, want) {
+			t.Errorf("%s on the boot partition: %d bytes, want the image's newest (%d bytes)", p, len(got), len(want))
+		}
+	}
+	fh, err := fs.OpenFile(grub.ConfigPath, os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := io.ReadAll(fh)
+	if want := "linux /vmlinuz root=PARTUUID=" + target.RootUUID + " ro console=tty0 console=ttyS0,115200n8\n"; !strings.Contains(string(cfg), want) {
+		t.Errorf("grub.cfg\n%s\nwants %q (the default command line)", cfg, want)
+	}
+	if !strings.HasSuffix(target.RootUUID, "-02") {
+		t.Errorf("root PARTUUID %s: root is partition 2 of the MBR", target.RootUUID)
+	}
+}
