@@ -84,6 +84,10 @@ type Config struct {
 	// on a partition image's ESP (DefaultSystemdBoot, which the ramdisk
 	// builder copies from the build host).
 	SystemdBoot string
+	// GRUBDir holds GRUB's boot.img and the core images install_bootloader
+	// embeds for a partition image in BIOS boot mode (DefaultGRUBDir,
+	// where the ramdisk builder puts them).
+	GRUBDir string
 }
 
 // Agent is one running agent.
@@ -151,6 +155,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.SystemdBoot == "" {
 		cfg.SystemdBoot = DefaultSystemdBoot
+	}
+	if cfg.GRUBDir == "" {
+		cfg.GRUBDir = DefaultGRUBDir
 	}
 	if cfg.LookupBackoffMax == 0 {
 		cfg.LookupBackoffMax = DefaultLookupBackoffMax

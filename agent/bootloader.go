@@ -48,7 +48,7 @@ func findESP(dev Device) (UEFIPartition, error) {
 // UEFI machine it registers the image's removable-media loader as the first
 // boot entry, so the machine boots the disk even if the firmware does not
 // scan it; on BIOS the image's own boot code is all there is. Partition
-// images get systemd-boot (partition_boot.go).
+// images get systemd-boot or GRUB (partition_boot.go).
 func (a *Agent) installBootloader(ctx context.Context, _ *command, raw json.RawMessage) (any, error) {
 	var p struct {
 		TargetBootMode string `json:"target_boot_mode"`

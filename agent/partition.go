@@ -32,7 +32,10 @@ import (
 // The layout, in Ironic's order, each partition aligned to 1 MiB:
 //
 //  1. an EFI system partition (UEFI boot mode), efiSystemPartitionMB, FAT32;
-//     or a BIOS boot partition (BIOS boot mode on a GPT), 1 MiB;
+//     in BIOS boot mode, on a GPT a BIOS boot partition (1 MiB, where GRUB's
+//     core.img goes; on an MBR core.img goes in the gap before 1 MiB), then
+//     a boot partition, bootPartitionMB, FAT32, for the kernel, initramfs
+//     and grub.cfg (partition_boot.go);
 //  2. ephemeral (ephemeral_mb / ephemeral_gb), if asked;
 //  3. swap (swap_mb), if asked;
 //  4. the config drive (configdrive given), 64 MiB or the drive's size;
@@ -46,10 +49,14 @@ const (
 	efiSystemPartitionMB = 550
 	// biosBootPartitionMB is ironic-lib's bios_boot_partition_size.
 	biosBootPartitionMB = 1
-	mib                 = 1 << 20
+	// bootPartitionMB is the BIOS boot mode's FAT partition: room for a
+	// kernel and a distribution's initramfs (60–100 MiB) several times.
+	bootPartitionMB = 512
+	mib             = 1 << 20
 	// Partition names on a GPT (labels on an MBR's filesystems).
 	partNameESP       = "efi-system"
 	partNameBIOSBoot  = "bios-boot"
+	partNameBoot      = "boot"
 	partNameEphemeral = "ephemeral0"
 	partNameSwap      = "swap1"
 	partNameRoot      = "root"
@@ -258,8 +265,11 @@ func planPartitions(p partitionParams, diskSize, configDriveBytes int64) ([]plan
 	var ws []want
 	if p.BootMode == "uefi" {
 		ws = append(ws, want{partNameESP, efiSystemPartitionMB})
-	} else if p.DiskLabel == "gpt" {
-		ws = append(ws, want{partNameBIOSBoot, biosBootPartitionMB})
+	} else {
+		if p.DiskLabel == "gpt" {
+			ws = append(ws, want{partNameBIOSBoot, biosBootPartitionMB})
+		}
+		ws = append(ws, want{partNameBoot, bootPartitionMB})
 	}
 	if p.EphemeralMB > 0 {
 		ws = append(ws, want{partNameEphemeral, p.EphemeralMB})
@@ -319,6 +329,9 @@ func writePartitionTable(dev Device, p partitionParams, parts []plannedPartition
 				typ = gpt.EFISystemPartition
 			case partNameBIOSBoot:
 				typ = gpt.BIOSBoot
+			case partNameBoot:
+				// The Boot Loader Specification's XBOOTLDR partition.
+				typ = gpt.LinuxExtendedBoot
 			case partNameSwap:
 				typ = gpt.LinuxSwap
 			}
@@ -340,15 +353,32 @@ func writePartitionTable(dev Device, p partitionParams, parts []plannedPartition
 			typ = mbr.EFISystem
 		case partNameSwap:
 			typ = mbr.LinuxSwap
+		case partNameBoot:
+			typ = mbrExtendedBoot
 		}
 		t.Partitions = append(t.Partitions, &mbr.Partition{Index: pp.Number, Type: typ, Bootable: pp.Role == partNameRoot,
 			Start: uint32(pp.Start / sectorSize), Size: uint32(pp.Size / sectorSize)})
+	}
+	// go-diskfs writes the table only: sector 0's boot code area is
+	// cleared (GRUB's boot.img replaces it in BIOS boot mode) and gets a
+	// new disk signature, which names the partitions (root=PARTUUID=
+	// <signature>-<number>).
+	head := make([]byte, 446)
+	for binary.LittleEndian.Uint32(head[440:]) == 0 {
+		_, _ = rand.Read(head[440:444])
+	}
+	if _, err := dev.WriteAt(head, 0); err != nil {
+		return fmt.Errorf("write the MBR: %w", err)
 	}
 	if err := t.Write(&diskFile{Device: dev}, size); err != nil {
 		return fmt.Errorf("write the MBR: %w", err)
 	}
 	return nil
 }
+
+// mbrExtendedBoot is the MBR type of the Boot Loader Specification's
+// XBOOTLDR partition (0xea).
+const mbrExtendedBoot mbr.Type = 0xea
 
 // existingLayout reads the partitions of the disk's table for a rebuild
 // with preserve_ephemeral, matched to the roles the plan gives them.
@@ -493,6 +523,11 @@ func preparePartitions(dev Device, p partitionParams, configDriveBytes int64) ([
 	}
 	if esp := roleOf(plan, partNameESP); esp != nil {
 		if _, err := makeFAT32(dev, *esp, "EFI"); err != nil {
+			return nil, err
+		}
+	}
+	if boot := roleOf(plan, partNameBoot); boot != nil {
+		if _, err := makeFAT32(dev, *boot, "BOOT"); err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,35 +16,51 @@ import (
 	"github.com/diskfs/go-diskfs/filesystem/ext4"
 	"github.com/diskfs/go-diskfs/filesystem/fat32"
 	"github.com/diskfs/go-diskfs/partition/gpt"
+	"github.com/diskfs/go-diskfs/partition/mbr"
+
+	"github.com/ironflow/ironflow/agent/grub"
 )
 
 // The bootloader of a partition image.
 //
 // Ironic installs GRUB from the deployed image's chroot (IPA's
 // image.install_bootloader runs grub-install and grub-mkconfig inside the
-// root filesystem). ironflow's agent is one static binary without GRUB, a
-// chroot or the image's filesystem drivers, so it installs systemd-boot
-// instead, which needs nothing but files on the FAT EFI system partition:
+// root filesystem). ironflow's agent is one static binary without a
+// chroot, the image's tools or its filesystem drivers, so it installs a
+// bootloader that needs nothing from the image but its kernel, kept with
+// the kernel and the initramfs on a FAT partition the agent writes with
+// go-diskfs:
 //
-//   - \EFI\BOOT\BOOTX64.EFI and \EFI\systemd\systemd-bootx64.efi: systemd-boot
-//     (Debian's systemd-boot-efi, carried by the ramdisk);
-//   - \vmlinuz and \initrd: instance_info/kernel and instance_info/ramdisk,
-//     downloaded by the agent; without them, the image's own, copied from
-//     an ext4 root's /boot (go-diskfs reads ext4; XFS and btrfs roots need
-//     kernel and ramdisk given);
-//   - \loader\loader.conf and \loader\entries\ironflow.conf: one entry (Boot
-//     Loader Specification, type 1) booting them with
-//     root=PARTUUID=<root partition> plus instance_info/kernel_append_params.
+//   - UEFI: systemd-boot on the EFI system partition, \EFI\BOOT\BOOTX64.EFI
+//     and \EFI\systemd\systemd-bootx64.efi (Debian's systemd-boot-efi,
+//     carried by the ramdisk), with \loader\loader.conf and
+//     \loader\entries\ironflow.conf, one entry (Boot Loader Specification,
+//     type 1) booting \vmlinuz and \initrd;
+//   - BIOS: GRUB 2 (Debian's grub-pc-bin, 2.06): boot.img in the MBR and a
+//     core.img (made by grub-mkimage when the ramdisk is built, with every
+//     module it needs built in) in the MBR gap before 1 MiB on an MBR disk
+//     or in the BIOS boot partition on a GPT, patched as grub-bios-setup
+//     does (agent/grub); core.img reads /grub/grub.cfg from the boot
+//     partition of the disk it booted from (partition 1 of an MBR, 2 of a
+//     GPT), which boots /vmlinuz and /initrd there.
+//
+// The kernel and initramfs are instance_info/kernel and instance_info/ramdisk,
+// downloaded by the agent; without them, the image's own, copied from an
+// ext4 root's /boot (go-diskfs reads ext4; XFS and btrfs roots need kernel
+// and ramdisk given). The command line is root=PARTUUID=<root partition>
+// (on an MBR, <disk signature>-<partition number>) plus
+// instance_info/kernel_append_params, or defaultKernelAppend without them.
 //
 // The kernel is copied at deploy time: a kernel update inside the instance
 // does not change what boots until the instance installs its own
-// bootloader (or writes the ESP's files). BIOS boot (extlinux or GRUB in the
-// MBR gap) is not installed: the deploy fails in install_bootloader rather
-// than leave a machine that cannot boot.
+// bootloader (or rewrites the boot partition's files).
 const (
 	// DefaultSystemdBoot is where Debian's systemd-boot-efi puts the binary,
 	// and where the ramdisk carries it.
 	DefaultSystemdBoot = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
+	// DefaultGRUBDir is where the ramdisk carries GRUB's boot.img and the
+	// core images (agent/ramdisk).
+	DefaultGRUBDir = grub.DefaultDir
 	// partitionBootEntry is the loader entry's file name.
 	partitionBootEntry = "ironflow.conf"
 	// defaultKernelAppend is the command line without kernel_append_params:
@@ -53,56 +70,110 @@ const (
 
 // partitionBootTarget is what the bootloader of a partition image points at.
 type partitionBootTarget struct {
-	ESP      UEFIPartition
-	RootUUID string // PARTUUID of root
+	Label string // "gpt" or "msdos"
+	// Boot is the FAT partition with the kernel, the initramfs and the
+	// bootloader's configuration: the ESP (UEFI) or the boot partition
+	// (BIOS).
+	Boot     plannedPartition
+	ESP      UEFIPartition // UEFI
+	Embed    grub.Area     // BIOS: where core.img goes
+	RootUUID string        // PARTUUID of root
 	Root     plannedPartition
 }
 
-// findPartitionBootTarget finds the ESP and the root of a disk laid out by
-// write_image for a partition image.
-func findPartitionBootTarget(dev Device) (partitionBootTarget, error) {
-	t := readGPT(dev)
-	if t == nil {
-		return partitionBootTarget{}, errors.New("a UEFI partition image needs a GPT (disk_label gpt); the disk has none")
-	}
+// findPartitionBootTarget finds the boot partition, the root and, in BIOS
+// mode, the embedding area of a disk laid out by write_image for a
+// partition image.
+func findPartitionBootTarget(dev Device, bootMode string) (partitionBootTarget, error) {
 	var out partitionBootTarget
-	for _, p := range t.Partitions {
+	bootName, bootType := "an EFI system partition", gpt.EFISystemPartition
+	if bootMode == "bios" {
+		bootName, bootType = "a boot partition (type Linux extended boot)", gpt.LinuxExtendedBoot
+	}
+	if t := readGPT(dev); t != nil {
+		out.Label = "gpt"
+		for _, p := range t.Partitions {
+			pp := plannedPartition{Number: p.Index, Start: int64(p.Start) * sectorSize, Size: int64(p.End-p.Start+1) * sectorSize, GUID: p.GUID}
+			switch {
+			case p.Type == bootType:
+				pp.Role, out.Boot = partNameBoot, pp
+				out.ESP = UEFIPartition{Number: p.Index, StartLBA: p.Start, SizeLBA: p.End - p.Start + 1, GPT: true, PartGUID: p.GUID}
+			case p.Type == gpt.BIOSBoot:
+				out.Embed = grub.Area{Start: p.Start, Sectors: p.End - p.Start + 1}
+			case p.Name == partNameRoot:
+				pp.Role, out.Root = partNameRoot, pp
+				out.RootUUID = strings.ToLower(p.GUID)
+			}
+		}
+		if out.Boot.Number == 0 {
+			return out, fmt.Errorf("the GPT has no %s", strings.TrimPrefix(bootName, "a "))
+		}
+		if out.RootUUID == "" {
+			return out, fmt.Errorf("the GPT has no partition named %q", partNameRoot)
+		}
+		if bootMode == "bios" && out.Embed.Sectors == 0 {
+			return out, errors.New("the GPT has no BIOS boot partition for GRUB's core.img")
+		}
+		return out, nil
+	}
+	if bootMode != "bios" {
+		return out, errors.New("a UEFI partition image needs a GPT (disk_label gpt); the disk has none")
+	}
+	t := readMBR(dev)
+	if t == nil {
+		return out, errors.New("the disk has no partition table")
+	}
+	out.Label = "msdos"
+	sig := make([]byte, 4)
+	if _, err := dev.ReadAt(sig, 440); err != nil {
+		return out, fmt.Errorf("read the MBR disk signature: %w", err)
+	}
+	first := uint64(1 << 32)
+	for i, p := range t.Partitions {
+		if p.Type == mbr.Empty || p.Size == 0 {
+			continue
+		}
+		first = min(first, uint64(p.Start))
+		pp := plannedPartition{Number: i + 1, Start: int64(p.Start) * sectorSize, Size: int64(p.Size) * sectorSize}
 		switch {
-		case p.Type == gpt.EFISystemPartition:
-			out.ESP = UEFIPartition{Number: p.Index, StartLBA: p.Start, SizeLBA: p.End - p.Start + 1, GPT: true, PartGUID: p.GUID}
-		case p.Name == partNameRoot:
-			out.RootUUID = strings.ToLower(p.GUID)
-			out.Root = plannedPartition{Role: partNameRoot, Number: p.Index, Start: int64(p.Start) * sectorSize, Size: int64(p.End-p.Start+1) * sectorSize, GUID: p.GUID}
+		case p.Type == mbrExtendedBoot:
+			pp.Role, out.Boot = partNameBoot, pp
+		case p.Bootable:
+			// write_image marks root active (the only partition it marks).
+			pp.Role, out.Root = partNameRoot, pp
+			out.RootUUID = fmt.Sprintf("%08x-%02x", binary.LittleEndian.Uint32(sig), i+1)
 		}
 	}
-	if out.ESP.Number == 0 {
-		return out, errors.New("the GPT has no EFI system partition")
+	if out.Boot.Number == 0 {
+		return out, fmt.Errorf("the MBR has no boot partition (type %02x)", byte(mbrExtendedBoot))
 	}
 	if out.RootUUID == "" {
-		return out, fmt.Errorf("the GPT has no partition named %q", partNameRoot)
+		return out, errors.New("the MBR has no active (root) partition")
 	}
+	// The MBR gap: after sector 0, before the first partition.
+	out.Embed = grub.Area{Start: 1, Sectors: first - 1}
 	return out, nil
 }
 
-// fatWriteFile writes one file of the ESP from r.
+// fatWriteFile writes one file of a FAT partition from r.
 func fatWriteFile(fs *fat32.FileSystem, path string, r io.Reader) error {
 	if i := strings.LastIndex(path, "/"); i > 0 {
 		if err := fs.Mkdir(path[:i]); err != nil {
-			return fmt.Errorf("mkdir %s on the ESP: %w", path[:i], err)
+			return fmt.Errorf("mkdir %s on the boot partition: %w", path[:i], err)
 		}
 	}
 	f, err := fs.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC)
 	if err != nil {
-		return fmt.Errorf("create %s on the ESP: %w", path, err)
+		return fmt.Errorf("create %s on the boot partition: %w", path, err)
 	}
 	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
-		return fmt.Errorf("write %s on the ESP: %w", path, err)
+		return fmt.Errorf("write %s on the boot partition: %w", path, err)
 	}
 	return f.Close()
 }
 
-// fetchTo streams an http(s) URL into a file of the ESP.
+// fetchTo streams an http(s) URL into a file of a FAT partition.
 func (a *Agent) fetchTo(ctx context.Context, fs *fat32.FileSystem, path, u string) error {
 	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return fmt.Errorf("%s %s is not an http(s) URL", strings.TrimPrefix(path, "/"), redactURL(u))
@@ -122,30 +193,92 @@ func (a *Agent) fetchTo(ctx context.Context, fs *fat32.FileSystem, path, u strin
 	return fatWriteFile(fs, path, resp.Body)
 }
 
-// installPartitionBootloader is install_bootloader for a partition image:
-// systemd-boot on the ESP with an entry for the instance's kernel and
-// ramdisk (see the comment at the top of this file).
-func (a *Agent) installPartitionBootloader(ctx context.Context, bd BlockDevice, dev Device, inst map[string]any, bootMode string) (string, error) {
-	if bootMode == "bios" {
-		return "", errors.New("partition images boot in UEFI mode only: ironflow's agent installs systemd-boot on the EFI system partition and no BIOS bootloader; deploy in UEFI boot mode or use a whole-disk image")
+// grubFiles are the ramdisk's GRUB boot.img and the core image for label.
+func (a *Agent) grubFiles(label string) (boot, core []byte, err error) {
+	missing := func(err error) error {
+		return fmt.Errorf("the ramdisk carries no GRUB for BIOS boot (it was built without Debian's grub-pc-bin): %w; rebuild it with grub-pc-bin installed (make ramdisk) or deploy in UEFI boot mode", err)
 	}
+	if boot, err = os.ReadFile(filepath.Join(a.cfg.GRUBDir, grub.BootImage)); err != nil {
+		return nil, nil, missing(err)
+	}
+	if core, err = os.ReadFile(filepath.Join(a.cfg.GRUBDir, grub.CoreImage(label))); err != nil {
+		return nil, nil, missing(err)
+	}
+	return boot, core, nil
+}
+
+// partitionKernelCmdline is the instance's command line: its root by
+// PARTUUID, then kernel_append_params or defaultKernelAppend.
+func partitionKernelCmdline(rootUUID string, inst map[string]any) string {
+	if extra := str(inst, "kernel_append_params"); extra != "" {
+		return "root=PARTUUID=" + rootUUID + " " + extra
+	}
+	return "root=PARTUUID=" + rootUUID + " " + defaultKernelAppend
+}
+
+// grubConfig is the grub.cfg booting /vmlinuz and /initrd of the boot
+// partition (core.img's prefix is that partition) with cmdline. Each word
+// of the command line is one argument of GRUB's linux command, quoted for
+// GRUB's shell-like parser when it holds anything but plain characters.
+// GRUB's console is mirrored on the first serial port, as cloud images
+// configure it.
+func grubConfig(cmdline string) string {
+	var args []string
+	for _, w := range strings.Fields(cmdline) {
+		if strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789=,._:/+-@") != "" {
+			w = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+		args = append(args, w)
+	}
+	return "# Written by ironflow's agent: the partition image's kernel and initramfs\n" +
+		"# on this partition; core.img (in the MBR gap or the BIOS boot partition)\n" +
+		"# reads this file.\n" +
+		"serial --unit=0 --speed=115200\n" +
+		"terminal_input console serial\n" +
+		"terminal_output console serial\n" +
+		"set timeout=0\n" +
+		"set default=0\n" +
+		"menuentry 'ironflow instance' {\n" +
+		"\tlinux /vmlinuz " + strings.Join(args, " ") + "\n" +
+		"\tinitrd /initrd\n" +
+		"}\n"
+}
+
+// installPartitionBootloader is install_bootloader for a partition image:
+// systemd-boot on the ESP (UEFI) or GRUB (BIOS) booting the instance's
+// kernel and ramdisk (see the comment at the top of this file). What the
+// bootloader needs is checked before anything is written.
+func (a *Agent) installPartitionBootloader(ctx context.Context, bd BlockDevice, dev Device, inst map[string]any, bootMode string) (string, error) {
 	kernel, ramdisk := str(inst, "kernel"), str(inst, "ramdisk")
 	if (kernel == "") != (ramdisk == "") {
 		return "", errors.New("instance_info has one of kernel and ramdisk: a partition image boots both, or the image's own")
 	}
-	boot, err := os.Open(a.cfg.SystemdBoot)
-	if err != nil {
-		return "", fmt.Errorf("the ramdisk carries no systemd-boot (%s): %w", a.cfg.SystemdBoot, err)
-	}
-	defer boot.Close()
-	target, err := findPartitionBootTarget(dev)
+	target, err := findPartitionBootTarget(dev, bootMode)
 	if err != nil {
 		return "", err
 	}
-	esp := target.ESP
-	fs, err := fat32.Read(fatStorage{&diskFile{Device: dev}}, int64(esp.SizeLBA)*sectorSize, int64(esp.StartLBA)*sectorSize, sectorSize)
+	var sdboot *os.File
+	var grubBoot, grubCore []byte
+	if bootMode == "bios" {
+		if target.Boot.Number != grub.BootPartition(target.Label) {
+			return "", fmt.Errorf("the boot partition is number %d, where GRUB's core image for %s disks reads partition %d", target.Boot.Number, target.Label, grub.BootPartition(target.Label))
+		}
+		if grubBoot, grubCore, err = a.grubFiles(target.Label); err != nil {
+			return "", err
+		}
+		// Fail before writing: Setup checks the area against core.img.
+		if _, _, err := grub.Images(grubBoot, grubCore, target.Embed, func(b []byte) error { _, err := dev.ReadAt(b, 0); return err }); err != nil {
+			return "", fmt.Errorf("GRUB's core.img: %w", err)
+		}
+	} else {
+		if sdboot, err = os.Open(a.cfg.SystemdBoot); err != nil {
+			return "", fmt.Errorf("the ramdisk carries no systemd-boot (%s): %w", a.cfg.SystemdBoot, err)
+		}
+		defer sdboot.Close()
+	}
+	fs, err := fat32.Read(fatStorage{&diskFile{Device: dev}}, target.Boot.Size, target.Boot.Start, sectorSize)
 	if err != nil {
-		return "", fmt.Errorf("read the FAT of the EFI system partition: %w", err)
+		return "", fmt.Errorf("read the FAT of partition %d: %w", target.Boot.Number, err)
 	}
 	if kernel != "" {
 		if err := a.fetchTo(ctx, fs, "/vmlinuz", kernel); err != nil {
@@ -161,18 +294,35 @@ func (a *Agent) installPartitionBootloader(ctx context.Context, bd BlockDevice, 
 		}
 		kernel = "the image's " + k + " (" + r + ")"
 	}
-	if err := fatWriteFile(fs, "/EFI/systemd/systemd-bootx64.efi", boot); err != nil {
+	cmdline := partitionKernelCmdline(target.RootUUID, inst)
+	if bootMode == "bios" {
+		if err := fatWriteFile(fs, grub.ConfigPath, strings.NewReader(grubConfig(cmdline))); err != nil {
+			return "", err
+		}
+		if err := fixFAT32(dev, target.Boot.Start); err != nil {
+			return "", fmt.Errorf("the boot partition: %w", err)
+		}
+		if err := grub.Setup(dev, grubBoot, grubCore, target.Embed); err != nil {
+			return "", fmt.Errorf("install GRUB's boot code: %w", err)
+		}
+		if err := dev.Sync(); err != nil {
+			return "", fmt.Errorf("flush %s: %w", bd.Name, err)
+		}
+		where := "the MBR gap"
+		if target.Label == "gpt" {
+			where = "the BIOS boot partition"
+		}
+		return fmt.Sprintf("GRUB installed on %s (boot.img in the MBR, core.img in %s, grub.cfg on partition %d), booting %s with %q", bd.Name, where, target.Boot.Number, redactURL(kernel), cmdline), nil
+	}
+	esp := target.ESP
+	if err := fatWriteFile(fs, "/EFI/systemd/systemd-bootx64.efi", sdboot); err != nil {
 		return "", err
 	}
-	if _, err := boot.Seek(0, io.SeekStart); err != nil {
+	if _, err := sdboot.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
-	if err := fatWriteFile(fs, "/EFI/BOOT/BOOTX64.EFI", boot); err != nil {
+	if err := fatWriteFile(fs, "/EFI/BOOT/BOOTX64.EFI", sdboot); err != nil {
 		return "", err
-	}
-	cmdline := "root=PARTUUID=" + target.RootUUID + " " + defaultKernelAppend
-	if extra := str(inst, "kernel_append_params"); extra != "" {
-		cmdline = "root=PARTUUID=" + target.RootUUID + " " + extra
 	}
 	entry := "title ironflow instance\nlinux /vmlinuz\ninitrd /initrd\noptions " + cmdline + "\n"
 	if err := fatWriteFile(fs, "/loader/entries/"+partitionBootEntry, strings.NewReader(entry)); err != nil {
@@ -181,7 +331,7 @@ func (a *Agent) installPartitionBootloader(ctx context.Context, bd BlockDevice, 
 	if err := fatWriteFile(fs, "/loader/loader.conf", strings.NewReader("default "+partitionBootEntry+"\ntimeout 0\n")); err != nil {
 		return "", err
 	}
-	if err := fixFAT32(dev, int64(esp.StartLBA)*sectorSize); err != nil {
+	if err := fixFAT32(dev, target.Boot.Start); err != nil {
 		return "", fmt.Errorf("the EFI system partition: %w", err)
 	}
 	if err := dev.Sync(); err != nil {

@@ -74,9 +74,9 @@ func TestWritePartitionImageLayout(t *testing.T) {
 	}{
 		{"uefi gpt", "uefi", "gpt", []string{"C12A7328-F81F-11D2-BA4B-00A0C93EC93B", "0FC63DAF-8483-4772-8E79-3D69D8477DE4", "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F", "0FC63DAF-8483-4772-8E79-3D69D8477DE4", "0FC63DAF-8483-4772-8E79-3D69D8477DE4"},
 			[]string{partNameESP, partNameEphemeral, partNameSwap, configdrive.Label, partNameRoot}, true},
-		{"bios gpt", "bios", "gpt", []string{"21686148-6449-6E6F-744E-656564454649", "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F", "0FC63DAF-8483-4772-8E79-3D69D8477DE4", "0FC63DAF-8483-4772-8E79-3D69D8477DE4"},
-			[]string{partNameBIOSBoot, partNameSwap, configdrive.Label, partNameRoot}, false},
-		{"bios msdos", "bios", "", []string{"82", "83", "83"}, []string{partNameSwap, configdrive.Label, partNameRoot}, false},
+		{"bios gpt", "bios", "gpt", []string{"21686148-6449-6E6F-744E-656564454649", "BC13C2FF-59E6-4262-A352-B275FD6F7172", "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F", "0FC63DAF-8483-4772-8E79-3D69D8477DE4", "0FC63DAF-8483-4772-8E79-3D69D8477DE4"},
+			[]string{partNameBIOSBoot, partNameBoot, partNameSwap, configdrive.Label, partNameRoot}, false},
+		{"bios msdos", "bios", "", []string{"ea", "82", "83", "83"}, []string{partNameBoot, partNameSwap, configdrive.Label, partNameRoot}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newImageServer(t, map[string][]byte{"root.img": root})
@@ -111,7 +111,7 @@ func TestWritePartitionImageLayout(t *testing.T) {
 			if len(got) != len(tc.types) {
 				t.Fatalf("%d partitions, want %d: %+v", len(got), len(tc.types), got)
 			}
-			sizes := map[string]int64{partNameESP: efiSystemPartitionMB << 20, partNameBIOSBoot: 1 << 20, partNameEphemeral: 1 << 30,
+			sizes := map[string]int64{partNameESP: efiSystemPartitionMB << 20, partNameBIOSBoot: 1 << 20, partNameBoot: 512 << 20, partNameEphemeral: 1 << 30,
 				partNameSwap: 64 << 20, configdrive.Label: configDrivePartSize, partNameRoot: 1 << 30}
 			at := map[string]int64{}
 			for i, p := range got {
@@ -148,6 +148,8 @@ func TestWritePartitionImageLayout(t *testing.T) {
 				if typ := blkidType(t, hw.path(0), at[partNameESP], sizes[partNameESP]); typ != "vfat" {
 					t.Errorf("blkid finds %q on the ESP, want vfat", typ)
 				}
+			} else if typ := blkidType(t, hw.path(0), at[partNameBoot], sizes[partNameBoot]); typ != "vfat" {
+				t.Errorf("blkid finds %q on the boot partition, want vfat", typ)
 			}
 			if tc.ephemeral {
 				if _, err := exec.LookPath("fsck.vfat"); err == nil {
@@ -357,13 +359,14 @@ func TestInstallBootloaderPartitionImage(t *testing.T) {
 		}
 	}
 
-	// BIOS: refused with the reason, rather than an unbootable disk.
+	// BIOS boot code on a disk laid out for UEFI: refused with the reason,
+	// rather than an unbootable disk.
 	r, err = c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "bios"})
 	if err == nil {
 		_, err = c.WaitCommand(ctx, r.ID, 10*time.Millisecond, nil)
 	}
-	if err == nil || !strings.Contains(err.Error(), "UEFI mode only") {
-		t.Fatalf("BIOS install_bootloader of a partition image: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "the GPT has no boot partition") {
+		t.Fatalf("BIOS install_bootloader of a partition image laid out for UEFI: %v", err)
 	}
 }
 
@@ -439,7 +442,7 @@ func openESP(t *testing.T, path string, size int64) (*os.File, partitionBootTarg
 	}
 	t.Cleanup(func() { f.Close() })
 	dev := fileDevice{File: f, size: size}
-	target, err := findPartitionBootTarget(dev)
+	target, err := findPartitionBootTarget(dev, "uefi")
 	if err != nil {
 		t.Fatal(err)
 	}

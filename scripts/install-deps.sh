@@ -30,6 +30,7 @@ if [[ "$what" == test ]]; then
 		[xorriso]=xorriso
 		[zstd]=zstd
 		[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
+		[/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
 		[/usr/bin/baremetal]=python3-ironicclient
 		[/usr/bin/openstack]=python3-openstackclient
 		# Nova's own ironic driver as the client (tests/nova_driver_test.go);

@@ -1,7 +1,9 @@
 // Package ramdisk builds ironflow's agent ramdisk: a gzip-compressed
 // newc cpio with the static agent as /init, a /dev/console node, the kernel
 // modules the agent may need (network, storage, virtio, RNG, EFI, IPMI) with
-// their dependencies, and the module alias index (agent/kmod). The build is
+// their dependencies, the module alias index (agent/kmod), and the
+// bootloaders the agent installs for partition images: systemd-boot (UEFI)
+// and GRUB's boot.img with core images made here (BIOS, agent/grub). The build is
 // reproducible (sorted entries, fixed times) and skipped when its inputs did
 // not change.
 package ramdisk
@@ -16,17 +18,19 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/cavaliergopher/cpio"
+	"github.com/ironflow/ironflow/agent/grub"
 	"github.com/ironflow/ironflow/agent/kmod"
 	"github.com/klauspost/compress/gzip"
 )
 
 // builderVersion changes when the layout changes, invalidating caches.
-const builderVersion = "ironflow-ramdisk-1"
+const builderVersion = "ironflow-ramdisk-2"
 
 // DefaultModules are the modules (by name; dependencies follow) the agent
 // may need on real and virtual machines.
@@ -64,6 +68,13 @@ type Options struct {
 	// means DefaultSystemdBoot when the build host has it (Debian's
 	// systemd-boot-efi), "-" none.
 	SystemdBoot string
+	// GRUBDir holds GRUB's i386-pc boot.img and modules (Debian's
+	// grub-pc-bin, grub.DefaultDir): the build makes the core images the
+	// agent installs for partition images in BIOS boot mode with
+	// grub-mkimage and carries them with boot.img at grub.DefaultDir.
+	// Empty means none: such a ramdisk deploys partition images in UEFI
+	// boot mode only.
+	GRUBDir string
 }
 
 // DefaultSystemdBoot is where Debian's systemd-boot-efi installs the binary
@@ -114,6 +125,12 @@ func Build(o Options) (Result, error) {
 			return res, fmt.Errorf("read systemd-boot: %w", err)
 		}
 	}
+	var grubFiles map[string][]byte
+	if o.GRUBDir != "" {
+		if grubFiles, err = grubImages(o.GRUBDir); err != nil {
+			return res, err
+		}
+	}
 	wanted := o.Modules
 	if wanted == nil {
 		wanted = DefaultModules
@@ -126,6 +143,9 @@ func Build(o Options) (Result, error) {
 	fmt.Fprintf(h, "%s\n%s\n%s\n", builderVersion, version, strings.Join(wanted, ","))
 	h.Write(agentData)
 	h.Write(sdboot)
+	for _, n := range []string{grub.BootImage, grub.CoreImageMSDOS, grub.CoreImageGPT} {
+		h.Write(grubFiles[n])
+	}
 	key := hex.EncodeToString(h.Sum(nil))
 	stamp := filepath.Join(o.OutDir, ".inputs")
 	if !o.Force {
@@ -163,6 +183,9 @@ func Build(o Options) (Result, error) {
 	if sdboot != nil {
 		files[strings.TrimPrefix(DefaultSystemdBoot, "/")] = sdboot
 	}
+	for n, b := range grubFiles {
+		files[strings.TrimPrefix(path.Join(grub.DefaultDir, n), "/")] = b
+	}
 	modPrefix := "lib/modules/" + version + "/"
 	files[modPrefix+kmod.IndexFile] = index
 	for _, n := range closure {
@@ -179,6 +202,38 @@ func Build(o Options) (Result, error) {
 		return res, err
 	}
 	return res, os.WriteFile(stamp, []byte(key), 0o644)
+}
+
+// grubImages reads boot.img from dir and makes the two core images with
+// grub-mkimage (agent/grub says what they hold).
+func grubImages(dir string) (map[string][]byte, error) {
+	missing := func(err error) error {
+		return fmt.Errorf("the BIOS bootloader of partition images needs GRUB's i386-pc images and grub-mkimage (Debian's grub-pc-bin; scripts/install-deps.sh installs it), or build without it (mkramdisk -grub ''), a ramdisk that deploys partition images in UEFI boot mode only: %w", err)
+	}
+	boot, err := os.ReadFile(filepath.Join(dir, grub.BootImage))
+	if err != nil {
+		return nil, missing(err)
+	}
+	mkimage, err := exec.LookPath("grub-mkimage")
+	if err != nil {
+		return nil, missing(err)
+	}
+	tmp, err := os.MkdirTemp("", "ironflow-grub-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	files := map[string][]byte{grub.BootImage: boot}
+	for _, label := range []string{"msdos", "gpt"} {
+		out := filepath.Join(tmp, grub.CoreImage(label))
+		if b, err := exec.Command(mkimage, grub.MkImageArgs(dir, label, out)...).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("grub-mkimage for %s disks: %w\n%s", label, err, b)
+		}
+		if files[grub.CoreImage(label)], err = os.ReadFile(out); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }
 
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }

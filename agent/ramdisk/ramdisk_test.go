@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow/agent/grub"
 	"github.com/ironflow/ironflow/agent/kmod"
 	"github.com/ironflow/ironflow/agent/ramdisk"
 	"github.com/klauspost/compress/gzip"
@@ -51,15 +53,17 @@ func readNewc(t *testing.T, b []byte) map[string]newcEntry {
 	return out
 }
 
-func TestBuildReproducibleAndComplete(t *testing.T) {
+// smallKernelTree copies virtio_net and its dependencies, virtio_blk and an
+// unrelated module from .data/kernel into a kernel directory.
+func smallKernelTree(t *testing.T) (kdir, version string) {
+	t.Helper()
 	src := filepath.Join("..", "..", ".data", "kernel")
 	v, err := os.ReadFile(filepath.Join(src, "version"))
 	if err != nil {
 		t.Skip("SKIP: no kernel in .data/kernel (run scripts/fetch-kernel.sh)")
 	}
-	version := strings.TrimSpace(string(v))
-	// A small kernel tree: virtio_net and its dependencies plus an unrelated module.
-	kdir := t.TempDir()
+	version = strings.TrimSpace(string(v))
+	kdir = t.TempDir()
 	os.WriteFile(filepath.Join(kdir, "version"), v, 0o644)
 	os.WriteFile(filepath.Join(kdir, "vmlinuz"), []byte("kernel"), 0o644)
 	for _, m := range []string{"drivers/net/virtio_net.ko", "drivers/net/net_failover.ko", "net/core/failover.ko", "drivers/virtio/virtio.ko", "drivers/virtio/virtio_ring.ko", "drivers/block/virtio_blk.ko", "fs/fuse/fuse.ko"} {
@@ -71,6 +75,11 @@ func TestBuildReproducibleAndComplete(t *testing.T) {
 		os.MkdirAll(filepath.Dir(dst), 0o755)
 		os.WriteFile(dst, b, 0o644)
 	}
+	return kdir, version
+}
+
+func TestBuildReproducibleAndComplete(t *testing.T) {
+	kdir, version := smallKernelTree(t)
 	agentBin := filepath.Join(t.TempDir(), "agent")
 	os.WriteFile(agentBin, []byte("#!agent"), 0o755)
 	opts := ramdisk.Options{KernelDir: kdir, Agent: agentBin, Modules: []string{"virtio_net", "virtio_blk"}}
@@ -124,5 +133,49 @@ func TestBuildReproducibleAndComplete(t *testing.T) {
 	}
 	if got := ix.Match("virtio:d00000002v00001AF4"); len(got) != 1 || got[0] != "virtio_blk" {
 		t.Fatalf("index match for a virtio disk: %v", got)
+	}
+}
+
+// TestBuildCarriesGRUB: with GRUBDir, the ramdisk carries boot.img and the
+// two core images the agent installs for BIOS partition images, each with
+// its prefix; without grub-pc-bin the build fails saying so.
+func TestBuildCarriesGRUB(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(grub.DefaultDir, grub.BootImage)); err != nil {
+		t.Skip("SKIP: GRUB's i386-pc images are not installed (Debian's grub-pc-bin)")
+	}
+	if _, err := exec.LookPath("grub-mkimage"); err != nil {
+		t.Skip("SKIP: grub-mkimage is not installed (Debian's grub-common)")
+	}
+	kdir, _ := smallKernelTree(t)
+	agentBin := filepath.Join(t.TempDir(), "agent")
+	os.WriteFile(agentBin, []byte("#!agent"), 0o755)
+	opts := ramdisk.Options{KernelDir: kdir, Agent: agentBin, Modules: []string{"virtio_blk"}, OutDir: t.TempDir(), GRUBDir: grub.DefaultDir, SystemdBoot: "-"}
+	res, err := ramdisk.Build(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(res.Initramfs)
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(zr)
+	ents := readNewc(t, raw)
+	dir := strings.TrimPrefix(grub.DefaultDir, "/") + "/"
+	boot, _ := os.ReadFile(filepath.Join(grub.DefaultDir, grub.BootImage))
+	if !bytes.Equal(ents[dir+grub.BootImage].data, boot) {
+		t.Errorf("%s%s is not grub-pc-bin's boot.img", dir, grub.BootImage)
+	}
+	diskboot, _ := os.ReadFile(filepath.Join(grub.DefaultDir, "diskboot.img"))
+	for _, label := range []string{"msdos", "gpt"} {
+		core := ents[dir+grub.CoreImage(label)].data
+		if len(core) < 2048 || !bytes.Equal(core[:0x100], diskboot[:0x100]) {
+			t.Errorf("%s%s (%d bytes) is not a core image starting with diskboot.img", dir, grub.CoreImage(label), len(core))
+		}
+	}
+
+	opts.GRUBDir, opts.OutDir = t.TempDir(), t.TempDir()
+	if _, err := ramdisk.Build(opts); err == nil || !strings.Contains(err.Error(), "grub-pc-bin") {
+		t.Fatalf("build without GRUB's images: %v, want an error naming grub-pc-bin", err)
 	}
 }

@@ -30,6 +30,9 @@
 //	     a Glance image (qcow2 on Debian's glance-api)   deploy_glance_test.go
 //	     through the image cache, booted from disk; a
 //	     wrong os_hash_value fails the next deploy
+//	     partition image in BIOS mode, IPMI + PXE         deploy_partition_image_bios_test.go
+//	     (SeaBIOS): MBR layout, GRUB in the MBR boots
+//	     the instance kernel from the boot partition
 //
 // The stack under test is devstack's (docs/contributing.md, "Tests and the
 // stack harness"): `ironflow dev` in the lab (stack_test.go, startStack),

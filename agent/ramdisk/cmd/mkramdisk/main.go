@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ironflow/ironflow/agent/grub"
 	"github.com/ironflow/ironflow/agent/ramdisk"
 )
 
@@ -15,9 +16,10 @@ func main() {
 	kernel := flag.String("kernel", ".data/kernel", "directory with vmlinuz, version and modules/ (scripts/fetch-kernel.sh)")
 	out := flag.String("out", ".data/ramdisk", "output directory")
 	agentBin := flag.String("agent", "", "prebuilt static agent binary (default: build ./cmd/ironflow-agent)")
+	grubDir := flag.String("grub", grub.DefaultDir, "GRUB's i386-pc boot.img and modules (Debian's grub-pc-bin), for partition images in BIOS boot mode; empty: none (such partition images deploy in UEFI mode only)")
 	force := flag.Bool("force", false, "rebuild even when inputs are unchanged")
 	flag.Parse()
-	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force})
+	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force, GRUBDir: *grubDir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkramdisk:", err)
 		os.Exit(1)
