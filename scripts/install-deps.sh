@@ -10,6 +10,10 @@ what="${1:-test}"
 # command-or-path → Debian package
 declare -A need=(
 	[/usr/lib/postgresql]=postgresql
+	# The agent ramdisk carries the bootloaders it installs for partition
+	# images: systemd-boot (UEFI) and GRUB's BIOS images (grub-mkimage).
+	[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
+	[/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
 )
 if [[ "$what" == test ]]; then
 	need+=(
@@ -29,8 +33,6 @@ if [[ "$what" == test ]]; then
 		[cpio]=cpio
 		[xorriso]=xorriso
 		[zstd]=zstd
-		[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
-		[/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
 		[/usr/bin/baremetal]=python3-ironicclient
 		[/usr/bin/openstack]=python3-openstackclient
 		# Nova's own ironic driver as the client (tests/nova_driver_test.go);
