@@ -250,8 +250,11 @@ func FailureConverter(dc converter.DataConverter) converter.FailureConverter {
 
 // Apply sets o's data and failure converters to the codec's: every client
 // ironflow dials goes through it, and the workers built on the client
-// inherit it.
+// inherit it. A nil codec leaves o as it is.
 func (c *Codec) Apply(o *client.Options) {
+	if c == nil {
+		return
+	}
 	o.DataConverter = DataConverter(c)
 	o.FailureConverter = FailureConverter(o.DataConverter)
 }
