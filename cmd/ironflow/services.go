@@ -148,8 +148,10 @@ func addAPIFlags(s *settings) apiFlags {
 			"accept continue_inspection from an agent that did not look up (no agent token): anyone on the provisioning network can then write inventories"),
 		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
 		// A 64 MiB config drive must upload within the read timeout.
-		limits:  addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
-		signal:  addSignalKeyFlags(s),
+		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
+		signal: addSignalKeyFlags(s),
+
+		// Seals every payload the API hands to Temporal (docs/security.md).
 		payload: addPayloadKeyFlags(s),
 	}
 }
