@@ -47,7 +47,13 @@ func startStack(ctx context.Context, cfg config, dir string, log *slog.Logger) (
 		}
 		return s, err
 	}
-	if s.tc, err = client.Dial(client.Options{HostPort: s.Temporal.Address(), Logger: quietLogger{}}); err != nil {
+	codec, err := s.Codec()
+	if err != nil {
+		return s, err
+	}
+	opts := client.Options{HostPort: s.Temporal.Address(), Logger: quietLogger{}}
+	codec.Apply(&opts)
+	if s.tc, err = client.Dial(opts); err != nil {
 		return s, fmt.Errorf("dial Temporal: %w", err)
 	}
 	if s.store, err = store.Open(ctx, s.Postgres.URL()); err != nil {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
 )
 
@@ -94,6 +95,9 @@ type Stack struct {
 	// SignalKey is the key the API and the worker share to authenticate
 	// heartbeat signals (made at start).
 	SignalKey string
+	// PayloadKey encrypts every payload the parts hand to Temporal (made at
+	// start; package payload). Clients of the stack's Temporal use Codec.
+	PayloadKey string
 	// API, Worker and PXE are the running parts (nil while stopped).
 	API, Worker, PXE *Process
 	temporalCfg      TemporalConfig
@@ -128,7 +132,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if cfg.BootURL == "" {
 		cfg.BootURL = unreachableBootURL
 	}
-	s := &Stack{cfg: cfg, Bin: cfg.Bin, SignalKey: string(signature.Generate())}
+	s := &Stack{cfg: cfg, Bin: cfg.Bin, SignalKey: string(signature.Generate()), PayloadKey: payload.GenerateKey()}
 	var err error
 	if s.Bin, err = IronflowBinary(cfg.Bin, cfg.Dir); err != nil {
 		return nil, err
@@ -191,6 +195,16 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	return s, nil
 }
 
+// Codec is the payload codec of the stack's key, for clients of its
+// Temporal (client options, history readers).
+func (s *Stack) Codec() (*payload.Codec, error) {
+	k, err := payload.LoadKeys(s.PayloadKey, "", "")
+	if err != nil {
+		return nil, err
+	}
+	return payload.NewCodec(k)
+}
+
 // APIArgs are the arguments of an `ironflow api` listening on listen.
 func (s *Stack) APIArgs(listen string) []string {
 	return append([]string{"api", "--listen", listen, "--database-url", s.DatabaseURL,
@@ -213,7 +227,10 @@ func (s *Stack) PXEArgs() []string {
 // with this process; Stop does not end it unless it is one of the parts.
 func (s *Stack) Spawn(name string, args []string) (*Process, error) {
 	cmd := s.cfg.Command(s.Bin, args...)
-	cmd.Env = append(os.Environ(), s.cfg.Env...)
+	// The payload key goes in the environment, which every ironflow
+	// command reads (IRONFLOW_PAYLOAD_KEY) and a binary without the codec
+	// ignores; cfg.Env can still override it.
+	cmd.Env = append(append(os.Environ(), "IRONFLOW_PAYLOAD_KEY="+s.PayloadKey), s.cfg.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	log := filepath.Join(s.cfg.Dir, name+".log")
 	p, err := StartProcess(name, log, cmd)

@@ -36,6 +36,9 @@ type TemporalConfig struct {
 	LogFile string
 	// SearchAttributes to register at start: name → type (Keyword, Text, ...).
 	SearchAttributes map[string]string
+	// UICodecEndpoint is the codec server the Web UI decodes payloads
+	// through (ironflow dev's; empty: none).
+	UICodecEndpoint string
 	// Command, when set, runs the server and its readiness probe (the
 	// CLI's `operator search-attribute list`) instead of exec.Command, e.g.
 	// inside another network namespace, where this process cannot dial
@@ -153,6 +156,9 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 			return nil, fmt.Errorf("create Temporal data directory: %w", err)
 		}
 		args = append(args, "--db-filename", cfg.DBFile)
+	}
+	if cfg.UICodecEndpoint != "" && cfg.UIPort >= 0 {
+		args = append(args, "--ui-codec-endpoint", cfg.UICodecEndpoint)
 	}
 	for name, typ := range cfg.SearchAttributes {
 		args = append(args, "--search-attribute", name+"="+typ)

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -43,7 +44,11 @@ func enrollAgentNode(t *testing.T, name, mac string, img *imageServer) string {
 
 func temporalClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: lab.Temporal.Address()})
+	// The stack's processes encrypt their payloads: the test's client
+	// reads and writes them with the same key.
+	opts := client.Options{HostPort: lab.Temporal.Address()}
+	labCodec(t).Apply(&opts)
+	c, err := client.Dial(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +66,10 @@ func historyCount(t *testing.T, c client.Client, nodeUUID string, match func(eve
 			t.Fatal(err)
 		}
 		total++
+		// Match the event as an operator reads it through the codec server.
+		if err := payload.DecodeMessage(context.Background(), labCodec(t), ev); err != nil {
+			t.Fatal(err)
+		}
 		if match(ev.GetEventType(), ev.String()) {
 			matched++
 		}

@@ -39,7 +39,11 @@ func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(cli, "workflow", "query", "--address", lab.Temporal.Address(), "--workflow-id", "node-"+uuid, "--type", "status").CombinedOutput()
+	// Its answer is encrypted (package payload): the operator reads it
+	// through the codec server.
+	codec, codecAuth := labCodecServer(t)
+	out, err := exec.Command(cli, "workflow", "query", "--address", lab.Temporal.Address(), "--workflow-id", "node-"+uuid, "--type", "status",
+		"--codec-endpoint", codec, "--codec-auth", codecAuth).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "retry, skip-step or abort") {
 		t.Fatalf("status query: %v\n%s", err, out)
 	}

@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/signature"
 )
@@ -26,6 +28,8 @@ func runDev(ctx context.Context, args []string) error {
 	boot.glance = wf.glance
 	temporalPort := s.Int("temporal-port", 7233, "embedded Temporal frontend port")
 	uiPort := s.Int("temporal-ui-port", 8233, "embedded Temporal Web UI port (-1: headless)")
+	codecFlags := addCodecServerFlags(s, "codec-listen")
+	codecFlags.namespace, codecFlags.payload = api.namespace, api.payload
 	if err := s.parse(args); err != nil {
 		return err
 	}
@@ -44,6 +48,19 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return fmt.Errorf("create data directory %s: %w", abs, err)
+	}
+	if err := devPayloadKey(api.payload, abs); err != nil {
+		return err
+	}
+	codec, err := api.payload.codec()
+	if err != nil {
+		return err
+	}
+	// The codec server shares the API's operators: its htpasswd file, or,
+	// like the dev API's noauth, none on loopback.
+	codecAuthn, err := codecAuth(*api.auth, *api.htpasswd, *codecFlags.listen, *api.auth == apiserver.AuthNoAuth)
+	if err != nil {
+		return err
 	}
 
 	// PostgreSQL: DATABASE_URL, or a cluster under .data/pg.
@@ -67,6 +84,7 @@ func runDev(ctx context.Context, args []string) error {
 			Namespace:        *api.namespace,
 			LogFile:          filepath.Join(abs, "temporal", "server.log"),
 			SearchAttributes: devstack.WorkflowSearchAttributes(),
+			UICodecEndpoint:  "http://" + *codecFlags.listen,
 		}, log.With("component", "temporal"))
 		if err != nil {
 			return err
@@ -74,6 +92,9 @@ func runDev(ctx context.Context, args []string) error {
 		defer t.Stop()
 		*api.temporal = t.Address()
 		uiURL = t.UIURL()
+		if !explicit["codec-cors-origins"] && uiURL != "" {
+			*codecFlags.origins = uiURL + "," + strings.Replace(uiURL, "127.0.0.1", "localhost", 1)
+		}
 	}
 
 	st, err := openStore(ctx, *api.databaseURL, true)
@@ -81,7 +102,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	tc, err := dialTemporal(*api.temporal, *api.namespace, log)
+	tc, err := dialTemporal(*api.temporal, *api.namespace, codec, log)
 	if err != nil {
 		return err
 	}
@@ -109,6 +130,15 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A taken codec port costs the Web UI its decoding, not the run.
+	codecURL := ""
+	codecAddr, codecDone, err := startCodecServer(ctx, codecFlags, codec, codecAuthn, log)
+	if err != nil {
+		log.Warn("codec server not started: the Web UI shows payloads encrypted", "error", err)
+		codecDone = nil
+	} else {
+		codecURL = "http://" + codecAddr
+	}
 
 	fmt.Printf(`
 ironflow is running (data in %s)
@@ -116,10 +146,11 @@ ironflow is running (data in %s)
                export OS_ENDPOINT=http://%s OS_AUTH_TYPE=none; baremetal node list
   Temporal     %s (namespace %s)
   Web UI       %s
+  Codec server %s (payloads decrypted for the Web UI; key in %s)
   PostgreSQL   %s
   Boot HTTP    http://%s
 Press Ctrl-C to stop.
-`, abs, apiAddr, apiAddr, *api.temporal, *api.namespace, orDash(uiURL), redactDSN(*api.databaseURL), bootAddr)
+`, abs, apiAddr, apiAddr, *api.temporal, *api.namespace, orDash(uiURL), orDash(codecURL), orDash(*api.payload.file), redactDSN(*api.databaseURL), bootAddr)
 
 	select {
 	case <-ctx.Done():
@@ -129,6 +160,8 @@ Press Ctrl-C to stop.
 		return fmt.Errorf("api stopped: %v", err)
 	case err := <-bootDone:
 		return fmt.Errorf("boot service stopped: %v", err)
+	case err := <-codecDone:
+		return fmt.Errorf("codec server stopped: %v", err)
 	}
 }
 

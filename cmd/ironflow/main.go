@@ -7,6 +7,7 @@
 //	ironflow migrate   apply the database migrations
 //	ironflow vbmc      a virtual BMC (Redfish, IPMI) for QEMU virtual machines
 //	ironflow timeline  a node's latest workflow, step by step with durations
+//	ironflow codec-server  decrypts workflow payloads for the Temporal Web UI's operators
 package main
 
 import (
@@ -22,13 +23,14 @@ import (
 )
 
 var commands = map[string]func(ctx context.Context, args []string) error{
-	"dev":      runDev,
-	"api":      runAPICommand,
-	"worker":   runWorkerCommand,
-	"migrate":  runMigrate,
-	"pxe":      runPXECommand,
-	"vbmc":     runVBMC,
-	"timeline": runTimeline,
+	"dev":          runDev,
+	"api":          runAPICommand,
+	"worker":       runWorkerCommand,
+	"migrate":      runMigrate,
+	"pxe":          runPXECommand,
+	"vbmc":         runVBMC,
+	"timeline":     runTimeline,
+	"codec-server": runCodecServer,
 }
 
 func usage(w io.Writer) {
@@ -42,6 +44,7 @@ commands:
   migrate   apply the database migrations
   vbmc      a virtual BMC for QEMU virtual machines
   timeline  each step of a node's latest workflow with its start and duration
+  codec-server  decrypt workflow payloads for the Temporal Web UI (authenticated)
 
 'ironflow <command> -h' lists the command's flags; every flag can also be
 set from the environment as IRONFLOW_<FLAG_NAME>.

@@ -17,6 +17,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/store"
@@ -48,12 +49,16 @@ func openStore(ctx context.Context, url string, migrate bool) (*store.Store, err
 	return st, nil
 }
 
-func dialTemporal(address, namespace string, log *slog.Logger) (client.Client, error) {
-	c, err := client.Dial(client.Options{
+// dialTemporal connects to Temporal; every payload the client (and the
+// workers built on it) sends is sealed by codec (package payload).
+func dialTemporal(address, namespace string, codec *payload.Codec, log *slog.Logger) (client.Client, error) {
+	opts := client.Options{
 		HostPort:  address,
 		Namespace: namespace,
 		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
-	})
+	}
+	codec.Apply(&opts)
+	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; is the Temporal server running? 'ironflow dev' starts one", address, namespace, err)
 	}
@@ -61,12 +66,12 @@ func dialTemporal(address, namespace string, log *slog.Logger) (client.Client, e
 }
 
 // connect opens the database and the Temporal client a process needs.
-func connect(ctx context.Context, dbURL, temporalAddr, namespace string, log *slog.Logger) (*store.Store, client.Client, func(), error) {
+func connect(ctx context.Context, dbURL, temporalAddr, namespace string, codec *payload.Codec, log *slog.Logger) (*store.Store, client.Client, func(), error) {
 	st, err := openStore(ctx, dbURL, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	tc, err := dialTemporal(temporalAddr, namespace, log)
+	tc, err := dialTemporal(temporalAddr, namespace, codec, log)
 	if err != nil {
 		st.Close()
 		return nil, nil, nil, err
@@ -109,6 +114,7 @@ type apiFlags struct {
 	conductorTimeout                                                    *time.Duration
 	limits                                                              httpLimits
 	signal                                                              signalKeyFlags
+	payload                                                             payloadKeyFlags
 }
 
 // signalKeyFlags name the key the API signs heartbeat signals with and the
@@ -144,6 +150,9 @@ func addAPIFlags(s *settings) apiFlags {
 		// A 64 MiB config drive must upload within the read timeout.
 		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
 		signal: addSignalKeyFlags(s),
+
+		// Seals every payload the API hands to Temporal (docs/security.md).
+		payload: addPayloadKeyFlags(s),
 	}
 }
 
@@ -208,8 +217,12 @@ func runAPICommand(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.SignalKey = keys.Current
+	codec, err := f.payload.codec()
+	if err != nil {
+		return err
+	}
 	log := logger()
-	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, log)
+	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, codec, log)
 	if err != nil {
 		return err
 	}
@@ -233,6 +246,7 @@ type workerFlags struct {
 	automatedClean, agentInsecure                                                  *bool
 	glance                                                                         glanceFlags
 	signal                                                                         signalKeyFlags
+	payload                                                                        payloadKeyFlags
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -259,9 +273,10 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	f.conductorInterval = s.Duration("conductor-heartbeat-interval", worker.DefaultHeartbeatInterval, "how often the worker records that it is alive")
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
-		f.signal = shared.signal
+		f.signal, f.payload = shared.signal, shared.payload
 	} else {
 		f.signal = addSignalKeyFlags(s)
+		f.payload = addPayloadKeyFlags(s)
 		// ironflow dev shares these with its boot service (addBootFlags).
 		f.isoDir = s.String("iso-dir", "", "where this worker builds agent ISOs for virtual media; the boot service must serve the same directory under /iso/ (empty: no virtual media)")
 		f.imagesDir = s.String("images-dir", "", "the agent kernel and initramfs (agent.kernel, agent.initramfs) the ISOs are built from")
@@ -357,8 +372,12 @@ func runWorkerCommand(ctx context.Context, args []string) error {
 	if err := s.parse(args); err != nil {
 		return err
 	}
+	codec, err := f.payload.codec()
+	if err != nil {
+		return err
+	}
 	log := logger()
-	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, log)
+	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, codec, log)
 	if err != nil {
 		return err
 	}

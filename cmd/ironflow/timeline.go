@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +13,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -25,18 +26,34 @@ func runTimeline(ctx context.Context, args []string) error {
 	s := newSettings("timeline")
 	temporal := s.String("temporal-address", defaultTemporalAddress, "Temporal frontend host:port", "TEMPORAL_ADDRESS")
 	namespace := s.String("temporal-namespace", defaultNamespace, "Temporal namespace", "TEMPORAL_NAMESPACE")
+	keys := addPayloadKeyFlags(s)
 	if err := s.parse(args); err != nil {
 		return err
 	}
 	if s.fs.NArg() != 1 {
 		return fmt.Errorf("usage: ironflow timeline [flags] <node-uuid>")
 	}
-	c, err := client.Dial(client.Options{HostPort: *temporal, Namespace: *namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	// The key is optional here: without it, activities, timers and signals
+	// still show; local activities' names are inside encrypted markers.
+	var codec *payload.Codec
+	if keys.set() {
+		var err error
+		if codec, err = keys.codec(); err != nil {
+			return err
+		}
+	}
+	opts := client.Options{HostPort: *temporal, Namespace: *namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))}
+	codec.Apply(&opts)
+	c, err := client.Dial(opts)
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at %s: %w", *temporal, err)
 	}
 	defer c.Close()
-	return printTimeline(ctx, c, s.fs.Arg(0), os.Stdout)
+	dc := converter.GetDefaultDataConverter()
+	if codec != nil {
+		dc = payload.DataConverter(codec)
+	}
+	return printTimeline(ctx, c, dc, s.fs.Arg(0), os.Stdout)
 }
 
 // timelineRow is one step of the timeline.
@@ -45,7 +62,7 @@ type timelineRow struct {
 	what       string
 }
 
-func printTimeline(ctx context.Context, c client.Client, nodeUUID string, w io.Writer) error {
+func printTimeline(ctx context.Context, c client.Client, dc converter.DataConverter, nodeUUID string, w io.Writer) error {
 	it := c.GetWorkflowHistory(ctx, workflows.WorkflowID(nodeUUID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var (
 		rows      []*timelineRow
@@ -55,6 +72,7 @@ func printTimeline(ctx context.Context, c client.Client, nodeUUID string, w io.W
 		events    int
 		lastEvent time.Time
 		wfType    string
+		sealed    int
 	)
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -91,8 +109,12 @@ func printTimeline(ctx context.Context, c client.Client, nodeUUID string, w io.W
 				r.end, r.what = t, r.what+" (canceled)"
 			}
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			if name := localActivityName(ev); name != "" {
+			name, encrypted := localActivityName(ev, dc)
+			switch {
+			case name != "":
 				rows = append(rows, &timelineRow{start: t, end: t, what: name + " (local)"})
+			case encrypted:
+				sealed++
 			}
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			a := ev.GetTimerStartedEventAttributes()
@@ -115,6 +137,9 @@ func printTimeline(ctx context.Context, c client.Client, nodeUUID string, w io.W
 		return fmt.Errorf("no workflow history for node %s", nodeUUID)
 	}
 	fmt.Fprintf(w, "%s for node %s: %d history events, %s\n", wfType, nodeUUID, events, lastEvent.Sub(first).Round(time.Millisecond))
+	if sealed > 0 {
+		fmt.Fprintf(w, "%d local activities not shown: their markers are encrypted (give --payload-key)\n", sealed)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "START\tDURATION\tSTEP")
 	for _, r := range rows {
@@ -127,21 +152,22 @@ func printTimeline(ctx context.Context, c client.Client, nodeUUID string, w io.W
 	return tw.Flush()
 }
 
-// localActivityName reads the activity type from a local activity's marker.
-func localActivityName(ev *historypb.HistoryEvent) string {
+// localActivityName reads the activity type from a local activity's marker
+// through dc; encrypted says the marker could not be opened without a key.
+func localActivityName(ev *historypb.HistoryEvent, dc converter.DataConverter) (name string, encrypted bool) {
 	a := ev.GetMarkerRecordedEventAttributes()
 	if a.GetMarkerName() != "LocalActivity" {
-		return ""
+		return "", false
 	}
 	p := a.GetDetails()["data"]
 	if p == nil || len(p.GetPayloads()) == 0 {
-		return ""
+		return "", false
 	}
 	var data struct {
 		ActivityType string `json:"ActivityType"`
 	}
-	if json.Unmarshal(p.GetPayloads()[0].GetData(), &data) != nil {
-		return ""
+	if err := dc.FromPayload(p.GetPayloads()[0], &data); err != nil {
+		return "", payload.Encrypted(p.GetPayloads()[0])
 	}
-	return strings.TrimSpace(data.ActivityType)
+	return strings.TrimSpace(data.ActivityType), false
 }

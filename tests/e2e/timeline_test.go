@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -119,12 +122,27 @@ func printTimeline(t *testing.T, s *stack, uuid, what string) {
 // `temporal workflow show -o json` prints it.
 func workflowHistory(s *stack, uuid string) ([]byte, error) {
 	cmd := s.lab.Command(temporalCLI(), "workflow", "show", "--workflow-id", "node-"+uuid,
-		"--address", "127.0.0.1:"+temporalPort, "--output", "json")
+		"--address", "127.0.0.1:"+temporalPort, "--output", "json", "--no-json-shorthand-payloads")
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("temporal workflow show node-%s: %w", uuid, err)
 	}
-	return out, nil
+	// The payloads are encrypted (package payload): open them with the
+	// stack's key, as an operator reads them through the codec server.
+	var keys payload.Keys
+	if s.split != nil {
+		keys, err = payload.LoadKeys(s.split.PayloadKey, "", "")
+	} else {
+		keys, err = payload.LoadKeys("", filepath.Join(s.dataDir, "payload.key"), "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	codec, err := payload.NewCodec(keys)
+	if err != nil {
+		return nil, err
+	}
+	return payload.DecodeHistoryJSON(context.Background(), codec, out)
 }
 
 // powerActions lists the power actions the workflow asked of the BMC

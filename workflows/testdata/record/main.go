@@ -37,6 +37,7 @@ import (
 
 	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
@@ -160,7 +161,22 @@ func main() {
 		log.Fatal(err)
 	}
 	defer srv.Stop()
-	c, err := client.Dial(client.Options{HostPort: srv.Address()})
+	// Histories are recorded with plain payloads, so that the replay test
+	// reads them without a key; IRONFLOW_PAYLOAD_KEY records them encrypted
+	// as a production worker would (package payload), for a replay by hand.
+	opts := client.Options{HostPort: srv.Address()}
+	if key := os.Getenv("IRONFLOW_PAYLOAD_KEY"); key != "" {
+		keys, err := payload.LoadKeys(key, "", "")
+		if err != nil {
+			log.Fatal(err)
+		}
+		codec, err := payload.NewCodec(keys)
+		if err != nil {
+			log.Fatal(err)
+		}
+		codec.Apply(&opts)
+	}
+	c, err := client.Dial(opts)
 	if err != nil {
 		log.Fatal(err)
 	}
