@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/payload"
 )
 
 // upgradeChangeID is the change ID of the deliberate change the new worker
@@ -230,9 +232,13 @@ func patchNode(t *testing.T, uuid string, ops ...map[string]any) {
 // (a payload codec) and could not be read.
 func gatedPath(t *testing.T, cli, uuid string) (timer, marker, checked bool) {
 	t.Helper()
-	out, err := exec.Command(cli, "workflow", "show", "--address", lab.Temporal.Address(), "-w", "node-"+uuid, "--output", "json").Output()
+	out, err := exec.Command(cli, "workflow", "show", "--address", lab.Temporal.Address(), "-w", "node-"+uuid, "--output", "json", "--no-json-shorthand-payloads").Output()
 	if err != nil {
 		t.Fatalf("temporal workflow show: %v", err)
+	}
+	// The stack's payloads are encrypted: open them with its key.
+	if out, err = payload.DecodeHistoryJSON(context.Background(), labCodec(t), out); err != nil {
+		t.Fatalf("open the history of node %s: %v", uuid, err)
 	}
 	var h struct {
 		Events []struct {
