@@ -9,6 +9,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -81,7 +82,8 @@ func Generate() []byte {
 }
 
 // Sign sets the heartbeat's nonce and MAC for node. hb.ReceivedAt is the
-// timestamp the MAC covers and must be set.
+// timestamp the MAC covers and must be set, hb.AgentTokenRef the token the
+// heartbeat was accepted with (TokenRef).
 func Sign(key []byte, node string, hb *workflows.Heartbeat) {
 	n := make([]byte, 12)
 	_, _ = rand.Read(n)
@@ -94,7 +96,9 @@ func Verify(k Keys, node string, hb workflows.Heartbeat, now time.Time) error {
 	if hb.MAC == "" {
 		return errors.New("signal carries no MAC: it was not sent by the API")
 	}
-	got, err := base64.RawURLEncoding.DecodeString(hb.MAC)
+	// Strict: one MAC has one spelling, so that a store of the signals seen
+	// cannot be passed by re-spelling its unused trailing bits.
+	got, err := base64.RawURLEncoding.Strict().DecodeString(hb.MAC)
 	if err != nil {
 		return errors.New("signal MAC is malformed")
 	}
@@ -111,16 +115,40 @@ func Verify(k Keys, node string, hb workflows.Heartbeat, now time.Time) error {
 	return nil
 }
 
+// TokenRef names the agent token the API accepted a heartbeat with, for
+// Heartbeat.AgentTokenRef: a truncated SHA-256 of the token ("" for no
+// token). The token is 256 random bits, so its hash gives nothing away and
+// may sit in workflow history; the token itself must not.
+func TokenRef(token string) string {
+	if token == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("ironflow agent token ref\x00" + token))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// CheckToken returns why a verified heartbeat does not belong to the
+// operation that now holds the node, or nil. Each operation (deploy, clean,
+// rescue, ...) works with its own agent token, so a signal captured from an
+// earlier operation's history and sent again into the next one names a
+// token the node no longer has (docs/security.md, "Replayed signals").
+func CheckToken(hb workflows.Heartbeat, current string) error {
+	if subtle.ConstantTimeCompare([]byte(hb.AgentTokenRef), []byte(TokenRef(current))) != 1 {
+		return errors.New("signal was accepted with another agent token than the node's current one (an earlier operation's signal sent again)")
+	}
+	return nil
+}
+
 // mac covers the node and every field of the heartbeat the workflow acts on,
-// with the timestamp and nonce; JSON of a fixed struct keeps the encoding
-// unambiguous.
+// with the agent token's reference, the timestamp and the nonce; JSON of a
+// fixed struct keeps the encoding unambiguous.
 func mac(key []byte, node string, hb workflows.Heartbeat) []byte {
 	covered, _ := json.Marshal(struct {
-		Node, CallbackURL, AgentVersion, AgentVerifyCA, AgentStatus, AgentStatusMessage, Nonce string
-		ReceivedAt                                                                             int64
-	}{node, hb.CallbackURL, hb.AgentVersion, hb.AgentVerifyCA, hb.AgentStatus, hb.AgentStatusMessage, hb.Nonce, hb.ReceivedAt.UnixNano()})
+		Node, CallbackURL, AgentVersion, AgentVerifyCA, AgentStatus, AgentStatusMessage, AgentTokenRef, Nonce string
+		ReceivedAt                                                                                            int64
+	}{node, hb.CallbackURL, hb.AgentVersion, hb.AgentVerifyCA, hb.AgentStatus, hb.AgentStatusMessage, hb.AgentTokenRef, hb.Nonce, hb.ReceivedAt.UnixNano()})
 	h := hmac.New(sha256.New, key)
-	h.Write([]byte("ironflow heartbeat v1\x00"))
+	h.Write([]byte("ironflow heartbeat v2\x00"))
 	h.Write(covered)
 	return h.Sum(nil)
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ func TestVerifySignalChecksTheSharedKey(t *testing.T) {
 	keys := signature.Keys{Current: []byte("worker-test-signal-key-0123")}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(signalVerifier{keys}.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
+	env.RegisterActivityWithOptions(signalVerifier{keys: keys}.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
 	node := "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"
 	signed := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", ReceivedAt: time.Now()}
 	signature.Sign(keys.Current, node, &signed)
@@ -38,6 +39,40 @@ func TestVerifySignalChecksTheSharedKey(t *testing.T) {
 		}
 		if (v.Reason == "") != c.authentic {
 			t.Errorf("%s: verdict %+v, authentic want %v", name, v, c.authentic)
+		}
+	}
+}
+
+// The verifier refuses a signed signal that names another agent token than
+// the node holds now: an earlier operation's signal, sent again.
+func TestVerifySignalRefusesAnEarlierOperationsSignal(t *testing.T) {
+	keys := signature.Keys{Current: []byte("worker-test-signal-key-0123")}
+	node := "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"
+	current := "rbEz4Mg0tM6qCzLrh9NTnMSNQi4dcoXdx4MmjZ8NNCE"
+	v := signalVerifier{keys: keys, tokens: func(context.Context, string) (string, error) { return current, nil }}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(v.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
+	for name, c := range map[string]struct {
+		token     string
+		authentic bool
+	}{
+		"this operation's token":       {current, true},
+		"an earlier operation's token": {"T2xkIG9wZXJhdGlvbidzIHRva2VuLCB3aXBlZCBub3c", false},
+		"no token":                     {"", false},
+	} {
+		hb := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", ReceivedAt: time.Now(), AgentTokenRef: signature.TokenRef(c.token)}
+		signature.Sign(keys.Current, node, &hb)
+		val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: hb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got workflows.SignalVerdict
+		if err := val.Get(&got); err != nil {
+			t.Fatal(err)
+		}
+		if (got.Reason == "") != c.authentic {
+			t.Errorf("%s: verdict %+v, authentic want %v", name, got, c.authentic)
 		}
 	}
 }
