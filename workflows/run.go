@@ -407,12 +407,12 @@ func (r *run) takeHeartbeat(c workflow.ReceiveChannel) (Heartbeat, bool) {
 // keep replaying (workflows/testdata, replay_test.go).
 func (r *run) authentic(hb Heartbeat) bool {
 	if r.verifySignals == nil {
-		v := workflow.GetVersion(r.ctx, "verify-heartbeat-signal", workflow.DefaultVersion, 1) == 1
+		v := workflow.GetVersion(r.ctx, changeVerifyHeartbeatSignal, workflow.DefaultVersion, 1) == 1
 		r.verifySignals = &v
 		// Replayed signals are refused from this version on; the ledger is
 		// workflow state only, so the gate keeps older histories (which
 		// accepted a repeated signal) replaying as they ran.
-		if v && workflow.GetVersion(r.ctx, "refuse-replayed-heartbeat", workflow.DefaultVersion, 1) == 1 {
+		if v && workflow.GetVersion(r.ctx, changeRefuseReplayedHeartbeat, workflow.DefaultVersion, 1) == 1 {
 			r.signals = &signalLedger{}
 		}
 	}
