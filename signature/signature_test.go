@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,5 +157,41 @@ func TestCheckTokenBindsTheSignalToTheOperation(t *testing.T) {
 func TestTheReplayWindowCoversTheAcceptedAge(t *testing.T) {
 	if workflows.SignalReplayWindow < MaxAge+MaxSkew {
 		t.Fatalf("workflows.SignalReplayWindow %s < MaxAge+MaxSkew %s: a forgotten signal could be accepted again", workflows.SignalReplayWindow, MaxAge+MaxSkew)
+	}
+}
+
+// signedV1 is a heartbeat as an API of the release before signs it: no
+// token reference, the MAC of version 1.
+func signedV1(key []byte, at time.Time) workflows.Heartbeat {
+	hb := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", AgentVersion: "10.0", ReceivedAt: at, Nonce: "bm9uY2Utb2xkLWFwaQ"}
+	hb.MAC = base64.RawURLEncoding.EncodeToString(macV1(key, node, hb))
+	return hb
+}
+
+// Workers are upgraded before APIs (docs/versioning.md): a new worker
+// accepts what an old API signs, as version 1, and nothing lets a signal
+// claim a token reference under a version 1 MAC.
+func TestAnOldAPIsSignalVerifiesAsVersion1(t *testing.T) {
+	now := time.Now()
+	k := Keys{Current: []byte("current-key-0123456789")}
+	old := signedV1(k.Current, now)
+	if v, err := VerifyVersion(k, node, old, now); err != nil || v != V1 {
+		t.Fatalf("VerifyVersion(old API's signal) = %d, %v; want version 1", v, err)
+	}
+	if v, err := VerifyVersion(k, node, signedHeartbeat(k.Current, now), now); err != nil || v != V2 {
+		t.Fatalf("VerifyVersion(new API's signal) = %d, %v; want version 2", v, err)
+	}
+	claimed := old
+	claimed.AgentTokenRef = TokenRef("rbEz4Mg0tM6qCzLrh9NTnMSNQi4dcoXdx4MmjZ8NNCE")
+	if _, err := VerifyVersion(k, node, claimed, now); err == nil {
+		t.Fatal("a version 1 MAC verified with a token reference added")
+	}
+	altered := old
+	altered.AgentStatus = "end"
+	if _, err := VerifyVersion(k, node, altered, now); err == nil {
+		t.Fatal("an altered version 1 signal verified")
+	}
+	if _, err := VerifyVersion(k, node, signedV1(k.Current, now.Add(-MaxAge-time.Second)), now); err == nil {
+		t.Fatal("a stale version 1 signal verified")
 	}
 }

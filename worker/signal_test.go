@@ -2,6 +2,10 @@ package worker
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -60,9 +64,15 @@ func TestVerifySignalRefusesAnEarlierOperationsSignal(t *testing.T) {
 		"this operation's token":       {current, true},
 		"an earlier operation's token": {"T2xkIG9wZXJhdGlvbidzIHRva2VuLCB3aXBlZCBub3c", false},
 		"no token":                     {"", false},
+		// An API of the release before names no token (upgrade order:
+		// workers first); its signal is accepted unbound.
+		"old API": {"", true},
 	} {
 		hb := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", ReceivedAt: time.Now(), AgentTokenRef: signature.TokenRef(c.token)}
 		signature.Sign(keys.Current, node, &hb)
+		if name == "old API" {
+			hb.MAC = oldAPIMAC(keys.Current, node, hb)
+		}
 		val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: hb})
 		if err != nil {
 			t.Fatal(err)
@@ -75,4 +85,17 @@ func TestVerifySignalRefusesAnEarlierOperationsSignal(t *testing.T) {
 			t.Errorf("%s: verdict %+v, authentic want %v", name, got, c.authentic)
 		}
 	}
+}
+
+// oldAPIMAC is the MAC an API of the release before computed (package
+// signature's version 1), written out here as that release had it.
+func oldAPIMAC(key []byte, node string, hb workflows.Heartbeat) string {
+	covered, _ := json.Marshal(struct {
+		Node, CallbackURL, AgentVersion, AgentVerifyCA, AgentStatus, AgentStatusMessage, Nonce string
+		ReceivedAt                                                                             int64
+	}{node, hb.CallbackURL, hb.AgentVersion, hb.AgentVerifyCA, hb.AgentStatus, hb.AgentStatusMessage, hb.Nonce, hb.ReceivedAt.UnixNano()})
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte("ironflow heartbeat v1\x00"))
+	h.Write(covered)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }

@@ -184,8 +184,10 @@ func storeTokens(a *activities.Activities) func(context.Context, string) (string
 // logs the refusal with the node and the workflow. Authentic is: signed with
 // the key, recent, and accepted with the agent token the node holds now.
 func (v signalVerifier) verify(ctx context.Context, in workflows.VerifySignalInput) (workflows.SignalVerdict, error) {
-	err := signature.Verify(v.keys, in.NodeUUID, in.Heartbeat, time.Now())
-	if err == nil && v.tokens != nil {
+	version, err := signature.VerifyVersion(v.keys, in.NodeUUID, in.Heartbeat, time.Now())
+	// A signal of an API of the release before (V1) names no token: it is
+	// accepted unbound while the APIs are upgraded after the workers.
+	if err == nil && version == signature.V2 && v.tokens != nil {
 		tok, terr := v.tokens(ctx, in.NodeUUID)
 		if terr != nil {
 			return workflows.SignalVerdict{}, terr
