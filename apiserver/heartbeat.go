@@ -58,7 +58,12 @@ func (s *server) heartbeat(c *gin.Context) error {
 		}
 		return err
 	}
-	if err := s.signalHeartbeat(c.Request.Context(), n, hb.signal(now), now); err != nil {
+	sig := hb.signal(now)
+	// The signal names the token the node's operation holds, so that it
+	// cannot be sent again into a later operation (signature.CheckToken).
+	stored, _ := n.DriverInternalInfo[keyAgentToken].(string)
+	sig.AgentTokenRef = signature.TokenRef(stored)
+	if err := s.signalHeartbeat(c.Request.Context(), n, sig, now); err != nil {
 		return err
 	}
 	writeEmpty(c, http.StatusAccepted, "")

@@ -31,4 +31,8 @@ func TestHeartbeatSignalsAreSigned(t *testing.T) {
 	if err := signature.Verify(keys, uuid, hb, time.Now()); err != nil {
 		t.Fatalf("the worker would refuse the API's signal: %v", err)
 	}
+	// It names the token this operation's agent holds, and not the token.
+	if err := signature.CheckToken(hb, token); err != nil || hb.AgentTokenRef == "" || hb.AgentTokenRef == token {
+		t.Fatalf("the signal's agent token ref %q does not name the node's token: %v", hb.AgentTokenRef, err)
+	}
 }

@@ -1,6 +1,7 @@
 package pxe
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -36,13 +38,24 @@ type HTTPConfig struct {
 	// the image cache, and /cache/{uuid}/progress (package imagecache); off
 	// if nil.
 	Cache http.Handler `json:"-"`
+	// KickstartAnyClient serves the kickstart of a node that holds no
+	// lease from ironflow's DHCP to any client, as before the neighbour
+	// check: for a boot service that is not on the nodes' segment (behind
+	// a router or a reverse proxy), where it cannot see their link-layer
+	// addresses (docs/security.md).
+	KickstartAnyClient bool `json:"kickstart_any_client,omitempty"`
+	// Neighbors resolves a client's address to its link-layer address;
+	// the host's neighbour table (ARP, NDP) if nil.
+	Neighbors func(netip.Addr) (net.HardwareAddr, bool) `json:"-"`
 }
 
 type httpBoot struct {
-	backend NodeBackend
-	images  *os.Root
-	isos    *os.Root
-	log     *slog.Logger
+	backend   NodeBackend
+	images    *os.Root
+	isos      *os.Root
+	log       *slog.Logger
+	anyClient bool
+	neighbors func(netip.Addr) (net.HardwareAddr, bool)
 }
 
 // NewHTTPHandler returns the boot service's routes:
@@ -61,7 +74,10 @@ func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &httpBoot{backend: backend, log: log.With("service", "http")}
+	h := &httpBoot{backend: backend, log: log.With("service", "http"), anyClient: cfg.KickstartAnyClient, neighbors: cfg.Neighbors}
+	if h.neighbors == nil {
+		h.neighbors = kernelNeighbors
+	}
 	var err error
 	// os.Root keeps every lookup, symlinks included, inside its directory.
 	if cfg.ImagesDir != "" {
@@ -137,7 +153,7 @@ func (h *httpBoot) kickstart(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if !h.fromLeasedAddr(w, r, bc) {
+	if !h.fromNode(w, r, bc) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -151,29 +167,52 @@ type LeaseAddrs interface {
 	LeasedAddrs(ctx context.Context, macs []string) ([]netip.Addr, error)
 }
 
-// fromLeasedAddr reports whether r may read the node's kickstart (it holds
-// the agent token, repository credentials and the root password hash): when
-// the node holds leases, only from one of its leased addresses. A node with
-// no lease (proxy DHCP, another DHCP server) is served as before
-// (docs/security.md). It writes the refusal itself.
-func (h *httpBoot) fromLeasedAddr(w http.ResponseWriter, r *http.Request, bc *BootConfig) bool {
-	la, ok := h.backend.(LeaseAddrs)
-	if !ok {
+// fromNode reports whether r may read the node's kickstart (it holds the
+// agent token, repository credentials and the root password hash), and
+// writes the refusal itself. When the node holds leases from ironflow's
+// DHCP (reservation mode), only a client at one of its leased addresses
+// may. Otherwise (proxy DHCP, another DHCP server) the client's address
+// must resolve, in the boot host's neighbour table, to one of the node's
+// MACs: the machine that asks is the node's own network card, as far as
+// the segment tells (docs/security.md, "Secrets the boot services hand
+// out").
+func (h *httpBoot) fromNode(w http.ResponseWriter, r *http.Request, bc *BootConfig) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	client := ap.Addr().Unmap()
+	if la, ok := h.backend.(LeaseAddrs); ok {
+		addrs, lerr := la.LeasedAddrs(r.Context(), bc.MACs)
+		if lerr != nil {
+			h.log.Error("read leases", "node", bc.NodeUUID, "error", lerr)
+			http.Error(w, "boot config unavailable", http.StatusServiceUnavailable)
+			return false
+		}
+		if len(addrs) > 0 {
+			if err == nil && slices.Contains(addrs, client) {
+				return true
+			}
+			h.log.Warn("kickstart refused: the client is not the node's leased address", "node", bc.NodeUUID, "remote", r.RemoteAddr)
+			http.NotFound(w, r)
+			return false
+		}
+	}
+	if h.anyClient {
 		return true
 	}
-	addrs, err := la.LeasedAddrs(r.Context(), bc.MACs)
-	if err != nil {
-		h.log.Error("read leases", "node", bc.NodeUUID, "error", err)
-		http.Error(w, "boot config unavailable", http.StatusServiceUnavailable)
-		return false
+	hw, known := net.HardwareAddr(nil), false
+	if err == nil {
+		hw, known = h.neighbors(client)
 	}
-	if len(addrs) == 0 {
+	if known && slices.ContainsFunc(bc.MACs, func(m string) bool {
+		p, perr := net.ParseMAC(m)
+		return perr == nil && bytes.Equal(p, hw)
+	}) {
 		return true
 	}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && slices.Contains(addrs, ap.Addr().Unmap()) {
-		return true
+	why := "the client's address is not in the boot host's neighbour table (not on the nodes' segment)"
+	if known {
+		why = "the client's link-layer address " + hw.String() + " is not one of the node's ports"
 	}
-	h.log.Warn("kickstart refused: the client is not the node's leased address", "node", bc.NodeUUID, "remote", r.RemoteAddr)
+	h.log.Warn("kickstart refused: "+why, "node", bc.NodeUUID, "remote", r.RemoteAddr)
 	http.NotFound(w, r)
 	return false
 }

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -303,7 +305,9 @@ func TestHTTPKickstartRoute(t *testing.T) {
 		}
 	}
 	var logs bytes.Buffer
-	h, err := NewHTTPHandler(HTTPConfig{}, b, testSlog(&logs))
+	// The test client is the anaconda node's network card, as the boot
+	// host's neighbour table would say for the machine itself.
+	h, err := NewHTTPHandler(HTTPConfig{Neighbors: neighborsOf(map[string]string{"127.0.0.1": "52:54:00:12:34:01"})}, b, testSlog(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,24 +370,48 @@ func (b leasedBackend) LeasedAddrs(context.Context, []string) ([]netip.Addr, err
 	return b.addrs, nil
 }
 
+// neighborsOf is a neighbour table: client address to MAC.
+func neighborsOf(table map[string]string) func(netip.Addr) (net.HardwareAddr, bool) {
+	return func(a netip.Addr) (net.HardwareAddr, bool) {
+		m, ok := table[a.String()]
+		if !ok {
+			return nil, false
+		}
+		hw, err := net.ParseMAC(m)
+		return hw, err == nil
+	}
+}
+
 // A node that holds a lease gets its kickstart (agent token, repository
-// credentials, root password hash) only at its leased address.
+// credentials, root password hash) only at its leased address. A node
+// without one (proxy DHCP, another DHCP server) gets it only where the boot
+// host's neighbour table resolves the client to one of the node's MACs,
+// unless the operator opts out (KickstartAnyClient).
 func TestKickstartOnlyToTheNodesLeasedAddress(t *testing.T) {
 	const node = "3d9c8f0e-1b2a-4c5d-8e7f-6a5b4c3d2e1f"
 	b := NewMemoryBackend()
-	if err := b.Put(BootConfig{NodeUUID: node, MACs: []string{"52:54:00:12:34:03"}, Method: MethodPXE, Kind: "anaconda", Kickstart: "secret ks"}); err != nil {
+	if err := b.Put(BootConfig{NodeUUID: node, MACs: []string{"52:54:00:12:34:03", "52:54:00:12:34:04"}, Method: MethodPXE, Kind: "anaconda", Kickstart: "secret ks"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name   string
-		addrs  []netip.Addr
-		status int
+		name      string
+		addrs     []netip.Addr
+		neighbors map[string]string
+		anyClient bool
+		status    int
+		log       string
 	}{
-		{"leased elsewhere", []netip.Addr{netip.MustParseAddr("10.99.0.5")}, 404},
-		{"leased to the client", []netip.Addr{netip.MustParseAddr("10.99.0.5"), netip.MustParseAddr("127.0.0.1")}, 200},
-		{"no lease (proxy DHCP)", nil, 200},
+		{"leased elsewhere", []netip.Addr{netip.MustParseAddr("10.99.0.5")}, nil, false, 404, "not the node's leased address"},
+		{"leased elsewhere, neighbour says node", []netip.Addr{netip.MustParseAddr("10.99.0.5")}, map[string]string{"127.0.0.1": "52:54:00:12:34:03"}, false, 404, "leased address"},
+		{"leased to the client", []netip.Addr{netip.MustParseAddr("10.99.0.5"), netip.MustParseAddr("127.0.0.1")}, nil, false, 200, ""},
+		{"no lease, client unknown to the segment", nil, nil, false, 404, "not in the boot host's neighbour table"},
+		{"no lease, another machine", nil, map[string]string{"127.0.0.1": "52:54:00:66:66:66"}, false, 404, "52:54:00:66:66:66 is not one of the node's ports"},
+		{"no lease, the node's second port", nil, map[string]string{"127.0.0.1": "52:54:00:12:34:04"}, false, 200, ""},
+		{"no lease, opted out", nil, nil, true, 200, ""},
 	} {
-		h, err := NewHTTPHandler(HTTPConfig{}, leasedBackend{b, c.addrs}, nil)
+		var logs bytes.Buffer
+		cfg := HTTPConfig{KickstartAnyClient: c.anyClient, Neighbors: neighborsOf(c.neighbors)}
+		h, err := NewHTTPHandler(cfg, leasedBackend{b, c.addrs}, testSlog(&logs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,5 +421,52 @@ func TestKickstartOnlyToTheNodesLeasedAddress(t *testing.T) {
 		if status != c.status || (status == 200) != strings.Contains(body, "secret ks") {
 			t.Errorf("%s: %d %q, want %d", c.name, status, body, c.status)
 		}
+		if c.log != "" && !strings.Contains(logs.String(), "kickstart refused") || !strings.Contains(logs.String(), c.log) {
+			t.Errorf("%s: the refusal is not logged with %q:\n%s", c.name, c.log, logs.String())
+		}
 	}
+}
+
+// The host's own neighbour table: a machine on no segment of this host (the
+// loopback address) is not in it, so the default check refuses it.
+func TestKernelNeighborsDoesNotKnowLoopback(t *testing.T) {
+	if hw, ok := kernelNeighbors(netip.MustParseAddr("127.0.0.1")); ok {
+		t.Fatalf("loopback resolved to %s", hw)
+	}
+}
+
+// kernelNeighbors reads the same table as `ip neigh`: every entry with a
+// link-layer address resolves to it.
+func TestKernelNeighborsAgreesWithIPNeigh(t *testing.T) {
+	out, err := exec.Command("ip", "-j", "neigh", "show").Output()
+	if err != nil {
+		t.Skipf("SKIP: no `ip` command to compare with: %v", err)
+	}
+	var entries []struct {
+		Dst    string   `json:"dst"`
+		LLAddr string   `json:"lladdr"`
+		State  []string `json:"state"`
+	}
+	if err := json.Unmarshal(out, &entries); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, e := range entries {
+		if e.LLAddr == "" || slices.Contains(e.State, "FAILED") || slices.Contains(e.State, "INCOMPLETE") {
+			continue
+		}
+		a, err := netip.ParseAddr(e.Dst)
+		if err != nil {
+			continue
+		}
+		hw, ok := kernelNeighbors(a)
+		if !ok || hw.String() != e.LLAddr {
+			t.Errorf("%s: kernelNeighbors = %s %v, ip neigh says %s", e.Dst, hw, ok, e.LLAddr)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Skip("SKIP: the host's neighbour table has no resolved entry to compare")
+	}
+	t.Logf("%d neighbour entries agree with ip neigh", checked)
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -81,7 +82,8 @@ func Generate() []byte {
 }
 
 // Sign sets the heartbeat's nonce and MAC for node. hb.ReceivedAt is the
-// timestamp the MAC covers and must be set.
+// timestamp the MAC covers and must be set, hb.AgentTokenRef the token the
+// heartbeat was accepted with (TokenRef).
 func Sign(key []byte, node string, hb *workflows.Heartbeat) {
 	n := make([]byte, 12)
 	_, _ = rand.Read(n)
@@ -91,30 +93,88 @@ func Sign(key []byte, node string, hb *workflows.Heartbeat) {
 
 // Verify returns why the heartbeat is not authentic for node at now, or nil.
 func Verify(k Keys, node string, hb workflows.Heartbeat, now time.Time) error {
+	_, err := VerifyVersion(k, node, hb, now)
+	return err
+}
+
+// Versions of the MAC: V2 covers the agent token's reference
+// (Heartbeat.AgentTokenRef); V1 is what an API of the release before signs.
+const (
+	V1 = 1
+	V2 = 2
+)
+
+// VerifyVersion is Verify, and says which MAC the heartbeat carries. A
+// heartbeat without a token reference may carry a V1 MAC: the worker is
+// upgraded before the API (docs/versioning.md, "Rolling out a release"),
+// so a new worker accepts what an old API signs; such a signal is not bound
+// to an operation's token (CheckToken does not apply to it).
+func VerifyVersion(k Keys, node string, hb workflows.Heartbeat, now time.Time) (int, error) {
 	if hb.MAC == "" {
-		return errors.New("signal carries no MAC: it was not sent by the API")
+		return 0, errors.New("signal carries no MAC: it was not sent by the API")
 	}
-	got, err := base64.RawURLEncoding.DecodeString(hb.MAC)
+	// Strict: one MAC has one spelling, so that a store of the signals seen
+	// cannot be passed by re-spelling its unused trailing bits.
+	got, err := base64.RawURLEncoding.Strict().DecodeString(hb.MAC)
 	if err != nil {
-		return errors.New("signal MAC is malformed")
+		return 0, errors.New("signal MAC is malformed")
 	}
-	ok := hmac.Equal(got, mac(k.Current, node, hb))
-	if !ok && len(k.Previous) > 0 {
-		ok = hmac.Equal(got, mac(k.Previous, node, hb))
+	matches := func(f func([]byte, string, workflows.Heartbeat) []byte) bool {
+		return hmac.Equal(got, f(k.Current, node, hb)) || (len(k.Previous) > 0 && hmac.Equal(got, f(k.Previous, node, hb)))
 	}
-	if !ok {
-		return errors.New("signal MAC does not match")
+	version := V2
+	if !matches(mac) {
+		if hb.AgentTokenRef != "" || !matches(macV1) {
+			return 0, errors.New("signal MAC does not match")
+		}
+		version = V1
 	}
 	if age := now.Sub(hb.ReceivedAt); age > MaxAge || age < -MaxSkew {
-		return fmt.Errorf("signal timestamp %s is outside the accepted window (%s old at most)", hb.ReceivedAt.Format(time.RFC3339), MaxAge)
+		return 0, fmt.Errorf("signal timestamp %s is outside the accepted window (%s old at most)", hb.ReceivedAt.Format(time.RFC3339), MaxAge)
+	}
+	return version, nil
+}
+
+// TokenRef names the agent token the API accepted a heartbeat with, for
+// Heartbeat.AgentTokenRef: a truncated SHA-256 of the token ("" for no
+// token). The token is 256 random bits, so its hash gives nothing away and
+// may sit in workflow history; the token itself must not.
+func TokenRef(token string) string {
+	if token == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("ironflow agent token ref\x00" + token))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// CheckToken returns why a verified heartbeat does not belong to the
+// operation that now holds the node, or nil. Each operation (deploy, clean,
+// rescue, ...) works with its own agent token, so a signal captured from an
+// earlier operation's history and sent again into the next one names a
+// token the node no longer has (docs/security.md, "Replayed signals").
+func CheckToken(hb workflows.Heartbeat, current string) error {
+	if subtle.ConstantTimeCompare([]byte(hb.AgentTokenRef), []byte(TokenRef(current))) != 1 {
+		return errors.New("signal was accepted with another agent token than the node's current one (an earlier operation's signal sent again)")
 	}
 	return nil
 }
 
 // mac covers the node and every field of the heartbeat the workflow acts on,
-// with the timestamp and nonce; JSON of a fixed struct keeps the encoding
-// unambiguous.
+// with the agent token's reference, the timestamp and the nonce; JSON of a
+// fixed struct keeps the encoding unambiguous.
 func mac(key []byte, node string, hb workflows.Heartbeat) []byte {
+	covered, _ := json.Marshal(struct {
+		Node, CallbackURL, AgentVersion, AgentVerifyCA, AgentStatus, AgentStatusMessage, AgentTokenRef, Nonce string
+		ReceivedAt                                                                                            int64
+	}{node, hb.CallbackURL, hb.AgentVersion, hb.AgentVerifyCA, hb.AgentStatus, hb.AgentStatusMessage, hb.AgentTokenRef, hb.Nonce, hb.ReceivedAt.UnixNano()})
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte("ironflow heartbeat v2\x00"))
+	h.Write(covered)
+	return h.Sum(nil)
+}
+
+// macV1 is the MAC of the release before: without the token reference.
+func macV1(key []byte, node string, hb workflows.Heartbeat) []byte {
 	covered, _ := json.Marshal(struct {
 		Node, CallbackURL, AgentVersion, AgentVerifyCA, AgentStatus, AgentStatusMessage, Nonce string
 		ReceivedAt                                                                             int64

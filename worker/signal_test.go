@@ -1,6 +1,11 @@
 package worker
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -17,7 +22,7 @@ func TestVerifySignalChecksTheSharedKey(t *testing.T) {
 	keys := signature.Keys{Current: []byte("worker-test-signal-key-0123")}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(signalVerifier{keys}.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
+	env.RegisterActivityWithOptions(signalVerifier{keys: keys}.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
 	node := "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"
 	signed := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", ReceivedAt: time.Now()}
 	signature.Sign(keys.Current, node, &signed)
@@ -40,4 +45,57 @@ func TestVerifySignalChecksTheSharedKey(t *testing.T) {
 			t.Errorf("%s: verdict %+v, authentic want %v", name, v, c.authentic)
 		}
 	}
+}
+
+// The verifier refuses a signed signal that names another agent token than
+// the node holds now: an earlier operation's signal, sent again.
+func TestVerifySignalRefusesAnEarlierOperationsSignal(t *testing.T) {
+	keys := signature.Keys{Current: []byte("worker-test-signal-key-0123")}
+	node := "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"
+	current := "rbEz4Mg0tM6qCzLrh9NTnMSNQi4dcoXdx4MmjZ8NNCE"
+	v := signalVerifier{keys: keys, tokens: func(context.Context, string) (string, error) { return current, nil }}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(v.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
+	for name, c := range map[string]struct {
+		token     string
+		authentic bool
+	}{
+		"this operation's token":       {current, true},
+		"an earlier operation's token": {"T2xkIG9wZXJhdGlvbidzIHRva2VuLCB3aXBlZCBub3c", false},
+		"no token":                     {"", false},
+		// An API of the release before names no token (upgrade order:
+		// workers first); its signal is accepted unbound.
+		"old API": {"", true},
+	} {
+		hb := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", ReceivedAt: time.Now(), AgentTokenRef: signature.TokenRef(c.token)}
+		signature.Sign(keys.Current, node, &hb)
+		if name == "old API" {
+			hb.MAC = oldAPIMAC(keys.Current, node, hb)
+		}
+		val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: hb})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got workflows.SignalVerdict
+		if err := val.Get(&got); err != nil {
+			t.Fatal(err)
+		}
+		if (got.Reason == "") != c.authentic {
+			t.Errorf("%s: verdict %+v, authentic want %v", name, got, c.authentic)
+		}
+	}
+}
+
+// oldAPIMAC is the MAC an API of the release before computed (package
+// signature's version 1), written out here as that release had it.
+func oldAPIMAC(key []byte, node string, hb workflows.Heartbeat) string {
+	covered, _ := json.Marshal(struct {
+		Node, CallbackURL, AgentVersion, AgentVerifyCA, AgentStatus, AgentStatusMessage, Nonce string
+		ReceivedAt                                                                             int64
+	}{node, hb.CallbackURL, hb.AgentVersion, hb.AgentVerifyCA, hb.AgentStatus, hb.AgentStatusMessage, hb.Nonce, hb.ReceivedAt.UnixNano()})
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte("ironflow heartbeat v1\x00"))
+	h.Write(covered)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/signature"
+	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -101,7 +102,7 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 		return nil, errors.New("worker: no signal key configured")
 	}
 	acts := Activities(a)
-	acts[workflows.ActVerifySignal] = signalVerifier{opts.SignalKeys}.verify
+	acts[workflows.ActVerifySignal] = signalVerifier{keys: opts.SignalKeys, tokens: storeTokens(a)}.verify
 	// The power sync needs the Temporal client to skip nodes a workflow holds.
 	acts[workflows.ActSyncPowerStates] = activities.NewPowerSync(a, c).SyncPowerStates
 	wf := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
@@ -157,13 +158,42 @@ func Stop(ws []sdkworker.Worker) {
 }
 
 // signalVerifier is the ActVerifySignal local activity: it holds the key the
-// workflow must not see.
-type signalVerifier struct{ keys signature.Keys }
+// workflow must not see, and reads the node's current agent token (nil
+// tokens: the token is not checked).
+type signalVerifier struct {
+	keys   signature.Keys
+	tokens func(ctx context.Context, node string) (string, error)
+}
+
+// storeTokens reads a node's agent token from the store.
+func storeTokens(a *activities.Activities) func(context.Context, string) (string, error) {
+	if a == nil || a.Store == nil {
+		return nil
+	}
+	return func(ctx context.Context, node string) (string, error) {
+		n, err := a.Store.GetNode(ctx, node)
+		if err != nil {
+			return "", fmt.Errorf("read agent token of node %s: %w", node, err)
+		}
+		tok, _ := n.DriverInternalInfo[store.KeyAgentToken].(string)
+		return tok, nil
+	}
+}
 
 // verify answers why a heartbeat signal is not authentic (empty if it is) and
-// logs the refusal with the node and the workflow.
+// logs the refusal with the node and the workflow. Authentic is: signed with
+// the key, recent, and accepted with the agent token the node holds now.
 func (v signalVerifier) verify(ctx context.Context, in workflows.VerifySignalInput) (workflows.SignalVerdict, error) {
-	err := signature.Verify(v.keys, in.NodeUUID, in.Heartbeat, time.Now())
+	version, err := signature.VerifyVersion(v.keys, in.NodeUUID, in.Heartbeat, time.Now())
+	// A signal of an API of the release before (V1) names no token: it is
+	// accepted unbound while the APIs are upgraded after the workers.
+	if err == nil && version == signature.V2 && v.tokens != nil {
+		tok, terr := v.tokens(ctx, in.NodeUUID)
+		if terr != nil {
+			return workflows.SignalVerdict{}, terr
+		}
+		err = signature.CheckToken(in.Heartbeat, tok)
+	}
 	if err == nil {
 		return workflows.SignalVerdict{}, nil
 	}

@@ -97,6 +97,10 @@ type Heartbeat struct {
 	AgentStatus        string    `json:"agent_status,omitempty"`
 	AgentStatusMessage string    `json:"agent_status_message,omitempty"`
 	ReceivedAt         time.Time `json:"received_at"`
+	// AgentTokenRef names the agent token the API accepted the heartbeat
+	// with (signature.TokenRef, not the token): the worker refuses a signal
+	// whose token is not the node's current one, an earlier operation's.
+	AgentTokenRef string `json:"agent_token_ref,omitempty"`
 	// Nonce and MAC authenticate the signal (package signature): the
 	// workflow ignores a heartbeat whose MAC the worker cannot verify.
 	Nonce string `json:"nonce,omitempty"`

@@ -93,6 +93,9 @@ type run struct {
 	// verifySignals is whether heartbeat signals are verified (nil until the
 	// first heartbeat; see authentic).
 	verifySignals *bool
+	// signals remembers the signed heartbeats accepted, when replayed ones
+	// are refused (nil otherwise; see authentic).
+	signals *signalLedger
 	// liveness is the agent-silence timer all agent steps share (nil until
 	// the first step); see agentStep.
 	liveness workflow.Future
@@ -406,6 +409,12 @@ func (r *run) authentic(hb Heartbeat) bool {
 	if r.verifySignals == nil {
 		v := workflow.GetVersion(r.ctx, changeVerifyHeartbeatSignal, workflow.DefaultVersion, 1) == 1
 		r.verifySignals = &v
+		// Replayed signals are refused from this version on; the ledger is
+		// workflow state only, so the gate keeps older histories (which
+		// accepted a repeated signal) replaying as they ran.
+		if v && workflow.GetVersion(r.ctx, changeRefuseReplayedHeartbeat, workflow.DefaultVersion, 1) == 1 {
+			r.signals = &signalLedger{}
+		}
 	}
 	if !*r.verifySignals {
 		return true
@@ -421,6 +430,15 @@ func (r *run) authentic(hb Heartbeat) bool {
 	if v.Reason != "" {
 		workflow.GetLogger(r.ctx).Warn("ignored a heartbeat signal that is not authentic", "node", r.req.NodeUUID, "reason", v.Reason)
 		return false
+	}
+	// A signal without a MAC never passes the worker's check; only the
+	// workflow unit tests' stand-in verifier lets one through.
+	if r.signals != nil && hb.MAC != "" {
+		if why := r.signals.admit(hb); why != "" {
+			workflow.GetLogger(r.ctx).Warn("ignored a replayed heartbeat signal", "node", r.req.NodeUUID, "reason", why,
+				"callback_url", hb.CallbackURL, "agent_status", hb.AgentStatus)
+			return false
+		}
 	}
 	return true
 }

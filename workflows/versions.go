@@ -24,4 +24,11 @@ const (
 	// 55c27b0 (issue 16, signed heartbeats); histories before it:
 	// testdata/history/c993240 and 0aaab4f, after it: cb74509 on.
 	changeVerifyHeartbeatSignal = "verify-heartbeat-signal"
+	// changeRefuseReplayedHeartbeat: a signed heartbeat whose nonce the
+	// run already accepted (or older than the ones it forgot) is ignored
+	// (signalLedger, workflow state only); taken at the first heartbeat,
+	// right after changeVerifyHeartbeatSignal. Introduced by issue 16's
+	// replay refusal; no recorded history has its new path yet: record
+	// this version's histories (make record-histories).
+	changeRefuseReplayedHeartbeat = "refuse-replayed-heartbeat"
 )

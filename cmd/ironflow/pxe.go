@@ -23,6 +23,7 @@ type bootFlags struct {
 	listen, publicURL, imagesDir, isoDir, tftpListen, tftpRoot *string
 	dhcpInterface, dhcpMode, dhcpAddr, dhcpPool, dhcpRouter    *string
 	dhcpListen                                                 *string
+	kickstartAnyClient                                         *bool
 	limits                                                     httpLimits
 	cache                                                      cacheFlags
 	glance                                                     glanceFlags // set by the command (ironflow dev shares the worker's)
@@ -42,6 +43,8 @@ func addBootFlags(s *settings) bootFlags {
 		dhcpAddr:      s.String("dhcp-server-address", "", "ironflow's IPv4 address on the DHCP segment"),
 		dhcpPool:      s.String("dhcp-pool", "", "reservation pool as CIDR,first,last e.g. 10.0.0.0/24,10.0.0.100,10.0.0.200"),
 		dhcpRouter:    s.String("dhcp-router", "", "router option for the pool"),
+		kickstartAnyClient: s.Bool("boot-kickstart-any-client", false,
+			"serve a node's kickstart to any client when the node has no lease from ironflow's DHCP (a boot service off the nodes' segment; docs/security.md)"),
 		// Machines download kernels, ramdisks and images: a long write timeout.
 		limits: addHTTPLimits(s, "boot", time.Minute, 30*time.Minute, 2*time.Minute),
 		cache:  addCacheFlags(s),
@@ -93,7 +96,8 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 	if err != nil {
 		return "", nil, nil, err
 	}
-	h, err := pxe.NewHTTPHandler(pxe.HTTPConfig{Addr: *f.listen, ImagesDir: *f.imagesDir, ISODir: *f.isoDir, Cache: cache}, backend, blog)
+	h, err := pxe.NewHTTPHandler(pxe.HTTPConfig{Addr: *f.listen, ImagesDir: *f.imagesDir, ISODir: *f.isoDir, Cache: cache,
+		KickstartAnyClient: *f.kickstartAnyClient}, backend, blog)
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -1,0 +1,103 @@
+package tests
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// A failed step that waits for an operator keeps the agent token, so that
+// `retry` and `skip-step` can reach the agent that still runs (Ironic wipes
+// it on entering the failure state and needs a new deploy; docs/security.md,
+// "Agent tokens"). The wait ends by abort or by its timeout, and each wipes
+// the token with the rest of the agent's session; these tests prove both on
+// the real stack.
+
+// failDeployAndWait deploys a node whose image checksum is wrong, with a
+// simulated agent, and returns it in deploy failed, its workflow waiting
+// for the operator; the token is still there and the agent still
+// heartbeats with it.
+func failDeployAndWait(t *testing.T, name, mac string, driverInfo map[string]any) (string, *store.Store) {
+	t.Helper()
+	img := newImageServer(t, 1<<20)
+	uuid := enrollAgentNode(t, name, mac, img)
+	patch := []map[string]any{
+		{"op": "add", "path": "/automated_clean", "value": false},
+		{"op": "replace", "path": "/instance_info/image_os_hash_value", "value": strings.Repeat("0", 64)},
+	}
+	for k, v := range driverInfo {
+		patch = append(patch, map[string]any{"op": "add", "path": "/driver_info/" + k, "value": v})
+	}
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, patch, nil); code != 200 {
+		t.Fatalf("patch: %d", code)
+	}
+	startSimMachine(t, uuid, []string{mac}, sim.Config{})
+	moveTo(t, uuid, [2]string{"manage", "manageable"}, [2]string{"provide", "available"}, [2]string{"active", "deploy failed"})
+	st := openStore(t)
+	n, err := st.GetNode(context.Background(), uuid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, _ := n.DriverInternalInfo[store.KeyAgentToken].(string); tok == "" {
+		t.Fatalf("the agent token was wiped while the failed step waits for the operator: %v", n.DriverInternalInfo)
+	}
+	// The agent still heartbeats with it: its heartbeats are accepted.
+	last := n.DriverInternalInfo["agent_last_heartbeat"]
+	waitFor(t, "an accepted heartbeat while the step waits", 30*time.Second, func() bool {
+		n, err := st.GetNode(context.Background(), uuid)
+		return err == nil && n.DriverInternalInfo["agent_last_heartbeat"] != last
+	})
+	return uuid, st
+}
+
+// waitTokenWiped waits until the node's agent session (token, URL) is gone
+// and returns the node.
+func waitTokenWiped(t *testing.T, st *store.Store, uuid string) *store.Node {
+	t.Helper()
+	var n *store.Node
+	waitFor(t, "the agent token to be wiped", 60*time.Second, func() bool {
+		var err error
+		n, err = st.GetNode(context.Background(), uuid)
+		if err != nil {
+			return false
+		}
+		for _, k := range store.AgentSessionKeys() {
+			if _, ok := n.DriverInternalInfo[k]; ok {
+				return false
+			}
+		}
+		return true
+	})
+	return n
+}
+
+func TestAbortOfAFailedStepWipesTheAgentToken(t *testing.T) {
+	uuid, st := failDeployAndWait(t, "token-abort-0", "52:54:00:bb:01:18", nil)
+	cli, err := devstack.FindTemporalCLI("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cli, "workflow", "signal", "--address", lab.Temporal.Address(), "--workflow-id", workflows.WorkflowID(uuid),
+		"--name", workflows.SignalAbort).CombinedOutput(); err != nil {
+		t.Fatalf("temporal workflow signal abort: %v\n%s", err, out)
+	}
+	n := waitTokenWiped(t, st, uuid)
+	if n.ProvisionState != "deploy failed" || !strings.Contains(deref(n.LastError), "aborted by operator") {
+		t.Fatalf("after abort: %s, last_error %q", n.ProvisionState, deref(n.LastError))
+	}
+}
+
+func TestOperatorWaitTimeoutWipesTheAgentToken(t *testing.T) {
+	uuid, st := failDeployAndWait(t, "token-timeout-0", "52:54:00:bb:01:19", map[string]any{workflows.DriverInfoOperatorWaitTimeout: "8"})
+	n := waitTokenWiped(t, st, uuid)
+	if n.ProvisionState != "deploy failed" || !strings.Contains(deref(n.LastError), "no retry, skip-step or abort within 8s") {
+		t.Fatalf("after the operator wait timed out: %s, last_error %q", n.ProvisionState, deref(n.LastError))
+	}
+}
