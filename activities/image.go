@@ -22,6 +22,9 @@ import (
 // deploy starts. Glance's credentials come from the worker's configuration,
 // never from workflow history.
 func (a *Activities) checkImage(ctx context.Context, n *store.Node) error {
+	if _, err := imageTrust(n); err != nil {
+		return err
+	}
 	_, _, err := imagecache.Locate(ctx, a.Config.Glance, n.InstanceInfo)
 	if err != nil {
 		return imageErr(n.UUID, err)

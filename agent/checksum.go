@@ -128,6 +128,9 @@ func fetchChecksum(ctx context.Context, hc *http.Client, checksumURL, imageURL s
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		if untrustedCert(err) {
+			return "", fmt.Errorf("download checksum file %s: %s: %w", redactURL(checksumURL), untrustedHint, unwrapURLError(err))
+		}
 		return "", fmt.Errorf("download checksum file %s: %w", redactURL(checksumURL), unwrapURLError(err))
 	}
 	defer resp.Body.Close()

@@ -49,6 +49,10 @@ type Source struct {
 	Size int64  // expected size if known (eviction before download), else 0
 	// Fetch opens the data at its origin.
 	Fetch func(ctx context.Context) (io.ReadCloser, error)
+	// Trust tells apart how Fetch verifies the origin's certificate
+	// (Trust.Fingerprint): a download that failed as untrusted is not
+	// the answer for a request that trusts the origin otherwise.
+	Trust string
 }
 
 // Progress of a download in flight.
@@ -70,6 +74,7 @@ type entry struct {
 type flight struct {
 	done       chan struct{}
 	err        error
+	trust      string
 	downloaded atomic.Int64
 	total      atomic.Int64
 }
@@ -206,7 +211,7 @@ func (c *Cache) Acquire(ctx context.Context, src Source) (*Handle, error) {
 		}
 		f := c.flights[src.Key]
 		if f == nil {
-			f = &flight{done: make(chan struct{})}
+			f = &flight{done: make(chan struct{}), trust: src.Trust}
 			f.total.Store(src.Size)
 			c.flights[src.Key] = f
 			c.mu.Unlock()
@@ -220,6 +225,11 @@ func (c *Cache) Acquire(ctx context.Context, src Source) (*Handle, error) {
 		case <-f.done:
 		}
 		if f.err != nil {
+			// Another node's download failed on a certificate its
+			// image_verify_ca does not trust: fetch with ours.
+			if errors.Is(f.err, ErrUntrusted) && f.trust != src.Trust && attempt == 0 {
+				continue
+			}
 			return nil, f.err
 		}
 	}

@@ -99,6 +99,13 @@ func Locate(ctx context.Context, g *glance.Client, ii map[string]any) (o Origin,
 
 // Source is the cache entry of the origin; hc fetches plain URLs.
 func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
+	return o.TrustedSource(g, hc, Trust{})
+}
+
+// TrustedSource is Source for a node whose image server is verified as t
+// says (driver_info/image_verify_ca); hc nil means t.Client(). Glance is
+// reached with the worker's Glance client, whose trust is its own.
+func (o Origin) TrustedSource(g *glance.Client, hc *http.Client, t Trust) Source {
 	s := Source{Algo: o.Algo, Hash: o.Hash, Size: o.Size}
 	if o.GlanceID != "" {
 		s.Key = "glance:" + o.GlanceID
@@ -106,9 +113,7 @@ func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
 		s.Fetch = func(ctx context.Context) (io.ReadCloser, error) { return g.Download(ctx, id) }
 		return s
 	}
-	if hc == nil {
-		hc = http.DefaultClient
-	}
+	s.Trust = t.Fingerprint()
 	// The key names the URL by its hash: keys show in errors and logs, and
 	// a URL may carry a signature or credentials.
 	sum := sha256.Sum256([]byte(o.URL))
@@ -119,8 +124,18 @@ func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
 		if err != nil {
 			return nil, err
 		}
+		hc := hc
+		if hc == nil {
+			// A transport of its own per download (a cache miss is
+			// rare), closed with it.
+			hc = t.Client()
+			defer hc.CloseIdleConnections()
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
+			if IsUntrusted(err) {
+				return nil, untrustedError(err)
+			}
 			return nil, err
 		}
 		if resp.StatusCode != http.StatusOK {

@@ -113,7 +113,9 @@ func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) 
 		switch {
 		case errors.Is(err, ErrFull):
 			code = http.StatusInsufficientStorage
-		case errors.Is(err, ErrChecksum):
+		case errors.Is(err, ErrChecksum), errors.Is(err, ErrUntrusted):
+			// Neither changes by retrying: the agent gives up at once
+			// with the reason (the operator's fix is named in it).
 			code = http.StatusUnprocessableEntity
 		}
 		s.fail(w, nodeUUID, err, code)

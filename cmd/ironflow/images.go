@@ -104,7 +104,11 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		if !ok || o.DownloadSource != imagecache.DownloadHTTP {
 			return imagecache.Source{}, fmt.Errorf("node %s does not deploy a cached image", nodeUUID)
 		}
-		return o.Source(gc, nil), nil
+		trust, err := imagecache.TrustOf(n.DriverInfo)
+		if err != nil {
+			return imagecache.Source{}, err
+		}
+		return o.TrustedSource(gc, nil, trust), nil
 	}}
 	return srv, nil
 }
