@@ -22,7 +22,7 @@ const MaxCABundle = 1 << 20
 
 // ErrUntrusted wraps a failed download whose server's certificate is not
 // trusted by the node's image_verify_ca; retrying will not help.
-var ErrUntrusted = errors.New("image server certificate not trusted")
+var ErrUntrusted = errors.New("the image server's certificate is not trusted")
 
 // Trust is how a node's image server is verified (driver_info
 // image_verify_ca): the system store (the zero value), no verification, or
