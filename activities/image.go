@@ -71,6 +71,7 @@ func (a *Activities) agentImageInfo(ctx context.Context, n *store.Node) (map[str
 			ii["image_type"] = o.ImageType
 		}
 	}
+	a.rawFromCache(ii, o, n.UUID)
 	return ii, nil
 }
 

@@ -130,7 +130,7 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 		defer hc.CloseIdleConnections()
 		p.Client = hc
 	}
-	ck, err := resolveChecksum(ctx, hc, p, !a.cfg.Download.DisallowMD5)
+	ck, err := resolveChecksum(ctx, hc, p, a.cfg.Download)
 	if err != nil {
 		return nil, fmt.Errorf("write_image: %w", err)
 	}

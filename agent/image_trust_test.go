@@ -37,7 +37,7 @@ func TestWriteImageVerifiesTheImageServer(t *testing.T) {
 		wantErr string
 	}{
 		{"system store: untrusted", map[string]any{"image_source": url, "image_checksum": sum}, "certificate is not trusted (set the node's driver_info/image_verify_ca"},
-		{"checksum file, system store: untrusted", map[string]any{"image_source": url, "image_checksum": srv.URL + "/SHA256SUMS"}, "download checksum file " + srv.URL + "/SHA256SUMS: the image server's certificate is not trusted"},
+		{"checksum file, system store: untrusted", map[string]any{"image_source": url, "image_checksum": srv.URL + "/SHA256SUMS"}, "checksum file: download " + srv.URL + "/SHA256SUMS: the image server's certificate is not trusted"},
 		{"true is the system store", map[string]any{"image_source": url, "image_checksum": sum, "image_verify_ca": true}, "image_verify_ca"},
 		{"another CA", map[string]any{"image_source": url, "image_checksum": sum, "image_verify_ca": otherCAPEM(t)}, "certificate is not trusted"},
 		{"the server's CA", map[string]any{"image_source": url, "image_checksum": sum, "image_verify_ca": caPEM}, ""},

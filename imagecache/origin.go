@@ -106,7 +106,7 @@ func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
 // says (driver_info/image_verify_ca); hc nil means t.Client(). Glance is
 // reached with the worker's Glance client, whose trust is its own.
 func (o Origin) TrustedSource(g *glance.Client, hc *http.Client, t Trust) Source {
-	s := Source{Algo: o.Algo, Hash: o.Hash, Size: o.Size}
+	s := Source{Algo: o.Algo, Hash: o.Hash, Size: o.Size, DiskFormat: o.DiskFormat}
 	if o.GlanceID != "" {
 		s.Key = "glance:" + o.GlanceID
 		id := o.GlanceID
@@ -151,6 +151,11 @@ func (o Origin) TrustedSource(g *glance.Client, hc *http.Client, t Trust) Source
 // fetches its cached image: it names the node only, never an origin or a
 // credential.
 func CachePath(nodeUUID string) string { return "/cache/" + nodeUUID + "/image" }
+
+// ChecksumPath is where the agent reads the checksum of what CachePath
+// serves, a checksums file of one line: with ForceRaw the image served is
+// the raw conversion, whose checksum only the cache knows.
+func ChecksumPath(nodeUUID string) string { return "/cache/" + nodeUUID + "/checksum" }
 
 // Cached reports, without asking Glance, whether the agent of a node with
 // this instance_info fetches its image from the cache.

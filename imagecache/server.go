@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/qcow2"
 )
 
 // Resolver says which image a node deploys (from its instance_info), with
@@ -37,8 +39,9 @@ type Server struct {
 	keys   map[string]string // node → key of the image it last asked for
 }
 
-// ServeHTTP routes GET /cache/{uuid}/image (Image) and GET
-// /cache/{uuid}/progress (Progress).
+// ServeHTTP routes GET /cache/{uuid}/image (Image), GET
+// /cache/{uuid}/checksum (Checksum) and GET /cache/{uuid}/progress
+// (Progress).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, _ := strings.CutPrefix(r.URL.Path, "/cache/")
 	node, what, _ := strings.Cut(rest, "/")
@@ -52,6 +55,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Image(w, r, id.String())
 	case "progress":
 		s.Progress(w, r, id.String())
+	case "checksum":
+		s.Checksum(w, r, id.String())
 	default:
 		http.NotFound(w, r)
 	}
@@ -89,6 +94,46 @@ type lease struct {
 
 // Image handles one request; nodeUUID comes from the route.
 func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) {
+	h, ok := s.acquire(w, r, nodeUUID)
+	if !ok {
+		return
+	}
+	defer h.Release()
+	f, err := os.Open(h.Path())
+	if err != nil {
+		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// Checksum answers with the checksum of the image Image serves the node,
+// as a checksums file ("<hex>  image"), once the image is in the cache:
+// the agent reads it before the image (instance_info/image_checksum as a
+// URL), and retries while the cache downloads and converts.
+func (s *Server) Checksum(w http.ResponseWriter, r *http.Request, nodeUUID string) {
+	h, ok := s.acquire(w, r, nodeUUID)
+	if !ok {
+		return
+	}
+	defer h.Release()
+	_, sum := h.Checksum()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	fmt.Fprintf(w, "%s  image\n", sum)
+}
+
+// acquire resolves the node's image and takes a handle on it, the node
+// holding a lease on what it is served; it answers the request itself when
+// it fails.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, nodeUUID string) (*Handle, bool) {
 	src, err := s.Resolve(r.Context(), nodeUUID)
 	if err != nil {
 		code := http.StatusNotFound
@@ -96,7 +141,7 @@ func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) 
 			code = http.StatusBadGateway // the agent retries
 		}
 		s.fail(w, nodeUUID, err, code)
-		return
+		return nil, false
 	}
 	s.mu.Lock()
 	if s.keys == nil {
@@ -113,29 +158,18 @@ func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) 
 		switch {
 		case errors.Is(err, ErrFull):
 			code = http.StatusInsufficientStorage
-		case errors.Is(err, ErrChecksum), errors.Is(err, ErrUntrusted):
-			// Neither changes by retrying: the agent gives up at once
+		case errors.Is(err, ErrChecksum), errors.Is(err, ErrUntrusted), errors.Is(err, ErrFormat),
+			errors.Is(err, qcow2.ErrCorrupt), errors.Is(err, qcow2.ErrUnsupported), errors.Is(err, qcow2.ErrReorderLimit):
+			// None changes by retrying: the agent gives up at once
 			// with the reason (the operator's fix is named in it).
 			code = http.StatusUnprocessableEntity
 		}
 		s.fail(w, nodeUUID, err, code)
-		return
+		return nil, false
 	}
-	defer h.Release()
-	s.hold(nodeUUID, src.Key)
-	f, err := os.Open(h.Path())
-	if err != nil {
-		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(w, r, "", st.ModTime(), f)
+	// The lease is on the entry served: with ForceRaw, the raw one.
+	s.hold(nodeUUID, h.Key())
+	return h, true
 }
 
 func (s *Server) fail(w http.ResponseWriter, node string, err error, code int) {

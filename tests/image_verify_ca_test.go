@@ -59,18 +59,19 @@ func newTLSImageServer(t *testing.T, size int) (img *imageServer, caFile string)
 	return img, caFile
 }
 
-// startCacheGroup runs an `ironflow pxe` with an image cache and a worker
-// that points agents at it, in place of the lab's worker, until the test
-// ends.
-func startCacheGroup(t *testing.T, group string, extra ...string) (bootURL string) {
+// startCacheGroup runs an `ironflow pxe` with an image cache (in cacheDir)
+// and a worker that points agents at it, in place of the lab's worker,
+// until the test ends; extra flags go to both.
+func startCacheGroup(t *testing.T, group string, extra ...string) (bootURL, cacheDir string) {
 	t.Helper()
+	cacheDir = t.TempDir()
 	port, err := devstack.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bootURL = fmt.Sprintf("http://127.0.0.1:%d", port)
 	pxe, err := lab.Spawn("ironflow-pxe-"+group, append(append(lab.PXEArgs(), "--boot-listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--image-cache-dir", t.TempDir(), "--image-cache-size", "256MiB"), extra...))
+		"--image-cache-dir", cacheDir, "--image-cache-size", "256MiB"), extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func startCacheGroup(t *testing.T, group string, extra ...string) (bootURL strin
 	waitFor(t, "the boot service", 30*time.Second, func() bool {
 		return exec.Command("curl", "-sf", bootURL+"/health").Run() == nil
 	})
-	return bootURL
+	return bootURL, cacheDir
 }
 
 // TestImageVerifyCA deploys from an HTTPS image server whose CA is the

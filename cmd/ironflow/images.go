@@ -15,10 +15,12 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// glanceFlags say how to reach Glance; the worker (resolution, validation)
-// and the boot service (the cache's downloads) read the same ones.
+// glanceFlags say how to reach Glance, and whether the image cache converts
+// qcow2 images to raw; the worker (resolution, validation, what the agent
+// is told) and the boot service (the cache) read the same ones.
 type glanceFlags struct {
 	url, auth, user, password *string
+	forceRaw                  *bool
 }
 
 func addGlanceFlags(s *settings) glanceFlags {
@@ -27,6 +29,12 @@ func addGlanceFlags(s *settings) glanceFlags {
 		auth:     s.String("glance-auth", glance.AuthNone, "how to authenticate to Glance: none or http_basic"),
 		user:     s.String("glance-user", "", "user for --glance-auth http_basic"),
 		password: s.String("glance-password", "", "password for --glance-auth http_basic (prefer the environment)"),
+		// Off by default, unlike Ironic: its agent converts qcow2 in
+		// memory, ironflow's streams it in bounded memory at about the
+		// speed of raw, so converting in the cache only costs the
+		// virtual size on the cache's disk, the time to convert before
+		// the first byte, and the zeros sent to every agent.
+		forceRaw: s.Bool("force-raw-images", false, "the boot service's image cache converts qcow2 images to raw once and serves the raw disk (image_download_source=http); set it alike on the worker and the boot service"),
 	}
 }
 
@@ -89,6 +97,7 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 	if err != nil {
 		return nil, err
 	}
+	c.ForceRaw = *g.forceRaw
 	srv := &imagecache.Server{Cache: c, Log: log, Resolve: func(ctx context.Context, nodeUUID string) (imagecache.Source, error) {
 		n, err := st.GetNode(ctx, nodeUUID)
 		if err != nil {
