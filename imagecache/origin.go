@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -123,6 +124,9 @@ func (o Origin) TrustedSource(g *glance.Client, hc *http.Client, t Trust) Source
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return nil, err
+		}
+		if t.Skip && strings.HasPrefix(url, "https://") {
+			slog.Warn("image cache: the image server's certificate is not verified (driver_info/image_verify_ca is False)", "key", s.Key)
 		}
 		hc := hc
 		if hc == nil {
