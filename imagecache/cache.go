@@ -99,7 +99,7 @@ type Cache struct {
 	// serves the raw entry (Ironic's force_raw_images). Set it before
 	// the first Acquire.
 	ForceRaw bool
-	// Conversions counts qcow2 images converted (tests).
+	// Conversions counts conversions to raw started (observability, tests).
 	Conversions atomic.Int64
 }
 
