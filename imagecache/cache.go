@@ -413,10 +413,17 @@ func (c *Cache) fetch(src Source, f *flight) error {
 			return err
 		}
 	}
+	return c.addLocked(part, meta{Key: src.Key, Algo: src.Algo, Hash: want, Size: n})
+}
+
+// addLocked makes the verified file part the entry m describes: renamed
+// into place, its meta written next to it, counted and most recently used.
+func (c *Cache) addLocked(part string, m meta) error {
+	base := c.fileBase(m.Key)
 	if err := os.Rename(part, base+".img"); err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
-	mb, _ := json.Marshal(meta{Key: src.Key, Algo: src.Algo, Hash: want, Size: n})
+	mb, _ := json.Marshal(m)
 	if err := os.WriteFile(base+".json", mb, 0o640); err != nil {
 		os.Remove(base + ".img")
 		return fmt.Errorf("image cache: %w", err)
@@ -425,10 +432,10 @@ func (c *Cache) fetch(src Source, f *flight) error {
 	if err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
-	e := &entry{key: src.Key, file: base + ".img", size: n, algo: src.Algo, hash: want, verMod: st.ModTime()}
+	e := &entry{key: m.Key, file: base + ".img", size: m.Size, algo: m.Algo, hash: m.Hash, verMod: st.ModTime()}
 	e.elem = c.lru.PushFront(e)
-	c.entries[src.Key] = e
-	c.used += n
+	c.entries[m.Key] = e
+	c.used += m.Size
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -135,22 +134,9 @@ func (c *Cache) toRaw(src Source, f *flight) error {
 	oh.Release()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := os.Rename(part, base+".img"); err != nil {
-		return fmt.Errorf("image cache: %w", err)
+	if err := c.addLocked(part, meta{Key: key, Algo: "sha256", Hash: sum, Size: size}); err != nil {
+		return err
 	}
-	mb, _ := json.Marshal(meta{Key: key, Algo: "sha256", Hash: sum, Size: size})
-	if err := os.WriteFile(base+".json", mb, 0o640); err != nil {
-		os.Remove(base + ".img")
-		return fmt.Errorf("image cache: %w", err)
-	}
-	st, err := os.Stat(base + ".img")
-	if err != nil {
-		return fmt.Errorf("image cache: %w", err)
-	}
-	e := &entry{key: key, file: base + ".img", size: size, algo: "sha256", hash: sum, verMod: st.ModTime()}
-	e.elem = c.lru.PushFront(e)
-	c.entries[key] = e
-	c.used += size
 	// The qcow2 entry has served its purpose: its space goes back to the
 	// cache, unless a caller holds it.
 	if oe := c.entries[src.Key]; oe != nil && oe.refs == 0 {

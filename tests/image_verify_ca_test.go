@@ -1,15 +1,9 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -28,30 +22,10 @@ import (
 // an operator puts it on the conductor.
 func newTLSImageServer(t *testing.T, size int) (img *imageServer, caFile string) {
 	t.Helper()
-	img = &imageServer{data: make([]byte, size)}
-	r := rand.New(rand.NewPCG(7, 9))
-	for i := range img.data {
-		img.data[i] = byte(r.Uint32())
-	}
-	clear(img.data[440:512])
-	entry := img.data[446:462]
-	entry[4] = 0x83
-	binary.LittleEndian.PutUint32(entry[8:], 2048)
-	binary.LittleEndian.PutUint32(entry[12:], uint32(size/512-2048))
-	img.data[510], img.data[511] = 0x55, 0xaa
-	sum := sha256.Sum256(img.data)
-	img.sha256 = hex.EncodeToString(sum[:])
-	img.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/disk.raw" {
-			http.NotFound(w, r)
-			return
-		}
-		if r.Header.Get("Range") == "" {
-			img.downloads.Add(1)
-		}
-		http.ServeContent(w, r, "disk.raw", time.Time{}, bytes.NewReader(img.data))
-	}))
-	t.Cleanup(img.Close)
+	img = newImageServer(t, size)
+	tlsSrv := httptest.NewTLSServer(img.Config.Handler)
+	t.Cleanup(tlsSrv.Close)
+	img.Server = tlsSrv
 	caFile = filepath.Join(t.TempDir(), "image-ca.pem")
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: img.Certificate().Raw}), 0o644); err != nil {
 		t.Fatal(err)
