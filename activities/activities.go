@@ -83,6 +83,9 @@ type Config struct {
 	// GlanceAuth is its auth method (none, http_basic).
 	Glance     *glance.Client
 	GlanceAuth string
+	// ForceRawImages says the boot service's image cache converts qcow2
+	// images to raw (--force-raw-images, set alike on both).
+	ForceRawImages bool
 }
 
 // VirtualMedia is what the activities need from the ISO builder.

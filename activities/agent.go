@@ -254,6 +254,13 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 	if in.Step.StepID == workflows.StepWriteImage && partition {
 		step.Args = withPartitionImageInfo(step.Args, n)
 	}
+	if in.Step.StepID == workflows.StepWriteImage && in.Kind != workflows.StepKindClean {
+		args, err := withImageTrust(step.Args, n)
+		if err != nil {
+			return client.CommandResult{}, err
+		}
+		step.Args = args
+	}
 	if in.Kind == workflows.StepKindClean {
 		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
 	}

@@ -22,6 +22,9 @@ import (
 // deploy starts. Glance's credentials come from the worker's configuration,
 // never from workflow history.
 func (a *Activities) checkImage(ctx context.Context, n *store.Node) error {
+	if _, err := imageTrust(n); err != nil {
+		return err
+	}
 	o, _, err := imagecache.Locate(ctx, a.Config.Glance, n.InstanceInfo)
 	if err != nil {
 		return imageErr(n.UUID, err)
@@ -109,6 +112,7 @@ func (a *Activities) agentImageInfo(ctx context.Context, n *store.Node) (map[str
 			}
 		}
 	}
+	a.rawFromCache(ii, o, n.UUID)
 	return ii, nil
 }
 

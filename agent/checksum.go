@@ -2,11 +2,13 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/md5"  //nolint:gosec // Ironic still accepts md5 image checksums
 	"crypto/sha1" //nolint:gosec // Glance os_hash_algo may be sha1
 	"crypto/sha256"
 	"crypto/sha512"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -75,7 +77,8 @@ func isHex(s string) bool {
 // resolveChecksum turns the image's checksum parameters into an algorithm
 // and digest: os_hash_algo+os_hash_value first, then checksum as a URL to a
 // checksums file or a bare digest.
-func resolveChecksum(ctx context.Context, hc *http.Client, p imageParams, allowMD5 bool) (expectedChecksum, error) {
+func resolveChecksum(ctx context.Context, hc *http.Client, p imageParams, cfg DownloadConfig) (expectedChecksum, error) {
+	allowMD5 := !cfg.DisallowMD5
 	var ck expectedChecksum
 	switch {
 	case p.HashAlgo != "" && p.HashValue != "":
@@ -84,7 +87,7 @@ func resolveChecksum(ctx context.Context, hc *http.Client, p imageParams, allowM
 			return ck, err
 		}
 	case strings.HasPrefix(p.Checksum, "http://") || strings.HasPrefix(p.Checksum, "https://"):
-		v, err := fetchChecksum(ctx, hc, p.Checksum, p.URL)
+		v, err := fetchChecksum(ctx, hc, p.Checksum, p.URL, cfg)
 		if err != nil {
 			return ck, err
 		}
@@ -120,21 +123,25 @@ func resolveChecksum(ctx context.Context, hc *http.Client, p imageParams, allowM
 
 // fetchChecksum downloads a checksums file and returns the digest for the
 // image's file name ("<hex>  name", "<hex> *name", or BSD "ALGO (name) =
-// <hex>"), or the file's only digest when it holds nothing else.
-func fetchChecksum(ctx context.Context, hc *http.Client, checksumURL, imageURL string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, checksumURL, nil)
+// <hex>"), or the file's only digest when it holds nothing else. It is
+// fetched as the image is, retrying a broken connection or a 5xx: the
+// image cache answers only once its image is ready (downloaded, and with
+// force_raw_images converted), which may take longer than a response
+// header timeout.
+func fetchChecksum(ctx context.Context, hc *http.Client, checksumURL, imageURL string, cfg DownloadConfig) (string, error) {
+	rr := newResumableReader(ctx, hc, checksumURL, cfg.withDefaults())
+	defer rr.Close()
+	data, err := io.ReadAll(io.LimitReader(rr, maxChecksumFile))
 	if err != nil {
-		return "", fmt.Errorf("checksum URL %s: %w", redactURL(checksumURL), err)
+		var perm permanentError
+		if errors.As(err, &perm) {
+			// The reader's own words (download <url>: HTTP 404, or the
+			// certificate hint), as a checksum file's.
+			return "", fmt.Errorf("checksum file: %w", err)
+		}
+		return "", fmt.Errorf("download checksum file %s: %w", redactURL(checksumURL), err)
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("download checksum file %s: %w", redactURL(checksumURL), unwrapURLError(err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("download checksum file %s: HTTP %d", redactURL(checksumURL), resp.StatusCode)
-	}
-	return parseChecksumFile(io.LimitReader(resp.Body, maxChecksumFile), imageFileName(imageURL), redactURL(checksumURL))
+	return parseChecksumFile(bytes.NewReader(data), imageFileName(imageURL), redactURL(checksumURL))
 }
 
 func imageFileName(imageURL string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -19,6 +20,18 @@ type imageParams struct {
 	HashValue   string
 	DiskFormat  string
 	ConfigDrive string
+	// Client downloads the image, its checksum file and config drive,
+	// trusting the image server as image_verify_ca says (nil: the
+	// agent's download client).
+	Client *http.Client
+}
+
+// downloadClient is the client for img's downloads.
+func (a *Agent) downloadClient(img imageParams) *http.Client {
+	if img.Client != nil {
+		return img.Client
+	}
+	return a.cfg.DownloadClient
 }
 
 func str(m map[string]any, keys ...string) string {
@@ -125,7 +138,16 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	if err := checkDeclaredFormat(p.DiskFormat); err != nil {
 		return nil, fmt.Errorf("write_image: %w", err)
 	}
-	ck, err := resolveChecksum(ctx, a.cfg.DownloadClient, p, !a.cfg.Download.DisallowMD5)
+	log := a.log.With("node", a.NodeUUID(), "step", "write_image")
+	hc, err := a.imageClient(args, log)
+	if err != nil {
+		return nil, fmt.Errorf("write_image: %w", err)
+	}
+	if hc != a.cfg.DownloadClient {
+		defer hc.CloseIdleConnections()
+		p.Client = hc
+	}
+	ck, err := resolveChecksum(ctx, hc, p, a.cfg.Download)
 	if err != nil {
 		return nil, fmt.Errorf("write_image: %w", err)
 	}
@@ -139,14 +161,14 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	}
 	defer dev.Close()
 
-	log := a.log.With("node", a.NodeUUID(), "step", "write_image", "device", bd.Name)
+	log = log.With("device", bd.Name)
 	if partition {
 		return a.writePartitionImage(ctx, cmd, pp, p, ck, bd, dev, log)
 	}
 	log.Info("writing image", "image", redactURL(p.URL), "checksum_algo", ck.Algo)
 	start := time.Now()
 	var lastPublish time.Time
-	res, err := streamImageAs(ctx, a.cfg.DownloadClient, p.URL, p.DiskFormat, ck, dev, dev.Size(), a.cfg.Download, func(written, downloaded, total int64) {
+	res, err := streamImageAs(ctx, hc, p.URL, p.DiskFormat, ck, dev, dev.Size(), a.cfg.Download, func(written, downloaded, total int64) {
 		// Publishing is a lock and an allocation: a few times a second is
 		// plenty for a poller.
 		if now := time.Now(); now.Sub(lastPublish) > 100*time.Millisecond || (total > 0 && downloaded == total) {
@@ -180,7 +202,7 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	}
 	if p.ConfigDrive != "" {
 		cmd.SetResult(map[string]any{"progress": client.Progress{BytesWritten: res.Written, BytesDownloaded: res.Downloaded, TotalBytes: res.Downloaded, Stage: "config drive"}})
-		data, err := loadConfigDrive(ctx, a.cfg.DownloadClient, p.ConfigDrive)
+		data, err := loadConfigDrive(ctx, hc, p.ConfigDrive)
 		if err != nil {
 			return nil, fmt.Errorf("write_image: %w", err)
 		}

@@ -147,6 +147,9 @@ func (r *resumableReader) open() error {
 	resp, err := r.hc.Do(req)
 	if err != nil {
 		cancel()
+		if untrustedCert(err) {
+			return permanentError{fmt.Errorf("download %s: %s: %w", redactURL(r.url), untrustedHint, unwrapURLError(err))}
+		}
 		return fmt.Errorf("download %s: %w", redactURL(r.url), unwrapURLError(err))
 	}
 	switch {

@@ -599,7 +599,7 @@ func (a *Agent) writePartitionImageTo(ctx context.Context, dev Device, p partiti
 		return nil, streamResult{}, err
 	}
 	root := roleOf(parts, partNameRoot)
-	res, err := streamImage(ctx, a.cfg.DownloadClient, img.URL, ck, partitionWriter{dev: dev, start: root.Start, size: root.Size}, root.Size, a.cfg.Download, progress)
+	res, err := streamImage(ctx, a.downloadClient(img), img.URL, ck, partitionWriter{dev: dev, start: root.Start, size: root.Size}, root.Size, a.cfg.Download, progress)
 	// The stream refuses an ISO by its first bytes (errISO); a partition
 	// image says what it should have been instead.
 	if errors.Is(err, errISO) || (err == nil && isISO(dev, root.Start)) {
@@ -621,7 +621,7 @@ func (a *Agent) writePartitionImage(ctx context.Context, cmd *command, p partiti
 	var cd []byte
 	if img.ConfigDrive != "" {
 		var err error
-		if cd, err = loadConfigDrive(ctx, a.cfg.DownloadClient, img.ConfigDrive); err != nil {
+		if cd, err = loadConfigDrive(ctx, a.downloadClient(img), img.ConfigDrive); err != nil {
 			return nil, fmt.Errorf("write_image: %w", err)
 		}
 	}

@@ -182,7 +182,7 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	}
 	implement(KindBoot, RedfishVirtualMedia, servedByVirtualCD, CapVirtualMedia, bootBehaviour{virtualMedia: true}, agentImageKeys...)
 
-	implement(KindDeploy, Direct, "workflows DeployNode: the agent's deploy steps", "", deployBehaviour{FlowAgent, true, true})
+	implement(KindDeploy, Direct, "workflows DeployNode: the agent's deploy steps", "", deployBehaviour{FlowAgent, true, true}, imageTrustKeys...)
 	implement(KindDeploy, Ramdisk, "workflows DeployNode: the instance's ramdisk booted from the network", "", deployBehaviour{FlowRamdisk, true, true})
 	implement(KindDeploy, Anaconda, "workflows DeployNode: the installer and its kickstart", "", deployBehaviour{FlowInstaller, true, true})
 	implement(KindDeploy, Fake, "workflows DeployNode: power on, nothing written", "", deployBehaviour{FlowNone, false, false})

@@ -23,6 +23,15 @@ const (
 	// network boot; without them the agent images boot for rescue too.
 	KeyRescueKernel  = "rescue_kernel"
 	KeyRescueRamdisk = "rescue_ramdisk"
+
+	// KeyImageVerifyCA is how the image's HTTPS server is trusted: True
+	// (the system store, the default), False (no verification), or the
+	// path of a PEM CA bundle on the conductor, whose content the agent
+	// and the image cache trust. Ironic keeps the equivalent as
+	// conductor-wide options (webserver_verify_ca, the agent's
+	// ipa-insecure/ipa-cafile); ironflow reads it per node, as
+	// redfish_verify_ca is.
+	KeyImageVerifyCA = "image_verify_ca"
 )
 
 // powerWaitKeys are read by the BMC drivers that wait for a real BMC.
@@ -44,6 +53,12 @@ var agentImageKeys = []Key{
 var rescueImageKeys = []Key{
 	{Name: KeyRescueKernel, Description: "URL of the kernel to network-boot for rescue instead of the agent's; set it with rescue_ramdisk. Optional."},
 	{Name: KeyRescueRamdisk, Description: "URL of the ramdisk to network-boot for rescue instead of the agent's; it must run an agent with rescue.finalize_rescue; set it with rescue_kernel. Optional."},
+}
+
+// imageTrustKeys are read by the direct deploy interface when the agent or
+// the image cache downloads the instance image.
+var imageTrustKeys = []Key{
+	{Name: KeyImageVerifyCA, Description: "How the HTTPS server of an http(s) image_source is verified: True (the system's trusted CAs, the default), False (not verified), or the path of a PEM CA bundle on the conductor (at most 1 MiB), which the agent and the image cache trust. Optional."},
 }
 
 // keys joins key lists into one.

@@ -49,6 +49,13 @@ type Source struct {
 	Size int64  // expected size if known (eviction before download), else 0
 	// Fetch opens the data at its origin.
 	Fetch func(ctx context.Context) (io.ReadCloser, error)
+	// DiskFormat is the format the image is declared to have (Glance's
+	// disk_format, instance_info/image_disk_format), "" if not declared.
+	DiskFormat string
+	// Trust tells apart how Fetch verifies the origin's certificate
+	// (Trust.Fingerprint): a download that failed as untrusted is not
+	// the answer for a request that trusts the origin otherwise.
+	Trust string
 }
 
 // Progress of a download in flight.
@@ -68,10 +75,12 @@ type entry struct {
 }
 
 type flight struct {
-	done       chan struct{}
-	err        error
-	downloaded atomic.Int64
-	total      atomic.Int64
+	done        chan struct{}
+	err         error
+	passthrough bool
+	trust       string
+	downloaded  atomic.Int64
+	total       atomic.Int64
 }
 
 // Cache is a bounded directory of verified images.
@@ -86,6 +95,12 @@ type Cache struct {
 	flights map[string]*flight
 	// Downloads counts origin fetches (observability, tests).
 	Downloads atomic.Int64
+	// ForceRaw converts qcow2 images to raw once, in the cache, and
+	// serves the raw entry (Ironic's force_raw_images). Set it before
+	// the first Acquire.
+	ForceRaw bool
+	// Conversions counts conversions to raw started (observability, tests).
+	Conversions atomic.Int64
 }
 
 // meta is stored next to each entry.
@@ -150,10 +165,14 @@ func (c *Cache) Has(key string) bool {
 	return e != nil
 }
 
-// Progress reports the download of key in flight, if any.
+// Progress reports the download of key in flight, if any, or its
+// conversion to raw.
 func (c *Cache) Progress(key string) (Progress, bool) {
 	c.mu.Lock()
 	f := c.flights[key]
+	if f == nil {
+		f = c.flights[key+rawSuffix]
+	}
 	c.mu.Unlock()
 	if f == nil {
 		return Progress{}, false
@@ -172,6 +191,12 @@ type Handle struct {
 // Path is the verified file.
 func (h *Handle) Path() string { return h.e.file }
 
+// Key is the entry's key (the source's, or its raw conversion's).
+func (h *Handle) Key() string { return h.e.key }
+
+// Checksum is the algorithm and hex digest of the file served.
+func (h *Handle) Checksum() (algo, hash string) { return h.e.algo, h.e.hash }
+
 // Size of the image.
 func (h *Handle) Size() int64 { return h.e.size }
 
@@ -185,11 +210,25 @@ func (h *Handle) Release() {
 }
 
 // Acquire returns a handle on the verified image, downloading it first if
-// needed. Concurrent calls for one key wait for a single download.
+// needed. Concurrent calls for one key wait for a single download. With
+// ForceRaw, a qcow2 image is served as the raw disk it describes (see
+// raw.go).
 func (c *Cache) Acquire(ctx context.Context, src Source) (*Handle, error) {
+	if c.converts(src) {
+		return c.acquireRaw(ctx, src)
+	}
+	h, _, err := c.await(ctx, src.Key, src.Trust, src.Size, func(f *flight) error { return c.fetch(src, f) })
+	return h, err
+}
+
+// await returns a handle on key's entry, running run once, on a
+// goroutine of the cache's, for all callers that find it missing at the
+// same time. passthrough is run's answer that key has no entry of its own
+// (an image that needs no conversion).
+func (c *Cache) await(ctx context.Context, key, trust string, size int64, run func(*flight) error) (h *Handle, passthrough bool, err error) {
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
-		if e := c.entries[src.Key]; e != nil {
+		if e := c.entries[key]; e != nil {
 			e.refs++
 			c.lru.MoveToFront(e.elem)
 			c.mu.Unlock()
@@ -197,32 +236,50 @@ func (c *Cache) Acquire(ctx context.Context, src Source) (*Handle, error) {
 			if err := c.verify(e); err != nil {
 				h.Release()
 				if attempt > 0 {
-					return nil, err
+					return nil, false, err
 				}
 				c.drop(e)
 				continue // fetch again
 			}
-			return h, nil
+			return h, false, nil
 		}
-		f := c.flights[src.Key]
+		f := c.flights[key]
 		if f == nil {
-			f = &flight{done: make(chan struct{})}
-			f.total.Store(src.Size)
-			c.flights[src.Key] = f
+			f = &flight{done: make(chan struct{}), trust: trust}
+			f.total.Store(size)
+			c.flights[key] = f
 			c.mu.Unlock()
-			go c.download(src, f)
+			go c.fly(key, f, run)
 		} else {
 			c.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-f.done:
 		}
 		if f.err != nil {
-			return nil, f.err
+			// Another node's download failed on a certificate its
+			// image_verify_ca does not trust: fetch with ours.
+			if errors.Is(f.err, ErrUntrusted) && f.trust != trust && attempt == 0 {
+				continue
+			}
+			return nil, false, f.err
+		}
+		if f.passthrough {
+			return nil, true, nil
 		}
 	}
+}
+
+// fly runs one flight to its end.
+func (c *Cache) fly(key string, f *flight, run func(*flight) error) {
+	err := run(f)
+	c.mu.Lock()
+	delete(c.flights, key)
+	f.err = err
+	c.mu.Unlock()
+	close(f.done)
 }
 
 // verify re-hashes an entry whose file changed since it was verified.
@@ -300,15 +357,6 @@ func (c *Cache) reserveLocked(n int64) error {
 	return nil
 }
 
-func (c *Cache) download(src Source, f *flight) {
-	err := c.fetch(src, f)
-	c.mu.Lock()
-	delete(c.flights, src.Key)
-	f.err = err
-	c.mu.Unlock()
-	close(f.done)
-}
-
 func (c *Cache) fetch(src Source, f *flight) error {
 	h, err := newHash(src.Algo)
 	if err != nil {
@@ -365,10 +413,17 @@ func (c *Cache) fetch(src Source, f *flight) error {
 			return err
 		}
 	}
+	return c.addLocked(part, meta{Key: src.Key, Algo: src.Algo, Hash: want, Size: n})
+}
+
+// addLocked makes the verified file part the entry m describes: renamed
+// into place, its meta written next to it, counted and most recently used.
+func (c *Cache) addLocked(part string, m meta) error {
+	base := c.fileBase(m.Key)
 	if err := os.Rename(part, base+".img"); err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
-	mb, _ := json.Marshal(meta{Key: src.Key, Algo: src.Algo, Hash: want, Size: n})
+	mb, _ := json.Marshal(m)
 	if err := os.WriteFile(base+".json", mb, 0o640); err != nil {
 		os.Remove(base + ".img")
 		return fmt.Errorf("image cache: %w", err)
@@ -377,10 +432,10 @@ func (c *Cache) fetch(src Source, f *flight) error {
 	if err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
-	e := &entry{key: src.Key, file: base + ".img", size: n, algo: src.Algo, hash: want, verMod: st.ModTime()}
+	e := &entry{key: m.Key, file: base + ".img", size: m.Size, algo: m.Algo, hash: m.Hash, verMod: st.ModTime()}
 	e.elem = c.lru.PushFront(e)
-	c.entries[src.Key] = e
-	c.used += n
+	c.entries[m.Key] = e
+	c.used += m.Size
 	return nil
 }
 

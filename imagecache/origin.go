@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -105,16 +106,21 @@ func Locate(ctx context.Context, g *glance.Client, ii map[string]any) (o Origin,
 
 // Source is the cache entry of the origin; hc fetches plain URLs.
 func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
-	s := Source{Algo: o.Algo, Hash: o.Hash, Size: o.Size}
+	return o.TrustedSource(g, hc, Trust{})
+}
+
+// TrustedSource is Source for a node whose image server is verified as t
+// says (driver_info/image_verify_ca); hc nil means t.Client(). Glance is
+// reached with the worker's Glance client, whose trust is its own.
+func (o Origin) TrustedSource(g *glance.Client, hc *http.Client, t Trust) Source {
+	s := Source{Algo: o.Algo, Hash: o.Hash, Size: o.Size, DiskFormat: o.DiskFormat}
 	if o.GlanceID != "" {
 		s.Key = "glance:" + o.GlanceID
 		id := o.GlanceID
 		s.Fetch = func(ctx context.Context) (io.ReadCloser, error) { return g.Download(ctx, id) }
 		return s
 	}
-	if hc == nil {
-		hc = http.DefaultClient
-	}
+	s.Trust = t.Fingerprint()
 	// The key names the URL by its hash: keys show in errors and logs, and
 	// a URL may carry a signature or credentials.
 	sum := sha256.Sum256([]byte(o.URL))
@@ -125,8 +131,21 @@ func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
 		if err != nil {
 			return nil, err
 		}
+		if t.Skip && strings.HasPrefix(url, "https://") {
+			slog.Warn("image cache: the image server's certificate is not verified (driver_info/image_verify_ca is False)", "key", s.Key)
+		}
+		hc := hc
+		if hc == nil {
+			// A transport of its own per download (a cache miss is
+			// rare), closed with it.
+			hc = t.Client()
+			defer hc.CloseIdleConnections()
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
+			if IsUntrusted(err) {
+				return nil, untrustedError(err)
+			}
 			return nil, err
 		}
 		if resp.StatusCode != http.StatusOK {
@@ -142,6 +161,11 @@ func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
 // fetches its cached image: it names the node only, never an origin or a
 // credential.
 func CachePath(nodeUUID string) string { return "/cache/" + nodeUUID + "/image" }
+
+// ChecksumPath is where the agent reads the checksum of what CachePath
+// serves, a checksums file of one line: with ForceRaw the image served is
+// the raw conversion, whose checksum only the cache knows.
+func ChecksumPath(nodeUUID string) string { return "/cache/" + nodeUUID + "/checksum" }
 
 // Cached reports, without asking Glance, whether the agent of a node with
 // this instance_info fetches its image from the cache.

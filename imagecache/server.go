@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/qcow2"
 )
 
 // Resolver says which image a node deploys (from its instance_info), with
@@ -42,8 +44,9 @@ type Server struct {
 	keys   map[string]string // node → key of the image it last asked for
 }
 
-// ServeHTTP routes GET /cache/{uuid}/image (Image) and GET
-// /cache/{uuid}/progress (Progress).
+// ServeHTTP routes GET /cache/{uuid}/image (Image), GET
+// /cache/{uuid}/checksum (Checksum) and GET /cache/{uuid}/progress
+// (Progress).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rest, _ := strings.CutPrefix(r.URL.Path, "/cache/")
 	node, what, _ := strings.Cut(rest, "/")
@@ -57,6 +60,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Image(w, r, id.String())
 	case "progress":
 		s.Progress(w, r, id.String())
+	case "checksum":
+		s.Checksum(w, r, id.String())
 	case PartKernel, PartRamdisk:
 		s.BootFile(w, r, id.String(), what)
 	default:
@@ -96,22 +101,12 @@ type lease struct {
 
 // Image handles one request; nodeUUID comes from the route.
 func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) {
-	src, err := s.Resolve(r.Context(), nodeUUID)
-	if err != nil {
-		code := http.StatusNotFound
-		if errors.Is(err, glance.ErrUnavailable) {
-			code = http.StatusBadGateway // the agent retries
-		}
-		s.fail(w, nodeUUID, err, code)
+	h, ok := s.acquireImage(w, r, nodeUUID)
+	if !ok {
 		return
 	}
-	s.mu.Lock()
-	if s.keys == nil {
-		s.keys = map[string]string{}
-	}
-	s.keys[nodeUUID] = src.Key
-	s.mu.Unlock()
-	s.serve(w, r, nodeUUID, nodeUUID, src)
+	defer h.Release()
+	s.serveFile(w, r, nodeUUID, h)
 }
 
 // BootFile handles GET {prefix}{node}/{part}: a partition image's kernel or
@@ -131,29 +126,16 @@ func (s *Server) BootFile(w http.ResponseWriter, r *http.Request, nodeUUID, part
 		s.fail(w, nodeUUID, err, code)
 		return
 	}
-	s.serve(w, r, nodeUUID, nodeUUID+"/"+part, src)
-}
-
-// serve answers with src's cached file; holder names the lease that keeps
-// it for the node.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, nodeUUID, holder string, src Source) {
-	h, err := s.Cache.Acquire(r.Context(), src)
-	if err != nil {
-		// The agent retries a 5xx (the origin may come back, a lease may
-		// end) and gives up on a 4xx: data that does not match its checksum
-		// will not match it next time either.
-		code := http.StatusBadGateway
-		switch {
-		case errors.Is(err, ErrFull):
-			code = http.StatusInsufficientStorage
-		case errors.Is(err, ErrChecksum):
-			code = http.StatusUnprocessableEntity
-		}
-		s.fail(w, nodeUUID, err, code)
+	h, ok := s.acquire(w, r, nodeUUID, nodeUUID+"/"+part, src)
+	if !ok {
 		return
 	}
 	defer h.Release()
-	s.hold(holder, src.Key)
+	s.serveFile(w, r, nodeUUID, h)
+}
+
+// serveFile answers with the cached file h holds.
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, nodeUUID string, h *Handle) {
 	f, err := os.Open(h.Path())
 	if err != nil {
 		s.fail(w, nodeUUID, err, http.StatusInternalServerError)
@@ -167,6 +149,70 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, nodeUUID, holder 
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// Checksum answers with the checksum of the image Image serves the node,
+// as a checksums file ("<hex>  image"), once the image is in the cache:
+// the agent reads it before the image (instance_info/image_checksum as a
+// URL), and retries while the cache downloads and converts.
+func (s *Server) Checksum(w http.ResponseWriter, r *http.Request, nodeUUID string) {
+	h, ok := s.acquireImage(w, r, nodeUUID)
+	if !ok {
+		return
+	}
+	defer h.Release()
+	_, sum := h.Checksum()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	fmt.Fprintf(w, "%s  image\n", sum)
+}
+
+// acquireImage resolves the node's image and takes a handle on it, the
+// node holding a lease on what it is served; it answers the request itself
+// when it fails.
+func (s *Server) acquireImage(w http.ResponseWriter, r *http.Request, nodeUUID string) (*Handle, bool) {
+	src, err := s.Resolve(r.Context(), nodeUUID)
+	if err != nil {
+		code := http.StatusNotFound
+		if errors.Is(err, glance.ErrUnavailable) {
+			code = http.StatusBadGateway // the agent retries
+		}
+		s.fail(w, nodeUUID, err, code)
+		return nil, false
+	}
+	s.mu.Lock()
+	if s.keys == nil {
+		s.keys = map[string]string{}
+	}
+	s.keys[nodeUUID] = src.Key
+	s.mu.Unlock()
+	return s.acquire(w, r, nodeUUID, nodeUUID, src)
+}
+
+// acquire takes a handle on src's cached file; holder names the lease that
+// keeps it for the node. It answers the request itself when it fails.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, nodeUUID, holder string, src Source) (*Handle, bool) {
+	h, err := s.Cache.Acquire(r.Context(), src)
+	if err != nil {
+		// The agent retries a 5xx (the origin may come back, a lease may
+		// end) and gives up on a 4xx: data that does not match its checksum
+		// will not match it next time either.
+		code := http.StatusBadGateway
+		switch {
+		case errors.Is(err, ErrFull):
+			code = http.StatusInsufficientStorage
+		case errors.Is(err, ErrChecksum), errors.Is(err, ErrUntrusted), errors.Is(err, ErrFormat),
+			errors.Is(err, qcow2.ErrCorrupt), errors.Is(err, qcow2.ErrUnsupported), errors.Is(err, qcow2.ErrReorderLimit):
+			// None changes by retrying: the agent gives up at once
+			// with the reason (the operator's fix is named in it).
+			code = http.StatusUnprocessableEntity
+		}
+		s.fail(w, nodeUUID, err, code)
+		return nil, false
+	}
+	// The lease is on the entry served: with ForceRaw, the raw one.
+	s.hold(holder, h.Key())
+	return h, true
 }
 
 func (s *Server) fail(w http.ResponseWriter, node string, err error, code int) {
@@ -214,7 +260,8 @@ func (s *Server) release(node string, l *lease) {
 	}
 }
 
-// Release drops a node's reference at once (its deploy ended).
+// Release drops a node's references at once (its deploy ended): its
+// image's and its boot files'.
 func (s *Server) Release(node string) {
 	for _, holder := range []string{node, node + "/" + PartKernel, node + "/" + PartRamdisk} {
 		s.mu.Lock()

@@ -45,17 +45,20 @@
 //
 // Memory is then bounded by the configuration, not by the image: the L1
 // table (at most MaxL1Entries entries), the queue (at most MaxPending
-// entries), the reorder buffer, and a few cluster-sized buffers (at most
-// 2 MiB each).
+// entries, grown once per table rather than append by append), the
+// reorder buffer, and a few cluster-sized buffers (at most 2 MiB each):
+// MemoryBound, 83 MiB, in all. Hostile images built to reach every bound
+// at once hold 64 MiB of heap (memory_test.go measures each in a process
+// of its own).
 package qcow2
 
 import (
 	"bytes"
-	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/klauspost/compress/flate"
@@ -97,6 +100,29 @@ const (
 	// maxWrite is how much contiguous guest data is gathered into one
 	// write.
 	maxWrite = 4 << 20
+	// maxCluster is the largest cluster (cluster_bits 21).
+	maxCluster = 2 << 20
+	// itemSize and extentSize are the bytes of a queued item and of a
+	// table's extent.
+	itemSize   = 32
+	extentSize = 16
+
+	// MemoryBound is the most heap Convert holds at once with the default
+	// ReorderLimit, whatever the image: the sum of its bounds. The two
+	// read buffers (the L1 table; two clusters, a compressed cluster's
+	// bytes); the queue, twice while it grows; the tables (at most one
+	// per queued item, grown once per L1 table); the bytes kept for
+	// tables placed after their data; an inflated cluster; the write
+	// and zero buffers; the zstd decoder's window and block; and 1 MiB
+	// for the header, the kept map and the deflate state. It is 83 MiB;
+	// hostile images made to reach every bound at once hold 64 MiB
+	// (memory_test.go measures them).
+	MemoryBound = MaxL1Entries*8 + 2*maxCluster +
+		2*MaxPending*itemSize + MaxPending*extentSize +
+		DefaultReorderLimit +
+		maxCluster + 2*maxWrite +
+		2*maxCluster +
+		1<<20
 )
 
 // Config tunes Convert.
@@ -196,22 +222,55 @@ type item struct {
 // extent is a table's range of the file.
 type extent struct{ start, n int64 }
 
+// queue is a min-heap of items by file offset (tables before data at one
+// offset). It is typed rather than container/heap's, whose interface
+// boxes every pushed item: half a million pushes would leave as many
+// garbage allocations behind.
 type queue []item
 
-func (q queue) Len() int { return len(q) }
-func (q queue) Less(i, j int) bool {
+func (q queue) less(i, j int) bool {
 	if q[i].start != q[j].start {
 		return q[i].start < q[j].start
 	}
-	return q[i].kind < q[j].kind // tables before data at one offset
+	return q[i].kind < q[j].kind
 }
-func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)   { *q = append(*q, x.(item)) }
-func (q *queue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
+
+func (q *queue) push(it item) {
+	*q = append(*q, it)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *queue) pop() item {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
 }
 
 // converter is one Convert call's state.
@@ -494,12 +553,12 @@ func (c *converter) push(it item) error {
 	if it.kind <= kindRefcountTable {
 		c.unreadTables++
 	}
-	heap.Push(&c.q, it)
+	c.q.push(it)
 	return nil
 }
 
 func (c *converter) popItem() item {
-	return heap.Pop(&c.q).(item)
+	return c.q.pop()
 }
 
 func (c *converter) sortTables() {
@@ -652,9 +711,38 @@ func (c *converter) consume(it item, b []byte) error {
 	return nil
 }
 
+// reserve grows the queue (and the tables, for an L1 table) once for the
+// n entries a table is about to push, at most to MaxPending: growing by
+// appends would copy the queue many times over on its way to MaxPending,
+// each copy garbage the size of the queue.
+func (c *converter) reserve(n int, tables bool) {
+	n = min(n, MaxPending-len(c.q))
+	if n <= 0 {
+		return
+	}
+	c.q = slices.Grow(c.q, n)
+	if tables {
+		c.tables = slices.Grow(c.tables, n)
+	}
+}
+
+// references counts the entries of a table that point into the file,
+// up to the virtual size.
+func (c *converter) references(b []byte, guest0, perEntry int64, mask uint64) int {
+	be := binary.BigEndian
+	n := 0
+	for i := int64(0); i*8 < int64(len(b)) && guest0+i*perEntry < c.h.VirtualSize; i++ {
+		if be.Uint64(b[i*8:])&mask != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *converter) l1(b []byte) error {
 	be := binary.BigEndian
 	perL2 := c.h.ClusterSize * (c.h.ClusterSize / 8)
+	c.reserve(c.references(b, 0, perL2, offsetMask), true)
 	for i := int64(0); i*8 < int64(len(b)); i++ {
 		guest := i * perL2
 		if guest >= c.h.VirtualSize {
@@ -685,6 +773,7 @@ func (c *converter) l2(b []byte, guest0 int64) error {
 	// Compressed descriptors: x = 62 - (cluster_bits - 8) offset bits,
 	// then the count of additional 512-byte sectors.
 	x := 62 - (c.clusterBits - 8)
+	c.reserve(c.references(b, guest0, cs, offsetMask|l2Compressed), false)
 	for i := int64(0); i*8 < int64(len(b)); i++ {
 		guest := guest0 + i*cs
 		if guest >= c.h.VirtualSize {

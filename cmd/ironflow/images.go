@@ -16,11 +16,13 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// glanceFlags say how to reach Glance; the worker (resolution, the deploy's
-// refusal), the boot service (the cache's downloads) and the API (node
-// validate) read the same ones.
+// glanceFlags say how to reach Glance, and whether the image cache converts
+// qcow2 images to raw; the worker (resolution, the deploy's refusal, what
+// the agent is told), the boot service (the cache's downloads) and the API
+// (node validate) read the same ones.
 type glanceFlags struct {
 	url, auth, user, password *string
+	forceRaw                  *bool
 }
 
 func addGlanceFlags(s *settings) glanceFlags {
@@ -29,6 +31,12 @@ func addGlanceFlags(s *settings) glanceFlags {
 		auth:     s.String("glance-auth", glance.AuthNone, "how to authenticate to Glance: none or http_basic"),
 		user:     s.String("glance-user", "", "user for --glance-auth http_basic"),
 		password: s.String("glance-password", "", "password for --glance-auth http_basic (prefer the environment)"),
+		// Off by default, unlike Ironic: its agent converts qcow2 in
+		// memory, ironflow's streams it in bounded memory at about the
+		// speed of raw, so converting in the cache only costs the
+		// virtual size on the cache's disk, the time to convert before
+		// the first byte, and the zeros sent to every agent.
+		forceRaw: s.Bool("force-raw-images", false, "the boot service's image cache converts qcow2 images to raw once and serves the raw disk (image_download_source=http); set it alike on the worker and the boot service"),
 	}
 }
 
@@ -101,6 +109,7 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 	if err != nil {
 		return nil, err
 	}
+	c.ForceRaw = *g.forceRaw
 	deploying := func(ctx context.Context, nodeUUID string) (*store.Node, error) {
 		n, err := st.GetNode(ctx, nodeUUID)
 		if err != nil {
@@ -123,7 +132,11 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		if !ok || o.DownloadSource != imagecache.DownloadHTTP {
 			return imagecache.Source{}, fmt.Errorf("node %s does not deploy a cached image", nodeUUID)
 		}
-		return o.Source(gc, nil), nil
+		trust, err := imagecache.TrustOf(n.DriverInfo)
+		if err != nil {
+			return imagecache.Source{}, err
+		}
+		return o.TrustedSource(gc, nil, trust), nil
 	}}
 	// A partition image's kernel and ramdisk that are Glance images.
 	srv.ResolveBootFile = func(ctx context.Context, nodeUUID, part string) (imagecache.Source, error) {

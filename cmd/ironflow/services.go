@@ -322,6 +322,7 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 		return nil, err
 	}
 	cfg.Glance, cfg.GlanceAuth = gc, *f.glance.auth
+	cfg.ForceRawImages = *f.glance.forceRaw
 	acts := activities.New(st, cfg, log.With("component", "activities"))
 	opts := f.options()
 	if opts.SignalKeys, err = f.signal.load(); err != nil {
