@@ -55,7 +55,15 @@ type Postgres struct {
 	port    int
 	bin     string // directory of initdb, pg_ctl, postgres
 	asUser  string // run the binaries as this user via runuser ("" = as ourselves)
-	log     *slog.Logger
+	// userNS: as root, the binaries run in a user namespace in which root
+	// is the postgres user (uid, gid below): the kernel checks the
+	// directories against root, who can reach a clone under a 0700 home,
+	// and PostgreSQL sees the non-root user it insists on. Chosen when the
+	// postgres user cannot reach the data directory.
+	userNS bool
+	nsUID  int
+	nsGID  int
+	log    *slog.Logger
 }
 
 // StartPostgres starts (initialising on first use) a cluster under dataDir,
@@ -63,7 +71,9 @@ type Postgres struct {
 // socket inside dataDir, with trust authentication, and makes sure the
 // database "ironflow" exists. A postmaster still running on dataDir from an
 // earlier run is reused. As root, the cluster runs as the postgres user
-// because initdb and postgres refuse to run as root.
+// because initdb and postgres refuse to run as root; when that user cannot
+// reach dataDir (a clone under /root, mode 0700), it runs as root mapped to
+// that user in a user namespace instead (userNS).
 func StartPostgres(ctx context.Context, dataDir string, log *slog.Logger) (*Postgres, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -194,14 +204,26 @@ func (p *Postgres) prepareDir() error {
 	if err != nil {
 		return err
 	}
+	if p.clusterOwnedByRoot() {
+		// Created in a user namespace by an earlier run.
+		p.useUserNamespace(uid, gid)
+		return nil
+	}
 	for d := filepath.Dir(p.dataDir); ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil {
 			return fmt.Errorf("stat %s: %w", d, err)
 		}
 		if fi.Mode().Perm()&0o001 == 0 && !ownedBy(fi, uid) {
-			return fmt.Errorf("postgres data dir %s: user %s cannot traverse %s (mode %v); choose a data dir elsewhere or chmod o+x %s",
-				p.dataDir, p.asUser, d, fi.Mode().Perm(), d)
+			if _, err := os.Stat(filepath.Join(p.pgdata(), "PG_VERSION")); err == nil {
+				// A cluster the postgres user owns, moved under d since.
+				return fmt.Errorf("postgres data dir %s: user %s cannot traverse %s (mode %v); choose a data dir elsewhere or chmod o+x %s",
+					p.dataDir, p.asUser, d, fi.Mode().Perm(), d)
+			}
+			p.log.Info("postgres: the postgres user cannot traverse a parent of the data dir; running PostgreSQL as root mapped to that user in a user namespace",
+				"data_dir", p.dataDir, "parent", d, "mode", fi.Mode().Perm().String())
+			p.useUserNamespace(uid, gid)
+			return nil
 		}
 		if d == filepath.Dir(d) {
 			break
@@ -214,6 +236,27 @@ func (p *Postgres) prepareDir() error {
 		return fmt.Errorf("chmod %s: %w", p.dataDir, err)
 	}
 	return nil
+}
+
+// clusterOwnedByRoot reports whether the data dir holds a cluster whose
+// files root owns: one that ran in a user namespace.
+func (p *Postgres) clusterOwnedByRoot() bool {
+	fi, err := os.Stat(filepath.Join(p.pgdata(), "PG_VERSION"))
+	return err == nil && ownedBy(fi, 0)
+}
+
+// useUserNamespace makes the binaries run as root mapped to uid, gid.
+func (p *Postgres) useUserNamespace(uid, gid int) {
+	p.userNS, p.nsUID, p.nsGID = true, uid, gid
+}
+
+// nsAttr is the SysProcAttr of a binary run in the user namespace.
+func (p *Postgres) nsAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: p.nsUID, HostID: 0, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: p.nsGID, HostID: 0, Size: 1}},
+	}
 }
 
 // mkdirAllTracked is os.MkdirAll that also returns the directories it made.
@@ -277,7 +320,7 @@ func (p *Postgres) mkdirOwned(d string, mode os.FileMode) error {
 	if err := os.Chmod(d, mode); err != nil {
 		return fmt.Errorf("chmod %s: %w", d, err)
 	}
-	if p.asUser == "" {
+	if p.asUser == "" || p.userNS {
 		return nil
 	}
 	uid, gid, err := lookupUser(p.asUser)
@@ -418,7 +461,10 @@ func (p *Postgres) ensureDatabase(ctx context.Context) error {
 func (p *Postgres) run(ctx context.Context, name string, args ...string) (string, error) {
 	path := filepath.Join(p.bin, name)
 	var cmd *exec.Cmd
-	if p.asUser != "" {
+	if p.userNS {
+		cmd = exec.CommandContext(ctx, path, args...)
+		cmd.SysProcAttr = p.nsAttr()
+	} else if p.asUser != "" {
 		runuser, err := findRunuser()
 		if err != nil {
 			return "", err
@@ -433,6 +479,9 @@ func (p *Postgres) run(ctx context.Context, name string, args ...string) (string
 	// pg_ctl leaves the postmaster running; never let it hold our pipes.
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
+	if err != nil && p.userNS && errors.Is(err, syscall.EPERM) && len(out) == 0 {
+		err = fmt.Errorf("%w: the postgres user cannot reach %s and this machine refuses a user namespace to run PostgreSQL in; choose a data dir the postgres user can traverse, or chmod o+x its parents", err, p.dataDir)
+	}
 	return strings.TrimSpace(string(out)), err
 }
 
@@ -455,7 +504,7 @@ func findRunuser() (string, error) {
 // forgets its cleanup would otherwise leave a postmaster behind.
 func (p *Postgres) StopOnExit(removeDataDir bool) error {
 	stop := []string{filepath.Join(p.bin, "pg_ctl"), "-D", p.pgdata(), "-m", "fast", "-w", "stop"}
-	if p.asUser != "" {
+	if p.asUser != "" && !p.userNS {
 		runuser, err := findRunuser()
 		if err != nil {
 			return err
@@ -475,6 +524,11 @@ func (p *Postgres) StopOnExit(removeDataDir bool) error {
 	cmd.Dir = "/"
 	// Its own session: signals to our process group must not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if p.userNS {
+		// The watchdog, and the pg_ctl it runs, in the namespace too.
+		cmd.SysProcAttr = p.nsAttr()
+		cmd.SysProcAttr.Setsid = true
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start postgres exit watchdog: %w", err)
 	}

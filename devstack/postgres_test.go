@@ -136,9 +136,14 @@ func TestPostgresRestartOnTakenPortChoosesAnother(t *testing.T) {
 	}
 }
 
-func TestPostgresUnreachableDataDirIsAClearError(t *testing.T) {
+// TestPostgresUnderAPrivateRootDirectory: as root, a data dir the postgres
+// user cannot reach (a clone under /root, mode 0700) still gets a cluster:
+// PostgreSQL runs in a user namespace as root mapped to the postgres user,
+// keeps its data across a restart, and is stopped by the exit watchdog's
+// path too.
+func TestPostgresUnderAPrivateRootDirectory(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("only root hands the cluster to the postgres user; as another user the directory is ours")
+		t.Skip("only root hands the cluster to the postgres user; as another user the directory is ours (CI runs this as root)")
 	}
 	base, err := os.MkdirTemp("", "ironflow-devstack-test-")
 	if err != nil {
@@ -146,9 +151,31 @@ func TestPostgresUnreachableDataDirIsAClearError(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	// MkdirTemp made base 0700: the postgres user cannot traverse it.
-	_, err = StartPostgres(context.Background(), filepath.Join(base, "pg"), nil)
-	if err == nil {
-		t.Fatal("StartPostgres under a 0700 root directory succeeded")
+	dir := filepath.Join(base, "pg")
+	p := startPostgres(t, dir)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			p.Stop()
+		}
+	})
+	if !p.userNS {
+		t.Fatalf("a cluster under a 0700 directory runs as the postgres user, who cannot reach it")
 	}
-	t.Logf("error: %v", err)
+	exec1(t, p.URL(), "CREATE TABLE kept (v int)")
+	exec1(t, p.URL(), "INSERT INTO kept VALUES (7)")
+	if err := p.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	stopped = true
+	// The restart finds the root-owned cluster and runs it the same way.
+	p2 := startPostgres(t, dir)
+	stopped = false
+	p = p2
+	if !p2.userNS {
+		t.Fatal("restart: the cluster created in a user namespace is not run in one")
+	}
+	if got := queryInt(t, p2.URL(), "SELECT v FROM kept"); got != 7 {
+		t.Fatalf("data after restart: %d, want 7", got)
+	}
 }
