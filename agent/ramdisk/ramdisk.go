@@ -75,7 +75,16 @@ type Options struct {
 	// Empty means none: such a ramdisk deploys partition images in UEFI
 	// boot mode only.
 	GRUBDir string
+	// CABundle is the PEM bundle the agent trusts for HTTPS (the API at an
+	// https agent-api-url, image servers without image_verify_ca), carried
+	// at DefaultCABundle where Go's crypto/x509 reads it; empty means the
+	// build host's DefaultCABundle when present (Debian's ca-certificates),
+	// "-" none.
+	CABundle string
 }
+
+// DefaultCABundle is Debian's CA bundle, and where the ramdisk carries one.
+const DefaultCABundle = "/etc/ssl/certs/ca-certificates.crt"
 
 // DefaultSystemdBoot is where Debian's systemd-boot-efi installs the binary
 // (and where the agent looks for it, agent.DefaultSystemdBoot).
@@ -125,6 +134,16 @@ func Build(o Options) (Result, error) {
 			return res, fmt.Errorf("read systemd-boot: %w", err)
 		}
 	}
+	var caBundle []byte
+	switch o.CABundle {
+	case "-":
+	case "":
+		caBundle, _ = os.ReadFile(DefaultCABundle)
+	default:
+		if caBundle, err = os.ReadFile(o.CABundle); err != nil {
+			return res, fmt.Errorf("read CA bundle: %w", err)
+		}
+	}
 	var grubFiles map[string][]byte
 	if o.GRUBDir != "" {
 		if grubFiles, err = grubImages(o.GRUBDir); err != nil {
@@ -143,6 +162,7 @@ func Build(o Options) (Result, error) {
 	fmt.Fprintf(h, "%s\n%s\n%s\n", builderVersion, version, strings.Join(wanted, ","))
 	h.Write(agentData)
 	h.Write(sdboot)
+	h.Write(caBundle)
 	for _, n := range []string{grub.BootImage, grub.CoreImageMSDOS, grub.CoreImageGPT} {
 		h.Write(grubFiles[n])
 	}
@@ -182,6 +202,9 @@ func Build(o Options) (Result, error) {
 	files := map[string][]byte{"init": agentData}
 	if sdboot != nil {
 		files[strings.TrimPrefix(DefaultSystemdBoot, "/")] = sdboot
+	}
+	if caBundle != nil {
+		files[strings.TrimPrefix(DefaultCABundle, "/")] = caBundle
 	}
 	for n, b := range grubFiles {
 		files[strings.TrimPrefix(path.Join(grub.DefaultDir, n), "/")] = b

@@ -179,3 +179,36 @@ func TestBuildCarriesGRUB(t *testing.T) {
 		t.Fatalf("build without GRUB's images: %v, want an error naming grub-pc-bin", err)
 	}
 }
+
+// TestBuildCarriesTheCABundle: the ramdisk carries the CA bundle where the
+// agent's TLS (Go's crypto/x509) reads it, so that an https API or image
+// server is verified; "-" leaves it out.
+func TestBuildCarriesTheCABundle(t *testing.T) {
+	kdir, _ := smallKernelTree(t)
+	agentBin := filepath.Join(t.TempDir(), "agent")
+	os.WriteFile(agentBin, []byte("#!agent"), 0o755)
+	bundle := filepath.Join(t.TempDir(), "ca.pem")
+	pem := []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+	os.WriteFile(bundle, pem, 0o644)
+	entries := func(ca string) map[string]newcEntry {
+		opts := ramdisk.Options{KernelDir: kdir, Agent: agentBin, Modules: []string{"virtio_blk"}, OutDir: t.TempDir(), SystemdBoot: "-", CABundle: ca}
+		res, err := ramdisk.Build(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(res.Initramfs)
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(zr)
+		return readNewc(t, raw)
+	}
+	at := strings.TrimPrefix(ramdisk.DefaultCABundle, "/")
+	if got := entries(bundle)[at].data; !bytes.Equal(got, pem) {
+		t.Errorf("%s holds %q, want the bundle given", at, got)
+	}
+	if _, ok := entries("-")[at]; ok {
+		t.Errorf("%s carried although the build was asked for none", at)
+	}
+}

@@ -126,7 +126,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	apiCfg.SignalKey = keys.Current
-	apiAddr, apiDone, err := startAPI(ctx, apiCfg, api.limits, st, tc, log)
+	apiAddr, apiDone, err := startAPI(ctx, apiCfg, api.serving(), st, tc, log)
 	if err != nil {
 		return err
 	}
@@ -142,15 +142,15 @@ func runDev(ctx context.Context, args []string) error {
 
 	fmt.Printf(`
 ironflow is running (data in %s)
-  API          http://%s
-               export OS_ENDPOINT=http://%s OS_AUTH_TYPE=none; baremetal node list
+  API          %s://%s
+               export OS_ENDPOINT=%s://%s OS_AUTH_TYPE=none; baremetal node list
   Temporal     %s (namespace %s)
   Web UI       %s
   Codec server %s (payloads decrypted for the Web UI; key in %s)
   PostgreSQL   %s
-  Boot HTTP    http://%s
+  Boot HTTP    %s://%s
 Press Ctrl-C to stop.
-`, abs, apiAddr, apiAddr, *api.temporal, *api.namespace, orDash(uiURL), orDash(codecURL), orDash(*api.payload.file), redactDSN(*api.databaseURL), bootAddr)
+`, abs, api.tls.scheme(), apiAddr, api.tls.scheme(), apiAddr, *api.temporal, *api.namespace, orDash(uiURL), orDash(codecURL), orDash(*api.payload.file), redactDSN(*api.databaseURL), boot.tls.scheme(), bootAddr)
 
 	select {
 	case <-ctx.Done():

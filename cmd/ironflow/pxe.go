@@ -25,6 +25,7 @@ type bootFlags struct {
 	dhcpListen                                                 *string
 	kickstartAnyClient                                         *bool
 	limits                                                     httpLimits
+	tls                                                        httpTLS
 	cache                                                      cacheFlags
 	glance                                                     glanceFlags // set by the command (ironflow dev shares the worker's)
 }
@@ -47,6 +48,7 @@ func addBootFlags(s *settings) bootFlags {
 			"serve a node's kickstart to any client when the node has no lease from ironflow's DHCP (a boot service off the nodes' segment; docs/security.md)"),
 		// Machines download kernels, ramdisks and images: a long write timeout.
 		limits: addHTTPLimits(s, "boot", time.Minute, 30*time.Minute, 2*time.Minute),
+		tls:    addHTTPTLS(s, "boot-", "HTTP boot service"),
 		cache:  addCacheFlags(s),
 	}
 }
@@ -101,13 +103,15 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 	if err != nil {
 		return "", nil, nil, err
 	}
-	addr, done, err := serveHTTP(ctx, "boot http", *f.listen, h, f.limits, log)
+	limits := f.limits
+	limits.tls = f.tls
+	addr, done, err := serveHTTP(ctx, "boot http", *f.listen, h, limits, log)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	base := *f.publicURL
 	if base == "" {
-		base = "http://" + addr
+		base = f.tls.scheme() + "://" + addr
 	}
 	errs := make(chan error, 3)
 	go func() { errs <- <-done }()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -81,11 +82,18 @@ func connect(ctx context.Context, dbURL, temporalAddr, namespace string, codec *
 
 // serveHTTP serves h on addr until ctx ends, then shuts down gracefully.
 func serveHTTP(ctx context.Context, name, addr string, h http.Handler, limits httpLimits, log *slog.Logger) (string, <-chan error, error) {
+	tlsCfg, err := limits.tls.config(name)
+	if err != nil {
+		return "", nil, err
+	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: listen on %s: %w", name, addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	if tlsCfg != nil {
+		l = tls.NewListener(l, tlsCfg)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, TLSConfig: tlsCfg}
 	limits.apply(srv)
 	done := make(chan error, 1)
 	go func() {
@@ -101,7 +109,7 @@ func serveHTTP(ctx context.Context, name, addr string, h http.Handler, limits ht
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Info(name+" listening", "address", l.Addr().String())
+	log.Info(name+" listening", "address", l.Addr().String(), "scheme", limits.tls.scheme())
 	return l.Addr().String(), done, nil
 }
 
@@ -113,6 +121,7 @@ type apiFlags struct {
 	inspectionWithoutToken                                              *bool
 	conductorTimeout                                                    *time.Duration
 	limits                                                              httpLimits
+	tls                                                                 httpTLS
 	signal                                                              signalKeyFlags
 	payload                                                             payloadKeyFlags
 }
@@ -149,11 +158,19 @@ func addAPIFlags(s *settings) apiFlags {
 		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
 		// A 64 MiB config drive must upload within the read timeout.
 		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
+		tls:    addHTTPTLS(s, "", "API"),
 		signal: addSignalKeyFlags(s),
 
 		// Seals every payload the API hands to Temporal (docs/security.md).
 		payload: addPayloadKeyFlags(s),
 	}
+}
+
+// serving is how the API's server serves: its limits and TLS.
+func (f apiFlags) serving() httpLimits {
+	l := f.limits
+	l.tls = f.tls
+	return l
 }
 
 func (f apiFlags) config() apiserver.Config {
@@ -227,7 +244,7 @@ func runAPICommand(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeAll()
-	_, done, err := startAPI(ctx, cfg, f.limits, st, tc, log)
+	_, done, err := startAPI(ctx, cfg, f.serving(), st, tc, log)
 	if err != nil {
 		return err
 	}

@@ -17,9 +17,10 @@ func main() {
 	out := flag.String("out", ".data/ramdisk", "output directory")
 	agentBin := flag.String("agent", "", "prebuilt static agent binary (default: build ./cmd/ironflow-agent)")
 	grubDir := flag.String("grub", grub.DefaultDir, "GRUB's i386-pc boot.img and modules (Debian's grub-pc-bin), for partition images in BIOS boot mode; empty: none (such partition images deploy in UEFI mode only)")
+	caBundle := flag.String("ca-bundle", "", "PEM CA bundle the agent trusts for HTTPS (an https API or image server); default: the build host's "+ramdisk.DefaultCABundle+" when present; - for none")
 	force := flag.Bool("force", false, "rebuild even when inputs are unchanged")
 	flag.Parse()
-	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force, GRUBDir: *grubDir})
+	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force, GRUBDir: *grubDir, CABundle: *caBundle})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkramdisk:", err)
 		os.Exit(1)
