@@ -41,6 +41,23 @@ type Disk struct {
 	head    []byte
 	tail    []byte
 	written int64
+	// isoWrites counts writes of an ISO 9660 image (a config drive).
+	isoWrites int
+}
+
+// isoMagic is ISO 9660's volume descriptor identifier, at byte 32769 of an
+// image (ECMA-119): the config drive is one.
+const (
+	isoMagic       = "CD001"
+	isoMagicOffset = 32769
+)
+
+// ConfigDriveWrites is how many times an ISO 9660 image (the config drive)
+// was written to the disk.
+func (d *Disk) ConfigDriveWrites() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.isoWrites
 }
 
 // BytesWritten is how many bytes were written to the disk in total.
@@ -148,6 +165,9 @@ func (d *openDisk) WriteAt(p []byte, off int64) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.written += int64(len(p))
+	if len(p) >= isoMagicOffset+len(isoMagic) && string(p[isoMagicOffset:isoMagicOffset+len(isoMagic)]) == isoMagic {
+		d.isoWrites++
+	}
 	if off < keep {
 		if d.head == nil {
 			d.head = make([]byte, min(keep, d.size))
