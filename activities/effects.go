@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"go.temporal.io/sdk/activity"
 )
@@ -97,4 +98,65 @@ func (a *Activities) movedByThisRun(ctx context.Context, nodeUUID, run string) b
 		return false
 	}
 	return mark.Run == run && mark.State == n.ProvisionState
+}
+
+// keyPowerCall is the last power call (a local activity) that completed:
+// its run and its sequence number in the run.
+const keyPowerCall = "power_call"
+
+// localCall is a local activity's place in its workflow run: local
+// activity IDs count up from 1 in the order the workflow calls them, the
+// same in every replay.
+type localCall struct {
+	Run string `json:"run"`
+	Seq int64  `json:"seq"`
+}
+
+func localCallOf(ctx context.Context) (localCall, bool) {
+	if !activity.IsActivity(ctx) {
+		return localCall{}, false
+	}
+	info := activity.GetInfo(ctx)
+	if !info.IsLocalActivity {
+		return localCall{}, false
+	}
+	seq, err := strconv.ParseInt(info.ActivityID, 10, 64)
+	if err != nil {
+		return localCall{}, false
+	}
+	return localCall{Run: info.WorkflowExecution.RunID, Seq: seq}, true
+}
+
+// completedLocalCall reports whether this local activity call, or a later
+// one of the same run, recorded key as completed: a worker died after it
+// and before its result was recorded, and the workflow task runs the local
+// activities after its last recorded point again. Regular activities are
+// never run again once completed: their results are recorded at once.
+func (a *Activities) completedLocalCall(ctx context.Context, nodeUUID, key string) (bool, error) {
+	call, ok := localCallOf(ctx)
+	if !ok {
+		return false, nil
+	}
+	n, err := a.Store.GetNode(ctx, nodeUUID)
+	if err != nil {
+		return false, storeErr(err, "load node %s", nodeUUID)
+	}
+	raw, err := json.Marshal(n.DriverInternalInfo[key])
+	if err != nil {
+		return false, nil
+	}
+	var last localCall
+	if json.Unmarshal(raw, &last) != nil {
+		return false, nil
+	}
+	return last.Run == call.Run && call.Seq <= last.Seq, nil
+}
+
+// markLocalCall records that this local activity call completed.
+func (a *Activities) markLocalCall(ctx context.Context, nodeUUID, key string) error {
+	call, ok := localCallOf(ctx)
+	if !ok {
+		return nil
+	}
+	return storeErr(a.Store.MergeDriverInternalInfo(ctx, nodeUUID, map[string]any{key: call}), "record %s of node %s", key, nodeUUID)
 }

@@ -94,7 +94,9 @@ func (a *Activities) ValidateHardware(ctx context.Context, node workflows.NodeIn
 // reports; it also records it. Rebooting a machine that is off powers it on
 // (never a cycle that would reboot a healthy node twice after a retry), and
 // powering on a machine that is on does nothing. A reboot that this very
-// call already sent before a worker crash is not sent again (effects.go).
+// call already sent before a worker crash is not sent again, and a power
+// call that completed before a crash is not run again when its workflow
+// task's local activities run again (effects.go).
 func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (string, error) {
 	point := "SetPower/" + in.Action
 	crashPoint(ctx, in.Node.UUID, point, "start")
@@ -113,14 +115,24 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 	if err != nil {
 		return "", bmcErr(err, "get power state of node %s", in.Node.UUID)
 	}
+	replayed, err := a.completedLocalCall(ctx, in.Node.UUID, keyPowerCall)
+	if err != nil {
+		return "", err
+	}
 	reboot := action == bmc.ActionReboot || action == bmc.ActionSoftReboot
 	again := false
-	if reboot {
+	if reboot && !replayed {
 		if again, err = a.repeated(ctx, in.Node.UUID, keyRebootCall); err != nil {
 			return "", err
 		}
 	}
 	switch {
+	case replayed:
+		// This call, or a later power call of the same run, completed
+		// before the worker died: the workflow task runs its local
+		// activities again from the last recorded one. Acting again would
+		// power off the instance that the later call powered on.
+		a.Log.Info("power action already done by this workflow run before a worker restart", "node", in.Node.UUID, "action", in.Action)
 	case reboot && again && current == bmc.PowerOn:
 		// This call rebooted the machine (or powered it on) before the
 		// worker died: it boots already, a second reboot would boot it twice.
@@ -144,6 +156,9 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 	}
 	if _, err := a.Store.SetPowerState(ctx, in.Node.UUID, optional(string(state)), nil, nil); err != nil {
 		return "", storeErr(err, "record power state of node %s", in.Node.UUID)
+	}
+	if err := a.markLocalCall(ctx, in.Node.UUID, keyPowerCall); err != nil {
+		return "", err
 	}
 	return string(state), nil
 }
