@@ -137,6 +137,12 @@ func (a *Activities) completedLocalCall(ctx context.Context, nodeUUID, key strin
 	if !ok {
 		return false, nil
 	}
+	return a.completedCall(ctx, nodeUUID, key, call)
+}
+
+// completedCall reports whether call, or a later call of its run, recorded
+// key on the node.
+func (a *Activities) completedCall(ctx context.Context, nodeUUID, key string, call localCall) (bool, error) {
 	n, err := a.Store.GetNode(ctx, nodeUUID)
 	if err != nil {
 		return false, storeErr(err, "load node %s", nodeUUID)
@@ -158,5 +164,9 @@ func (a *Activities) markLocalCall(ctx context.Context, nodeUUID, key string) er
 	if !ok {
 		return nil
 	}
+	return a.markCall(ctx, nodeUUID, key, call)
+}
+
+func (a *Activities) markCall(ctx context.Context, nodeUUID, key string, call localCall) error {
 	return storeErr(a.Store.MergeDriverInternalInfo(ctx, nodeUUID, map[string]any{key: call}), "record %s of node %s", key, nodeUUID)
 }
