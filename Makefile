@@ -23,7 +23,7 @@ export IRONFLOW_BIN := $(IRONFLOW)
 export IRONFLOW_AGENT_BIN := $(AGENT)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run run test test-unit fuzz bench ramdisk kernel lint clean help record-histories
+.PHONY: all build tools deps deps-run run test test-unit fuzz bench soak ramdisk kernel lint clean help record-histories
 
 all: build
 
@@ -32,6 +32,7 @@ help:
 	@echo "make test     run every test (unit, integration, baremetal CLI, VM end-to-end)"
 	@echo "make bench    run the benchmarks and print their tables"
 	@echo "make fuzz     run every fuzz target longer (FUZZTIME=$(FUZZTIME))"
+	@echo "make soak     deploy SOAK_NODES=$(SOAK_NODES) fake nodes with faults and crashes (not in make test)"
 	@echo "make ramdisk  build the agent kernel + initramfs into .data/images"
 	@echo "make record-histories  record this version's workflow histories (docs/versioning.md)"
 
@@ -101,6 +102,14 @@ bench: deps tools build ramdisk
 # go test (docs/versioning.md): a directory named for the commit.
 record-histories: tools
 	$(GO) run ./workflows/testdata/record workflows/testdata/history/$$(git rev-parse --short HEAD)
+
+# The soak (README, "Soak"; not part of make test): SOAK_NODES fake-hardware
+# nodes deployed at once with BMC and agent faults while the worker, the API
+# and Temporal are killed; every node must end active or failed with a
+# last_error.
+SOAK_NODES ?= 1000
+soak: deps tools build
+	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 150m ./tests/ -soak.nodes $(SOAK_NODES)
 
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

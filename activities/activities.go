@@ -136,6 +136,7 @@ func New(st *store.Store, cfg Config, log *slog.Logger) *Activities {
 // LoadNode reads what a workflow needs of a node, with the policy in force
 // for it. Local activity.
 func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.NodeInfo, error) {
+	crashPoint(ctx, nodeUUID, "LoadNode", "start")
 	n, macs, err := a.Store.GetNodeForWork(ctx, nodeUUID)
 	if err != nil {
 		return workflows.NodeInfo{}, storeErr(err, "load node %s", nodeUUID)
@@ -223,6 +224,8 @@ func applyOverrides(p *workflows.Policy, driverInfo map[string]any) error {
 // RecordState changes the provision state and writes history, in the
 // store. Local activity.
 func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateInput) error {
+	point := "RecordState/" + string(in.To)
+	crashPoint(ctx, in.NodeUUID, point, "start")
 	t := store.Transition{
 		To: string(in.To), Target: optional(string(in.Target)), LastError: optional(in.LastError),
 		StepKind: string(in.StepKind),
@@ -239,7 +242,24 @@ func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateIn
 	if in.ClearAgent {
 		t.DropInternal = store.AgentSessionKeys()
 	}
-	return storeErr(a.Store.RecordTransition(ctx, in.NodeUUID, t), "record state %q for node %s", in.To, in.NodeUUID)
+	run := runID(ctx)
+	if run != "" {
+		t.SetInternal = map[string]any{keyProvisionRun: provisionRun{Run: run, State: string(in.To)}}
+	}
+	if err := a.Store.RecordTransition(ctx, in.NodeUUID, t); err != nil {
+		if len(in.From) > 0 && errors.Is(err, store.ErrStateConflict) && a.movedByThisRun(ctx, in.NodeUUID, run) {
+			// This run already took the node further before a worker
+			// crash, and now runs again from its last recorded point:
+			// the node is where this run put it, not taken by another
+			// verb (effects.go).
+			a.Log.Info("conditional state record run again after a worker restart: the node is where this workflow run left it",
+				"node", in.NodeUUID, "to", in.To)
+			return nil
+		}
+		return storeErr(err, "record state %q for node %s", in.To, in.NodeUUID)
+	}
+	crashPoint(ctx, in.NodeUUID, point, "after")
+	return nil
 }
 
 // showStep records the step an activity begins as the node's deploy_step
@@ -285,6 +305,8 @@ func (a *Activities) RecordPowerState(ctx context.Context, in workflows.PowerSta
 // ClearInstanceInfo empties instance_info and the instance association, as
 // Ironic does on undeploy. Local activity.
 func (a *Activities) ClearInstanceInfo(ctx context.Context, nodeUUID string) error {
+	crashPoint(ctx, nodeUUID, "ClearInstanceInfo", "start")
+	defer crashPoint(ctx, nodeUUID, "ClearInstanceInfo", "after")
 	_, err := a.Store.UpdateNode(ctx, nodeUUID, func(n *store.Node) error {
 		n.InstanceInfo = map[string]any{}
 		n.InstanceUUID = nil
@@ -349,6 +371,8 @@ func redactURL(raw string) string {
 // instance_info.configdrive as Ironic does: a string (gzip+base64 ISO or URL)
 // as given, a JSON dict built into a config-2 ISO first. Local activity.
 func (a *Activities) StoreConfigDrive(ctx context.Context, in workflows.ConfigDriveInput) error {
+	crashPoint(ctx, in.NodeUUID, "StoreConfigDrive", "start")
+	defer crashPoint(ctx, in.NodeUUID, "StoreConfigDrive", "after")
 	value, err := configdrive.ForInstanceInfo(in.ConfigDrive)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(

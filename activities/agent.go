@@ -109,6 +109,8 @@ func agentPorts(ports []*store.Port) []map[string]any {
 
 // GetAgentSteps lists the agent's deploy or clean steps.
 func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
+	crashPoint(ctx, in.Agent.NodeUUID, "GetAgentSteps", "start")
+	defer keepAlive(ctx)()
 	c, n, ports, err := a.agentFor(ctx, in.Agent)
 	if err != nil {
 		return nil, err
@@ -127,6 +129,7 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 	for _, s := range list.Steps {
 		out = append(out, workflows.Step{StepID: workflows.StepID{Interface: s.Interface, Step: s.Step}, Priority: s.Priority, RebootRequested: s.RebootRequested})
 	}
+	crashPoint(ctx, in.Agent.NodeUUID, "GetAgentSteps", "after")
 	return out, nil
 }
 
@@ -136,6 +139,8 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 // list) and follows it instead of starting the step again, so an image is
 // never written twice.
 func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
+	point := "RunAgentStep/" + in.Step.Step
+	crashPoint(ctx, in.Agent.NodeUUID, point, "start")
 	if err := a.showStep(ctx, in.Agent.NodeUUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
 		return workflows.AgentStepResult{}, err
 	}
@@ -166,10 +171,12 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 			return workflows.AgentStepResult{Status: client.StatusSucceeded}, nil
 		}
 		beat.CommandID = res.ID
+		crashPoint(ctx, n.UUID, point, "after")
 		if res.Done() {
 			if err := res.Err(); err != nil {
 				return workflows.AgentStepResult{}, agentErr(err, "%s on node %s", name, n.UUID)
 			}
+			crashPoint(ctx, n.UUID, point, "done")
 			return workflows.AgentStepResult{CommandID: res.ID, Status: res.CommandStatus, Result: string(res.CommandResult)}, nil
 		}
 	}
@@ -220,6 +227,7 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 	if err != nil {
 		return workflows.AgentStepResult{}, agentErr(err, "%s on node %s", name, n.UUID)
 	}
+	crashPoint(ctx, n.UUID, point, "done")
 	return workflows.AgentStepResult{CommandID: res.ID, Status: res.CommandStatus, Result: string(res.CommandResult)}, nil
 }
 
@@ -309,6 +317,8 @@ func (a *Activities) findCommand(ctx context.Context, c *client.Client, in workf
 // workflow task that tore it down is being replayed (local activities run
 // again when their task is retried), so there is nothing to do.
 func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput) error {
+	crashPoint(ctx, in.NodeUUID, "AgentPowerOff", "start")
+	defer keepAlive(ctx)()
 	if err := a.showStep(ctx, in.NodeUUID, in.Starts); err != nil {
 		return err
 	}
@@ -323,7 +333,11 @@ func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput)
 	if err := c.Sync(ctx); err != nil {
 		a.Log.Warn("agent sync before power off", "node", n.UUID, "error", err)
 	}
-	return agentErr(c.PowerOff(ctx), "power off node %s through its agent", n.UUID)
+	if err := c.PowerOff(ctx); err != nil {
+		return agentErr(err, "power off node %s through its agent", n.UUID)
+	}
+	crashPoint(ctx, n.UUID, "AgentPowerOff", "after")
+	return nil
 }
 
 // isPartitionImage tells whether the node deploys a partition image

@@ -93,8 +93,13 @@ func (a *Activities) ValidateHardware(ctx context.Context, node workflows.NodeIn
 // SetPower performs a power action and returns the state the BMC then
 // reports; it also records it. Rebooting a machine that is off powers it on
 // (never a cycle that would reboot a healthy node twice after a retry), and
-// powering on a machine that is on does nothing.
+// powering on a machine that is on does nothing. A reboot that this very
+// call already sent before a worker crash is not sent again, and a power
+// call that completed before a crash is not run again when its workflow
+// task's local activities run again (effects.go).
 func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (string, error) {
+	point := "SetPower/" + in.Action
+	crashPoint(ctx, in.Node.UUID, point, "start")
 	d, err := a.driver(ctx, in.Node)
 	if err != nil {
 		return "", err
@@ -110,7 +115,28 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 	if err != nil {
 		return "", bmcErr(err, "get power state of node %s", in.Node.UUID)
 	}
+	replayed, err := a.completedLocalCall(ctx, in.Node.UUID, keyPowerCall)
+	if err != nil {
+		return "", err
+	}
+	reboot := action == bmc.ActionReboot || action == bmc.ActionSoftReboot
+	again := false
+	if reboot && !replayed {
+		if again, err = a.repeated(ctx, in.Node.UUID, keyRebootCall); err != nil {
+			return "", err
+		}
+	}
 	switch {
+	case replayed:
+		// This call, or a later power call of the same run, completed
+		// before the worker died: the workflow task runs its local
+		// activities again from the last recorded one. Acting again would
+		// power off the instance that the later call powered on.
+		a.Log.Info("power action already done by this workflow run before a worker restart", "node", in.Node.UUID, "action", in.Action)
+	case reboot && again && current == bmc.PowerOn:
+		// This call rebooted the machine (or powered it on) before the
+		// worker died: it boots already, a second reboot would boot it twice.
+		a.Log.Info("reboot already sent by this call before a worker restart", "node", in.Node.UUID)
 	case action == bmc.ActionPowerOn && current == bmc.PowerOn,
 		(action == bmc.ActionPowerOff || action == bmc.ActionSoftOff) && current == bmc.PowerOff:
 		// Already there: idempotent on retry and after a worker crash.
@@ -123,6 +149,7 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 			return "", bmcErr(err, "%s node %s", in.Action, in.Node.UUID)
 		}
 	}
+	crashPoint(ctx, in.Node.UUID, point, "after")
 	state, err := d.PowerState(ctx)
 	if err != nil {
 		return "", bmcErr(err, "get power state of node %s", in.Node.UUID)
@@ -130,11 +157,16 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 	if _, err := a.Store.SetPowerState(ctx, in.Node.UUID, optional(string(state)), nil, nil); err != nil {
 		return "", storeErr(err, "record power state of node %s", in.Node.UUID)
 	}
+	if err := a.markLocalCall(ctx, in.Node.UUID, keyPowerCall); err != nil {
+		return "", err
+	}
 	return string(state), nil
 }
 
 // SetBootDevice points the node's next boot (or every boot) at a device.
 func (a *Activities) SetBootDevice(ctx context.Context, in workflows.BootDeviceInput) error {
+	point := "SetBootDevice/" + in.Device
+	crashPoint(ctx, in.Node.UUID, point, "start")
 	d, err := a.driver(ctx, in.Node)
 	if err != nil {
 		return err
@@ -144,6 +176,7 @@ func (a *Activities) SetBootDevice(ctx context.Context, in workflows.BootDeviceI
 	if err := d.SetBootDevice(ctx, s); err != nil {
 		return bmcErr(err, "set boot device %s on node %s", in.Device, in.Node.UUID)
 	}
+	crashPoint(ctx, in.Node.UUID, point, "after")
 	err = a.Store.MergeDriverInternalInfo(ctx, in.Node.UUID, map[string]any{
 		"boot_device": map[string]any{"boot_device": in.Device, "persistent": in.Persistent},
 	})
@@ -157,6 +190,9 @@ func (a *Activities) SetBootDevice(ctx context.Context, in workflows.BootDeviceI
 // instance's ramdisk; the installer.
 func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) error {
 	node := in.Node
+	point := "PrepareBoot/" + string(in.Kind)
+	crashPoint(ctx, node.UUID, point, "start")
+	defer crashPoint(ctx, node.UUID, point, "after")
 	if err := a.showStep(ctx, node.UUID, in.Starts); err != nil {
 		return err
 	}
@@ -184,9 +220,15 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 			fmt.Sprintf("node %s has no port with pxe_enabled: create one with the MAC of its boot interface", node.UUID),
 			workflows.ErrTypeInvalidConfig, nil)
 	}
-	// A new boot of the agent gets a new token on its first lookup.
-	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, store.AgentSessionKeys()...); err != nil {
-		return storeErr(err, "wipe agent token of node %s", node.UUID)
+	// A new boot of the agent gets a new token on its first lookup. The
+	// same call run again after a worker crash keeps the session: the agent
+	// it booted may have looked up already (effects.go).
+	if again, err := a.repeated(ctx, node.UUID, keyAgentBootCall); err != nil {
+		return err
+	} else if !again {
+		if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, store.AgentSessionKeys()...); err != nil {
+			return storeErr(err, "wipe agent token of node %s", node.UUID)
+		}
 	}
 	kernel, initrd, err := a.agentImages(ctx, node.UUID, in.Kind)
 	if err != nil {
@@ -252,6 +294,9 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 // kind, whatever in.Kind says (see workflows.BootInput). Idempotent.
 func (a *Activities) CleanBoot(ctx context.Context, in workflows.BootInput) error {
 	node := in.Node
+	point := "CleanBoot/" + string(in.Kind)
+	crashPoint(ctx, node.UUID, point, "start")
+	defer crashPoint(ctx, node.UUID, point, "after")
 	if err := a.showStep(ctx, node.UUID, in.Starts); err != nil {
 		return err
 	}

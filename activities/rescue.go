@@ -12,6 +12,7 @@ import (
 // password and stops serving its API. The hash is read from the store
 // here, so that it never enters workflow history.
 func (a *Activities) FinalizeRescue(ctx context.Context, in workflows.AgentInput) error {
+	defer keepAlive(ctx)()
 	c, n, _, err := a.agentFor(ctx, in)
 	if err != nil {
 		return err

@@ -2,8 +2,12 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -16,6 +20,10 @@ import (
 //
 //	fake_fail_rate  float 0..1: fraction of calls that fail with ErrBusy
 //	fake_latency    Go duration ("2s") added to every call
+//	fake_state_file path of a JSON file that holds the machine's power, boot
+//	                and media and a log of every power action, so that the
+//	                machine outlives the worker process as a real BMC does
+//	                (the crash tests count power-ons there)
 func init() { Register("fake-hardware", newFake) }
 
 type fakeMachine struct {
@@ -23,6 +31,89 @@ type fakeMachine struct {
 	power PowerState
 	boot  BootSetting
 	media string
+	// file is fake_state_file ("" keeps the machine in memory only).
+	file string
+}
+
+// FakeState is what a fake machine with a fake_state_file keeps there.
+type FakeState struct {
+	Power PowerState  `json:"power"`
+	Boot  BootSetting `json:"boot"`
+	Media string      `json:"media,omitempty"`
+	// Actions are the power actions carried out, in order.
+	Actions []FakeAction `json:"actions,omitempty"`
+}
+
+// FakeAction is one power action a fake machine carried out.
+type FakeAction struct {
+	Action PowerAction `json:"action"`
+	From   PowerState  `json:"from"`
+	At     time.Time   `json:"at"`
+}
+
+// Boots counts the boots among the actions: a power-on of a machine that
+// was off, and every reboot.
+func (s FakeState) Boots() int {
+	n := 0
+	for _, a := range s.Actions {
+		switch a.Action {
+		case ActionPowerOn:
+			if a.From != PowerOn {
+				n++
+			}
+		case ActionReboot, ActionSoftReboot:
+			n++
+		}
+	}
+	return n
+}
+
+// ReadFakeState reads a fake_state_file.
+func ReadFakeState(path string) (FakeState, error) {
+	var s FakeState
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(b, &s)
+}
+
+// load reads the state file, which another process (a worker before its
+// crash) may have changed. Called with m.mu held.
+func (m *fakeMachine) load() (FakeState, error) {
+	if m.file == "" {
+		return FakeState{}, nil
+	}
+	s, err := ReadFakeState(m.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return FakeState{Power: m.power, Boot: m.boot, Media: m.media}, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("%w: fake_state_file: %v", ErrUnreachable, err)
+	}
+	m.power, m.boot, m.media = s.Power, s.Boot, s.Media
+	return s, nil
+}
+
+// save writes the state back (a rename, so that a crash leaves the old or
+// the new file). Called with m.mu held.
+func (m *fakeMachine) save(s FakeState) error {
+	if m.file == "" {
+		return nil
+	}
+	s.Power, s.Boot, s.Media = m.power, m.boot, m.media
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	tmp := m.file + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("%w: fake_state_file: %v", ErrUnreachable, err)
+	}
+	if err := os.Rename(tmp, m.file); err != nil {
+		return fmt.Errorf("%w: fake_state_file: %v", ErrUnreachable, err)
+	}
+	return nil
 }
 
 var fakeMachines sync.Map // fake_id -> *fakeMachine
@@ -35,7 +126,11 @@ type fakeDriver struct {
 
 func newFake(info map[string]any) (Driver, error) {
 	id := fmt.Sprint(info["fake_id"])
-	m, _ := fakeMachines.LoadOrStore(id, &fakeMachine{power: PowerOff, boot: BootSetting{Device: BootDisk, Persistent: true}})
+	file, _ := info["fake_state_file"].(string)
+	if file != "" {
+		id = "file:" + file
+	}
+	m, _ := fakeMachines.LoadOrStore(id, &fakeMachine{power: PowerOff, boot: BootSetting{Device: BootDisk, Persistent: true}, file: file})
 	d := &fakeDriver{m: m.(*fakeMachine)}
 	if v, ok := info["fake_fail_rate"]; ok {
 		f, err := strconv.ParseFloat(fmt.Sprint(v), 64)
@@ -78,6 +173,9 @@ func (d *fakeDriver) PowerState(ctx context.Context) (PowerState, error) {
 	}
 	d.m.mu.Lock()
 	defer d.m.mu.Unlock()
+	if _, err := d.m.load(); err != nil {
+		return PowerUnknown, err
+	}
 	return d.m.power, nil
 }
 
@@ -87,6 +185,11 @@ func (d *fakeDriver) SetPower(ctx context.Context, a PowerAction) error {
 	}
 	d.m.mu.Lock()
 	defer d.m.mu.Unlock()
+	st, err := d.m.load()
+	if err != nil {
+		return err
+	}
+	from := d.m.power
 	switch a {
 	case ActionPowerOn, ActionReboot, ActionSoftReboot:
 		d.m.power = PowerOn
@@ -95,7 +198,8 @@ func (d *fakeDriver) SetPower(ctx context.Context, a PowerAction) error {
 	default:
 		return fmt.Errorf("%w: power action %q", ErrUnsupported, a)
 	}
-	return nil
+	st.Actions = append(st.Actions, FakeAction{Action: a, From: from, At: time.Now().UTC()})
+	return d.m.save(st)
 }
 
 func (d *fakeDriver) SetBootDevice(ctx context.Context, s BootSetting) error {
@@ -109,8 +213,12 @@ func (d *fakeDriver) SetBootDevice(ctx context.Context, s BootSetting) error {
 	}
 	d.m.mu.Lock()
 	defer d.m.mu.Unlock()
+	st, err := d.m.load()
+	if err != nil {
+		return err
+	}
 	d.m.boot = s
-	return nil
+	return d.m.save(st)
 }
 
 func (d *fakeDriver) GetBootDevice(ctx context.Context) (BootSetting, error) {
@@ -119,6 +227,9 @@ func (d *fakeDriver) GetBootDevice(ctx context.Context) (BootSetting, error) {
 	}
 	d.m.mu.Lock()
 	defer d.m.mu.Unlock()
+	if _, err := d.m.load(); err != nil {
+		return BootSetting{}, err
+	}
 	return d.m.boot, nil
 }
 
@@ -132,8 +243,12 @@ func (d *fakeDriver) InsertMedia(ctx context.Context, url string) error {
 	}
 	d.m.mu.Lock()
 	defer d.m.mu.Unlock()
+	st, err := d.m.load()
+	if err != nil {
+		return err
+	}
 	d.m.media = url
-	return nil
+	return d.m.save(st)
 }
 
 func (d *fakeDriver) EjectMedia(ctx context.Context) error {
@@ -142,8 +257,12 @@ func (d *fakeDriver) EjectMedia(ctx context.Context) error {
 	}
 	d.m.mu.Lock()
 	defer d.m.mu.Unlock()
+	st, err := d.m.load()
+	if err != nil {
+		return err
+	}
 	d.m.media = ""
-	return nil
+	return d.m.save(st)
 }
 
 func (d *fakeDriver) Close() error { return nil }

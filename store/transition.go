@@ -21,6 +21,9 @@ type Transition struct {
 	Step     map[string]any
 	// DropInternal are driver_internal_info keys to remove.
 	DropInternal []string
+	// SetInternal are driver_internal_info keys to set, in the same
+	// statement (after DropInternal).
+	SetInternal map[string]any
 	// History, when its Event is not empty, is added to the node's history.
 	History HistoryEvent
 }
@@ -45,6 +48,10 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 	if drop == nil {
 		drop = []string{}
 	}
+	set := t.SetInternal
+	if set == nil {
+		set = map[string]any{}
+	}
 	h := t.History
 	if h.UUID == "" {
 		h.UUID = uuid.NewString()
@@ -62,7 +69,7 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 				updated_at = now(),
 				clean_step = CASE $6 WHEN 'clean' THEN $7::jsonb WHEN 'deploy' THEN clean_step ELSE '{}'::jsonb END,
 				deploy_step = CASE $6 WHEN 'deploy' THEN $7::jsonb WHEN 'clean' THEN deploy_step ELSE '{}'::jsonb END,
-				driver_internal_info = driver_internal_info - $8::text[]
+				driver_internal_info = (driver_internal_info - $8::text[]) || $16::jsonb
 			WHERE uuid = $1 AND (cardinality($5::text[]) = 0 OR provision_state = ANY($5::text[]))
 			RETURNING uuid),
 		ins AS (
@@ -73,7 +80,7 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 				SELECT id FROM node_history WHERE node_uuid = $1 ORDER BY id DESC OFFSET GREATEST($15 - 1, 0) LIMIT 1))
 		SELECT count(*) FROM upd`,
 		u, t.To, t.Target, t.LastError, from, t.StepKind, step, drop,
-		h.UUID, h.Severity, h.EventType, h.Event, h.Conductor, h.User, s.HistoryMaxEntries).Scan(&changed)
+		h.UUID, h.Severity, h.EventType, h.Event, h.Conductor, h.User, s.HistoryMaxEntries, set).Scan(&changed)
 	if err != nil {
 		return dbError(err, "record provision state %s of node %s", t.To, nodeUUID)
 	}

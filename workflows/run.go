@@ -226,10 +226,16 @@ func (r *run) hardware(name string, in, out any) error {
 // the machine (it powers off, it reports once), and a regular activity's
 // result is recorded before anything after it runs, whereas local
 // activities are run again when their workflow task has to be retried.
+//
+// The activities heartbeat (activities/keepalive.go), so that the attempt of
+// a worker that died is retried after the heartbeat timeout, not after the
+// whole start-to-close timeout (docs/crash-safety.md). Timeouts are not part
+// of what replay compares: recorded histories replay unchanged.
 func (r *run) agentCall(name string, in, out any) error {
 	ctx := workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		TaskQueue:           HardwareQueue(r.node.ConductorGroup),
 		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    r.node.Policy.AgentActivityHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        2 * time.Second,
 			BackoffCoefficient:     2,

@@ -45,6 +45,8 @@ type Disk struct {
 	// place of head and tail: a partition image's boot partition and root
 	// lie beyond the first MiB.
 	chunks map[int64][]byte
+	// isoWrites counts writes of an ISO 9660 image (a config drive).
+	isoWrites int
 }
 
 // chunkSize is the piece a disk that keeps every write stores.
@@ -87,6 +89,21 @@ func (d *Disk) readChunks(p []byte, off int64) {
 		}
 		p, off = p[n:], off+int64(n)
 	}
+}
+
+// isoMagic is ISO 9660's volume descriptor identifier, at byte 32769 of an
+// image (ECMA-119): the config drive is one.
+const (
+	isoMagic       = "CD001"
+	isoMagicOffset = 32769
+)
+
+// ConfigDriveWrites is how many times an ISO 9660 image (the config drive)
+// was written to the disk.
+func (d *Disk) ConfigDriveWrites() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.isoWrites
 }
 
 // BytesWritten is how many bytes were written to the disk in total.
@@ -194,6 +211,9 @@ func (d *openDisk) WriteAt(p []byte, off int64) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.written += int64(len(p))
+	if len(p) >= isoMagicOffset+len(isoMagic) && string(p[isoMagicOffset:isoMagicOffset+len(isoMagic)]) == isoMagic {
+		d.isoWrites++
+	}
 	if d.chunks != nil {
 		d.writeChunks(p, off)
 		return len(p), nil

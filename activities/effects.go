@@ -1,0 +1,172 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"go.temporal.io/sdk/activity"
+)
+
+// Some actions cannot be repeated safely: a second reboot boots the agent
+// twice, a second wipe of the agent's session locks out the agent that has
+// already looked up. A worker that dies after such an action but before
+// Temporal recorded the activity's result runs the activity again (a local
+// activity when its workflow task is retried, a regular one when its
+// attempt times out): with the same workflow run and the same activity ID.
+// Before acting, such an activity records that call's identity on the node
+// (driver_internal_info); a run of the same call that finds it there knows
+// the action was sent, and only makes sure of its outcome
+// (docs/crash-safety.md). An activity called outside Temporal (unit tests)
+// has no identity and always acts.
+const (
+	// keyRebootCall is the call that last asked for a reboot.
+	keyRebootCall = "reboot_call"
+	// keyAgentBootCall is the call that last prepared a boot of the agent
+	// (and wiped the previous agent's session).
+	keyAgentBootCall = "agent_boot_call"
+)
+
+// callID is the identity of this activity call, the same in every attempt
+// and every re-run after a crash; "" outside an activity.
+func callID(ctx context.Context) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	info := activity.GetInfo(ctx)
+	return fmt.Sprintf("%s/%s", info.WorkflowExecution.RunID, info.ActivityID)
+}
+
+// repeated reports whether an earlier run of this very call recorded key on
+// the node; if not, it records it now, before the caller acts.
+func (a *Activities) repeated(ctx context.Context, nodeUUID, key string) (bool, error) {
+	id := callID(ctx)
+	if id == "" {
+		return false, nil
+	}
+	n, err := a.Store.GetNode(ctx, nodeUUID)
+	if err != nil {
+		return false, storeErr(err, "load node %s", nodeUUID)
+	}
+	if prev, _ := n.DriverInternalInfo[key].(string); prev == id {
+		return true, nil
+	}
+	if err := a.Store.MergeDriverInternalInfo(ctx, nodeUUID, map[string]any{key: id}); err != nil {
+		return false, storeErr(err, "record %s of node %s", key, nodeUUID)
+	}
+	return false, nil
+}
+
+// keyProvisionRun is the workflow run that last recorded the node's
+// provision state, and that state. A workflow's first record is conditional
+// on the state the API recorded (another verb may have won the node since);
+// after a worker crash the workflow runs again from its last recorded point
+// and that first record finds the node further along, where this same run
+// had put it. The mark tells the two apart.
+const keyProvisionRun = "provision_run"
+
+type provisionRun struct {
+	Run   string `json:"run"`
+	State string `json:"state"`
+}
+
+// runID is the workflow run of this activity; "" outside an activity.
+func runID(ctx context.Context) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	return activity.GetInfo(ctx).WorkflowExecution.RunID
+}
+
+// movedByThisRun reports whether the node's provision state is the one run
+// last recorded.
+func (a *Activities) movedByThisRun(ctx context.Context, nodeUUID, run string) bool {
+	if run == "" {
+		return false
+	}
+	n, err := a.Store.GetNode(ctx, nodeUUID)
+	if err != nil {
+		return false
+	}
+	raw, err := json.Marshal(n.DriverInternalInfo[keyProvisionRun])
+	if err != nil {
+		return false
+	}
+	var mark provisionRun
+	if json.Unmarshal(raw, &mark) != nil {
+		return false
+	}
+	return mark.Run == run && mark.State == n.ProvisionState
+}
+
+// keyPowerCall is the last power call (a local activity) that completed:
+// its run and its sequence number in the run.
+const keyPowerCall = "power_call"
+
+// localCall is a local activity's place in its workflow run: local
+// activity IDs count up from 1 in the order the workflow calls them, the
+// same in every replay.
+type localCall struct {
+	Run string `json:"run"`
+	Seq int64  `json:"seq"`
+}
+
+func localCallOf(ctx context.Context) (localCall, bool) {
+	if !activity.IsActivity(ctx) {
+		return localCall{}, false
+	}
+	info := activity.GetInfo(ctx)
+	if !info.IsLocalActivity {
+		return localCall{}, false
+	}
+	seq, err := strconv.ParseInt(info.ActivityID, 10, 64)
+	if err != nil {
+		return localCall{}, false
+	}
+	return localCall{Run: info.WorkflowExecution.RunID, Seq: seq}, true
+}
+
+// completedLocalCall reports whether this local activity call, or a later
+// one of the same run, recorded key as completed: a worker died after it
+// and before its result was recorded, and the workflow task runs the local
+// activities after its last recorded point again. Regular activities are
+// never run again once completed: their results are recorded at once.
+func (a *Activities) completedLocalCall(ctx context.Context, nodeUUID, key string) (bool, error) {
+	call, ok := localCallOf(ctx)
+	if !ok {
+		return false, nil
+	}
+	return a.completedCall(ctx, nodeUUID, key, call)
+}
+
+// completedCall reports whether call, or a later call of its run, recorded
+// key on the node.
+func (a *Activities) completedCall(ctx context.Context, nodeUUID, key string, call localCall) (bool, error) {
+	n, err := a.Store.GetNode(ctx, nodeUUID)
+	if err != nil {
+		return false, storeErr(err, "load node %s", nodeUUID)
+	}
+	raw, err := json.Marshal(n.DriverInternalInfo[key])
+	if err != nil {
+		return false, nil
+	}
+	var last localCall
+	if json.Unmarshal(raw, &last) != nil {
+		return false, nil
+	}
+	return last.Run == call.Run && call.Seq <= last.Seq, nil
+}
+
+// markLocalCall records that this local activity call completed.
+func (a *Activities) markLocalCall(ctx context.Context, nodeUUID, key string) error {
+	call, ok := localCallOf(ctx)
+	if !ok {
+		return nil
+	}
+	return a.markCall(ctx, nodeUUID, key, call)
+}
+
+func (a *Activities) markCall(ctx context.Context, nodeUUID, key string, call localCall) error {
+	return storeErr(a.Store.MergeDriverInternalInfo(ctx, nodeUUID, map[string]any{key: call}), "record %s of node %s", key, nodeUUID)
+}
