@@ -127,6 +127,8 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/inventory", s.handle(introducedIn(v81Inventory, s.onNode(s.inventory))))
 	// API 1.83 to 1.89 (docs/api-versions.md).
 	a.GET("/nodes/:node/children", s.handle(introducedIn(v83ParentChildNodes, s.onNode(s.listChildren))))
+	a.POST("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.attachVirtualMedia))))
+	a.DELETE("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.detachVirtualMedia))))
 	// Node traits (1.37).
 	a.GET("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.listTraits))))
 	a.PUT("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.setTraits))))

@@ -155,6 +155,8 @@ func (op Operation) Workflow() (name string, ok bool) {
 		return WorkflowRescueNode, true
 	case OpUnrescue:
 		return WorkflowUnrescueNode, true
+	case OpVirtualMedia:
+		return WorkflowChangeVirtualMedia, true
 	}
 	return "", false
 }
