@@ -397,3 +397,20 @@ func TestVirtualMediaAttachDetach(t *testing.T) {
 		t.Errorf("BMC failure: %d %s", r.status, r.body)
 	}
 }
+
+// TestNodeShapeAt186: 1.83 adds parent_node and 1.86 firmware_interface to
+// the 63 keys of 1.82.
+func TestNodeShapeAt186(t *testing.T) {
+	e := newEnv(t)
+	e.createNode(map[string]any{"driver": "fake-hardware", "name": "shape86"})
+	at := func(v string) map[string]any { return e.do("GET", "/v1/nodes/shape86", v, nil).json(t) }
+	for v, want := range map[string]int{"1.82": 63, "1.83": 64, "1.85": 64, "1.86": 65} {
+		if got := len(at(v)); got != want {
+			t.Errorf("%d keys at %s, want %d", got, v, want)
+		}
+	}
+	n := at("1.86")
+	if _, ok := n["parent_node"]; !ok || n["parent_node"] != nil || n["firmware_interface"] != "fake" {
+		t.Errorf("at 1.86: parent_node %v, firmware_interface %v", n["parent_node"], n["firmware_interface"])
+	}
+}
