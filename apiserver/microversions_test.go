@@ -125,12 +125,24 @@ func TestContinueInspectionVersions(t *testing.T) {
 	if r := e.do("POST", "/v1/continue_inspection?node_uuid="+uuid, "", body); r.status != http.StatusNotFound {
 		t.Errorf("node_uuid without a version: %d %s", r.status, r.body)
 	}
-	for _, v := range []string{"", "1.84"} {
-		if r := e.do("POST", "/v1/continue_inspection", v, body); r.status != http.StatusAccepted || r.json(t)["uuid"] != uuid {
-			t.Errorf("at %q: %d %s", v, r.status, r.body)
-		}
+	// Without a version: inspector's answer.
+	if r := e.do("POST", "/v1/continue_inspection", "", body); r.status != http.StatusAccepted || r.json(t)["uuid"] != uuid {
+		t.Errorf("without a version: %d %s", r.status, r.body)
 	}
-	if r := e.do("POST", "/v1/continue_inspection?node_uuid="+uuid, "1.84", body); r.status != http.StatusAccepted {
+	// From 1.84: the lookup's answer, with the agent token issued then
+	// (the node had none) and masked afterwards.
+	r := e.do("POST", "/v1/continue_inspection", "1.84", body)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("at 1.84: %d %s", r.status, r.body)
+	}
+	got := r.json(t)
+	tok, _ := got["config"].(map[string]any)["agent_token"].(string)
+	if got["node"].(map[string]any)["uuid"] != uuid || len(tok) < 32 || tok != e.node(uuid).DriverInternalInfo["agent_secret_token"] {
+		t.Errorf("answer at 1.84: %s", r.body)
+	}
+	body["agent_token"] = tok
+	r = e.do("POST", "/v1/continue_inspection?node_uuid="+uuid, "1.84", body)
+	if r.status != http.StatusAccepted || r.json(t)["config"].(map[string]any)["agent_token"] != "******" {
 		t.Errorf("node_uuid at 1.84: %d %s", r.status, r.body)
 	}
 }
