@@ -654,10 +654,10 @@ func TestLookupAndHeartbeat(t *testing.T) {
 	// continue_inspection stores the inventory and reads it back.
 	e.setState(uuid, "inspect wait")
 	inv := map[string]any{"interfaces": []any{map[string]any{"name": "eth0", "mac_address": "52:54:01:00:3A:94"}}, "memory": map[string]any{"physical_mb": 1024}}
-	if r := e.do("POST", "/v1/continue_inspection", "1.78", map[string]any{"inventory": inv, "plugin_data": map[string]any{"x": 1}}); r.status != 400 {
+	if r := e.do("POST", "/v1/continue_inspection", "1.1", map[string]any{"inventory": inv, "plugin_data": map[string]any{"x": 1}}); r.status != 400 {
 		t.Errorf("continue_inspection without token: %d %s", r.status, r.body)
 	}
-	if r := e.do("POST", "/v1/continue_inspection", "1.78", map[string]any{"inventory": inv, "agent_token": token}); r.status != 202 || r.json(t)["uuid"] != uuid {
+	if r := e.do("POST", "/v1/continue_inspection", "1.1", map[string]any{"inventory": inv, "agent_token": token}); r.status != 202 || r.json(t)["uuid"] != uuid {
 		t.Fatalf("continue_inspection: %d %s", r.status, r.body)
 	}
 	got := e.do("GET", "/v1/nodes/rd/inventory", "1.81", nil).json(t)

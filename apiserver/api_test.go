@@ -18,13 +18,13 @@ func TestVersionNegotiation(t *testing.T) {
 		faultOrDes string
 	}{
 		{"", 200, "1.1", true, ""},
-		{"latest", 200, "1.82", true, ""},
+		{"latest", 200, maxVersion(), true, ""},
 		{"1.78", 200, "1.78", true, ""},
 		{"1.1", 200, "1.1", true, ""},
 		{"1.82", 200, "1.82", true, ""},
-		{"1.99", 406, "", true, "Version 1.99 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.82]."},
-		{"1.0", 406, "", true, "Version 1.0 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.82]."},
-		{"2.1", 406, "", true, "Mutually exclusive versions requested. Version 2.1 requested but not supported by this service. The supported version range is: [1.1, 1.82]."},
+		{"1.99", 406, "", true, "Version 1.99 was requested but the minor version is not supported by this service. The supported version range is: [1.1, " + maxVersion() + "]."},
+		{"1.0", 406, "", true, "Version 1.0 was requested but the minor version is not supported by this service. The supported version range is: [1.1, " + maxVersion() + "]."},
+		{"2.1", 406, "", true, "Mutually exclusive versions requested. Version 2.1 requested but not supported by this service. The supported version range is: [1.1, " + maxVersion() + "]."},
 		{"abc", 406, "", false, "Invalid value for X-OpenStack-Ironic-API-Version header"},
 		{"1.", 406, "", false, "Invalid value for X-OpenStack-Ironic-API-Version header"},
 	}
@@ -37,7 +37,7 @@ func TestVersionNegotiation(t *testing.T) {
 			if got := r.header.Get(headerVersion); got != c.echo {
 				t.Errorf("version header %q, want %q", got, c.echo)
 			}
-			hasRange := r.header.Get(headerMinVersion) == "1.1" && r.header.Get(headerMaxVersion) == "1.82"
+			hasRange := r.header.Get(headerMinVersion) == "1.1" && r.header.Get(headerMaxVersion) == maxVersion()
 			if hasRange != c.rangeHdrs {
 				t.Errorf("min/max headers present=%v, want %v", hasRange, c.rangeHdrs)
 			}
@@ -50,7 +50,7 @@ func TestVersionNegotiation(t *testing.T) {
 	}
 	// Version documents are public and unversioned at the root.
 	root := e.do("GET", "/", "", nil)
-	if root.status != 200 || root.json(t)["default_version"].(map[string]any)["version"] != "1.82" {
+	if root.status != 200 || root.json(t)["default_version"].(map[string]any)["version"] != maxVersion() {
 		t.Fatalf("root document: %d %s", root.status, root.body)
 	}
 	v1 := e.do("GET", "/v1/", "", nil)
@@ -94,7 +94,7 @@ func TestErrorBodiesByteExact(t *testing.T) {
 		{"provide from available", "PUT", "/v1/nodes/" + uuid + "/states/provision", "1.78", map[string]any{"target": "provide"}, 400,
 			`{"error_message": "{\"faultcode\": \"Client\", \"faultstring\": \"The requested action \\\"provide\\\" can not be performed on node \\\"` + uuid + `\\\" while it is in state \\\"available\\\".\", \"debuginfo\": null}"}`, 242},
 		{"bad microversion", "GET", "/v1/nodes", "1.99", nil, 406,
-			`{"error_message": "{\"code\": 406, \"title\": \"Not Acceptable\", \"description\": \"Version 1.99 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.82].\"}"}`, 217},
+			`{"error_message": "{\"code\": 406, \"title\": \"Not Acceptable\", \"description\": \"Version 1.99 was requested but the minor version is not supported by this service. The supported version range is: [1.1, ` + maxVersion() + `].\"}"}`, 217},
 		{"unknown field", "POST", "/v1/nodes", "1.78", map[string]any{"driver": "fake-hardware", "bogus_field": 1}, 400,
 			`{"error_message": "{\"faultcode\": \"Client\", \"faultstring\": \"Schema error for node: Additional properties are not allowed ('bogus_field' was unexpected)\", \"debuginfo\": null}"}`, 0},
 		{"deploy alias at 1.72", "PUT", "/v1/nodes/" + uuid + "/states/provision", "1.72", map[string]any{"target": "deploy"}, 406,
@@ -188,7 +188,7 @@ func TestNodeShapeByVersion(t *testing.T) {
 	if r := e.do("GET", "/v1/nodes/shape", "", nil); r.status != 404 {
 		t.Errorf("show by name at 1.1: %d", r.status)
 	}
-	if latest := e.do("GET", "/v1/nodes/shape", "latest", nil).json(t); latest["shard"] != nil || len(latest) != 63 {
+	if latest := e.do("GET", "/v1/nodes/shape", "1.82", nil).json(t); latest["shard"] != nil || len(latest) != 63 {
 		t.Errorf("latest: %d keys, shard %v", len(latest), latest["shard"])
 	}
 }

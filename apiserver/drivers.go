@@ -211,8 +211,8 @@ func (s *server) driverBody(c *gin.Context, ht *hardware.Type, detail bool, host
 		d["type"] = "dynamic"
 		if detail {
 			for _, kind := range hardware.Kinds() {
-				if kind == hardware.KindFirmware {
-					continue // firmware_interface appears at 1.86
+				if kind == hardware.KindFirmware && ver(c) < v86FirmwareInterface {
+					continue
 				}
 				if kind == hardware.KindBIOS && ver(c) < v40BIOSIface || kind == hardware.KindRescue && ver(c) < v38RescueIface ||
 					kind == hardware.KindStorage && ver(c) < v33StorageIface {

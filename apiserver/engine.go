@@ -18,6 +18,9 @@ type Engine interface {
 	StartPower(ctx context.Context, req workflows.PowerRequest) error
 	// SetBootDevice runs a boot-device change and waits for its result.
 	SetBootDevice(ctx context.Context, req workflows.BootDeviceRequest) error
+	// ChangeVirtualMedia attaches or detaches virtual media (API 1.89) and
+	// waits for the result; a BMC failure wraps ErrHardware.
+	ChangeVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) error
 	// Signal sends a named signal (workflows.Signal*) to the node's running
 	// workflow. It returns ErrNoWorkflow when none is running.
 	Signal(ctx context.Context, nodeUUID, name string, arg any) error

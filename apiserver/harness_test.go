@@ -30,7 +30,10 @@ type fakeEngine struct {
 	provisions []workflows.ProvisionRequest
 	powers     []workflows.PowerRequest
 	boots      []workflows.BootDeviceRequest
-	signals    []sentSignal
+	vmedia     []workflows.VirtualMediaRequest
+	// vmediaErr, when set, is what ChangeVirtualMedia returns.
+	vmediaErr error
+	signals   []sentSignal
 	// signalErr, when set, is what Signal returns for a running node.
 	signalErr error
 }
@@ -87,6 +90,16 @@ func (e *fakeEngine) SetBootDevice(ctx context.Context, req workflows.BootDevice
 	}
 	e.boots = append(e.boots, req)
 	return nil
+}
+
+func (e *fakeEngine) ChangeVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[req.NodeUUID] {
+		return ErrNodeLocked
+	}
+	e.vmedia = append(e.vmedia, req)
+	return e.vmediaErr
 }
 
 func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {

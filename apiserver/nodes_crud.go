@@ -37,6 +37,20 @@ func (s *server) loadNode(c *gin.Context, ident string) (*store.Node, error) {
 	return n, nil
 }
 
+// loadNodeWithSuffix is loadNode with the compatibility Ironic kept until
+// API 1.91 for clients that asked for "<node>.json": a node not found
+// under that name is looked up without the suffix. From 1.91 on the name
+// is taken as it is.
+func (s *server) loadNodeWithSuffix(c *gin.Context, ident string) (*store.Node, error) {
+	n, err := s.loadNode(c, ident)
+	bare, suffixed := strings.CutSuffix(ident, ".json")
+	var ae *apiError
+	if err != nil && suffixed && bare != "" && ver(c) < v91DotJSON && errors.As(err, &ae) && ae.status == http.StatusNotFound {
+		return s.loadNode(c, bare)
+	}
+	return n, err
+}
+
 // onNode runs h on the node /v1/nodes/{node} names.
 func (s *server) onNode(h func(c *gin.Context, n *store.Node) error) handler {
 	return loaded(func(c *gin.Context) (*store.Node, error) { return s.loadNode(c, c.Param("node")) }, h)
@@ -70,7 +84,7 @@ func (s *server) showNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.loadNode(c, c.Param("node"))
+	n, err := s.loadNodeWithSuffix(c, c.Param("node"))
 	if err != nil {
 		return err
 	}
@@ -98,6 +112,9 @@ func (s *server) createNode(c *gin.Context) error {
 		n.ProvisionState = workflows.StateAvailable
 	}
 	if err := s.applyInterfaces(n, explicitInterfaces(set)); err != nil {
+		return err
+	}
+	if err := s.resolveParentNode(c, n); err != nil {
 		return err
 	}
 	if err := s.store.CreateNode(c.Request.Context(), n); err != nil {
@@ -139,6 +156,9 @@ func nodeWriteError(err error, n *store.Node) error {
 	case errors.Is(err, store.ErrChassisNotFound):
 		// Ironic answers 400, not 404, for a node naming a missing chassis.
 		return badRequest("Chassis %s could not be found.", strOrEmpty(n.ChassisUUID))
+	case errors.Is(err, store.ErrParentNotFound):
+		// The parent went away between the check and the write (1.83).
+		return nodeNotFound(strOrEmpty(n.ParentNode))
 	case errors.Is(err, store.ErrNotFound):
 		return nodeNotFound(n.UUID)
 	case errors.Is(err, store.ErrInvalidInput):
@@ -165,6 +185,11 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 		wasInstance, wasChassis := cur.InstanceUUID, cur.ChassisUUID
 		if err := nodeResource.applyPatch(cur, ops); err != nil {
 			return err
+		}
+		if touched["parent_node"] {
+			if err := s.resolveParentNode(c, cur); err != nil {
+				return err
+			}
 		}
 		if err := checkInstanceReplaced(cur, wasInstance); err != nil {
 			return err

@@ -44,6 +44,7 @@ var nodeFields = []nodeField{
 	{name: "extra", since: 1, value: dict(func(n *node) *map[string]any { return &n.Extra }), access: writable},
 	{name: "fault", since: v42Fault, value: optText(func(n *node) **string { return &n.Fault }, 0),
 		filter: oneOfFilter(v42Fault, func(f *nodeQuery) *string { return &f.Fault }, validFaults, unknownFault)},
+	{name: "firmware_interface", since: v86FirmwareInterface, value: ifaceName(func(n *node) *string { return &n.FirmwareInterface }), access: writable},
 	{name: "inspection_finished_at", since: v6InspectState, value: optTime(func(n *node) *time.Time { return n.InspectionFinishedAt })},
 	{name: "inspection_started_at", since: v6InspectState, value: optTime(func(n *node) *time.Time { return n.InspectionStartedAt })},
 	{name: "inspect_interface", since: v31DynamicIfaces, value: ifaceName(func(n *node) *string { return &n.InspectInterface }), access: writable},
@@ -80,6 +81,7 @@ var nodeFields = []nodeField{
 		filter: boolFilter(func(f *nodeQuery) **bool { return &f.Retired })},
 	{name: "retired_reason", since: v61Retired, value: optText(func(n *node) **string { return &n.RetiredReason }, 255), access: writable},
 	{name: "secure_boot", since: v75BootMode, value: optFlag(func(n *node) **bool { return &n.SecureBoot })},
+	{name: "parent_node", since: v83ParentChildNodes, value: optText(func(n *node) **string { return &n.ParentNode }, 0).setBy(setParentNode), access: writable},
 	{name: "shard", since: v82Shard, value: optText(func(n *node) **string { return &n.Shard }, 255), access: writable,
 		filter: &nodeFilter{since: v82Shard, apply: filterShards}},
 	{name: "storage_interface", since: v33StorageIface, value: ifaceName(func(n *node) *string { return &n.StorageInterface }), access: writable},
@@ -100,10 +102,9 @@ var nodeFields = []nodeField{
 	{name: "volume", since: v32Volume, value: links(func(n *node) string { return "nodes/" + n.UUID + "/volume" })},
 }
 
-// nodeResource is the node resource derived from nodeFields. PATCH also refuses
-// firmware_interface (Ironic has it; ironflow does not show it yet).
+// nodeResource is the node resource derived from nodeFields.
 // "associated" filters on instance_uuid being set, "sharded" on shard.
-var nodeResource = newResource("node", nodeFields, []string{"firmware_interface"},
+var nodeResource = newResource("node", nodeFields, nil,
 	namedFilter[store.NodeFilter]{"associated", boolFilter(func(f *nodeQuery) **bool { return &f.Associated })},
 	namedFilter[store.NodeFilter]{"sharded", &nodeFilter{since: v82Shard, apply: filterSharded}})
 

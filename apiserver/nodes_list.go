@@ -35,6 +35,9 @@ func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, c
 	if err != nil {
 		return err
 	}
+	if err := s.childrenFilter(c, &f, q); err != nil {
+		return err
+	}
 	if chassisUUID != "" {
 		f.ChassisUUID = chassisUUID
 	} else if err := s.checkChassisFilter(c, &f); err != nil {

@@ -23,6 +23,7 @@ var verbSince = map[workflows.Verb]int{
 	workflows.VerbInspect: v6InspectState, workflows.VerbAbort: v13AbortVerb, workflows.VerbClean: v15ManualClean,
 	workflows.VerbDeploy: v73DeployVerbs, workflows.VerbUndeploy: v73DeployVerbs,
 	workflows.VerbRescue: v38RescueIface, workflows.VerbUnrescue: v38RescueIface,
+	workflows.VerbUnhold: v85UnholdVerb,
 }
 
 // deploysImage reports whether verb writes an instance: the verbs that take

@@ -12,10 +12,21 @@ import (
 
 func (s *server) loadPort(c *gin.Context) (*store.Port, error) {
 	id := c.Param("port")
+	byName := ver(c) >= v88PortName
 	if !isUUID(id) {
-		return nil, badRequest("Expected a UUID but received %s.", id)
+		if !byName {
+			return nil, badRequest("Expected a UUID but received %s.", id)
+		}
+		if !nodeNameRE.MatchString(id) {
+			return nil, badRequest("Expected a logical name or UUID but received %s.", id)
+		}
 	}
-	p, err := s.store.GetPort(c.Request.Context(), id)
+	// From 1.88 a port is found by its name too.
+	find := s.store.GetPort
+	if byName {
+		find = s.store.FindPort
+	}
+	p, err := find(c.Request.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errorf(http.StatusNotFound, "Port %s could not be found.", id)
 	}
@@ -53,6 +64,8 @@ func portWriteError(err error, p *store.Port) error {
 		return errorf(http.StatusConflict, "A port with MAC address %s already exists.", p.Address)
 	case errors.Is(err, store.ErrDuplicateUUID):
 		return errorf(http.StatusConflict, "A port with UUID %s already exists.", p.UUID)
+	case errors.Is(err, store.ErrDuplicateName):
+		return errorf(http.StatusConflict, "A port with name %s already exists.", strOrEmpty(p.Name))
 	case errors.Is(err, store.ErrPortgroupNotFound):
 		return portgroupNotFound(strOr(p.PortgroupUUID))
 	case errors.Is(err, store.ErrPortgroupOtherNode):
@@ -72,6 +85,9 @@ func (s *server) createPort(c *gin.Context) error {
 	}
 	p := &store.Port{PXEEnabled: true, Extra: map[string]any{}, LocalLinkConnection: map[string]any{}, InternalInfo: map[string]any{}}
 	if _, err := portResource.create(p, body, ver(c)); err != nil {
+		return err
+	}
+	if err := checkLocalLinkKeys(p.LocalLinkConnection, ver(c)); err != nil {
 		return err
 	}
 	if err := s.checkPortInGroup(c.Request.Context(), p, true); err != nil {
@@ -94,6 +110,9 @@ func (s *server) patchPort(c *gin.Context, p *store.Port) error {
 	updated, err := s.store.UpdatePort(c.Request.Context(), p.UUID, func(cur *store.Port) error {
 		before := *cur
 		if err := portResource.applyPatch(cur, ops); err != nil {
+			return err
+		}
+		if err := checkLocalLinkKeys(addedLocalLinkKeys(before.LocalLinkConnection, cur.LocalLinkConnection), ver(c)); err != nil {
 			return err
 		}
 		attempted = *cur

@@ -26,6 +26,7 @@ var portFields = []portField{
 	{name: "internal_info", since: v18PortInternalInfo, value: dict(func(p *port) *map[string]any { return &p.InternalInfo })},
 	{name: "is_smartnic", since: v53SmartNIC, value: flag(func(p *port) *bool { return &p.IsSmartNIC }, false), access: writable},
 	{name: "local_link_connection", since: v19PortAdvanced, value: dict(func(p *port) *map[string]any { return &p.LocalLinkConnection }), access: writable},
+	{name: "name", since: v88PortName, value: optText(func(p *port) **string { return &p.Name }, 255).setBy(setPortName), access: writable},
 	{name: "physical_network", since: v34PhysicalNetwork, value: optText(func(p *port) **string { return &p.PhysicalNetwork }, 0), access: writable},
 	{name: "pxe_enabled", since: v19PortAdvanced, value: flag(func(p *port) *bool { return &p.PXEEnabled }, true), access: writable},
 	{name: "node_uuid", since: 1, value: text(func(p *port) *string { return &p.NodeUUID }).setBy(setPortNode), access: writable, required: true},
@@ -38,6 +39,24 @@ var portFields = []portField{
 var portResource = newResource("port", portFields, nil)
 
 var portDefaultFields = []string{"uuid", "address"}
+
+// setPortName: a port's name (API 1.88) identifies it as a node's name
+// does, so it takes the same logical-name rules.
+func setPortName(p *port, v any) error {
+	switch t := v.(type) {
+	case nil:
+		p.Name = nil
+	case string:
+		if !validNodeName(t) {
+			return badRequest("Cannot create port with invalid name '%s'", t)
+		}
+		s := t
+		p.Name = &s
+	default:
+		return typeErr(v, "string", "null")
+	}
+	return nil
+}
 
 // macRE is what oslo's is_valid_mac accepts (after lowercasing).
 var macRE = regexp.MustCompile(`^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$`)

@@ -71,11 +71,23 @@ func (s *server) lookup(c *gin.Context) error {
 		return resourceNotFound()
 	}
 
+	answer, err := s.lookupAnswer(c, n)
+	if err != nil {
+		return err
+	}
+	writeJSON(c, http.StatusOK, answer)
+	return nil
+}
+
+// lookupAnswer is the body of a lookup (and, from API 1.84, of
+// continue_inspection): the node as the agent sees it and its config,
+// with the agent token issued if the node has none yet.
+func (s *server) lookupAnswer(c *gin.Context, n *store.Node) (map[string]any, error) {
 	var token any // null below 1.62
 	if ver(c) >= v62AgentToken {
 		t, err := s.issueToken(c, n)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		token = t
 	}
@@ -87,11 +99,10 @@ func (s *server) lookup(c *gin.Context) error {
 		"driver_internal_info": maskSecrets(n.DriverInternalInfo, scopeDriverInternalInfo),
 		"links":                selfLinks(base, "nodes/"+n.UUID),
 	}
-	writeJSON(c, http.StatusOK, map[string]any{
+	return map[string]any{
 		"node":   nodeView,
 		"config": s.agentConfig(token, s.heartbeatTimeout(n)),
-	})
-	return nil
+	}, nil
 }
 
 // issueToken returns the token to hand out: a new one on the first lookup,
@@ -149,6 +160,20 @@ func (s *server) agentConfig(token any, heartbeatTimeout time.Duration) map[stri
 	}
 }
 
+// continueInspectionGate is Ironic's version rule of the endpoint (API
+// 1.84): a request at 1.84 or later, or one that names no version at all
+// (1.1, what IPA's inspection callback sends), is served; ?node_uuid=
+// needs 1.84. Anything else is 404 with Ironic's message.
+func continueInspectionGate(h handler) handler {
+	return func(c *gin.Context) error {
+		v := ver(c)
+		if (v != MinVersionMinor && v < v84ContinueInspection) || (c.Query("node_uuid") != "" && v < v84ContinueInspection) {
+			return errorf(http.StatusNotFound, "API version %s or newer is required", versionString(v84ContinueInspection))
+		}
+		return h(c)
+	}
+}
+
 // continueInspection answers POST /v1/continue_inspection: the agent sends
 // the inventory it collected. The node is found by ?node_uuid= or by the
 // MACs of the inventory's interfaces; the inventory is stored and the node's
@@ -197,6 +222,14 @@ func (s *server) continueInspection(c *gin.Context) error {
 			return badRequest("Invalid or missing agent token received.")
 		}
 	}
+	// From 1.84 the answer is the lookup's, taken before the data is
+	// processed, as Ironic does; before, inspector's {"uuid": ...}.
+	var answer map[string]any
+	if ver(c) >= v84ContinueInspection {
+		if answer, err = s.lookupAnswer(c, n); err != nil {
+			return err
+		}
+	}
 	if err := s.store.PutInventory(ctx, &store.Inventory{
 		NodeUUID: n.UUID, Inventory: normalizeNumbers(inv).(map[string]any), PluginData: plugin,
 	}); err != nil {
@@ -212,7 +245,10 @@ func (s *server) continueInspection(c *gin.Context) error {
 		return fmt.Errorf("signal inspection data to node %s: %w", n.UUID, err)
 	}
 	s.addHistory(c, n.UUID, store.SeverityInfo, "inspection", "Inspection data received from the agent")
-	writeJSON(c, http.StatusAccepted, map[string]any{"uuid": n.UUID})
+	if answer == nil {
+		answer = map[string]any{"uuid": n.UUID}
+	}
+	writeJSON(c, http.StatusAccepted, answer)
 	return nil
 }
 

@@ -104,7 +104,7 @@ func (s *server) routes() http.Handler {
 	v1.GET("", s.v1Document)
 	v1.GET("/lookup", s.handle(introducedIn(v22Ramdisk, s.lookup)))
 	v1.POST("/heartbeat/:node", s.handle(introducedIn(v22Ramdisk, s.heartbeat)))
-	v1.POST("/continue_inspection", s.handle(introducedIn(v22Ramdisk, s.continueInspection)))
+	v1.POST("/continue_inspection", s.handle(continueInspectionGate(s.continueInspection)))
 
 	a := v1.Group("", s.authenticate)
 	a.GET("/nodes", s.handle(s.listNodes))
@@ -125,6 +125,10 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/history", s.handle(introducedIn(v78History, s.onNode(s.listHistory))))
 	a.GET("/nodes/:node/history/:event", s.handle(introducedIn(v78History, s.onNode(s.showHistory))))
 	a.GET("/nodes/:node/inventory", s.handle(introducedIn(v81Inventory, s.onNode(s.inventory))))
+	// API 1.83 to 1.89 (docs/api-versions.md).
+	a.GET("/nodes/:node/children", s.handle(introducedIn(v83ParentChildNodes, s.onNode(s.listChildren))))
+	a.POST("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.attachVirtualMedia))))
+	a.DELETE("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.detachVirtualMedia))))
 	// Node traits (1.37).
 	a.GET("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.listTraits))))
 	a.PUT("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.setTraits))))

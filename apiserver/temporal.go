@@ -73,6 +73,21 @@ func (e *TemporalEngine) SetBootDevice(ctx context.Context, req workflows.BootDe
 	return nil
 }
 
+// ChangeVirtualMedia implements Engine: it waits for the BMC's answer.
+func (e *TemporalEngine) ChangeVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) error {
+	run, err := e.start(ctx, req.NodeUUID, string(workflows.OpVirtualMedia), "", workflows.WorkflowChangeVirtualMedia, req)
+	if err != nil {
+		return err
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		return fmt.Errorf("%w: %w", ErrHardware, unwrapWorkflowError(err))
+	}
+	return nil
+}
+
+// ErrHardware: the BMC refused or failed an operation the API waited for.
+var ErrHardware = errors.New("hardware operation failed")
+
 // Signal implements Engine.
 func (e *TemporalEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {
 	err := e.Client.SignalWorkflow(ctx, workflows.WorkflowID(nodeUUID), "", name, arg)
@@ -109,7 +124,7 @@ func WorkflowTypes() []string {
 	var out []string
 	for _, op := range []workflows.Operation{workflows.OpManage, workflows.OpProvide, workflows.OpDeploy,
 		workflows.OpUndeploy, workflows.OpInspect, workflows.OpPower, workflows.OpBootDevice,
-		workflows.OpRescue, workflows.OpUnrescue} {
+		workflows.OpRescue, workflows.OpUnrescue, workflows.OpVirtualMedia} {
 		if wf, ok := op.Workflow(); ok {
 			out = append(out, wf)
 		}

@@ -13,8 +13,13 @@ import (
 // the minimum, as Ironic (clients that predate microversions get 1.1).
 const (
 	MinVersionMinor = 1
-	MaxVersionMinor = 82
+	MaxVersionMinor = 86
 )
+
+// servedMaxMinor is the maximum negotiation serves: MaxVersionMinor, and
+// only tests of versions implemented ahead of it (docs/api-versions.md:
+// 1.88 to 1.91 wait for 1.87) raise it, for the length of one test.
+var servedMaxMinor = MaxVersionMinor
 
 // Headers of microversion negotiation.
 const (
@@ -75,6 +80,7 @@ const (
 	v59VendorData       = 59
 	v61Retired          = 61
 	v62AgentToken       = 62
+	v64LLCNetworkType   = 64
 	v65Lessee           = 65
 	v66NetworkData      = 66
 	v67VIFAttachPort    = 67
@@ -87,6 +93,16 @@ const (
 	v78History          = 78
 	v81Inventory        = 81
 	v82Shard            = 82
+	// 1.83 to 1.93: docs/api-versions.md says what each adds and whether
+	// ironflow serves it.
+	v83ParentChildNodes   = 83
+	v84ContinueInspection = 84
+	v85UnholdVerb         = 85
+	v86FirmwareInterface  = 86
+	v88PortName           = 88
+	v89AttachDetachVmedia = 89
+	v90OVNVtep            = 90
+	v91DotJSON            = 91
 )
 
 func versionString(minor int) string { return "1." + strconv.Itoa(minor) }
@@ -101,7 +117,7 @@ func negotiate(h string) (minor int, desc string, rangeHeaders bool, ok bool) {
 		return MinVersionMinor, "", true, true
 	}
 	if strings.EqualFold(h, "latest") {
-		return MaxVersionMinor, "", true, true
+		return servedMaxMinor, "", true, true
 	}
 	majS, minS, found := strings.Cut(h, ".")
 	maj, err1 := strconv.Atoi(majS)
@@ -109,12 +125,12 @@ func negotiate(h string) (minor int, desc string, rangeHeaders bool, ok bool) {
 	if !found || err1 != nil || err2 != nil || maj < 0 || mnr < 0 || len(h) > 16 {
 		return 0, "Invalid value for X-OpenStack-Ironic-API-Version header", false, false
 	}
-	rangeText := fmt.Sprintf("The supported version range is: [%s, %s].", versionString(MinVersionMinor), versionString(MaxVersionMinor))
+	rangeText := fmt.Sprintf("The supported version range is: [%s, %s].", versionString(MinVersionMinor), versionString(servedMaxMinor))
 	asked := strconv.Itoa(maj) + "." + strconv.Itoa(mnr)
 	if maj != 1 {
 		return 0, fmt.Sprintf("Mutually exclusive versions requested. Version %s requested but not supported by this service. %s", asked, rangeText), true, false
 	}
-	if mnr < MinVersionMinor || mnr > MaxVersionMinor {
+	if mnr < MinVersionMinor || mnr > servedMaxMinor {
 		return 0, fmt.Sprintf("Version %s was requested but the minor version is not supported by this service. %s", asked, rangeText), true, false
 	}
 	return mnr, "", true, true
@@ -126,7 +142,7 @@ func versionMiddleware(c *gin.Context) {
 	minor, desc, rangeHeaders, ok := negotiate(c.GetHeader(headerVersion))
 	if rangeHeaders {
 		c.Header(headerMinVersion, versionString(MinVersionMinor))
-		c.Header(headerMaxVersion, versionString(MaxVersionMinor))
+		c.Header(headerMaxVersion, versionString(servedMaxMinor))
 	}
 	if !ok {
 		writeRaw(c, http.StatusNotAcceptable, versionErrorBody(desc))
@@ -164,7 +180,7 @@ func versionObject(base string) map[string]any {
 		"links":       []link{{Href: base + "/v1/", Rel: "self"}},
 		"status":      "CURRENT",
 		"min_version": versionString(MinVersionMinor),
-		"version":     versionString(MaxVersionMinor),
+		"version":     versionString(servedMaxMinor),
 	}
 }
 

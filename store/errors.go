@@ -21,12 +21,14 @@ var uniqueErrors = map[string]error{
 	"portgroups_name_key":     ErrDuplicateName,
 	"portgroups_address_key":  ErrDuplicateMAC,
 	"chassis_uuid_key":        ErrDuplicateUUID,
+	"ports_name_key":          ErrDuplicateName,
 }
 
 // foreignKeyErrors maps the foreign keys of migrations/*.sql whose
 // violation names something else than a missing node.
 var foreignKeyErrors = map[string]error{
 	"nodes_chassis_uuid_fkey":   ErrChassisNotFound,
+	"nodes_parent_node_fkey":    ErrParentNotFound,
 	"ports_portgroup_uuid_fkey": ErrPortgroupNotFound,
 }
 

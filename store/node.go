@@ -61,6 +61,7 @@ type Node struct {
 	BootMode          *string  `json:"boot_mode" db:"boot_mode"`
 	SecureBoot        *bool    `json:"secure_boot" db:"secure_boot"`
 	Shard             *string  `json:"shard" db:"shard"`
+	ParentNode        *string  `json:"parent_node" db:"parent_node"`
 	Traits            []string `json:"traits" db:"traits"`
 
 	DriverInfo         map[string]any `json:"driver_info" db:"driver_info"`
@@ -100,6 +101,12 @@ type NodeFilter struct {
 	Sharded *bool
 	// ChassisUUID selects the nodes of one chassis.
 	ChassisUUID string
+	// ParentNode selects the children of one node (API 1.83 ?parent_node=,
+	// GET /v1/nodes/{node}/children), by UUID.
+	ParentNode string
+	// ExcludeChildren leaves out the nodes that have a parent: Ironic's
+	// node list from 1.83 on, unless ?include_children=True.
+	ExcludeChildren bool
 
 	// Limit caps the rows returned; 0 means no limit.
 	Limit int
@@ -169,6 +176,7 @@ var nodeFields = []nodeField{
 	{"boot_mode", func(n *Node) any { return &n.BootMode }, true},
 	{"secure_boot", func(n *Node) any { return &n.SecureBoot }, true},
 	{"shard", func(n *Node) any { return &n.Shard }, true},
+	{"parent_node", func(n *Node) any { return &n.ParentNode }, true},
 	{"traits", func(n *Node) any { return &n.Traits }, true},
 	{"driver_info", func(n *Node) any { return &n.DriverInfo }, true},
 	{"driver_internal_info", func(n *Node) any { return &n.DriverInternalInfo }, true},
@@ -399,6 +407,13 @@ func nodeWhere(f NodeFilter) (conds []string, args []any) {
 	if f.ChassisUUID != "" {
 		u, _ := canonicalUUID(f.ChassisUUID)
 		eq("chassis_uuid", u)
+	}
+	if f.ParentNode != "" {
+		u, _ := canonicalUUID(f.ParentNode)
+		eq("parent_node", u)
+	}
+	if f.ExcludeChildren {
+		conds = append(conds, "parent_node IS NULL")
 	}
 	return conds, args
 }

@@ -114,6 +114,11 @@ func (s *Store) GetPort(ctx context.Context, uuid string) (*Port, error) {
 	return getRow(ctx, s, portTable, portColumns, scanPort, uuid, false)
 }
 
+// FindPort finds a port by UUID or name (ports have names from API 1.88).
+func (s *Store) FindPort(ctx context.Context, ident string) (*Port, error) {
+	return getRow(ctx, s, portTable, portColumns, scanPort, ident, true)
+}
+
 // PortSortKeys are the accepted PortFilter.SortKey values.
 var PortSortKeys = map[string]string{
 	"id":         "p.id",

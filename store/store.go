@@ -29,6 +29,8 @@ var (
 	ErrInstanceAssociated = errors.New("instance already associated with another node")
 	// ErrChassisNotFound: a node names a chassis that does not exist.
 	ErrChassisNotFound = errors.New("chassis not found")
+	// ErrParentNotFound: a node names a parent_node that does not exist.
+	ErrParentNotFound = errors.New("parent node not found")
 	// ErrChassisNotEmpty: the chassis to delete still has nodes.
 	ErrChassisNotEmpty = errors.New("chassis contains nodes")
 )

@@ -53,6 +53,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowRescueNode:       workflows.RescueNode,
 		workflows.WorkflowUnrescueNode:     workflows.UnrescueNode,
 		workflows.WorkflowSyncPowerStates:  workflows.SyncPowerStates,
+		// API 1.89 (docs/api-versions.md).
+		workflows.WorkflowChangeVirtualMedia: workflows.ChangeVirtualMedia,
 	}
 }
 
@@ -79,6 +81,9 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActInspectOutOfBand:     a.InspectOutOfBand,
 		workflows.ActFinalizeRescue:       a.FinalizeRescue,
 		workflows.ActForgetRescuePassword: a.ForgetRescuePassword,
+		// API 1.89 (docs/api-versions.md).
+		workflows.ActAttachVirtualMedia: a.AttachVirtualMedia,
+		workflows.ActDetachVirtualMedia: a.DetachVirtualMedia,
 	}
 }
 

@@ -86,6 +86,9 @@ const (
 	// user and boot the instance again.
 	VerbRescue   Verb = "rescue"
 	VerbUnrescue Verb = "unrescue"
+	// VerbUnhold (API 1.85) lets a step plan paused by a hold step go on:
+	// from a "* hold" state back to its wait state.
+	VerbUnhold Verb = "unhold"
 )
 
 // Operation is what a node's workflow does: the Operation search attribute,
@@ -105,6 +108,10 @@ const (
 	OpBootDevice Operation = "boot device"
 	OpRescue     Operation = "rescue"
 	OpUnrescue   Operation = "unrescue"
+	// OpUnhold is a signal to the workflow paused in a hold state; no
+	// workflow of ironflow holds yet, so the API refuses it as not
+	// supported (docs/api-versions.md).
+	OpUnhold Operation = "unhold"
 )
 
 // Workflow type names: the names the worker registers each workflow under
@@ -148,6 +155,8 @@ func (op Operation) Workflow() (name string, ok bool) {
 		return WorkflowRescueNode, true
 	case OpUnrescue:
 		return WorkflowUnrescueNode, true
+	case OpVirtualMedia:
+		return WorkflowChangeVirtualMedia, true
 	}
 	return "", false
 }
@@ -223,6 +232,17 @@ func decide(state State, verb Verb) (op Operation, next, target State, ok bool) 
 		switch state {
 		case Rescue, RescueFailed, UnrescueFailed:
 			return OpUnrescue, Unrescuing, Active, true
+		}
+	case VerbUnhold:
+		// Back to the wait state; the target (active, available or
+		// manageable) stays what the paused operation set.
+		switch state {
+		case DeployHold:
+			return OpUnhold, DeployWait, "", true
+		case CleanHold:
+			return OpUnhold, CleanWait, "", true
+		case ServiceHold:
+			return OpUnhold, ServiceWait, "", true
 		}
 	case VerbAbort:
 		// Ironic aborts in the wait states (wait call-back from 1.110);

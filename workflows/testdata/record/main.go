@@ -107,6 +107,10 @@ func acts() map[string]any {
 		workflows.ActSetBootDevice: func(ctx context.Context, in workflows.BootDeviceInput) error {
 			return fail(in.Node.UUID, "SetBootDevice "+in.Device)
 		},
+		workflows.ActAttachVirtualMedia: func(ctx context.Context, in workflows.VirtualMediaInput) error {
+			return fail(in.Node.UUID, "AttachVirtualMedia")
+		},
+		workflows.ActDetachVirtualMedia: func(ctx context.Context, in workflows.VirtualMediaInput) error { return nil },
 		workflows.ActSetPower: func(ctx context.Context, in workflows.PowerInput) (string, error) {
 			if in.Action == "power off" {
 				return "power off", nil
@@ -301,6 +305,12 @@ func main() {
 		}},
 		{name: "boot-device", wf: workflows.WorkflowChangeBootDevice, deploy: "direct", req: func(uuid string) any {
 			return workflows.BootDeviceRequest{NodeUUID: uuid, BootDevice: "pxe"}
+		}},
+		{name: "vmedia-attach", wf: workflows.WorkflowChangeVirtualMedia, deploy: "direct", req: func(uuid string) any {
+			return workflows.VirtualMediaRequest{NodeUUID: uuid, Attach: true, DeviceType: "cdrom", ImageURL: "http://images.example/boot.iso"}
+		}},
+		{name: "vmedia-detach", wf: workflows.WorkflowChangeVirtualMedia, deploy: "direct", req: func(uuid string) any {
+			return workflows.VirtualMediaRequest{NodeUUID: uuid}
 		}},
 	}
 
