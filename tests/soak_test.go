@@ -258,6 +258,7 @@ func soakReason(s string) string {
 // operator.
 func soakRetries(t *testing.T, settled map[string]node) (retries, failedSteps int) {
 	c := temporalClient(t)
+	codec := labCodec(t)
 	list := make([]string, 0, len(settled))
 	for u := range settled {
 		list = append(list, u)
@@ -277,8 +278,13 @@ func soakRetries(t *testing.T, settled map[string]node) (retries, failedSteps in
 				}
 			case enumspb.EVENT_TYPE_MARKER_RECORDED:
 				if p := ev.GetMarkerRecordedEventAttributes().GetDetails()["data"]; p != nil && len(p.GetPayloads()) > 0 {
+					// The stack's payloads are encrypted: open them first.
+					plain, err := codec.Decode(p.GetPayloads()[:1])
+					if err != nil || len(plain) == 0 {
+						return
+					}
 					var m struct{ Attempt int32 }
-					if json.Unmarshal(p.GetPayloads()[0].GetData(), &m) == nil && m.Attempt > 1 {
+					if json.Unmarshal(plain[0].GetData(), &m) == nil && m.Attempt > 1 {
 						r.Add(int64(m.Attempt - 1))
 					}
 				}
