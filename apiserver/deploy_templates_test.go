@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ironflow/ironflow/store"
 )
 
 const vTemplates = "1.55"
@@ -260,5 +264,40 @@ func TestDeployAppliesMatchingTemplates(t *testing.T) {
 	}
 	if len(e.eng.provisions) != before || e.node(uuid).ProvisionState != "available" {
 		t.Errorf("a refused deploy started: %d provisions, state %s", len(e.eng.provisions), e.node(uuid).ProvisionState)
+	}
+}
+
+func TestDeployTemplateAndRunbookSortKeysAreTheStores(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		fields []string
+		keys   map[string]string
+	}{
+		{sortableNames(templateResource), store.DeployTemplateSortKeys},
+		{sortableNames(runbookResource), store.RunbookSortKeys},
+	} {
+		var want []string
+		for k := range c.keys {
+			if k != "id" {
+				want = append(want, k)
+			}
+		}
+		sort.Strings(want)
+		got := append([]string(nil), c.fields...)
+		sort.Strings(got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("sort keys in the field table %v, in the store %v", got, want)
+		}
+	}
+	for _, k := range append(sortableNames(templateResource), "id") {
+		if r := e.do("GET", "/v1/deploy_templates?sort_key="+k, vTemplates, nil); r.status != http.StatusOK {
+			t.Errorf("sort by %s: %d %s", k, r.status, r.body)
+		}
+	}
+	// The runbooks' keys are checked against the database through the store.
+	for _, k := range append(sortableNames(runbookResource), "id") {
+		if _, err := e.st.ListRunbooks(context.Background(), store.StepListFilter{SortKey: k, Limit: 10}); err != nil {
+			t.Errorf("list runbooks sorted by %s: %v", k, err)
+		}
 	}
 }

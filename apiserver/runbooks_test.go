@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/ironflow/ironflow/store"
@@ -108,4 +109,32 @@ func TestEveryRunbookFieldRoundTrips(t *testing.T) {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
 	roundTrip(t, e, runbookResource, "runbooks", r.json(t)["uuid"].(string))
+}
+
+// TestCleanWithRunbook: the provision body's runbook is refused below
+// 1.92 (406), and at 1.92 resolved before the clean starts: a node
+// without the runbook's trait is refused.
+func TestCleanWithRunbook(t *testing.T) {
+	e := newEnv(t)
+	uuid := e.createNode(map[string]any{"driver": "fake-hardware"})["uuid"].(string)
+	e.setState(uuid, "manageable")
+	body := map[string]any{"target": "clean", "runbook": "CUSTOM_FW"}
+	if r := e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", "1.78", body); r.status != http.StatusNotAcceptable {
+		t.Errorf("runbook at 1.78: %d %s", r.status, r.body)
+	}
+	needRunbookVersion(t)
+	if err := e.st.CreateRunbook(context.Background(), &store.Runbook{Name: "CUSTOM_FW",
+		Steps: []store.RunbookStep{{Interface: "deploy", Step: "erase_devices", Order: 0}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", vRunbooks, body)
+	if r.status != 400 || !strings.Contains(r.faultstring(t), "is not compatible with node "+uuid) {
+		t.Errorf("a node without the runbook's trait: %d %s", r.status, r.body)
+	}
+	if r := e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", vRunbooks, map[string]any{"target": "provide", "runbook": "CUSTOM_FW"}); r.status != 400 {
+		t.Errorf("runbook with provide: %d %s", r.status, r.body)
+	}
+	if e.node(uuid).ProvisionState != "manageable" {
+		t.Errorf("a refused clean moved the node: %s", e.node(uuid).ProvisionState)
+	}
 }

@@ -47,10 +47,10 @@ func TestDeployTemplateStepRunsOnDeploy(t *testing.T) {
 	uuid := enrollAgentNode(t, "template-node-0", "52:54:00:bb:05:01", img)
 	startSimMachine(t, uuid, []string{"52:54:00:bb:05:01"}, sim.Config{})
 	mustCLI(t, "node", "add", "trait", uuid, trait)
-	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
-		{"op": "add", "path": "/instance_info/traits", "value": []string{trait}},
-	}, nil); code != 200 {
-		t.Fatalf("set instance traits: %d", code)
+	// The CLI deserializes the JSON list, as the README shows.
+	mustCLI(t, "node", "set", uuid, "--instance-info", `traits=["`+trait+`"]`)
+	if got, _ := getNode(t, uuid).InstanceInfo["traits"].([]any); len(got) != 1 || got[0] != trait {
+		t.Fatalf("instance_info/traits after node set: %v", getNode(t, uuid).InstanceInfo["traits"])
 	}
 	mustCLI(t, "node", "manage", uuid, "--wait", "60")
 	mustCLI(t, "node", "provide", uuid, "--wait", "120")
