@@ -139,7 +139,11 @@ func (s *server) provision(c *gin.Context) error {
 		if err := checkRescueArgs(n, req); err != nil {
 			return err
 		}
-		err = s.actProvision(c, n, req, plan)
+		act, err := s.resolveSteps(c.Request.Context(), n, req) // deploy templates, runbooks: steps_resolve.go
+		if err != nil {
+			return err
+		}
+		err = s.actProvision(c, n, act, plan)
 		if !errors.Is(err, errLostRace) {
 			return err
 		}
@@ -169,6 +173,7 @@ type provisionBody struct {
 	cleanSteps        json.RawMessage
 	deploySteps       json.RawMessage
 	disableRamdisk    bool
+	runbook           string // a runbook's UUID or name (API 1.92): steps_resolve.go
 	// rescuePassword is the clear rescue_password (API 1.38); it is hashed
 	// before anything stores it, and never logged.
 	rescuePassword *string
@@ -212,7 +217,10 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if req.cleanSteps, err = stepsArg(body, "clean_steps"); err != nil {
 		return req, err
 	}
-	if workflows.Verb(verb) == workflows.VerbClean && req.cleanSteps == nil {
+	if req.runbook, err = runbookArg(c, body, verb, req.cleanSteps); err != nil {
+		return req, err
+	}
+	if workflows.Verb(verb) == workflows.VerbClean && req.cleanSteps == nil && req.runbook == "" {
 		return req, badRequest("\"clean_steps\" is required when setting target provision state to clean")
 	}
 	if req.cleanSteps != nil && workflows.Verb(verb) != workflows.VerbClean {

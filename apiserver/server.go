@@ -173,6 +173,8 @@ func (s *server) routes() http.Handler {
 
 	s.volumeRoutes(a) // volume connectors and targets: volume_crud.go
 
+	s.deployTemplateRoutes(a) // deploy templates and runbooks: deploy_templates_crud.go
+
 	a.GET("/drivers", s.listDrivers)
 	a.GET("/drivers/:name", s.showDriver)
 	a.GET("/drivers/:name/properties", s.driverProperties)

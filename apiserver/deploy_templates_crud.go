@@ -1,0 +1,203 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+// stepsKind is what the handlers of deploy templates and of runbooks
+// differ in: both are named lists of steps, alike in Ironic's
+// deploy_template.py and runbook.py (a UUID or name in the path, a trait
+// as name, steps without duplicates, paging without filters).
+type stepsKind[T any] struct {
+	what     string // "deploy template": messages
+	title    string // "Deploy template": the not-found message
+	plural   string // "deploy templates": the version message
+	path     string // "deploy_templates": under /v1/
+	since    int
+	res      *resource[T, stepListQuery]
+	defaults []string
+	blank    func() *T
+	uuid     func(*T) string
+	name     func(*T) string
+	// invalid is the whole object's check after the schema: duplicate
+	// steps, worded as Ironic's.
+	invalid func(*T) error
+
+	get    func(st *store.Store, ctx context.Context, ident string) (*T, error)
+	list   func(st *store.Store, ctx context.Context, f store.StepListFilter) ([]*T, error)
+	create func(st *store.Store, ctx context.Context, obj *T) error
+	update func(st *store.Store, ctx context.Context, obj *T) error
+	delete func(st *store.Store, ctx context.Context, uuid string) error
+}
+
+var templateKind = &stepsKind[deployTemplate]{
+	what: "deploy template", title: "Deploy template", plural: "deploy templates", path: "deploy_templates",
+	since: v55DeployTemplates, res: templateResource, defaults: templateDefaultFields,
+	blank: func() *deployTemplate { return &deployTemplate{Extra: map[string]any{}} },
+	uuid:  func(t *deployTemplate) string { return t.UUID },
+	name:  func(t *deployTemplate) string { return t.Name },
+	invalid: func(t *deployTemplate) error {
+		steps := make([]userStep, len(t.Steps))
+		for i, s := range t.Steps {
+			steps[i] = userStep{Interface: s.Interface, Step: s.Step}
+		}
+		if d := duplicateSteps(steps); d != "" {
+			return badRequest("Deploy template invalid: Duplicate deploy steps. A deploy template cannot have multiple deploy steps "+
+				"with the same interface and step. Duplicates: %s.", d)
+		}
+		return nil
+	},
+	get:    (*store.Store).GetDeployTemplate,
+	list:   (*store.Store).ListDeployTemplates,
+	create: (*store.Store).CreateDeployTemplate,
+	update: (*store.Store).UpdateDeployTemplate,
+	delete: (*store.Store).DeleteDeployTemplate,
+}
+
+func (k *stepsKind[T]) notFound(ident string) *apiError {
+	return errorf(http.StatusNotFound, "%s %s could not be found.", k.title, ident)
+}
+
+// gate hides the resource below its microversion as Ironic's _route does:
+// 404 for a GET, 405 for the other methods.
+func (k *stepsKind[T]) gate(h handler) handler {
+	return func(c *gin.Context) error {
+		if ver(c) < k.since {
+			if c.Request.Method == http.MethodGet {
+				return resourceNotFound()
+			}
+			return errorf(http.StatusMethodNotAllowed, "The API version does not allow %s", k.plural)
+		}
+		return h(c)
+	}
+}
+
+// load finds the object /v1/{path}/{ident} names, by UUID or name.
+func (k *stepsKind[T]) load(s *server, c *gin.Context) (*T, error) {
+	ident := c.Param("ident")
+	obj, err := k.get(s.store, c.Request.Context(), ident)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, k.notFound(ident)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", k.what, ident, err)
+	}
+	return obj, nil
+}
+
+func (k *stepsKind[T]) show(s *server) handler {
+	return func(c *gin.Context) error {
+		p, err := s.parseListParams(c, k.res.fieldSince)
+		if err != nil {
+			return err
+		}
+		obj, err := k.load(s, c)
+		if err != nil {
+			return err
+		}
+		k.res.writeOne(c, s.baseURL(c), http.StatusOK, obj, p.fields)
+		return nil
+	}
+}
+
+// writeError words the store's conflicts as Ironic's
+// DeployTemplateDuplicateName / RunbookDuplicateName and
+// ...AlreadyExists (409).
+func (k *stepsKind[T]) writeError(err error, obj *T) error {
+	switch {
+	case errors.Is(err, store.ErrDuplicateName):
+		return errorf(http.StatusConflict, "A %s with name %s already exists.", k.what, k.name(obj))
+	case errors.Is(err, store.ErrDuplicateUUID):
+		return errorf(http.StatusConflict, "A %s with UUID %s already exists.", k.what, k.uuid(obj))
+	case errors.Is(err, store.ErrNotFound):
+		return k.notFound(k.uuid(obj))
+	}
+	return fmt.Errorf("write %s %s: %w", k.what, k.uuid(obj), err)
+}
+
+func (k *stepsKind[T]) createHandler(s *server) handler {
+	return func(c *gin.Context) error {
+		body, err := decodeObject(c)
+		if err != nil {
+			return err
+		}
+		obj := k.blank()
+		if _, err := k.res.create(obj, body, ver(c)); err != nil {
+			return err
+		}
+		if err := k.invalid(obj); err != nil {
+			return err
+		}
+		if err := k.create(s.store, c.Request.Context(), obj); err != nil {
+			return k.writeError(err, obj)
+		}
+		c.Header("Location", s.baseURL(c)+"/v1/"+k.path+"/"+k.uuid(obj))
+		k.res.writeOne(c, s.baseURL(c), http.StatusCreated, obj, nil)
+		return nil
+	}
+}
+
+func (k *stepsKind[T]) patchHandler(s *server) handler {
+	return func(c *gin.Context) error {
+		ops, err := k.res.readPatch(c)
+		if err != nil {
+			return err
+		}
+		obj, err := k.load(s, c)
+		if err != nil {
+			return err
+		}
+		if err := k.res.applyPatch(obj, ops); err != nil {
+			return err
+		}
+		if err := k.invalid(obj); err != nil {
+			return err
+		}
+		if err := k.update(s.store, c.Request.Context(), obj); err != nil {
+			return k.writeError(err, obj)
+		}
+		k.res.writeOne(c, s.baseURL(c), http.StatusOK, obj, nil)
+		return nil
+	}
+}
+
+func (k *stepsKind[T]) deleteHandler(s *server) handler {
+	return func(c *gin.Context) error {
+		obj, err := k.load(s, c)
+		if err != nil {
+			return err
+		}
+		if err := k.delete(s.store, c.Request.Context(), k.uuid(obj)); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return k.notFound(c.Param("ident"))
+			}
+			return fmt.Errorf("delete %s: %w", k.what, err)
+		}
+		writeEmpty(c, http.StatusNoContent, "")
+		return nil
+	}
+}
+
+// routes serves /v1/{path}[/{ident}].
+func (k *stepsKind[T]) routes(s *server, a *gin.RouterGroup) {
+	h := func(hd handler) gin.HandlerFunc { return s.handle(k.gate(hd)) }
+	a.GET("/"+k.path, h(k.listHandler(s)))
+	a.POST("/"+k.path, h(k.createHandler(s)))
+	a.GET("/"+k.path+"/:ident", h(k.show(s)))
+	a.PATCH("/"+k.path+"/:ident", h(k.patchHandler(s)))
+	a.DELETE("/"+k.path+"/:ident", h(k.deleteHandler(s)))
+}
+
+// deployTemplateRoutes serves the deploy templates (API 1.55) and the
+// runbooks (API 1.92).
+func (s *server) deployTemplateRoutes(a *gin.RouterGroup) {
+	templateKind.routes(s, a)
+	runbookKind.routes(s, a)
+}
