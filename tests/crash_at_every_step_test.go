@@ -355,7 +355,8 @@ func startCrashWorker(t *testing.T, bin, stateDir string, cs []*crashCase, actio
 		rules[i] = fmt.Sprintf("%s,node=%s,%s", c.rule, c.uuid, action)
 	}
 	cmd := exec.Command(bin, lab.WorkerArgs()...)
-	cmd.Env = append(os.Environ(), "IRONFLOW_LOG_LEVEL=debug", "IRONFLOW_CRASH_AT="+strings.Join(rules, ";"), "IRONFLOW_CRASH_STATE="+stateDir)
+	// The lab encrypts payloads: the crashhook worker gets its key, as lab.Spawn does.
+	cmd.Env = append(os.Environ(), "IRONFLOW_PAYLOAD_KEY="+lab.PayloadKey, "IRONFLOW_LOG_LEVEL=debug", "IRONFLOW_CRASH_AT="+strings.Join(rules, ";"), "IRONFLOW_CRASH_STATE="+stateDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p, err := devstack.StartProcess("ironflow-worker-crashhook", filepath.Join(filepath.Dir(stateDir), "crashhook-worker.log"), cmd)
 	if err != nil {
