@@ -182,6 +182,8 @@ func byPath(sysPath, hctl, name string) string {
 type linuxDevice struct {
 	*os.File
 	size int64
+	// sysDir is the disk's /sys/block directory ("" when unknown).
+	sysDir string
 }
 
 func (d *linuxDevice) Size() int64 { return d.size }
@@ -207,7 +209,7 @@ func (h *LinuxHardware) Open(bd BlockDevice) (Device, error) {
 		f.Close()
 		return nil, fmt.Errorf("size of %s: %w", bd.Name, err)
 	}
-	return &linuxDevice{File: f, size: size}, nil
+	return &linuxDevice{File: f, size: size, sysDir: h.sys("block", filepath.Base(bd.Name))}, nil
 }
 
 // SyncAll implements Hardware.
