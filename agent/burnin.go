@@ -100,19 +100,30 @@ func (a *Agent) publishBurnin(cmd *command, step, stage string, c burnClock, fra
 	}})
 }
 
-// every runs f every d until ctx ends or stop is closed.
-func every(ctx context.Context, d time.Duration, stop <-chan struct{}, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case <-t.C:
-			f()
+// ticker runs f every d until ctx ends or the returned stop is called;
+// stop returns once f no longer runs, so that nothing publishes after it.
+func ticker(ctx context.Context, d time.Duration, f func()) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-quit:
+				return
+			case <-t.C:
+				f()
+			}
 		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit) })
+		<-done
 	}
 }
 
@@ -171,12 +182,12 @@ func (a *Agent) burninCPU(ctx context.Context, cmd *command, args, node map[stri
 	}
 	rctx, cancel := context.WithTimeout(ctx, clock.remaining())
 	defer cancel()
-	stop := make(chan struct{})
 	publish := func() {
 		a.publishBurnin(cmd, "burnin_cpu", fmt.Sprintf("burnin_cpu: %d CPUs", workers), clock, clock.fraction(),
 			map[string]any{"ops": float64(ops.Load()), "errors": float64(errs.Load())})
 	}
-	go every(rctx, progressEvery, stop, publish)
+	stop := ticker(rctx, progressEvery, publish)
+	defer stop()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -199,7 +210,7 @@ func (a *Agent) burninCPU(ctx context.Context, cmd *command, args, node map[stri
 		}()
 	}
 	wg.Wait()
-	close(stop)
+	stop()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

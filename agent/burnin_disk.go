@@ -265,7 +265,6 @@ func (a *Agent) burninDisk(ctx context.Context, cmd *command, args, node map[str
 	}
 	clock := burnClock{start: time.Now(), total: time.Duration(runtimeSec) * time.Second, prior: time.Duration(prior * float64(time.Second))}
 	timed := runtimeSec > 0
-	stop := make(chan struct{})
 	publish := func() {
 		var written, read, errs, pass int64
 		for _, b := range burns {
@@ -289,7 +288,8 @@ func (a *Agent) burninDisk(ctx context.Context, cmd *command, args, node map[str
 		p := map[string]any{"passes": float64(pass), "errors": float64(errs), "bytes_written": float64(written), "bytes_read": float64(read)}
 		a.publishBurnin(cmd, "burnin_disk", fmt.Sprintf("burnin_disk: %d disks, pass %d", len(burns), pass+1), clock, frac, p)
 	}
-	go every(ctx, progressEvery, stop, publish)
+	stop := ticker(ctx, progressEvery, publish)
+	defer stop()
 	var wg sync.WaitGroup
 	errc := make([]error, len(burns))
 	for i, b := range burns {
@@ -300,7 +300,7 @@ func (a *Agent) burninDisk(ctx context.Context, cmd *command, args, node map[str
 		}()
 	}
 	wg.Wait()
-	close(stop)
+	stop()
 	if err := errors.Join(errc...); err != nil {
 		return nil, fmt.Errorf("burnin_disk: %w", err)
 	}

@@ -115,7 +115,6 @@ func (a *Agent) burninNetwork(ctx context.Context, cmd *command, args, node map[
 	c.errs.Store(int64(cpNumber(cp, "errors")))
 	rctx, cancel := context.WithTimeout(ctx, clock.remaining())
 	defer cancel()
-	stop := make(chan struct{})
 	mode := role
 	if mode == "" {
 		mode = "loopback"
@@ -124,8 +123,8 @@ func (a *Agent) burninNetwork(ctx context.Context, cmd *command, args, node map[
 		a.publishBurnin(cmd, "burnin_network", "burnin_network: "+mode, clock, clock.fraction(),
 			map[string]any{"bytes": float64(c.bytes.Load()), "errors": float64(c.errs.Load())})
 	}
-	go every(rctx, progressEvery, stop, publish)
-	defer close(stop)
+	stop := ticker(rctx, progressEvery, publish)
+	defer stop()
 
 	listen := func(addr string) (net.Listener, error) {
 		var lc net.ListenConfig
@@ -160,6 +159,7 @@ func (a *Agent) burninNetwork(ctx context.Context, cmd *command, args, node map[
 			return nil, fmt.Errorf("burnin_network: %w", err)
 		}
 	}
+	stop()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

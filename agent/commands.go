@@ -57,9 +57,12 @@ type command struct {
 }
 
 // SetResult publishes an intermediate result (progress) while RUNNING.
+// A late publisher (a progress ticker) never overwrites the final result.
 func (c *command) SetResult(v any) {
 	c.mu.Lock()
-	c.result = v
+	if c.status == client.StatusRunning {
+		c.result = v
+	}
 	c.mu.Unlock()
 }
 

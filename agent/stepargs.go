@@ -25,6 +25,7 @@ func stepArgsInfo(step string) map[string]any {
 		"shred_random_overwrite_iterations": arg("random passes over a disk that has no secure erase (default 1)"),
 		"shred_final_overwrite_with_zeros":  arg("a final pass of zeros after the random ones (default true)"),
 	}
+	checkpoint := arg("the progress.checkpoint object an interrupted run of this step published: the step resumes from it")
 	switch step {
 	case "erase_devices":
 		return erase
@@ -36,11 +37,12 @@ func stepArgsInfo(step string) map[string]any {
 			"required":    false,
 		}}
 	case "burnin_cpu":
-		return map[string]any{"timeout": arg("seconds to load every CPU (default 86400, IPA's agent_burnin_cpu_timeout)")}
+		return map[string]any{"timeout": arg("seconds to load every CPU (default 86400, IPA's agent_burnin_cpu_timeout)"), "checkpoint": checkpoint}
 	case "burnin_memory":
 		return map[string]any{
-			"timeout":  arg("seconds to write and verify memory patterns (default 86400, IPA's agent_burnin_vm_timeout)"),
-			"vm_bytes": arg("memory to test: a percentage of the available memory (\"50%\") or a size (\"512M\", bytes); at most 90% of what is available (default 50%)"),
+			"timeout":    arg("seconds to write and verify memory patterns (default 86400, IPA's agent_burnin_vm_timeout)"),
+			"vm_bytes":   arg("memory to test: a percentage of the available memory (\"50%\") or a size (\"512M\", bytes); at most 90% of what is available (default 50%)"),
+			"checkpoint": checkpoint,
 		}
 	case "burnin_disk":
 		return map[string]any{
@@ -49,10 +51,11 @@ func stepArgsInfo(step string) map[string]any {
 		}
 	case "burnin_network":
 		return map[string]any{
-			"runtime": arg("seconds of traffic (default 21600, IPA's agent_burnin_fio_network_runtime)"),
-			"role":    arg("\"writer\" sends to the partner, \"reader\" listens for it; without a partner the agent talks to itself over loopback"),
-			"partner": arg("the other node's agent host (IP or name); the reader needs none"),
-			"port":    arg("TCP port the reader listens on (default 9998)"),
+			"runtime":    arg("seconds of traffic (default 21600, IPA's agent_burnin_fio_network_runtime)"),
+			"role":       arg("\"writer\" sends to the partner, \"reader\" listens for it; without a partner the agent talks to itself over loopback"),
+			"partner":    arg("the other node's agent host (IP or name); the reader needs none"),
+			"port":       arg("TCP port the reader listens on (default 9998)"),
+			"checkpoint": checkpoint,
 		}
 	}
 	return nil
