@@ -282,3 +282,83 @@ func TestStepTables(t *testing.T) {
 		t.Fatalf("erase_pstore service step: %s %v", r.CommandResult, err)
 	}
 }
+
+// TestBurninDiskResumesAfterAgentStops: an agent stopped in the middle of
+// a burn-in (as a reboot stops it) leaves its checkpoint on the disk; the
+// next agent on the same disk, asked for the same step, carries on from
+// there instead of starting over.
+func TestBurninDiskResumesAfterAgentStops(t *testing.T) {
+	const size, loops = 8 << 20, 300
+	hw := newFileHardware(t, size)
+	api := newFakeAPI(t)
+	cfg := Config{APIURL: api.URL, LookupAddresses: []string{"52:54:00:12:34:56"}, ListenAddr: "127.0.0.1:0",
+		HeartbeatInterval: time.Hour, Hardware: hw, Logger: testLogger(t)}
+	first, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	if err := first.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-first.LookedUp()
+	c, err := client.New(first.CallbackURL(), first.Token(), client.WithCAPEM(first.CACertPEM()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.ExecuteCleanStep(context.Background(), client.Step{Step: "burnin_disk", Args: map[string]any{"loops": loops}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var passes float64
+	for time.Now().Before(deadline) {
+		cr, err := c.Command(context.Background(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cr.Done() {
+			t.Fatalf("burn-in finished before it could be interrupted: %s", cr.CommandResult)
+		}
+		if p, ok := cr.Progress(); ok {
+			if passes, _ = p.Checkpoint["passes"].(float64); passes >= 3 {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if passes < 3 {
+		t.Fatal("burn-in made no progress")
+	}
+	stop()
+	<-first.Done()
+	f, _ := os.Open(hw.path(0))
+	cp, ok := readDiskCheckpoint(fileDevice{File: f, size: size})
+	f.Close()
+	if !ok || cp.Pass < 3 || cp.Pass >= loops {
+		t.Fatalf("checkpoint after the stop: %+v %v", cp, ok)
+	}
+	api.mu.Lock()
+	api.issued = false
+	api.mu.Unlock()
+	_, c2 := startAgent(t, api, hw, nil)
+	start := time.Now()
+	res, err := runStep(t, c2, "burnin_disk", map[string]any{"loops": loops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := res["disks"].(map[string]any)["/dev/vda"].(map[string]any)
+	if res["resumed"] != true || resNum(t, d, "passes") != loops || resNum(t, d, "errors") != 0 {
+		t.Fatalf("resumed run: %v", res)
+	}
+	// The disk holds the last pass's pattern made with the first run's
+	// seed: the second run continued the first one's passes (a fresh run
+	// would have drawn a new seed).
+	disk, _ := os.ReadFile(hw.path(0))
+	want := make([]byte, 4096)
+	fillPattern(want, cp.Seed, loops-1, 0)
+	if !bytes.Equal(disk[:4096], want) {
+		t.Fatal("the disk does not hold the first run's pattern: the burn-in started over")
+	}
+	t.Logf("interrupted at pass %d, resumed run took %s", cp.Pass, time.Since(start))
+}

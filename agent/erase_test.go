@@ -296,3 +296,22 @@ func TestEraseDevicesOnLoopDevice(t *testing.T) {
 	}
 	t.Logf("erase_devices_express on a loop device: %v", m[dev2])
 }
+
+// TestBurninDiskOnLoopDevice runs burnin_disk on a real block device: its
+// verify reads go to the device (the page cache is dropped after the
+// writes) and its checkpoint block survives closing the device.
+func TestBurninDiskOnLoopDevice(t *testing.T) {
+	const size = 16 << 20
+	dev := newLoopDevice(t, size, 0x00)
+	api := newFakeAPI(t)
+	hw := &loopHardware{fileHardware: newFileHardware(t), dev: dev}
+	_, c := startAgent(t, api, hw, nil)
+	res, err := runStep(t, c, "burnin_disk", map[string]any{"loops": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := res["disks"].(map[string]any)[dev].(map[string]any)
+	if d["passes"] != float64(1) || d["errors"] != float64(0) || d["bytes_read"] != float64(size-diskReserve) {
+		t.Fatalf("burnin_disk on %s: %v", dev, res)
+	}
+}
