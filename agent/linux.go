@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
-	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/ironflow/ironflow/agent/client"
@@ -187,16 +186,6 @@ type linuxDevice struct {
 }
 
 func (d *linuxDevice) Size() int64 { return d.size }
-
-// Discard implements Discarder with BLKDISCARD.
-func (d *linuxDevice) Discard(off, length int64) error {
-	r := [2]uint64{uint64(off), uint64(length)}
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, d.Fd(), unix.BLKDISCARD, uintptr(unsafe.Pointer(&r)))
-	if errno != 0 {
-		return fmt.Errorf("BLKDISCARD on %s: %w", d.Name(), errno)
-	}
-	return nil
-}
 
 // Open implements Hardware. O_EXCL refuses a disk that is mounted or in use.
 func (h *LinuxHardware) Open(bd BlockDevice) (Device, error) {
