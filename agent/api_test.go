@@ -136,7 +136,7 @@ func TestCommandAPIBusyAndShapes(t *testing.T) {
 		t.Fatalf("deploy steps %+v %v", steps, err)
 	}
 	cs, err := c.GetCleanSteps(ctx, nil, nil)
-	if err != nil || len(cs.Steps) != 2 || cs.Steps[0].Step != "erase_devices_metadata" || cs.Steps[0].Priority != 99 {
+	if err != nil || len(cs.Steps) != len(cleanSteps()) || cs.Steps[0].Step != "erase_devices_metadata" || cs.Steps[0].Priority != 99 {
 		t.Fatalf("clean steps %+v %v", cs, err)
 	}
 	list, err := c.ListCommands(ctx)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/diskfs/go-diskfs/partition/mbr"
-	"github.com/ironflow/ironflow/agent/client"
 )
 
 // signatureWipe is zeroed at the start and end of every partition: it covers
@@ -101,57 +100,4 @@ func (a *Agent) eraseDevicesMetadata(ctx context.Context, _ *command) (any, erro
 	}
 	a.log.Info("erased disk metadata", "node", a.NodeUUID(), "disks", done)
 	return map[string]any{"erased": done}, nil
-}
-
-// eraseDevices discards every disk when it supports it, else overwrites it
-// with zeros, publishing progress.
-func (a *Agent) eraseDevices(ctx context.Context, cmd *command) (any, error) {
-	devs, err := a.eraseTargets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var total, doneBytes int64
-	for _, d := range devs {
-		total += d.Size
-	}
-	methods := map[string]string{}
-	for _, bd := range devs {
-		dev, err := a.cfg.Hardware.Open(bd)
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", bd.Name, err)
-		}
-		method, err := eraseDevice(ctx, dev, func(n int64) {
-			cmd.SetResult(map[string]any{"progress": client.Progress{BytesWritten: doneBytes + n, TotalBytes: total, Stage: "erasing " + bd.Name}})
-		})
-		dev.Close()
-		if err != nil {
-			return nil, fmt.Errorf("erase %s: %w", bd.Name, err)
-		}
-		doneBytes += bd.Size
-		methods[bd.Name] = method
-	}
-	return map[string]any{"erased": methods}, nil
-}
-
-func eraseDevice(ctx context.Context, dev Device, progress func(int64)) (string, error) {
-	if d, ok := dev.(Discarder); ok {
-		if err := d.Discard(0, dev.Size()); err == nil {
-			// Discarded blocks may still read back old data on some
-			// devices: the metadata wipe makes sure nothing is recognised.
-			return "discard", eraseMetadata(dev)
-		}
-	}
-	buf := make([]byte, 4<<20)
-	size := dev.Size()
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		if err := ctx.Err(); err != nil {
-			return "", err
-		}
-		n := min(int64(len(buf)), size-off)
-		if _, err := dev.WriteAt(buf[:n], off); err != nil {
-			return "", fmt.Errorf("zero at %d: %w", off, err)
-		}
-		progress(off + n)
-	}
-	return "zero", dev.Sync()
 }

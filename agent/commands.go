@@ -38,6 +38,8 @@ func stepError(kind string, err error) *restError {
 		return newRESTError("DeploymentError", 500, "Deploy step failed", err.Error())
 	case "clean":
 		return newRESTError("CleaningError", 500, "Clean step failed", err.Error())
+	case "service":
+		return newRESTError("ServicingError", 500, "Service step failed", err.Error())
 	}
 	return newRESTError("CommandExecutionError", 500, "Command execution failed", err.Error())
 }
@@ -55,9 +57,12 @@ type command struct {
 }
 
 // SetResult publishes an intermediate result (progress) while RUNNING.
+// A late publisher (a progress ticker) never overwrites the final result.
 func (c *command) SetResult(v any) {
 	c.mu.Lock()
-	c.result = v
+	if c.status == client.StatusRunning {
+		c.result = v
+	}
 	c.mu.Unlock()
 }
 

@@ -38,12 +38,6 @@ type Device interface {
 	Sync() error
 }
 
-// Discarder is implemented by devices that can discard (TRIM/unmap) a range,
-// which erase_devices prefers to overwriting.
-type Discarder interface {
-	Discard(offset, length int64) error
-}
-
 // PowerAction is what standby.power_off / standby.reboot ask of the machine.
 type PowerAction string
 

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
-	"unsafe"
 
 	"github.com/google/uuid"
 	"github.com/ironflow/ironflow/agent/client"
@@ -182,19 +181,11 @@ func byPath(sysPath, hctl, name string) string {
 type linuxDevice struct {
 	*os.File
 	size int64
+	// sysDir is the disk's /sys/block directory ("" when unknown).
+	sysDir string
 }
 
 func (d *linuxDevice) Size() int64 { return d.size }
-
-// Discard implements Discarder with BLKDISCARD.
-func (d *linuxDevice) Discard(off, length int64) error {
-	r := [2]uint64{uint64(off), uint64(length)}
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, d.Fd(), unix.BLKDISCARD, uintptr(unsafe.Pointer(&r)))
-	if errno != 0 {
-		return fmt.Errorf("BLKDISCARD on %s: %w", d.Name(), errno)
-	}
-	return nil
-}
 
 // Open implements Hardware. O_EXCL refuses a disk that is mounted or in use.
 func (h *LinuxHardware) Open(bd BlockDevice) (Device, error) {
@@ -207,7 +198,7 @@ func (h *LinuxHardware) Open(bd BlockDevice) (Device, error) {
 		f.Close()
 		return nil, fmt.Errorf("size of %s: %w", bd.Name, err)
 	}
-	return &linuxDevice{File: f, size: size}, nil
+	return &linuxDevice{File: f, size: size, sysDir: h.sys("block", filepath.Base(bd.Name))}, nil
 }
 
 // SyncAll implements Hardware.

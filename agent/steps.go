@@ -36,11 +36,40 @@ func deploySteps() []client.Step {
 	}
 }
 
+// cleanSteps are the in-band clean steps with IPA's priorities: the two
+// automated erase steps, every other one manual (priority 0). Their
+// argsinfo is in stepArgsInfo.
 func cleanSteps() []client.Step {
-	return []client.Step{
+	return withArgsInfo([]client.Step{
 		{Step: "erase_devices_metadata", Priority: 99, Interface: "deploy", Abortable: true},
 		{Step: "erase_devices", Priority: 10, Interface: "deploy", Abortable: true},
+		{Step: "erase_devices_express", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "erase_pstore", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "clean_uefi_nvram", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "burnin_cpu", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "burnin_disk", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "burnin_memory", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "burnin_network", Priority: 0, Interface: "deploy", Abortable: true},
+	})
+}
+
+// serviceSteps are the steps offered on an active node (servicing): only
+// those that leave the instance's disks and boot entries alone. None runs
+// unless asked for (priority 0), as for every service step.
+func serviceSteps() []client.Step {
+	return withArgsInfo([]client.Step{
+		{Step: "erase_pstore", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "burnin_cpu", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "burnin_memory", Priority: 0, Interface: "deploy", Abortable: true},
+		{Step: "burnin_network", Priority: 0, Interface: "deploy", Abortable: true},
+	})
+}
+
+func withArgsInfo(steps []client.Step) []client.Step {
+	for i := range steps {
+		steps[i].ArgsInfo = stepArgsInfo(steps[i].Step)
 	}
+	return steps
 }
 
 type stepParams struct {
@@ -62,7 +91,11 @@ func (a *Agent) commandSpecs() map[string]commandSpec {
 			return map[string]any{"clean_steps": map[string]any{hardwareManager: cleanSteps()}, "hardware_manager_version": managerVersion()}, nil
 		}},
 		"clean.execute_clean_step": {async: true, kind: "clean", run: a.executeCleanStep},
-		"standby.prepare_image":    {async: true, kind: "deploy", run: a.prepareImage},
+		"service.get_service_steps": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
+			return map[string]any{"service_steps": map[string]any{hardwareManager: serviceSteps()}, "hardware_manager_version": managerVersion()}, nil
+		}},
+		"service.execute_service_step": {async: true, kind: "service", run: a.executeServiceStep},
+		"standby.prepare_image":        {async: true, kind: "deploy", run: a.prepareImage},
 		"standby.sync": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
 			if err := a.cfg.Hardware.SyncAll(); err != nil {
 				return nil, fmt.Errorf("sync: %w", err)
@@ -122,26 +155,57 @@ func (a *Agent) executeDeployStep(ctx context.Context, cmd *command, raw json.Ra
 }
 
 func (a *Agent) executeCleanStep(ctx context.Context, cmd *command, raw json.RawMessage) (any, error) {
+	return a.executeStep(ctx, cmd, raw, "clean", cleanSteps())
+}
+
+func (a *Agent) executeServiceStep(ctx context.Context, cmd *command, raw json.RawMessage) (any, error) {
+	return a.executeStep(ctx, cmd, raw, "service", serviceSteps())
+}
+
+// stepFunc runs one clean or service step with its args and the node the
+// conductor sent.
+type stepFunc func(ctx context.Context, cmd *command, args, node map[string]any) (any, error)
+
+// stepFuncs are the implementations of the clean and service steps.
+func (a *Agent) stepFuncs() map[string]stepFunc {
+	return map[string]stepFunc{
+		"erase_devices_metadata": func(ctx context.Context, cmd *command, _, _ map[string]any) (any, error) {
+			return a.eraseDevicesMetadata(ctx, cmd)
+		},
+		"erase_devices":         a.eraseDevices,
+		"erase_devices_express": a.eraseDevicesExpress,
+		"erase_pstore":          a.erasePstore,
+		"clean_uefi_nvram":      a.cleanUEFINVRAM,
+		"burnin_cpu":            a.burninCPU,
+		"burnin_memory":         a.burninMemory,
+		"burnin_disk":           a.burninDisk,
+		"burnin_network":        a.burninNetwork,
+	}
+}
+
+// executeStep runs a step of the kind's table ("clean" or "service"): the
+// result is {<kind>_result, <kind>_step} as IPA answers.
+func (a *Agent) executeStep(ctx context.Context, cmd *command, raw json.RawMessage, kind string, offered []client.Step) (any, error) {
 	var p stepParams
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
 	}
-	var result any
-	var err error
-	switch p.Step.Step {
-	case "erase_devices_metadata":
-		result, err = a.eraseDevicesMetadata(ctx, cmd)
-	case "erase_devices":
-		result, err = a.eraseDevices(ctx, cmd)
-	case "":
-		return nil, newRESTError("InvalidCommandParamsError", 400, "Invalid command parameters", "Malformed clean_step, no \"step\" key")
-	default:
+	if p.Step.Step == "" {
+		return nil, newRESTError("InvalidCommandParamsError", 400, "Invalid command parameters", "Malformed "+kind+"_step, no \"step\" key")
+	}
+	var known bool
+	for _, s := range offered {
+		known = known || s.Step == p.Step.Step
+	}
+	run := a.stepFuncs()[p.Step.Step]
+	if !known || run == nil {
 		return nil, newRESTError("HardwareManagerMethodNotFound", 500, "No HardwareManager found to handle method", "Could not find method: "+p.Step.Step)
 	}
+	result, err := run(ctx, cmd, p.Step.Args, a.nodeOrLookup(p.Node))
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"clean_result": result, "clean_step": p.Step}, nil
+	return map[string]any{kind + "_result": result, kind + "_step": p.Step}, nil
 }
 
 // prepareImage is IPA's legacy standby.prepare_image {image_info, configdrive}.

@@ -313,6 +313,7 @@ func (c *Client) WaitCommand(ctx context.Context, id string, poll time.Duration,
 type stepsAnswer struct {
 	DeploySteps            map[string][]Step `json:"deploy_steps"`
 	CleanSteps             map[string][]Step `json:"clean_steps"`
+	ServiceSteps           map[string][]Step `json:"service_steps"`
 	HardwareManagerVersion map[string]any    `json:"hardware_manager_version"`
 }
 
@@ -369,6 +370,22 @@ func (c *Client) GetCleanSteps(ctx context.Context, node, ports any) (StepList, 
 		return StepList{}, err
 	}
 	return a.list(a.CleanSteps), nil
+}
+
+// GetServiceSteps lists the agent's service steps (service.get_service_steps).
+func (c *Client) GetServiceSteps(ctx context.Context, node, ports any) (StepList, error) {
+	a, err := c.getSteps(ctx, "service.get_service_steps", node, ports)
+	if err != nil {
+		return StepList{}, err
+	}
+	return a.list(a.ServiceSteps), nil
+}
+
+// ExecuteServiceStep starts a service step; follow it with WaitCommand.
+func (c *Client) ExecuteServiceStep(ctx context.Context, step Step, node, ports any) (CommandResult, error) {
+	return c.Execute(ctx, "service.execute_service_step", map[string]any{
+		"step": step, "node": orEmpty(node), "ports": orList(ports),
+	}, false)
 }
 
 // ExecuteDeployStep starts a deploy step (asynchronous on the agent); follow

@@ -55,6 +55,12 @@ type Progress struct {
 	// Stage names what the step is doing: "downloading", "verifying",
 	// "config drive", ...
 	Stage string `json:"stage,omitempty"`
+	// Fraction (0..1) and ElapsedSeconds are a timed step's progress (the
+	// burn-ins); Checkpoint is what it would resume from, which a re-run
+	// of the step takes back as its "checkpoint" argument.
+	Fraction       float64        `json:"fraction,omitempty"`
+	ElapsedSeconds float64        `json:"elapsed_seconds,omitempty"`
+	Checkpoint     map[string]any `json:"checkpoint,omitempty"`
 }
 
 // Progress returns the progress held in a command's result, if any.

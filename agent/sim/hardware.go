@@ -190,6 +190,14 @@ func (h *Hardware) RescueHash() string {
 	return h.rescueHash
 }
 
+// Simulated implements agent.Simulator: burn-ins do a token amount of
+// work here and test only what the simulated disks keep.
+func (h *Hardware) Simulated() bool { return true }
+
+// ErasePstore implements agent.PstoreEraser: the simulated machine keeps
+// no crash records.
+func (h *Hardware) ErasePstore(context.Context) ([]string, error) { return []string{}, nil }
+
 // SyncAll implements agent.Hardware.
 func (h *Hardware) SyncAll() error { return nil }
 
