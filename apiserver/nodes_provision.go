@@ -138,6 +138,9 @@ func (s *server) provision(c *gin.Context) error {
 		if err := checkRescueArgs(n, req); err != nil {
 			return err
 		}
+		if err := checkSteps(n, req); err != nil {
+			return err
+		}
 		err = s.actProvision(c, n, req, plan)
 		if !errors.Is(err, errLostRace) {
 			return err

@@ -53,6 +53,7 @@ func Workflows() map[string]any {
 		workflows.WorkflowRescueNode:       workflows.RescueNode,
 		workflows.WorkflowUnrescueNode:     workflows.UnrescueNode,
 		workflows.WorkflowSyncPowerStates:  workflows.SyncPowerStates,
+		workflows.WorkflowCleanNode:        workflows.CleanNode,
 	}
 }
 
@@ -79,6 +80,8 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActInspectOutOfBand:     a.InspectOutOfBand,
 		workflows.ActFinalizeRescue:       a.FinalizeRescue,
 		workflows.ActForgetRescuePassword: a.ForgetRescuePassword,
+		workflows.ActRunInterfaceStep:     a.RunInterfaceStep,
+		workflows.ActRecordStepPlan:       a.RecordStepPlan,
 	}
 }
 

@@ -23,6 +23,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowUndeployNode: UndeployNode, WorkflowInspectNode: InspectNode, WorkflowSetPowerState: SetPowerState,
 	WorkflowChangeBootDevice: ChangeBootDevice, WorkflowSyncPowerStates: SyncPowerStates,
 	WorkflowRescueNode: RescueNode, WorkflowUnrescueNode: UnrescueNode,
+	WorkflowCleanNode: CleanNode,
 }
 
 // Histories recorded by earlier versions of these workflows (one directory

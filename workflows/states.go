@@ -148,6 +148,8 @@ func (op Operation) Workflow() (name string, ok bool) {
 		return WorkflowRescueNode, true
 	case OpUnrescue:
 		return WorkflowUnrescueNode, true
+	case OpClean:
+		return WorkflowCleanNode, true
 	}
 	return "", false
 }
