@@ -138,6 +138,13 @@ func (s *server) provision(c *gin.Context) error {
 		if err := checkRescueArgs(n, req); err != nil {
 			return err
 		}
+		if req.runbook != "" && ResolveRunbook != nil {
+			steps, err := ResolveRunbook(n, req.runbook)
+			if err != nil {
+				return err
+			}
+			req.cleanSteps = steps
+		}
 		if err := checkSteps(n, req); err != nil {
 			return err
 		}
@@ -174,6 +181,9 @@ type provisionBody struct {
 	// rescuePassword is the clear rescue_password (API 1.38); it is hashed
 	// before anything stores it, and never logged.
 	rescuePassword *string
+	// runbook names a runbook (API 1.92) whose steps ResolveRunbook gives
+	// (apiserver/nodes_steps.go); ignored while it is nil.
+	runbook string
 }
 
 // parseProvision reads and checks the body with Ironic's messages and
@@ -214,7 +224,10 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if req.cleanSteps, err = stepsArg(body, "clean_steps"); err != nil {
 		return req, err
 	}
-	if workflows.Verb(verb) == workflows.VerbClean && req.cleanSteps == nil {
+	if rb, ok := body["runbook"].(string); ok && ResolveRunbook != nil {
+		req.runbook = rb
+	}
+	if workflows.Verb(verb) == workflows.VerbClean && req.cleanSteps == nil && req.runbook == "" {
 		return req, badRequest("\"clean_steps\" is required when setting target provision state to clean")
 	}
 	if req.cleanSteps != nil && workflows.Verb(verb) != workflows.VerbClean {
