@@ -148,6 +148,8 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		DeployInterface:  hardware.Interface(n.DeployInterface),
 		InspectInterface: hardware.Interface(n.InspectInterface),
 		RescueInterface:  hardware.Interface(n.RescueInterface),
+		BIOSInterface:    hardware.Interface(n.BIOSInterface),
+		RAIDInterface:    hardware.Interface(n.RAIDInterface),
 		ConductorGroup:   n.ConductorGroup,
 		ProvisionState:   workflows.State(n.ProvisionState),
 		BootMode:         "bios",

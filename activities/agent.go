@@ -127,7 +127,8 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 	}
 	out := make([]workflows.Step, 0, len(list.Steps))
 	for _, s := range list.Steps {
-		out = append(out, workflows.Step{StepID: workflows.StepID{Interface: s.Interface, Step: s.Step}, Priority: s.Priority, RebootRequested: s.RebootRequested})
+		out = append(out, workflows.Step{StepID: workflows.StepID{Interface: s.Interface, Step: s.Step}, Priority: s.Priority,
+			RebootRequested: s.RebootRequested, Abortable: s.Abortable, ArgsInfo: argsInfo(s.ArgsInfo)})
 	}
 	crashPoint(ctx, in.Agent.NodeUUID, "GetAgentSteps", "after")
 	return out, nil

@@ -143,6 +143,10 @@ func (s *server) provision(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
+		// A runbook's steps are checked as the user's would be.
+		if err := checkSteps(n, act); err != nil {
+			return err
+		}
 		err = s.actProvision(c, n, act, plan)
 		if !errors.Is(err, errLostRace) {
 			return err

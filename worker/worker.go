@@ -55,6 +55,7 @@ func Workflows() map[string]any {
 		workflows.WorkflowSyncPowerStates:  workflows.SyncPowerStates,
 		// API 1.89 (docs/api-versions.md).
 		workflows.WorkflowChangeVirtualMedia: workflows.ChangeVirtualMedia,
+		workflows.WorkflowCleanNode:          workflows.CleanNode,
 	}
 }
 
@@ -84,6 +85,8 @@ func Activities(a *activities.Activities) map[string]any {
 		// API 1.89 (docs/api-versions.md).
 		workflows.ActAttachVirtualMedia: a.AttachVirtualMedia,
 		workflows.ActDetachVirtualMedia: a.DetachVirtualMedia,
+		workflows.ActRunInterfaceStep:   a.RunInterfaceStep,
+		workflows.ActRecordStepPlan:     a.RecordStepPlan,
 	}
 }
 

@@ -54,11 +54,15 @@ type NodeInfo struct {
 	DeployInterface  hardware.Interface `json:"deploy_interface"`
 	InspectInterface hardware.Interface `json:"inspect_interface"`
 	RescueInterface  hardware.Interface `json:"rescue_interface,omitempty"`
-	ConductorGroup   string             `json:"conductor_group"`
-	ProvisionState   State              `json:"provision_state"`
-	PowerState       string             `json:"power_state"`
-	BootMode         string             `json:"boot_mode"` // uefi or bios
-	MACs             []string           `json:"macs"`
+	// BIOSInterface and RAIDInterface declare out-of-band steps
+	// (InterfaceSteps).
+	BIOSInterface  hardware.Interface `json:"bios_interface,omitempty"`
+	RAIDInterface  hardware.Interface `json:"raid_interface,omitempty"`
+	ConductorGroup string             `json:"conductor_group"`
+	ProvisionState State              `json:"provision_state"`
+	PowerState     string             `json:"power_state"`
+	BootMode       string             `json:"boot_mode"` // uefi or bios
+	MACs           []string           `json:"macs"`
 	// AutomatedClean is the effective setting: node field, else the global default.
 	AutomatedClean bool `json:"automated_clean"`
 	// Timeouts and policies in force for this node (configuration, overridden

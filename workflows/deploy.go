@@ -270,7 +270,9 @@ func (r *run) finish(err error) error {
 			workflow.GetLogger(r.ctx).Warn("power off after failure", "node", r.node.UUID, "error", errorText(perr))
 		}
 		last := r.status.LastError
-		if last == "" || errors.Is(err, errAborted) {
+		if r.abortMessage != "" && errors.Is(err, errAborted) {
+			last = r.abortMessage
+		} else if last == "" || errors.Is(err, errAborted) {
 			last = fmt.Sprintf("%s %s at step %s", capitalize(string(r.status.Operation)), reason, r.status.Step)
 		} else {
 			last = fmt.Sprintf("%s (%s)", last, reason)

@@ -43,6 +43,10 @@ type fakeCloud struct {
 	// does (nil: every signal is authentic); verdicts counts its answers.
 	verifySignal func(VerifySignalInput) SignalVerdict
 	verdicts     []SignalVerdict
+	// plans are the RecordStepPlan calls (driver_internal_info).
+	plans []StepPlanRecord
+	// agentSteps, when set, is what GetAgentSteps answers.
+	agentSteps []Step
 }
 
 // shownSteps are a node's deploy_step and clean_step as interface.step, ""
@@ -196,6 +200,9 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	}, ActSetPower)
 	reg(func(ctx context.Context, n NodeInfo) (string, error) { return "power off", f.log("GetPowerState") }, ActGetPowerState)
 	reg(func(ctx context.Context, in AgentStepsInput) ([]Step, error) {
+		if f.agentSteps != nil {
+			return f.agentSteps, f.log("GetAgentSteps " + string(in.Kind))
+		}
 		return []Step{{StepID: StepEraseDevicesMetadata, Priority: 0}, {StepID: StepEraseDevices, Priority: 10}},
 			f.log("GetAgentSteps " + string(in.Kind))
 	}, ActGetAgentSteps)
@@ -210,6 +217,16 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		return AgentStepResult{Status: "SUCCEEDED"}, nil
 	}, ActRunAgentStep)
 	reg(func(ctx context.Context, in AgentInput) error { f.showStep(in.Starts); return f.log("AgentPowerOff") }, ActAgentPowerOff)
+	reg(func(ctx context.Context, in InterfaceStepInput) error {
+		f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step})
+		return f.log("RunInterfaceStep " + in.Step.Name())
+	}, ActRunInterfaceStep)
+	reg(func(ctx context.Context, in StepPlanRecord) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.plans = append(f.plans, in)
+		return nil
+	}, ActRecordStepPlan)
 }
 
 func newEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
@@ -221,6 +238,7 @@ func newEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment {
 	env.RegisterWorkflow(ProvideNode)
 	env.RegisterWorkflow(ManageNode)
 	env.RegisterWorkflow(SetPowerState)
+	env.RegisterWorkflow(CleanNode)
 	f.register(env)
 	return env
 }

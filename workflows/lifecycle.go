@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"sort"
 
 	"go.temporal.io/sdk/workflow"
 )
@@ -138,20 +137,12 @@ func (r *run) cleaningEvent() string {
 
 // cleanPlan applies the configured priorities to the agent's erase steps and
 // keeps the steps with priority above zero, highest first.
+// It is MergeSteps without user steps (Ironic's automated cleaning).
 func (r *run) cleanPlan(offered []Step) []Step {
-	var out []Step
-	for _, s := range offered {
-		switch s.Step {
-		case StepEraseDevicesMetadata.Step:
-			s.Priority = r.node.Policy.EraseDevicesMetadataPriority
-		case StepEraseDevices.Step:
-			s.Priority = r.node.Policy.EraseDevicesPriority
-		}
-		if s.Priority > 0 {
-			out = append(out, s)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Priority > out[j].Priority })
+	out, _ := MergeSteps(PlanInput{Kind: StepKindClean, Available: offered, Priorities: map[string]int{
+		StepEraseDevicesMetadata.String(): r.node.Policy.EraseDevicesMetadataPriority,
+		StepEraseDevices.String():         r.node.Policy.EraseDevicesPriority,
+	}})
 	return out
 }
 

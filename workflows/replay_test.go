@@ -24,6 +24,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowChangeBootDevice: ChangeBootDevice, WorkflowSyncPowerStates: SyncPowerStates,
 	WorkflowRescueNode: RescueNode, WorkflowUnrescueNode: UnrescueNode,
 	WorkflowChangeVirtualMedia: ChangeVirtualMedia,
+	WorkflowCleanNode:          CleanNode,
 }
 
 // Histories recorded by earlier versions of these workflows (one directory

@@ -99,6 +99,16 @@ type run struct {
 	// liveness is the agent-silence timer all agent steps share (nil until
 	// the first step); see agentStep.
 	liveness workflow.Future
+
+	// holdAbort, when set, says whether an abort that arrives while agent
+	// step s runs waits for its end (a step that is not abortable): the
+	// run then notes abortAfter and lets the step finish. Only manual
+	// cleaning sets it.
+	holdAbort  func(s Step) bool
+	abortAfter bool
+	// abortMessage, when set, is the last_error finish records for an
+	// abort (Ironic's wording for the operation).
+	abortMessage string
 }
 
 // newRun registers the status query and the signal channels. It must be the
@@ -544,6 +554,10 @@ func (r *run) agentStep(kind StepKind, s Step) error {
 		switch {
 		case done:
 			return err
+		case aborted && r.holdAbort != nil && r.holdAbort(s):
+			r.abortAfter = true
+			workflow.GetLogger(r.ctx).Info("step is not abortable: abort after it", "node", r.node.UUID, "step", s.Name())
+			continue
 		case aborted:
 			cancelAct()
 			_ = fut.Get(r.ctx, nil)

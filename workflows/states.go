@@ -157,6 +157,8 @@ func (op Operation) Workflow() (name string, ok bool) {
 		return WorkflowUnrescueNode, true
 	case OpVirtualMedia:
 		return WorkflowChangeVirtualMedia, true
+	case OpClean:
+		return WorkflowCleanNode, true
 	}
 	return "", false
 }

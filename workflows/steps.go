@@ -46,6 +46,14 @@ type Step struct {
 	Args     json.RawMessage `json:"args,omitempty"`
 	// RebootRequested comes from the agent's step list.
 	RebootRequested bool `json:"reboot_requested,omitempty"`
+	// ArgsInfo declares the step's arguments, Abortable whether abort may
+	// stop it while it runs (both from the step's owner, Ironic's
+	// argsinfo and abortable).
+	ArgsInfo  map[string]ArgInfo `json:"argsinfo,omitempty"`
+	Abortable bool               `json:"abortable,omitempty"`
+	// OutOfBand: an interface's step, run as an activity without the
+	// agent (Ironic's requires_ramdisk false).
+	OutOfBand bool `json:"out_of_band,omitempty"`
 }
 
 // Name is "interface.step", as last_error and history show it.

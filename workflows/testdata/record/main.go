@@ -144,6 +144,10 @@ func acts() map[string]any {
 			return fail(in.NodeUUID, "FinalizeRescue")
 		},
 		workflows.ActForgetRescuePassword: func(ctx context.Context, uuid string) error { return nil },
+		workflows.ActRunInterfaceStep: func(ctx context.Context, in workflows.InterfaceStepInput) error {
+			return fail(in.Node.UUID, in.Step.Name())
+		},
+		workflows.ActRecordStepPlan: func(ctx context.Context, in workflows.StepPlanRecord) error { return nil },
 	}
 }
 
@@ -254,6 +258,12 @@ func main() {
 		}
 	}
 	deploy := prov(workflows.VerbActive, workflows.Available)
+	cleanReq := func(steps string, disableRamdisk bool) func(string) any {
+		return func(uuid string) any {
+			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbClean), FromState: string(workflows.Manageable),
+				CleanSteps: json.RawMessage(steps), DisableRamdisk: disableRamdisk}
+		}
+	}
 	sc := []*scenario{
 		{name: "deploy-direct", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: hb},
 		{name: "deploy-direct-bmc-on-group-queue", wf: workflows.WorkflowDeployNode, deploy: "direct", remoteBMC: true, req: deploy, drive: hb},
@@ -300,6 +310,13 @@ func main() {
 			fails: map[string]int{"FinalizeRescue": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
 		{name: "rescue-fake", wf: workflows.WorkflowRescueNode, deploy: "fake", rescue: "fake", req: prov(workflows.VerbRescue, workflows.Active)},
 		{name: "unrescue-agent", wf: workflows.WorkflowUnrescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbUnrescue, workflows.Rescue)},
+		// Manual cleaning: the agent's step, an interface's step without
+		// the agent, a failed step the operator aborts, and abort of a
+		// running abortable step.
+		{name: "clean-manual", wf: workflows.WorkflowCleanNode, deploy: "direct", req: cleanReq(`[{"interface":"deploy","step":"erase_devices_metadata"}]`, false), drive: hb},
+		{name: "clean-manual-disable-ramdisk", wf: workflows.WorkflowCleanNode, deploy: "direct", req: cleanReq(`[{"interface":"bios","step":"factory_reset"}]`, true)},
+		{name: "clean-manual-step-fails-abort", wf: workflows.WorkflowCleanNode, deploy: "direct", req: cleanReq(`[{"interface":"deploy","step":"erase_devices"}]`, false),
+			fails: map[string]int{"deploy.erase_devices": 1}, drive: both(hb, signalAfter(2*time.Second, workflows.SignalAbort))},
 		{name: "power-on", wf: workflows.WorkflowSetPowerState, deploy: "direct", req: func(uuid string) any {
 			return workflows.PowerRequest{NodeUUID: uuid, Target: "power on"}
 		}},
@@ -321,7 +338,7 @@ func main() {
 			inspect = hardware.Agent
 		}
 		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: hardware.Interface(s.deploy),
-			InspectInterface: inspect, RescueInterface: hardware.Interface(s.rescue), BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
+			InspectInterface: inspect, RescueInterface: hardware.Interface(s.rescue), BIOSInterface: hardware.Fake, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
 		s.node.Policy.LocalBMC = !s.remoteBMC
 		if s.policy != nil {
 			s.policy(&s.node.Policy)

@@ -1,0 +1,86 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// argsInfo is the agent's argsinfo as the step engine reads it.
+func argsInfo(in map[string]any) map[string]workflows.ArgInfo {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]workflows.ArgInfo, len(in))
+	for name, v := range in {
+		var info workflows.ArgInfo
+		if m, ok := v.(map[string]any); ok {
+			info.Description, _ = m["description"].(string)
+			info.Required, _ = m["required"].(bool)
+		}
+		out[name] = info
+	}
+	return out
+}
+
+// RunInterfaceStep runs an interface's out-of-band step. The fake
+// interfaces' steps do nothing but say so in the node's history, as
+// Ironic's fake interfaces do; no other implementation declares one yet.
+func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.InterfaceStepInput) error {
+	if err := a.showStep(ctx, in.Node.UUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
+		return err
+	}
+	impl := in.Node.StepInterfaces()[in.Step.Interface]
+	if impl != hardware.Fake {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s interface %q of node %s has no step %s", in.Step.Interface, impl, in.Node.UUID, in.Step.Step),
+			workflows.ErrTypeBMCUnsupported, nil)
+	}
+	return a.history(ctx, in.Node.UUID, "", string(in.Kind), fmt.Sprintf("Step %s ran (fake %s interface: nothing to do)", in.Step.Name(), in.Step.Interface))
+}
+
+// stepPlanView is a plan's step as driver_internal_info keeps it (Ironic's
+// step dict).
+func stepPlanView(s workflows.Step) map[string]any {
+	v := s.View()
+	v["abortable"] = s.Abortable
+	v["requires_ramdisk"] = !s.OutOfBand
+	if len(s.ArgsInfo) > 0 {
+		v["argsinfo"] = s.ArgsInfo
+	}
+	return v
+}
+
+// RecordStepPlan keeps a plan's progress in driver_internal_info under
+// Ironic's keys: <kind>_steps and <kind>_step_index while it runs, and
+// agent_cached_<kind>_steps, the agent's steps, for the API's check of the
+// next request. Local activity.
+func (a *Activities) RecordStepPlan(ctx context.Context, in workflows.StepPlanRecord) error {
+	steps, index := string(in.Kind)+"_steps", string(in.Kind)+"_step_index"
+	if in.Clear {
+		return storeErr(a.Store.DeleteDriverInternalInfoKeys(ctx, in.NodeUUID, steps, index), "clear the %s steps of node %s", in.Kind, in.NodeUUID)
+	}
+	kv := map[string]any{index: nil}
+	if in.Index != nil {
+		kv[index] = *in.Index
+	}
+	if !in.OnlyIndex {
+		list := make([]map[string]any, 0, len(in.Steps))
+		for _, s := range in.Steps {
+			list = append(list, stepPlanView(s))
+		}
+		kv[steps] = list
+	}
+	if in.AgentSteps != nil {
+		list := make([]map[string]any, 0, len(in.AgentSteps))
+		for _, s := range in.AgentSteps {
+			list = append(list, stepPlanView(s))
+		}
+		kv["agent_cached_"+string(in.Kind)+"_steps"] = list
+	}
+	return storeErr(a.Store.MergeDriverInternalInfo(ctx, in.NodeUUID, kv), "record the %s steps of node %s", in.Kind, in.NodeUUID)
+}

@@ -1,0 +1,58 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// checkSteps refuses, before anything runs, a manual cleaning whose steps
+// the node cannot run: Ironic's step checks (ironic/conductor/steps.py),
+// against the steps the node's interfaces declare and the agent's (those
+// it reported last, else the ones the ironflow agent advertises), with
+// Ironic's messages. The workflow checks again against the list the agent
+// returns once it is up.
+func checkSteps(n *store.Node, req provisionBody) error {
+	if workflows.Verb(req.verb) != workflows.VerbClean {
+		return nil
+	}
+	user, err := workflows.ParseUserSteps(req.cleanSteps)
+	if err != nil {
+		return badRequest("Invalid clean_steps: %s", err.Error())
+	}
+	available := workflows.InterfaceSteps(workflows.StepKindClean, map[string]hardware.Interface{
+		"bios": hardware.Interface(n.BIOSInterface), "raid": hardware.Interface(n.RAIDInterface)})
+	available = append(available, workflows.KnownAgentSteps(workflows.StepKindClean, cachedAgentSteps(n, workflows.StepKindClean))...)
+	_, err = workflows.MergeSteps(workflows.PlanInput{Kind: workflows.StepKindClean, Available: available, User: user,
+		Manual: true, DisableRamdisk: req.disableRamdisk})
+	var perr *workflows.PlanError
+	if errors.As(err, &perr) {
+		return badRequest("Cannot clean node %s: %s", n.UUID, perr.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("check the clean steps of node %s: %w", n.UUID, err)
+	}
+	return nil
+}
+
+// cachedAgentSteps are the agent's steps of kind as the node's last
+// operation recorded them (driver_internal_info agent_cached_<kind>_steps).
+func cachedAgentSteps(n *store.Node, kind workflows.StepKind) []workflows.Step {
+	v, ok := n.DriverInternalInfo["agent_cached_"+string(kind)+"_steps"]
+	if !ok || v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var steps []workflows.Step
+	if json.Unmarshal(b, &steps) != nil {
+		return nil
+	}
+	return steps
+}

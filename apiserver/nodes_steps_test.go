@@ -1,0 +1,34 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/ironflow/ironflow/store"
+)
+
+// A manual cleaning's steps are checked against the agent's steps the
+// node cached (driver_internal_info agent_cached_clean_steps) when it has
+// them, else against the ironflow agent's, and against the interfaces'.
+func TestCheckStepsUsesTheCachedAgentSteps(t *testing.T) {
+	n := &store.Node{UUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", BIOSInterface: "fake"}
+	req := func(steps string) provisionBody {
+		return provisionBody{verb: "clean", cleanSteps: json.RawMessage(steps)}
+	}
+	metadata := `[{"interface":"deploy","step":"erase_devices_metadata"}]`
+	if err := checkSteps(n, req(metadata)); err != nil {
+		t.Fatalf("erase_devices_metadata refused without a cache: %v", err)
+	}
+	if err := checkSteps(n, req(`[{"interface":"bios","step":"factory_reset"}]`)); err != nil {
+		t.Fatalf("the fake BIOS step refused: %v", err)
+	}
+	n.DriverInternalInfo = map[string]any{"agent_cached_clean_steps": []any{
+		map[string]any{"interface": "deploy", "step": "erase_devices", "priority": 10, "abortable": true, "argsinfo": nil}}}
+	err := checkSteps(n, req(metadata))
+	want := "Cannot clean node " + n.UUID + ": node does not support this clean step: {'interface': 'deploy', 'step': 'erase_devices_metadata'}"
+	if e, ok := err.(*apiError); !ok || e.status != http.StatusBadRequest || !strings.Contains(e.Error(), want) {
+		t.Fatalf("error %v, want 400 %q", err, want)
+	}
+}

@@ -1,0 +1,156 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// WorkflowCleanNode is the name CleanNode is registered and started under.
+const WorkflowCleanNode = "CleanNode"
+
+// CleanNode is Ironic's manual cleaning: manageable → cleaning → clean
+// wait → manageable, running the request's clean_steps in the user's order
+// (Ironic's node cleaning documentation). The agent boots unless
+// disable_ramdisk, and the plan is checked against the steps the node's
+// interfaces declare and the agent reports before any step runs; a plan
+// the node cannot run ends in clean failed with Ironic's "Cannot clean
+// node" message. driver_internal_info keeps clean_steps and
+// clean_step_index while it runs, clean_step shows the running step. Abort
+// (allowed in clean wait) stops an abortable step at once; a step that is
+// not abortable finishes first, as Ironic's abort_after.
+func CleanNode(ctx workflow.Context, req ProvisionRequest) error {
+	r, err := newRun(ctx, req, OpClean)
+	if err != nil {
+		return err
+	}
+	r.active, r.fail = Cleaning, CleanFailed
+	r.holdAbort = func(s Step) bool { return !s.Abortable }
+	user, perr := ParseUserSteps(req.CleanSteps)
+	event := fmt.Sprintf("Manual cleaning: %d step(s)", len(user))
+	if req.DisableRamdisk {
+		event += ", without the agent (disable_ramdisk)"
+	}
+	if err := r.enter(Cleaning, Manageable, event); err != nil {
+		return ended(err)
+	}
+	err = r.manualClean(user, perr)
+	if err != nil {
+		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Clear: true}, nil); cerr != nil {
+			workflow.GetLogger(r.ctx).Warn("clear the clean steps of a failed cleaning", "node", r.node.UUID, "error", errorText(cerr))
+		}
+		if errors.Is(err, errAborted) && r.abortMessage == "" {
+			r.abortMessage = "By request, the clean operation was aborted"
+		}
+		return r.finish(err)
+	}
+	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Clear: true}, nil); err != nil {
+		return err
+	}
+	return r.record(RecordStateInput{To: Manageable, Event: "Manual cleaning finished", ClearAgent: true})
+}
+
+func (r *run) manualClean(user []UserStep, perr error) error {
+	oob := InterfaceSteps(StepKindClean, r.node.StepInterfaces())
+	cannot := func(err error) error {
+		return r.failPlan(fmt.Sprintf("Cannot clean node %s: %s", r.node.UUID, errorText(err)))
+	}
+	if perr != nil {
+		return cannot(perr)
+	}
+	var agentSteps []Step
+	if !r.req.DisableRamdisk {
+		if err := r.step("prepare cleaning", r.bootAgent); err != nil {
+			return err
+		}
+		if err := r.step("wait call-back", func() error {
+			_, err := r.waitCallback(CleanWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+			if err == nil {
+				err = r.enter(Cleaning, Manageable, fmt.Sprintf("Agent called back from %s", r.agent))
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := r.step("get clean steps", func() error {
+			return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: StepKindClean}, &agentSteps)
+		}); err != nil {
+			return err
+		}
+	} else {
+		// Only to name the agent's steps as needing the ramdisk in the
+		// refusal; the API refused such a plan already.
+		agentSteps = KnownAgentSteps(StepKindClean, nil)
+	}
+	plan, err := MergeSteps(PlanInput{Kind: StepKindClean, Available: append(oob, agentSteps...), User: user,
+		Manual: true, DisableRamdisk: r.req.DisableRamdisk})
+	if err != nil {
+		return cannot(err)
+	}
+	rec := StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Steps: plan}
+	if !r.req.DisableRamdisk {
+		rec.AgentSteps = agentSteps
+	}
+	if err := r.local(ActRecordStepPlan, rec, nil); err != nil {
+		return err
+	}
+	for i, s := range plan {
+		idx := i
+		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Index: &idx, OnlyIndex: true}, nil); err != nil {
+			return err
+		}
+		if err := r.runStep(s, (*run).manualStep); err != nil {
+			return err
+		}
+		if r.abortAfter {
+			r.abortMessage = fmt.Sprintf("By request, the clean operation was aborted after the completion of step \"%s\"", s.Name())
+			return errAborted
+		}
+	}
+	if r.req.DisableRamdisk {
+		return nil
+	}
+	if err := r.step("tear down agent", func() error {
+		if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
+			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
+		}
+		return r.power("power off")
+	}); err != nil {
+		return err
+	}
+	return r.step("clean up boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil)
+	})
+}
+
+// manualStep runs one step of a manual plan: an interface's as an
+// activity, the agent's in clean wait (where Ironic allows abort).
+func (r *run) manualStep(s Step) error {
+	if s.OutOfBand {
+		return r.step(s.Name(), func() error {
+			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s}, nil)
+		})
+	}
+	if err := r.enter(CleanWait, r.req.target(), fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
+		return err
+	}
+	err := r.inBand(s)
+	if errors.Is(err, errAborted) && r.abortMessage == "" {
+		r.abortMessage = fmt.Sprintf("By request, the clean operation was aborted on step \"%s\"", s.Name())
+	}
+	if err != nil {
+		return err
+	}
+	return r.enter(Cleaning, r.req.target(), fmt.Sprintf("Step %s finished", s.Name()))
+}
+
+// failPlan ends an operation whose plan is refused: the failure state with
+// msg, nothing to retry.
+func (r *run) failPlan(msg string) error {
+	r.abortMessage = msg
+	if err := r.record(RecordStateInput{To: r.fail, LastError: msg, Event: msg, Severity: "ERROR", EventType: string(r.status.Operation)}); err != nil {
+		return err
+	}
+	return errAborted
+}

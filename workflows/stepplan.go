@@ -1,0 +1,415 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ironflow/ironflow/hardware"
+)
+
+// StepKindService is the kind of a service step (API 1.87): shown in a
+// node's service_step, run through the agent's service namespace.
+const StepKindService StepKind = "service"
+
+// ArgInfo is what a step declares of one argument (Ironic's argsinfo).
+type ArgInfo struct {
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required"`
+}
+
+// The out-of-band steps the node's interfaces declare, as Ironic's fake
+// BIOS and RAID interfaces declare them (Ironic's node cleaning
+// documentation): priority 0, so they run only when a user names them, and
+// no ramdisk needed. They run as the activity ActRunInterfaceStep.
+var interfaceSteps = map[string]map[hardware.Interface][]Step{
+	"bios": {hardware.Fake: {
+		{StepID: StepID{Interface: "bios", Step: "apply_configuration"}, ArgsInfo: map[string]ArgInfo{
+			"settings": {Description: "A list of BIOS settings to be applied", Required: true}}},
+		{StepID: StepID{Interface: "bios", Step: "factory_reset"}},
+	}},
+	"raid": {hardware.Fake: {
+		{StepID: StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]ArgInfo{
+			"create_root_volume":     {Description: "This specifies whether to create the root volume. Defaults to `True`."},
+			"create_nonroot_volumes": {Description: "This specifies whether to create the non-root volumes. Defaults to `True`."},
+			"delete_existing":        {Description: "Setting this to `True` indicates to delete RAID configuration prior to creating the new configuration. Default value is `False`."},
+		}},
+		{StepID: StepID{Interface: "raid", Step: "delete_configuration"}},
+	}},
+}
+
+// InterfaceSteps are the out-of-band steps of kind the node's interfaces
+// declare (bios and raid interfaces; Ironic runs interface steps the same
+// for clean and service). Deploy has none besides the built-in plan.
+func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step {
+	if kind == StepKindDeploy {
+		return nil
+	}
+	var out []Step
+	for _, name := range []string{"bios", "raid"} {
+		for _, s := range interfaceSteps[name][ifaces[name]] {
+			s.OutOfBand = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ironflowAgentSteps are the in-band steps the ironflow agent advertises
+// (agent/steps.go, kept equal to it by agent's TestAdvertisedStepsAreTheOnesTheAPIKnows;
+// the arguments are checked once the agent reports its argsinfo): the API
+// checks a user's steps against them before the
+// agent boots, as Ironic checks them against the steps its agent last
+// reported (driver_internal_info agent_cached_clean_steps). Once the agent
+// is up, the list it returns is the one the workflow checks again.
+var ironflowAgentSteps = map[StepKind][]Step{
+	StepKindClean: {
+		{StepID: StepEraseDevicesMetadata, Priority: 99, Abortable: true},
+		{StepID: StepEraseDevices, Priority: 10, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "erase_devices_express"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "clean_uefi_nvram"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_disk"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true},
+	},
+	StepKindService: {
+		{StepID: StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true},
+	},
+}
+
+// KnownAgentSteps is ironflowAgentSteps of kind, unless cached (the steps
+// the node's agent last reported, driver_internal_info
+// agent_cached_<kind>_steps) says otherwise.
+func KnownAgentSteps(kind StepKind, cached []Step) []Step {
+	if len(cached) > 0 {
+		return cached
+	}
+	return append([]Step(nil), ironflowAgentSteps[kind]...)
+}
+
+// UserStep is one step of a request's clean_steps, deploy_steps or
+// service_steps, with what Ironic's checks need: whether the user gave a
+// priority, and the step as the user wrote it for messages.
+type UserStep struct {
+	Step
+	HasPriority bool           `json:"has_priority,omitempty"`
+	ArgsGiven   map[string]any `json:"-"`
+}
+
+// repr is the step as Ironic's messages show it: the user's dict in
+// Python's notation.
+func (u UserStep) repr() string {
+	parts := []string{"'interface': " + pyString(u.Interface), "'step': " + pyString(u.StepID.Step)}
+	if u.ArgsGiven != nil {
+		parts = append(parts, "'args': "+pyValue(u.ArgsGiven))
+	}
+	if u.HasPriority {
+		parts = append(parts, "'priority': "+strconv.Itoa(u.Priority))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// ParseUserSteps reads a request's step list (already checked by the API's
+// schema: a list of objects with interface and step).
+func ParseUserSteps(raw json.RawMessage) ([]UserStep, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []map[string]any
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("steps: %w", err)
+	}
+	out := make([]UserStep, 0, len(list))
+	for _, m := range list {
+		var u UserStep
+		u.Interface, _ = m["interface"].(string)
+		u.StepID.Step, _ = m["step"].(string)
+		if p, ok := m["priority"]; ok && p != nil {
+			f, ok := p.(float64)
+			if !ok || f != math.Trunc(f) {
+				return nil, fmt.Errorf("steps: priority of %s is not an integer", u.Name())
+			}
+			u.Priority, u.HasPriority = int(f), true
+		}
+		if a, ok := m["args"]; ok && a != nil {
+			args, ok := a.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("steps: args of %s is not an object", u.Name())
+			}
+			u.ArgsGiven = args
+			if b, err := json.Marshal(args); err == nil {
+				u.Args = b
+			}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// PlanInput is what MergeSteps builds a plan from.
+type PlanInput struct {
+	Kind StepKind
+	// Available are the driver's steps: the interfaces' and the agent's,
+	// with their default priorities.
+	Available []Step
+	// Priorities overrides the priority of available steps by
+	// interface.step (automated cleaning's configured priorities; 0
+	// disables a step).
+	Priorities map[string]int
+	// User are the request's steps. With Manual, they are the plan, in
+	// the user's order (manual cleaning, servicing); otherwise they
+	// override available steps by identity (deploy steps).
+	User   []UserStep
+	Manual bool
+	// DisableRamdisk refuses steps that need the agent (manual cleaning
+	// and servicing with disable_ramdisk).
+	DisableRamdisk bool
+}
+
+// PlanError is a refused plan: Ironic's InvalidParameterValue, whose
+// message joins every problem with "; ".
+type PlanError struct{ Problems []string }
+
+func (e *PlanError) Error() string { return strings.Join(e.Problems, "; ") }
+
+// MergeSteps builds the steps to run, as Ironic's conductor does
+// (ironic/conductor/steps.py): without Manual, the available steps with
+// their priority (overridden by Priorities, then by a user step of the
+// same identity), those above 0, highest first and, at equal priority, in
+// Ironic's interface order; with Manual, the user's steps in their order,
+// each taking the available step's priority, abortable and ramdisk need.
+// A user step no available step matches, an argument the step does not
+// declare, a required argument missing, or a step that needs the agent
+// with DisableRamdisk refuses the whole plan with Ironic's messages,
+// before anything runs.
+func MergeSteps(in PlanInput) ([]Step, error) {
+	byID := map[StepID]Step{}
+	for _, s := range in.Available {
+		if p, ok := in.Priorities[s.Name()]; ok {
+			s.Priority = p
+		}
+		if _, dup := byID[s.StepID]; !dup {
+			byID[s.StepID] = s
+		}
+	}
+	kind := string(in.Kind)
+	var problems []string
+	var checked []Step
+	for _, u := range in.User {
+		d, ok := byID[u.StepID]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("node does not support this %s step: %s", kind, u.repr()))
+			continue
+		}
+		problems = append(problems, argProblems(kind, u, d, in.Manual, in.DisableRamdisk)...)
+		s := d
+		s.Args = u.Args
+		if !in.Manual {
+			s.Priority = d.Priority
+			if u.HasPriority {
+				s.Priority = u.Priority
+			}
+		}
+		checked = append(checked, s)
+	}
+	if len(problems) > 0 {
+		return nil, &PlanError{Problems: problems}
+	}
+	if in.Manual {
+		return checked, nil
+	}
+	overridden := map[StepID]bool{}
+	for _, s := range checked {
+		overridden[s.StepID] = true
+	}
+	var steps []Step
+	for _, s := range in.Available {
+		if overridden[s.StepID] {
+			continue
+		}
+		s = byID[s.StepID]
+		overridden[s.StepID] = true // keep the first of duplicates
+		steps = append(steps, s)
+	}
+	steps = append(steps, checked...)
+	out := steps[:0]
+	for _, s := range steps {
+		if s.Priority > 0 {
+			out = append(out, s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Priority != out[j].Priority {
+			return out[i].Priority > out[j].Priority
+		}
+		return interfaceOrder(out[i].Interface) > interfaceOrder(out[j].Interface)
+	})
+	return out, nil
+}
+
+// argProblems is Ironic's _validate_user_step for one user step against
+// the step its driver declares.
+func argProblems(kind string, u UserStep, d Step, manual, disableRamdisk bool) []string {
+	var out []string
+	var unexpected []string
+	for k := range u.ArgsGiven {
+		if _, ok := d.ArgsInfo[k]; !ok {
+			unexpected = append(unexpected, k)
+		}
+	}
+	sort.Strings(unexpected)
+	if len(unexpected) > 0 {
+		out = append(out, fmt.Sprintf("%s step %s has these unexpected arguments: %s", kind, u.repr(), strings.Join(unexpected, ", ")))
+	}
+	if manual || !u.HasPriority || u.Priority > 0 {
+		var missing []string
+		names := make([]string, 0, len(d.ArgsInfo))
+		for k := range d.ArgsInfo {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			info := d.ArgsInfo[k]
+			if _, given := u.ArgsGiven[k]; info.Required && !given {
+				msg := k
+				if info.Description != "" {
+					msg += " (" + info.Description + ")"
+				}
+				missing = append(missing, msg)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, fmt.Sprintf("%s step %s is missing these required arguments: %s", kind, u.repr(), strings.Join(missing, ", ")))
+		}
+		if disableRamdisk && !d.OutOfBand {
+			out = append(out, fmt.Sprintf("%s step %s requires booting a ramdisk", kind, u.repr()))
+		}
+	}
+	if !manual && u.HasPriority && u.Priority > 0 && d.StepID == StepDeploy {
+		out = append(out, fmt.Sprintf("deploy step %s on interface %s is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0", u.StepID.Step, u.Interface))
+	}
+	return out
+}
+
+// interfaceOrder is Ironic's CLEANING_INTERFACE_PRIORITY: at equal
+// priority, the step of the interface with the higher value runs first.
+func interfaceOrder(iface string) int {
+	switch iface {
+	case "vendor":
+		return 7
+	case "power":
+		return 6
+	case "management":
+		return 5
+	case "deploy":
+		return 4
+	case "firmware":
+		return 3
+	case "bios":
+		return 2
+	case "raid":
+		return 1
+	}
+	return 0
+}
+
+// NeedsAgent reports whether a plan has a step that runs on the agent.
+func NeedsAgent(plan []Step) bool {
+	for _, s := range plan {
+		if !s.OutOfBand {
+			return true
+		}
+	}
+	return false
+}
+
+func pyString(s string) string {
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		return `"` + s + `"`
+	}
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+}
+
+// pyValue is a JSON value in Python's notation, as Ironic's messages show
+// a step's args (keys sorted, for a stable message).
+func pyValue(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if t {
+			return "True"
+		}
+		return "False"
+	case string:
+		return pyString(t)
+	case float64:
+		if t == math.Trunc(t) && math.Abs(t) < 1e15 {
+			return strconv.FormatInt(int64(t), 10)
+		}
+		return strconv.FormatFloat(t, 'g', -1, 64)
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = pyString(k) + ": " + pyValue(t[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case []any:
+		parts := make([]string, len(t))
+		for i, e := range t {
+			parts[i] = pyValue(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return fmt.Sprint(v)
+}
+
+// StepInterfaces are the node's interfaces that declare steps, for
+// InterfaceSteps.
+func (n NodeInfo) StepInterfaces() map[string]hardware.Interface {
+	return map[string]hardware.Interface{"bios": n.BIOSInterface, "raid": n.RAIDInterface}
+}
+
+// Activities of the step engine.
+const (
+	// ActRunInterfaceStep runs an interface's out-of-band step (a hardware
+	// activity: local for fake-hardware).
+	ActRunInterfaceStep = "RunInterfaceStep"
+	// ActRecordStepPlan keeps a plan's progress in driver_internal_info,
+	// as Ironic does (clean_steps and clean_step_index, or service_...),
+	// and the agent's steps it was checked against
+	// (agent_cached_clean_steps). Local activity.
+	ActRecordStepPlan = "RecordStepPlan"
+)
+
+// InterfaceStepInput runs one out-of-band step.
+type InterfaceStepInput struct {
+	Node NodeInfo `json:"node"`
+	Kind StepKind `json:"kind"`
+	Step Step     `json:"step"`
+}
+
+// StepPlanRecord is ActRecordStepPlan's input. Steps nil with Clear
+// removes the keys (the operation ended); Index nil records null.
+type StepPlanRecord struct {
+	NodeUUID   string   `json:"node_uuid"`
+	Kind       StepKind `json:"kind"`
+	Steps      []Step   `json:"steps,omitempty"`
+	Index      *int     `json:"index,omitempty"`
+	AgentSteps []Step   `json:"agent_steps,omitempty"`
+	Clear      bool     `json:"clear,omitempty"`
+	OnlyIndex  bool     `json:"only_index,omitempty"`
+}
