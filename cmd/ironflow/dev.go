@@ -102,7 +102,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	tc, err := dialTemporal(*api.temporal, *api.namespace, codec, log)
+	tc, err := dialTemporal(*api.temporal, *api.namespace, api.temporalTLS, codec, log)
 	if err != nil {
 		return err
 	}

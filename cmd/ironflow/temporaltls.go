@@ -1,0 +1,115 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+)
+
+// temporalTLSFlags are how an ironflow process authenticates to Temporal
+// and verifies it: mTLS to a self-hosted cluster's frontend, or an API key
+// for Temporal Cloud (docs/production.md, "mTLS to Temporal"). Every command
+// that dials Temporal shares one block, as it shares --payload-key.
+type temporalTLSFlags struct{ cert, key, ca, serverName, apiKey *string }
+
+func addTemporalTLSFlags(s *settings) temporalTLSFlags {
+	return temporalTLSFlags{
+		cert:       s.String("temporal-tls-cert", "", "PEM client certificate ironflow presents to the Temporal frontend (mTLS); needs --temporal-tls-key"),
+		key:        s.String("temporal-tls-key", "", "PEM private key of --temporal-tls-cert"),
+		ca:         s.String("temporal-tls-ca", "", "PEM CA bundle that signs the Temporal frontend's certificate (default: the system roots); enables TLS"),
+		serverName: s.String("temporal-tls-server-name", "", "name expected in the Temporal frontend's certificate (default: the host of --temporal-address)"),
+		apiKey:     s.String("temporal-api-key", "", "Temporal Cloud API key, sent as a bearer token over TLS", "TEMPORAL_API_KEY"),
+	}
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// apply sets opts' transport security from the flags: nothing when none is
+// given (the dev server speaks plain gRPC on loopback). It fails on half a
+// certificate/key pair or unreadable files, so that a typo stops the
+// process at startup rather than at its first call.
+func (f temporalTLSFlags) apply(opts *client.Options) error {
+	cert, key, ca, name, apiKey := str(f.cert), str(f.key), str(f.ca), str(f.serverName), str(f.apiKey)
+	if (cert == "") != (key == "") {
+		return errors.New("--temporal-tls-cert and --temporal-tls-key go together: give both (a client certificate and its key) or neither")
+	}
+	if cert == "" && ca == "" && name == "" && apiKey == "" {
+		return nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: name}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return fmt.Errorf("--temporal-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--temporal-tls-ca %s: no PEM certificate in it", ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if cert != "" {
+		kp := &keyPair{certFile: cert, keyFile: key}
+		if _, err := kp.get(nil); err != nil {
+			return err
+		}
+		cfg.GetClientCertificate = kp.get
+	}
+	opts.ConnectionOptions.TLS = cfg
+	if apiKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(apiKey)
+	}
+	return nil
+}
+
+// keyPair is a client certificate read from its files again when they
+// change: a rotated certificate is used at the next connection without a
+// restart (short-lived certificates from an internal CA are the usual
+// production setup).
+type keyPair struct {
+	certFile, keyFile string
+	mu                sync.Mutex
+	mod               time.Time
+	cert              *tls.Certificate
+}
+
+func (k *keyPair) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	mod := k.mod
+	for _, f := range []string{k.certFile, k.keyFile} {
+		st, err := os.Stat(f)
+		if err != nil {
+			if k.cert != nil {
+				return k.cert, nil // mid-rotation: keep the last good pair
+			}
+			return nil, fmt.Errorf("Temporal client certificate: %w", err)
+		}
+		if st.ModTime().After(mod) {
+			mod = st.ModTime()
+		}
+	}
+	if k.cert != nil && !mod.After(k.mod) {
+		return k.cert, nil
+	}
+	c, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
+	if err != nil {
+		if k.cert != nil {
+			return k.cert, nil
+		}
+		return nil, fmt.Errorf("Temporal client certificate %s with key %s: %w", k.certFile, k.keyFile, err)
+	}
+	k.cert, k.mod = &c, mod
+	return k.cert, nil
+}
