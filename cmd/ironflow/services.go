@@ -64,7 +64,7 @@ func dialTemporal(address, namespace string, tlsFlags temporalTLSFlags, codec *p
 	codec.Apply(&opts)
 	c, err := client.Dial(opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; is the Temporal server running? 'ironflow dev' starts one", address, namespace, err)
+		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; %s", address, namespace, err, tlsFlags.explain(err))
 	}
 	return c, nil
 }

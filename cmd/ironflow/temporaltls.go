@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,4 +113,30 @@ func (k *keyPair) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	}
 	k.cert, k.mod = &c, mod
 	return k.cert, nil
+}
+
+// explain is the advice ending a failed dial's error: what the failure
+// most likely means given the TLS flags.
+func (f temporalTLSFlags) explain(err error) string {
+	msg := err.Error()
+	tlsOn := str(f.cert) != "" || str(f.ca) != "" || str(f.serverName) != "" || str(f.apiKey) != ""
+	switch {
+	case strings.Contains(msg, "certificate required"):
+		return "the Temporal frontend requires a client certificate: give --temporal-tls-cert and --temporal-tls-key"
+	case tlsOn && str(f.cert) == "" && closed(msg):
+		// Under TLS 1.3 the client's handshake ends before the server's
+		// verdict: the refusal shows as the connection closing.
+		return "the Temporal frontend closed the TLS connection, as one that requires a client certificate does: give --temporal-tls-cert and --temporal-tls-key"
+	case strings.Contains(msg, "unknown certificate authority") || strings.Contains(msg, "bad certificate"):
+		return "the Temporal frontend refused ironflow's client certificate: --temporal-tls-cert must be signed by a CA the frontend trusts (its clientCaFiles)"
+	case strings.Contains(msg, "x509:"):
+		return "ironflow does not trust the Temporal frontend's certificate: check --temporal-tls-ca and --temporal-tls-server-name"
+	case !tlsOn && (closed(msg) || strings.Contains(msg, "preface")):
+		return "the Temporal frontend closed a plain connection, as one that requires TLS does: give --temporal-tls-ca (and --temporal-tls-cert/--temporal-tls-key for mTLS)"
+	}
+	return "is the Temporal server running? 'ironflow dev' starts one"
+}
+
+func closed(msg string) bool {
+	return strings.Contains(msg, "EOF") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")
 }
