@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
+
+	"github.com/ironflow/ironflow/devstack"
 )
 
 // temporalTLSFlags are how an ironflow process authenticates to Temporal
@@ -139,4 +144,36 @@ func (f temporalTLSFlags) explain(err error) string {
 
 func closed(msg string) bool {
 	return strings.Contains(msg, "EOF") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")
+}
+
+// devTemporalCluster starts, for `ironflow dev --temporal cluster`, the
+// Temporal server built from go.temporal.io/server on the embedded
+// PostgreSQL (databases temporal and temporal_visibility) with mTLS, and
+// points api (and the worker sharing its flags) at it with the client
+// certificate generated under dataDir/temporal-cluster/tls. stop ends the
+// cluster.
+func devTemporalCluster(ctx context.Context, kind string, embedded bool, pg *devstack.Postgres, dataDir string, port int, api apiFlags, log *slog.Logger) (stop func(), err error) {
+	switch {
+	case kind == "dev":
+		return func() {}, nil
+	case kind != "cluster":
+		return nil, fmt.Errorf("--temporal %q: want dev or cluster", kind)
+	case !embedded:
+		return nil, errors.New("--temporal cluster starts an embedded cluster: drop --temporal-address/TEMPORAL_ADDRESS, or drop --temporal cluster to use that server")
+	case pg == nil:
+		return nil, errors.New("--temporal cluster keeps Temporal on the embedded PostgreSQL: unset DATABASE_URL")
+	}
+	t, err := devstack.StartTemporalCluster(ctx, devstack.TemporalClusterConfig{
+		Dir: filepath.Join(dataDir, "temporal-cluster"), Postgres: pg, Port: port,
+		Namespace: *api.namespace, SearchAttributes: devstack.WorkflowSearchAttributes(),
+	}, log.With("component", "temporal"))
+	if err != nil {
+		return nil, err
+	}
+	c := t.Certs()
+	*api.temporal = t.Address()
+	*api.temporalTLS.cert, *api.temporalTLS.key, *api.temporalTLS.ca = c.ClientCertFile, c.ClientKey, c.CAFile
+	log.Info("temporal cluster ready (no Web UI: it serves the dev server only)", "address", t.Address(), "log", t.LogFile(),
+		"tls_ca", c.CAFile, "client_cert", c.ClientCertFile)
+	return func() { _ = t.Stop() }, nil
 }
