@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/payload"
@@ -227,6 +229,56 @@ func TestTemporalCluster(t *testing.T) {
 		}
 	})
 
+	// The figures docs/production.md quotes: what one deploy costs
+	// Temporal's PostgreSQL (transactions and WAL, the whole cluster's
+	// WAL, ironflow's database included) and the rate on this machine.
+	t.Run("deploys through the cluster and their load on PostgreSQL", func(t *testing.T) {
+		const n = 20
+		var uuids []string
+		for i := range n {
+			var nd node
+			if code := l.call(t, "POST", "/v1/nodes", map[string]any{"name": fmt.Sprintf("cluster-fake-%d", i), "driver": "fake-hardware",
+				"deploy_interface": "fake", "automated_clean": false}, &nd); code != 201 {
+				t.Fatalf("create node: %d", code)
+			}
+			for _, step := range [][2]string{{"manage", "manageable"}, {"provide", "available"}} {
+				if code := l.call(t, "PUT", "/v1/nodes/"+nd.UUID+"/states/provision", map[string]any{"target": step[0]}, nil); code != 202 {
+					t.Fatalf("%s: %d", step[0], code)
+				}
+				l.waitState(t, nd.UUID, step[1], 60*time.Second)
+			}
+			uuids = append(uuids, nd.UUID)
+		}
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, l.pg.DatabaseURL(devstack.TemporalDatabase))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		sample := func() (commits int64, wal int64) {
+			time.Sleep(1500 * time.Millisecond) // statistics reach pg_stat_database within a second
+			if err := conn.QueryRow(ctx, `SELECT xact_commit, pg_current_wal_lsn() - '0/0'::pg_lsn FROM pg_stat_database WHERE datname = $1`,
+				devstack.TemporalDatabase).Scan(&commits, &wal); err != nil {
+				t.Fatal(err)
+			}
+			return commits, wal
+		}
+		c0, w0 := sample()
+		start := time.Now()
+		for _, u := range uuids {
+			if code := l.call(t, "PUT", "/v1/nodes/"+u+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
+				t.Fatalf("deploy: %d", code)
+			}
+		}
+		for _, u := range uuids {
+			l.waitState(t, u, "active", 2*time.Minute)
+		}
+		took := time.Since(start)
+		c1, w1 := sample()
+		t.Logf("%d fake deploys through the cluster in %s (%.1f deploys/s); per deploy: %.0f transactions committed in database %s, %.0f KiB of WAL",
+			n, took.Round(time.Millisecond), float64(n)/took.Seconds(), float64(c1-c0)/n, devstack.TemporalDatabase, float64(w1-w0)/n/1024)
+	})
+
 	// refused runs `ironflow worker` with args and wants it to exit at
 	// startup with an error that says why.
 	refused := func(t *testing.T, name string, args []string, want ...string) {
@@ -262,10 +314,10 @@ func TestTemporalCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused(t, "worker-other-ca", []string{"--temporal-tls-cert", cert, "--temporal-tls-key", key, "--temporal-tls-ca", c.CAFile},
-			"connect to Temporal at "+l.temporal.Address(), "refused ironflow's client certificate")
+			"connect to Temporal at "+l.temporal.Address(), "ironflow's client certificate", "--temporal-tls-cert must be signed by a CA the frontend trusts")
 	})
 	t.Run("TLS without a client certificate refused", func(t *testing.T) {
-		refused(t, "worker-no-cert", []string{"--temporal-tls-ca", c.CAFile}, "connect to Temporal at "+l.temporal.Address(), "requires a client certificate: give --temporal-tls-cert")
+		refused(t, "worker-no-cert", []string{"--temporal-tls-ca", c.CAFile}, "connect to Temporal at "+l.temporal.Address(), "requires a client certificate", "give --temporal-tls-cert")
 	})
 	t.Run("plain gRPC refused", func(t *testing.T) {
 		refused(t, "worker-plain", nil, "connect to Temporal at "+l.temporal.Address(), "as one that requires TLS does")

@@ -132,6 +132,8 @@ func (f temporalTLSFlags) explain(err error) string {
 		// Under TLS 1.3 the client's handshake ends before the server's
 		// verdict: the refusal shows as the connection closing.
 		return "the Temporal frontend closed the TLS connection, as one that requires a client certificate does: give --temporal-tls-cert and --temporal-tls-key"
+	case tlsOn && closed(msg):
+		return "the Temporal frontend closed the TLS connection, as it does when it refuses ironflow's client certificate: --temporal-tls-cert must be signed by a CA the frontend trusts (its clientCaFiles)"
 	case strings.Contains(msg, "unknown certificate authority") || strings.Contains(msg, "bad certificate"):
 		return "the Temporal frontend refused ironflow's client certificate: --temporal-tls-cert must be signed by a CA the frontend trusts (its clientCaFiles)"
 	case strings.Contains(msg, "x509:"):

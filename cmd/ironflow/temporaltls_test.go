@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +55,31 @@ func TestTemporalTLSFlags(t *testing.T) {
 	opts, err = parse(t, "--temporal-api-key", "k")
 	if err != nil || opts.Credentials == nil || opts.ConnectionOptions.TLS == nil {
 		t.Fatalf("API key: credentials %v TLS %v error %v; want both", opts.Credentials, opts.ConnectionOptions.TLS, err)
+	}
+}
+
+// TestTemporalDialAdvice: a failed dial ends with the likely cause for the
+// TLS flags given, e.g. plain gRPC against a TLS frontend.
+func TestTemporalDialAdvice(t *testing.T) {
+	cert, ca, empty := "c.pem", "ca.pem", ""
+	plain := temporalTLSFlags{}
+	noCert := temporalTLSFlags{ca: &ca}
+	mtls := temporalTLSFlags{cert: &cert, key: &cert, ca: &ca, serverName: &empty, apiKey: &empty}
+	for _, c := range []struct {
+		f    temporalTLSFlags
+		err  string
+		want string
+	}{
+		{plain, "error reading server preface: EOF", "give --temporal-tls-ca"},
+		{plain, "connection refused", "is the Temporal server running?"},
+		{noCert, "remote error: tls: certificate required", "requires a client certificate"},
+		{noCert, "write: broken pipe", "requires a client certificate"},
+		{mtls, "remote error: tls: unknown certificate authority", "must be signed by a CA the frontend trusts"},
+		{mtls, "write: broken pipe", "must be signed by a CA the frontend trusts"},
+		{mtls, "x509: certificate signed by unknown authority", "check --temporal-tls-ca"},
+	} {
+		if got := c.f.explain(errors.New(c.err)); !strings.Contains(got, c.want) {
+			t.Errorf("%q: advice %q, want it to say %q", c.err, got, c.want)
+		}
 	}
 }
