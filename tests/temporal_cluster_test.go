@@ -28,10 +28,13 @@ import (
 // visibility, mTLS on the frontend (docs/production.md).
 type clusterLab struct {
 	dir, bin, dbURL, apiURL string
-	signalKey, payloadKey   string
-	pg                      *devstack.Postgres
-	temporal                *devstack.TemporalCluster
-	api, worker             *devstack.Process
+	// api2URL is a second API on the same cluster, the one agents use.
+	api2URL               string
+	signalKey, payloadKey string
+	pg                    *devstack.Postgres
+	temporal              *devstack.TemporalCluster
+	api, worker           *devstack.Process
+	api2, worker2         *devstack.Process
 }
 
 func startClusterLab(t *testing.T) *clusterLab {
@@ -43,8 +46,10 @@ func startClusterLab(t *testing.T) *clusterLab {
 	_ = os.Chmod(dir, 0o755) // PostgreSQL runs as the postgres user when we are root
 	l := &clusterLab{dir: dir, signalKey: string(signature.Generate()), payloadKey: payload.GenerateKey()}
 	t.Cleanup(func() {
-		if l.worker != nil {
-			l.worker.Stop(5 * time.Second)
+		for _, p := range []*devstack.Process{l.worker, l.worker2, l.api2} {
+			if p != nil {
+				p.Stop(5 * time.Second)
+			}
 		}
 		if l.api != nil {
 			l.api.Stop(5 * time.Second)
@@ -90,21 +95,50 @@ func startClusterLab(t *testing.T) *clusterLab {
 		"--temporal-tls-cert", c.ClientCertFile, "--temporal-tls-key", c.ClientKey, "--temporal-tls-ca", c.CAFile); err != nil {
 		t.Fatal(err)
 	}
-	if err := devstack.WaitReady(ctx, func(ctx context.Context, url string) error {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}, l.apiURL+"/", l.api); err != nil {
+	if err := devstack.WaitReady(ctx, probe, l.apiURL+"/", l.api); err != nil {
 		t.Fatalf("API on the cluster: %v\n%s", err, l.api.Tail(3000))
 	}
-	if l.worker, err = l.spawn("cluster-worker", "worker", "--agent-api-url", l.apiURL, "--boot-url", "http://127.0.0.1:1", "--agent-insecure",
-		"--deploy-callback-timeout", "3m", "--agent-heartbeat-timeout", "30s",
+	// Two APIs and two workers, as production runs them.
+	if port, err = devstack.FreePort("127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	listen2 := fmt.Sprintf("127.0.0.1:%d", port)
+	l.api2URL = "http://" + listen2
+	if l.api2, err = l.spawn("cluster-api-2", "api", "--listen", listen2, "--ramdisk-heartbeat-timeout", "10s",
 		"--temporal-tls-cert", c.ClientCertFile, "--temporal-tls-key", c.ClientKey, "--temporal-tls-ca", c.CAFile); err != nil {
 		t.Fatal(err)
 	}
+	if err := devstack.WaitReady(ctx, probe, l.api2URL+"/", l.api2); err != nil {
+		t.Fatalf("second API on the cluster: %v\n%s", err, l.api2.Tail(3000))
+	}
+	for i, w := range []**devstack.Process{&l.worker, &l.worker2} {
+		name := fmt.Sprintf("cluster-worker-%d", i+1)
+		if *w, err = l.spawn(name, "worker", "--agent-api-url", l.api2URL, "--boot-url", "http://127.0.0.1:1", "--agent-insecure",
+			"--deploy-callback-timeout", "3m", "--agent-heartbeat-timeout", "30s", "--conductor-hostname", name,
+			"--temporal-tls-cert", c.ClientCertFile, "--temporal-tls-key", c.ClientKey, "--temporal-tls-ca", c.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return l
+}
+
+func probe(ctx context.Context, url string) error {
+	resp, err := http.Get(url)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
+// baremetal runs the unmodified baremetal CLI against the cluster's
+// first API.
+func (l *clusterLab) baremetal(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", append([]string{"/usr/bin/baremetal"}, args...)...)
+	cmd.Env = append(os.Environ(), "OS_ENDPOINT="+l.apiURL, "OS_AUTH_TYPE=none")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("baremetal %s: %v\n%s\nworker:\n%s", strings.Join(args, " "), err, out, l.worker.Tail(3000))
+	}
 }
 
 // spawn runs an ironflow command against the cluster's databases and
@@ -158,9 +192,10 @@ func (l *clusterLab) waitState(t *testing.T, id, state string, timeout time.Dura
 		deref(n.LastError), l.worker.Tail(4000), devstack.Tail(l.temporal.LogFile(), 3000))
 }
 
-// TestTemporalCluster runs ironflow on the all-in-one Temporal server on
-// PostgreSQL with mTLS: a deploy through the simulated agent survives the
-// server's kill -9 mid-deploy, and an ironflow process holding a
+// TestTemporalCluster runs ironflow (two APIs, two workers) on the
+// all-in-one Temporal server on PostgreSQL with mTLS: a deploy driven by
+// the baremetal CLI through the simulated agent survives the server's
+// kill -9 mid-deploy, and an ironflow process holding a
 // certificate of another CA, or none, is refused at startup.
 func TestTemporalCluster(t *testing.T) {
 	if testing.Short() {
@@ -188,15 +223,9 @@ func TestTemporalCluster(t *testing.T) {
 		}, nil); code != 200 {
 			t.Fatalf("instance_info: %d", code)
 		}
-		for _, step := range [][2]string{{"manage", "manageable"}, {"provide", "available"}} {
-			if code := l.call(t, "PUT", "/v1/nodes/"+n.UUID+"/states/provision", map[string]any{"target": step[0]}, nil); code != 202 {
-				t.Fatalf("%s: %d", step[0], code)
-			}
-			l.waitState(t, n.UUID, step[1], 60*time.Second)
-		}
-		if code := l.call(t, "PUT", "/v1/nodes/"+n.UUID+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
-			t.Fatalf("deploy: %d", code)
-		}
+		l.baremetal(t, "node", "manage", n.UUID, "--wait", "60")
+		l.baremetal(t, "node", "provide", n.UUID, "--wait", "60")
+		l.baremetal(t, "node", "deploy", n.UUID)
 		l.waitState(t, n.UUID, "wait call-back", 60*time.Second)
 
 		// The whole cluster dies while the node waits for its agent.
@@ -207,7 +236,7 @@ func TestTemporalCluster(t *testing.T) {
 		if err := l.temporal.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sim.Start(ctx, sim.Config{APIURL: l.apiURL, MACs: []string{mac}, HeartbeatInterval: time.Second}); err != nil {
+		if _, err := sim.Start(ctx, sim.Config{APIURL: l.api2URL, MACs: []string{mac}, HeartbeatInterval: time.Second}); err != nil {
 			t.Fatal(err)
 		}
 		// And again while the agent writes the image.
