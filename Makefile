@@ -16,6 +16,7 @@ AGENT := $(BIN)/ironflow-agent
 # (its own module; docs/production.md).
 TEMPORAL_SERVER := $(BIN)/temporal-server
 TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
+TEMPORAL_UI := $(BIN)/temporal-ui-server
 # Go test flags; TEST_TIMEOUT bounds the whole suite (VM tests included).
 TEST_TIMEOUT ?= 40m
 # Executions per fuzz target in make test: a count, not a duration, because
@@ -28,6 +29,7 @@ export IRONFLOW_BIN := $(IRONFLOW)
 export IRONFLOW_AGENT_BIN := $(AGENT)
 export IRONFLOW_TEMPORAL_SERVER_BIN := $(TEMPORAL_SERVER)
 export IRONFLOW_TEMPORAL_SQL_TOOL_BIN := $(TEMPORAL_SQL_TOOL)
+export IRONFLOW_TEMPORAL_UI_BIN := $(TEMPORAL_UI)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
 .PHONY: all build tools deps deps-run run run-cluster test test-unit fuzz bench ramdisk kernel lint clean help record-histories
@@ -59,7 +61,12 @@ $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) &: tools/temporal-server/go.mod tools/te
 	cd tools/temporal-server && $(GO) build -o $(TEMPORAL_SERVER) go.temporal.io/server/cmd/server
 	cd tools/temporal-server && $(GO) build -o $(TEMPORAL_SQL_TOOL) go.temporal.io/server/cmd/tools/sql
 
-tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL)
+# The Web UI server of the cluster, the version the pinned CLI embeds.
+$(TEMPORAL_UI): tools/temporal-ui/go.mod tools/temporal-ui/go.sum | go-check
+	@mkdir -p $(BIN)
+	cd tools/temporal-ui && $(GO) build -o $(TEMPORAL_UI) github.com/temporalio/ui-server/v2/cmd/server
+
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI)
 
 deps-run:
 	@scripts/install-deps.sh run

@@ -67,6 +67,13 @@ type TemporalClusterConfig struct {
 	Certs *TemporalCerts
 	// HistoryShards is fixed for the life of the cluster (default 4).
 	HistoryShards int
+	// UIPort, when above 0, runs the Temporal Web UI (ui-server, make
+	// tools: ./bin/temporal-ui-server) on 127.0.0.1 there, dialing the
+	// frontend with ironflow's client certificate; UICodecEndpoint is the
+	// codec server it decodes payloads through (empty: none).
+	UIPort          int
+	UIBin           string
+	UICodecEndpoint string
 }
 
 // TemporalCerts are the files of the cluster's mTLS: the CA that signs the
@@ -91,6 +98,15 @@ type TemporalCluster struct {
 	cmd     *exec.Cmd
 	done    chan error
 	log     *slog.Logger
+	ui      *Process
+}
+
+// UIURL is the Web UI's address ("" without one).
+func (t *TemporalCluster) UIURL() string {
+	if t.ui == nil {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", t.cfg.UIPort)
 }
 
 // Address is the frontend's host:port.
@@ -207,7 +223,56 @@ func StartTemporalCluster(ctx context.Context, cfg TemporalClusterConfig, log *s
 		_ = t.Stop()
 		return nil, err
 	}
+	if cfg.UIPort > 0 {
+		if err := t.startUI(); err != nil {
+			_ = t.Stop()
+			return nil, err
+		}
+	}
 	return t, nil
+}
+
+// startUI writes the ui-server's config (its own development.yaml under
+// Dir/ui/config) and starts it.
+func (t *TemporalCluster) startUI() error {
+	bin, err := findTool(t.cfg.UIBin, "IRONFLOW_TEMPORAL_UI_BIN", "temporal-ui-server")
+	if err != nil {
+		return err
+	}
+	if !portFree("127.0.0.1", t.cfg.UIPort) {
+		return fmt.Errorf("port 127.0.0.1:%d for the Temporal Web UI is taken: choose another with --temporal-ui-port (-1: none)", t.cfg.UIPort)
+	}
+	dir := filepath.Join(t.cfg.Dir, "ui")
+	if err := os.MkdirAll(filepath.Join(dir, "config"), 0o755); err != nil {
+		return err
+	}
+	c := t.cfg.Certs
+	yaml := fmt.Sprintf(`temporalGrpcAddress: %q
+host: "127.0.0.1"
+port: %d
+enableUi: true
+defaultNamespace: %q
+notifyOnNewVersion: false
+tls:
+  caFile: %q
+  certFile: %q
+  keyFile: %q
+  serverName: %q
+  enableHostVerification: true
+codec:
+  endpoint: %q
+`, t.address, t.cfg.UIPort, t.cfg.Namespace, c.CAFile, c.ClientCertFile, c.ClientKey, c.ServerName, t.cfg.UICodecEndpoint)
+	if err := os.WriteFile(filepath.Join(dir, "config", "development.yaml"), []byte(yaml), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, "--root", dir, "--config", "config", "--env", "development", "start")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if t.ui, err = StartProcess("temporal-ui", filepath.Join(dir, "ui.log"), cmd); err != nil {
+		return err
+	}
+	t.log.Info("temporal web ui starting", "url", t.UIURL())
+	return nil
 }
 
 // setupTemporalSchemas creates the two databases (when missing) and brings
@@ -497,8 +562,13 @@ func (t *TemporalCluster) register(ctx context.Context) error {
 	}
 }
 
-// Stop ends the server (SIGTERM, then SIGKILL after 15 s) and waits.
+// Stop ends the Web UI and the server (SIGTERM, then SIGKILL after 15 s)
+// and waits.
 func (t *TemporalCluster) Stop() error {
+	if t.ui != nil {
+		t.ui.Stop(5 * time.Second)
+		t.ui = nil
+	}
 	if t.cmd == nil || t.cmd.Process == nil {
 		return nil
 	}

@@ -73,9 +73,13 @@ func startClusterLab(t *testing.T) *clusterLab {
 	}
 	_ = l.pg.StopOnExit(true)
 	l.dbURL = l.pg.URL()
+	uiPort, err := devstack.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	l.temporal, err = devstack.StartTemporalCluster(ctx, devstack.TemporalClusterConfig{
-		Dir: filepath.Join(dir, "temporal"), Postgres: l.pg, SearchAttributes: devstack.WorkflowSearchAttributes(),
+		Dir: filepath.Join(dir, "temporal"), Postgres: l.pg, SearchAttributes: devstack.WorkflowSearchAttributes(), UIPort: uiPort,
 	}, nil)
 	if err != nil {
 		t.Fatalf("the Temporal cluster did not start: %v", err)
@@ -306,6 +310,27 @@ func TestTemporalCluster(t *testing.T) {
 		c1, w1 := sample()
 		t.Logf("%d fake deploys through the cluster in %s (%.1f deploys/s); per deploy: %.0f transactions committed in database %s, %.0f KiB of WAL",
 			n, took.Round(time.Millisecond), float64(n)/took.Seconds(), float64(c1-c0)/n, devstack.TemporalDatabase, float64(w1-w0)/n/1024)
+	})
+
+	t.Run("the Web UI reads the cluster over mTLS", func(t *testing.T) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := http.Get(l.temporal.UIURL() + "/api/v1/namespaces/default/workflows")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				// The deploys above are listed: the UI reached the
+				// frontend with the client certificate.
+				if resp.StatusCode == 200 && strings.Contains(string(b), "DeployNode") {
+					return
+				}
+				err = fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the Web UI does not list the deploys: %v", err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
 	})
 
 	// refused runs `ironflow worker` with args and wants it to exit at

@@ -74,7 +74,7 @@ func runDev(ctx context.Context, args []string) error {
 		*api.databaseURL = pg.URL()
 	}
 	embeddedTemporal := !explicit["temporal-address"] && os.Getenv("TEMPORAL_ADDRESS") == "" && os.Getenv(envName("temporal-address")) == ""
-	stopCluster, err := devTemporalCluster(ctx, *temporalKind, embeddedTemporal, pg, abs, *temporalPort, api, log)
+	stopCluster, uiURL, err := devTemporalCluster(ctx, *temporalKind, embeddedTemporal, pg, abs, *temporalPort, *uiPort, "http://"+*codecFlags.listen, api, log)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,6 @@ func runDev(ctx context.Context, args []string) error {
 
 	// Temporal: TEMPORAL_ADDRESS, or the dev server with its SQLite file
 	// under .data so that workflows survive a restart.
-	uiURL := ""
 	if embeddedTemporal && *temporalKind == "dev" {
 		t, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
 			DBFile:           filepath.Join(abs, "temporal", "temporal.db"),
@@ -99,9 +98,9 @@ func runDev(ctx context.Context, args []string) error {
 		defer t.Stop()
 		*api.temporal = t.Address()
 		uiURL = t.UIURL()
-		if !explicit["codec-cors-origins"] && uiURL != "" {
-			*codecFlags.origins = uiURL + "," + strings.Replace(uiURL, "127.0.0.1", "localhost", 1)
-		}
+	}
+	if !explicit["codec-cors-origins"] && uiURL != "" {
+		*codecFlags.origins = uiURL + "," + strings.Replace(uiURL, "127.0.0.1", "localhost", 1)
 	}
 
 	st, err := openStore(ctx, *api.databaseURL, true)

@@ -154,28 +154,32 @@ func closed(msg string) bool {
 // points api (and the worker sharing its flags) at it with the client
 // certificate generated under dataDir/temporal-cluster/tls. stop ends the
 // cluster.
-func devTemporalCluster(ctx context.Context, kind string, embedded bool, pg *devstack.Postgres, dataDir string, port int, api apiFlags, log *slog.Logger) (stop func(), err error) {
+func devTemporalCluster(ctx context.Context, kind string, embedded bool, pg *devstack.Postgres, dataDir string, port, uiPort int, codecURL string, api apiFlags, log *slog.Logger) (stop func(), uiURL string, err error) {
 	switch {
 	case kind == "dev":
-		return func() {}, nil
+		return func() {}, "", nil
 	case kind != "cluster":
-		return nil, fmt.Errorf("--temporal %q: want dev or cluster", kind)
+		return nil, "", fmt.Errorf("--temporal %q: want dev or cluster", kind)
 	case !embedded:
-		return nil, errors.New("--temporal cluster starts an embedded cluster: drop --temporal-address/TEMPORAL_ADDRESS, or drop --temporal cluster to use that server")
+		return nil, "", errors.New("--temporal cluster starts an embedded cluster: drop --temporal-address/TEMPORAL_ADDRESS, or drop --temporal cluster to use that server")
 	case pg == nil:
-		return nil, errors.New("--temporal cluster keeps Temporal on the embedded PostgreSQL: unset DATABASE_URL")
+		return nil, "", errors.New("--temporal cluster keeps Temporal on the embedded PostgreSQL: unset DATABASE_URL")
+	}
+	if uiPort == 0 {
+		uiPort = port + 1000
 	}
 	t, err := devstack.StartTemporalCluster(ctx, devstack.TemporalClusterConfig{
 		Dir: filepath.Join(dataDir, "temporal-cluster"), Postgres: pg, Port: port,
 		Namespace: *api.namespace, SearchAttributes: devstack.WorkflowSearchAttributes(),
+		UIPort: uiPort, UICodecEndpoint: codecURL,
 	}, log.With("component", "temporal"))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	c := t.Certs()
 	*api.temporal = t.Address()
 	*api.temporalTLS.cert, *api.temporalTLS.key, *api.temporalTLS.ca = c.ClientCertFile, c.ClientKey, c.CAFile
-	log.Info("temporal cluster ready (no Web UI: it serves the dev server only)", "address", t.Address(), "log", t.LogFile(),
+	log.Info("temporal cluster ready", "address", t.Address(), "ui", t.UIURL(), "log", t.LogFile(),
 		"tls_ca", c.CAFile, "client_cert", c.ClientCertFile)
-	return func() { _ = t.Stop() }, nil
+	return func() { _ = t.Stop() }, t.UIURL(), nil
 }
