@@ -118,9 +118,6 @@ func (t *TemporalCluster) Certs() TemporalCerts { return *t.cfg.Certs }
 // LogFile is the server's log.
 func (t *TemporalCluster) LogFile() string { return t.logFile }
 
-// Pid is the server's process id.
-func (t *TemporalCluster) Pid() int { return t.cmd.Process.Pid }
-
 // ClientTLS is the TLS configuration of a client holding ironflow's
 // certificate.
 func (t *TemporalCluster) ClientTLS() (*tls.Config, error) {
@@ -579,7 +576,7 @@ func (t *TemporalCluster) Stop() error {
 		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
 		<-t.done
 	}
-	t.done <- nil // a second Stop returns at once
+	t.cmd = nil // a second Stop signals no process group that may be another's by now
 	return nil
 }
 
@@ -588,7 +585,7 @@ func (t *TemporalCluster) Kill() {
 	if t.cmd != nil && t.cmd.Process != nil {
 		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
 		<-t.done
-		t.done <- nil
+		t.cmd = nil
 	}
 }
 
