@@ -11,6 +11,12 @@ TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL := $(BIN)/temporal
 IRONFLOW := $(BIN)/ironflow
 AGENT := $(BIN)/ironflow-agent
+# The Temporal server (all four services) and its SQL schema tool, built
+# from go.temporal.io/server at the version pinned in tools/temporal-server
+# (its own module; docs/production.md).
+TEMPORAL_SERVER := $(BIN)/temporal-server
+TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
+TEMPORAL_UI := $(BIN)/temporal-ui-server
 # Go test flags; TEST_TIMEOUT bounds the whole suite (VM tests included).
 TEST_TIMEOUT ?= 40m
 # Executions per fuzz target in make test: a count, not a duration, because
@@ -21,14 +27,18 @@ FUZZTIME ?= 3000x
 export IRONFLOW_TEMPORAL_BIN := $(TEMPORAL)
 export IRONFLOW_BIN := $(IRONFLOW)
 export IRONFLOW_AGENT_BIN := $(AGENT)
+export IRONFLOW_TEMPORAL_SERVER_BIN := $(TEMPORAL_SERVER)
+export IRONFLOW_TEMPORAL_SQL_TOOL_BIN := $(TEMPORAL_SQL_TOOL)
+export IRONFLOW_TEMPORAL_UI_BIN := $(TEMPORAL_UI)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run run test test-unit fuzz bench soak ramdisk kernel lint clean help record-histories
+.PHONY: all build tools deps deps-run run run-cluster test test-unit fuzz bench soak ramdisk kernel lint clean help record-histories
 
 all: build
 
 help:
 	@echo "make run      start ironflow on embedded defaults (PostgreSQL, Temporal + Web UI, API, worker, PXE)"
+	@echo "make run-cluster  make run on a Temporal cluster (PostgreSQL, mTLS) instead of the dev server"
 	@echo "make test     run every test (unit, integration, baremetal CLI, VM end-to-end)"
 	@echo "make bench    run the benchmarks and print their tables"
 	@echo "make fuzz     run every fuzz target longer (FUZZTIME=$(FUZZTIME))"
@@ -44,7 +54,20 @@ $(TEMPORAL): | go-check
 	@echo "installing the Temporal CLI $(TEMPORAL_CLI_VERSION) into ./bin (about a minute the first time)"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 
-tools: $(TEMPORAL)
+# About three minutes on two cores the first time; rebuilt only when the
+# pin (tools/temporal-server/go.mod) changes.
+$(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) &: tools/temporal-server/go.mod tools/temporal-server/go.sum | go-check
+	@mkdir -p $(BIN)
+	@echo "building the Temporal server and SQL tool (go.temporal.io/server, tools/temporal-server) into ./bin"
+	cd tools/temporal-server && $(GO) build -o $(TEMPORAL_SERVER) go.temporal.io/server/cmd/server
+	cd tools/temporal-server && $(GO) build -o $(TEMPORAL_SQL_TOOL) go.temporal.io/server/cmd/tools/sql
+
+# The Web UI server of the cluster, the version the pinned CLI embeds.
+$(TEMPORAL_UI): tools/temporal-ui/go.mod tools/temporal-ui/go.sum | go-check
+	@mkdir -p $(BIN)
+	cd tools/temporal-ui && $(GO) build -o $(TEMPORAL_UI) github.com/temporalio/ui-server/v2/cmd/server
+
+tools: $(TEMPORAL) $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI)
 
 deps-run:
 	@scripts/install-deps.sh run
@@ -71,6 +94,12 @@ ramdisk: build kernel
 run: deps-run tools build
 	@$(MAKE) --no-print-directory ramdisk || echo "make run: the agent ramdisk could not be built; fake-hardware nodes work without it"
 	$(IRONFLOW) dev --data-dir $(DATA)
+
+# make run on the Temporal server built from go.temporal.io/server:
+# PostgreSQL persistence and visibility, mTLS on its frontend.
+run-cluster: deps-run tools build
+	@$(MAKE) --no-print-directory ramdisk || echo "make run-cluster: the agent ramdisk could not be built; fake-hardware nodes work without it"
+	$(IRONFLOW) dev --data-dir $(DATA) --temporal cluster
 
 test: deps tools build ramdisk
 	$(GO) vet ./...

@@ -31,7 +31,7 @@ func TestWorkerRegistersAsConductor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
-	tc, err := dialTemporal(srv.Address(), "default", testCodec(t), log)
+	tc, err := dialTemporal(srv.Address(), "default", temporalTLSFlags{}, testCodec(t), log)
 	if err != nil {
 		t.Fatal(err)
 	}

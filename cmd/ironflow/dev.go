@@ -28,6 +28,7 @@ func runDev(ctx context.Context, args []string) error {
 	boot.glance = wf.glance
 	temporalPort := s.Int("temporal-port", 7233, "embedded Temporal frontend port")
 	uiPort := s.Int("temporal-ui-port", 8233, "embedded Temporal Web UI port (-1: headless)")
+	temporalKind := s.String("temporal", "dev", "embedded Temporal: dev (the Temporal CLI's dev server) or cluster (the server built from go.temporal.io/server on the embedded PostgreSQL, mTLS; make tools builds it)")
 	codecFlags := addCodecServerFlags(s, "codec-listen")
 	codecFlags.namespace, codecFlags.payload = api.namespace, api.payload
 	if err := s.parse(args); err != nil {
@@ -64,19 +65,24 @@ func runDev(ctx context.Context, args []string) error {
 	}
 
 	// PostgreSQL: DATABASE_URL, or a cluster under .data/pg.
+	var pg *devstack.Postgres
 	if *api.databaseURL == "" {
-		pg, err := devstack.StartPostgres(ctx, filepath.Join(abs, "pg"), log.With("component", "postgres"))
-		if err != nil {
+		if pg, err = devstack.StartPostgres(ctx, filepath.Join(abs, "pg"), log.With("component", "postgres")); err != nil {
 			return err
 		}
 		defer pg.Stop()
 		*api.databaseURL = pg.URL()
 	}
+	embeddedTemporal := !explicit["temporal-address"] && os.Getenv("TEMPORAL_ADDRESS") == "" && os.Getenv(envName("temporal-address")) == ""
+	stopCluster, uiURL, err := devTemporalCluster(ctx, *temporalKind, embeddedTemporal, pg, abs, *temporalPort, *uiPort, "http://"+*codecFlags.listen, api, log)
+	if err != nil {
+		return err
+	}
+	defer stopCluster()
 
 	// Temporal: TEMPORAL_ADDRESS, or the dev server with its SQLite file
 	// under .data so that workflows survive a restart.
-	uiURL := ""
-	if !explicit["temporal-address"] && os.Getenv("TEMPORAL_ADDRESS") == "" && os.Getenv(envName("temporal-address")) == "" {
+	if embeddedTemporal && *temporalKind == "dev" {
 		t, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
 			DBFile:           filepath.Join(abs, "temporal", "temporal.db"),
 			Port:             *temporalPort,
@@ -92,9 +98,9 @@ func runDev(ctx context.Context, args []string) error {
 		defer t.Stop()
 		*api.temporal = t.Address()
 		uiURL = t.UIURL()
-		if !explicit["codec-cors-origins"] && uiURL != "" {
-			*codecFlags.origins = uiURL + "," + strings.Replace(uiURL, "127.0.0.1", "localhost", 1)
-		}
+	}
+	if !explicit["codec-cors-origins"] && uiURL != "" {
+		*codecFlags.origins = uiURL + "," + strings.Replace(uiURL, "127.0.0.1", "localhost", 1)
 	}
 
 	st, err := openStore(ctx, *api.databaseURL, true)
@@ -102,7 +108,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	tc, err := dialTemporal(*api.temporal, *api.namespace, codec, log)
+	tc, err := dialTemporal(*api.temporal, *api.namespace, api.temporalTLS, codec, log)
 	if err != nil {
 		return err
 	}

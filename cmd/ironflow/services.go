@@ -52,27 +52,30 @@ func openStore(ctx context.Context, url string, migrate bool) (*store.Store, err
 
 // dialTemporal connects to Temporal; every payload the client (and the
 // workers built on it) sends is sealed by codec (package payload).
-func dialTemporal(address, namespace string, codec *payload.Codec, log *slog.Logger) (client.Client, error) {
+func dialTemporal(address, namespace string, tlsFlags temporalTLSFlags, codec *payload.Codec, log *slog.Logger) (client.Client, error) {
 	opts := client.Options{
 		HostPort:  address,
 		Namespace: namespace,
 		Logger:    tlog.NewStructuredLogger(log.With("component", "temporal")),
 	}
+	if err := tlsFlags.apply(&opts); err != nil {
+		return nil, err
+	}
 	codec.Apply(&opts)
 	c, err := client.Dial(opts)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; is the Temporal server running? 'ironflow dev' starts one", address, namespace, err)
+		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; %s", address, namespace, err, tlsFlags.explain(err))
 	}
 	return c, nil
 }
 
 // connect opens the database and the Temporal client a process needs.
-func connect(ctx context.Context, dbURL, temporalAddr, namespace string, codec *payload.Codec, log *slog.Logger) (*store.Store, client.Client, func(), error) {
+func connect(ctx context.Context, dbURL, temporalAddr, namespace string, tlsFlags temporalTLSFlags, codec *payload.Codec, log *slog.Logger) (*store.Store, client.Client, func(), error) {
 	st, err := openStore(ctx, dbURL, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	tc, err := dialTemporal(temporalAddr, namespace, codec, log)
+	tc, err := dialTemporal(temporalAddr, namespace, tlsFlags, codec, log)
 	if err != nil {
 		st.Close()
 		return nil, nil, nil, err
@@ -124,6 +127,7 @@ type apiFlags struct {
 	tls                                                                 httpTLS
 	signal                                                              signalKeyFlags
 	payload                                                             payloadKeyFlags
+	temporalTLS                                                         temporalTLSFlags
 }
 
 // signalKeyFlags name the key the API signs heartbeat signals with and the
@@ -162,7 +166,8 @@ func addAPIFlags(s *settings) apiFlags {
 		signal: addSignalKeyFlags(s),
 
 		// Seals every payload the API hands to Temporal (docs/security.md).
-		payload: addPayloadKeyFlags(s),
+		payload:     addPayloadKeyFlags(s),
+		temporalTLS: addTemporalTLSFlags(s),
 	}
 }
 
@@ -239,7 +244,7 @@ func runAPICommand(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logger()
-	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, codec, log)
+	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, f.temporalTLS, codec, log)
 	if err != nil {
 		return err
 	}
@@ -264,6 +269,7 @@ type workerFlags struct {
 	glance                                                                         glanceFlags
 	signal                                                                         signalKeyFlags
 	payload                                                                        payloadKeyFlags
+	temporalTLS                                                                    temporalTLSFlags
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -290,10 +296,11 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	f.conductorInterval = s.Duration("conductor-heartbeat-interval", worker.DefaultHeartbeatInterval, "how often the worker records that it is alive")
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
-		f.signal, f.payload = shared.signal, shared.payload
+		f.signal, f.payload, f.temporalTLS = shared.signal, shared.payload, shared.temporalTLS
 	} else {
 		f.signal = addSignalKeyFlags(s)
 		f.payload = addPayloadKeyFlags(s)
+		f.temporalTLS = addTemporalTLSFlags(s)
 		// ironflow dev shares these with its boot service (addBootFlags).
 		f.isoDir = s.String("iso-dir", "", "where this worker builds agent ISOs for virtual media; the boot service must serve the same directory under /iso/ (empty: no virtual media)")
 		f.imagesDir = s.String("images-dir", "", "the agent kernel and initramfs (agent.kernel, agent.initramfs) the ISOs are built from")
@@ -395,7 +402,7 @@ func runWorkerCommand(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logger()
-	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, codec, log)
+	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, f.temporalTLS, codec, log)
 	if err != nil {
 		return err
 	}

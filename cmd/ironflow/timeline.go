@@ -27,6 +27,7 @@ func runTimeline(ctx context.Context, args []string) error {
 	temporal := s.String("temporal-address", defaultTemporalAddress, "Temporal frontend host:port", "TEMPORAL_ADDRESS")
 	namespace := s.String("temporal-namespace", defaultNamespace, "Temporal namespace", "TEMPORAL_NAMESPACE")
 	keys := addPayloadKeyFlags(s)
+	tlsFlags := addTemporalTLSFlags(s)
 	if err := s.parse(args); err != nil {
 		return err
 	}
@@ -43,6 +44,9 @@ func runTimeline(ctx context.Context, args []string) error {
 		}
 	}
 	opts := client.Options{HostPort: *temporal, Namespace: *namespace, Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))}
+	if err := tlsFlags.apply(&opts); err != nil {
+		return err
+	}
 	codec.Apply(&opts)
 	c, err := client.Dial(opts)
 	if err != nil {
