@@ -91,7 +91,7 @@ ramdisk: build kernel
 	@ln -f $(DATA)/ramdisk/vmlinuz $(DATA)/images/agent.kernel
 	@ln -f $(DATA)/ramdisk/initramfs.cpio.gz $(DATA)/images/agent.initramfs
 
-run: deps-run tools build
+run: deps-run $(TEMPORAL) build
 	@$(MAKE) --no-print-directory ramdisk || echo "make run: the agent ramdisk could not be built; fake-hardware nodes work without it"
 	$(IRONFLOW) dev --data-dir $(DATA)
 
@@ -129,7 +129,7 @@ bench: deps tools build ramdisk
 
 # The workflow histories of this version, replayed by every later one's
 # go test (docs/versioning.md): a directory named for the commit.
-record-histories: tools
+record-histories: $(TEMPORAL)
 	$(GO) run ./workflows/testdata/record workflows/testdata/history/$$(git rev-parse --short HEAD)
 
 # The soak (README, "Soak"; not part of make test): SOAK_NODES fake-hardware
@@ -137,7 +137,7 @@ record-histories: tools
 # and Temporal are killed; every node must end active or failed with a
 # last_error.
 SOAK_NODES ?= 1000
-soak: deps tools build
+soak: deps $(TEMPORAL) build
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 150m ./tests/ -soak.nodes $(SOAK_NODES)
 
 lint: go-check
