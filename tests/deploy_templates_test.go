@@ -44,8 +44,8 @@ func TestDeployTemplateStepRunsOnDeploy(t *testing.T) {
 	}
 
 	img := newImageServer(t, 8<<20)
-	uuid := enrollAgentNode(t, "template-node-0", "52:54:00:bb:05:01", img)
-	startSimMachine(t, uuid, []string{"52:54:00:bb:05:01"}, sim.Config{})
+	uuid := enrollAgentNode(t, "template-node-0", "52:54:00:7e:01:01", img)
+	startSimMachine(t, uuid, []string{"52:54:00:7e:01:01"}, sim.Config{})
 	mustCLI(t, "node", "add", "trait", uuid, trait)
 	// The CLI deserializes the JSON list, as the README shows.
 	mustCLI(t, "node", "set", uuid, "--instance-info", `traits=["`+trait+`"]`)
