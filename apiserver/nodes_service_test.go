@@ -87,3 +87,22 @@ func TestServiceWithRunbook(t *testing.T) {
 		t.Errorf("request %+v", last)
 	}
 }
+
+// TestV1DocumentListsTemplatesAndRunbooks: as Ironic's root, /v1 links
+// deploy_templates from 1.55 and runbooks from 1.92.
+func TestV1DocumentListsTemplatesAndRunbooks(t *testing.T) {
+	needRunbookVersion(t)
+	e := newEnv(t)
+	for _, c := range []struct {
+		ver                string
+		templates, runbook bool
+	}{{"1.54", false, false}, {"1.55", true, false}, {"1.91", true, false}, {"1.92", true, true}} {
+		doc := e.do("GET", "/v1", c.ver, nil).json(t)
+		if _, ok := doc["deploy_templates"]; ok != c.templates {
+			t.Errorf("%s: deploy_templates link %v, want %v", c.ver, ok, c.templates)
+		}
+		if _, ok := doc["runbooks"]; ok != c.runbook {
+			t.Errorf("%s: runbooks link %v, want %v", c.ver, ok, c.runbook)
+		}
+	}
+}
