@@ -107,7 +107,7 @@ func agentPorts(ports []*store.Port) []map[string]any {
 	return out
 }
 
-// GetAgentSteps lists the agent's deploy or clean steps.
+// GetAgentSteps lists the agent's deploy, clean or service steps.
 func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
 	crashPoint(ctx, in.Agent.NodeUUID, "GetAgentSteps", "start")
 	defer keepAlive(ctx)()
@@ -117,9 +117,12 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 	}
 	defer c.Close()
 	var list client.StepList
-	if in.Kind == workflows.StepKindClean {
+	switch in.Kind {
+	case workflows.StepKindClean:
 		list, err = c.GetCleanSteps(ctx, agentNode(n), agentPorts(ports))
-	} else {
+	case workflows.StepKindService:
+		list, err = c.GetServiceSteps(ctx, agentNode(n), agentPorts(ports))
+	default:
 		list, err = c.GetDeploySteps(ctx, agentNode(n), agentPorts(ports))
 	}
 	if err != nil {
@@ -270,8 +273,11 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 		}
 		step.Args = args
 	}
-	if in.Kind == workflows.StepKindClean {
+	switch in.Kind {
+	case workflows.StepKindClean:
 		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
+	case workflows.StepKindService:
+		return c.ExecuteServiceStep(ctx, step, agentNode(n), agentPorts(ports))
 	}
 	node, err := a.agentDeployNode(ctx, n)
 	if err != nil {
@@ -288,8 +294,11 @@ func (a *Activities) findCommand(ctx context.Context, c *client.Client, in workf
 		return ""
 	}
 	want := "deploy.execute_deploy_step"
-	if in.Kind == workflows.StepKindClean {
+	switch in.Kind {
+	case workflows.StepKindClean:
 		want = "clean.execute_clean_step"
+	case workflows.StepKindService:
+		want = "service.execute_service_step"
 	}
 	if in.Step.StepID == workflows.StepPrepareInstanceBoot {
 		want = "image.install_bootloader"

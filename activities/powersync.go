@@ -29,6 +29,8 @@ var syncExcludedStates = map[workflows.State]bool{
 	workflows.Enroll:     true,
 	workflows.DeployWait: true,
 	workflows.CleanWait:  true,
+	// A node waiting for its agent during servicing, as in clean wait.
+	workflows.ServiceWait: true,
 }
 
 // HeldFunc reports which of the given nodes a provisioning workflow holds

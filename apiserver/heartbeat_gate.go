@@ -25,6 +25,7 @@ const signalEveryFraction = 5
 // call back: every heartbeat is signalled.
 var callbackStates = []string{
 	workflows.StateDeployWait, workflows.StateCleanWait, workflows.StateInspectWait, workflows.StateRescueWait,
+	string(workflows.ServiceWait),
 }
 
 // gateSweepEvery bounds how often expired entries are dropped from the gate.

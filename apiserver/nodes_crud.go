@@ -100,7 +100,7 @@ func (s *server) createNode(c *gin.Context) error {
 	n := &store.Node{
 		DriverInfo: map[string]any{}, DriverInternalInfo: map[string]any{}, InstanceInfo: map[string]any{},
 		Properties: map[string]any{}, Extra: map[string]any{}, CleanStep: map[string]any{},
-		DeployStep: map[string]any{}, NetworkData: map[string]any{}, RAIDConfig: map[string]any{},
+		DeployStep: map[string]any{}, ServiceStep: map[string]any{}, NetworkData: map[string]any{}, RAIDConfig: map[string]any{},
 		TargetRAIDConfig: map[string]any{}, Traits: []string{},
 	}
 	set, err := nodeResource.create(n, body, ver(c))

@@ -82,6 +82,7 @@ var nodeFields = []nodeField{
 	{name: "retired_reason", since: v61Retired, value: optText(func(n *node) **string { return &n.RetiredReason }, 255), access: writable},
 	{name: "secure_boot", since: v75BootMode, value: optFlag(func(n *node) **bool { return &n.SecureBoot })},
 	{name: "parent_node", since: v83ParentChildNodes, value: optText(func(n *node) **string { return &n.ParentNode }, 0).setBy(setParentNode), access: writable},
+	{name: "service_step", since: v87Service, value: dict(func(n *node) *map[string]any { return &n.ServiceStep })},
 	{name: "shard", since: v82Shard, value: optText(func(n *node) **string { return &n.Shard }, 255), access: writable,
 		filter: &nodeFilter{since: v82Shard, apply: filterShards}},
 	{name: "storage_interface", since: v33StorageIface, value: ifaceName(func(n *node) *string { return &n.StorageInterface }), access: writable},

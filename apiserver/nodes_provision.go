@@ -23,7 +23,7 @@ var verbSince = map[workflows.Verb]int{
 	workflows.VerbInspect: v6InspectState, workflows.VerbAbort: v13AbortVerb, workflows.VerbClean: v15ManualClean,
 	workflows.VerbDeploy: v73DeployVerbs, workflows.VerbUndeploy: v73DeployVerbs,
 	workflows.VerbRescue: v38RescueIface, workflows.VerbUnrescue: v38RescueIface,
-	workflows.VerbUnhold: v85UnholdVerb,
+	workflows.VerbUnhold: v85UnholdVerb, workflows.VerbService: v87Service,
 }
 
 // deploysImage reports whether verb writes an instance: the verbs that take
@@ -175,6 +175,7 @@ type provisionBody struct {
 	// that neither the drive nor its secrets enter the workflow's history.
 	storedConfigDrive string
 	cleanSteps        json.RawMessage
+	serviceSteps      json.RawMessage // API 1.87
 	deploySteps       json.RawMessage
 	disableRamdisk    bool
 	runbook           string // a runbook's UUID or name (API 1.92): steps_resolve.go
@@ -221,8 +222,24 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if req.cleanSteps, err = stepsArg(body, "clean_steps"); err != nil {
 		return req, err
 	}
-	if req.runbook, err = runbookArg(c, body, verb, req.cleanSteps); err != nil {
+	if req.serviceSteps, err = stepsArg(body, "service_steps"); err != nil {
 		return req, err
+	}
+	if req.serviceSteps != nil && ver(c) < v87Service {
+		return req, notAcceptable()
+	}
+	given := req.cleanSteps
+	if given == nil {
+		given = req.serviceSteps
+	}
+	if req.runbook, err = runbookArg(c, body, verb, given); err != nil {
+		return req, err
+	}
+	if workflows.Verb(verb) == workflows.VerbService && req.serviceSteps == nil && req.runbook == "" {
+		return req, badRequest("\"service_steps\" is required when setting target provision state to service")
+	}
+	if req.serviceSteps != nil && workflows.Verb(verb) != workflows.VerbService {
+		return req, badRequest("\"service_steps\" is only valid when setting target provision state to service")
 	}
 	if workflows.Verb(verb) == workflows.VerbClean && req.cleanSteps == nil && req.runbook == "" {
 		return req, badRequest("\"clean_steps\" is required when setting target provision state to clean")
@@ -255,7 +272,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 		if req.disableRamdisk, err = boolValue(v); err != nil {
 			return req, badRequest("Invalid disable_ramdisk: %s", err.Error())
 		}
-		if req.disableRamdisk && workflows.Verb(verb) != workflows.VerbClean {
+		if req.disableRamdisk && workflows.Verb(verb) != workflows.VerbClean && workflows.Verb(verb) != workflows.VerbService {
 			return req, badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service")
 		}
 	}
@@ -410,7 +427,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	// node (ProvisionRequest.ConfigDrive is for histories recorded before).
 	err = s.startProvision(ctx, n.UUID, t.Next, workflows.ProvisionRequest{
 		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
-		DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps,
+		DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps, ServiceSteps: req.serviceSteps,
 		DisableRamdisk: req.disableRamdisk, ConductorGroup: n.ConductorGroup,
 		RequestedAt: time.Now().UTC(),
 	})

@@ -10,31 +10,36 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// checkSteps refuses, before anything runs, a manual cleaning whose steps
-// the node cannot run: Ironic's step checks (ironic/conductor/steps.py),
-// against the steps the node's interfaces declare and the agent's (those
-// it reported last, else the ones the ironflow agent advertises), with
-// Ironic's messages. The workflow checks again against the list the agent
-// returns once it is up.
+// checkSteps refuses, before anything runs, a manual cleaning or a
+// servicing whose steps the node cannot run: Ironic's step checks
+// (ironic/conductor/steps.py), against the steps the node's interfaces
+// declare and the agent's (those it reported last, else the ones the
+// ironflow agent advertises), with Ironic's messages. The workflow checks
+// again against the list the agent returns once it is up.
 func checkSteps(n *store.Node, req provisionBody) error {
-	if workflows.Verb(req.verb) != workflows.VerbClean {
+	kind, raw, what := workflows.StepKindClean, req.cleanSteps, "clean"
+	switch workflows.Verb(req.verb) {
+	case workflows.VerbClean:
+	case workflows.VerbService:
+		kind, raw, what = workflows.StepKindService, req.serviceSteps, "service"
+	default:
 		return nil
 	}
-	user, err := workflows.ParseUserSteps(req.cleanSteps)
+	user, err := workflows.ParseUserSteps(raw)
 	if err != nil {
-		return badRequest("Invalid clean_steps: %s", err.Error())
+		return badRequest("Invalid %s_steps: %s", what, err.Error())
 	}
-	available := workflows.InterfaceSteps(workflows.StepKindClean, map[string]hardware.Interface{
+	available := workflows.InterfaceSteps(kind, map[string]hardware.Interface{
 		"bios": hardware.Interface(n.BIOSInterface), "raid": hardware.Interface(n.RAIDInterface)})
-	available = append(available, workflows.KnownAgentSteps(workflows.StepKindClean, cachedAgentSteps(n, workflows.StepKindClean))...)
-	_, err = workflows.MergeSteps(workflows.PlanInput{Kind: workflows.StepKindClean, Available: available, User: user,
+	available = append(available, workflows.KnownAgentSteps(kind, cachedAgentSteps(n, kind))...)
+	_, err = workflows.MergeSteps(workflows.PlanInput{Kind: kind, Available: available, User: user,
 		Manual: true, DisableRamdisk: req.disableRamdisk})
 	var perr *workflows.PlanError
 	if errors.As(err, &perr) {
-		return badRequest("Cannot clean node %s: %s", n.UUID, perr.Error())
+		return badRequest("Cannot %s node %s: %s", what, n.UUID, perr.Error())
 	}
 	if err != nil {
-		return fmt.Errorf("check the clean steps of node %s: %w", n.UUID, err)
+		return fmt.Errorf("check the %s steps of node %s: %w", what, n.UUID, err)
 	}
 	return nil
 }

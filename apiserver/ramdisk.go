@@ -31,6 +31,7 @@ const (
 var lookupStates = []string{
 	workflows.StateDeploying, workflows.StateDeployWait, workflows.StateCleaning, workflows.StateCleanWait,
 	workflows.StateInspecting, workflows.StateInspectWait, string(workflows.Rescuing), string(workflows.RescueWait),
+	string(workflows.ServiceWait),
 }
 
 // agentStatuses are the agent_status values a heartbeat may carry (1.72).

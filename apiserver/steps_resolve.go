@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // Deploy templates and runbooks turned into the steps a workflow runs, as
@@ -191,7 +192,11 @@ func (s *server) resolveSteps(ctx context.Context, n *store.Node, req provisionB
 		if err != nil {
 			return req, err
 		}
-		req.cleanSteps = rb.Steps
+		if req.verb == string(workflows.VerbService) {
+			req.serviceSteps = rb.Steps
+		} else {
+			req.cleanSteps = rb.Steps
+		}
 		req.disableRamdisk = req.disableRamdisk || rb.DisableRamdisk
 	}
 	return req, nil

@@ -13,12 +13,12 @@ import (
 // the minimum, as Ironic (clients that predate microversions get 1.1).
 const (
 	MinVersionMinor = 1
-	MaxVersionMinor = 86
+	MaxVersionMinor = 92
 )
 
 // servedMaxMinor is the maximum negotiation serves: MaxVersionMinor, and
-// only tests of versions implemented ahead of it (docs/api-versions.md:
-// 1.88 to 1.91 wait for 1.87) raise it, for the length of one test.
+// only tests of versions implemented ahead of it (docs/api-versions.md)
+// raise it, for the length of one test.
 var servedMaxMinor = MaxVersionMinor
 
 // Headers of microversion negotiation.
@@ -99,6 +99,9 @@ const (
 	v84ContinueInspection = 84
 	v85UnholdVerb         = 85
 	v86FirmwareInterface  = 86
+	// v87Service: the service verb, service_steps and the node's
+	// service_step.
+	v87Service            = 87
 	v88PortName           = 88
 	v89AttachDetachVmedia = 89
 	v90OVNVtep            = 90
@@ -228,10 +231,16 @@ func (s *server) v1Document(c *gin.Context) {
 	if ver(c) >= v49Conductors {
 		doc["conductors"] = res("conductors")
 	}
+	if ver(c) >= v55DeployTemplates {
+		doc["deploy_templates"] = res("deploy_templates")
+	}
 	// Chassis (above, every version) and shards (1.82) exist: the
 	// node-fields resources.
 	if ver(c) >= v82Shard {
 		doc["shards"] = res("shards")
+	}
+	if ver(c) >= v92Runbooks {
+		doc["runbooks"] = res("runbooks")
 	}
 	c.JSON(http.StatusOK, doc)
 }

@@ -71,6 +71,7 @@ type Node struct {
 	Extra              map[string]any `json:"extra" db:"extra"`
 	CleanStep          map[string]any `json:"clean_step" db:"clean_step"`
 	DeployStep         map[string]any `json:"deploy_step" db:"deploy_step"`
+	ServiceStep        map[string]any `json:"service_step" db:"service_step"`
 	NetworkData        map[string]any `json:"network_data" db:"network_data"`
 	RAIDConfig         map[string]any `json:"raid_config" db:"raid_config"`
 	TargetRAIDConfig   map[string]any `json:"target_raid_config" db:"target_raid_config"`
@@ -185,6 +186,7 @@ var nodeFields = []nodeField{
 	{"extra", func(n *Node) any { return &n.Extra }, true},
 	{"clean_step", func(n *Node) any { return &n.CleanStep }, true},
 	{"deploy_step", func(n *Node) any { return &n.DeployStep }, true},
+	{"service_step", func(n *Node) any { return &n.ServiceStep }, true},
 	{"network_data", func(n *Node) any { return &n.NetworkData }, true},
 	{"raid_config", func(n *Node) any { return &n.RAIDConfig }, true},
 	{"target_raid_config", func(n *Node) any { return &n.TargetRAIDConfig }, true},
@@ -262,7 +264,7 @@ func selectNodeFields(names []string) (cols string, fields []nodeField, err erro
 // JSON maps and traits made non-nil so that they are stored as {} and '{}'.
 func writableNodeValues(n *Node) (cols []string, vals []any) {
 	for _, m := range []*map[string]any{&n.DriverInfo, &n.DriverInternalInfo, &n.InstanceInfo,
-		&n.Properties, &n.Extra, &n.CleanStep, &n.DeployStep, &n.NetworkData, &n.RAIDConfig, &n.TargetRAIDConfig} {
+		&n.Properties, &n.Extra, &n.CleanStep, &n.DeployStep, &n.ServiceStep, &n.NetworkData, &n.RAIDConfig, &n.TargetRAIDConfig} {
 		if *m == nil {
 			*m = map[string]any{}
 		}

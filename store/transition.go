@@ -15,8 +15,8 @@ type Transition struct {
 	// Target and LastError are written as given (nil clears them).
 	Target    *string
 	LastError *string
-	// StepKind "clean" or "deploy" sets that step field to Step (nil: {});
-	// any other kind clears both.
+	// StepKind "clean", "deploy" or "service" sets that step field to Step
+	// (nil: {}); any other kind clears them all.
 	StepKind string
 	Step     map[string]any
 	// DropInternal are driver_internal_info keys to remove.
@@ -67,8 +67,9 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 			UPDATE nodes SET provision_state = $2, target_provision_state = $3, last_error = $4,
 				provision_updated_at = CASE WHEN provision_state <> $2 THEN now() ELSE provision_updated_at END,
 				updated_at = now(),
-				clean_step = CASE $6 WHEN 'clean' THEN $7::jsonb WHEN 'deploy' THEN clean_step ELSE '{}'::jsonb END,
-				deploy_step = CASE $6 WHEN 'deploy' THEN $7::jsonb WHEN 'clean' THEN deploy_step ELSE '{}'::jsonb END,
+				clean_step = CASE $6 WHEN 'clean' THEN $7::jsonb WHEN 'deploy' THEN clean_step WHEN 'service' THEN clean_step ELSE '{}'::jsonb END,
+				deploy_step = CASE $6 WHEN 'deploy' THEN $7::jsonb WHEN 'clean' THEN deploy_step WHEN 'service' THEN deploy_step ELSE '{}'::jsonb END,
+				service_step = CASE $6 WHEN 'service' THEN $7::jsonb ELSE '{}'::jsonb END,
 				driver_internal_info = (driver_internal_info - $8::text[]) || $16::jsonb
 			WHERE uuid = $1 AND (cardinality($5::text[]) = 0 OR provision_state = ANY($5::text[]))
 			RETURNING uuid),
@@ -91,12 +92,13 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 }
 
 // RecordStep shows the step that starts running as the node's deploy_step
-// (kind "deploy") or clean_step (kind "clean"), leaving the rest of the node
+// (kind "deploy"), clean_step (kind "clean") or service_step (kind
+// "service"), leaving the rest of the node
 // as it is: the worker records it when a step begins, between the
 // transitions a workflow records. It returns ErrNotFound when the node does
 // not exist.
 func (s *Store) RecordStep(ctx context.Context, nodeUUID, kind string, step map[string]any) error {
-	if kind != "deploy" && kind != "clean" {
+	if kind != "deploy" && kind != "clean" && kind != "service" {
 		return fmt.Errorf("record %q step of node %s: %w", kind, nodeUUID, ErrInvalidInput)
 	}
 	if step == nil {
@@ -106,6 +108,7 @@ func (s *Store) RecordStep(ctx context.Context, nodeUUID, kind string, step map[
 	tag, err := s.pool.Exec(ctx, `UPDATE nodes SET
 			deploy_step = CASE $2 WHEN 'deploy' THEN $3::jsonb ELSE deploy_step END,
 			clean_step = CASE $2 WHEN 'clean' THEN $3::jsonb ELSE clean_step END,
+			service_step = CASE $2 WHEN 'service' THEN $3::jsonb ELSE service_step END,
 			updated_at = now()
 		WHERE uuid = $1`, u, kind, step)
 	if err != nil {

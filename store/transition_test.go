@@ -154,3 +154,33 @@ func TestRecordStepShowsTheRunningStepOnly(t *testing.T) {
 		t.Fatalf("missing node: %v, want ErrNotFound", err)
 	}
 }
+
+// A service step (API 1.87) is the node's service_step, set by RecordStep
+// and RecordTransition of kind "service" and cleared by any other kind,
+// leaving deploy_step and clean_step alone.
+func TestServiceStepIsRecordedAndCleared(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{ProvisionState: "servicing", TargetProvisionState: ptr("active"),
+		DeployStep: map[string]any{"interface": "deploy", "step": "write_image"}})
+	step := map[string]any{"interface": "deploy", "step": "erase_pstore"}
+	if err := s.RecordStep(ctx, n.UUID, "service", step); err != nil {
+		t.Fatalf("RecordStep service: %v", err)
+	}
+	if got := mustGet(t, s, n.UUID); got.ServiceStep["step"] != "erase_pstore" || got.DeployStep["step"] != "write_image" {
+		t.Fatalf("after RecordStep service: service_step %v, deploy_step %v", got.ServiceStep, got.DeployStep)
+	}
+	if err := s.RecordTransition(ctx, n.UUID, store.Transition{To: "service wait", Target: ptr("active"), StepKind: "service",
+		Step: map[string]any{"interface": "deploy", "step": "burnin_cpu"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, s, n.UUID); got.ServiceStep["step"] != "burnin_cpu" || got.DeployStep["step"] != "write_image" {
+		t.Fatalf("after a service transition: service_step %v, deploy_step %v", got.ServiceStep, got.DeployStep)
+	}
+	if err := s.RecordTransition(ctx, n.UUID, store.Transition{To: "active"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, s, n.UUID); len(got.ServiceStep) != 0 {
+		t.Fatalf("service_step kept after active: %v", got.ServiceStep)
+	}
+}

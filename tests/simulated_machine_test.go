@@ -64,7 +64,7 @@ func (m *simMachine) run(ctx context.Context) {
 			continue
 		}
 		if n.ProvisionState != "wait call-back" && n.ProvisionState != "clean wait" && n.ProvisionState != "inspect wait" &&
-			n.ProvisionState != "rescue wait" {
+			n.ProvisionState != "rescue wait" && n.ProvisionState != "service wait" {
 			continue
 		}
 		if cur := m.current(); cur != nil && cur.PoweredOn() {

@@ -56,6 +56,7 @@ func Workflows() map[string]any {
 		// API 1.89 (docs/api-versions.md).
 		workflows.WorkflowChangeVirtualMedia: workflows.ChangeVirtualMedia,
 		workflows.WorkflowCleanNode:          workflows.CleanNode,
+		workflows.WorkflowServiceNode:        workflows.ServiceNode,
 	}
 }
 

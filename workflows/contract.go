@@ -65,7 +65,9 @@ type ProvisionRequest struct {
 	ConfigDrive json.RawMessage `json:"configdrive,omitempty"`
 	DeploySteps json.RawMessage `json:"deploy_steps,omitempty"`
 	CleanSteps  json.RawMessage `json:"clean_steps,omitempty"`
-	// DisableRamdisk is Ironic's manual-cleaning flag (1.70).
+	// ServiceSteps are the service verb's steps (API 1.87).
+	ServiceSteps json.RawMessage `json:"service_steps,omitempty"`
+	// DisableRamdisk is Ironic's manual-cleaning and servicing flag (1.70).
 	DisableRamdisk bool `json:"disable_ramdisk,omitempty"`
 	// ConductorGroup routes hardware activities to HardwareQueue(ConductorGroup).
 	ConductorGroup string    `json:"conductor_group"`

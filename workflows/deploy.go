@@ -259,9 +259,9 @@ func (r *run) finish(err error) error {
 		// Whatever this workflow prepared to boot (agent, installer and its
 		// kickstart with a token, ramdisk) is removed; CleanBoot is
 		// idempotent when there is nothing.
-		// (Rescue and unrescue always boot the agent.)
+		// (Rescue, unrescue and servicing always boot the agent.)
 		if hardware.DeployOf(r.node.DeployInterface).PreparesBoot() || r.node.VirtualMedia() ||
-			r.status.Operation == OpRescue || r.status.Operation == OpUnrescue {
+			r.status.Operation == OpRescue || r.status.Operation == OpUnrescue || r.status.Operation == OpService {
 			if cerr := r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil); cerr != nil {
 				workflow.GetLogger(r.ctx).Warn("clean up boot after failure", "node", r.node.UUID, "error", errorText(cerr))
 			}

@@ -25,6 +25,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowRescueNode: RescueNode, WorkflowUnrescueNode: UnrescueNode,
 	WorkflowChangeVirtualMedia: ChangeVirtualMedia,
 	WorkflowCleanNode:          CleanNode,
+	WorkflowServiceNode:        ServiceNode,
 }
 
 // Histories recorded by earlier versions of these workflows (one directory

@@ -162,6 +162,8 @@ func loadFailureState(operation Operation, from State) State {
 		return RescueFailed
 	case OpUnrescue:
 		return UnrescueFailed
+	case OpService:
+		return ServiceFailed
 	}
 	return ""
 }
@@ -364,8 +366,11 @@ func (r *run) step(name string, fn func() error) error {
 
 // stepKind is the step field this workflow's steps show in.
 func (r *run) stepKind() StepKind {
-	if r.fail == CleanFailed {
+	switch r.fail {
+	case CleanFailed:
 		return StepKindClean
+	case ServiceFailed:
+		return StepKindService
 	}
 	return StepKindDeploy
 }

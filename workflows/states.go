@@ -59,7 +59,7 @@ func KnownStates() []State {
 // workflow may wait for an operator.
 func (s State) Failed() bool {
 	switch s {
-	case DeployFailed, CleanFailed, InspectFailed, AdoptFailed, RescueFailed, UnrescueFailed:
+	case DeployFailed, CleanFailed, InspectFailed, AdoptFailed, RescueFailed, UnrescueFailed, ServiceFailed:
 		return true
 	}
 	return false
@@ -89,6 +89,9 @@ const (
 	// VerbUnhold (API 1.85) lets a step plan paused by a hold step go on:
 	// from a "* hold" state back to its wait state.
 	VerbUnhold Verb = "unhold"
+	// VerbService (API 1.87) runs service steps on an active node and
+	// returns it to active.
+	VerbService Verb = "service"
 )
 
 // Operation is what a node's workflow does: the Operation search attribute,
@@ -112,6 +115,8 @@ const (
 	// workflow of ironflow holds yet, so the API refuses it as not
 	// supported (docs/api-versions.md).
 	OpUnhold Operation = "unhold"
+	// OpService is servicing (API 1.87): ServiceNode.
+	OpService Operation = "service"
 )
 
 // Workflow type names: the names the worker registers each workflow under
@@ -159,6 +164,8 @@ func (op Operation) Workflow() (name string, ok bool) {
 		return WorkflowChangeVirtualMedia, true
 	case OpClean:
 		return WorkflowCleanNode, true
+	case OpService:
+		return WorkflowServiceNode, true
 	}
 	return "", false
 }
@@ -225,9 +232,15 @@ func decide(state State, verb Verb) (op Operation, next, target State, ok bool) 
 		if state == Manageable {
 			return OpClean, Cleaning, Manageable, true
 		}
+	case VerbService:
+		// Ironic's state machine: active and service failed --service-->
+		// servicing.
+		if state == Active || state == ServiceFailed {
+			return OpService, Servicing, Active, true
+		}
 	case VerbRescue:
 		switch state {
-		case Active, Rescue, RescueFailed, UnrescueFailed:
+		case Active, Rescue, RescueFailed, UnrescueFailed, ServiceFailed:
 			return OpRescue, Rescuing, Rescue, true
 		}
 	case VerbUnrescue:
@@ -251,7 +264,7 @@ func decide(state State, verb Verb) (op Operation, next, target State, ok bool) 
 		// ironflow also aborts a failed step's wait for an operator.
 		switch state {
 		case DeployWait, CleanWait, InspectWait, RescueWait, DeployFailed, CleanFailed, InspectFailed,
-			RescueFailed, UnrescueFailed:
+			RescueFailed, UnrescueFailed, ServiceWait, ServiceFailed:
 			return OpAbort, state, "", true
 		}
 	}

@@ -77,12 +77,25 @@ var ironflowAgentSteps = map[StepKind][]Step{
 		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true},
 		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true},
 	},
+	// The service steps carry the agent's argsinfo (agent/stepargs.go,
+	// none required), so that a servicing with arguments is accepted
+	// before the node's agent has ever reported its service steps.
 	StepKindService: {
 		{StepID: StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "checkpoint")},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "vm_bytes", "checkpoint")},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "role", "partner", "port", "checkpoint")},
 	},
+}
+
+// optionalArgs declares arguments that are not required; their
+// descriptions are the agent's, once it reports them.
+func optionalArgs(names ...string) map[string]ArgInfo {
+	out := make(map[string]ArgInfo, len(names))
+	for _, n := range names {
+		out[n] = ArgInfo{}
+	}
+	return out
 }
 
 // KnownAgentSteps is ironflowAgentSteps of kind, unless cached (the steps

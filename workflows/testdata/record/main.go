@@ -119,6 +119,9 @@ func acts() map[string]any {
 		},
 		workflows.ActGetPowerState: func(ctx context.Context, n workflows.NodeInfo) (string, error) { return "power off", nil },
 		workflows.ActGetAgentSteps: func(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
+			if in.Kind == workflows.StepKindService {
+				return []workflows.Step{{StepID: workflows.StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true}}, nil
+			}
 			return []workflows.Step{{StepID: workflows.StepEraseDevicesMetadata, Priority: 0}, {StepID: workflows.StepEraseDevices, Priority: 10}}, nil
 		},
 		workflows.ActRunAgentStep: func(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
@@ -264,6 +267,12 @@ func main() {
 				CleanSteps: json.RawMessage(steps), DisableRamdisk: disableRamdisk}
 		}
 	}
+	serviceReq := func(steps string, disableRamdisk bool) func(string) any {
+		return func(uuid string) any {
+			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbService), FromState: string(workflows.Active),
+				ServiceSteps: json.RawMessage(steps), DisableRamdisk: disableRamdisk}
+		}
+	}
 	sc := []*scenario{
 		{name: "deploy-direct", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: hb},
 		{name: "deploy-direct-bmc-on-group-queue", wf: workflows.WorkflowDeployNode, deploy: "direct", remoteBMC: true, req: deploy, drive: hb},
@@ -317,6 +326,15 @@ func main() {
 		{name: "clean-manual-disable-ramdisk", wf: workflows.WorkflowCleanNode, deploy: "direct", req: cleanReq(`[{"interface":"bios","step":"factory_reset"}]`, true)},
 		{name: "clean-manual-step-fails-abort", wf: workflows.WorkflowCleanNode, deploy: "direct", req: cleanReq(`[{"interface":"deploy","step":"erase_devices"}]`, false),
 			fails: map[string]int{"deploy.erase_devices": 1}, drive: both(hb, signalAfter(2*time.Second, workflows.SignalAbort))},
+		// Servicing an active node: the agent's step and the instance's
+		// boot, an interface's step without the agent, a failed step the
+		// operator retries, and one the operator aborts (back to active).
+		{name: "service", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false), drive: hb},
+		{name: "service-disable-ramdisk", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"bios","step":"factory_reset"}]`, true)},
+		{name: "service-step-fails-retry", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false),
+			fails: map[string]int{"deploy.erase_pstore": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
+		{name: "service-step-fails-abort", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false),
+			fails: map[string]int{"deploy.erase_pstore": 1}, drive: both(hb, signalAfter(2*time.Second, workflows.SignalAbort))},
 		{name: "power-on", wf: workflows.WorkflowSetPowerState, deploy: "direct", req: func(uuid string) any {
 			return workflows.PowerRequest{NodeUUID: uuid, Target: "power on"}
 		}},

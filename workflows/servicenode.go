@@ -1,0 +1,182 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// WorkflowServiceNode is the name ServiceNode is registered and started
+// under.
+const WorkflowServiceNode = "ServiceNode"
+
+// ServiceNode is Ironic's servicing (API 1.87; Ironic's node servicing
+// documentation): active → servicing → service wait → active, running the
+// request's service_steps in the user's order on a deployed node. It is
+// manual cleaning (CleanNode) on an active node that must stay bootable:
+// the agent boots unless disable_ramdisk (the instance is down meanwhile),
+// and once the steps ran the agent powers off, its boot is removed and the
+// instance boots again from disk, as a deploy's last steps boot it.
+// driver_internal_info keeps service_steps and service_step_index while
+// it runs, service_step shows the running step. A failed step waits in
+// service failed for retry, skip-step or abort; abort in service wait ends
+// in service failed (Ironic's state machine), abort in service failed
+// boots the instance again and returns the node to active.
+func ServiceNode(ctx workflow.Context, req ProvisionRequest) error {
+	r, err := newRun(ctx, req, OpService)
+	if err != nil {
+		return err
+	}
+	r.active, r.fail = Servicing, ServiceFailed
+	r.holdAbort = func(s Step) bool { return !s.Abortable }
+	user, perr := ParseUserSteps(req.ServiceSteps)
+	event := fmt.Sprintf("Servicing: %d step(s)", len(user))
+	if req.DisableRamdisk {
+		event += ", without the agent (disable_ramdisk)"
+	}
+	if err := r.enter(Servicing, Active, event); err != nil {
+		return ended(err)
+	}
+	err = r.service(user, perr)
+	if err != nil {
+		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Clear: true}, nil); cerr != nil {
+			workflow.GetLogger(r.ctx).Warn("clear the service steps of a failed servicing", "node", r.node.UUID, "error", errorText(cerr))
+		}
+		if errors.Is(err, errAborted) && r.status.ProvisionState == ServiceFailed && r.abortMessage == "" {
+			// An operator's abort of a failed step: Ironic's state
+			// machine goes service failed --abort--> active. (A refused
+			// plan, failPlan, set abortMessage: it stays service failed.)
+			return r.abortToActive()
+		}
+		if errors.Is(err, errAborted) && r.abortMessage == "" {
+			r.abortMessage = "By request, the service operation was aborted"
+		}
+		return r.finish(err)
+	}
+	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Clear: true}, nil); err != nil {
+		return err
+	}
+	return r.record(RecordStateInput{To: Active, Event: "Servicing finished", ClearAgent: true})
+}
+
+func (r *run) service(user []UserStep, perr error) error {
+	oob := InterfaceSteps(StepKindService, r.node.StepInterfaces())
+	cannot := func(err error) error {
+		return r.failPlan(fmt.Sprintf("Cannot service node %s: %s", r.node.UUID, errorText(err)))
+	}
+	if perr != nil {
+		return cannot(perr)
+	}
+	var agentSteps []Step
+	if !r.req.DisableRamdisk {
+		if err := r.step("prepare service", r.bootAgent); err != nil {
+			return err
+		}
+		if err := r.step("wait call-back", func() error {
+			_, err := r.waitCallback(ServiceWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+			if err == nil {
+				err = r.enter(Servicing, Active, fmt.Sprintf("Agent called back from %s", r.agent))
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := r.step("get service steps", func() error {
+			return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: StepKindService}, &agentSteps)
+		}); err != nil {
+			return err
+		}
+	} else {
+		agentSteps = KnownAgentSteps(StepKindService, nil)
+	}
+	plan, err := MergeSteps(PlanInput{Kind: StepKindService, Available: append(oob, agentSteps...), User: user,
+		Manual: true, DisableRamdisk: r.req.DisableRamdisk})
+	if err != nil {
+		return cannot(err)
+	}
+	rec := StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Steps: plan}
+	if !r.req.DisableRamdisk {
+		rec.AgentSteps = agentSteps
+	}
+	if err := r.local(ActRecordStepPlan, rec, nil); err != nil {
+		return err
+	}
+	for i, s := range plan {
+		idx := i
+		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Index: &idx, OnlyIndex: true}, nil); err != nil {
+			return err
+		}
+		if err := r.runStep(s, (*run).serviceStep); err != nil {
+			return err
+		}
+		if r.abortAfter {
+			r.abortMessage = fmt.Sprintf("By request, the service operation was aborted after the completion of step \"%s\"", s.Name())
+			return errAborted
+		}
+	}
+	if r.req.DisableRamdisk {
+		return nil
+	}
+	return r.bootInstanceAfterService()
+}
+
+// bootInstanceAfterService is Ironic's tear_down_service and the
+// instance's boot: the agent powers off (the BMC makes sure), its boot is
+// removed, and the instance boots from disk, as a deploy's
+// prepare_instance_boot and boot_instance do.
+func (r *run) bootInstanceAfterService() error {
+	if err := r.step("tear down service", func() error {
+		if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
+			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
+		}
+		return r.power("power off")
+	}); err != nil {
+		return err
+	}
+	if err := r.step("clean up boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil)
+	}); err != nil {
+		return err
+	}
+	if err := r.step("set boot device disk", func() error { return r.bootDevice("disk", true) }); err != nil {
+		return err
+	}
+	return r.step("boot instance", func() error { return r.power("power on") })
+}
+
+// abortToActive ends a servicing aborted in service failed: the agent's
+// boot goes, the instance boots again, the node is active.
+func (r *run) abortToActive() error {
+	msg := "By request, the service operation was aborted; the instance boots again"
+	if err := r.enter(Servicing, Active, msg); err != nil {
+		return err
+	}
+	if !r.req.DisableRamdisk {
+		if err := r.bootInstanceAfterService(); err != nil {
+			return r.finish(err)
+		}
+	}
+	return r.record(RecordStateInput{To: Active, Event: "Servicing aborted: the node is active again", ClearAgent: true})
+}
+
+// serviceStep runs one step of a service plan: an interface's as an
+// activity, the agent's in service wait (where Ironic allows abort).
+func (r *run) serviceStep(s Step) error {
+	if s.OutOfBand {
+		return r.step(s.Name(), func() error {
+			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: StepKindService, Step: s}, nil)
+		})
+	}
+	if err := r.enter(ServiceWait, Active, fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
+		return err
+	}
+	err := r.inBand(s)
+	if errors.Is(err, errAborted) && r.abortMessage == "" && r.status.ProvisionState != ServiceFailed {
+		r.abortMessage = fmt.Sprintf("By request, the service operation was aborted on step \"%s\"", s.Name())
+	}
+	if err != nil {
+		return err
+	}
+	return r.enter(Servicing, Active, fmt.Sprintf("Step %s finished", s.Name()))
+}
