@@ -52,61 +52,8 @@ func CleanNode(ctx workflow.Context, req ProvisionRequest) error {
 }
 
 func (r *run) manualClean(user []UserStep, perr error) error {
-	oob := InterfaceSteps(StepKindClean, r.node.StepInterfaces())
-	cannot := func(err error) error {
-		return r.failPlan(fmt.Sprintf("Cannot clean node %s: %s", r.node.UUID, errorText(err)))
-	}
-	if perr != nil {
-		return cannot(perr)
-	}
-	var agentSteps []Step
-	if !r.req.DisableRamdisk {
-		if err := r.step("prepare cleaning", r.bootAgent); err != nil {
-			return err
-		}
-		if err := r.step("wait call-back", func() error {
-			_, err := r.waitCallback(CleanWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
-			if err == nil {
-				err = r.enter(Cleaning, Manageable, fmt.Sprintf("Agent called back from %s", r.agent))
-			}
-			return err
-		}); err != nil {
-			return err
-		}
-		if err := r.step("get clean steps", func() error {
-			return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: StepKindClean}, &agentSteps)
-		}); err != nil {
-			return err
-		}
-	} else {
-		// Only to name the agent's steps as needing the ramdisk in the
-		// refusal; the API refused such a plan already.
-		agentSteps = KnownAgentSteps(StepKindClean, nil)
-	}
-	plan, err := MergeSteps(PlanInput{Kind: StepKindClean, Available: append(oob, agentSteps...), User: user,
-		Manual: true, DisableRamdisk: r.req.DisableRamdisk})
-	if err != nil {
-		return cannot(err)
-	}
-	rec := StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Steps: plan}
-	if !r.req.DisableRamdisk {
-		rec.AgentSteps = agentSteps
-	}
-	if err := r.local(ActRecordStepPlan, rec, nil); err != nil {
+	if err := r.runManualPlan(manualCleaning, user, perr); err != nil {
 		return err
-	}
-	for i, s := range plan {
-		idx := i
-		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Index: &idx, OnlyIndex: true}, nil); err != nil {
-			return err
-		}
-		if err := r.runStep(s, (*run).manualStep); err != nil {
-			return err
-		}
-		if r.abortAfter {
-			r.abortMessage = fmt.Sprintf("By request, the clean operation was aborted after the completion of step \"%s\"", s.Name())
-			return errAborted
-		}
 	}
 	if r.req.DisableRamdisk {
 		return nil
@@ -122,6 +69,90 @@ func (r *run) manualClean(user []UserStep, perr error) error {
 	return r.step("clean up boot", func() error {
 		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil)
 	})
+}
+
+// manualOp is what a plan of the user's steps varies by: manual cleaning
+// (CleanNode) or servicing (ServiceNode).
+type manualOp struct {
+	kind         StepKind
+	verb         string // Ironic's messages: "Cannot <verb> node ..."
+	active, wait State  // cleaning and clean wait, or servicing and service wait
+	target       State  // where the operation returns: manageable or active
+	// prepare and getSteps name the steps that boot the agent and ask it
+	// for its steps (they name the operation's steps in its history).
+	prepare, getSteps string
+	runOne            func(*run, Step) error
+}
+
+var (
+	manualCleaning = manualOp{kind: StepKindClean, verb: "clean", active: Cleaning, wait: CleanWait, target: Manageable,
+		prepare: "prepare cleaning", getSteps: "get clean steps", runOne: (*run).manualStep}
+	servicing = manualOp{kind: StepKindService, verb: "service", active: Servicing, wait: ServiceWait, target: Active,
+		prepare: "prepare service", getSteps: "get service steps", runOne: (*run).serviceStep}
+)
+
+// runManualPlan boots the agent (unless disable_ramdisk), merges the
+// user's steps with the interfaces' and the agent's, refusing a plan the
+// node cannot run, and runs it step by step, recording the plan and the
+// running step's index as Ironic does.
+func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
+	oob := InterfaceSteps(m.kind, r.node.StepInterfaces())
+	cannot := func(err error) error {
+		return r.failPlan(fmt.Sprintf("Cannot %s node %s: %s", m.verb, r.node.UUID, errorText(err)))
+	}
+	if perr != nil {
+		return cannot(perr)
+	}
+	var agentSteps []Step
+	if !r.req.DisableRamdisk {
+		if err := r.step(m.prepare, r.bootAgent); err != nil {
+			return err
+		}
+		if err := r.step("wait call-back", func() error {
+			_, err := r.waitCallback(m.wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+			if err == nil {
+				err = r.enter(m.active, m.target, fmt.Sprintf("Agent called back from %s", r.agent))
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := r.step(m.getSteps, func() error {
+			return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: m.kind}, &agentSteps)
+		}); err != nil {
+			return err
+		}
+	} else {
+		// Only to name the agent's steps as needing the ramdisk in the
+		// refusal; the API refused such a plan already.
+		agentSteps = KnownAgentSteps(m.kind, nil)
+	}
+	plan, err := MergeSteps(PlanInput{Kind: m.kind, Available: append(oob, agentSteps...), User: user,
+		Manual: true, DisableRamdisk: r.req.DisableRamdisk})
+	if err != nil {
+		return cannot(err)
+	}
+	rec := StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Steps: plan}
+	if !r.req.DisableRamdisk {
+		rec.AgentSteps = agentSteps
+	}
+	if err := r.local(ActRecordStepPlan, rec, nil); err != nil {
+		return err
+	}
+	for i, s := range plan {
+		idx := i
+		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Index: &idx, OnlyIndex: true}, nil); err != nil {
+			return err
+		}
+		if err := r.runStep(s, m.runOne); err != nil {
+			return err
+		}
+		if r.abortAfter {
+			r.abortMessage = fmt.Sprintf("By request, the %s operation was aborted after the completion of step \"%s\"", m.verb, s.Name())
+			return errAborted
+		}
+	}
+	return nil
 }
 
 // manualStep runs one step of a manual plan: an interface's as an

@@ -61,59 +61,8 @@ func ServiceNode(ctx workflow.Context, req ProvisionRequest) error {
 }
 
 func (r *run) service(user []UserStep, perr error) error {
-	oob := InterfaceSteps(StepKindService, r.node.StepInterfaces())
-	cannot := func(err error) error {
-		return r.failPlan(fmt.Sprintf("Cannot service node %s: %s", r.node.UUID, errorText(err)))
-	}
-	if perr != nil {
-		return cannot(perr)
-	}
-	var agentSteps []Step
-	if !r.req.DisableRamdisk {
-		if err := r.step("prepare service", r.bootAgent); err != nil {
-			return err
-		}
-		if err := r.step("wait call-back", func() error {
-			_, err := r.waitCallback(ServiceWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
-			if err == nil {
-				err = r.enter(Servicing, Active, fmt.Sprintf("Agent called back from %s", r.agent))
-			}
-			return err
-		}); err != nil {
-			return err
-		}
-		if err := r.step("get service steps", func() error {
-			return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: StepKindService}, &agentSteps)
-		}); err != nil {
-			return err
-		}
-	} else {
-		agentSteps = KnownAgentSteps(StepKindService, nil)
-	}
-	plan, err := MergeSteps(PlanInput{Kind: StepKindService, Available: append(oob, agentSteps...), User: user,
-		Manual: true, DisableRamdisk: r.req.DisableRamdisk})
-	if err != nil {
-		return cannot(err)
-	}
-	rec := StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Steps: plan}
-	if !r.req.DisableRamdisk {
-		rec.AgentSteps = agentSteps
-	}
-	if err := r.local(ActRecordStepPlan, rec, nil); err != nil {
+	if err := r.runManualPlan(servicing, user, perr); err != nil {
 		return err
-	}
-	for i, s := range plan {
-		idx := i
-		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Index: &idx, OnlyIndex: true}, nil); err != nil {
-			return err
-		}
-		if err := r.runStep(s, (*run).serviceStep); err != nil {
-			return err
-		}
-		if r.abortAfter {
-			r.abortMessage = fmt.Sprintf("By request, the service operation was aborted after the completion of step \"%s\"", s.Name())
-			return errAborted
-		}
 	}
 	if r.req.DisableRamdisk {
 		return nil
