@@ -1,10 +1,6 @@
 package tests
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -16,29 +12,8 @@ import (
 // service_step are served.
 func callService(t *testing.T, method, path string, body any, out any) int {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, lab.APIURL+path, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.87")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: decode %q: %v", method, path, b, err)
-		}
-	}
-	return resp.StatusCode
+	code, _ := callAt(t, lab.APIURL, "1.87", method, path, body, out)
+	return code
 }
 
 // activeSimNode deploys a node through the simulated agent.

@@ -65,16 +65,23 @@ func workerLog() string { return devstack.Tail(lab.WorkerLog(), 4000) }
 // call sends an API request at microversion 1.78 and decodes a JSON answer.
 func call(t testing.TB, method, path string, body any, out any) (int, http.Header) {
 	t.Helper()
+	return callAt(t, lab.APIURL, "1.78", method, path, body, out)
+}
+
+// callAt sends an API request to the API at base, at microversion version,
+// and decodes a JSON answer into out.
+func callAt(t testing.TB, base, version, method, path string, body any, out any) (int, http.Header) {
+	t.Helper()
 	var r io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, lab.APIURL+path, r)
+	req, err := http.NewRequest(method, base+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.78")
+	req.Header.Set("X-OpenStack-Ironic-API-Version", version)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -1,9 +1,7 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -157,24 +155,8 @@ func (l *clusterLab) spawn(name, verb string, args ...string) (*devstack.Process
 
 func (l *clusterLab) call(t *testing.T, method, path string, body, out any) int {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, l.apiURL+path, r)
-	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.78")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && len(b) > 0 {
-		_ = json.Unmarshal(b, out)
-	}
-	return resp.StatusCode
+	code, _ := callAt(t, l.apiURL, "1.78", method, path, body, out)
+	return code
 }
 
 func (l *clusterLab) waitState(t *testing.T, id, state string, timeout time.Duration) {
