@@ -55,8 +55,9 @@ const maxResultInHistory = 1024
 // the command — the step runs again on the new agent with the "checkpoint"
 // argument set to the last checkpoint the step published, so that a
 // burn-in resumes where it was instead of failing or starting from zero
-// (docs/steps.md, "Burn-in progress and resume"). The step's result is
-// kept in r.lastResult for the event that ends it.
+// (README.md, "Step progress, resume after a reboot, results in the
+// history"). The step's result is kept in r.lastResult for the event that
+// ends it.
 func (r *run) agentStep(kind StepKind, s Step) error {
 	r.lastResult = ""
 	for resumes := 0; ; resumes++ {
