@@ -152,12 +152,12 @@ func historyEvents(t *testing.T, lab *Lab, uuid string) []string {
 	return out
 }
 
-// stepResult finds the event that ended step name and decodes the result
-// it quotes.
+// stepResult finds the last event that ended step name and decodes the
+// result it quotes.
 func stepResult(events []string, name string) (map[string]any, bool) {
 	prefix := "Step " + name + " finished: "
-	for _, e := range events {
-		if rest, ok := strings.CutPrefix(e, prefix); ok {
+	for i := len(events) - 1; i >= 0; i-- {
+		if rest, ok := strings.CutPrefix(events[i], prefix); ok {
 			var m map[string]any
 			if json.Unmarshal([]byte(rest), &m) == nil {
 				return m, true
