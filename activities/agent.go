@@ -158,6 +158,9 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 	var beat struct {
 		CommandID string `json:"command_id"`
 		Progress  string `json:"progress"`
+		// Step is the step's own progress (a burn-in's checkpoint): a
+		// later attempt that finds the command lost hands it back.
+		Step *workflows.StepProgress `json:"step_progress,omitempty"`
 	}
 	if activity.HasHeartbeatDetails(ctx) {
 		_ = activity.GetHeartbeatDetails(ctx, &beat)
@@ -208,8 +211,17 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 		}
 	}()
 	cached := in.Kind != workflows.StepKindClean && in.Step.Step == "write_image" && imagecache.Cached(n.InstanceInfo)
+	keep := a.stepProgressKeeper(n.UUID, in.Kind)
 	res, err := c.WaitCommand(ctx, beat.CommandID, a.Config.AgentPollInterval, func(r client.CommandResult) {
 		p, ok := r.Progress()
+		if sp := stepProgress(p, ok); sp != nil {
+			mu.Lock()
+			beat.Step = sp
+			beat.Progress = sp.Stage
+			activity.RecordHeartbeat(ctx, beat)
+			mu.Unlock()
+			keep(ctx, sp)
+		}
 		if !cached || ok && p.BytesDownloaded > 0 {
 			if ok {
 				mu.Lock()
@@ -228,11 +240,68 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 			mu.Unlock()
 		}
 	})
+	if errors.Is(err, client.ErrNotFound) {
+		// The agent answers but does not know the command: the machine
+		// rebooted under the step and a fresh agent called back. The
+		// workflow runs the step again from what it published last.
+		mu.Lock()
+		lost := workflows.AgentCommandLost{CommandID: beat.CommandID, Progress: beat.Step}
+		mu.Unlock()
+		return workflows.AgentStepResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s on node %s: the agent no longer knows command %s (the machine rebooted)", name, n.UUID, lost.CommandID),
+			workflows.ErrTypeAgentCommandLost, err, lost)
+	}
 	if err != nil {
 		return workflows.AgentStepResult{}, agentErr(err, "%s on node %s", name, n.UUID)
 	}
 	crashPoint(ctx, n.UUID, point, "done")
 	return workflows.AgentStepResult{CommandID: res.ID, Status: res.CommandStatus, Result: string(res.CommandResult)}, nil
+}
+
+// stepProgress is the step's own progress in an agent's progress report (a
+// burn-in's stage, fraction and checkpoint, an erase's stage); nil for an
+// image download's byte counts, which the heartbeat's text shows.
+func stepProgress(p client.Progress, ok bool) *workflows.StepProgress {
+	if !ok || (p.Fraction == 0 && p.ElapsedSeconds == 0 && p.Checkpoint == nil) {
+		return nil
+	}
+	sp := &workflows.StepProgress{Stage: p.Stage, Fraction: p.Fraction, ElapsedSeconds: p.ElapsedSeconds}
+	if p.Checkpoint != nil {
+		if raw, err := json.Marshal(p.Checkpoint); err == nil && len(raw) <= maxCheckpointBytes {
+			sp.Checkpoint = raw
+		}
+	}
+	return sp
+}
+
+// maxCheckpointBytes bounds a checkpoint kept on the node and in the
+// workflow's history (a burn-in's is a few counts).
+const maxCheckpointBytes = 4096
+
+// stepProgressEvery is how often the running step's progress is written to
+// the node: often enough to follow a burn-in, rarely enough not to load
+// the database with one write per poll.
+const stepProgressEvery = 5 * time.Second
+
+// stepProgressKeeper writes a running step's progress into the node's
+// driver_internal_info (workflows.StepProgressKey), at most every
+// stepProgressEvery; a failed write is logged, the step goes on.
+func (a *Activities) stepProgressKeeper(nodeUUID string, kind workflows.StepKind) func(context.Context, *workflows.StepProgress) {
+	var last time.Time
+	return func(ctx context.Context, sp *workflows.StepProgress) {
+		if time.Since(last) < stepProgressEvery {
+			return
+		}
+		last = time.Now()
+		view := map[string]any{"stage": sp.Stage, "fraction": sp.Fraction, "elapsed_seconds": sp.ElapsedSeconds,
+			"updated_at": last.UTC().Format(time.RFC3339)}
+		if len(sp.Checkpoint) > 0 {
+			view["checkpoint"] = sp.Checkpoint
+		}
+		if err := a.Store.MergeDriverInternalInfo(ctx, nodeUUID, map[string]any{workflows.StepProgressKey(kind): view}); err != nil {
+			activity.GetLogger(ctx).Warn("record step progress", "node", nodeUUID, "error", err)
+		}
+	}
 }
 
 // startStep issues the agent command for a step.

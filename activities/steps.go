@@ -61,8 +61,9 @@ func stepPlanView(s workflows.Step) map[string]any {
 // next request. Local activity.
 func (a *Activities) RecordStepPlan(ctx context.Context, in workflows.StepPlanRecord) error {
 	steps, index := string(in.Kind)+"_steps", string(in.Kind)+"_step_index"
+	progress := workflows.StepProgressKey(in.Kind)
 	if in.Clear {
-		return storeErr(a.Store.DeleteDriverInternalInfoKeys(ctx, in.NodeUUID, steps, index), "clear the %s steps of node %s", in.Kind, in.NodeUUID)
+		return storeErr(a.Store.DeleteDriverInternalInfoKeys(ctx, in.NodeUUID, steps, index, progress), "clear the %s steps of node %s", in.Kind, in.NodeUUID)
 	}
 	kv := map[string]any{index: nil}
 	if in.Index != nil {
@@ -82,5 +83,12 @@ func (a *Activities) RecordStepPlan(ctx context.Context, in workflows.StepPlanRe
 		}
 		kv["agent_cached_"+string(in.Kind)+"_steps"] = list
 	}
-	return storeErr(a.Store.MergeDriverInternalInfo(ctx, in.NodeUUID, kv), "record the %s steps of node %s", in.Kind, in.NodeUUID)
+	if err := a.Store.MergeDriverInternalInfo(ctx, in.NodeUUID, kv); err != nil {
+		return storeErr(err, "record the %s steps of node %s", in.Kind, in.NodeUUID)
+	}
+	if in.Index == nil {
+		return nil
+	}
+	// A new index is a new step: the previous one's progress goes.
+	return storeErr(a.Store.DeleteDriverInternalInfoKeys(ctx, in.NodeUUID, progress), "clear the %s step progress of node %s", in.Kind, in.NodeUUID)
 }

@@ -173,7 +173,7 @@ func (r *run) manualStep(s Step) error {
 	if err != nil {
 		return err
 	}
-	return r.enter(Cleaning, r.req.target(), fmt.Sprintf("Step %s finished", s.Name()))
+	return r.enter(Cleaning, r.req.target(), stepFinished(s, r.stepKind(), r.lastResult))
 }
 
 // failPlan ends an operation whose plan is refused: the failure state with

@@ -47,6 +47,8 @@ type fakeCloud struct {
 	plans []StepPlanRecord
 	// agentSteps, when set, is what GetAgentSteps answers.
 	agentSteps []Step
+	// events are the RecordState history events.
+	events []string
 }
 
 // shownSteps are a node's deploy_step and clean_step as interface.step, ""
@@ -168,6 +170,7 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		f.states = append(f.states, in.To)
 		f.lastErr = in.LastError
+		f.events = append(f.events, in.Event)
 		f.recordSteps(in)
 		f.appendCall("RecordState " + string(in.To))
 		return nil

@@ -109,6 +109,9 @@ type run struct {
 	// abortMessage, when set, is the last_error finish records for an
 	// abort (Ironic's wording for the operation).
 	abortMessage string
+	// lastResult is the command result of the agent step that last
+	// succeeded (agentStep), for the event that ends it.
+	lastResult string
 }
 
 // newRun registers the status query and the signal channels. It must be the
@@ -513,10 +516,11 @@ func (r *run) waitCallbackFor(state State, timeout time.Duration, done func(Hear
 	}
 }
 
-// agentStep runs one in-band step while watching the agent's heartbeats: if
-// the agent stays silent longer than the heartbeat timeout, the step fails
-// instead of waiting forever; abort cancels it.
-func (r *run) agentStep(kind StepKind, s Step) error {
+// agentStepOnce runs one in-band step while watching the agent's heartbeats:
+// if the agent stays silent longer than the heartbeat timeout, the step
+// fails instead of waiting forever; abort cancels it. agentStep
+// (agentprogress.go) runs it again when the machine rebooted under it.
+func (r *run) agentStepOnce(kind StepKind, s Step) (AgentStepResult, error) {
 	p := r.node.Policy
 	actCtx, cancelAct := workflow.WithCancel(r.ctx)
 	defer cancelAct()
@@ -549,16 +553,17 @@ func (r *run) agentStep(kind StepKind, s Step) error {
 		var (
 			done, fired, aborted bool
 			err                  error
+			res                  AgentStepResult
 		)
 		sel := workflow.NewSelector(r.ctx)
-		sel.AddFuture(fut, func(f workflow.Future) { done = true; err = f.Get(r.ctx, nil) })
+		sel.AddFuture(fut, func(f workflow.Future) { done = true; err = f.Get(r.ctx, &res) })
 		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { _, _ = r.takeHeartbeat(c) })
 		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
 		sel.AddFuture(r.liveness, func(workflow.Future) { fired = true })
 		sel.Select(r.ctx)
 		switch {
 		case done:
-			return err
+			return res, err
 		case aborted && r.holdAbort != nil && r.holdAbort(s):
 			r.abortAfter = true
 			workflow.GetLogger(r.ctx).Info("step is not abortable: abort after it", "node", r.node.UUID, "step", s.Name())
@@ -566,7 +571,7 @@ func (r *run) agentStep(kind StepKind, s Step) error {
 		case aborted:
 			cancelAct()
 			_ = fut.Get(r.ctx, nil)
-			return errAborted
+			return AgentStepResult{}, errAborted
 		case fired:
 			last := started
 			if r.lastHeartbeat.After(last) {
@@ -579,7 +584,7 @@ func (r *run) agentStep(kind StepKind, s Step) error {
 			r.liveness = nil
 			cancelAct()
 			_ = fut.Get(r.ctx, nil)
-			return fmt.Errorf("%w: no heartbeat for %s while running step %s", errAgentLost, p.HeartbeatTimeout, s.Name())
+			return AgentStepResult{}, fmt.Errorf("%w: no heartbeat for %s while running step %s", errAgentLost, p.HeartbeatTimeout, s.Name())
 		}
 	}
 }

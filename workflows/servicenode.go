@@ -127,5 +127,5 @@ func (r *run) serviceStep(s Step) error {
 	if err != nil {
 		return err
 	}
-	return r.enter(Servicing, Active, fmt.Sprintf("Step %s finished", s.Name()))
+	return r.enter(Servicing, Active, stepFinished(s, StepKindService, r.lastResult))
 }

@@ -68,14 +68,18 @@ func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step 
 var ironflowAgentSteps = map[StepKind][]Step{
 	StepKindClean: {
 		{StepID: StepEraseDevicesMetadata, Priority: 99, Abortable: true},
-		{StepID: StepEraseDevices, Priority: 10, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "erase_devices_express"}, Abortable: true},
+		// The steps with arguments carry the agent's argsinfo, as the
+		// service steps below, so that a manual cleaning with arguments
+		// is accepted before the node's agent has reported its steps.
+		{StepID: StepEraseDevices, Priority: 10, Abortable: true, ArgsInfo: optionalArgs("enable_ata_secure_erase", "enable_nvme_secure_erase",
+			"continue_if_secure_erase_failed", "shred_random_overwrite_iterations", "shred_final_overwrite_with_zeros")},
+		{StepID: StepID{Interface: "deploy", Step: "erase_devices_express"}, Abortable: true, ArgsInfo: optionalArgs("enable_nvme_secure_erase")},
 		{StepID: StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "clean_uefi_nvram"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_disk"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true},
+		{StepID: StepID{Interface: "deploy", Step: "clean_uefi_nvram"}, Abortable: true, ArgsInfo: optionalArgs("match_patterns")},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "checkpoint")},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_disk"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "loops")},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "vm_bytes", "checkpoint")},
+		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "role", "partner", "port", "checkpoint")},
 	},
 	// The service steps carry the agent's argsinfo (agent/stepargs.go,
 	// none required), so that a servicing with arguments is accepted

@@ -31,4 +31,12 @@ const (
 	// replay refusal; no recorded history has its new path yet: record
 	// this version's histories (make record-histories).
 	changeRefuseReplayedHeartbeat = "refuse-replayed-heartbeat"
+	// changeResumeAgentStepAfterReboot: an in-band step whose command the
+	// agent lost (RunAgentStep's AgentCommandLost: the machine rebooted
+	// under it) is recorded (one RecordState) and run again with its last
+	// checkpoint as the "checkpoint" argument, instead of failing; taken
+	// only when such an error arrives (agentprogress.go). Introduced by
+	// issue 18's burn-in resume; no recorded history has it yet: record
+	// this version's histories (make record-histories).
+	changeResumeAgentStepAfterReboot = "resume-agent-step-after-reboot"
 )

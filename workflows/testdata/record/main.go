@@ -61,6 +61,9 @@ type scenario struct {
 	// hangs are the agent steps (interface.step) whose command never ends:
 	// the agent stops heartbeating while it runs.
 	hangs []string
+	// lost are the agent steps whose command the agent loses once (the
+	// machine rebooted under it): the workflow runs them again.
+	lost  []string
 	req   func(uuid string) any
 	fails map[string]int
 	drive func(c client.Client, id string)
@@ -128,6 +131,11 @@ func acts() map[string]any {
 			if err := fail(in.Agent.NodeUUID, in.Step.Name()); err != nil {
 				return workflows.AgentStepResult{}, err
 			}
+			if loses(in.Agent.NodeUUID, in.Step.Name()) {
+				return workflows.AgentStepResult{}, temporal.NewNonRetryableApplicationError("the agent no longer knows command c1 (the machine rebooted)",
+					workflows.ErrTypeAgentCommandLost, nil, workflows.AgentCommandLost{CommandID: "c1", Progress: &workflows.StepProgress{
+						Stage: "erasing", Fraction: 0.5, ElapsedSeconds: 3, Checkpoint: []byte(`{"elapsed_seconds":3}`)}})
+			}
 			if hangs(in.Agent.NodeUUID, in.Step.Name()) {
 				// The agent is gone mid-command: the activity waits until
 				// the workflow's liveness timer cancels it.
@@ -152,6 +160,19 @@ func acts() map[string]any {
 		},
 		workflows.ActRecordStepPlan: func(ctx context.Context, in workflows.StepPlanRecord) error { return nil },
 	}
+}
+
+// loses reports whether node uuid's agent loses step's command now: once
+// per step listed in the scenario's lost.
+func loses(uuid, step string) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	sc := nodes[uuid]
+	if i := slices.Index(sc.lost, step); i >= 0 {
+		sc.lost = slices.Delete(sc.lost, i, i+1)
+		return true
+	}
+	return false
 }
 
 // hangs reports whether node uuid's agent never finishes step.
@@ -326,6 +347,10 @@ func main() {
 		{name: "clean-manual-disable-ramdisk", wf: workflows.WorkflowCleanNode, deploy: "direct", req: cleanReq(`[{"interface":"bios","step":"factory_reset"}]`, true)},
 		{name: "clean-manual-step-fails-abort", wf: workflows.WorkflowCleanNode, deploy: "direct", req: cleanReq(`[{"interface":"deploy","step":"erase_devices"}]`, false),
 			fails: map[string]int{"deploy.erase_devices": 1}, drive: both(hb, signalAfter(2*time.Second, workflows.SignalAbort))},
+		// The machine reboots under a step: it runs again from its
+		// checkpoint (changeResumeAgentStepAfterReboot).
+		{name: "clean-manual-agent-lost-command-resumes", wf: workflows.WorkflowCleanNode, deploy: "direct",
+			req: cleanReq(`[{"interface":"deploy","step":"erase_devices"}]`, false), lost: []string{"deploy.erase_devices"}, drive: hb},
 		// Servicing an active node: the agent's step and the instance's
 		// boot, an interface's step without the agent, a failed step the
 		// operator retries, and one the operator aborts (back to active).
