@@ -1,0 +1,142 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// deployWithAgentSteps is the direct deploy with the agent's own deploy
+// steps (changeDeployAgentSteps), as Ironic's conductor runs it
+// (ironic/conductor/deployments.py, steps.py):
+//
+//   - before anything runs, the request's deploy_steps (the user's, then the
+//     matching deploy templates' as the API resolved them) are checked
+//     against the built-in steps and the ones the ironflow agent offers
+//     (KnownAgentSteps), a step neither has skipped (Ironic's skip_missing:
+//     the agent's steps are known for sure once it runs);
+//   - deploy.deploy boots the agent and waits for its call-back;
+//   - the agent's deploy steps (get_deploy_steps) join the built-in ones and
+//     the whole plan is checked again, now refusing an unknown step: a
+//     refusal ends in deploy failed with Ironic's "Failed to validate the
+//     final deploy steps list" before any other step runs;
+//   - the steps after deploy.deploy run in priority order, an agent step
+//     with a non-zero priority at its place, the node's deploy_step showing
+//     the running one and driver_internal_info deploy_steps and
+//     deploy_step_index the plan, as Ironic keeps them.
+func (r *run) deployWithAgentSteps() error {
+	err := r.deployAgentPlan()
+	if err != nil {
+		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}, nil); cerr != nil {
+			workflow.GetLogger(r.ctx).Warn("clear the deploy steps of a failed deploy", "node", r.node.UUID, "error", errorText(cerr))
+		}
+	}
+	return err
+}
+
+func (r *run) deployAgentPlan() error {
+	user, err := ParseUserSteps(r.req.DeploySteps)
+	if err != nil {
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
+	}
+	early, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(KnownAgentSteps(StepKindDeploy, nil)), User: user, SkipMissing: true})
+	if err != nil {
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
+	}
+	boots := false
+	for _, s := range early {
+		boots = boots || s.StepID == StepDeploy
+	}
+	if !boots {
+		// deploy.deploy disabled: no agent to ask; the known steps run as
+		// they are.
+		return r.runDeployPlan(early, 0)
+	}
+	// The steps before deploy.deploy (a built-in step a user raised above
+	// it) run first, then deploy.deploy itself.
+	i := 0
+	for ; early[i].StepID != StepDeploy; i++ {
+	}
+	if err := r.recordDeployPlan(early, nil, nil); err != nil {
+		return err
+	}
+	if err := r.runDeploySteps(early[:i+1], 0); err != nil {
+		return err
+	}
+	var agentSteps []Step
+	if err := r.step("get deploy steps", func() error {
+		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: StepKindDeploy}, &agentSteps)
+	}); err != nil {
+		return err
+	}
+	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(agentSteps), User: user})
+	if err != nil {
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s", r.node.UUID, errorText(err)))
+	}
+	// The plan goes on after deploy.deploy, as Ironic's next step index
+	// does: a step sorted before it (an in-band step above priority 100)
+	// had no agent to run on.
+	next := 0
+	for j, s := range plan {
+		if s.StepID == StepDeploy {
+			next = j + 1
+		}
+	}
+	if err := r.recordDeployPlan(plan, agentSteps, nil); err != nil {
+		return err
+	}
+	return r.runDeployPlan(plan, next)
+}
+
+// deployAvailable are the built-in deploy steps and the agent's: a step
+// both have is the built-in one (ironflow runs it), with the agent's
+// argsinfo where the built-in declares none.
+func deployAvailable(agent []Step) []Step {
+	out := append([]Step(nil), builtinDeploySteps...)
+	for i := range out {
+		for _, a := range agent {
+			if a.StepID == out[i].StepID && out[i].ArgsInfo == nil {
+				out[i].ArgsInfo = a.ArgsInfo
+			}
+		}
+	}
+	return append(out, agent...)
+}
+
+// runDeployPlan runs plan from index from on, then records active.
+func (r *run) runDeployPlan(plan []Step, from int) error {
+	if err := r.runDeploySteps(plan[from:], from); err != nil {
+		return err
+	}
+	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}, nil); err != nil {
+		return err
+	}
+	return r.record(RecordStateInput{To: Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true})
+}
+
+// runDeploySteps runs steps, the first of which is the plan's step at
+// index base, recording each one's index before it runs.
+func (r *run) runDeploySteps(steps []Step, base int) error {
+	for i, s := range steps {
+		idx := base + i
+		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
+			return err
+		}
+		if err := r.runStep(s, handlerOf(directDeploy, s.StepID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordDeployPlan keeps the plan in driver_internal_info deploy_steps (and
+// the agent's steps in agent_cached_deploy_steps), deploy_step_index null
+// until a step starts.
+func (r *run) recordDeployPlan(plan, agentSteps []Step, index *int) error {
+	return r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: index}, nil)
+}
+
+// failDeployPlan ends a deploy whose plan is refused: deploy failed with
+// msg; the agent, if it booted, is powered off with the boot configuration
+// removed (finish).
+func (r *run) failDeployPlan(msg string) error { return r.failPlan(msg) }
