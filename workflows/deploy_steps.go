@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/workflow"
 )
@@ -85,6 +86,9 @@ func (r *run) deployAgentPlan() error {
 	if err := r.recordDeployPlan(plan, agentSteps, nil); err != nil {
 		return err
 	}
+	if err := r.enter(Deploying, Active, planEvent(plan)); err != nil {
+		return err
+	}
 	return r.runDeployPlan(plan, next)
 }
 
@@ -122,11 +126,44 @@ func (r *run) runDeploySteps(steps []Step, base int) error {
 		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
 			return err
 		}
-		if err := r.runStep(s, handlerOf(directDeploy, s.StepID)); err != nil {
+		if err := r.runStep(s, deployHandler(s.StepID)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deployHandler runs a deploy step: its built-in handler, or, for a step
+// of the agent's own (named by the user, a deploy template or its
+// priority), agentDeployStep.
+func deployHandler(id StepID) func(*run, Step) error {
+	for _, b := range directDeploy {
+		if b.StepID == id {
+			return b.run
+		}
+	}
+	return (*run).agentDeployStep
+}
+
+// agentDeployStep runs one of the agent's deploy steps, its start and end
+// in the node's history.
+func (r *run) agentDeployStep(s Step) error {
+	if err := r.enter(Deploying, Active, fmt.Sprintf("Running deploy step %s (priority %d) on the agent", s.Name(), s.Priority)); err != nil {
+		return err
+	}
+	if err := r.inBand(s); err != nil {
+		return err
+	}
+	return r.enter(Deploying, Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
+}
+
+// planEvent is the plan as the node's history shows it.
+func planEvent(plan []Step) string {
+	parts := make([]string, len(plan))
+	for i, s := range plan {
+		parts[i] = fmt.Sprintf("%s (%d)", s.Name(), s.Priority)
+	}
+	return "Deploy steps: " + strings.Join(parts, ", ")
 }
 
 // recordDeployPlan keeps the plan in driver_internal_info deploy_steps (and

@@ -77,6 +77,7 @@ func TestDeployNodeAsksTheAgentForItsDeploySteps(t *testing.T) {
 		"RecordState wait call-back",
 		"RecordState deploying",
 		"GetAgentSteps deploy",
+		"RecordState deploying", // the plan, in the node's history
 		"RunAgentStep deploy.write_image @" + agentURL,
 		"RunAgentStep deploy.prepare_instance_boot @" + agentURL,
 		"SetBootDevice disk",
@@ -130,6 +131,15 @@ func TestDeployNodeAgentStepRunsAtItsPriority(t *testing.T) {
 	requireActive(t, f)
 	if got, want := strings.Join(f.agentStepsRun(), " "), "deploy.write_image deploy.apply_firmware_settings deploy.prepare_instance_boot"; got != want {
 		t.Fatalf("agent steps ran %q, want %q (the agent's step at its priority 70)", got, want)
+	}
+	events := strings.Join(f.events, "\n")
+	for _, want := range []string{
+		"Deploy steps: deploy.deploy (100), deploy.write_image (80), deploy.apply_firmware_settings (70), deploy.prepare_instance_boot (60), deploy.tear_down_agent (40), deploy.boot_instance (20)",
+		"Running deploy step deploy.apply_firmware_settings (priority 70) on the agent\nDeploy step deploy.apply_firmware_settings finished",
+	} {
+		if !strings.Contains(events, want) {
+			t.Fatalf("node history lacks %q:\n%s", want, events)
+		}
 	}
 	shown := f.deployStepsShown()
 	if !strings.Contains(strings.Join(shown, "\n"), "RunAgentStep deploy.apply_firmware_settings @"+agentURL+" → deploy.apply_firmware_settings") {

@@ -47,6 +47,8 @@ type fakeCloud struct {
 	plans []StepPlanRecord
 	// agentSteps, when set, is what GetAgentSteps answers.
 	agentSteps []Step
+	// events are the history events of the RecordState calls.
+	events []string
 }
 
 // shownSteps are a node's deploy_step and clean_step as interface.step, ""
@@ -167,6 +169,7 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 			f.store = in.To
 		}
 		f.states = append(f.states, in.To)
+		f.events = append(f.events, in.Event)
 		f.lastErr = in.LastError
 		f.recordSteps(in)
 		f.appendCall("RecordState " + string(in.To))
