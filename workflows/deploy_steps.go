@@ -40,7 +40,8 @@ func (r *run) deployAgentPlan() error {
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
-	early, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(KnownAgentSteps(StepKindDeploy, nil)), User: user, SkipMissing: true})
+	early, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(KnownAgentSteps(StepKindDeploy, nil)), User: user, SkipMissing: true,
+		AnyArgs: builtinDeployIDs()})
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
@@ -70,7 +71,7 @@ func (r *run) deployAgentPlan() error {
 	}); err != nil {
 		return err
 	}
-	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(agentSteps), User: user})
+	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(agentSteps), User: user, AnyArgs: builtinDeployIDs()})
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s", r.node.UUID, errorText(err)))
 	}
@@ -105,6 +106,17 @@ func deployAvailable(agent []Step) []Step {
 		}
 	}
 	return append(out, agent...)
+}
+
+// builtinDeployIDs are the built-in deploy steps: they declare no argsinfo
+// and take any args (MergeSteps AnyArgs), as they did before the plan was
+// checked; write_image has the agent's.
+func builtinDeployIDs() []StepID {
+	out := make([]StepID, len(builtinDeploySteps))
+	for i, s := range builtinDeploySteps {
+		out[i] = s.StepID
+	}
+	return out
 }
 
 // runDeployPlan runs plan from index from on, then records active.

@@ -249,3 +249,19 @@ func TestDeployNodeTemplateStepMerged(t *testing.T) {
 		t.Fatalf("priorities not the template's and the user's: %+v", plan)
 	}
 }
+
+// ironflow's built-in steps declare no argsinfo and keep taking the args a
+// user gives them, passed on with the step.
+func TestDeployNodeBuiltinStepTakesArgs(t *testing.T) {
+	f := runDeploy(t, `[{"interface":"deploy","step":"prepare_instance_boot","priority":60,"args":{"bootloader":"grub"}}]`, nil)
+	requireActive(t, f)
+	var plan []Step
+	for _, p := range f.plans {
+		if p.AgentSteps != nil {
+			plan = p.Steps
+		}
+	}
+	if len(plan) != 5 || plan[2].StepID != StepPrepareInstanceBoot || string(plan[2].Args) != `{"bootloader":"grub"}` {
+		t.Fatalf("deploy_steps %+v", plan)
+	}
+}

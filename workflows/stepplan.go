@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,6 +204,10 @@ type PlanInput struct {
 	// of refusing it (Ironic's skip_missing: a deploy checks its steps
 	// before the agent's are known, and again once they are).
 	SkipMissing bool
+	// AnyArgs are available steps that take whatever args a user gives
+	// while they declare no argsinfo: ironflow's built-in deploy steps,
+	// which accepted args before their plan was checked.
+	AnyArgs []StepID
 }
 
 // PlanError is a refused plan: Ironic's InvalidParameterValue, whose
@@ -242,6 +247,12 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 		if !ok {
 			problems = append(problems, fmt.Sprintf("node does not support this %s step: %s", kind, u.repr()))
 			continue
+		}
+		if d.ArgsInfo == nil && slices.Contains(in.AnyArgs, d.StepID) {
+			d.ArgsInfo = map[string]ArgInfo{}
+			for k := range u.ArgsGiven {
+				d.ArgsInfo[k] = ArgInfo{}
+			}
 		}
 		problems = append(problems, argProblems(kind, u, d, in.Manual, in.DisableRamdisk)...)
 		s := d
