@@ -40,8 +40,7 @@ func (r *run) deployAgentPlan() error {
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
-	early, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(KnownAgentSteps(StepKindDeploy, nil)), User: user, SkipMissing: true,
-		AnyArgs: builtinDeployIDs()})
+	early, err := earlyDeployPlan(user, nil)
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
@@ -91,6 +90,26 @@ func (r *run) deployAgentPlan() error {
 		return err
 	}
 	return r.runDeployPlan(plan, next)
+}
+
+// earlyDeployPlan is the plan of a deploy before its agent runs: the user's
+// steps checked against the built-in ones and the agent's as cached
+// reports them (KnownAgentSteps), a step neither has left out (Ironic's
+// skip_missing).
+func earlyDeployPlan(user []UserStep, cached []Step) ([]Step, error) {
+	return MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(KnownAgentSteps(StepKindDeploy, cached)), User: user,
+		SkipMissing: true, AnyArgs: builtinDeployIDs()})
+}
+
+// CheckDeploySteps checks a deploy request's steps (the user's, or those of
+// the matching deploy templates) as Ironic's API does before the deploy
+// starts: against the built-in deploy steps and the agent's (cached: the
+// ones the node's agent last reported, driver_internal_info
+// agent_cached_deploy_steps), a step not known before the agent runs left
+// for DeployNode to check once it does. A refusal is a *PlanError.
+func CheckDeploySteps(user []UserStep, cached []Step) error {
+	_, err := earlyDeployPlan(user, cached)
+	return err
 }
 
 // deployAvailable are the built-in deploy steps and the agent's: a step
