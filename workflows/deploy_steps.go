@@ -21,7 +21,8 @@ import (
 //     the whole plan is checked again, now refusing an unknown step: a
 //     refusal ends in deploy failed with Ironic's "Failed to validate the
 //     final deploy steps list" before any other step runs;
-//   - the steps after deploy.deploy run in priority order, an agent step
+//   - the steps after deploy.deploy run in priority order (one above
+//     deploy.deploy's 100 right after it: it needs the agent), an agent step
 //     with a non-zero priority at its place, the node's deploy_step showing
 //     the running one and driver_internal_info deploy_steps and
 //     deploy_step_index the plan, as Ironic keeps them.
@@ -53,15 +54,14 @@ func (r *run) deployAgentPlan() error {
 		// they are.
 		return r.runDeployPlan(early, 0)
 	}
-	// The steps before deploy.deploy (a built-in step a user raised above
-	// it) run first, then deploy.deploy itself.
-	i := 0
-	for ; early[i].StepID != StepDeploy; i++ {
-	}
+	// deploy.deploy boots the agent: every other deploy step runs on it
+	// (ironflow has no out-of-band deploy step), so deploy.deploy runs
+	// first and a step above its priority right after it.
+	early = deployFirst(early)
 	if err := r.recordDeployPlan(early, nil, nil); err != nil {
 		return err
 	}
-	if err := r.runDeploySteps(early[:i+1], 0); err != nil {
+	if err := r.runDeploySteps(early[:1], 0); err != nil {
 		return err
 	}
 	var agentSteps []Step
@@ -74,14 +74,13 @@ func (r *run) deployAgentPlan() error {
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s", r.node.UUID, errorText(err)))
 	}
-	// The plan goes on after deploy.deploy, as Ironic's next step index
-	// does: a step sorted before it (an in-band step above priority 100)
-	// had no agent to run on.
-	next := 0
-	for j, s := range plan {
-		if s.StepID == StepDeploy {
-			next = j + 1
-		}
+	// The plan goes on after deploy.deploy, which ran.
+	plan = deployFirst(plan)
+	if len(plan) == 0 || plan[0].StepID != StepDeploy {
+		// The agent's list cannot take deploy.deploy out (a built-in
+		// step): only a plan without it lacks it, and that one did not
+		// boot the agent.
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s left the plan", r.node.UUID, StepDeploy))
 	}
 	if err := r.recordDeployPlan(plan, agentSteps, nil); err != nil {
 		return err
@@ -89,7 +88,24 @@ func (r *run) deployAgentPlan() error {
 	if err := r.enter(Deploying, Active, planEvent(plan)); err != nil {
 		return err
 	}
-	return r.runDeployPlan(plan, next)
+	return r.runDeployPlan(plan, 1)
+}
+
+// deployFirst is plan with deploy.deploy moved to the front, the others in
+// their order.
+func deployFirst(plan []Step) []Step {
+	out := make([]Step, 0, len(plan))
+	for _, s := range plan {
+		if s.StepID == StepDeploy {
+			out = append(out, s)
+		}
+	}
+	for _, s := range plan {
+		if s.StepID != StepDeploy {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // earlyDeployPlan is the plan of a deploy before its agent runs: the user's
