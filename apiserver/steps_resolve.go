@@ -48,6 +48,9 @@ type stepKey struct{ iface, step string }
 // Two matching templates with the same step are refused with Ironic's
 // message (400). Without a matching template user is returned unchanged.
 func DeployStepsWithTemplates(ctx context.Context, st *store.Store, n *store.Node, user json.RawMessage) (json.RawMessage, error) {
+	if err := checkUserDeploySteps(n, user); err != nil {
+		return nil, err
+	}
 	traits := instanceTraits(n)
 	if len(traits) == 0 {
 		return user, nil
@@ -89,9 +92,13 @@ func DeployStepsWithTemplates(ctx context.Context, st *store.Store, n *store.Nod
 	}
 	if len(dups) > 0 {
 		sort.Strings(dups)
-		return nil, badRequest("Validation of deploy steps from deploy templates matching this node's instance traits failed. "+
+		return nil, badRequest("Failed to validate deploy or power info for node %s: "+
+			"Validation of deploy steps from deploy templates matching this node's instance traits failed. "+
 			"Matching deploy templates: %s. Errors: deploy steps from all deploy templates matching this node's instance traits "+
-			"cannot have the same interface and step. Duplicate deploy steps for %s", strings.Join(names, ","), strings.Join(dups, ", "))
+			"cannot have the same interface and step. Duplicate deploy steps for %s", n.UUID, strings.Join(names, ","), strings.Join(dups, ", "))
+	}
+	if err := checkTemplateDeploySteps(n, names, fromTemplates); err != nil {
+		return nil, err
 	}
 	for _, s := range fromTemplates {
 		if seen[stepKey{s.Interface, s.Step}] {
@@ -108,6 +115,54 @@ func DeployStepsWithTemplates(ctx context.Context, st *store.Store, n *store.Nod
 		return nil, fmt.Errorf("deploy steps of node %s: %w", n.UUID, err)
 	}
 	return raw, nil
+}
+
+// checkUserDeploySteps checks a deploy request's own deploy_steps as
+// Ironic's conductor does before the deploy starts
+// (validate_user_deploy_steps_and_templates with skip_missing): a step the
+// node cannot run, bad arguments, a step given twice, are 400 with
+// Ironic's message; a step not known before the agent runs is left for
+// the deploy to check once the agent has reported its steps.
+func checkUserDeploySteps(n *store.Node, raw json.RawMessage) error {
+	user, err := workflows.ParseUserSteps(raw)
+	if err != nil {
+		return badRequest("Invalid deploy_steps: %s", err.Error())
+	}
+	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, workflows.StepKindDeploy)),
+		`Validation of deploy steps from "deploy steps" argument failed.`)
+}
+
+// checkTemplateDeploySteps checks the steps of the deploy templates
+// matching n's instance traits (names) as checkUserDeploySteps does.
+func checkTemplateDeploySteps(n *store.Node, names []string, steps []store.DeployStep) error {
+	user := make([]workflows.UserStep, len(steps))
+	for i, s := range steps {
+		u := workflows.UserStep{HasPriority: true, ArgsGiven: s.Args}
+		u.Interface, u.StepID.Step, u.Priority = s.Interface, s.Step, s.Priority
+		if u.ArgsGiven == nil {
+			u.ArgsGiven = map[string]any{}
+		}
+		if b, err := json.Marshal(u.ArgsGiven); err == nil {
+			u.Args = b
+		}
+		user[i] = u
+	}
+	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, workflows.StepKindDeploy)),
+		"Validation of deploy steps from deploy templates matching this node's instance traits failed. "+
+			"Matching deploy templates: "+strings.Join(names, ",")+". Errors: ")
+}
+
+// deployStepsError is err, a refused deploy plan, as Ironic's API answers
+// it: InstanceDeployFailure with the InvalidParameterValue's 400.
+func deployStepsError(n *store.Node, err error, prefix string) error {
+	var perr *workflows.PlanError
+	if errors.As(err, &perr) {
+		return badRequest("Failed to validate deploy or power info for node %s: %s%s", n.UUID, prefix, perr.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("check the deploy steps of node %s: %w", n.UUID, err)
+	}
+	return nil
 }
 
 // RunbookPlan is what a runbook gives a clean or service request.

@@ -95,6 +95,9 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finish(r.enter(Active, "", "Deploy finished"))
 	}
 
+	if workflow.GetVersion(ctx, changeDeployAgentSteps, workflow.DefaultVersion, 1) == 1 {
+		return r.finish(r.deployWithAgentSteps())
+	}
 	steps, err := planSteps(builtinDeploySteps, req.DeploySteps)
 	if err != nil {
 		return r.finish(r.failNow("plan deploy steps", err))

@@ -206,6 +206,11 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		if f.agentSteps != nil {
 			return f.agentSteps, f.log("GetAgentSteps " + string(in.Kind))
 		}
+		if in.Kind == StepKindDeploy {
+			// The agent's deploy steps (agent/steps.go deploySteps).
+			return []Step{{StepID: StepWriteImage, Priority: 80, ArgsInfo: map[string]ArgInfo{"image_info": {}, "configdrive": {}}},
+				{StepID: StepEraseDevicesMetadata, Priority: 0}}, f.log("GetAgentSteps " + string(in.Kind))
+		}
 		return []Step{{StepID: StepEraseDevicesMetadata, Priority: 0}, {StepID: StepEraseDevices, Priority: 10}},
 			f.log("GetAgentSteps " + string(in.Kind))
 	}, ActGetAgentSteps)
@@ -261,6 +266,7 @@ func deployRequest() ProvisionRequest {
 func TestDeployNodeHappyPathRunsTheStepsInOrder(t *testing.T) {
 	f := newFakeCloud()
 	env := newEnv(t, f)
+	oldDeployPath(env) // the plan before changeDeployAgentSteps; deploy_steps_test.go has the new one
 	heartbeatAfter(env, 2*time.Minute)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {

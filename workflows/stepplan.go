@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,18 +60,19 @@ func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step 
 }
 
 // ironflowAgentSteps are the in-band steps the ironflow agent advertises
-// (agent/steps.go, kept equal to it by agent's TestAdvertisedStepsAreTheOnesTheAPIKnows;
-// the arguments are checked once the agent reports its argsinfo): the API
+// (agent/steps.go, kept equal to it, argument names included, by agent's
+// TestAdvertisedStepsAreTheOnesTheAPIKnows): the API
 // checks a user's steps against them before the
 // agent boots, as Ironic checks them against the steps its agent last
 // reported (driver_internal_info agent_cached_clean_steps). Once the agent
 // is up, the list it returns is the one the workflow checks again.
 var ironflowAgentSteps = map[StepKind][]Step{
+	// The clean steps carry the agent's argsinfo (agent/stepargs.go, none
+	// required), so that a manual cleaning with arguments (burnin_disk's
+	// runtime, erase_devices' secure-erase options) is accepted before the
+	// node's agent has ever reported its clean steps.
 	StepKindClean: {
 		{StepID: StepEraseDevicesMetadata, Priority: 99, Abortable: true},
-		// The steps with arguments carry the agent's argsinfo, as the
-		// service steps below, so that a manual cleaning with arguments
-		// is accepted before the node's agent has reported its steps.
 		{StepID: StepEraseDevices, Priority: 10, Abortable: true, ArgsInfo: optionalArgs("enable_ata_secure_erase", "enable_nvme_secure_erase",
 			"continue_if_secure_erase_failed", "shred_random_overwrite_iterations", "shred_final_overwrite_with_zeros")},
 		{StepID: StepID{Interface: "deploy", Step: "erase_devices_express"}, Abortable: true, ArgsInfo: optionalArgs("enable_nvme_secure_erase")},
@@ -80,6 +82,15 @@ var ironflowAgentSteps = map[StepKind][]Step{
 		{StepID: StepID{Interface: "deploy", Step: "burnin_disk"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "loops")},
 		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "vm_bytes", "checkpoint")},
 		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "role", "partner", "port", "checkpoint")},
+	},
+	// The agent's deploy steps: write_image is also the built-in step
+	// (deployAvailable gives it this argsinfo), erase_devices_metadata runs
+	// only when a user or a deploy template names it. DeployNode checks a
+	// request against them before the agent runs, and against the list
+	// the agent returns once it does.
+	StepKindDeploy: {
+		{StepID: StepWriteImage, Priority: 80, ArgsInfo: optionalArgs("image_info", "configdrive")},
+		{StepID: StepEraseDevicesMetadata},
 	},
 	// The service steps carry the agent's argsinfo (agent/stepargs.go,
 	// none required), so that a servicing with arguments is accepted
@@ -189,6 +200,14 @@ type PlanInput struct {
 	// DisableRamdisk refuses steps that need the agent (manual cleaning
 	// and servicing with disable_ramdisk).
 	DisableRamdisk bool
+	// SkipMissing leaves out a user step no available step matches instead
+	// of refusing it (Ironic's skip_missing: a deploy checks its steps
+	// before the agent's are known, and again once they are).
+	SkipMissing bool
+	// AnyArgs are available steps that take whatever args a user gives
+	// while they declare no argsinfo: ironflow's built-in deploy steps,
+	// which accepted args before their plan was checked.
+	AnyArgs []StepID
 }
 
 // PlanError is a refused plan: Ironic's InvalidParameterValue, whose
@@ -222,9 +241,18 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 	var checked []Step
 	for _, u := range in.User {
 		d, ok := byID[u.StepID]
+		if !ok && in.SkipMissing {
+			continue
+		}
 		if !ok {
 			problems = append(problems, fmt.Sprintf("node does not support this %s step: %s", kind, u.repr()))
 			continue
+		}
+		if d.ArgsInfo == nil && slices.Contains(in.AnyArgs, d.StepID) {
+			d.ArgsInfo = map[string]ArgInfo{}
+			for k := range u.ArgsGiven {
+				d.ArgsInfo[k] = ArgInfo{}
+			}
 		}
 		problems = append(problems, argProblems(kind, u, d, in.Manual, in.DisableRamdisk)...)
 		s := d
@@ -236,6 +264,9 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 			}
 		}
 		checked = append(checked, s)
+	}
+	if in.Kind == StepKindDeploy {
+		problems = append(problems, duplicateProblems(checked)...)
 	}
 	if len(problems) > 0 {
 		return nil, &PlanError{Problems: problems}
@@ -270,6 +301,25 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 		return interfaceOrder(out[i].Interface) > interfaceOrder(out[j].Interface)
 	})
 	return out, nil
+}
+
+// duplicateProblems is Ironic's _validate_deploy_steps_unique: a deploy
+// step may be given once, whether by the request or by the deploy
+// templates (Ironic says templates in both cases).
+func duplicateProblems(steps []Step) []string {
+	count := map[string]int{}
+	var dups []string
+	for _, s := range steps {
+		count[s.Name()]++
+		if count[s.Name()] == 2 {
+			dups = append(dups, s.Name())
+		}
+	}
+	if len(dups) == 0 {
+		return nil
+	}
+	sort.Strings(dups)
+	return []string{"deploy steps from all deploy templates matching this node's instance traits cannot have the same interface and step. Duplicate deploy steps for " + strings.Join(dups, ", ")}
 }
 
 // argProblems is Ironic's _validate_user_step for one user step against

@@ -18,6 +18,7 @@ import (
 func TestDeployStepShowsTheStepThatRuns(t *testing.T) {
 	f := newFakeCloud()
 	env := newEnv(t, f)
+	oldDeployPath(env) // the plan before changeDeployAgentSteps; deploy_steps_test.go has the new one
 	heartbeatAfter(env, 2*time.Minute)
 	var during map[string]any
 	f.agentStep = func(_ context.Context, in AgentStepInput) (AgentStepResult, error) {

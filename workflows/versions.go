@@ -39,4 +39,14 @@ const (
 	// issue 18's burn-in resume; no recorded history has it yet: record
 	// this version's histories (make record-histories).
 	changeResumeAgentStepAfterReboot = "resume-agent-step-after-reboot"
+	// changeDeployAgentSteps: the direct deploy checks its user and
+	// deploy-template steps before it boots the agent, asks the agent for
+	// its deploy steps (GetAgentSteps) once it called back, merges them
+	// with the built-in plan (MergeSteps, deploy mode) and records the
+	// plan and the running step's index (RecordStepPlan, deploy_steps and
+	// deploy_step_index); taken where the direct deploy plans its steps
+	// (DeployNode). Introduced by issue 18 (deploy steps from the agent);
+	// no recorded history has its new path yet: record this version's
+	// histories (make record-histories).
+	changeDeployAgentSteps = "deploy-agent-steps"
 )

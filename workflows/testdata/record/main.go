@@ -125,6 +125,11 @@ func acts() map[string]any {
 			if in.Kind == workflows.StepKindService {
 				return []workflows.Step{{StepID: workflows.StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true}}, nil
 			}
+			if in.Kind == workflows.StepKindDeploy {
+				// The agent's deploy steps (agent/steps.go).
+				return []workflows.Step{{StepID: workflows.StepWriteImage, Priority: 80, ArgsInfo: map[string]workflows.ArgInfo{"image_info": {}, "configdrive": {}}},
+					{StepID: workflows.StepEraseDevicesMetadata}}, nil
+			}
 			return []workflows.Step{{StepID: workflows.StepEraseDevicesMetadata, Priority: 0}, {StepID: workflows.StepEraseDevices, Priority: 10}}, nil
 		},
 		workflows.ActRunAgentStep: func(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
@@ -300,7 +305,7 @@ func main() {
 		{name: "deploy-direct-user-steps", wf: workflows.WorkflowDeployNode, deploy: "direct", drive: hb, req: func(uuid string) any {
 			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
 				ConfigDrive: json.RawMessage(`"H4sIAAAAAAAA"`),
-				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"burnin_cpu","priority":70},{"interface":"deploy","step":"write_image","priority":80,"args":{"x":1}}]`)}
+				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"erase_devices_metadata","priority":90},{"interface":"deploy","step":"write_image","priority":80,"args":{"configdrive":"H4sIAAAAAAAA"}}]`)}
 		}},
 		{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy},
 		{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: signalAfter(time.Second, workflows.SignalAbort)},

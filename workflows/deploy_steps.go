@@ -1,0 +1,226 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// deployWithAgentSteps is the direct deploy with the agent's own deploy
+// steps (changeDeployAgentSteps), as Ironic's conductor runs it
+// (ironic/conductor/deployments.py, steps.py):
+//
+//   - before anything runs, the request's deploy_steps (the user's, then the
+//     matching deploy templates' as the API resolved them) are checked
+//     against the built-in steps and the ones the ironflow agent offers
+//     (KnownAgentSteps), a step neither has skipped (Ironic's skip_missing:
+//     the agent's steps are known for sure once it runs);
+//   - deploy.deploy boots the agent and waits for its call-back;
+//   - the agent's deploy steps (get_deploy_steps) join the built-in ones and
+//     the whole plan is checked again, now refusing an unknown step: a
+//     refusal ends in deploy failed with Ironic's "Failed to validate the
+//     final deploy steps list" before any other step runs;
+//   - the steps after deploy.deploy run in priority order (one above
+//     deploy.deploy's 100 right after it: it needs the agent), an agent step
+//     with a non-zero priority at its place, the node's deploy_step showing
+//     the running one and driver_internal_info deploy_steps and
+//     deploy_step_index the plan, as Ironic keeps them.
+func (r *run) deployWithAgentSteps() error {
+	err := r.deployAgentPlan()
+	if err != nil {
+		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}, nil); cerr != nil {
+			workflow.GetLogger(r.ctx).Warn("clear the deploy steps of a failed deploy", "node", r.node.UUID, "error", errorText(cerr))
+		}
+	}
+	return err
+}
+
+func (r *run) deployAgentPlan() error {
+	user, err := ParseUserSteps(r.req.DeploySteps)
+	if err != nil {
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
+	}
+	early, err := earlyDeployPlan(user, nil)
+	if err != nil {
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
+	}
+	boots := false
+	for _, s := range early {
+		boots = boots || s.StepID == StepDeploy
+	}
+	if !boots {
+		// deploy.deploy disabled: no agent to ask; the known steps run as
+		// they are.
+		return r.runDeployPlan(early, 0)
+	}
+	// deploy.deploy boots the agent: every other deploy step runs on it
+	// (ironflow has no out-of-band deploy step), so deploy.deploy runs
+	// first and a step above its priority right after it.
+	early = deployFirst(early)
+	if err := r.recordDeployPlan(early, nil, nil); err != nil {
+		return err
+	}
+	if err := r.runDeploySteps(early[:1], 0); err != nil {
+		return err
+	}
+	var agentSteps []Step
+	if err := r.step("get deploy steps", func() error {
+		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: StepKindDeploy}, &agentSteps)
+	}); err != nil {
+		return err
+	}
+	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(agentSteps), User: user, AnyArgs: builtinDeployIDs()})
+	if err != nil {
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s", r.node.UUID, errorText(err)))
+	}
+	// The plan goes on after deploy.deploy, which ran.
+	plan = deployFirst(plan)
+	if len(plan) == 0 || plan[0].StepID != StepDeploy {
+		// The agent's list cannot take deploy.deploy out (a built-in
+		// step): only a plan without it lacks it, and that one did not
+		// boot the agent.
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s left the plan", r.node.UUID, StepDeploy))
+	}
+	if err := r.recordDeployPlan(plan, agentSteps, nil); err != nil {
+		return err
+	}
+	if err := r.enter(Deploying, Active, planEvent(plan)); err != nil {
+		return err
+	}
+	return r.runDeployPlan(plan, 1)
+}
+
+// deployFirst is plan with deploy.deploy moved to the front, the others in
+// their order.
+func deployFirst(plan []Step) []Step {
+	out := make([]Step, 0, len(plan))
+	for _, s := range plan {
+		if s.StepID == StepDeploy {
+			out = append(out, s)
+		}
+	}
+	for _, s := range plan {
+		if s.StepID != StepDeploy {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// earlyDeployPlan is the plan of a deploy before its agent runs: the user's
+// steps checked against the built-in ones and the agent's as cached
+// reports them (KnownAgentSteps), a step neither has left out (Ironic's
+// skip_missing).
+func earlyDeployPlan(user []UserStep, cached []Step) ([]Step, error) {
+	return MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(KnownAgentSteps(StepKindDeploy, cached)), User: user,
+		SkipMissing: true, AnyArgs: builtinDeployIDs()})
+}
+
+// CheckDeploySteps checks a deploy request's steps (the user's, or those of
+// the matching deploy templates) as Ironic's API does before the deploy
+// starts: against the built-in deploy steps and the agent's (cached: the
+// ones the node's agent last reported, driver_internal_info
+// agent_cached_deploy_steps), a step not known before the agent runs left
+// for DeployNode to check once it does. A refusal is a *PlanError.
+func CheckDeploySteps(user []UserStep, cached []Step) error {
+	_, err := earlyDeployPlan(user, cached)
+	return err
+}
+
+// deployAvailable are the built-in deploy steps and the agent's: a step
+// both have is the built-in one (ironflow runs it), with the agent's
+// argsinfo where the built-in declares none.
+func deployAvailable(agent []Step) []Step {
+	out := append([]Step(nil), builtinDeploySteps...)
+	for i := range out {
+		for _, a := range agent {
+			if a.StepID == out[i].StepID && out[i].ArgsInfo == nil {
+				out[i].ArgsInfo = a.ArgsInfo
+			}
+		}
+	}
+	return append(out, agent...)
+}
+
+// builtinDeployIDs are the built-in deploy steps: they declare no argsinfo
+// and take any args (MergeSteps AnyArgs), as they did before the plan was
+// checked; write_image has the agent's.
+func builtinDeployIDs() []StepID {
+	out := make([]StepID, len(builtinDeploySteps))
+	for i, s := range builtinDeploySteps {
+		out[i] = s.StepID
+	}
+	return out
+}
+
+// runDeployPlan runs plan from index from on, then records active.
+func (r *run) runDeployPlan(plan []Step, from int) error {
+	if err := r.runDeploySteps(plan[from:], from); err != nil {
+		return err
+	}
+	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}, nil); err != nil {
+		return err
+	}
+	return r.record(RecordStateInput{To: Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true})
+}
+
+// runDeploySteps runs steps, the first of which is the plan's step at
+// index base, recording each one's index before it runs.
+func (r *run) runDeploySteps(steps []Step, base int) error {
+	for i, s := range steps {
+		idx := base + i
+		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
+			return err
+		}
+		if err := r.runStep(s, deployHandler(s.StepID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deployHandler runs a deploy step: its built-in handler, or, for a step
+// of the agent's own (named by the user, a deploy template or its
+// priority), agentDeployStep.
+func deployHandler(id StepID) func(*run, Step) error {
+	for _, b := range directDeploy {
+		if b.StepID == id {
+			return b.run
+		}
+	}
+	return (*run).agentDeployStep
+}
+
+// agentDeployStep runs one of the agent's deploy steps, its start and end
+// in the node's history.
+func (r *run) agentDeployStep(s Step) error {
+	if err := r.enter(Deploying, Active, fmt.Sprintf("Running deploy step %s (priority %d) on the agent", s.Name(), s.Priority)); err != nil {
+		return err
+	}
+	if err := r.inBand(s); err != nil {
+		return err
+	}
+	return r.enter(Deploying, Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
+}
+
+// planEvent is the plan as the node's history shows it.
+func planEvent(plan []Step) string {
+	parts := make([]string, len(plan))
+	for i, s := range plan {
+		parts[i] = fmt.Sprintf("%s (%d)", s.Name(), s.Priority)
+	}
+	return "Deploy steps: " + strings.Join(parts, ", ")
+}
+
+// recordDeployPlan keeps the plan in driver_internal_info deploy_steps (and
+// the agent's steps in agent_cached_deploy_steps), deploy_step_index null
+// until a step starts.
+func (r *run) recordDeployPlan(plan, agentSteps []Step, index *int) error {
+	return r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: index}, nil)
+}
+
+// failDeployPlan ends a deploy whose plan is refused: deploy failed with
+// msg; the agent, if it booted, is powered off with the boot configuration
+// removed (finish).
+func (r *run) failDeployPlan(msg string) error { return r.failPlan(msg) }
