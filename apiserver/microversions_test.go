@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // The microversions from 1.83 on (docs/api-versions.md), each at its version
@@ -148,10 +151,13 @@ func TestContinueInspectionVersions(t *testing.T) {
 }
 
 // TestUnholdVerb: 406 below 1.85; from 1.85, a node outside the hold
-// states gets Ironic's state error; in a hold state the verb is accepted
-// by the state table and refused as not supported (no ironflow workflow
-// holds yet).
+// states gets Ironic's state error; in a hold state the paused workflow
+// is sent the unhold signal (202), and a hold state no workflow holds is
+// refused with the state error, the node left as it is. Abort is accepted
+// in the hold states (Ironic's clean hold --abort--> clean failed).
 func TestUnholdVerb(t *testing.T) {
+	defer func(d time.Duration) { unholdWait = d }(unholdWait)
+	unholdWait = 50 * time.Millisecond
 	e := newEnv(t)
 	uuid := e.createNode(map[string]any{"driver": "fake-hardware", "name": "held"})["uuid"].(string)
 	e.setState(uuid, "active")
@@ -168,12 +174,27 @@ func TestUnholdVerb(t *testing.T) {
 	}
 	for _, st := range []string{"deploy hold", "clean hold", "service hold"} {
 		e.setState(uuid, st)
+		e.eng.hold(uuid, false)
 		r := unhold("1.85")
-		if r.status != http.StatusBadRequest || !strings.Contains(r.faultstring(t), "not supported by ironflow yet") {
+		want := `The requested action "unhold" can not be performed on node "` + uuid + `" while it is in state "` + st + `".`
+		if r.status != http.StatusBadRequest || r.faultstring(t) != want {
+			t.Errorf("unhold in %s without a workflow: %d %s", st, r.status, r.body)
+		}
+		e.eng.hold(uuid, true)
+		e.eng.signals = nil
+		if r := unhold("1.85"); r.status != http.StatusAccepted {
 			t.Errorf("unhold in %s: %d %s", st, r.status, r.body)
 		}
+		if len(e.eng.signals) != 1 || e.eng.signals[0].name != workflows.SignalUnhold {
+			t.Errorf("unhold in %s sent %+v", st, e.eng.signals)
+		}
+		e.eng.signals = nil
+		r = e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", "1.85", map[string]any{"target": "abort"})
+		if r.status != http.StatusAccepted || len(e.eng.signals) != 1 || e.eng.signals[0].name != workflows.SignalAbort {
+			t.Errorf("abort in %s: %d %s, signals %+v", st, r.status, r.body, e.eng.signals)
+		}
 		if got := e.node(uuid).ProvisionState; got != st {
-			t.Errorf("unhold in %s moved the node to %s", st, got)
+			t.Errorf("the API moved the node from %s to %s (the workflow does)", st, got)
 		}
 	}
 }
