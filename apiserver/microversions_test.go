@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -427,6 +428,55 @@ func TestVirtualMediaAttachDetach(t *testing.T) {
 	e.eng.vmediaErr = fmt.Errorf("%w: %w", ErrHardware, errors.New("the BMC has no virtual CD"))
 	r := attach(uuid, "1.89", good)
 	if r.status != http.StatusInternalServerError || !strings.Contains(r.faultstring(t), "the BMC has no virtual CD") {
+		t.Errorf("BMC failure: %d %s", r.status, r.body)
+	}
+}
+
+// TestVirtualMediaGet: GET /v1/nodes/{node}/vmedia (1.93) is 404 below
+// 1.93, lists the devices as the BMC reads them (what the last attach put
+// in, nothing after a detach), refuses a driver without virtual media
+// (ipmi) and reports the BMC's failure; it needs no node lock.
+func TestVirtualMediaGet(t *testing.T) {
+	e := newEnv(t)
+	uuid := e.createNode(map[string]any{"driver": "fake-hardware", "name": "vm-get"})["uuid"].(string)
+	ipmi := e.createNode(map[string]any{"driver": "ipmi", "name": "vm-get-ipmi"})["uuid"].(string)
+	get := func(node, v string) resp { return e.do("GET", "/v1/nodes/"+node+"/vmedia", v, nil) }
+	if r := get(uuid, "1.92"); r.status != http.StatusNotFound {
+		t.Errorf("get at 1.92: %d %s", r.status, r.body)
+	}
+	list := func() []any {
+		t.Helper()
+		r := get(uuid, "1.93")
+		var out []any
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &out) != nil || len(out) != 1 {
+			t.Fatalf("get at 1.93: %d %s", r.status, r.body)
+		}
+		return out
+	}
+	if d := list()[0].(map[string]any); d["inserted"] != false || d["image"] != "" {
+		t.Errorf("before any attach: %v", d)
+	}
+	good := map[string]any{"device_type": "cdrom", "image_url": "http://images.example/get.iso"}
+	if r := e.do("POST", "/v1/nodes/"+uuid+"/vmedia", "1.93", good); r.status != http.StatusNoContent {
+		t.Fatalf("attach: %d %s", r.status, r.body)
+	}
+	e.eng.hold(uuid, true) // an operation runs: the read does not wait for it
+	d := list()[0].(map[string]any)
+	if d["inserted"] != true || d["image"] != "http://images.example/get.iso" || fmt.Sprint(d["media_types"]) != "[CD DVD]" {
+		t.Errorf("after attach: %v", d)
+	}
+	e.eng.hold(uuid, false)
+	if r := e.do("DELETE", "/v1/nodes/"+uuid+"/vmedia", "1.93", nil); r.status != http.StatusNoContent {
+		t.Fatalf("detach: %d %s", r.status, r.body)
+	}
+	if d := list()[0].(map[string]any); d["inserted"] != false {
+		t.Errorf("after detach: %v", d)
+	}
+	if r := get(ipmi, "1.93"); r.status != http.StatusBadRequest || r.faultstring(t) != "Driver ipmi does not support get_virtual_media (disabled or not implemented)." {
+		t.Errorf("ipmi: %d %s", r.status, r.body)
+	}
+	e.eng.vmediaErr = fmt.Errorf("%w: %w", ErrHardware, errors.New("BMC unreachable"))
+	if r := get(uuid, "1.93"); r.status != http.StatusInternalServerError || !strings.Contains(r.faultstring(t), "Failed to get virtual media on node "+uuid+": BMC unreachable") {
 		t.Errorf("BMC failure: %d %s", r.status, r.body)
 	}
 }
