@@ -176,6 +176,34 @@ func TestRawServiceHoldUnhold(t *testing.T) {
 	}
 }
 
+// TestCLIDeployHoldUnhold: `baremetal node deploy --deploy-steps` with a
+// hold at priority 90 (after deploy.deploy, before write_image) pauses the
+// deploy in deploy hold with the agent up; unhold (raw, 1.85) goes back to
+// wait call-back and the deploy writes the image and ends active.
+func TestCLIDeployHoldUnhold(t *testing.T) {
+	img := newImageServer(t, 1<<20)
+	const mac = "52:54:00:d1:85:07"
+	uuid := enrollAgentNode(t, "steps-cli-deploy-0", mac, img)
+	startSimMachine(t, uuid, []string{mac}, sim.Config{})
+	mustCLI(t, "node", "manage", uuid, "--wait", "60")
+	mustCLI(t, "node", "provide", uuid, "--wait", "120")
+	mustCLI(t, "node", "deploy", uuid, "--deploy-steps", `[{"interface": "deploy", "step": "hold", "args": {}, "priority": 90}]`)
+	waitState(t, uuid, "deploy hold", 120*time.Second)
+	if got := nodeStep(t, uuid, "deploy_step"); got != "deploy.hold" {
+		t.Fatalf("deploy_step in deploy hold: %q", got)
+	}
+	if code := at(t, "1.85", "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "unhold"}, nil); code != 202 {
+		t.Fatalf("unhold: %d", code)
+	}
+	n := waitState(t, uuid, "active", 180*time.Second)
+	if n.LastError != nil {
+		t.Fatalf("after unhold: last_error %v", deref(n.LastError))
+	}
+	if hist := mustCLI(t, "node", "history", "list", uuid, "-f", "json"); !strings.Contains(hist, "Step deploy.hold: holding until unhold") || !strings.Contains(hist, "Unhold requested") {
+		t.Fatalf("node history:\n%s", hist)
+	}
+}
+
 // TestCLIDeployTemplateCRUD: `baremetal deploy template create`, `list`,
 // `show`, `set` (steps and extra) and `delete`, with Ironic's trait check.
 func TestCLIDeployTemplateCRUD(t *testing.T) {
