@@ -128,13 +128,18 @@ func (r *run) hold(h holdStates, s Step) error {
 	if r.pendingAbort() {
 		return errAborted
 	}
+	// An unhold that came before this hold was recorded was meant for an
+	// earlier one (sent twice while the node was still held): it must not
+	// release this one.
+	unhold := workflow.GetSignalChannel(r.ctx, SignalUnhold)
+	for unhold.ReceiveAsync(nil) {
+	}
 	if err := r.enter(h.hold, h.goal, fmt.Sprintf("Step %s: holding until unhold", s.Name())); err != nil {
 		return err
 	}
 	r.status.Step = s.Name()
 	r.status.WaitingFor = "unhold or abort"
 	defer func() { r.status.WaitingFor = "" }()
-	unhold := workflow.GetSignalChannel(r.ctx, SignalUnhold)
 	for {
 		var resumed, aborted bool
 		sel := workflow.NewSelector(r.ctx)

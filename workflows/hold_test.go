@@ -236,3 +236,24 @@ func TestHoldStateTransitions(t *testing.T) {
 		t.Error("unhold accepted in clean wait")
 	}
 }
+
+// Two hold steps: an unhold sent twice for the first (before the
+// workflow recorded the second hold) does not release the second; a
+// later unhold does.
+func TestCleanNodeSecondHoldIgnoresAStaleUnhold(t *testing.T) {
+	f := manualCleanCloud()
+	env := newEnv(t, f)
+	var afterStale State
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalUnhold, nil)
+		env.SignalWorkflow(SignalUnhold, nil)
+	}, 10*time.Minute)
+	env.RegisterDelayedCallback(holdAt(f, func() { env.SignalWorkflow(SignalUnhold, nil) }, &afterStale), 20*time.Minute)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"deploy","step":"hold"},{"interface":"deploy","step":"hold"},{"interface":"bios","step":"factory_reset"}]`, true))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	if afterStale != CleanHold || lastState(f) != Manageable {
+		t.Fatalf("after the double unhold: %s (want clean hold); ended in %s", afterStale, lastState(f))
+	}
+}
