@@ -47,6 +47,8 @@ type fakeCloud struct {
 	plans []StepPlanRecord
 	// agentSteps, when set, is what GetAgentSteps answers.
 	agentSteps []Step
+	// clearedAgent lists the states recorded with ClearAgent.
+	clearedAgent []State
 }
 
 // shownSteps are a node's deploy_step and clean_step as interface.step, ""
@@ -168,6 +170,9 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		}
 		f.states = append(f.states, in.To)
 		f.lastErr = in.LastError
+		if in.ClearAgent {
+			f.clearedAgent = append(f.clearedAgent, in.To)
+		}
 		f.recordSteps(in)
 		f.appendCall("RecordState " + string(in.To))
 		return nil

@@ -100,7 +100,8 @@ func (r *run) deployFlowStep(s Step) func(*run, Step) error {
 	return func(r *run, s Step) error { return r.flowStep(deployHolds, s) }
 }
 
-// flowStep runs one reserved step, as Ironic's conductor does.
+// flowStep runs one reserved step, as Ironic's conductor does (Ironic's
+// steps documentation, "Reserved Functional Steps").
 func (r *run) flowStep(h holdStates, s Step) error {
 	switch s.StepID.Step {
 	case FlowStepHold:
@@ -110,7 +111,13 @@ func (r *run) flowStep(h holdStates, s Step) error {
 	case FlowStepPowerOn:
 		return r.step(s.Name(), func() error { return r.power("power on") })
 	case FlowStepPowerOff:
-		return r.step(s.Name(), func() error { return r.power("power off") })
+		if err := r.step(s.Name(), func() error { return r.power("power off") }); err != nil {
+			return err
+		}
+		// As Ironic's power_off step, the agent's token and URL go, so
+		// that the machine's next boot looks up and gets a new one.
+		return r.record(RecordStateInput{To: r.status.ProvisionState, Target: h.goal, ClearAgent: true,
+			Event: fmt.Sprintf("Step %s: powered off; the agent token is removed", s.Name())})
 	case FlowStepReboot:
 		return r.step(s.Name(), func() error { return r.power("rebooting") })
 	}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -167,7 +168,7 @@ func TestCleanNodeRunsTheReservedPowerAndWaitSteps(t *testing.T) {
 	}
 	waited = env.Now().Sub(start)
 	want := []string{
-		"RecordState cleaning", "SetPower power off", "SetPower power on", "SetPower rebooting",
+		"RecordState cleaning", "SetPower power off", "RecordState cleaning", "SetPower power on", "SetPower rebooting",
 		"RunInterfaceStep bios.factory_reset", "RecordState manageable",
 	}
 	if got := f.callList(); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -175,6 +176,11 @@ func TestCleanNodeRunsTheReservedPowerAndWaitSteps(t *testing.T) {
 	}
 	if waited < 20*time.Second {
 		t.Fatalf("the wait step of 20 s took %s", waited)
+	}
+	// power_off drops the agent token in cleaning, and the end of the
+	// cleaning once more.
+	if fmt.Sprint(f.clearedAgent) != "[cleaning manageable]" {
+		t.Fatalf("states recorded with the agent token removed: %v, want [cleaning manageable]", f.clearedAgent)
 	}
 }
 

@@ -355,7 +355,7 @@ func main() {
 		}},
 		// Hold steps (change flow-steps): unhold goes on, abort fails.
 		{name: "clean-hold-unhold", wf: workflows.WorkflowCleanNode, deploy: "direct",
-			req:   cleanReq(`[{"interface":"deploy","step":"hold"},{"interface":"deploy","step":"wait","args":{"seconds":1}},{"interface":"power","step":"power_on"}]`, true),
+			req:   cleanReq(`[{"interface":"deploy","step":"hold"},{"interface":"deploy","step":"wait","args":{"seconds":1}},{"interface":"power","step":"power_off"},{"interface":"power","step":"power_on"}]`, true),
 			drive: signalAfter(time.Second, workflows.SignalUnhold)},
 		{name: "service-hold-abort", wf: workflows.WorkflowServiceNode, deploy: "direct",
 			req: serviceReq(`[{"interface":"deploy","step":"hold"}]`, true), drive: signalAfter(time.Second, workflows.SignalAbort)},
