@@ -2,6 +2,9 @@ package activities
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/ironflow/ironflow/bmc"
 
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -25,4 +28,27 @@ func (a *Activities) DetachVirtualMedia(ctx context.Context, in workflows.Virtua
 	}
 	defer d.Close()
 	return bmcErr(d.EjectMedia(ctx), "detach virtual media from node %s", in.Node.UUID)
+}
+
+// ReadVirtualMedia reads the node's virtual media devices from its BMC
+// (API 1.93); a driver without virtual media is ErrTypeBMCUnsupported.
+func (a *Activities) ReadVirtualMedia(ctx context.Context, in workflows.VirtualMediaInput) ([]workflows.VirtualMediaDevice, error) {
+	d, err := a.driver(ctx, in.Node)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	r, ok := d.(bmc.MediaReader)
+	if !ok {
+		return nil, bmcErr(fmt.Errorf("%w: the driver reads no virtual media", bmc.ErrUnsupported), "read virtual media of node %s", in.Node.UUID)
+	}
+	devs, err := r.ReadMedia(ctx)
+	if err != nil {
+		return nil, bmcErr(err, "read virtual media of node %s", in.Node.UUID)
+	}
+	out := make([]workflows.VirtualMediaDevice, len(devs))
+	for i, dv := range devs {
+		out[i] = workflows.VirtualMediaDevice(dv)
+	}
+	return out, nil
 }

@@ -21,6 +21,9 @@ type Engine interface {
 	// ChangeVirtualMedia attaches or detaches virtual media (API 1.89) and
 	// waits for the result; a BMC failure wraps ErrHardware.
 	ChangeVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) error
+	// ReadVirtualMedia reads the node's virtual media devices from its BMC
+	// (API 1.93) without the node lock; a BMC failure wraps ErrHardware.
+	ReadVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) ([]workflows.VirtualMediaDevice, error)
 	// Signal sends a named signal (workflows.Signal*) to the node's running
 	// workflow. It returns ErrNoWorkflow when none is running.
 	Signal(ctx context.Context, nodeUUID, name string, arg any) error

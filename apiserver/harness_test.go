@@ -102,6 +102,23 @@ func (e *fakeEngine) ChangeVirtualMedia(ctx context.Context, req workflows.Virtu
 	return e.vmediaErr
 }
 
+// ReadVirtualMedia answers what the fake machine's CD holds: the last
+// attach the engine saw, unless a detach came after it.
+func (e *fakeEngine) ReadVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) ([]workflows.VirtualMediaDevice, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.vmediaErr != nil {
+		return nil, e.vmediaErr
+	}
+	dev := workflows.VirtualMediaDevice{MediaTypes: []string{"CD", "DVD"}}
+	for _, r := range e.vmedia {
+		if r.NodeUUID == req.NodeUUID {
+			dev.Inserted, dev.Image = r.Attach, r.ImageURL
+		}
+	}
+	return []workflows.VirtualMediaDevice{dev}, nil
+}
+
 func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // The microversions from 1.83 on (docs/api-versions.md), each at its version
@@ -148,10 +152,13 @@ func TestContinueInspectionVersions(t *testing.T) {
 }
 
 // TestUnholdVerb: 406 below 1.85; from 1.85, a node outside the hold
-// states gets Ironic's state error; in a hold state the verb is accepted
-// by the state table and refused as not supported (no ironflow workflow
-// holds yet).
+// states gets Ironic's state error; in a hold state the paused workflow
+// is sent the unhold signal (202), and a hold state no workflow holds is
+// refused with the state error, the node left as it is. Abort is accepted
+// in the hold states (Ironic's clean hold --abort--> clean failed).
 func TestUnholdVerb(t *testing.T) {
+	defer func(d time.Duration) { unholdWait = d }(unholdWait)
+	unholdWait = 50 * time.Millisecond
 	e := newEnv(t)
 	uuid := e.createNode(map[string]any{"driver": "fake-hardware", "name": "held"})["uuid"].(string)
 	e.setState(uuid, "active")
@@ -168,12 +175,27 @@ func TestUnholdVerb(t *testing.T) {
 	}
 	for _, st := range []string{"deploy hold", "clean hold", "service hold"} {
 		e.setState(uuid, st)
+		e.eng.hold(uuid, false)
 		r := unhold("1.85")
-		if r.status != http.StatusBadRequest || !strings.Contains(r.faultstring(t), "not supported by ironflow yet") {
+		want := `The requested action "unhold" can not be performed on node "` + uuid + `" while it is in state "` + st + `".`
+		if r.status != http.StatusBadRequest || r.faultstring(t) != want {
+			t.Errorf("unhold in %s without a workflow: %d %s", st, r.status, r.body)
+		}
+		e.eng.hold(uuid, true)
+		e.eng.signals = nil
+		if r := unhold("1.85"); r.status != http.StatusAccepted {
 			t.Errorf("unhold in %s: %d %s", st, r.status, r.body)
 		}
+		if len(e.eng.signals) != 1 || e.eng.signals[0].name != workflows.SignalUnhold {
+			t.Errorf("unhold in %s sent %+v", st, e.eng.signals)
+		}
+		e.eng.signals = nil
+		r = e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", "1.85", map[string]any{"target": "abort"})
+		if r.status != http.StatusAccepted || len(e.eng.signals) != 1 || e.eng.signals[0].name != workflows.SignalAbort {
+			t.Errorf("abort in %s: %d %s, signals %+v", st, r.status, r.body, e.eng.signals)
+		}
 		if got := e.node(uuid).ProvisionState; got != st {
-			t.Errorf("unhold in %s moved the node to %s", st, got)
+			t.Errorf("the API moved the node from %s to %s (the workflow does)", st, got)
 		}
 	}
 }
@@ -406,6 +428,55 @@ func TestVirtualMediaAttachDetach(t *testing.T) {
 	e.eng.vmediaErr = fmt.Errorf("%w: %w", ErrHardware, errors.New("the BMC has no virtual CD"))
 	r := attach(uuid, "1.89", good)
 	if r.status != http.StatusInternalServerError || !strings.Contains(r.faultstring(t), "the BMC has no virtual CD") {
+		t.Errorf("BMC failure: %d %s", r.status, r.body)
+	}
+}
+
+// TestVirtualMediaGet: GET /v1/nodes/{node}/vmedia (1.93) is 404 below
+// 1.93, lists the devices as the BMC reads them (what the last attach put
+// in, nothing after a detach), refuses a driver without virtual media
+// (ipmi) and reports the BMC's failure; it needs no node lock.
+func TestVirtualMediaGet(t *testing.T) {
+	e := newEnv(t)
+	uuid := e.createNode(map[string]any{"driver": "fake-hardware", "name": "vm-get"})["uuid"].(string)
+	ipmi := e.createNode(map[string]any{"driver": "ipmi", "name": "vm-get-ipmi"})["uuid"].(string)
+	get := func(node, v string) resp { return e.do("GET", "/v1/nodes/"+node+"/vmedia", v, nil) }
+	if r := get(uuid, "1.92"); r.status != http.StatusNotFound {
+		t.Errorf("get at 1.92: %d %s", r.status, r.body)
+	}
+	list := func() []any {
+		t.Helper()
+		r := get(uuid, "1.93")
+		var out []any
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &out) != nil || len(out) != 1 {
+			t.Fatalf("get at 1.93: %d %s", r.status, r.body)
+		}
+		return out
+	}
+	if d := list()[0].(map[string]any); d["inserted"] != false || d["image"] != "" {
+		t.Errorf("before any attach: %v", d)
+	}
+	good := map[string]any{"device_type": "cdrom", "image_url": "http://images.example/get.iso"}
+	if r := e.do("POST", "/v1/nodes/"+uuid+"/vmedia", "1.93", good); r.status != http.StatusNoContent {
+		t.Fatalf("attach: %d %s", r.status, r.body)
+	}
+	e.eng.hold(uuid, true) // an operation runs: the read does not wait for it
+	d := list()[0].(map[string]any)
+	if d["inserted"] != true || d["image"] != "http://images.example/get.iso" || fmt.Sprint(d["media_types"]) != "[CD DVD]" {
+		t.Errorf("after attach: %v", d)
+	}
+	e.eng.hold(uuid, false)
+	if r := e.do("DELETE", "/v1/nodes/"+uuid+"/vmedia", "1.93", nil); r.status != http.StatusNoContent {
+		t.Fatalf("detach: %d %s", r.status, r.body)
+	}
+	if d := list()[0].(map[string]any); d["inserted"] != false {
+		t.Errorf("after detach: %v", d)
+	}
+	if r := get(ipmi, "1.93"); r.status != http.StatusBadRequest || r.faultstring(t) != "Driver ipmi does not support get_virtual_media (disabled or not implemented)." {
+		t.Errorf("ipmi: %d %s", r.status, r.body)
+	}
+	e.eng.vmediaErr = fmt.Errorf("%w: %w", ErrHardware, errors.New("BMC unreachable"))
+	if r := get(uuid, "1.93"); r.status != http.StatusInternalServerError || !strings.Contains(r.faultstring(t), "Failed to get virtual media on node "+uuid+": BMC unreachable") {
 		t.Errorf("BMC failure: %d %s", r.status, r.body)
 	}
 }

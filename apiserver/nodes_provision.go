@@ -367,6 +367,9 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		writeEmpty(c, http.StatusAccepted, location)
 		return nil
 	}
+	if workflows.Operation(t.Operation) == workflows.OpUnhold {
+		return s.unhold(c, n, verb, location) // nodes_unhold.go
+	}
 	if plan.endWaitingFirst {
 		if err := s.abortWaiting(ctx, n.UUID); err != nil {
 			return err

@@ -32,6 +32,7 @@ func checkSteps(n *store.Node, req provisionBody) error {
 	available := workflows.InterfaceSteps(kind, map[string]hardware.Interface{
 		"bios": hardware.Interface(n.BIOSInterface), "raid": hardware.Interface(n.RAIDInterface)})
 	available = append(available, workflows.KnownAgentSteps(kind, cachedAgentSteps(n, kind))...)
+	available = append(available, workflows.FlowSteps(user)...) // hold, wait, power_on, ...
 	_, err = workflows.MergeSteps(workflows.PlanInput{Kind: kind, Available: available, User: user,
 		Manual: true, DisableRamdisk: req.disableRamdisk})
 	var perr *workflows.PlanError

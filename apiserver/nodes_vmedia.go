@@ -156,3 +156,29 @@ func (s *server) changeVirtualMedia(c *gin.Context, n *store.Node, req workflows
 	writeEmpty(c, http.StatusNoContent, "")
 	return nil
 }
+
+// getVirtualMedia answers GET /v1/nodes/{node}/vmedia (API 1.93, Ironic's
+// API reference "Get Virtual Media"): the node's virtual media devices as
+// its BMC reads them now, each with media_types, inserted, image and
+// image_name (the Redfish VirtualMedia resource's fields, as Ironic's
+// redfish management interface returns them), a JSON list. The read runs
+// on the node's conductor-group queue without the node's lock (Ironic
+// reads under a shared lock), so it answers while an operation runs.
+func (s *server) getVirtualMedia(c *gin.Context, n *store.Node) error {
+	if !supportsVirtualMedia(n) {
+		return unsupportedExtension(n, "get_virtual_media")
+	}
+	devs, err := s.eng.ReadVirtualMedia(c.Request.Context(), workflows.VirtualMediaRequest{NodeUUID: n.UUID, ConductorGroup: n.ConductorGroup})
+	switch {
+	case errors.Is(err, ErrHardware):
+		msg := fmt.Sprintf("Failed to get virtual media on node %s: %s", n.UUID, strings.TrimPrefix(err.Error(), ErrHardware.Error()+": "))
+		return errorf(http.StatusInternalServerError, "%s", msg)
+	case err != nil:
+		return fmt.Errorf("read virtual media of node %s: %w", n.UUID, err)
+	}
+	if devs == nil {
+		devs = []workflows.VirtualMediaDevice{}
+	}
+	c.JSON(http.StatusOK, devs)
+	return nil
+}

@@ -129,6 +129,7 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/children", s.handle(introducedIn(v83ParentChildNodes, s.onNode(s.listChildren))))
 	a.POST("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.attachVirtualMedia))))
 	a.DELETE("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.detachVirtualMedia))))
+	a.GET("/nodes/:node/vmedia", s.handle(introducedIn(v93GetVmedia, s.onNode(s.getVirtualMedia))))
 	// Node traits (1.37).
 	a.GET("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.listTraits))))
 	a.PUT("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.setTraits))))

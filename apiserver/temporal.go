@@ -85,6 +85,29 @@ func (e *TemporalEngine) ChangeVirtualMedia(ctx context.Context, req workflows.V
 	return nil
 }
 
+// ReadVirtualMedia implements Engine: the read runs under its own workflow
+// ID (workflows.VirtualMediaReadID), not the node lock, as Ironic reads
+// under a shared lock; reads that overlap share one run.
+func (e *TemporalEngine) ReadVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) ([]workflows.VirtualMediaDevice, error) {
+	req.Read = true
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.VirtualMediaReadID(req.NodeUUID),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:    workflows.SearchAttributes(req.NodeUUID, string(workflows.OpVirtualMedia), ""),
+	}
+	run, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowChangeVirtualMedia, req)
+	if err != nil {
+		return nil, fmt.Errorf("start the virtual media read of node %s: %w", req.NodeUUID, err)
+	}
+	var out []workflows.VirtualMediaDevice
+	if err := run.Get(ctx, &out); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHardware, unwrapWorkflowError(err))
+	}
+	return out, nil
+}
+
 // ErrHardware: the BMC refused or failed an operation the API waited for.
 var ErrHardware = errors.New("hardware operation failed")
 

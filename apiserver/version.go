@@ -13,7 +13,7 @@ import (
 // the minimum, as Ironic (clients that predate microversions get 1.1).
 const (
 	MinVersionMinor = 1
-	MaxVersionMinor = 92
+	MaxVersionMinor = 93
 )
 
 // servedMaxMinor is the maximum negotiation serves: MaxVersionMinor, and
@@ -106,6 +106,7 @@ const (
 	v89AttachDetachVmedia = 89
 	v90OVNVtep            = 90
 	v91DotJSON            = 91
+	v93GetVmedia          = 93
 )
 
 func versionString(minor int) string { return "1." + strconv.Itoa(minor) }

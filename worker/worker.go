@@ -86,6 +86,7 @@ func Activities(a *activities.Activities) map[string]any {
 		// API 1.89 (docs/api-versions.md).
 		workflows.ActAttachVirtualMedia: a.AttachVirtualMedia,
 		workflows.ActDetachVirtualMedia: a.DetachVirtualMedia,
+		workflows.ActReadVirtualMedia:   a.ReadVirtualMedia,
 		workflows.ActRunInterfaceStep:   a.RunInterfaceStep,
 		workflows.ActRecordStepPlan:     a.RecordStepPlan,
 	}

@@ -82,13 +82,15 @@ type manualOp struct {
 	// for its steps (they name the operation's steps in its history).
 	prepare, getSteps string
 	runOne            func(*run, Step) error
+	// holds are the states a hold step moves between (workflows/hold.go).
+	holds holdStates
 }
 
 var (
 	manualCleaning = manualOp{kind: StepKindClean, verb: "clean", active: Cleaning, wait: CleanWait, target: Manageable,
-		prepare: "prepare cleaning", getSteps: "get clean steps", runOne: (*run).manualStep}
+		prepare: "prepare cleaning", getSteps: "get clean steps", runOne: (*run).manualStep, holds: cleanHolds}
 	servicing = manualOp{kind: StepKindService, verb: "service", active: Servicing, wait: ServiceWait, target: Active,
-		prepare: "prepare service", getSteps: "get service steps", runOne: (*run).serviceStep}
+		prepare: "prepare service", getSteps: "get service steps", runOne: (*run).serviceStep, holds: serviceHolds}
 )
 
 // runManualPlan boots the agent (unless disable_ramdisk), merges the
@@ -127,7 +129,10 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 		// refusal; the API refused such a plan already.
 		agentSteps = KnownAgentSteps(m.kind, nil)
 	}
-	plan, err := MergeSteps(PlanInput{Kind: m.kind, Available: append(oob, agentSteps...), User: user,
+	// Reserved steps (hold, wait, power_on, ...) behind changeFlowSteps.
+	flow := r.flowStepsOf(user)
+	available := append(append(oob, agentSteps...), flow...)
+	plan, err := MergeSteps(PlanInput{Kind: m.kind, Available: available, User: user,
 		Manual: true, DisableRamdisk: r.req.DisableRamdisk})
 	if err != nil {
 		return cannot(err)
@@ -144,7 +149,11 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Index: &idx, OnlyIndex: true}, nil); err != nil {
 			return err
 		}
-		if err := r.runStep(s, m.runOne); err != nil {
+		runOne := m.runOne
+		if len(flow) > 0 && IsFlowStep(s.StepID) {
+			runOne = func(r *run, s Step) error { return r.flowStep(m.holds, s) }
+		}
+		if err := r.runStep(s, runOne); err != nil {
 			return err
 		}
 		if r.abortAfter {

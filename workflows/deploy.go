@@ -111,7 +111,11 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 // runPlan runs steps in order, each with its handler in table.
 func (r *run) runPlan(table []builtinStep, steps []Step) error {
 	for _, s := range steps {
-		if err := r.runStep(s, handlerOf(table, s.StepID)); err != nil {
+		fn := handlerOf(table, s.StepID)
+		if h := r.deployFlowStep(s); h != nil { // hold, wait, power_on, ... (workflows/hold.go)
+			fn = h
+		}
+		if err := r.runStep(s, fn); err != nil {
 			return err
 		}
 	}

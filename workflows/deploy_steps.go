@@ -70,7 +70,7 @@ func (r *run) deployAgentPlan() error {
 	}); err != nil {
 		return err
 	}
-	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(agentSteps), User: user, AnyArgs: builtinDeployIDs()})
+	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: append(deployAvailable(agentSteps), FlowSteps(user)...), User: user, AnyArgs: builtinDeployIDs()})
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s", r.node.UUID, errorText(err)))
 	}
@@ -113,7 +113,9 @@ func deployFirst(plan []Step) []Step {
 // reports them (KnownAgentSteps), a step neither has left out (Ironic's
 // skip_missing).
 func earlyDeployPlan(user []UserStep, cached []Step) ([]Step, error) {
-	return MergeSteps(PlanInput{Kind: StepKindDeploy, Available: deployAvailable(KnownAgentSteps(StepKindDeploy, cached)), User: user,
+	// Reserved steps (hold, wait, power_on, ...: workflows/hold.go) are
+	// available to every plan that names them.
+	return MergeSteps(PlanInput{Kind: StepKindDeploy, Available: append(deployAvailable(KnownAgentSteps(StepKindDeploy, cached)), FlowSteps(user)...), User: user,
 		SkipMissing: true, AnyArgs: builtinDeployIDs()})
 }
 
@@ -173,7 +175,11 @@ func (r *run) runDeploySteps(steps []Step, base int) error {
 		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
 			return err
 		}
-		if err := r.runStep(s, deployHandler(s.StepID)); err != nil {
+		fn := deployHandler(s.StepID)
+		if h := r.deployFlowStep(s); h != nil { // hold, wait, power_on, ... (workflows/hold.go)
+			fn = h
+		}
+		if err := r.runStep(s, fn); err != nil {
 			return err
 		}
 	}

@@ -49,6 +49,8 @@ type fakeCloud struct {
 	agentSteps []Step
 	// events are the RecordState history events.
 	events []string
+	// clearedAgent lists the states recorded with ClearAgent.
+	clearedAgent []State
 }
 
 // shownSteps are a node's deploy_step and clean_step as interface.step, ""
@@ -171,6 +173,9 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		f.states = append(f.states, in.To)
 		f.lastErr = in.LastError
 		f.events = append(f.events, in.Event)
+		if in.ClearAgent {
+			f.clearedAgent = append(f.clearedAgent, in.To)
+		}
 		f.recordSteps(in)
 		f.appendCall("RecordState " + string(in.To))
 		return nil

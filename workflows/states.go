@@ -111,9 +111,8 @@ const (
 	OpBootDevice Operation = "boot device"
 	OpRescue     Operation = "rescue"
 	OpUnrescue   Operation = "unrescue"
-	// OpUnhold is a signal to the workflow paused in a hold state; no
-	// workflow of ironflow holds yet, so the API refuses it as not
-	// supported (docs/api-versions.md).
+	// OpUnhold is SignalUnhold to the workflow paused in a hold state
+	// by a hold step (workflows/hold.go); nothing is started.
 	OpUnhold Operation = "unhold"
 	// OpService is servicing (API 1.87): ServiceNode.
 	OpService Operation = "service"
@@ -260,11 +259,13 @@ func decide(state State, verb Verb) (op Operation, next, target State, ok bool) 
 			return OpUnhold, ServiceWait, "", true
 		}
 	case VerbAbort:
-		// Ironic aborts in the wait states (wait call-back from 1.110);
-		// ironflow also aborts a failed step's wait for an operator.
+		// Ironic aborts in the wait states (wait call-back from 1.110) and
+		// the hold states (clean hold --abort--> clean failed, and so for
+		// deploy and service); ironflow also aborts a failed step's wait
+		// for an operator.
 		switch state {
 		case DeployWait, CleanWait, InspectWait, RescueWait, DeployFailed, CleanFailed, InspectFailed,
-			RescueFailed, UnrescueFailed, ServiceWait, ServiceFailed:
+			RescueFailed, UnrescueFailed, ServiceWait, ServiceFailed, DeployHold, CleanHold, ServiceHold:
 			return OpAbort, state, "", true
 		}
 	}

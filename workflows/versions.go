@@ -49,4 +49,13 @@ const (
 	// no recorded history has its new path yet: record this version's
 	// histories (make record-histories).
 	changeDeployAgentSteps = "deploy-agent-steps"
+	// changeFlowSteps: Ironic's reserved steps (hold, wait, power_on,
+	// power_off, reboot; workflows/hold.go) run in clean, service and
+	// deploy plans; before it a manual plan refused them and a deploy
+	// plan sent them to the agent. Taken only by a plan that names a
+	// reserved step (at the plan's merge, or at the deploy step). Introduced
+	// by issue 18's hold steps (API 1.85 unhold); no recorded history has
+	// its new path yet: record this version's histories (make
+	// record-histories).
+	changeFlowSteps = "flow-steps"
 )

@@ -20,7 +20,19 @@ const (
 	ActAttachVirtualMedia = "AttachVirtualMedia"
 	// ActDetachVirtualMedia ejects the node's virtual media.
 	ActDetachVirtualMedia = "DetachVirtualMedia"
+	// ActReadVirtualMedia reads the node's virtual media devices from its
+	// BMC (API 1.93).
+	ActReadVirtualMedia = "ReadVirtualMedia"
 )
+
+// VirtualMediaDevice is one virtual media device as the BMC reads it: GET
+// /v1/nodes/{node}/vmedia's items (API 1.93).
+type VirtualMediaDevice struct {
+	MediaTypes []string `json:"media_types"`
+	Inserted   bool     `json:"inserted"`
+	Image      string   `json:"image"`
+	ImageName  string   `json:"image_name"`
+}
 
 // VirtualMediaRequest is a virtual media attach (Attach) or detach asked
 // through the API. The image URL is the user's; it carries no secret of
@@ -32,7 +44,15 @@ type VirtualMediaRequest struct {
 	ImageURL       string   `json:"image_url,omitempty"`
 	DeviceTypes    []string `json:"device_types,omitempty"`
 	ConductorGroup string   `json:"conductor_group"`
+	// Read (API 1.93) reads the devices instead: the workflow's result.
+	// A read runs under its own workflow ID (VirtualMediaReadID), so that
+	// it needs no node lock, as Ironic's read takes a shared one.
+	Read bool `json:"read,omitempty"`
 }
+
+// VirtualMediaReadID is the workflow ID of a virtual media read: not the
+// node lock (WorkflowID), so a read runs while the node's operation does.
+func VirtualMediaReadID(nodeUUID string) string { return "vmedia-read-" + nodeUUID }
 
 // VirtualMediaInput is the activity's input: the node and the request.
 type VirtualMediaInput struct {
@@ -41,15 +61,22 @@ type VirtualMediaInput struct {
 	ImageURL   string   `json:"image_url,omitempty"`
 }
 
-// ChangeVirtualMedia attaches or detaches virtual media; the API waits for
-// its result.
-func ChangeVirtualMedia(ctx workflow.Context, req VirtualMediaRequest) error {
+// ChangeVirtualMedia attaches or detaches virtual media, or reads the
+// devices (Read: the result; nil otherwise); the API waits for its result.
+// A read is a request field no earlier request set, so histories of
+// attach and detach replay as they ran.
+func ChangeVirtualMedia(ctx workflow.Context, req VirtualMediaRequest) ([]VirtualMediaDevice, error) {
 	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, OpVirtualMedia)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if req.Attach {
-		return r.hardware(ActAttachVirtualMedia, VirtualMediaInput{Node: r.node, DeviceType: req.DeviceType, ImageURL: req.ImageURL}, nil)
+	switch {
+	case req.Read:
+		var out []VirtualMediaDevice
+		err := r.hardware(ActReadVirtualMedia, VirtualMediaInput{Node: r.node}, &out)
+		return out, err
+	case req.Attach:
+		return nil, r.hardware(ActAttachVirtualMedia, VirtualMediaInput{Node: r.node, DeviceType: req.DeviceType, ImageURL: req.ImageURL}, nil)
 	}
-	return r.hardware(ActDetachVirtualMedia, VirtualMediaInput{Node: r.node}, nil)
+	return nil, r.hardware(ActDetachVirtualMedia, VirtualMediaInput{Node: r.node}, nil)
 }

@@ -114,6 +114,9 @@ func acts() map[string]any {
 			return fail(in.Node.UUID, "AttachVirtualMedia")
 		},
 		workflows.ActDetachVirtualMedia: func(ctx context.Context, in workflows.VirtualMediaInput) error { return nil },
+		workflows.ActReadVirtualMedia: func(ctx context.Context, in workflows.VirtualMediaInput) ([]workflows.VirtualMediaDevice, error) {
+			return []workflows.VirtualMediaDevice{{MediaTypes: []string{"CD", "DVD"}, Inserted: true, Image: "http://images.example/boot.iso", ImageName: "boot.iso"}}, nil
+		},
 		workflows.ActSetPower: func(ctx context.Context, in workflows.PowerInput) (string, error) {
 			if in.Action == "power off" {
 				return "power off", nil
@@ -376,6 +379,19 @@ func main() {
 		}},
 		{name: "vmedia-detach", wf: workflows.WorkflowChangeVirtualMedia, deploy: "direct", req: func(uuid string) any {
 			return workflows.VirtualMediaRequest{NodeUUID: uuid}
+		}},
+		{name: "vmedia-read", wf: workflows.WorkflowChangeVirtualMedia, deploy: "direct", req: func(uuid string) any {
+			return workflows.VirtualMediaRequest{NodeUUID: uuid, Read: true}
+		}},
+		// Hold steps (change flow-steps): unhold goes on, abort fails.
+		{name: "clean-hold-unhold", wf: workflows.WorkflowCleanNode, deploy: "direct",
+			req:   cleanReq(`[{"interface":"deploy","step":"hold"},{"interface":"deploy","step":"wait","args":{"seconds":1}},{"interface":"power","step":"power_off"},{"interface":"power","step":"power_on"}]`, true),
+			drive: signalAfter(time.Second, workflows.SignalUnhold)},
+		{name: "service-hold-abort", wf: workflows.WorkflowServiceNode, deploy: "direct",
+			req: serviceReq(`[{"interface":"deploy","step":"hold"}]`, true), drive: signalAfter(time.Second, workflows.SignalAbort)},
+		{name: "deploy-hold-unhold", wf: workflows.WorkflowDeployNode, deploy: "direct", drive: both(hb, signalAfter(time.Second, workflows.SignalUnhold)), req: func(uuid string) any {
+			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"hold","priority":90}]`)}
 		}},
 	}
 
