@@ -125,6 +125,9 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/history", s.handle(introducedIn(v78History, s.onNode(s.listHistory))))
 	a.GET("/nodes/:node/history/:event", s.handle(introducedIn(v78History, s.onNode(s.showHistory))))
 	a.GET("/nodes/:node/inventory", s.handle(introducedIn(v81Inventory, s.onNode(s.inventory))))
+	// BIOS settings (1.40, registry fields 1.74): nodes_bios.go.
+	a.GET("/nodes/:node/bios", s.handle(introducedIn(v40BIOSIface, s.onNode(s.listBIOS))))
+	a.GET("/nodes/:node/bios/:setting", s.handle(introducedIn(v40BIOSIface, s.onNode(s.showBIOS))))
 	// API 1.83 to 1.89 (docs/api-versions.md).
 	a.GET("/nodes/:node/children", s.handle(introducedIn(v83ParentChildNodes, s.onNode(s.listChildren))))
 	a.POST("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.attachVirtualMedia))))
