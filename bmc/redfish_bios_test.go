@@ -26,6 +26,8 @@ type biosBMC struct {
 	ignoreOnReset bool // pending settings never applied
 	failedMessage bool // after a reset, @Redfish.Settings reports SettingsFailed
 	resetAsked    bool
+	// rejectSecureBoot: 400 on PATCH of SecureBoot
+	rejectSecureBoot bool
 }
 
 func startBIOSBMC(t *testing.T, dir, biosPath, settingsPath, registry string) *biosBMC {
@@ -96,6 +98,14 @@ func (b *biosBMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if at, ok := body["@Redfish.SettingsApplyTime"]; ok {
 			b.actions = append(b.actions, "ApplyTime "+at.(map[string]any)["ApplyTime"].(string))
 		}
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodPatch && strings.HasSuffix(p, "/SecureBoot"):
+		if b.rejectSecureBoot {
+			redfishErr(w, http.StatusBadRequest, "Base.1.8.PropertyNotWritable", "The property SecureBootEnable is a read only property and cannot be assigned a value.")
+			return
+		}
+		b.docs[p]["SecureBootEnable"] = body["SecureBootEnable"]
+		b.actions = append(b.actions, "SecureBootEnable "+BIOSText(body["SecureBootEnable"]))
 		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPost && strings.HasSuffix(strings.ToLower(p), "/actions/bios.resetbios"):
 		b.actions = append(b.actions, "ResetBios")
