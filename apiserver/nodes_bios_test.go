@@ -2,10 +2,13 @@ package apiserver
 
 import (
 	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/store/storetest"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 func ptrTo[T any](v T) *T { return &v }
@@ -94,5 +97,80 @@ func TestServiceWithRedfishBIOSStep(t *testing.T) {
 	}
 	if last := e.eng.provisions[len(e.eng.provisions)-1]; !strings.Contains(string(last.ServiceSteps), "apply_configuration") {
 		t.Errorf("request %+v", last)
+	}
+}
+
+// bootModeEngine is the fake engine with the boot mode change.
+type bootModeEngine struct {
+	*fakeEngine
+	reqs []workflows.BootModeRequest
+	err  error
+}
+
+func (e *bootModeEngine) StartBootMode(_ context.Context, req workflows.BootModeRequest) error {
+	if e.err != nil {
+		return e.err
+	}
+	e.reqs = append(e.reqs, req)
+	return nil
+}
+
+// TestBootModeAndSecureBootStates: PUT states/boot_mode and
+// states/secure_boot (1.76) check the target as Ironic does, answer 202
+// with the node's states as Location and start ChangeBootMode; ipmi has no
+// secure boot; a node held by another operation is 409.
+func TestBootModeAndSecureBootStates(t *testing.T) {
+	st := storetest.New(t)
+	eng := &bootModeEngine{fakeEngine: newFakeEngine(st)}
+	h, err := New(DefaultConfig(), st, eng, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	e := &env{t: t, st: st, eng: eng.fakeEngine, h: h, srv: srv}
+	rf := e.createNode(map[string]any{"driver": "redfish", "name": "bm-rf", "driver_info": map[string]any{"redfish_address": "http://127.0.0.1:1"}})["uuid"].(string)
+	ipmi := e.createNode(map[string]any{"driver": "ipmi", "name": "bm-ipmi", "driver_info": map[string]any{"ipmi_address": "127.0.0.1"}})["uuid"].(string)
+
+	for _, c := range []struct {
+		name, node, path, ver string
+		body                  any
+		status                int
+		msg                   string
+	}{
+		{"below 1.76", rf, "boot_mode", "1.75", map[string]any{"target": "uefi"}, 404, ""},
+		{"bad mode", rf, "boot_mode", "1.76", map[string]any{"target": "efi"}, 400, "Invalid boot mode efi requested for node."},
+		{"no mode", rf, "boot_mode", "1.76", map[string]any{}, 400, "Invalid boot mode None requested for node."},
+		{"bad secure boot", rf, "secure_boot", "1.76", map[string]any{"target": "on"}, 400, "Invalid secure boot state on requested for node."},
+		{"ipmi secure boot", ipmi, "secure_boot", "1.76", map[string]any{"target": true}, 400, "Driver ipmi does not support set_secure_boot_state (disabled or not implemented)."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.do("PUT", "/v1/nodes/"+c.node+"/states/"+c.path, c.ver, c.body)
+			if r.status != c.status || (c.msg != "" && r.faultstring(t) != c.msg) {
+				t.Errorf("%d %s, want %d %s", r.status, r.body, c.status, c.msg)
+			}
+		})
+	}
+	if len(eng.reqs) != 0 {
+		t.Fatalf("refused requests started workflows: %+v", eng.reqs)
+	}
+
+	r := e.do("PUT", "/v1/nodes/bm-rf/states/boot_mode", "1.76", map[string]any{"target": "uefi"})
+	if r.status != 202 || !strings.HasSuffix(r.header.Get("Location"), "/v1/nodes/bm-rf/states") {
+		t.Fatalf("boot mode: %d %s %v", r.status, r.body, r.header)
+	}
+	if r := e.do("PUT", "/v1/nodes/"+rf+"/states/secure_boot", "1.76", map[string]any{"target": false}); r.status != 202 {
+		t.Fatalf("secure boot: %d %s", r.status, r.body)
+	}
+	if r := e.do("PUT", "/v1/nodes/"+ipmi+"/states/boot_mode", "1.76", map[string]any{"target": "bios"}); r.status != 202 {
+		t.Fatalf("ipmi boot mode: %d %s", r.status, r.body)
+	}
+	if len(eng.reqs) != 3 || eng.reqs[0].BootMode != "uefi" || eng.reqs[0].NodeUUID != rf ||
+		eng.reqs[1].SecureBoot == nil || *eng.reqs[1].SecureBoot || eng.reqs[2].BootMode != "bios" {
+		t.Fatalf("requests %+v", eng.reqs)
+	}
+	eng.err = ErrNodeLocked
+	if r := e.do("PUT", "/v1/nodes/"+rf+"/states/boot_mode", "1.76", map[string]any{"target": "bios"}); r.status != 409 {
+		t.Errorf("locked node: %d %s", r.status, r.body)
 	}
 }

@@ -117,6 +117,9 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/states", s.handle(s.onNode(s.states)))
 	a.PUT("/nodes/:node/states/provision", s.handle(s.provision))
 	a.PUT("/nodes/:node/states/power", s.handle(s.power))
+	// Boot mode and secure boot (1.76): nodes_bootmode.go.
+	a.PUT("/nodes/:node/states/boot_mode", s.handle(introducedIn(v76BootModeChange, s.onNode(s.setBootMode))))
+	a.PUT("/nodes/:node/states/secure_boot", s.handle(introducedIn(v76BootModeChange, s.onNode(s.setSecureBoot))))
 	a.PUT("/nodes/:node/maintenance", s.handle(s.onNode(s.setMaintenance)))
 	a.DELETE("/nodes/:node/maintenance", s.handle(s.onNode(s.unsetMaintenance)))
 	a.GET("/nodes/:node/management/boot_device", s.handle(s.onNode(s.getBootDevice)))

@@ -111,6 +111,10 @@ func acts() map[string]any {
 			return fail(in.Node.UUID, "AttachVirtualMedia")
 		},
 		workflows.ActDetachVirtualMedia: func(ctx context.Context, in workflows.VirtualMediaInput) error { return nil },
+		workflows.ActSetBootMode: func(ctx context.Context, in workflows.BootModeInput) (workflows.BootModeResult, error) {
+			return workflows.BootModeResult{BootMode: in.BootMode, SecureBoot: in.SecureBoot}, nil
+		},
+		workflows.ActRecordBootMode: func(ctx context.Context, in workflows.BootModeRecord) error { return nil },
 		workflows.ActSetPower: func(ctx context.Context, in workflows.PowerInput) (string, error) {
 			if in.Action == "power off" {
 				return "power off", nil
@@ -346,6 +350,9 @@ func main() {
 		}},
 		{name: "vmedia-detach", wf: workflows.WorkflowChangeVirtualMedia, deploy: "direct", req: func(uuid string) any {
 			return workflows.VirtualMediaRequest{NodeUUID: uuid}
+		}},
+		{name: "boot-mode", wf: workflows.WorkflowChangeBootMode, deploy: "direct", req: func(uuid string) any {
+			return workflows.BootModeRequest{NodeUUID: uuid, BootMode: "uefi"}
 		}},
 	}
 
