@@ -155,3 +155,44 @@ func TestRedfishBIOSStepFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestBootModeActivities: fake-hardware keeps what was asked, ipmi has no
+// secure boot (Ironic's UnsupportedDriverExtension message), and the
+// record writes boot_mode and secure_boot, or last_error.
+func TestBootModeActivities(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a := activities.New(st, activities.Config{Conductor: "c"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: "manageable"}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	res, err := a.SetBootMode(ctx, workflows.BootModeInput{Node: workflows.NodeInfo{UUID: n.UUID, Driver: "fake-hardware"}, BootMode: "uefi", SecureBoot: &on})
+	if err != nil || res.BootMode != "uefi" || res.SecureBoot == nil || !*res.SecureBoot {
+		t.Fatalf("fake: %+v %v", res, err)
+	}
+	if err := a.RecordBootMode(ctx, workflows.BootModeRecord{NodeUUID: n.UUID, BootMode: res.BootMode, SecureBoot: res.SecureBoot, Event: "Set boot mode uefi"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := st.GetNode(ctx, n.UUID)
+	if got.BootMode == nil || *got.BootMode != "uefi" || got.SecureBoot == nil || !*got.SecureBoot || got.LastError != nil {
+		t.Fatalf("recorded %v %v %v", got.BootMode, got.SecureBoot, got.LastError)
+	}
+	if err := a.RecordBootMode(ctx, workflows.BootModeRecord{NodeUUID: n.UUID, LastError: "Failed", Event: "Failed", Severity: "ERROR"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetNode(ctx, n.UUID); *got.BootMode != "uefi" || got.LastError == nil || *got.LastError != "Failed" {
+		t.Fatalf("a failure changed the mode or lost the error: %v %v", got.BootMode, got.LastError)
+	}
+
+	ip := &store.Node{Driver: "ipmi", ProvisionState: "manageable", DriverInfo: map[string]any{"ipmi_address": "127.0.0.1"}}
+	if err := st.CreateNode(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.SetBootMode(ctx, workflows.BootModeInput{Node: workflows.NodeInfo{UUID: ip.UUID, Driver: "ipmi"}, SecureBoot: &on})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "Driver ipmi does not support set_secure_boot_state (disabled or not implemented).") {
+		t.Fatalf("ipmi secure boot: %v", err)
+	}
+}
