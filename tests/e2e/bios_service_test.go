@@ -155,3 +155,71 @@ func biosStr(v any) string {
 	}
 	return ""
 }
+
+// TestBootModeSwitchToUEFIThenDeploy: a SeaBIOS VM behind `ironflow vbmc
+// serve` is switched to UEFI with `baremetal node boot mode set` (PUT
+// states/boot_mode, API 1.76): the node's boot_mode reads uefi once the
+// BMC reports it, and the next deploy (ramdisk, network boot) boots the
+// VM under OVMF.
+func TestBootModeSwitchToUEFIThenDeploy(t *testing.T) {
+	RequireQEMU(t)
+	begin := time.Now()
+	lab := NewLab(t)
+	s := startStack(t, lab, "--automated-clean=false")
+	vmlinuz, _, err := ensureKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ramdisk := filepath.Join(lab.Dir, "ramdisk-instance.cpio")
+	if err := buildRamdiskInstance(ramdisk); err != nil {
+		t.Fatal(err)
+	}
+	kernelURL := s.publishImage(t, vmlinuz, "instance.vmlinuz")
+	ramdiskURL := s.publishImage(t, ramdisk, "instance.cpio")
+
+	vm := lab.AddVM("node-bmode", "52:54:00:e2:b1:06", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-bmode", "disk.raw"))
+	bmc := startRedfishBMC(t, s, vmDefinition(vm, 1, DefaultMemoryMB, vmDiskSize))
+	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC, "--deploy-interface", "ramdisk", "--boot-interface", "ipxe")
+	defer printNodeHistory(t, s, uuid)
+	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
+	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
+
+	s.mustCLI(t, "--os-baremetal-api-version", "1.76", "node", "boot", "mode", "set", uuid, "uefi")
+	deadline := time.Now().Add(manageWait)
+	for s.nodeFields(t, uuid)["boot_mode"] != "uefi" {
+		if time.Now().After(deadline) {
+			f := s.nodeFields(t, uuid)
+			t.Fatalf("boot_mode is %v after the switch (last_error %v)", f["boot_mode"], f["last_error"])
+		}
+		time.Sleep(time.Second)
+	}
+
+	s.mustCLI(t, "node", "set", uuid,
+		"--instance-info", "kernel="+kernelURL,
+		"--instance-info", "ramdisk="+ramdiskURL,
+		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200")
+	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(deployWait)); err != nil {
+		s.failStep(t, uuid, vm.SerialLog, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
+	defer cancel()
+	if _, err := WaitSerial(ctx, vm.SerialLog, ramdiskInstanceMarker, nil); err != nil {
+		t.Fatal(err)
+	}
+	qlog, _ := os.ReadFile(filepath.Join(bmc.stateDir, vm.Name, "qemu.log"))
+	var last string
+	for _, line := range strings.Split(string(qlog), "\n") {
+		if strings.Contains(line, " starting: ") {
+			last = line
+		}
+	}
+	if !strings.Contains(last, "OVMF_CODE") {
+		t.Errorf("the deploy's QEMU start is not under OVMF:\n%s", last)
+	}
+	if line, ok := findLine(vm.SerialLog, "EFI stub"); ok {
+		t.Logf("bmode: %s", line)
+	} else if _, ok := findLine(vm.SerialLog, "efi: EFI v"); !ok {
+		t.Errorf("the instance's kernel did not boot through UEFI; console tail:\n%s", devstack.Tail(vm.SerialLog, 2000))
+	}
+	t.Logf("bmode: scenario took %.1fs", time.Since(begin).Seconds())
+}
