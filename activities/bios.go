@@ -124,6 +124,25 @@ func (a *Activities) cacheBIOS(ctx context.Context, bc bmc.BIOSConfigurer, node 
 	}
 }
 
+// CacheBIOSSettings refreshes the node's cached BIOS settings through its
+// BMC (ActCacheBIOSSettings).
+func (a *Activities) CacheBIOSSettings(ctx context.Context, node workflows.NodeInfo) error {
+	d, err := a.driver(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	bc, ok := d.(bmc.BIOSConfigurer)
+	if !ok {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the BMC driver of node %s cannot read the BIOS", node.UUID), workflows.ErrTypeBMCUnsupported, nil)
+	}
+	if err := a.CacheBIOSFrom(ctx, bc, node.UUID); err != nil {
+		return bmcErr(err, "cache the BIOS settings of node %s", node.UUID)
+	}
+	return nil
+}
+
 // CacheBIOSFrom reads the BIOS settings through bc and makes them the
 // node's cached ones.
 func (a *Activities) CacheBIOSFrom(ctx context.Context, bc bmc.BIOSConfigurer, node string) error {

@@ -196,3 +196,16 @@ func TestBootModeActivities(t *testing.T) {
 		t.Fatalf("ipmi secure boot: %v", err)
 	}
 }
+
+func TestCacheBIOSSettingsActivity(t *testing.T) {
+	m := &biosMachine{current: map[string]any{"ProcCores": float64(4), "ProcSMT": true}, pending: map[string]any{}}
+	a, st, node := biosLab(t, m)
+	ctx := context.Background()
+	if err := a.CacheBIOSSettings(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	list, err := st.ListBIOSSettings(ctx, node.UUID)
+	if err != nil || len(list) != 2 || list[0].Name != "ProcCores" || list[0].Value != "4" || list[1].Value != "True" {
+		t.Fatalf("cached %+v, %v", list, err)
+	}
+}

@@ -91,8 +91,9 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActRunInterfaceStep:   a.RunInterfaceStep,
 		workflows.ActRecordStepPlan:     a.RecordStepPlan,
 		// API 1.76 boot mode and secure boot.
-		workflows.ActSetBootMode:    a.SetBootMode,
-		workflows.ActRecordBootMode: a.RecordBootMode,
+		workflows.ActSetBootMode:       a.SetBootMode,
+		workflows.ActRecordBootMode:    a.RecordBootMode,
+		workflows.ActCacheBIOSSettings: a.CacheBIOSSettings,
 	}
 }
 

@@ -114,7 +114,8 @@ func acts() map[string]any {
 		workflows.ActSetBootMode: func(ctx context.Context, in workflows.BootModeInput) (workflows.BootModeResult, error) {
 			return workflows.BootModeResult{BootMode: in.BootMode, SecureBoot: in.SecureBoot}, nil
 		},
-		workflows.ActRecordBootMode: func(ctx context.Context, in workflows.BootModeRecord) error { return nil },
+		workflows.ActRecordBootMode:    func(ctx context.Context, in workflows.BootModeRecord) error { return nil },
+		workflows.ActCacheBIOSSettings: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
 		workflows.ActSetPower: func(ctx context.Context, in workflows.PowerInput) (string, error) {
 			if in.Action == "power off" {
 				return "power off", nil
