@@ -29,12 +29,16 @@ func argsInfo(in map[string]any) map[string]workflows.ArgInfo {
 
 // RunInterfaceStep runs an interface's out-of-band step. The fake
 // interfaces' steps do nothing but say so in the node's history, as
-// Ironic's fake interfaces do; no other implementation declares one yet.
+// Ironic's fake interfaces do; the redfish bios interface's run in
+// runBIOSStep (bios.go).
 func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.InterfaceStepInput) error {
 	if err := a.showStep(ctx, in.Node.UUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
 		return err
 	}
 	impl := in.Node.StepInterfaces()[in.Step.Interface]
+	if in.Step.Interface == "bios" && impl == hardware.Redfish {
+		return a.runBIOSStep(ctx, in)
+	}
 	if impl != hardware.Fake {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s interface %q of node %s has no step %s", in.Step.Interface, impl, in.Node.UUID, in.Step.Step),

@@ -117,6 +117,9 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/states", s.handle(s.onNode(s.states)))
 	a.PUT("/nodes/:node/states/provision", s.handle(s.provision))
 	a.PUT("/nodes/:node/states/power", s.handle(s.power))
+	// Boot mode and secure boot (1.76): nodes_bootmode.go.
+	a.PUT("/nodes/:node/states/boot_mode", s.handle(introducedIn(v76BootModeChange, s.onNode(s.setBootMode))))
+	a.PUT("/nodes/:node/states/secure_boot", s.handle(introducedIn(v76BootModeChange, s.onNode(s.setSecureBoot))))
 	a.PUT("/nodes/:node/maintenance", s.handle(s.onNode(s.setMaintenance)))
 	a.DELETE("/nodes/:node/maintenance", s.handle(s.onNode(s.unsetMaintenance)))
 	a.GET("/nodes/:node/management/boot_device", s.handle(s.onNode(s.getBootDevice)))
@@ -125,6 +128,9 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/history", s.handle(introducedIn(v78History, s.onNode(s.listHistory))))
 	a.GET("/nodes/:node/history/:event", s.handle(introducedIn(v78History, s.onNode(s.showHistory))))
 	a.GET("/nodes/:node/inventory", s.handle(introducedIn(v81Inventory, s.onNode(s.inventory))))
+	// BIOS settings (1.40, registry fields 1.74): nodes_bios.go.
+	a.GET("/nodes/:node/bios", s.handle(introducedIn(v40BIOSIface, s.onNode(s.listBIOS))))
+	a.GET("/nodes/:node/bios/:setting", s.handle(introducedIn(v40BIOSIface, s.onNode(s.showBIOS))))
 	// API 1.83 to 1.89 (docs/api-versions.md).
 	a.GET("/nodes/:node/children", s.handle(introducedIn(v83ParentChildNodes, s.onNode(s.listChildren))))
 	a.POST("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.attachVirtualMedia))))

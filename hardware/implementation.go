@@ -141,7 +141,7 @@ type inspectBehaviour struct{ method InspectMethod }
 func (i inspectBehaviour) Method() InspectMethod { return i.method }
 
 // implementations are every interface ironflow implements, per kind.
-// Interfaces Ironic has and ironflow does not run (bios, firmware and raid
+// Interfaces Ironic has and ironflow does not run (firmware and raid
 // through Redfish, raid through the agent, vendor passthru, consoles) are
 // absent on purpose: add one here with the code that serves
 // it before a hardware type advertises it.
@@ -194,6 +194,7 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	implement(KindInspect, NoInspect, servedByNothing, "", inspectBehaviour{InspectNothing})
 	implement(KindInspect, Fake, servedByNothing, "", inspectBehaviour{InspectNothing})
 	implement(KindInspect, Agent, "workflows InspectNode: the agent's inventory", "", inspectBehaviour{InspectInBand})
+	implement(KindBIOS, Redfish, "activities RunInterfaceStep: the BMC driver's BIOS settings (bmc.BIOSConfigurer)", "", nil)
 	implement(KindInspect, Redfish, "workflows InspectNode: the BMC driver's inventory (bmc.Inspector)", CapOutOfBandInspection, inspectBehaviour{InspectOutOfBand})
 	return impls
 }

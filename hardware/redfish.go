@@ -2,7 +2,8 @@ package hardware
 
 // redfish is Ironic's redfish hardware type: power, boot device, virtual
 // media and out-of-band inspection through the BMC's Redfish service
-// (bmc/redfish.go, bmc/redfish_inspect.go).
+// (bmc/redfish.go, bmc/redfish_inspect.go), and BIOS settings as clean
+// and service steps (bmc/redfish_bios.go, activities/bios.go).
 func init() {
 	ImplementBMC(Redfish)
 	Register(Type{
@@ -19,7 +20,7 @@ func init() {
 			{Name: "redfish_connection_retry_interval", Description: "Seconds (or a Go duration) between attempts to reach the BMC; default 2. Optional."},
 		}, powerWaitKeys),
 		Interfaces: map[Kind][]Interface{
-			KindBIOS: {NoBIOS}, KindBoot: {RedfishVirtualMedia, IPXE, PXE}, KindConsole: {NoConsole},
+			KindBIOS: {NoBIOS, Redfish}, KindBoot: {RedfishVirtualMedia, IPXE, PXE}, KindConsole: {NoConsole},
 			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID},

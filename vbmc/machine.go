@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -255,6 +256,12 @@ func (m *Machine) ForceRestart(ctx context.Context) error {
 	defer unlock()
 	if m.pid() == 0 {
 		m.log.Info("force restart while off: powering on")
+		return m.start(ctx)
+	}
+	if m.biosPending() { // new firmware settings need a new QEMU (bios.go)
+		if err := m.stop(ctx); err != nil {
+			return err
+		}
 		return m.start(ctx)
 	}
 	err = qmpDo(ctx, m.qmpSocket(), func(q *qmpConn) error {
@@ -544,6 +551,10 @@ func (m *Machine) EjectMedia(ctx context.Context) error {
 // start launches QEMU, detached from the caller, with the stored boot order
 // and media. The caller holds the lock and has checked that it is off.
 func (m *Machine) start(ctx context.Context) error {
+	// Pending BIOS settings, boot mode and secure boot apply now (bios.go).
+	if err := m.applyBIOS(); err != nil {
+		return err
+	}
 	if err := m.prepare(); err != nil {
 		return err
 	}
@@ -683,9 +694,13 @@ func (m *Machine) prepare() error {
 		return fmt.Errorf("write SeaBIOS serial console setting for %s: %w", m.vm.Name, err)
 	}
 	if m.vm.Firmware == FirmwareUEFI {
-		vars := filepath.Join(m.dir, "OVMF_VARS.fd")
+		_, vars, secure := m.secureBootFirmware()
+		src := OVMFVars
+		if secure {
+			src = OVMFSecureVars
+		}
 		if _, err := os.Stat(vars); errors.Is(err, fs.ErrNotExist) {
-			if err := copyFile(OVMFVars, vars); err != nil {
+			if err := copyFile(src, vars); err != nil {
 				return fmt.Errorf("copy UEFI variable store for %s: %w", m.vm.Name, err)
 			}
 		}
@@ -711,10 +726,14 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 		"-uuid", m.UUID(),
 		"-machine", "q35",
 	}
+	// Secure boot needs SMM, which nested KVM often lacks: auto means TCG
+	// then (bios.go).
+	_, _, secure := m.secureBootFirmware()
+	secure = secure && m.vm.Firmware == FirmwareUEFI
 	switch {
 	case m.cfg.Accel == AccelKVM:
 		a = append(a, "-accel", "kvm")
-	case m.cfg.Accel == AccelAuto && kvmUsable():
+	case m.cfg.Accel == AccelAuto && kvmUsable() && !secure:
 		a = append(a, "-accel", "kvm", "-accel", "tcg")
 	default:
 		a = append(a, "-accel", "tcg")
@@ -737,9 +756,14 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 		"-device", "virtio-rng-pci",
 	)
 	if m.vm.Firmware == FirmwareUEFI {
+		code, vars, secure := m.secureBootFirmware()
+		if secure { // OVMF's secure-boot build runs its variable store in SMM
+			a[slices.Index(a, "q35")] = "q35,smm=on"
+			a = append(a, "-global", "driver=cfi.pflash01,property=secure,value=on")
+		}
 		a = append(a,
-			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+OVMFCode,
-			"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(m.dir, "OVMF_VARS.fd"),
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+code,
+			"-drive", "if=pflash,format=raw,unit=1,file="+vars,
 		)
 	} else {
 		// Without a VGA device SeaBIOS (and the iPXE ROM, which prints

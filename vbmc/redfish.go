@@ -141,6 +141,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("POST "+redfishRoot+"/Managers/{id}/VirtualMedia/{dev}/Actions/VirtualMedia.EjectMedia", s.withCD(s.handleEjectMedia))
 	mux.HandleFunc("GET "+redfishRoot+"/Chassis", s.handleChassisCollection)
 	mux.HandleFunc("GET "+redfishRoot+"/Chassis/{id}", s.withMachine(s.handleChassis))
+	s.biosRoutes(mux) // BIOS, SecureBoot, Registries: bios.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", fmt.Sprintf("The resource at the URI %s was not found.", r.URL.Path))
 	})
@@ -273,6 +274,7 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 		"Managers":       link(redfishRoot + "/Managers"),
 		"Chassis":        link(redfishRoot + "/Chassis"),
 		"SessionService": link(redfishRoot + "/SessionService"),
+		"Registries":     link(registriesPath),
 		"Links":          map[string]any{"Sessions": link(sessionsPath)},
 		"Vendor":         "ironflow",
 	})
@@ -424,9 +426,11 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 			targetAllowed:               bootTargets,
 			"BootSourceOverrideEnabled": boot.Enabled,
 			enabledAllowed:              bootEnabled,
-			"BootSourceOverrideMode":    firmwareMode[m.vm.Firmware],
-			modeAllowed:                 []string{firmwareMode[m.vm.Firmware]},
+			"BootSourceOverrideMode":    m.nextBootMode(), // bios.go
+			modeAllowed:                 []string{"UEFI", "Legacy"},
 		},
+		"Bios":       link(p + "/Bios"),
+		"SecureBoot": link(p + "/SecureBoot"),
 		"MemorySummary": map[string]any{
 			"TotalSystemMemoryGiB": float64(m.vm.MemoryMB) / 1024,
 			"Status":               okStatus(),
@@ -495,9 +499,9 @@ func (s *Server) handlePatchSystem(w http.ResponseWriter, r *http.Request, m *Ma
 		writeError(w, http.StatusPreconditionFailed, "PreconditionFailed", "The ETag supplied did not match the ETag required to change this resource.")
 		return
 	}
-	if patch.BootSourceOverrideMode != nil && *patch.BootSourceOverrideMode != firmwareMode[m.vm.Firmware] {
+	if patch.BootSourceOverrideMode != nil && *patch.BootSourceOverrideMode != "UEFI" && *patch.BootSourceOverrideMode != "Legacy" {
 		writeError(w, http.StatusBadRequest, "PropertyValueNotInList",
-			fmt.Sprintf("BootSourceOverrideMode %s is not supported: the firmware of this system is %s.", *patch.BootSourceOverrideMode, firmwareMode[m.vm.Firmware]))
+			fmt.Sprintf("The value %s for the property BootSourceOverrideMode is not in the list of acceptable values.", *patch.BootSourceOverrideMode))
 		return
 	}
 	next := cur
@@ -521,6 +525,13 @@ func (s *Server) handlePatchSystem(w http.ResponseWriter, r *http.Request, m *Ma
 	}
 	ctx, cancel := s.actionContext()
 	defer cancel()
+	// The mode is the firmware's from the next start on (bios.go).
+	if patch.BootSourceOverrideMode != nil && *patch.BootSourceOverrideMode != m.nextBootMode() {
+		if err := m.setNextBootMode(ctx, *patch.BootSourceOverrideMode); err != nil {
+			writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
+			return
+		}
+	}
 	s.log.Info("redfish boot override", "vm", m.vm.Name, "target", next.Target, "enabled", next.Enabled, "user", r.Context().Value(userKey{}))
 	if err := m.SetBoot(ctx, next); err != nil {
 		writeError(w, http.StatusInternalServerError, "InternalError", err.Error())

@@ -178,8 +178,18 @@ func TestRedfishWithQEMU(t *testing.T) {
 	if idx := bootIndexes(t, m); first(idx) != "disk0" {
 		t.Fatalf("boot order after the Once override was used: %v, want disk0 first", idx)
 	}
-	if err := system.SetBoot(redfish.Boot{BootSourceOverrideMode: redfish.UEFIBootSourceOverrideMode}); err == nil {
-		t.Fatal("UEFI boot mode accepted on a BIOS VM")
+	// The boot mode is the firmware of the next start (bios.go): a BIOS
+	// VM may be switched to UEFI and back; other modes are refused.
+	if err := system.SetBoot(redfish.Boot{BootSourceOverrideMode: "Efi"}); err == nil {
+		t.Fatal("boot mode Efi accepted")
+	}
+	for _, mode := range []redfish.BootSourceOverrideMode{redfish.UEFIBootSourceOverrideMode, redfish.LegacyBootSourceOverrideMode} {
+		if err := system.SetBoot(redfish.Boot{BootSourceOverrideMode: mode}); err != nil {
+			t.Fatalf("switch boot mode to %s: %v", mode, err)
+		}
+		if system = getSystem(t, client); system.Boot.BootSourceOverrideMode != mode {
+			t.Fatalf("boot mode %q after switching to %s", system.Boot.BootSourceOverrideMode, mode)
+		}
 	}
 
 	// Virtual media: the BMC downloads the ISO and QEMU gets it in its CD drive.

@@ -57,6 +57,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowChangeVirtualMedia: workflows.ChangeVirtualMedia,
 		workflows.WorkflowCleanNode:          workflows.CleanNode,
 		workflows.WorkflowServiceNode:        workflows.ServiceNode,
+		// API 1.76 boot mode and secure boot (workflows/bootmode.go).
+		workflows.WorkflowChangeBootMode: workflows.ChangeBootMode,
 	}
 }
 
@@ -89,6 +91,10 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActReadVirtualMedia:   a.ReadVirtualMedia,
 		workflows.ActRunInterfaceStep:   a.RunInterfaceStep,
 		workflows.ActRecordStepPlan:     a.RecordStepPlan,
+		// API 1.76 boot mode and secure boot.
+		workflows.ActSetBootMode:       a.SetBootMode,
+		workflows.ActRecordBootMode:    a.RecordBootMode,
+		workflows.ActCacheBIOSSettings: a.CacheBIOSSettings,
 	}
 }
 

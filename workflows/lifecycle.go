@@ -31,6 +31,7 @@ func ManageNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.local(ActRecordPowerState, PowerStateRecord{NodeUUID: r.node.UUID, PowerState: state}, nil); err != nil {
 		return err
 	}
+	r.cacheBIOS() // workflows/bios.go
 	return r.enter(Manageable, "", fmt.Sprintf("Verified: the BMC reports %s", orUnknown(state)))
 }
 
@@ -91,6 +92,7 @@ func (r *run) clean(target State) error {
 	if !r.node.Cleans() {
 		return nil
 	}
+	r.cacheBIOS() // workflows/bios.go
 	if err := r.step("prepare cleaning", r.bootAgent); err != nil {
 		return err
 	}

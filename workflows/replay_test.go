@@ -26,6 +26,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowChangeVirtualMedia: ChangeVirtualMedia,
 	WorkflowCleanNode:          CleanNode,
 	WorkflowServiceNode:        ServiceNode,
+	WorkflowChangeBootMode:     ChangeBootMode,
 }
 
 // Histories recorded by earlier versions of these workflows (one directory

@@ -31,6 +31,10 @@ var interfaceSteps = map[string]map[hardware.Interface][]Step{
 		{StepID: StepID{Interface: "bios", Step: "apply_configuration"}, ArgsInfo: map[string]ArgInfo{
 			"settings": {Description: "A list of BIOS settings to be applied", Required: true}}},
 		{StepID: StepID{Interface: "bios", Step: "factory_reset"}},
+	}, hardware.Redfish: { // activities/bios.go: written, rebooted, verified
+		{StepID: StepID{Interface: "bios", Step: "apply_configuration"}, ArgsInfo: map[string]ArgInfo{
+			"settings": {Description: "A list of BIOS settings to be applied", Required: true}}},
+		{StepID: StepID{Interface: "bios", Step: "factory_reset"}},
 	}},
 	"raid": {hardware.Fake: {
 		{StepID: StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]ArgInfo{

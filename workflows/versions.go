@@ -58,4 +58,11 @@ const (
 	// its new path yet: record this version's histories (make
 	// record-histories).
 	changeFlowSteps = "flow-steps"
+	// changeCacheBIOSSettings: ManageNode (after the power-state read) and
+	// automated cleaning (before the agent boots) cache the BIOS settings
+	// of a node whose bios interface is redfish (ActCacheBIOSSettings,
+	// workflows/bios.go); the marker is recorded for every node. Introduced
+	// by issue 19's BIOS settings; no recorded history has it yet: record
+	// this version's histories (make record-histories).
+	changeCacheBIOSSettings = "cache-bios-settings"
 )

@@ -117,6 +117,11 @@ func acts() map[string]any {
 		workflows.ActReadVirtualMedia: func(ctx context.Context, in workflows.VirtualMediaInput) ([]workflows.VirtualMediaDevice, error) {
 			return []workflows.VirtualMediaDevice{{MediaTypes: []string{"CD", "DVD"}, Inserted: true, Image: "http://images.example/boot.iso", ImageName: "boot.iso"}}, nil
 		},
+		workflows.ActSetBootMode: func(ctx context.Context, in workflows.BootModeInput) (workflows.BootModeResult, error) {
+			return workflows.BootModeResult{BootMode: in.BootMode, SecureBoot: in.SecureBoot}, nil
+		},
+		workflows.ActRecordBootMode:    func(ctx context.Context, in workflows.BootModeRecord) error { return nil },
+		workflows.ActCacheBIOSSettings: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
 		workflows.ActSetPower: func(ctx context.Context, in workflows.PowerInput) (string, error) {
 			if in.Action == "power off" {
 				return "power off", nil
@@ -392,6 +397,9 @@ func main() {
 		{name: "deploy-hold-unhold", wf: workflows.WorkflowDeployNode, deploy: "direct", drive: both(hb, signalAfter(time.Second, workflows.SignalUnhold)), req: func(uuid string) any {
 			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
 				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"hold","priority":90}]`)}
+		}},
+		{name: "boot-mode", wf: workflows.WorkflowChangeBootMode, deploy: "direct", req: func(uuid string) any {
+			return workflows.BootModeRequest{NodeUUID: uuid, BootMode: "uefi"}
 		}},
 	}
 

@@ -1,0 +1,26 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/hardware"
+)
+
+// ActCacheBIOSSettings reads the node's BIOS settings through its bios
+// interface and makes them the node's cached ones (Ironic's
+// cache_bios_settings; a hardware activity).
+const ActCacheBIOSSettings = "CacheBIOSSettings"
+
+// cacheBIOS refreshes the cached BIOS settings of a node whose bios
+// interface reads them (redfish), as Ironic does when a node is verified
+// and when cleaning starts. A failure is logged, not the operation's, as in
+// Ironic.
+func (r *run) cacheBIOS() {
+	if workflow.GetVersion(r.ctx, changeCacheBIOSSettings, workflow.DefaultVersion, 1) != 1 ||
+		r.node.BIOSInterface != hardware.Redfish {
+		return
+	}
+	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
+		workflow.GetLogger(r.ctx).Warn("cache BIOS settings", "node", r.node.UUID, "error", errorText(err))
+	}
+}

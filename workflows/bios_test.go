@@ -1,0 +1,57 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/ironflow/ironflow/hardware"
+)
+
+// TestManageCachesBIOSSettingsOfRedfishBIOSNodes: verifying a node whose
+// bios interface is redfish caches its BIOS settings after the power-state
+// read, as Ironic's cache_bios_settings; a failure to read them is logged
+// and the node still becomes manageable; other nodes read nothing.
+func TestManageCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		iface hardware.Interface
+		fail  error
+		calls string
+	}{
+		{"redfish", hardware.Redfish, nil, "GetPowerState,RecordPowerState power off,CacheBIOSSettings,RecordState manageable"},
+		{"redfish, BMC fails", hardware.Redfish, errors.New("no Bios resource"), "GetPowerState,RecordPowerState power off,CacheBIOSSettings,RecordState manageable"},
+		{"no-bios", hardware.NoBIOS, nil, "GetPowerState,RecordPowerState power off,RecordState manageable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeCloud()
+			f.node.BIOSInterface = c.iface
+			f.node.Policy.BMCAttempts = 1
+			env := newEnv(t, f)
+			env.RegisterActivityWithOptions(func(ctx context.Context, n NodeInfo) error {
+				f.appendCall("CacheBIOSSettings")
+				return c.fail
+			}, activity.RegisterOptions{Name: ActCacheBIOSSettings})
+			env.ExecuteWorkflow(ManageNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "manage", FromState: string(Enroll)})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var calls []string
+			for _, call := range f.callList() {
+				if !strings.HasPrefix(call, "RecordState verifying") {
+					calls = append(calls, call)
+				}
+			}
+			if got := strings.Join(calls, ","); got != c.calls {
+				t.Errorf("calls %s, want %s", got, c.calls)
+			}
+			if fmt.Sprint(f.states[len(f.states)-1]) != "manageable" {
+				t.Errorf("states %v", f.states)
+			}
+		})
+	}
+}
