@@ -2,9 +2,11 @@ package hardware
 
 // redfish is Ironic's redfish hardware type: power, boot device, virtual
 // media and out-of-band inspection through the BMC's Redfish service
-// (bmc/redfish.go, bmc/redfish_inspect.go).
+// (bmc/redfish.go, bmc/redfish_inspect.go), and firmware updates through
+// its UpdateService (bmc/redfish_firmware.go).
 func init() {
 	ImplementBMC(Redfish)
+	ImplementBMCStep(KindFirmware, Redfish)
 	Register(Type{
 		Name: "redfish",
 		Keys: keys([]Key{
@@ -20,7 +22,7 @@ func init() {
 		}, powerWaitKeys),
 		Interfaces: map[Kind][]Interface{
 			KindBIOS: {NoBIOS}, KindBoot: {RedfishVirtualMedia, IPXE, PXE}, KindConsole: {NoConsole},
-			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware},
+			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware, Redfish},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID},
 			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},

@@ -88,6 +88,10 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActDetachVirtualMedia: a.DetachVirtualMedia,
 		workflows.ActRunInterfaceStep:   a.RunInterfaceStep,
 		workflows.ActRecordStepPlan:     a.RecordStepPlan,
+		// Firmware updates (workflows/firmware.go).
+		workflows.ActStartFirmwareUpdate: a.StartFirmwareUpdate,
+		workflows.ActPollFirmwareTask:    a.PollFirmwareTask,
+		workflows.ActRecordFirmware:      a.RecordFirmware,
 	}
 }
 

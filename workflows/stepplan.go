@@ -39,6 +39,13 @@ var interfaceSteps = map[string]map[hardware.Interface][]Step{
 		}},
 		{StepID: StepID{Interface: "raid", Step: "delete_configuration"}},
 	}},
+	// Ironic's redfish firmware interface: update, priority 0, not
+	// abortable (workflows/firmware.go runs it). Out of band here: the
+	// BMC applies the images, the agent is not needed.
+	"firmware": {hardware.Redfish: {
+		{StepID: StepFirmwareUpdate, ArgsInfo: map[string]ArgInfo{
+			"settings": {Description: "A list of dicts with firmware components to be updated", Required: true}}},
+	}},
 }
 
 // InterfaceSteps are the out-of-band steps of kind the node's interfaces
@@ -49,7 +56,7 @@ func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step 
 		return nil
 	}
 	var out []Step
-	for _, name := range []string{"bios", "raid"} {
+	for _, name := range []string{"bios", "raid", "firmware"} {
 		for _, s := range interfaceSteps[name][ifaces[name]] {
 			s.OutOfBand = true
 			out = append(out, s)
@@ -393,7 +400,7 @@ func pyValue(v any) string {
 // StepInterfaces are the node's interfaces that declare steps, for
 // InterfaceSteps.
 func (n NodeInfo) StepInterfaces() map[string]hardware.Interface {
-	return map[string]hardware.Interface{"bios": n.BIOSInterface, "raid": n.RAIDInterface}
+	return map[string]hardware.Interface{"bios": n.BIOSInterface, "raid": n.RAIDInterface, "firmware": n.FirmwareInterface}
 }
 
 // Activities of the step engine.
