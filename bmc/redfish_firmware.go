@@ -144,14 +144,20 @@ func (d *redfishDriver) updateService(c *rfCall) (*rfUpdateService, error) {
 
 // updateTargets are the URIs SimpleUpdate's Targets names: the firmware
 // inventory's member for the component when the inventory has one (Id
-// BIOS or BMC, or the adapter's Id), and, as Ironic does for services with
-// several systems, the node's system otherwise.
+// BIOS or BMC, or the adapter's Id; on a service of several systems, as
+// ironflow's vbmc, "<system Id>-BIOS"), and, as Ironic does for services
+// with several systems, the node's system otherwise.
 func (d *redfishDriver) updateTargets(c *rfCall, us *rfUpdateService, component string) []string {
 	want := strings.TrimPrefix(component, ComponentNICPrefix)
+	sysID := ""
+	if uri, err := d.resolveSystem(c); err == nil {
+		sysID = path.Base(strings.TrimSuffix(uri, "/"))
+	}
 	if us.FirmwareInventory != "" {
 		if members, err := collectionMembers(c, us.FirmwareInventory.String()); err == nil {
 			for _, m := range members {
-				if strings.EqualFold(path.Base(strings.TrimSuffix(m, "/")), want) {
+				id := path.Base(strings.TrimSuffix(m, "/"))
+				if strings.EqualFold(id, want) || sysID != "" && strings.EqualFold(id, sysID+"-"+want) {
 					return []string{m}
 				}
 			}
