@@ -34,6 +34,8 @@
 //	                                           // besides loopback (optional)
 //	  "qemu_binary": "qemu-system-x86_64",     // optional
 //	  "accel": "auto",                         // auto (KVM if /dev/kvm opens, else TCG), kvm, tcg
+//	  "update_seconds": 3,                     // how long a SimpleUpdate task runs (update.go)
+//	  "bmc_reset_seconds": 0,                  // 503 for this long after a BMC update
 //	  "vms": [{
 //	    "name": "vm0",                         // Redfish System/Manager id
 //	    "mac": "52:54:00:00:00:10",            // NIC MAC (virtio-net-pci)
