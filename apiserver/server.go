@@ -126,6 +126,9 @@ func (s *server) routes() http.Handler {
 	a.GET("/nodes/:node/history/:event", s.handle(introducedIn(v78History, s.onNode(s.showHistory))))
 	a.GET("/nodes/:node/inventory", s.handle(introducedIn(v81Inventory, s.onNode(s.inventory))))
 	a.GET("/nodes/:node/firmware", s.handle(introducedIn(v86FirmwareInterface, s.onNode(s.listFirmware)))) // nodes_firmware.go
+	// RAID (1.12): nodes_raid.go.
+	a.PUT("/nodes/:node/states/raid", s.handle(introducedIn(v12RAIDConfig, s.onNode(s.setRAIDConfig))))
+	a.GET("/drivers/:name/raid/logical_disk_properties", s.handle(s.raidLogicalDiskProperties))
 	// API 1.83 to 1.89 (docs/api-versions.md).
 	a.GET("/nodes/:node/children", s.handle(introducedIn(v83ParentChildNodes, s.onNode(s.listChildren))))
 	a.POST("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.attachVirtualMedia))))
