@@ -35,6 +35,9 @@ func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.Interfac
 		return err
 	}
 	impl := in.Node.StepInterfaces()[in.Step.Interface]
+	if in.Step.Interface == "raid" && impl == hardware.Redfish {
+		return a.runRedfishRAID(ctx, in) // activities/raid.go
+	}
 	if impl != hardware.Fake {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s interface %q of node %s has no step %s", in.Step.Interface, impl, in.Node.UUID, in.Step.Step),

@@ -213,7 +213,8 @@ func ImplementBMC(name Interface) {
 
 // ImplementBMCStep declares name as an interface of kind whose steps the
 // hardware type's BMC driver serves (the firmware interface's update:
-// workflows/firmware.go, bmc.Firmware).
+// workflows/firmware.go, bmc.Firmware; the raid interface's steps:
+// activities/raid.go, bmc.RAID).
 func ImplementBMCStep(kind Kind, name Interface) {
 	if implementations[kind] == nil {
 		implementations[kind] = map[Interface]Implementation{}

@@ -3,10 +3,12 @@ package hardware
 // redfish is Ironic's redfish hardware type: power, boot device, virtual
 // media and out-of-band inspection through the BMC's Redfish service
 // (bmc/redfish.go, bmc/redfish_inspect.go), and firmware updates through
-// its UpdateService (bmc/redfish_firmware.go).
+// its UpdateService (bmc/redfish_firmware.go), RAID through its Storage
+// Volumes (bmc/redfish_raid.go).
 func init() {
 	ImplementBMC(Redfish)
 	ImplementBMCStep(KindFirmware, Redfish)
+	ImplementBMCStep(KindRAID, Redfish)
 	Register(Type{
 		Name: "redfish",
 		Keys: keys([]Key{
@@ -24,7 +26,7 @@ func init() {
 			KindBIOS: {NoBIOS}, KindBoot: {RedfishVirtualMedia, IPXE, PXE}, KindConsole: {NoConsole},
 			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware, Redfish},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
-			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID},
+			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID, Redfish},
 			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk", "cdrom", "bios"},

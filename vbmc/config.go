@@ -76,6 +76,10 @@ type VM struct {
 	Netdev    string   `json:"netdev,omitempty"`
 	SerialLog string   `json:"serial_log,omitempty"`
 	QEMUExtra []string `json:"qemu_extra,omitempty"`
+	// Drives are more disk images the Storage controller shows (with the
+	// disk as Disk0) for RAID volumes (storage.go); QEMU does not attach
+	// them.
+	Drives []string `json:"drives,omitempty"`
 }
 
 // LoadConfig reads, defaults and validates a configuration file.

@@ -46,7 +46,8 @@
 //	    "firmware": "bios",                    // "bios" (SeaBIOS) or "uefi" (OVMF)
 //	    "netdev": "tap:tap0",                  // "tap:IFNAME", "user" or "none"
 //	    "serial_log": "/path/console.log",     // default state_dir/NAME/console.log
-//	    "qemu_extra": ["-cpu", "max"]          // appended to the QEMU command line
+//	    "qemu_extra": ["-cpu", "max"],         // appended to the QEMU command line
+//	    "drives": ["/path/vm0-d1.raw"]         // more Storage drives for RAID volumes (storage.go)
 //	  }]
 //	}
 //

@@ -135,6 +135,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("POST "+redfishRoot+"/Systems/{id}/Actions/ComputerSystem.Reset", s.withMachine(s.handleReset))
 	s.routeSystemResources(mux)
 	s.routeUpdateService(mux)
+	s.routeStorage(mux)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers", s.handleManagers)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}", s.withMachine(s.handleManager))
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}/VirtualMedia", s.withMachine(s.handleVirtualMedias))
@@ -450,6 +451,7 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 		"Processors":         link(p + "/Processors"),
 		"Memory":             link(p + "/Memory"),
 		"SimpleStorage":      link(p + "/SimpleStorage"),
+		"Storage":            link(p + "/Storage"),
 		"Links": map[string]any{
 			"Chassis":   []any{link(redfishRoot + "/Chassis/" + m.vm.Name)},
 			"ManagedBy": []any{link(redfishRoot + "/Managers/" + m.vm.Name)},

@@ -31,14 +31,7 @@ var interfaceSteps = map[string]map[hardware.Interface][]Step{
 			"settings": {Description: "A list of BIOS settings to be applied", Required: true}}},
 		{StepID: StepID{Interface: "bios", Step: "factory_reset"}},
 	}},
-	"raid": {hardware.Fake: {
-		{StepID: StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]ArgInfo{
-			"create_root_volume":     {Description: "This specifies whether to create the root volume. Defaults to `True`."},
-			"create_nonroot_volumes": {Description: "This specifies whether to create the non-root volumes. Defaults to `True`."},
-			"delete_existing":        {Description: "Setting this to `True` indicates to delete RAID configuration prior to creating the new configuration. Default value is `False`."},
-		}},
-		{StepID: StepID{Interface: "raid", Step: "delete_configuration"}},
-	}},
+	"raid": {hardware.Fake: raidSteps, hardware.Redfish: raidSteps},
 	// Ironic's redfish firmware interface: update, priority 0, not
 	// abortable (workflows/firmware.go runs it). Out of band here: the
 	// BMC applies the images, the agent is not needed.
@@ -46,6 +39,17 @@ var interfaceSteps = map[string]map[hardware.Interface][]Step{
 		{StepID: StepFirmwareUpdate, ArgsInfo: map[string]ArgInfo{
 			"settings": {Description: "A list of dicts with firmware components to be updated", Required: true}}},
 	}},
+}
+
+// raidSteps are the raid interface's steps, fake and redfish alike
+// (activities/raid.go runs redfish's through the BMC's Storage Volumes).
+var raidSteps = []Step{
+	{StepID: StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]ArgInfo{
+		"create_root_volume":     {Description: "This specifies whether to create the root volume. Defaults to `True`."},
+		"create_nonroot_volumes": {Description: "This specifies whether to create the non-root volumes. Defaults to `True`."},
+		"delete_existing":        {Description: "Setting this to `True` indicates to delete RAID configuration prior to creating the new configuration. Default value is `False`."},
+	}},
+	{StepID: StepID{Interface: "raid", Step: "delete_configuration"}},
 }
 
 // InterfaceSteps are the out-of-band steps of kind the node's interfaces
