@@ -17,14 +17,14 @@ import (
 // startFirmwareBMC serves ironflow's vbmc for one VM that never starts
 // (the UpdateService needs no QEMU), its update tasks taking
 // updateSeconds.
-func startFirmwareBMC(t *testing.T, vm string, updateSeconds float64) string {
+func startFirmwareBMC(t *testing.T, vm string, updateSeconds float64, drives ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := map[string]any{
 		"state_dir": filepath.Join(dir, "state"), "username": "admin", "password": "password",
 		"update_seconds": updateSeconds,
 		"vms": []map[string]any{{"name": vm, "mac": "52:54:00:f1:a9:01", "disk": filepath.Join(dir, vm+".raw"),
-			"disk_size": "16M", "memory_mb": 128, "firmware": "bios", "netdev": "none"}},
+			"disk_size": "16M", "memory_mb": 128, "firmware": "bios", "netdev": "none", "drives": drives}},
 	}
 	b, _ := json.Marshal(cfg)
 	path := filepath.Join(dir, "vms.json")
