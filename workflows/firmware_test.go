@@ -173,3 +173,22 @@ func TestParseFirmwareSettings(t *testing.T) {
 		}
 	}
 }
+
+// Servicing runs the update step the same way: the active node's
+// firmware is updated out of band and the node is active again.
+func TestFirmwareUpdateInServicing(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{"bmc": {"Running", "unreachable", "Completed"}})
+	f.node.ProvisionState = Active
+	env := newEnv(t, f)
+	env.RegisterWorkflow(ServiceNode)
+	b.register(env)
+	env.ExecuteWorkflow(ServiceNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: string(VerbService), FromState: string(Active), DisableRamdisk: true,
+		ServiceSteps: []byte(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}]`)})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	calls := strings.Join(f.callList(), "\n")
+	if !strings.Contains(calls, "StartFirmwareUpdate 0 bmc http://images/bmc.bin\nRecordFirmware") || lastState(f) != Active || b.polls["bmc"] != 3 {
+		t.Fatalf("calls:\n%s\nended %s after %d polls", calls, lastState(f), b.polls["bmc"])
+	}
+}
