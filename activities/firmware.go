@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +22,37 @@ const (
 	DefaultFirmwareTimeout         = time.Hour
 	DefaultFirmwarePollInterval    = 15 * time.Second
 )
+
+// keyFirmwareCall is the StartFirmwareUpdate call that last asked the BMC
+// for an update, and the task it got (driver_internal_info; as Ironic
+// keeps redfish_fw_updates there).
+const keyFirmwareCall = "firmware_update_call"
+
+type firmwareCall struct {
+	Call string `json:"call"`
+	URI  string `json:"task,omitempty"`
+	Done bool   `json:"done,omitempty"`
+}
+
+func (a *Activities) firmwareCall(ctx context.Context, nodeUUID string) (firmwareCall, bool) {
+	n, err := a.Store.GetNode(ctx, nodeUUID)
+	if err != nil {
+		return firmwareCall{}, false
+	}
+	raw, err := json.Marshal(n.DriverInternalInfo[keyFirmwareCall])
+	if err != nil {
+		return firmwareCall{}, false
+	}
+	var c firmwareCall
+	return c, json.Unmarshal(raw, &c) == nil && c.Call != ""
+}
+
+func (a *Activities) recordFirmwareCall(ctx context.Context, nodeUUID string, c firmwareCall) error {
+	if c.Call == "" {
+		return nil
+	}
+	return storeErr(a.Store.MergeDriverInternalInfo(ctx, nodeUUID, map[string]any{keyFirmwareCall: c}), "record the firmware update call of node %s", nodeUUID)
+}
 
 // firmwareDriver is the node's BMC driver as a bmc.Firmware.
 func (a *Activities) firmwareDriver(ctx context.Context, node workflows.NodeInfo) (bmc.Driver, bmc.Firmware, error) {
@@ -88,11 +120,26 @@ func (a *Activities) StartFirmwareUpdate(ctx context.Context, in workflows.Firmw
 			return ref, err
 		}
 	}
+	// A worker that died after the BMC took the update runs this call
+	// again: the task it recorded is watched, not a second update started.
+	id := callID(ctx)
+	if prev, ok := a.firmwareCall(ctx, in.Node.UUID); ok && id != "" && prev.Call == id && (prev.URI != "" || prev.Done) {
+		ref.URI, ref.Done = prev.URI, prev.Done
+		return ref, nil
+	}
+	if err := a.recordFirmwareCall(ctx, in.Node.UUID, firmwareCall{Call: id}); err != nil {
+		return ref, err
+	}
+	crashPoint(ctx, in.Node.UUID, workflows.ActStartFirmwareUpdate, "start")
 	task, err := fw.StartFirmwareUpdate(ctx, bmc.FirmwareUpdate{Component: in.Setting.Component, URL: in.Setting.URL})
 	if err != nil {
 		return ref, bmcErr(err, "start the firmware update of %s on node %s", in.Setting.Component, in.Node.UUID)
 	}
 	ref.URI, ref.Done = task.URI, task.Done
+	if err := a.recordFirmwareCall(ctx, in.Node.UUID, firmwareCall{Call: id, URI: task.URI, Done: task.Done}); err != nil {
+		return ref, err
+	}
+	crashPoint(ctx, in.Node.UUID, workflows.ActStartFirmwareUpdate, "after")
 	msg := fmt.Sprintf("Firmware update of %s from %s started: BMC task %s", in.Setting.Component, in.Setting.URL, task.URI)
 	if task.Done {
 		msg = fmt.Sprintf("Firmware update of %s from %s applied by the BMC", in.Setting.Component, in.Setting.URL)
@@ -131,6 +178,9 @@ func (a *Activities) RecordFirmware(ctx context.Context, in workflows.FirmwareRe
 	versions, err := a.syncFirmware(ctx, in.Node, fw)
 	if err != nil {
 		return err
+	}
+	if err := a.Store.DeleteDriverInternalInfoKeys(ctx, in.Node.UUID, keyFirmwareCall); err != nil {
+		return storeErr(err, "clear the firmware update call of node %s", in.Node.UUID)
 	}
 	return a.history(ctx, in.Node.UUID, "", string(in.Kind), fmt.Sprintf("Firmware versions after the update: %v", versions))
 }
