@@ -150,11 +150,13 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		RescueInterface:  hardware.Interface(n.RescueInterface),
 		BIOSInterface:    hardware.Interface(n.BIOSInterface),
 		RAIDInterface:    hardware.Interface(n.RAIDInterface),
-		ConductorGroup:   n.ConductorGroup,
-		ProvisionState:   workflows.State(n.ProvisionState),
-		BootMode:         "bios",
-		AutomatedClean:   a.Config.AutomatedClean,
-		Policy:           a.Config.Policy,
+		// The firmware update step (workflows/firmware.go).
+		FirmwareInterface: hardware.Interface(n.FirmwareInterface),
+		ConductorGroup:    n.ConductorGroup,
+		ProvisionState:    workflows.State(n.ProvisionState),
+		BootMode:          "bios",
+		AutomatedClean:    a.Config.AutomatedClean,
+		Policy:            a.Config.Policy,
 	}
 	if n.PowerState != nil {
 		info.PowerState = *n.PowerState

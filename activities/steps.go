@@ -39,6 +39,9 @@ func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.Interfac
 	if in.Step.Interface == "bios" && impl == hardware.Redfish {
 		return a.runBIOSStep(ctx, in)
 	}
+	if in.Step.Interface == "raid" && impl == hardware.Redfish {
+		return a.runRedfishRAID(ctx, in) // activities/raid.go
+	}
 	if impl != hardware.Fake {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("%s interface %q of node %s has no step %s", in.Step.Interface, impl, in.Node.UUID, in.Step.Step),

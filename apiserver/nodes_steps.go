@@ -30,7 +30,8 @@ func checkSteps(n *store.Node, req provisionBody) error {
 		return badRequest("Invalid %s_steps: %s", what, err.Error())
 	}
 	available := workflows.InterfaceSteps(kind, map[string]hardware.Interface{
-		"bios": hardware.Interface(n.BIOSInterface), "raid": hardware.Interface(n.RAIDInterface)})
+		"bios": hardware.Interface(n.BIOSInterface), "raid": hardware.Interface(n.RAIDInterface),
+		"firmware": hardware.Interface(n.FirmwareInterface)})
 	available = append(available, workflows.KnownAgentSteps(kind, cachedAgentSteps(n, kind))...)
 	available = append(available, workflows.FlowSteps(user)...) // hold, wait, power_on, ...
 	_, err = workflows.MergeSteps(workflows.PlanInput{Kind: kind, Available: available, User: user,

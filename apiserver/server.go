@@ -131,6 +131,10 @@ func (s *server) routes() http.Handler {
 	// BIOS settings (1.40, registry fields 1.74): nodes_bios.go.
 	a.GET("/nodes/:node/bios", s.handle(introducedIn(v40BIOSIface, s.onNode(s.listBIOS))))
 	a.GET("/nodes/:node/bios/:setting", s.handle(introducedIn(v40BIOSIface, s.onNode(s.showBIOS))))
+	a.GET("/nodes/:node/firmware", s.handle(introducedIn(v86FirmwareInterface, s.onNode(s.listFirmware)))) // nodes_firmware.go
+	// RAID (1.12): nodes_raid.go.
+	a.PUT("/nodes/:node/states/raid", s.handle(introducedIn(v12RAIDConfig, s.onNode(s.setRAIDConfig))))
+	a.GET("/drivers/:name/raid/logical_disk_properties", s.handle(s.raidLogicalDiskProperties))
 	// API 1.83 to 1.89 (docs/api-versions.md).
 	a.GET("/nodes/:node/children", s.handle(introducedIn(v83ParentChildNodes, s.onNode(s.listChildren))))
 	a.POST("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.attachVirtualMedia))))

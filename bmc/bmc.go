@@ -118,3 +118,46 @@ func New(driver string, driverInfo map[string]any) (Driver, error) {
 	}
 	return f(driverInfo)
 }
+
+// Firmware is a driver that updates the machine's firmware through the BMC
+// (bmc/redfish_firmware.go). Callers assert it on a Driver; a driver
+// without it cannot update firmware.
+type Firmware interface {
+	// FirmwareComponents reads the versions of the components an update
+	// can name: "bios", "bmc" and "nic:<adapter id>" (Ironic's names).
+	FirmwareComponents(ctx context.Context) ([]FirmwareComponent, error)
+	// StartFirmwareUpdate asks the BMC to apply the image and returns the
+	// task to watch; a BMC that applied it before answering returns a
+	// task that is already Done.
+	StartFirmwareUpdate(ctx context.Context, u FirmwareUpdate) (FirmwareTask, error)
+	// FirmwareTaskStatus reads the task once.
+	FirmwareTaskStatus(ctx context.Context, taskURI string) (FirmwareTaskStatus, error)
+}
+
+// FirmwareComponent is one component's version as the BMC reports it.
+type FirmwareComponent struct {
+	Component string `json:"component"`
+	Version   string `json:"version"`
+}
+
+// FirmwareUpdate is one image to apply.
+type FirmwareUpdate struct {
+	Component string `json:"component"`
+	URL       string `json:"url"`
+}
+
+// FirmwareTask is the BMC's handle on a running update.
+type FirmwareTask struct {
+	URI  string `json:"uri,omitempty"`
+	Done bool   `json:"done,omitempty"`
+}
+
+// FirmwareTaskStatus is a task's state (Redfish TaskState), its progress and
+// its messages.
+type FirmwareTaskStatus struct {
+	State    string   `json:"state"`
+	Percent  int      `json:"percent,omitempty"`
+	Done     bool     `json:"done,omitempty"`
+	Failed   bool     `json:"failed,omitempty"`
+	Messages []string `json:"messages,omitempty"`
+}

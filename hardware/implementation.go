@@ -212,6 +212,17 @@ func ImplementBMC(name Interface) {
 	}
 }
 
+// ImplementBMCStep declares name as an interface of kind whose steps the
+// hardware type's BMC driver serves (the firmware interface's update:
+// workflows/firmware.go, bmc.Firmware; the raid interface's steps:
+// activities/raid.go, bmc.RAID).
+func ImplementBMCStep(kind Kind, name Interface) {
+	if implementations[kind] == nil {
+		implementations[kind] = map[Interface]Implementation{}
+	}
+	implementations[kind][name] = Implementation{Kind: kind, Name: name, Served: servedByBMC}
+}
+
 // Implemented returns the implementation of interface name for kind, if
 // ironflow has one.
 func Implemented(kind Kind, name Interface) (Implementation, bool) {

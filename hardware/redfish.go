@@ -2,10 +2,14 @@ package hardware
 
 // redfish is Ironic's redfish hardware type: power, boot device, virtual
 // media and out-of-band inspection through the BMC's Redfish service
-// (bmc/redfish.go, bmc/redfish_inspect.go), and BIOS settings as clean
-// and service steps (bmc/redfish_bios.go, activities/bios.go).
+// (bmc/redfish.go, bmc/redfish_inspect.go), BIOS settings as clean and
+// service steps (bmc/redfish_bios.go, activities/bios.go), firmware
+// updates through its UpdateService (bmc/redfish_firmware.go), RAID
+// through its Storage Volumes (bmc/redfish_raid.go).
 func init() {
 	ImplementBMC(Redfish)
+	ImplementBMCStep(KindFirmware, Redfish)
+	ImplementBMCStep(KindRAID, Redfish)
 	Register(Type{
 		Name: "redfish",
 		Keys: keys([]Key{
@@ -21,9 +25,9 @@ func init() {
 		}, powerWaitKeys),
 		Interfaces: map[Kind][]Interface{
 			KindBIOS: {NoBIOS, Redfish}, KindBoot: {RedfishVirtualMedia, IPXE, PXE}, KindConsole: {NoConsole},
-			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware},
+			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware, Redfish},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
-			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID},
+			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID, Redfish},
 			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk", "cdrom", "bios"},

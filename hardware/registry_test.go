@@ -51,7 +51,7 @@ func TestUnimplementedInterfacesAreNotAdvertised(t *testing.T) {
 		kind  Kind
 		iface Interface
 	}{
-		{KindFirmware, Redfish}, {KindRAID, Redfish}, {KindRAID, Agent},
+		{KindRAID, Agent},
 		{KindVendor, Redfish}, {KindVendor, IPMITool},
 	} {
 		if _, ok := Implemented(c.kind, c.iface); ok {

@@ -51,6 +51,11 @@ type Config struct {
 	// Accel is "auto" (KVM when /dev/kvm opens, else TCG), "kvm" or "tcg".
 	Accel string `json:"accel,omitempty"`
 	VMs   []VM   `json:"vms"`
+	// UpdateSeconds is how long a firmware update's task runs (default
+	// DefaultUpdateSeconds); BMCResetSeconds how long the service answers
+	// 503 after a BMC update, as a resetting BMC does (update.go).
+	UpdateSeconds   float64 `json:"update_seconds,omitempty"`
+	BMCResetSeconds float64 `json:"bmc_reset_seconds,omitempty"`
 
 	// Path is the file the configuration was loaded from; chassis_control
 	// commands written for ipmi_sim point at it.
@@ -71,6 +76,10 @@ type VM struct {
 	Netdev    string   `json:"netdev,omitempty"`
 	SerialLog string   `json:"serial_log,omitempty"`
 	QEMUExtra []string `json:"qemu_extra,omitempty"`
+	// Drives are more disk images the Storage controller shows (with the
+	// disk as Disk0) for RAID volumes (storage.go); QEMU does not attach
+	// them.
+	Drives []string `json:"drives,omitempty"`
 }
 
 // LoadConfig reads, defaults and validates a configuration file.

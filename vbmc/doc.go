@@ -34,6 +34,8 @@
 //	                                           // besides loopback (optional)
 //	  "qemu_binary": "qemu-system-x86_64",     // optional
 //	  "accel": "auto",                         // auto (KVM if /dev/kvm opens, else TCG), kvm, tcg
+//	  "update_seconds": 3,                     // how long a SimpleUpdate task runs (update.go)
+//	  "bmc_reset_seconds": 0,                  // 503 for this long after a BMC update
 //	  "vms": [{
 //	    "name": "vm0",                         // Redfish System/Manager id
 //	    "mac": "52:54:00:00:00:10",            // NIC MAC (virtio-net-pci)
@@ -44,7 +46,8 @@
 //	    "firmware": "bios",                    // "bios" (SeaBIOS) or "uefi" (OVMF)
 //	    "netdev": "tap:tap0",                  // "tap:IFNAME", "user" or "none"
 //	    "serial_log": "/path/console.log",     // default state_dir/NAME/console.log
-//	    "qemu_extra": ["-cpu", "max"]          // appended to the QEMU command line
+//	    "qemu_extra": ["-cpu", "max"],         // appended to the QEMU command line
+//	    "drives": ["/path/vm0-d1.raw"]         // more Storage drives for RAID volumes (storage.go)
 //	  }]
 //	}
 //

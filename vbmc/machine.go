@@ -788,6 +788,12 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 			"-device", fmt.Sprintf("virtio-blk-pci,id=%s,drive=disk0drive,bootindex=%d", devDisk, idx[devDisk]),
 		)
 	}
+	for i, d := range m.vm.Drives { // the Storage controller's other drives (storage.go)
+		a = append(a,
+			"-drive", fmt.Sprintf("if=none,id=disk%ddrive,format=%s,file=%s", i+1, diskFormat(d), d),
+			"-device", fmt.Sprintf("virtio-blk-pci,id=disk%d,drive=disk%ddrive", i+1, i+1),
+		)
+	}
 	cd := "if=none,id=cd0drive,media=cdrom,readonly=on"
 	if cdImage != "" {
 		cd += ",format=raw,file=" + cdImage

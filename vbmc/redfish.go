@@ -57,6 +57,7 @@ type Server struct {
 	log      *slog.Logger
 	machines map[string]*Machine
 	mux      *http.ServeMux
+	updates  *updates // the UpdateService's tasks (update.go)
 
 	mu       sync.Mutex
 	sessions map[string]*session // by id
@@ -133,6 +134,8 @@ func (s *Server) routes() {
 	mux.HandleFunc("PATCH "+redfishRoot+"/Systems/{id}", s.withMachine(s.handlePatchSystem))
 	mux.HandleFunc("POST "+redfishRoot+"/Systems/{id}/Actions/ComputerSystem.Reset", s.withMachine(s.handleReset))
 	s.routeSystemResources(mux)
+	s.routeUpdateService(mux)
+	s.routeStorage(mux)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers", s.handleManagers)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}", s.withMachine(s.handleManager))
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}/VirtualMedia", s.withMachine(s.handleVirtualMedias))
@@ -167,6 +170,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
+	}
+	if s.resetting() {
+		writeError(w, http.StatusServiceUnavailable, "ServiceTemporarilyUnavailable", "The management controller is resetting after a firmware update.")
+		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
@@ -275,6 +282,8 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 		"Chassis":        link(redfishRoot + "/Chassis"),
 		"SessionService": link(redfishRoot + "/SessionService"),
 		"Registries":     link(registriesPath),
+		"UpdateService":  link(updateServicePath),
+		"TaskService":    link(taskServicePath),
 		"Links":          map[string]any{"Sessions": link(sessionsPath)},
 		"Vendor":         "ironflow",
 	})
@@ -419,6 +428,7 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 		"Model":        "Standard PC (Q35 + ICH9, 2009)",
 		"SerialNumber": m.vm.Name,
 		"UUID":         m.UUID(),
+		"BiosVersion":  s.firmwareVersion(m, "BIOS"),
 		"PowerState":   power,
 		"Status":       okStatus(),
 		"Boot": map[string]any{
@@ -445,6 +455,7 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 		"Processors":         link(p + "/Processors"),
 		"Memory":             link(p + "/Memory"),
 		"SimpleStorage":      link(p + "/SimpleStorage"),
+		"Storage":            link(p + "/Storage"),
 		"Links": map[string]any{
 			"Chassis":   []any{link(redfishRoot + "/Chassis/" + m.vm.Name)},
 			"ManagedBy": []any{link(redfishRoot + "/Managers/" + m.vm.Name)},
@@ -612,7 +623,7 @@ func (s *Server) handleManager(w http.ResponseWriter, r *http.Request, m *Machin
 		"Name":            "ironflow virtual BMC for " + m.vm.Name,
 		"ManagerType":     "BMC",
 		"Model":           "ironflow vbmc",
-		"FirmwareVersion": "1.0",
+		"FirmwareVersion": s.firmwareVersion(m, "BMC"),
 		"UUID":            nameUUID(":manager/" + m.vm.Name),
 		"PowerState":      PowerOn,
 		"Status":          okStatus(),

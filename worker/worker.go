@@ -95,6 +95,10 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActSetBootMode:       a.SetBootMode,
 		workflows.ActRecordBootMode:    a.RecordBootMode,
 		workflows.ActCacheBIOSSettings: a.CacheBIOSSettings,
+		// Firmware updates (workflows/firmware.go).
+		workflows.ActStartFirmwareUpdate: a.StartFirmwareUpdate,
+		workflows.ActPollFirmwareTask:    a.PollFirmwareTask,
+		workflows.ActRecordFirmware:      a.RecordFirmware,
 	}
 }
 

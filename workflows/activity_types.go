@@ -56,13 +56,15 @@ type NodeInfo struct {
 	RescueInterface  hardware.Interface `json:"rescue_interface,omitempty"`
 	// BIOSInterface and RAIDInterface declare out-of-band steps
 	// (InterfaceSteps).
-	BIOSInterface  hardware.Interface `json:"bios_interface,omitempty"`
-	RAIDInterface  hardware.Interface `json:"raid_interface,omitempty"`
-	ConductorGroup string             `json:"conductor_group"`
-	ProvisionState State              `json:"provision_state"`
-	PowerState     string             `json:"power_state"`
-	BootMode       string             `json:"boot_mode"` // uefi or bios
-	MACs           []string           `json:"macs"`
+	BIOSInterface hardware.Interface `json:"bios_interface,omitempty"`
+	RAIDInterface hardware.Interface `json:"raid_interface,omitempty"`
+	// FirmwareInterface declares the firmware update step.
+	FirmwareInterface hardware.Interface `json:"firmware_interface,omitempty"`
+	ConductorGroup    string             `json:"conductor_group"`
+	ProvisionState    State              `json:"provision_state"`
+	PowerState        string             `json:"power_state"`
+	BootMode          string             `json:"boot_mode"` // uefi or bios
+	MACs              []string           `json:"macs"`
 	// AutomatedClean is the effective setting: node field, else the global default.
 	AutomatedClean bool `json:"automated_clean"`
 	// Timeouts and policies in force for this node (configuration, overridden

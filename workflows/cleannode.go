@@ -168,6 +168,9 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 // activity, the agent's in clean wait (where Ironic allows abort).
 func (r *run) manualStep(s Step) error {
 	if s.OutOfBand {
+		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
+			return r.step(s.Name(), func() error { return r.firmwareUpdate(r.stepKind(), s) })
+		}
 		return r.step(s.Name(), func() error {
 			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s}, nil)
 		})

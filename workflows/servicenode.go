@@ -113,6 +113,9 @@ func (r *run) abortToActive() error {
 // activity, the agent's in service wait (where Ironic allows abort).
 func (r *run) serviceStep(s Step) error {
 	if s.OutOfBand {
+		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
+			return r.step(s.Name(), func() error { return r.firmwareUpdate(StepKindService, s) })
+		}
 		return r.step(s.Name(), func() error {
 			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: StepKindService, Step: s}, nil)
 		})

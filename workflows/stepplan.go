@@ -36,14 +36,25 @@ var interfaceSteps = map[string]map[hardware.Interface][]Step{
 			"settings": {Description: "A list of BIOS settings to be applied", Required: true}}},
 		{StepID: StepID{Interface: "bios", Step: "factory_reset"}},
 	}},
-	"raid": {hardware.Fake: {
-		{StepID: StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]ArgInfo{
-			"create_root_volume":     {Description: "This specifies whether to create the root volume. Defaults to `True`."},
-			"create_nonroot_volumes": {Description: "This specifies whether to create the non-root volumes. Defaults to `True`."},
-			"delete_existing":        {Description: "Setting this to `True` indicates to delete RAID configuration prior to creating the new configuration. Default value is `False`."},
-		}},
-		{StepID: StepID{Interface: "raid", Step: "delete_configuration"}},
+	"raid": {hardware.Fake: raidSteps, hardware.Redfish: raidSteps},
+	// Ironic's redfish firmware interface: update, priority 0, not
+	// abortable (workflows/firmware.go runs it). Out of band here: the
+	// BMC applies the images, the agent is not needed.
+	"firmware": {hardware.Redfish: {
+		{StepID: StepFirmwareUpdate, ArgsInfo: map[string]ArgInfo{
+			"settings": {Description: "A list of dicts with firmware components to be updated", Required: true}}},
 	}},
+}
+
+// raidSteps are the raid interface's steps, fake and redfish alike
+// (activities/raid.go runs redfish's through the BMC's Storage Volumes).
+var raidSteps = []Step{
+	{StepID: StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]ArgInfo{
+		"create_root_volume":     {Description: "This specifies whether to create the root volume. Defaults to `True`."},
+		"create_nonroot_volumes": {Description: "This specifies whether to create the non-root volumes. Defaults to `True`."},
+		"delete_existing":        {Description: "Setting this to `True` indicates to delete RAID configuration prior to creating the new configuration. Default value is `False`."},
+	}},
+	{StepID: StepID{Interface: "raid", Step: "delete_configuration"}},
 }
 
 // InterfaceSteps are the out-of-band steps of kind the node's interfaces
@@ -54,7 +65,7 @@ func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step 
 		return nil
 	}
 	var out []Step
-	for _, name := range []string{"bios", "raid"} {
+	for _, name := range []string{"bios", "raid", "firmware"} {
 		for _, s := range interfaceSteps[name][ifaces[name]] {
 			s.OutOfBand = true
 			out = append(out, s)
@@ -451,7 +462,7 @@ func pyValue(v any) string {
 // StepInterfaces are the node's interfaces that declare steps, for
 // InterfaceSteps.
 func (n NodeInfo) StepInterfaces() map[string]hardware.Interface {
-	return map[string]hardware.Interface{"bios": n.BIOSInterface, "raid": n.RAIDInterface}
+	return map[string]hardware.Interface{"bios": n.BIOSInterface, "raid": n.RAIDInterface, "firmware": n.FirmwareInterface}
 }
 
 // Activities of the step engine.

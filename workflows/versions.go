@@ -65,4 +65,12 @@ const (
 	// by issue 19's BIOS settings; no recorded history has it yet: record
 	// this version's histories (make record-histories).
 	changeCacheBIOSSettings = "cache-bios-settings"
+	// changeFirmwareTaskWait: the firmware interface's update step runs
+	// as workflows/firmware.go's start activity, a timer loop polling the
+	// BMC's task and a read-back of the versions, instead of one
+	// ActRunInterfaceStep (which refused it: no firmware interface had a
+	// step before). Taken only by plans that contain firmware.update.
+	// Introduced by issue 19 (firmware updates); no recorded history has
+	// its new path yet: record this version's histories.
+	changeFirmwareTaskWait = "firmware-task-wait"
 )

@@ -54,6 +54,8 @@ type scenario struct {
 	rescue string
 	// inspect is the node's inspect interface ("" for agent).
 	inspect hardware.Interface
+	// firmware is the node's firmware interface ("" for none).
+	firmware hardware.Interface
 	// remoteBMC runs BMC activities on the group queue instead of locally.
 	remoteBMC bool
 	// policy changes the node's policy (nil: policy()).
@@ -74,6 +76,7 @@ var (
 	mu        sync.Mutex
 	nodes     = map[string]*scenario{}
 	failsLeft = map[string]map[string]int{}
+	polls     = map[string]int{}
 )
 
 func policy() workflows.Policy {
@@ -172,6 +175,21 @@ func acts() map[string]any {
 			return fail(in.Node.UUID, in.Step.Name())
 		},
 		workflows.ActRecordStepPlan: func(ctx context.Context, in workflows.StepPlanRecord) error { return nil },
+		// The firmware update's task runs for two polls, then completes.
+		workflows.ActStartFirmwareUpdate: func(ctx context.Context, in workflows.FirmwareUpdateInput) (workflows.FirmwareTaskRef, error) {
+			return workflows.FirmwareTaskRef{URI: "/redfish/v1/TaskService/Tasks/1", Timeout: 10 * time.Second, PollInterval: 200 * time.Millisecond},
+				fail(in.Node.UUID, "StartFirmwareUpdate")
+		},
+		workflows.ActPollFirmwareTask: func(ctx context.Context, in workflows.FirmwareTaskInput) (workflows.FirmwareTaskState, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			polls[in.Node.UUID]++
+			if polls[in.Node.UUID] < 3 {
+				return workflows.FirmwareTaskState{State: "Running", Percent: 50}, nil
+			}
+			return workflows.FirmwareTaskState{State: "Completed", Percent: 100, Done: true}, nil
+		},
+		workflows.ActRecordFirmware: func(ctx context.Context, in workflows.FirmwareRecordInput) error { return nil },
 	}
 }
 
@@ -367,6 +385,8 @@ func main() {
 		// Servicing an active node: the agent's step and the instance's
 		// boot, an interface's step without the agent, a failed step the
 		// operator retries, and one the operator aborts (back to active).
+		{name: "clean-manual-firmware-update", wf: workflows.WorkflowCleanNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true,
+			req: cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}}]`, true)},
 		{name: "service", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false), drive: hb},
 		{name: "service-disable-ramdisk", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"bios","step":"factory_reset"}]`, true)},
 		{name: "service-step-fails-retry", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false),
@@ -411,6 +431,7 @@ func main() {
 		}
 		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: hardware.Interface(s.deploy),
 			InspectInterface: inspect, RescueInterface: hardware.Interface(s.rescue), BIOSInterface: hardware.Fake, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
+		s.node.FirmwareInterface = s.firmware
 		s.node.Policy.LocalBMC = !s.remoteBMC
 		if s.policy != nil {
 			s.policy(&s.node.Policy)

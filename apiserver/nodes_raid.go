@@ -1,0 +1,250 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/store"
+)
+
+// raidProperty is one property of a logical disk in Ironic's
+// raid_config_schema.json (ironic/drivers/raid_config_schema.json), with
+// the schema's description, which GET /v1/drivers/{d}/raid/
+// logical_disk_properties serves.
+type raidProperty struct {
+	description string
+	check       func(v any) string // "" when v is valid, else jsonschema's message
+}
+
+func raidEnum(values ...string) func(any) string {
+	return func(v any) string {
+		if s, ok := v.(string); ok && slices.Contains(values, s) {
+			return ""
+		}
+		quoted := make([]string, len(values))
+		for i, s := range values {
+			quoted[i] = pyRepr(s)
+		}
+		return fmt.Sprintf("%s is not one of [%s]", pyRepr(v), strings.Join(quoted, ", "))
+	}
+}
+
+func raidType(typ string) func(any) string {
+	return func(v any) string {
+		ok := false
+		switch typ {
+		case "string":
+			_, ok = v.(string)
+		case "boolean":
+			_, ok = v.(bool)
+		}
+		if ok {
+			return ""
+		}
+		return fmt.Sprintf("%s is not of type %s", pyRepr(v), pyRepr(typ))
+	}
+}
+
+// positiveInteger is the schema's integer with minimum 0, exclusive.
+func positiveInteger(v any) (ok bool, msg string) {
+	n, isNum := v.(json.Number)
+	if !isNum {
+		return false, fmt.Sprintf("%s is not of type 'integer'", pyRepr(v))
+	}
+	i, err := n.Int64()
+	if err != nil {
+		return false, fmt.Sprintf("%s is not of type 'integer'", pyRepr(v))
+	}
+	if i <= 0 {
+		return false, fmt.Sprintf("%s is less than or equal to the minimum of 0", pyRepr(v))
+	}
+	return true, ""
+}
+
+var raidProperties = map[string]raidProperty{
+	"raid_level": {"RAID level for the logical disk. Valid values are 'JBOD', 0', '1', '2', '5', '6', '1+0', '5+0' and '6+0'. Required.",
+		raidEnum("JBOD", "0", "1", "2", "5", "6", "1+0", "5+0", "6+0")},
+	"size_gb": {"Size in GiB (Integer) for the logical disk. Use 'MAX' as size_gb if this logical disk is supposed to use the rest of the space available. Required.",
+		func(v any) string {
+			if s, ok := v.(string); ok && s == "MAX" {
+				return ""
+			}
+			if ok, _ := positiveInteger(v); ok {
+				return ""
+			}
+			return fmt.Sprintf("%s is not valid under any of the given schemas", pyRepr(v))
+		}},
+	"volume_name":    {"Name of the volume to be created. If this is not specified, it will be auto-generated. Optional.", raidType("string")},
+	"is_root_volume": {"Specifies whether this disk is a root volume. By default, this is False. Optional.", raidType("boolean")},
+	"share_physical_disks": {"Specifies whether other logical disks can share physical disks with this logical disk. By default, this is False. Optional.",
+		raidType("boolean")},
+	"disk_type": {"The type of disk preferred. Valid values are 'hdd' and 'ssd'. If this is not specified, disk type will not be a selection criterion for choosing backing physical disks. Optional.",
+		raidEnum("hdd", "ssd")},
+	"interface_type": {"The interface type of disk. Valid values are 'sata', 'scsi' and 'sas'. If this is not specified, interface type will not be a selection criterion for choosing backing physical disks. Optional.",
+		raidEnum("sata", "scsi", "sas")},
+	"number_of_physical_disks": {"Number of physical disks to use for this logical disk. By default, the driver uses the minimum number of disks required for that RAID level. Optional.",
+		func(v any) string { _, msg := positiveInteger(v); return msg }},
+	"controller": {"Controller to use for this logical disk. If not specified, the driver will choose a suitable RAID controller on the bare metal node. Optional.",
+		raidType("string")},
+	"physical_disks": {"The physical disks to use for this logical disk. If not specified, the driver will choose suitable physical disks to use. Optional.",
+		func(v any) string {
+			list, ok := v.([]any)
+			if !ok {
+				return fmt.Sprintf("%s is not of type 'array'", pyRepr(v))
+			}
+			for _, e := range list {
+				if _, ok := e.(string); !ok {
+					return fmt.Sprintf("%s is not of type 'string'", pyRepr(e))
+				}
+			}
+			return ""
+		}},
+}
+
+// validateRAIDConfig checks a target RAID configuration as Ironic's
+// raid.validate_configuration does: raid_config_schema.json's rules
+// (logical_disks required, at least one; each with raid_level and size_gb,
+// nothing the schema does not name, physical_disks only with controller),
+// then at most one root volume. The message is Ironic's.
+func validateRAIDConfig(cfg map[string]any) error {
+	bad := func(format string, args ...any) error {
+		return badRequest("RAID config validation error: %s", fmt.Sprintf(format, args...))
+	}
+	var extra []string
+	for k := range cfg {
+		if k != "logical_disks" {
+			extra = append(extra, pyRepr(k))
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return bad("Additional properties are not allowed (%s %s unexpected)", strings.Join(extra, ", "), wasWere(len(extra)))
+	}
+	raw, ok := cfg["logical_disks"]
+	if !ok {
+		return bad("'logical_disks' is a required property")
+	}
+	disks, ok := raw.([]any)
+	if !ok {
+		return bad("%s is not of type 'array'", pyRepr(raw))
+	}
+	if len(disks) == 0 {
+		return bad("[] is too short")
+	}
+	roots := 0
+	for _, d := range disks {
+		ld, ok := d.(map[string]any)
+		if !ok {
+			return bad("%s is not of type 'object'", pyRepr(d))
+		}
+		for _, req := range []string{"raid_level", "size_gb"} {
+			if _, ok := ld[req]; !ok {
+				return bad("%s is a required property", pyRepr(req))
+			}
+		}
+		var extra []string
+		keys := make([]string, 0, len(ld))
+		for k := range ld {
+			if _, known := raidProperties[k]; !known {
+				extra = append(extra, pyRepr(k))
+			}
+			keys = append(keys, k)
+		}
+		if len(extra) > 0 {
+			sort.Strings(extra)
+			return bad("Additional properties are not allowed (%s %s unexpected)", strings.Join(extra, ", "), wasWere(len(extra)))
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if msg := raidProperties[k].check(ld[k]); msg != "" {
+				return bad("%s", msg)
+			}
+		}
+		if _, ok := ld["physical_disks"]; ok {
+			if _, ok := ld["controller"]; !ok {
+				return bad("'controller' is a dependency of 'physical_disks'")
+			}
+		}
+		if root, _ := ld["is_root_volume"].(bool); root {
+			roots++
+		}
+	}
+	if roots > 1 {
+		return badRequest("Raid config cannot have more than one root volume. %d root volumes were specified", roots)
+	}
+	return nil
+}
+
+func wasWere(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
+}
+
+// raidSupported reports whether the RAID interface validates and applies a
+// target RAID configuration (no-raid does not: Ironic's
+// UnsupportedDriverExtension).
+func raidSupported(iface string) bool {
+	return iface != "" && iface != string(hardware.NoRAID)
+}
+
+// setRAIDConfig is PUT /v1/nodes/{node}/states/raid (API 1.12): the body is
+// the node's new target_raid_config, checked against Ironic's
+// raid_config_schema.json; {} clears it. The configuration is applied by
+// the raid interface's create_configuration clean step.
+func (s *server) setRAIDConfig(c *gin.Context, n *store.Node) error {
+	body, err := decodeObject(c)
+	if err != nil {
+		return err
+	}
+	if !raidSupported(n.RAIDInterface) {
+		return badRequest("Driver %s does not support raid (disabled or not implemented).", n.Driver)
+	}
+	if len(body) > 0 {
+		if err := validateRAIDConfig(body); err != nil {
+			return err
+		}
+	}
+	// Plain JSON values for the store (json.Number kept exact on the way).
+	b, _ := json.Marshal(body)
+	var target map[string]any
+	_ = json.Unmarshal(b, &target)
+	if _, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
+		cur.TargetRAIDConfig = target
+		return nil
+	}); err != nil {
+		return nodeWriteError(err, n)
+	}
+	writeEmpty(c, http.StatusNoContent, "")
+	return nil
+}
+
+// raidLogicalDiskProperties is GET /v1/drivers/{name}/raid/
+// logical_disk_properties (1.12): the properties a logical disk of the
+// driver's default RAID interface takes, with their descriptions.
+func (s *server) raidLogicalDiskProperties(c *gin.Context) error {
+	if ver(c) < v12RAIDConfig {
+		return resourceNotFound()
+	}
+	ht, ok := s.driver(c.Param("name"))
+	if !ok {
+		return errorf(http.StatusNotFound, "Could not find the following driver(s) or hardware type(s): %s.", c.Param("name"))
+	}
+	if !raidSupported(string(ht.Default(hardware.KindRAID))) {
+		return badRequest("Driver %s does not support raid (disabled or not implemented).", ht.Name)
+	}
+	out := make(map[string]string, len(raidProperties))
+	for k, p := range raidProperties {
+		out[k] = p.description
+	}
+	writeJSON(c, http.StatusOK, out)
+	return nil
+}

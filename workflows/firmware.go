@@ -1,0 +1,237 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// The firmware interface's update step (API 1.86), as Ironic's redfish
+// firmware interface declares it (ironic/drivers/modules/redfish/
+// firmware.py): one argument, settings, a list of components to update in
+// order, each {"component": "bios"|"bmc"|"nic:<id>", "url": ..., "wait":
+// seconds to wait after it}.
+var StepFirmwareUpdate = StepID{Interface: "firmware", Step: "update"}
+
+// Activities of the firmware update (hardware activities, each short: the
+// wait for the BMC's task is a timer loop in the workflow, so that it
+// survives worker restarts and never holds a worker).
+const (
+	// ActStartFirmwareUpdate shows the step, caches the versions the BMC
+	// reports before the first component, and starts one component's
+	// update; it returns the task to watch and the wait's bounds.
+	ActStartFirmwareUpdate = "StartFirmwareUpdate"
+	// ActPollFirmwareTask reads the task once. A BMC that does not answer
+	// (it resets itself after a bmc update) is reported in the result,
+	// not as an error: the wait goes on until its timeout.
+	ActPollFirmwareTask = "PollFirmwareTask"
+	// ActRecordFirmware reads the versions back into the store (GET
+	// /v1/nodes/{id}/firmware).
+	ActRecordFirmware = "RecordFirmware"
+)
+
+// FirmwareSetting is one component of the update step's settings.
+type FirmwareSetting struct {
+	Component string `json:"component"`
+	URL       string `json:"url"`
+	Checksum  string `json:"checksum,omitempty"`
+	// Wait is how long to wait after this component's update (seconds).
+	Wait int `json:"wait,omitempty"`
+}
+
+// ParseFirmwareSettings checks the update step's args against Ironic's
+// firmware interface update schema (firmware_utils.py,
+// _FIRMWARE_INTERFACE_UPDATE_SCHEMA: a list of objects with component
+// and url, optional wait >= 1, nothing else; ironflow also takes an
+// optional checksum) and its component names.
+func ParseFirmwareSettings(args json.RawMessage) ([]FirmwareSetting, error) {
+	var a struct {
+		Settings []map[string]any `json:"settings"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil || a.Settings == nil {
+		return nil, fmt.Errorf("Invalid firmware update %s. Errors: settings must be a list of objects", string(args))
+	}
+	if len(a.Settings) == 0 {
+		return nil, fmt.Errorf("Invalid firmware update []. Errors: no components to update")
+	}
+	out := make([]FirmwareSetting, 0, len(a.Settings))
+	for i, m := range a.Settings {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("Invalid firmware update %s. Errors: settings[%d]: %s", pyValue(anyList(a.Settings)), i, fmt.Sprintf(format, args...))
+		}
+		var s FirmwareSetting
+		for k, v := range m {
+			switch k {
+			case "component", "url", "checksum":
+				str, ok := v.(string)
+				if !ok || str == "" {
+					return nil, bad("%s must be a non-empty string", k)
+				}
+				switch k {
+				case "component":
+					s.Component = str
+				case "url":
+					s.URL = str
+				default:
+					s.Checksum = str
+				}
+			case "wait":
+				f, ok := v.(float64)
+				if !ok || f != float64(int(f)) || f < 1 {
+					return nil, bad("wait must be an integer of at least 1")
+				}
+				s.Wait = int(f)
+			default:
+				return nil, bad("Additional properties are not allowed ('%s' was unexpected)", k)
+			}
+		}
+		if s.Component == "" {
+			return nil, bad("'component' is a required property")
+		}
+		if s.URL == "" {
+			return nil, bad("'url' is a required property")
+		}
+		if s.Component != "bios" && s.Component != "bmc" && !strings.HasPrefix(s.Component, "nic:") {
+			return nil, bad("unknown component %q: bios, bmc or nic:<adapter id>", s.Component)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func anyList(l []map[string]any) []any {
+	out := make([]any, len(l))
+	for i, m := range l {
+		out[i] = m
+	}
+	return out
+}
+
+// FirmwareUpdateInput starts component Index of the step's settings.
+type FirmwareUpdateInput struct {
+	Node    NodeInfo        `json:"node"`
+	Kind    StepKind        `json:"kind"`
+	Step    Step            `json:"step"`
+	Index   int             `json:"index"`
+	Setting FirmwareSetting `json:"setting"`
+}
+
+// FirmwareTaskRef is the BMC's task of one component's update and how long
+// and how often the workflow watches it (driver_info
+// firmware_update_timeout and firmware_update_poll_interval).
+type FirmwareTaskRef struct {
+	URI          string        `json:"uri,omitempty"`
+	Done         bool          `json:"done,omitempty"`
+	Timeout      time.Duration `json:"timeout"`
+	PollInterval time.Duration `json:"poll_interval"`
+}
+
+// FirmwareTaskInput reads one task.
+type FirmwareTaskInput struct {
+	Node      NodeInfo `json:"node"`
+	Component string   `json:"component"`
+	URI       string   `json:"uri"`
+}
+
+// FirmwareTaskState is a task as the BMC last reported it; Unreachable says
+// why it could not be read this time.
+type FirmwareTaskState struct {
+	State       string   `json:"state,omitempty"`
+	Percent     int      `json:"percent,omitempty"`
+	Done        bool     `json:"done,omitempty"`
+	Failed      bool     `json:"failed,omitempty"`
+	Messages    []string `json:"messages,omitempty"`
+	Unreachable string   `json:"unreachable,omitempty"`
+}
+
+// FirmwareRecordInput reads the node's versions back.
+type FirmwareRecordInput struct {
+	Node NodeInfo `json:"node"`
+	Kind StepKind `json:"kind"`
+}
+
+// firmwareUpdate runs the update step: each component in order, its task
+// watched to its end by a timer loop of short activities, then the
+// versions read back. A failed or stalled task fails the step with the
+// task's messages; the operator's retry runs the step again from its first
+// component, abort ends the operation.
+func (r *run) firmwareUpdate(kind StepKind, s Step) error {
+	settings, err := ParseFirmwareSettings(s.Args)
+	if err != nil {
+		return err
+	}
+	for i, fs := range settings {
+		var ref FirmwareTaskRef
+		if err := r.hardware(ActStartFirmwareUpdate, FirmwareUpdateInput{Node: r.node, Kind: kind, Step: s, Index: i, Setting: fs}, &ref); err != nil {
+			return err
+		}
+		if !ref.Done {
+			if err := r.waitFirmwareTask(fs, ref); err != nil {
+				return err
+			}
+		}
+		if fs.Wait > 0 {
+			if err := workflow.Sleep(r.ctx, time.Duration(fs.Wait)*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	r.status.Progress = ""
+	return r.hardware(ActRecordFirmware, FirmwareRecordInput{Node: r.node, Kind: kind}, nil)
+}
+
+// waitFirmwareTask polls the task every PollInterval until it ends or
+// Timeout passes. A BMC that does not answer for a while (it resets
+// itself) is no failure until the timeout.
+func (r *run) waitFirmwareTask(fs FirmwareSetting, ref FirmwareTaskRef) error {
+	deadline := workflow.Now(r.ctx).Add(ref.Timeout)
+	var last FirmwareTaskState
+	for {
+		if err := workflow.Sleep(r.ctx, ref.PollInterval); err != nil {
+			return err
+		}
+		var st FirmwareTaskState
+		if err := r.hardware(ActPollFirmwareTask, FirmwareTaskInput{Node: r.node, Component: fs.Component, URI: ref.URI}, &st); err != nil {
+			return err
+		}
+		if st.Unreachable == "" {
+			last = st
+			r.status.Progress = fmt.Sprintf("firmware %s: task %s %s %d%%", fs.Component, ref.URI, st.State, st.Percent)
+		} else {
+			r.status.Progress = fmt.Sprintf("firmware %s: BMC not answering (%s)", fs.Component, st.Unreachable)
+		}
+		if st.Done {
+			if st.Failed {
+				return fmt.Errorf("firmware update of %s from %s failed: task %s ended %s: %s", fs.Component, fs.URL, ref.URI, st.State, taskMessages(st.Messages))
+			}
+			return nil
+		}
+		if !workflow.Now(r.ctx).Before(deadline) {
+			why := fmt.Sprintf("last seen %s at %d%%", taskStateName(last.State), last.Percent)
+			if st.Unreachable != "" {
+				why += "; the BMC does not answer: " + st.Unreachable
+			}
+			if len(last.Messages) > 0 {
+				why += ": " + taskMessages(last.Messages)
+			}
+			return fmt.Errorf("firmware update of %s from %s did not finish within %s: task %s %s", fs.Component, fs.URL, ref.Timeout, ref.URI, why)
+		}
+	}
+}
+
+func taskMessages(m []string) string {
+	if len(m) == 0 {
+		return "the BMC gave no message"
+	}
+	return strings.Join(m, "; ")
+}
+
+func taskStateName(s string) string {
+	if s == "" {
+		return "in no known state"
+	}
+	return s
+}

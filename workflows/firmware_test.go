@@ -1,0 +1,194 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/ironflow/ironflow/hardware"
+)
+
+// fakeBMCTasks answers the firmware activities: each component's task
+// reports the states of script in turn (the last one repeats); "unreachable"
+// is a BMC that does not answer.
+type fakeBMCTasks struct {
+	f       *fakeCloud
+	scripts map[string][]string
+	polls   map[string]int
+	starts  int
+	pollAt  []time.Time
+	failMsg string
+}
+
+func (b *fakeBMCTasks) register(env *testsuite.TestWorkflowEnvironment) {
+	b.polls = map[string]int{}
+	reg := func(fn any, name string) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	reg(func(ctx context.Context, in FirmwareUpdateInput) (FirmwareTaskRef, error) {
+		b.f.mu.Lock()
+		b.starts++
+		b.polls[in.Setting.Component] = 0
+		b.f.mu.Unlock()
+		if in.Index == 0 {
+			b.f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step})
+		}
+		return FirmwareTaskRef{URI: "/redfish/v1/TaskService/Tasks/" + in.Setting.Component, Timeout: 30 * time.Minute, PollInterval: time.Minute},
+			b.f.log(fmt.Sprintf("StartFirmwareUpdate %d %s %s", in.Index, in.Setting.Component, in.Setting.URL))
+	}, ActStartFirmwareUpdate)
+	reg(func(ctx context.Context, in FirmwareTaskInput) (FirmwareTaskState, error) {
+		b.f.mu.Lock()
+		script := b.scripts[in.Component]
+		i := b.polls[in.Component]
+		b.polls[in.Component]++
+		b.pollAt = append(b.pollAt, env.Now())
+		b.f.mu.Unlock()
+		state := script[min(i, len(script)-1)]
+		switch state {
+		case "unreachable":
+			return FirmwareTaskState{Unreachable: "BMC unreachable: connection refused"}, nil
+		case "Exception":
+			return FirmwareTaskState{State: state, Done: true, Failed: true, Messages: []string{b.failMsg}}, nil
+		case "Completed":
+			return FirmwareTaskState{State: state, Percent: 100, Done: true}, nil
+		}
+		return FirmwareTaskState{State: state, Percent: 10 * i, Messages: []string{"Flashing the image"}}, nil
+	}, ActPollFirmwareTask)
+	reg(func(ctx context.Context, in FirmwareRecordInput) error { return b.f.log("RecordFirmware") }, ActRecordFirmware)
+}
+
+func firmwareCloud(scripts map[string][]string) (*fakeCloud, *fakeBMCTasks) {
+	f := manualCleanCloud()
+	f.node.FirmwareInterface = hardware.Redfish
+	return f, &fakeBMCTasks{f: f, scripts: scripts}
+}
+
+const twoComponents = `[{"interface":"firmware","step":"update","args":{"settings":[
+	{"component":"bios","url":"http://images/bios.bin"},{"component":"bmc","url":"http://images/bmc.bin","wait":30}]}}]`
+
+// The update step starts each component's update, waits for its task by
+// a timer loop (one short poll a minute), keeps waiting while the BMC does
+// not answer (its reset after a bmc update), and reads the versions back.
+func TestFirmwareUpdateWaitsForEachTaskThroughABMCReset(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{
+		"bios": {"Running", "Running", "Completed"},
+		"bmc":  {"Running", "unreachable", "unreachable", "unreachable", "Completed"},
+	})
+	env := newEnv(t, f)
+	b.register(env)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(twoComponents, true))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	want := []string{"RecordState cleaning",
+		"StartFirmwareUpdate 0 bios http://images/bios.bin", "StartFirmwareUpdate 1 bmc http://images/bmc.bin",
+		"RecordFirmware", "RecordState manageable"}
+	if got := f.callList(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if b.polls["bios"] != 3 || b.polls["bmc"] != 5 {
+		t.Fatalf("polls = %v, want bios 3, bmc 5", b.polls)
+	}
+	for i := 1; i < len(b.pollAt); i++ {
+		if gap := b.pollAt[i].Sub(b.pollAt[i-1]); gap < time.Minute {
+			t.Fatalf("poll %d came %s after the one before, want the poll interval (1m) between them", i, gap)
+		}
+	}
+	shown := strings.Join(f.cleanStepsShown(), "\n")
+	if !strings.Contains(shown, "StartFirmwareUpdate 0 bios http://images/bios.bin → firmware.update") {
+		t.Fatalf("clean_step after each call:\n%s", shown)
+	}
+}
+
+// A task that ends in Exception fails the step with the BMC's message;
+// the operator's retry runs the update again, which succeeds.
+func TestFirmwareUpdateFailedTaskThenRetry(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{"bios": {"Running", "Exception"}})
+	b.failMsg = "The installation of the image failed: signature verification failed."
+	env := newEnv(t, f)
+	b.register(env)
+	var failed State
+	var failedErr string
+	env.RegisterDelayedCallback(func() {
+		failed, failedErr = lastState(f), f.lastErr
+		b.scripts["bios"] = []string{"Completed"}
+		env.SignalWorkflow(SignalRetry, nil)
+	}, 20*time.Minute)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}]`, true))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	if failed != CleanFailed || !strings.Contains(failedErr, "Clean failed at step firmware.update") ||
+		!strings.Contains(failedErr, "ended Exception: "+b.failMsg) {
+		t.Fatalf("while failed: %s with %q", failed, failedErr)
+	}
+	if lastState(f) != Manageable || b.starts != 2 {
+		t.Fatalf("ended in %s after %d starts, want manageable after 2", lastState(f), b.starts)
+	}
+}
+
+// A task that never ends fails the step at the timeout, with the last
+// state and messages the BMC gave.
+func TestFirmwareUpdateStalledTaskFailsAtTheTimeout(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{"bios": {"Running"}})
+	env := newEnv(t, f)
+	b.register(env)
+	var failed State
+	var failedErr string
+	env.RegisterDelayedCallback(func() {
+		failed, failedErr = lastState(f), f.lastErr
+		env.SignalWorkflow(SignalAbort, nil)
+	}, 40*time.Minute)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}]`, true))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	if failed != CleanFailed || !strings.Contains(failedErr, "did not finish within 30m0s") ||
+		!strings.Contains(failedErr, "last seen Running") || !strings.Contains(failedErr, "Flashing the image") {
+		t.Fatalf("while failed: %s with %q", failed, failedErr)
+	}
+	if b.polls["bios"] < 29 || b.polls["bios"] > 31 {
+		t.Fatalf("polled %d times in a 30m timeout at 1m intervals", b.polls["bios"])
+	}
+}
+
+// Bad settings fail the step before anything is asked of the BMC, with
+// Ironic's schema message.
+func TestParseFirmwareSettings(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","wait":5}]}`, ""},
+		{`{"settings":[{"component":"nic:NIC.Integrated.1","url":"http://x/n.bin","checksum":"abc"}]}`, ""},
+		{`{"settings":[{"component":"bios"}]}`, "'url' is a required property"},
+		{`{"settings":[{"component":"bios","url":"u","color":"red"}]}`, "Additional properties are not allowed ('color' was unexpected)"},
+		{`{"settings":[{"component":"cpld","url":"u"}]}`, `unknown component "cpld"`},
+		{`{"settings":[{"component":"bios","url":"u","wait":0}]}`, "wait must be an integer of at least 1"},
+		{`{"settings":"bios"}`, "settings must be a list of objects"},
+	} {
+		_, err := ParseFirmwareSettings([]byte(c.args))
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: err %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// Servicing runs the update step the same way: the active node's
+// firmware is updated out of band and the node is active again.
+func TestFirmwareUpdateInServicing(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{"bmc": {"Running", "unreachable", "Completed"}})
+	f.node.ProvisionState = Active
+	env := newEnv(t, f)
+	env.RegisterWorkflow(ServiceNode)
+	b.register(env)
+	env.ExecuteWorkflow(ServiceNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: string(VerbService), FromState: string(Active), DisableRamdisk: true,
+		ServiceSteps: []byte(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}]`)})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	calls := strings.Join(f.callList(), "\n")
+	if !strings.Contains(calls, "StartFirmwareUpdate 0 bmc http://images/bmc.bin\nRecordFirmware") || lastState(f) != Active || b.polls["bmc"] != 3 {
+		t.Fatalf("calls:\n%s\nended %s after %d polls", calls, lastState(f), b.polls["bmc"])
+	}
+}
