@@ -35,6 +35,8 @@ func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, c
 	if err != nil {
 		return err
 	}
+	// The keystone strategy's policy narrows a project's list (policy_routes.go).
+	f.Project = c.GetString(ctxListProject)
 	if err := s.childrenFilter(c, &f, q); err != nil {
 		return err
 	}
