@@ -413,6 +413,34 @@ func TestKeystone(t *testing.T) {
 		}
 	})
 
+	// Ironic's node_sanitize: below baremetal:node:get:filter_threshold the
+	// per-field rules redact; a lessee is not an owner reader.
+	t.Run("LesseeSeesRedactedFields", func(t *testing.T) {
+		id := e.create("/v1/nodes", map[string]any{"driver": "fake-hardware", "owner": e.ownerPID, "lessee": e.lessPID,
+			"driver_info": map[string]any{"fake_address": "10.20.30.40"}})
+		get := func(p ksPersona, path string) map[string]any {
+			r := e.req(e.tokens[p], "GET", path, nil)
+			if r.status != 200 {
+				t.Fatalf("%s GET %s: %d %s", p, path, r.status, r.body)
+			}
+			return r.json(t)
+		}
+		want := map[string]any{"content": "** Redacted - requires baremetal:node:get:driver_info permission. **"}
+		for _, n := range []map[string]any{get(pLM, "/v1/nodes/"+id), nodeList(get(pLM, "/v1/nodes/detail")).get(id)} {
+			if got := n["driver_info"]; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("lessee member: driver_info %v, want %v", got, want)
+			}
+			if got := n["last_error"]; got != "** Value Redacted - Requires baremetal:node:get:last_error permission. **" {
+				t.Errorf("lessee member: last_error %v", got)
+			}
+		}
+		for _, p := range []ksPersona{pOM, pOR, pSR} {
+			if di, _ := get(p, "/v1/nodes/"+id)["driver_info"].(map[string]any); di["fake_address"] != "10.20.30.40" {
+				t.Errorf("%s: driver_info %v, want it shown", p, di)
+			}
+		}
+	})
+
 	t.Run("PolicyFile", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "policy.yaml")
 		if err := os.WriteFile(file, []byte(`"baremetal:node:get": "role:admin and system_scope:all"`+"\n"), 0o600); err != nil {
@@ -510,6 +538,19 @@ func TestKeystone(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
+}
+
+// nodeList is a decoded node list; get finds one node in it.
+type nodeList map[string]any
+
+func (l nodeList) get(id string) map[string]any {
+	nodes, _ := l["nodes"].([]any)
+	for _, n := range nodes {
+		if m, _ := n.(map[string]any); m["uuid"] == id {
+			return m
+		}
+	}
+	return nil
 }
 
 // checkRow sends row's request as persona p, on a fresh node its project

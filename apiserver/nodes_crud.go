@@ -71,6 +71,7 @@ func lockHolder(n *store.Node) string {
 
 // writeOneNode answers a single node with the fields the request asked.
 func (s *server) writeOneNode(c *gin.Context, status int, n *store.Node, fields []string) {
+	s.sanitizeNodes(c, n) // keystone strategy: policy_view.go
 	v, err := s.nodeView(c, fields)
 	if err != nil {
 		s.writeError(c, err)

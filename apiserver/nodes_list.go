@@ -87,6 +87,7 @@ func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, c
 	if len(nodes) == p.limit && len(nodes) > 0 {
 		next = nextLink(v.base, path, p, fields, q, nodes[len(nodes)-1].UUID, !detailPath && p.detail)
 	}
+	s.sanitizeNodes(c, nodes...) // keystone strategy: policy_view.go
 	writeList(c, nodeResource, "nodes", nodes, v, fields, next)
 	return nil
 }
