@@ -108,6 +108,10 @@ func (s *server) createNode(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	// A project admin's own node (keystone strategy: policy_routes.go).
+	if o := c.GetString(ctxSelfOwner); o != "" {
+		n.Owner = &o
+	}
 	n.ProvisionState = workflows.StateEnroll
 	if ver(c) < v11EnrollState {
 		n.ProvisionState = workflows.StateAvailable

@@ -16,9 +16,11 @@ import (
 
 // ctxCreds holds the caller's *creds; ctxListProject the project a list is
 // narrowed to (owner or lessee), set when the caller may not list all.
+// ctxSelfOwner the owner a node created by a project admin gets.
 const (
 	ctxCreds       = "ironflow.creds"
 	ctxListProject = "ironflow.list_project"
+	ctxSelfOwner   = "ironflow.self_owner"
 )
 
 // How a route is authorized, after the helpers of Ironic's
@@ -54,6 +56,10 @@ const (
 	// onPortgroupSubList: /portgroups/{pg}/ports, node:get of the group's
 	// node (404 naming the group), then the list rules.
 	onPortgroupSubList
+	// onNodeCreate: baremetal:node:create, else, for a project-scoped
+	// caller, baremetal:node:create:self_owned_node: the node is the
+	// caller's project's ([api]project_admin_can_manage_own_nodes).
+	onNodeCreate
 	// onCreateForNode: a port, port group or volume object created for
 	// body.node_uuid: the rule with that node's owner and lessee.
 	onCreateForNode
@@ -74,7 +80,7 @@ type routeRule struct {
 var routeRules = map[string]routeRule{
 	"GET /v1/nodes":                                        {kind: onNodeList, list: "baremetal:node:list"},
 	"GET /v1/nodes/detail":                                 {kind: onNodeList, list: "baremetal:node:list"},
-	"POST /v1/nodes":                                       {kind: onGlobal, rule: "baremetal:node:create"},
+	"POST /v1/nodes":                                       {kind: onNodeCreate, rule: "baremetal:node:create"},
 	"GET /v1/nodes/:node":                                  {kind: onNode, rule: "baremetal:node:get"},
 	"PATCH /v1/nodes/:node":                                {kind: onNodePatch},
 	"DELETE /v1/nodes/:node":                               {kind: onNodeDelete, rule: "baremetal:node:delete"},
@@ -268,6 +274,30 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 				return forbidden(r)
 			}
 		}
+		return nil
+	case onNodeCreate:
+		if s.policy.allowed(rr.rule, cr, nil) {
+			return nil
+		}
+		const self = "baremetal:node:create:self_owned_node"
+		if cr.ProjectID == "" {
+			return forbidden(rr.rule)
+		}
+		if !s.policy.allowed(self, cr, nil) {
+			return forbidden(self)
+		}
+		body, err := peekBody(c)
+		if err != nil {
+			return err
+		}
+		var obj struct {
+			Owner *string `json:"owner"`
+		}
+		_ = json.Unmarshal(body, &obj)
+		if obj.Owner != nil && *obj.Owner != cr.ProjectID {
+			return forbidden(self)
+		}
+		c.Set(ctxSelfOwner, cr.ProjectID)
 		return nil
 	case onNodeList:
 		return s.listAllowed(c, cr, rr.list)
