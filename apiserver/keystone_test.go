@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/store/storetest"
 )
 
@@ -49,6 +50,7 @@ type ksEnv struct {
 	t                 *testing.T
 	k                 *devstack.Keystone
 	srv               *httptest.Server
+	st                *store.Store
 	tokens            map[ksPersona]string
 	ownerPID, lessPID string
 	seq               atomic.Int64
@@ -111,6 +113,7 @@ func startKeystoneEnv(t *testing.T) *ksEnv {
 	h, err := New(cfg, st, newFakeEngine(st), quietLogger())
 	must(err)
 	e.srv = httptest.NewServer(h)
+	e.st = st
 	t.Cleanup(e.srv.Close)
 	return e
 }
@@ -461,6 +464,39 @@ func TestKeystone(t *testing.T) {
 		}
 		if r := e.req(e.tokens[pOA], "DELETE", "/v1/nodes/"+id, nil); r.status != 204 {
 			t.Errorf("owner admin deletes its node: %d %s, want 204", r.status, r.body)
+		}
+	})
+
+	// Ironic's automatic_lessee_source = instance: Nova's project_id in
+	// instance_info becomes the lessee at deploy, and leaves at teardown.
+	t.Run("AutomaticLessee", func(t *testing.T) {
+		ctx := context.Background()
+		id := e.create("/v1/nodes", map[string]any{"driver": "fake-hardware", "owner": e.ownerPID,
+			"instance_info": map[string]any{"project_id": e.lessPID, "image_source": "http://127.0.0.1/img.qcow2"}})
+		if _, err := e.st.SetProvisionState(ctx, id, nil, "available", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.req(e.tokens[pSA], "PUT", "/v1/nodes/"+id+"/states/provision", map[string]any{"target": "active"}); r.status != 202 {
+			t.Fatalf("deploy: %d %s", r.status, r.body)
+		}
+		n, err := e.st.GetNode(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Lessee == nil || *n.Lessee != e.lessPID || n.DriverInternalInfo["automatic_lessee"] != true {
+			t.Fatalf("after deploy: lessee %v, driver_internal_info %v; want %s, automatic_lessee", n.Lessee, n.DriverInternalInfo, e.lessPID)
+		}
+		if r := e.req(e.tokens[pLM], "GET", "/v1/nodes/"+id, nil); r.status != 200 {
+			t.Errorf("the project of the instance reads its node: %d", r.status)
+		}
+		if _, err := e.st.SetProvisionState(ctx, id, nil, "active", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.req(e.tokens[pSA], "PUT", "/v1/nodes/"+id+"/states/provision", map[string]any{"target": "deleted"}); r.status != 202 {
+			t.Fatalf("undeploy: %d %s", r.status, r.body)
+		}
+		if n, _ = e.st.GetNode(ctx, id); n.Lessee != nil {
+			t.Errorf("after teardown: lessee %v, want none", *n.Lessee)
 		}
 	})
 

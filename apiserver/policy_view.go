@@ -41,3 +41,43 @@ func (s *server) sanitizeNodes(c *gin.Context, nodes ...*store.Node) {
 		}
 	}
 }
+
+// automaticLessee is Ironic's [conductor]automatic_lessee_source =
+// instance (its default), under the keystone strategy where a lessee is a
+// grant: a deploy records instance_info's project_id (Nova's) as the
+// lessee of a node that has none, and marks it so; the teardown of such a
+// deployment takes the lessee away again (Ironic's deployments.py and
+// manager.py do both). It runs once the verb is accepted (the answer is
+// written), so a failure is logged, not answered.
+func (s *server) automaticLessee(c *gin.Context, nodeUUID, verb string) {
+	if s.policy == nil {
+		return
+	}
+	var err error
+	switch verb {
+	case "active", "deploy":
+		_, err = s.store.UpdateNode(c.Request.Context(), nodeUUID, func(n *store.Node) error {
+			project, _ := n.InstanceInfo["project_id"].(string)
+			if project == "" || n.Lessee != nil && *n.Lessee != "" {
+				return nil
+			}
+			n.Lessee = &project
+			if n.DriverInternalInfo == nil {
+				n.DriverInternalInfo = map[string]any{}
+			}
+			n.DriverInternalInfo["automatic_lessee"] = true
+			return nil
+		})
+	case "deleted", "undeploy":
+		_, err = s.store.UpdateNode(c.Request.Context(), nodeUUID, func(n *store.Node) error {
+			if auto, _ := n.DriverInternalInfo["automatic_lessee"].(bool); auto {
+				n.Lessee = nil
+				delete(n.DriverInternalInfo, "automatic_lessee")
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		s.log.Error("automatic lessee", "request_id", c.GetString(ctxRequestID), "node", nodeUUID, "verb", verb, "err", err)
+	}
+}
