@@ -74,6 +74,10 @@ var dummyHash = sync.OnceValue(func() []byte {
 
 // authenticate enforces the auth strategy on the protected routes.
 func (s *server) authenticate(c *gin.Context) {
+	if s.keystone != nil {
+		s.authenticateKeystone(c)
+		return
+	}
 	if s.auth == nil {
 		return
 	}
@@ -89,4 +93,19 @@ func (s *server) authenticate(c *gin.Context) {
 		return
 	}
 	c.Set(ctxUser, user)
+}
+
+// setupKeystone prepares the keystone strategy: the token validator and
+// the policy (Ironic's defaults, then the policy file's overrides).
+func (s *server) setupKeystone() error {
+	k, err := newKeystoneAuth(s.cfg.Keystone)
+	if err != nil {
+		return err
+	}
+	p, err := newPolicyEngine(s.cfg.Keystone.PolicyFile)
+	if err != nil {
+		return err
+	}
+	s.keystone, s.policy = k, p
+	return nil
 }

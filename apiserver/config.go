@@ -28,6 +28,7 @@ const (
 const (
 	AuthNoAuth    = "noauth"
 	AuthHTTPBasic = "http_basic"
+	// AuthKeystone is in auth_keystone.go.
 )
 
 // Config is the API's configuration.
@@ -38,10 +39,12 @@ type Config struct {
 	SignalKey []byte
 	// Listen is the address the API serves on (used by the caller).
 	Listen string
-	// AuthStrategy is AuthNoAuth or AuthHTTPBasic.
+	// AuthStrategy is AuthNoAuth, AuthHTTPBasic or AuthKeystone.
 	AuthStrategy string
 	// HtpasswdFile holds "user:bcrypt-hash" lines for AuthHTTPBasic.
 	HtpasswdFile string
+	// Keystone is the service user and policy of AuthKeystone.
+	Keystone KeystoneConfig
 	// MaxLimit caps the page size of every list, as [api]max_limit.
 	MaxLimit int
 	// PublicURL is the base of links and Location headers, e.g.

@@ -71,6 +71,7 @@ func lockHolder(n *store.Node) string {
 
 // writeOneNode answers a single node with the fields the request asked.
 func (s *server) writeOneNode(c *gin.Context, status int, n *store.Node, fields []string) {
+	s.sanitizeNodes(c, n) // keystone strategy: policy_view.go
 	v, err := s.nodeView(c, fields)
 	if err != nil {
 		s.writeError(c, err)
@@ -106,6 +107,10 @@ func (s *server) createNode(c *gin.Context) error {
 	set, err := nodeResource.create(n, body, ver(c))
 	if err != nil {
 		return err
+	}
+	// A project admin's own node (keystone strategy: policy_routes.go).
+	if o := c.GetString(ctxSelfOwner); o != "" {
+		n.Owner = &o
 	}
 	n.ProvisionState = workflows.StateEnroll
 	if ver(c) < v11EnrollState {

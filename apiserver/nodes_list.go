@@ -35,6 +35,8 @@ func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, c
 	if err != nil {
 		return err
 	}
+	// The keystone strategy's policy narrows a project's list (policy_routes.go).
+	f.Project = c.GetString(ctxListProject)
 	if err := s.childrenFilter(c, &f, q); err != nil {
 		return err
 	}
@@ -85,6 +87,7 @@ func (s *server) writeNodeListOf(c *gin.Context, path string, detailPath bool, c
 	if len(nodes) == p.limit && len(nodes) > 0 {
 		next = nextLink(v.base, path, p, fields, q, nodes[len(nodes)-1].UUID, !detailPath && p.detail)
 	}
+	s.sanitizeNodes(c, nodes...) // keystone strategy: policy_view.go
 	writeList(c, nodeResource, "nodes", nodes, v, fields, next)
 	return nil
 }

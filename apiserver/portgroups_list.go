@@ -29,7 +29,7 @@ func (s *server) writePortgroupList(c *gin.Context, path string, detailPath bool
 	if err != nil {
 		return err
 	}
-	f := store.PortgroupFilter{NodeUUID: nodeUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	f := store.PortgroupFilter{NodeUUID: nodeUUID, Project: c.GetString(ctxListProject), Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
 	q := url.Values{}
 	if nodeUUID == "" {
 		if ident := c.Query("node"); ident != "" {

@@ -37,7 +37,7 @@ func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nod
 	if err != nil {
 		return err
 	}
-	f := store.PortFilter{NodeUUID: nodeUUID, PortgroupUUID: groupUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+	f := store.PortFilter{NodeUUID: nodeUUID, Project: c.GetString(ctxListProject), PortgroupUUID: groupUUID, Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
 	q := url.Values{}
 	// ?portgroup= (UUID or name, API 1.24) selects a group's ports.
 	if ident, ok := c.GetQuery("portgroup"); ok && ident != "" && groupUUID == "" {

@@ -40,6 +40,11 @@ type server struct {
 	eng   Engine
 	log   *slog.Logger
 	auth  *htpasswd
+	// keystone and policy are set under the keystone strategy
+	// (auth_keystone.go, policy*.go).
+	keystone *keystoneAuth
+	policy   *policyEngine
+	router   *gin.Engine
 	// hbGate spares workflows the heartbeats they do not need.
 	hbGate *signalGate
 	// hbWrites records concurrent heartbeats in shared statements.
@@ -65,8 +70,12 @@ func New(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (http.Handle
 			return nil, fmt.Errorf("apiserver: load htpasswd file: %w", err)
 		}
 		s.auth = h
+	case AuthKeystone:
+		if err := s.setupKeystone(); err != nil {
+			return nil, fmt.Errorf("apiserver: %w", err)
+		}
 	default:
-		return nil, fmt.Errorf("apiserver: unknown auth strategy %q (want %q or %q)", cfg.AuthStrategy, AuthNoAuth, AuthHTTPBasic)
+		return nil, fmt.Errorf("apiserver: unknown auth strategy %q (want %q, %q or %q)", cfg.AuthStrategy, AuthNoAuth, AuthHTTPBasic, AuthKeystone)
 	}
 	for _, d := range cfg.AllowedDrivers {
 		if _, ok := hardware.Lookup(d); !ok {
@@ -81,6 +90,7 @@ func (s *server) routes() http.Handler {
 	// log is the structured one.
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	s.router = r
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = true
@@ -106,7 +116,7 @@ func (s *server) routes() http.Handler {
 	v1.POST("/heartbeat/:node", s.handle(introducedIn(v22Ramdisk, s.heartbeat)))
 	v1.POST("/continue_inspection", s.handle(continueInspectionGate(s.continueInspection)))
 
-	a := v1.Group("", s.authenticate)
+	a := v1.Group("", s.authenticate, s.authorize)
 	a.GET("/nodes", s.handle(s.listNodes))
 	a.GET("/nodes/detail", s.handle(s.listNodesDetail))
 	a.POST("/nodes", s.handle(s.createNode))

@@ -287,7 +287,7 @@ func (k *volumeKind[T]) listHandler(s *server, underNode bool) handler {
 		if !k.res.sortable(p.sortKey) {
 			return listError(store.ErrInvalidSortKey, p)
 		}
-		f := store.VolumeFilter{Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+		f := store.VolumeFilter{Project: c.GetString(ctxListProject), Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
 		q := url.Values{}
 		ident := c.Query("node")
 		if underNode {

@@ -44,6 +44,8 @@ if [[ "$what" == test ]]; then
 		[/bin/busybox]=busybox-static
 		[curl]=curl
 		[glance-api]=glance-api
+		# Keystone for the keystone auth strategy's tests (devstack/keystone.go).
+		[keystone-wsgi-public]=python3-keystone
 	)
 fi
 

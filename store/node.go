@@ -94,8 +94,10 @@ type NodeFilter struct {
 	Fault          string
 	Owner          string
 	Lessee         string
-	InstanceUUID   string
-	Retired        *bool
+	// Project selects the nodes it owns or leases.
+	Project      string
+	InstanceUUID string
+	Retired      *bool
 	// Shards selects nodes in any of these shards (API 1.82 ?shard=).
 	Shards []string
 	// Sharded selects nodes with (true) or without (false) a shard.
@@ -387,6 +389,10 @@ func nodeWhere(f NodeFilter) (conds []string, args []any) {
 	}
 	if f.Lessee != "" {
 		eq("lessee", f.Lessee)
+	}
+	if f.Project != "" {
+		args = append(args, f.Project)
+		conds = append(conds, fmt.Sprintf("(owner = $%[1]d OR lessee = $%[1]d)", len(args)))
 	}
 	if f.InstanceUUID != "" {
 		u, _ := canonicalUUID(f.InstanceUUID)

@@ -35,7 +35,9 @@ type Port struct {
 // PortFilter selects ports for ListPorts. Zero values match all.
 type PortFilter struct {
 	NodeUUID string
-	Address  string
+	// Project selects the ports of nodes it owns or leases.
+	Project string
+	Address string
 	// PortgroupUUID selects the ports of a port group.
 	PortgroupUUID string
 	Limit         int
@@ -136,6 +138,7 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 	}
 	var w where
 	w.uuid("n.uuid", f.NodeUUID)
+	w.project("n.", f.Project)
 	if err := w.mac("p.address", f.Address); err != nil {
 		return nil, fmt.Errorf("list ports: %w", err)
 	}

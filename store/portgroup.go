@@ -46,11 +46,13 @@ const DefaultPortgroupMode = "active-backup"
 // PortgroupFilter selects groups for ListPortgroups. Zero values match all.
 type PortgroupFilter struct {
 	NodeUUID string
-	Address  string
-	Limit    int
-	Marker   string // a portgroup UUID
-	SortKey  string // see PortgroupSortKeys; default "id"
-	SortDir  string // "asc" (default) or "desc"
+	// Project selects the groups of nodes it owns or leases.
+	Project string
+	Address string
+	Limit   int
+	Marker  string // a portgroup UUID
+	SortKey string // see PortgroupSortKeys; default "id"
+	SortDir string // "asc" (default) or "desc"
 }
 
 const portgroupColumns = `g.id, g.uuid, g.name, g.address, g.node_id, n.uuid, g.mode, g.properties, g.extra,
@@ -130,6 +132,7 @@ func (s *Store) ListPortgroups(ctx context.Context, f PortgroupFilter) ([]*Portg
 	}
 	var w where
 	w.uuid("n.uuid", f.NodeUUID)
+	w.project("n.", f.Project)
 	if err := w.mac("g.address", f.Address); err != nil {
 		return nil, fmt.Errorf("list portgroups: %w", err)
 	}

@@ -95,6 +95,15 @@ func (w *where) eq(col string, v any) {
 	w.conds = append(w.conds, fmt.Sprintf("%s = $%d", col, len(w.args)))
 }
 
+// project adds "(n.owner = p OR n.lessee = p)" unless p is empty: the
+// objects of the nodes a project owns or leases (Ironic's project filter).
+func (w *where) project(alias, p string) {
+	if p != "" {
+		w.args = append(w.args, p)
+		w.conds = append(w.conds, fmt.Sprintf("(%[1]sowner = $%[2]d OR %[1]slessee = $%[2]d)", alias, len(w.args)))
+	}
+}
+
 // uuid adds "col = u" with u canonical, unless u is empty.
 func (w *where) uuid(col, u string) {
 	if u != "" {

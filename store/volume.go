@@ -59,10 +59,12 @@ type VolumeTarget struct {
 // VolumeFilter selects connectors or targets. Zero values match all.
 type VolumeFilter struct {
 	NodeUUID string
-	Limit    int
-	Marker   string // a connector's or target's UUID
-	SortKey  string // see VolumeConnectorSortKeys, VolumeTargetSortKeys
-	SortDir  string
+	// Project selects the objects of nodes it owns or leases.
+	Project string
+	Limit   int
+	Marker  string // a connector's or target's UUID
+	SortKey string // see VolumeConnectorSortKeys, VolumeTargetSortKeys
+	SortDir string
 }
 
 // VolumeConnectorSortKeys are the accepted sort keys of connectors: every
@@ -139,6 +141,7 @@ func (s *Store) ListVolumeConnectors(ctx context.Context, f VolumeFilter) ([]*Vo
 	}
 	var w where
 	w.uuid("n.uuid", f.NodeUUID)
+	w.project("n.", f.Project)
 	return listPage(ctx, s, p, connectorColumns, scanConnector, w.conds, w.args)
 }
 
@@ -187,6 +190,7 @@ func (s *Store) ListVolumeTargets(ctx context.Context, f VolumeFilter) ([]*Volum
 	}
 	var w where
 	w.uuid("n.uuid", f.NodeUUID)
+	w.project("n.", f.Project)
 	return listPage(ctx, s, p, targetColumns, scanTarget, w.conds, w.args)
 }
 

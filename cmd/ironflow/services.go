@@ -128,6 +128,7 @@ type apiFlags struct {
 	signal                                                              signalKeyFlags
 	payload                                                             payloadKeyFlags
 	temporalTLS                                                         temporalTLSFlags
+	keystone                                                            keystoneFlags
 }
 
 // signalKeyFlags name the key the API signs heartbeat signals with and the
@@ -152,7 +153,7 @@ func addAPIFlags(s *settings) apiFlags {
 		databaseURL:      s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL"),
 		temporal:         s.String("temporal-address", defaultTemporalAddress, "Temporal frontend host:port", "TEMPORAL_ADDRESS"),
 		namespace:        s.String("temporal-namespace", defaultNamespace, "Temporal namespace", "TEMPORAL_NAMESPACE"),
-		auth:             s.String("auth-strategy", apiserver.AuthNoAuth, "noauth or http_basic"),
+		auth:             s.String("auth-strategy", apiserver.AuthNoAuth, "noauth, http_basic or keystone"),
 		htpasswd:         s.String("htpasswd-file", "", "bcrypt htpasswd file for http_basic"),
 		publicURL:        s.String("public-url", "", "base URL of links and Location headers (default: from the request)"),
 		heartbeatTimeout: s.Duration("ramdisk-heartbeat-timeout", apiserver.DefaultConfig().RamdiskHeartbeatTimeout, "heartbeat_timeout sent to agents"),
@@ -168,6 +169,7 @@ func addAPIFlags(s *settings) apiFlags {
 		// Seals every payload the API hands to Temporal (docs/security.md).
 		payload:     addPayloadKeyFlags(s),
 		temporalTLS: addTemporalTLSFlags(s),
+		keystone:    addKeystoneFlags(s),
 	}
 }
 
@@ -183,6 +185,7 @@ func (f apiFlags) config() apiserver.Config {
 	cfg.Listen = *f.listen
 	cfg.AuthStrategy = *f.auth
 	cfg.HtpasswdFile = *f.htpasswd
+	cfg.Keystone = f.keystone.config()
 	cfg.PublicURL = *f.publicURL
 	cfg.RamdiskHeartbeatTimeout = *f.heartbeatTimeout
 	cfg.MaxLimit = *f.maxLimit
