@@ -132,7 +132,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	runID := time.Now().UnixNano()
-	before := procCPU(st.Temporal.Pid())
+	before := procCPU(st.temporalPID())
 	start := time.Now()
 	var (
 		mu   sync.Mutex
@@ -201,7 +201,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	res.Wall = last.Sub(start)
 	if res.Completed > 0 && res.Wall > 0 {
 		res.Rate = float64(res.Completed) / res.Wall.Seconds()
-		res.TemporalCPU = (procCPU(st.Temporal.Pid()) - before) / time.Duration(res.Completed)
+		res.TemporalCPU = (procCPU(st.temporalPID()) - before) / time.Duration(res.Completed)
 	}
 	if mix, err := readMix(context.Background(), st.tc, ids[0]); err == nil {
 		res.Events = mix.Events

@@ -38,10 +38,6 @@ const (
 	ceilingTimeout = 8 * time.Minute
 )
 
-// ironicReference is a figure measured once against Debian's Ironic 21.4
-// all-in-one on the same kind of machine, not by this program.
-const ironicReference = "Ironic 21.4, fake-hardware, same kind of machine: 6.6–9.1 nodes/s (measured once outside make bench, NOT measured in this run)"
-
 // deployMode is what distinguishes the control and agent parts.
 type deployMode struct {
 	part            string
@@ -196,9 +192,6 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		rateRow = rateRow.note(strings.TrimSpace(rateRow.Note + fmt.Sprintf("; %d of %d deploys not active (first: %s)", failed, deploys, firstFailure)))
 	}
 	rows = append(rows, rateRow)
-	if mode.img == nil {
-		rows = append(rows, Row{Part: part, Measure: "Ironic deploy rate (reference)", Unit: "nodes/s", Baseline: ironicReference, Reference: true})
-	}
 	put50 := row(part, "provision request (PUT target active) p50", ms(percentile(accepts, 50)), "ms")
 	put99 := row(part, "provision request p99", ms(percentile(accepts, 99)), "ms")
 	if len(ceil.Starts) > 0 {

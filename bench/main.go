@@ -1,6 +1,10 @@
 // Command bench measures ironflow against baselines measured in the same run
 // on the same machine, and prints one markdown table (and writes it as JSON):
 //
+//	ironic   Debian's Ironic 21.4 all-in-one and ironflow (its own stack, and
+//	         the Temporal cluster's with -cluster) through the same client and
+//	         workloads: enroll, manage, provide, deploy, undeploy, list, show;
+//	         CPU and memory of every process each needs
 //	control  deploys/s of fake-hardware nodes through the real API, api and
 //	         worker as processes, on the file-backed Temporal dev server, vs
 //	         bare workflows running the same activity mix on the same server
@@ -50,7 +54,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "control,agent,api,image,qcow2,boot"
+	allParts               = "ironic,control,agent,api,image,qcow2,boot"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -78,6 +82,13 @@ type config struct {
 	ironflowBin    string
 	profile        bool
 	verbose        bool
+	// The ironic part's.
+	lifecycleSizes   []int
+	lifecycleClients int
+	lifecycleRounds  int
+	// cluster adds ironflow on the Temporal cluster as a second target of
+	// the ironic and control parts.
+	cluster bool
 }
 
 func main() {
@@ -127,6 +138,10 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.ironflowBin, "ironflow", os.Getenv("IRONFLOW_BIN"), "ironflow binary (default $IRONFLOW_BIN, else built into the work directory)")
 	fs.BoolVar(&cfg.profile, "profile", false, "record CPU profiles (perf) of the api, worker and Temporal during the last round of deploys, and of the agent during the image write")
 	fs.BoolVar(&cfg.verbose, "v", false, "log progress at debug level")
+	lcSizes := fs.String("lifecycle-sizes", DefaultLifecycleSizes, "node counts the ironic part runs enroll, manage, provide, deploy and undeploy at, against Ironic and ironflow")
+	fs.IntVar(&cfg.lifecycleClients, "lifecycle-clients", DefaultLifecycleClients, "client goroutines of the ironic part, the same for Ironic and ironflow")
+	fs.IntVar(&cfg.lifecycleRounds, "lifecycle-rounds", DefaultLifecycleRounds, "rounds per size of the ironic part (the targets' order alternates; medians are compared)")
+	fs.BoolVar(&cfg.cluster, "cluster", true, "also measure ironflow on the Temporal cluster (PostgreSQL-backed temporal-server, mTLS; make tools builds it) in the ironic and control parts")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -148,6 +163,16 @@ func parseFlags(args []string) (config, error) {
 		cfg.apiSizes = append(cfg.apiSizes, n)
 	}
 	slices.Sort(cfg.apiSizes)
+	for _, s := range strings.Split(*lcSizes, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n <= 0 {
+			return cfg, fmt.Errorf("-lifecycle-sizes: %q is not a positive count", s)
+		}
+		cfg.lifecycleSizes = append(cfg.lifecycleSizes, n)
+	}
+	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
+		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
+	}
 	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
@@ -206,6 +231,7 @@ func run(ctx context.Context, cfg config) error {
 		fn   func(context.Context) ([]Row, error)
 	}
 	parts := []part{
+		{"ironic", func(ctx context.Context) ([]Row, error) { return benchIronic(ctx, cfg, dir, log) }},
 		{"control", func(ctx context.Context) ([]Row, error) { return benchControl(ctx, cfg, st, log) }},
 		{"agent", func(ctx context.Context) ([]Row, error) { return benchAgent(ctx, cfg, st, log) }},
 		{"api", func(ctx context.Context) ([]Row, error) { return benchAPI(ctx, cfg, st, log) }},
