@@ -163,3 +163,17 @@ func (c *clusterParts) temporalPID() int {
 	}
 	return c.serverPID
 }
+
+// benchCluster is the control part on the Temporal cluster: ironflow's
+// deploys and the ceiling's bare workflows on the same cluster.
+func benchCluster(ctx context.Context, cfg config, dir string, log *slog.Logger) ([]Row, error) {
+	cl, err := startClusterStack(ctx, cfg, filepath.Join(dir, "cluster"), log)
+	if err != nil {
+		if cl != nil {
+			cl.stop()
+		}
+		return nil, fmt.Errorf("start ironflow on the Temporal cluster: %w", err)
+	}
+	defer cl.stop()
+	return benchDeploys(ctx, cfg, cl, log, cfg.nodes, deployMode{part: "cluster", deployInterface: "fake"})
+}

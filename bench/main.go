@@ -8,6 +8,8 @@
 //	control  deploys/s of fake-hardware nodes through the real API, api and
 //	         worker as processes, on the file-backed Temporal dev server, vs
 //	         bare workflows running the same activity mix on the same server
+//	cluster  the control part on ironflow's Temporal cluster (PostgreSQL-backed
+//	         temporal-server, mTLS), its ceiling on the same cluster
 //	agent    the same with deploy_interface direct and simulated agents
 //	api      node list/show latency with 1,000 and 10,000 nodes, lookups and
 //	         heartbeats per second, vs a trivial net/http handler
@@ -54,7 +56,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "ironic,control,agent,api,image,qcow2,boot"
+	allParts               = "ironic,control,cluster,agent,api,image,qcow2,boot"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -233,6 +235,7 @@ func run(ctx context.Context, cfg config) error {
 	parts := []part{
 		{"ironic", func(ctx context.Context) ([]Row, error) { return benchIronic(ctx, cfg, dir, log) }},
 		{"control", func(ctx context.Context) ([]Row, error) { return benchControl(ctx, cfg, st, log) }},
+		{"cluster", func(ctx context.Context) ([]Row, error) { return benchCluster(ctx, cfg, dir, log) }},
 		{"agent", func(ctx context.Context) ([]Row, error) { return benchAgent(ctx, cfg, st, log) }},
 		{"api", func(ctx context.Context) ([]Row, error) { return benchAPI(ctx, cfg, st, log) }},
 		{"image", func(ctx context.Context) ([]Row, error) { return benchImage(ctx, cfg, st, dir, log) }},
