@@ -115,7 +115,9 @@ type ceilingResult struct {
 // runCeiling starts n workflows of the mix through a pool of clients, with a
 // worker in this process configured as ironflow's workflow worker, and waits
 // for all to complete.
-func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, timeout time.Duration) (ceilingResult, error) {
+// With eager, the starts ask for eager execution, which the worker of the
+// same client takes.
+func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, timeout time.Duration, eager bool) (ceilingResult, error) {
 	var res ceilingResult
 	w := sdkworker.New(st.tc, ceilingQueue, sdkworker.Options{
 		MaxConcurrentWorkflowTaskExecutionSize:  worker.DefaultMaxConcurrentWorkflowTasks,
@@ -150,7 +152,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 			defer wg.Done()
 			for i := range jobs {
 				t0 := time.Now()
-				_, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: ceilingQueue}, ceilingWorkflow, kinds)
+				_, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: ceilingQueue, EnableEagerStart: eager}, ceilingWorkflow, kinds)
 				took := time.Since(t0)
 				mu.Lock()
 				if err != nil {
