@@ -123,6 +123,8 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 		MaxConcurrentWorkflowTaskExecutionSize:  worker.DefaultMaxConcurrentWorkflowTasks,
 		MaxConcurrentLocalActivityExecutionSize: worker.DefaultMaxConcurrentLocalActivities,
 		MaxConcurrentActivityExecutionSize:      worker.DefaultMaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskPollers:        worker.DefaultWorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:        worker.DefaultActivityTaskPollers,
 	})
 	w.RegisterWorkflowWithOptions(ceilingWorkflowFn, workflow.RegisterOptions{Name: ceilingWorkflow})
 	w.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: ceilingActivity})

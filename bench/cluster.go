@@ -46,7 +46,7 @@ func startClusterStack(ctx context.Context, cfg config, dir string, log *slog.Lo
 		return nil, err
 	}
 	_ = os.Chmod(dir, 0o755)
-	c := &clusterParts{dir: dir, signalKey: string(signature.Generate()), payloadKey: payload.GenerateKey(), workerArgs: []string{"--automated-clean=false"}}
+	c := &clusterParts{dir: dir, signalKey: string(signature.Generate()), payloadKey: payload.GenerateKey(), workerArgs: append([]string{"--automated-clean=false"}, cfg.workerArgs...)}
 	s := &stack{cluster: c, dir: dir, log: log, http: newHTTPClient(256)}
 	var err error
 	if c.bin, err = devstack.IronflowBinary(cfg.ironflowBin, dir); err != nil {

@@ -91,6 +91,9 @@ type config struct {
 	// cluster adds ironflow on the Temporal cluster as a second target of
 	// the ironic and control parts.
 	cluster bool
+	// workerArgs are added to every `ironflow worker` the bench starts
+	// (a before/after of a worker option in one command).
+	workerArgs []string
 }
 
 func main() {
@@ -140,6 +143,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.ironflowBin, "ironflow", os.Getenv("IRONFLOW_BIN"), "ironflow binary (default $IRONFLOW_BIN, else built into the work directory)")
 	fs.BoolVar(&cfg.profile, "profile", false, "record CPU profiles (perf) of the api, worker and Temporal during the last round of deploys, and of the agent during the image write")
 	fs.BoolVar(&cfg.verbose, "v", false, "log progress at debug level")
+	workerArgs := fs.String("worker-args", "", "space-separated flags added to every ironflow worker the bench starts, e.g. --workflow-task-pollers=8")
 	lcSizes := fs.String("lifecycle-sizes", DefaultLifecycleSizes, "node counts the ironic part runs enroll, manage, provide, deploy and undeploy at, against Ironic and ironflow")
 	fs.IntVar(&cfg.lifecycleClients, "lifecycle-clients", DefaultLifecycleClients, "client goroutines of the ironic part, the same for Ironic and ironflow")
 	fs.IntVar(&cfg.lifecycleRounds, "lifecycle-rounds", DefaultLifecycleRounds, "rounds per size of the ironic part (the targets' order alternates; medians are compared)")
@@ -165,6 +169,7 @@ func parseFlags(args []string) (config, error) {
 		cfg.apiSizes = append(cfg.apiSizes, n)
 	}
 	slices.Sort(cfg.apiSizes)
+	cfg.workerArgs = strings.Fields(*workerArgs)
 	for _, s := range strings.Split(*lcSizes, ",") {
 		var n int
 		if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n <= 0 {

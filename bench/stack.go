@@ -43,7 +43,7 @@ func startStack(ctx context.Context, cfg config, dir string, log *slog.Logger) (
 	s.Stack, err = devstack.StartStack(ctx, devstack.StackConfig{
 		Dir:        dir,
 		Bin:        cfg.ironflowBin,
-		WorkerArgs: []string{"--automated-clean=false"},
+		WorkerArgs: append([]string{"--automated-clean=false"}, cfg.workerArgs...),
 	})
 	if err != nil {
 		if s.Stack == nil {

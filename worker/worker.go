@@ -28,6 +28,11 @@ type Options struct {
 	// workflow side.
 	MaxConcurrentWorkflowTasks   int
 	MaxConcurrentLocalActivities int
+	// WorkflowTaskPollers and ActivityTaskPollers are the long polls each
+	// worker keeps open on its queue: with the SDK's 2, a burst of starts
+	// waits for a poll to come back before its first workflow task runs.
+	WorkflowTaskPollers int
+	ActivityTaskPollers int
 	// SignalKeys verify the heartbeat signals the API signs (package
 	// signature); required.
 	SignalKeys signature.Keys
@@ -38,6 +43,8 @@ const (
 	DefaultMaxConcurrentActivities      = 200
 	DefaultMaxConcurrentWorkflowTasks   = 50
 	DefaultMaxConcurrentLocalActivities = 200
+	DefaultWorkflowTaskPollers          = 2
+	DefaultActivityTaskPollers          = 2
 )
 
 // Workflows lists every workflow with the name clients start it by.
@@ -104,6 +111,12 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 	if opts.MaxConcurrentLocalActivities == 0 {
 		opts.MaxConcurrentLocalActivities = DefaultMaxConcurrentLocalActivities
 	}
+	if opts.WorkflowTaskPollers == 0 {
+		opts.WorkflowTaskPollers = DefaultWorkflowTaskPollers
+	}
+	if opts.ActivityTaskPollers == 0 {
+		opts.ActivityTaskPollers = DefaultActivityTaskPollers
+	}
 	if len(opts.ConductorGroups) == 0 {
 		opts.ConductorGroups = []string{""}
 	}
@@ -117,6 +130,7 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 	wf := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
 		MaxConcurrentWorkflowTaskExecutionSize:  opts.MaxConcurrentWorkflowTasks,
 		MaxConcurrentLocalActivityExecutionSize: opts.MaxConcurrentLocalActivities,
+		MaxConcurrentWorkflowTaskPollers:        opts.WorkflowTaskPollers,
 		// Hardware activities go to the group queues; this worker only runs
 		// local ones, so it does not poll for activity tasks at all.
 		LocalActivityWorkerOnly:     true,
@@ -138,6 +152,7 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 		seen[q] = true
 		hw := sdkworker.New(c, q, sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
+			MaxConcurrentActivityTaskPollers:   opts.ActivityTaskPollers,
 			DisableWorkflowWorker:              true,
 		})
 		for name, fn := range acts {
