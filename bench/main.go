@@ -88,8 +88,8 @@ type config struct {
 	lifecycleSizes   []int
 	lifecycleClients int
 	lifecycleRounds  int
-	// cluster adds ironflow on the Temporal cluster as a second target of
-	// the ironic and control parts.
+	// cluster adds ironflow on the Temporal cluster as a third target of
+	// the ironic part.
 	cluster bool
 	// workerArgs are added to every `ironflow worker` the bench starts
 	// (a before/after of a worker option in one command).
@@ -147,7 +147,7 @@ func parseFlags(args []string) (config, error) {
 	lcSizes := fs.String("lifecycle-sizes", DefaultLifecycleSizes, "node counts the ironic part runs enroll, manage, provide, deploy and undeploy at, against Ironic and ironflow")
 	fs.IntVar(&cfg.lifecycleClients, "lifecycle-clients", DefaultLifecycleClients, "client goroutines of the ironic part, the same for Ironic and ironflow")
 	fs.IntVar(&cfg.lifecycleRounds, "lifecycle-rounds", DefaultLifecycleRounds, "rounds per size of the ironic part (the targets' order alternates; medians are compared)")
-	fs.BoolVar(&cfg.cluster, "cluster", true, "also measure ironflow on the Temporal cluster (PostgreSQL-backed temporal-server, mTLS; make tools builds it) in the ironic and control parts")
+	fs.BoolVar(&cfg.cluster, "cluster", true, "the ironic part drives ironflow on the Temporal cluster too (PostgreSQL-backed temporal-server, mTLS; make tools builds it); the cluster part measures its deploys against its ceiling either way")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
