@@ -32,7 +32,7 @@ export IRONFLOW_TEMPORAL_SQL_TOOL_BIN := $(TEMPORAL_SQL_TOOL)
 export IRONFLOW_TEMPORAL_UI_BIN := $(TEMPORAL_UI)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run run run-cluster test test-unit fuzz bench soak ramdisk kernel lint clean help record-histories
+.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-unit fuzz bench soak ramdisk kernel lint clean help record-histories
 
 all: build
 
@@ -123,7 +123,10 @@ fuzz: go-check
 # ironflow's figures against baselines measured in the same run, also
 # written as JSON. BENCH_FLAGS picks parts and sizes (go run ./bench -h).
 BENCH_FLAGS ?=
-bench: deps tools build ramdisk
+deps-bench:
+	@scripts/install-deps.sh bench
+
+bench: deps-bench tools build ramdisk
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 	$(GO) run ./bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
 

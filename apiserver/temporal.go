@@ -29,6 +29,12 @@ func (e *TemporalEngine) start(ctx context.Context, nodeUUID, operation, state, 
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		TypedSearchAttributes:                    workflows.SearchAttributes(nodeUUID, operation, state),
+		// Eager start: when a worker of the same client polls the workflow
+		// queue (ironflow dev, make run), the server hands it the first
+		// workflow task in the start's answer instead of through matching
+		// (Temporal's "eager workflow start"). Elsewhere the SDK does not
+		// ask for it, and the start is the plain one.
+		EnableEagerStart: true,
 	}
 	run, err := e.Client.ExecuteWorkflow(ctx, opts, workflowType, arg)
 	if err != nil {

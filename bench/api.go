@@ -76,7 +76,7 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		if err != nil {
 			return rows, err
 		}
-		apiCPU := func() time.Duration { return procCPU(st.API.Pid()) }
+		apiCPU := func() time.Duration { return procCPU(st.apiPID()) }
 		cpu0 := apiCPU()
 		list, err := latencies(ctx, hc, cfg.apiRequests, func(int) (string, string, any) {
 			return http.MethodGet, fmt.Sprintf("%s/v1/nodes?detail=true&limit=%d", st.APIURL, apiPageLimit), nil

@@ -115,12 +115,16 @@ type ceilingResult struct {
 // runCeiling starts n workflows of the mix through a pool of clients, with a
 // worker in this process configured as ironflow's workflow worker, and waits
 // for all to complete.
-func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, timeout time.Duration) (ceilingResult, error) {
+// With eager, the starts ask for eager execution, which the worker of the
+// same client takes.
+func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, timeout time.Duration, eager bool) (ceilingResult, error) {
 	var res ceilingResult
 	w := sdkworker.New(st.tc, ceilingQueue, sdkworker.Options{
 		MaxConcurrentWorkflowTaskExecutionSize:  worker.DefaultMaxConcurrentWorkflowTasks,
 		MaxConcurrentLocalActivityExecutionSize: worker.DefaultMaxConcurrentLocalActivities,
 		MaxConcurrentActivityExecutionSize:      worker.DefaultMaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskPollers:        worker.DefaultWorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:        worker.DefaultActivityTaskPollers,
 	})
 	w.RegisterWorkflowWithOptions(ceilingWorkflowFn, workflow.RegisterOptions{Name: ceilingWorkflow})
 	w.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: ceilingActivity})
@@ -132,7 +136,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	runID := time.Now().UnixNano()
-	before := procCPU(st.Temporal.Pid())
+	before := procCPU(st.temporalPID())
 	start := time.Now()
 	var (
 		mu   sync.Mutex
@@ -150,7 +154,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 			defer wg.Done()
 			for i := range jobs {
 				t0 := time.Now()
-				_, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: ceilingQueue}, ceilingWorkflow, kinds)
+				_, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: ceilingQueue, EnableEagerStart: eager}, ceilingWorkflow, kinds)
 				took := time.Since(t0)
 				mu.Lock()
 				if err != nil {
@@ -201,7 +205,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	res.Wall = last.Sub(start)
 	if res.Completed > 0 && res.Wall > 0 {
 		res.Rate = float64(res.Completed) / res.Wall.Seconds()
-		res.TemporalCPU = (procCPU(st.Temporal.Pid()) - before) / time.Duration(res.Completed)
+		res.TemporalCPU = (procCPU(st.temporalPID()) - before) / time.Duration(res.Completed)
 	}
 	if mix, err := readMix(context.Background(), st.tc, ids[0]); err == nil {
 		res.Events = mix.Events

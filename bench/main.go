@@ -1,9 +1,15 @@
 // Command bench measures ironflow against baselines measured in the same run
 // on the same machine, and prints one markdown table (and writes it as JSON):
 //
+//	ironic   Debian's Ironic 21.4 all-in-one and ironflow (its own stack, and
+//	         the Temporal cluster's with -cluster) through the same client and
+//	         workloads: enroll, manage, provide, deploy, undeploy, list, show;
+//	         CPU and memory of every process each needs
 //	control  deploys/s of fake-hardware nodes through the real API, api and
 //	         worker as processes, on the file-backed Temporal dev server, vs
 //	         bare workflows running the same activity mix on the same server
+//	cluster  the control part on ironflow's Temporal cluster (PostgreSQL-backed
+//	         temporal-server, mTLS), its ceiling on the same cluster
 //	agent    the same with deploy_interface direct and simulated agents
 //	api      node list/show latency with 1,000 and 10,000 nodes, lookups and
 //	         heartbeats per second, vs a trivial net/http handler
@@ -50,7 +56,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "control,agent,api,image,qcow2,boot"
+	allParts               = "ironic,control,cluster,agent,api,image,qcow2,boot"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -78,6 +84,16 @@ type config struct {
 	ironflowBin    string
 	profile        bool
 	verbose        bool
+	// The ironic part's.
+	lifecycleSizes   []int
+	lifecycleClients int
+	lifecycleRounds  int
+	// cluster adds ironflow on the Temporal cluster as a third target of
+	// the ironic part.
+	cluster bool
+	// workerArgs are added to every `ironflow worker` the bench starts
+	// (a before/after of a worker option in one command).
+	workerArgs []string
 }
 
 func main() {
@@ -127,6 +143,11 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.ironflowBin, "ironflow", os.Getenv("IRONFLOW_BIN"), "ironflow binary (default $IRONFLOW_BIN, else built into the work directory)")
 	fs.BoolVar(&cfg.profile, "profile", false, "record CPU profiles (perf) of the api, worker and Temporal during the last round of deploys, and of the agent during the image write")
 	fs.BoolVar(&cfg.verbose, "v", false, "log progress at debug level")
+	workerArgs := fs.String("worker-args", "", "space-separated flags added to every ironflow worker the bench starts, e.g. --workflow-task-pollers=8")
+	lcSizes := fs.String("lifecycle-sizes", DefaultLifecycleSizes, "node counts the ironic part runs enroll, manage, provide, deploy and undeploy at, against Ironic and ironflow")
+	fs.IntVar(&cfg.lifecycleClients, "lifecycle-clients", DefaultLifecycleClients, "client goroutines of the ironic part, the same for Ironic and ironflow")
+	fs.IntVar(&cfg.lifecycleRounds, "lifecycle-rounds", DefaultLifecycleRounds, "rounds per size of the ironic part (the targets' order alternates; medians are compared)")
+	fs.BoolVar(&cfg.cluster, "cluster", true, "the ironic part drives ironflow on the Temporal cluster too (PostgreSQL-backed temporal-server, mTLS; make tools builds it); the cluster part measures its deploys against its ceiling either way")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -148,6 +169,17 @@ func parseFlags(args []string) (config, error) {
 		cfg.apiSizes = append(cfg.apiSizes, n)
 	}
 	slices.Sort(cfg.apiSizes)
+	cfg.workerArgs = strings.Fields(*workerArgs)
+	for _, s := range strings.Split(*lcSizes, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(s), &n); err != nil || n <= 0 {
+			return cfg, fmt.Errorf("-lifecycle-sizes: %q is not a positive count", s)
+		}
+		cfg.lifecycleSizes = append(cfg.lifecycleSizes, n)
+	}
+	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
+		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
+	}
 	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
@@ -206,7 +238,9 @@ func run(ctx context.Context, cfg config) error {
 		fn   func(context.Context) ([]Row, error)
 	}
 	parts := []part{
+		{"ironic", func(ctx context.Context) ([]Row, error) { return benchIronic(ctx, cfg, dir, log) }},
 		{"control", func(ctx context.Context) ([]Row, error) { return benchControl(ctx, cfg, st, log) }},
+		{"cluster", func(ctx context.Context) ([]Row, error) { return benchCluster(ctx, cfg, dir, log) }},
 		{"agent", func(ctx context.Context) ([]Row, error) { return benchAgent(ctx, cfg, st, log) }},
 		{"api", func(ctx context.Context) ([]Row, error) { return benchAPI(ctx, cfg, st, log) }},
 		{"image", func(ctx context.Context) ([]Row, error) { return benchImage(ctx, cfg, st, dir, log) }},

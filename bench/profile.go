@@ -28,7 +28,7 @@ type profiler struct {
 }
 
 func startProfiles(ctx context.Context, st *stack, log *slog.Logger) *profiler {
-	return startPerf(ctx, st.dir, log, map[string]int{"api": st.API.Pid(), "worker": st.Worker.Pid(), "temporal": st.Temporal.Pid()})
+	return startPerf(ctx, st.dir, log, map[string]int{"api": st.apiPID(), "worker": st.workerPID(), "temporal": st.temporalPID()})
 }
 
 // startPerf records the named processes until stop.

@@ -19,9 +19,11 @@ type Row struct {
 	Unit     string   `json:"unit"`
 	Baseline string   `json:"baseline,omitempty"`
 	BaseVal  *float64 `json:"baseline_value,omitempty"`
-	// Ratio is Value / BaseVal.
-	Ratio *float64 `json:"ratio,omitempty"`
-	Note  string   `json:"note,omitempty"`
+	// Ratio is Value / BaseVal, or BaseVal / Value for a cost
+	// (LowerIsBetter): either way above 1 means ironflow does better.
+	Ratio         *float64 `json:"ratio,omitempty"`
+	LowerIsBetter bool     `json:"lower_is_better,omitempty"`
+	Note          string   `json:"note,omitempty"`
 	// Reference rows are recorded elsewhere, not measured in this run.
 	Reference bool `json:"reference,omitempty"`
 }

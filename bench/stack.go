@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -25,12 +24,17 @@ import (
 // api` and `ironflow worker` as processes), with the clients the benchmark
 // drives it through.
 type stack struct {
+	// Stack is the dev server's stack; nil for the Temporal cluster's
+	// (cluster), which the benchmark runs itself.
 	*devstack.Stack
-	dir   string
-	log   *slog.Logger
-	tc    client.Client
-	store *store.Store
-	http  *http.Client
+	cluster *clusterParts
+	// APIURL is the API's URL on either.
+	APIURL string
+	dir    string
+	log    *slog.Logger
+	tc     client.Client
+	store  *store.Store
+	http   *http.Client
 }
 
 func startStack(ctx context.Context, cfg config, dir string, log *slog.Logger) (*stack, error) {
@@ -39,7 +43,7 @@ func startStack(ctx context.Context, cfg config, dir string, log *slog.Logger) (
 	s.Stack, err = devstack.StartStack(ctx, devstack.StackConfig{
 		Dir:        dir,
 		Bin:        cfg.ironflowBin,
-		WorkerArgs: []string{"--automated-clean=false"},
+		WorkerArgs: append([]string{"--automated-clean=false"}, cfg.workerArgs...),
 	})
 	if err != nil {
 		if s.Stack == nil {
@@ -47,6 +51,7 @@ func startStack(ctx context.Context, cfg config, dir string, log *slog.Logger) (
 		}
 		return s, err
 	}
+	s.APIURL = s.Stack.APIURL
 	codec, err := s.Codec()
 	if err != nil {
 		return s, err
@@ -65,7 +70,47 @@ func startStack(ctx context.Context, cfg config, dir string, log *slog.Logger) (
 
 // restart (re)starts the api and worker processes, so that each part reads
 // its own peak RSS (VmHWM is a high-water mark over the process's life).
-func (s *stack) restart(ctx context.Context) error { return s.Restart(ctx) }
+func (s *stack) restart(ctx context.Context) error {
+	if s.cluster != nil {
+		return s.cluster.restart(ctx)
+	}
+	return s.Restart(ctx)
+}
+
+// apiPID, workerPID and temporalPID are the parts' processes (0: none).
+func (s *stack) apiPID() int {
+	if s.cluster != nil {
+		return pidOf(s.cluster.api)
+	}
+	if s.API == nil {
+		return 0
+	}
+	return s.API.Pid()
+}
+
+func (s *stack) workerPID() int {
+	if s.cluster != nil {
+		return pidOf(s.cluster.worker)
+	}
+	if s.Worker == nil {
+		return 0
+	}
+	return s.Worker.Pid()
+}
+
+func (s *stack) temporalPID() int {
+	if s.cluster != nil {
+		return s.cluster.temporalPID()
+	}
+	return s.Temporal.Pid()
+}
+
+func (s *stack) postgresDir() string {
+	if s.cluster != nil {
+		return s.cluster.pg.DataDir()
+	}
+	return s.Postgres.DataDir()
+}
 
 func (s *stack) stop() {
 	if s.tc != nil {
@@ -77,6 +122,9 @@ func (s *stack) stop() {
 	if s.Stack != nil {
 		s.Stack.Stop()
 	}
+	if s.cluster != nil {
+		s.cluster.stop()
+	}
 }
 
 // usage is the CPU and peak memory of the stack's processes.
@@ -87,13 +135,13 @@ type usage struct {
 
 func (s *stack) usage() usage {
 	var u usage
-	if s.API != nil {
-		u.APICPU, u.APIHWM = procCPU(s.API.Pid()), procHWM(s.API.Pid())
+	if pid := s.apiPID(); pid != 0 {
+		u.APICPU, u.APIHWM = procCPU(pid), procHWM(pid)
 	}
-	if s.Worker != nil {
-		u.WorkerCPU, u.WorkerHWM = procCPU(s.Worker.Pid()), procHWM(s.Worker.Pid())
+	if pid := s.workerPID(); pid != 0 {
+		u.WorkerCPU, u.WorkerHWM = procCPU(pid), procHWM(pid)
 	}
-	u.TemporalCPU, u.TemporalHWM = procCPU(s.Temporal.Pid()), procHWM(s.Temporal.Pid())
+	u.TemporalCPU, u.TemporalHWM = procCPU(s.temporalPID()), procHWM(s.temporalPID())
 	u.PostgresCPU = s.postgresCPU()
 	return u
 }
@@ -116,12 +164,8 @@ func (u usage) sub(before usage) usage {
 
 // postgresCPU sums the postmaster and its backends.
 func (s *stack) postgresCPU() time.Duration {
-	b, err := os.ReadFile(filepath.Join(s.Postgres.DataDir(), "pgdata", "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	pm, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
-	if err != nil {
+	pm := postmasterPID(s.postgresDir())
+	if pm == 0 {
 		return 0
 	}
 	total := procCPU(pm)

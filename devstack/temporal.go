@@ -155,7 +155,13 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 		if err := os.MkdirAll(filepath.Dir(cfg.DBFile), 0o755); err != nil {
 			return nil, fmt.Errorf("create Temporal data directory: %w", err)
 		}
-		args = append(args, "--db-filename", cfg.DBFile)
+		// SQLite's default rollback journal with full sync makes every
+		// Temporal write wait for fsync, which bounds a deploy's latency
+		// and the server's throughput (make bench: about 2x in both).
+		// WAL with synchronous=NORMAL loses nothing when the server is
+		// killed, only the last transactions on a power loss: what a dev
+		// server keeps its file for (SQLite's "Write-Ahead Logging").
+		args = append(args, "--db-filename", cfg.DBFile, "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal")
 	}
 	if cfg.UICodecEndpoint != "" && cfg.UIPort >= 0 {
 		args = append(args, "--ui-codec-endpoint", cfg.UICodecEndpoint)

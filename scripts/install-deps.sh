@@ -4,6 +4,8 @@
 # command to run. Idempotent and quiet when everything is present.
 #   scripts/install-deps.sh run    what `make run` needs
 #   scripts/install-deps.sh test   what `make test` needs (VMs, BMCs, the CLI)
+#   scripts/install-deps.sh bench  what `make test` needs and Ironic, the
+#                                  baseline `make bench` measures against
 set -euo pipefail
 what="${1:-test}"
 
@@ -15,7 +17,7 @@ declare -A need=(
 	[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
 	[/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
 )
-if [[ "$what" == test ]]; then
+if [[ "$what" == test || "$what" == bench ]]; then
 	need+=(
 		[qemu-system-x86_64]=qemu-system-x86
 		[qemu-img]=qemu-utils
@@ -47,6 +49,11 @@ if [[ "$what" == test ]]; then
 		# Keystone for the keystone auth strategy's tests (devstack/keystone.go).
 		[keystone-wsgi-public]=python3-keystone
 	)
+fi
+
+if [[ "$what" == bench ]]; then
+	# Debian's Ironic all-in-one (ironic.cmd.singleprocess), bench's ironic part.
+	need+=([/usr/lib/python3/dist-packages/ironic/cmd/singleprocess.py]=python3-ironic)
 fi
 
 missing=()

@@ -267,7 +267,7 @@ type workerFlags struct {
 	isoDir, imagesDir                                                              *string
 	hostname                                                                       *string
 	conductorInterval                                                              *time.Duration
-	bmcAttempts, maxActivities                                                     *int
+	bmcAttempts, maxActivities, wfPollers, actPollers                              *int
 	automatedClean, agentInsecure                                                  *bool
 	glance                                                                         glanceFlags
 	signal                                                                         signalKeyFlags
@@ -290,6 +290,8 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		syncInterval:     s.Duration("sync-power-state-interval", workflows.DefaultPowerSyncInterval, "how often each conductor group's power states are read from the BMCs (0 disables)"),
 		bmcAttempts:      s.Int("bmc-attempts", int(p.BMCAttempts), "attempts of a BMC call before the step fails"),
 		maxActivities:    s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
+		wfPollers:        s.Int("workflow-task-pollers", worker.DefaultWorkflowTaskPollers, "long polls the worker keeps open for workflow tasks"),
+		actPollers:       s.Int("activity-task-pollers", worker.DefaultActivityTaskPollers, "long polls the worker keeps open for hardware activity tasks, per conductor group"),
 		automatedClean:   s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
 		agentInsecure:    s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
 		glance:           addGlanceFlags(s),
@@ -338,7 +340,8 @@ func (f workerFlags) options() worker.Options {
 	for _, g := range strings.Split(*f.groups, ",") {
 		groups = append(groups, strings.TrimSpace(g))
 	}
-	return worker.Options{ConductorGroups: groups, MaxConcurrentActivities: *f.maxActivities}
+	return worker.Options{ConductorGroups: groups, MaxConcurrentActivities: *f.maxActivities,
+		WorkflowTaskPollers: *f.wfPollers, ActivityTaskPollers: *f.actPollers}
 }
 
 func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities.VirtualMedia, log *slog.Logger) (func(), error) {
