@@ -155,7 +155,10 @@ func (r *run) running() *RunningStep {
 // inBand runs s on the agent: steps 9-11, and every deploy or clean step the
 // agent offers.
 func (r *run) inBand(s Step) error {
-	return r.step(s.Name(), func() error { return r.agentStep(r.stepKind(), s) })
+	if err := r.step(s.Name(), func() error { return r.agentStep(r.stepKind(), s) }); err != nil {
+		return err
+	}
+	return r.rebootAfterStep(s) // a step with reboot_requested (workflows/rebootstep.go)
 }
 
 // bootAgentAndWait is deploy.deploy: steps 4-8.

@@ -73,4 +73,11 @@ const (
 	// Introduced by issue 19 (firmware updates); no recorded history has
 	// its new path yet: record this version's histories.
 	changeFirmwareTaskWait = "firmware-task-wait"
+	// changeRebootRequestedStep: after an in-band step that declares
+	// reboot_requested, the agent token is removed, the machine reboots
+	// into the agent and the plan waits for its call-back before it goes
+	// on (rebootstep.go), as Ironic's conductor does; taken only after such
+	// a step. Introduced by issue 18's step engine; record this version's
+	// histories (make record-histories).
+	changeRebootRequestedStep = "reboot-requested-step"
 )

@@ -141,7 +141,9 @@ func acts() map[string]any {
 				return []workflows.Step{{StepID: workflows.StepWriteImage, Priority: 80, ArgsInfo: map[string]workflows.ArgInfo{"image_info": {}, "configdrive": {}}},
 					{StepID: workflows.StepEraseDevicesMetadata}}, nil
 			}
-			return []workflows.Step{{StepID: workflows.StepEraseDevicesMetadata, Priority: 0}, {StepID: workflows.StepEraseDevices, Priority: 10}}, nil
+			return []workflows.Step{{StepID: workflows.StepEraseDevicesMetadata, Priority: 0}, {StepID: workflows.StepEraseDevices, Priority: 10},
+				// A step that asks for a reboot once done (change reboot-requested-step).
+				{StepID: workflows.StepID{Interface: "deploy", Step: "apply_firmware"}, RebootRequested: true}}, nil
 		},
 		workflows.ActRunAgentStep: func(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
 			if err := fail(in.Agent.NodeUUID, in.Step.Name()); err != nil {
@@ -380,6 +382,11 @@ func main() {
 			fails: map[string]int{"deploy.erase_devices": 1}, drive: both(hb, signalAfter(2*time.Second, workflows.SignalAbort))},
 		// The machine reboots under a step: it runs again from its
 		// checkpoint (changeResumeAgentStepAfterReboot).
+		// A reboot-requesting step: reboot into the agent, wait for its
+		// second call-back, then the next step (change reboot-requested-step).
+		{name: "clean-manual-reboot-requested-step", wf: workflows.WorkflowCleanNode, deploy: "direct",
+			req:   cleanReq(`[{"interface":"deploy","step":"apply_firmware"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
+			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) })},
 		{name: "clean-manual-agent-lost-command-resumes", wf: workflows.WorkflowCleanNode, deploy: "direct",
 			req: cleanReq(`[{"interface":"deploy","step":"erase_devices"}]`, false), lost: []string{"deploy.erase_devices"}, drive: hb},
 		// Servicing an active node: the agent's step and the instance's

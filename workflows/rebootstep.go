@@ -1,0 +1,45 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// rebootAfterStep is what Ironic's agent_base does after an in-band step
+// that declares reboot_requested (Ironic's steps documentation; the
+// conductor's reboot_to_finish_step): the machine is pointed at the agent
+// ramdisk again and rebooted, the agent's token and URL go (as Ironic's
+// power actions wipe them, so that the next boot looks up and gets a new
+// token), and the plan goes on only once the agent has called back from
+// the new boot. Behind changeRebootRequestedStep; taken only after such a
+// step, so no other history gains a marker.
+func (r *run) rebootAfterStep(s Step) error {
+	if !s.RebootRequested {
+		return nil
+	}
+	if workflow.GetVersion(r.ctx, changeRebootRequestedStep, workflow.DefaultVersion, 1) != 1 {
+		return nil
+	}
+	active, wait := Cleaning, CleanWait
+	switch r.stepKind() {
+	case StepKindService:
+		active, wait = Servicing, ServiceWait
+	case StepKindDeploy:
+		active, wait = Deploying, DeployWait
+	}
+	if err := r.record(RecordStateInput{To: active, Target: r.req.target(), ClearAgent: true,
+		Event: fmt.Sprintf("Step %s requested a reboot: rebooting into the agent; the agent token is removed", s.Name())}); err != nil {
+		return err
+	}
+	if err := r.step("reboot after "+s.Name(), r.bootAgent); err != nil {
+		return err
+	}
+	return r.step("wait call-back after "+s.Name(), func() error {
+		_, err := r.waitCallback(wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		if err == nil {
+			err = r.enter(active, r.req.target(), fmt.Sprintf("Agent called back from %s after the reboot step %s requested", r.agent, s.Name()))
+		}
+		return err
+	})
+}
