@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,7 +37,16 @@ func (h *LinuxHardware) RereadPartitions(disk string) error {
 // Mdadm implements softwareRAID: the ramdisk carries Debian's mdadm
 // (agent/ramdisk).
 func (h *LinuxHardware) Mdadm(ctx context.Context, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, "mdadm", args...).CombinedOutput()
+	bin, err := exec.LookPath("mdadm")
+	if err != nil {
+		// The ramdisk's init runs without PATH; mdadm is at Debian's path
+		// (agent/ramdisk DefaultMdadm).
+		bin = "/sbin/mdadm"
+		if _, serr := os.Stat(bin); serr != nil {
+			return "", errors.New("mdadm is not installed in the agent's ramdisk")
+		}
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	return string(out), err
 }
 
