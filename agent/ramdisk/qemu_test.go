@@ -461,6 +461,43 @@ func TestAgentQEMUSoftwareRAID(t *testing.T) {
 	}
 }
 
+// TestAgentQEMUSoftwareRAIDDelete: raid.delete_configuration after a
+// create stops the array and leaves both disks without a partition table
+// or md superblock.
+func TestAgentQEMUSoftwareRAIDDelete(t *testing.T) {
+	v := bootVM(t, false, vmImage(8<<20), 64<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	node := map[string]any{"uuid": "7c4e2a91-5d3b-4f68-9e0a-b2d1c3f4a5e7", "raid_interface": "agent",
+		"target_raid_config": map[string]any{"logical_disks": []any{
+			map[string]any{"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true}}}}
+	for _, step := range []string{"create_configuration", "delete_configuration"} {
+		r, err := v.client.ExecuteCleanStep(ctx, client.Step{Step: step, Interface: "raid"}, node, nil)
+		if err == nil {
+			r, err = v.client.WaitCommand(ctx, r.ID, time.Second, nil)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	v.powerOff(t, ctx)
+	for _, disk := range append([]string{v.disk}, v.extra...) {
+		f, err := os.Open(disk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tbl, err := gpt.Read(f, 512, 512); err == nil && len(tbl.Partitions) > 0 {
+			t.Errorf("%s: GPT left after delete_configuration: %+v", disk, tbl.Partitions)
+		}
+		sb := make([]byte, 4)
+		f.ReadAt(sb, 8<<20+4096) // where the member's superblock was
+		f.Close()
+		if binary.LittleEndian.Uint32(sb) == 0xa92b4efc {
+			t.Errorf("%s: md superblock left after delete_configuration", disk)
+		}
+	}
+}
+
 // TestAgentQEMUUEFI boots the ramdisk under OVMF, writes a GPT image with an
 // EFI system partition and runs image.install_bootloader: the new boot entry
 // must be in the VM's UEFI variable store after power off.
