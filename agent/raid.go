@@ -86,6 +86,12 @@ func parseRAIDConfig(cfg map[string]any) ([]raidVolume, error) {
 	if len(list) == 0 {
 		return nil, errors.New("No target_raid_config with logical_disks on the node: set it with PUT /v1/nodes/{node}/states/raid")
 	}
+	// Ironic's software RAID documentation: one or two arrays, the first
+	// (the deployment device) a RAID-1 so that one disk's failure leaves
+	// the node bootable.
+	if len(list) > 2 {
+		return nil, errors.New("Software RAID configuration allows a maximum of two logical disks")
+	}
 	var out []raidVolume
 	for i, e := range list {
 		ld, ok := e.(map[string]any)
@@ -104,6 +110,9 @@ func parseRAIDConfig(cfg map[string]any) ([]raidVolume, error) {
 		}
 		if _, ok := raidLevels[v.Level]; !ok {
 			return nil, fmt.Errorf("Software RAID configuration does not support raid_level %q: use one of 0, 1, 1+0, 5, 6", v.Level)
+		}
+		if i == 0 && v.Level != "1" {
+			return nil, errors.New("Software RAID configuration requires RAID-1 for the first logical disk")
 		}
 		switch s := ld["size_gb"].(type) {
 		case string:

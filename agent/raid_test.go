@@ -29,6 +29,10 @@ func TestParseRAIDConfigRefusesWhatIPARefuses(t *testing.T) {
 		{softwareRAIDConfig(map[string]any{"raid_level": "2", "size_gb": "MAX", "controller": "software"}), `raid_level "2"`},
 		{softwareRAIDConfig(map[string]any{"raid_level": "1", "size_gb": "MAX", "controller": "software"},
 			map[string]any{"raid_level": "0", "size_gb": 10.0, "controller": "software"}), "Only the last logical disk"},
+		{softwareRAIDConfig(map[string]any{"raid_level": "0", "size_gb": "MAX", "controller": "software"}), "RAID-1 for the first logical disk"},
+		{softwareRAIDConfig(map[string]any{"raid_level": "1", "size_gb": 1.0, "controller": "software"},
+			map[string]any{"raid_level": "1", "size_gb": 1.0, "controller": "software"},
+			map[string]any{"raid_level": "1", "size_gb": "MAX", "controller": "software"}), "maximum of two logical disks"},
 		{softwareRAIDConfig(map[string]any{"raid_level": "1", "size_gb": "HALF", "controller": "software"}), "neither a number nor MAX"},
 		{softwareRAIDConfig(map[string]any{"raid_level": "1", "size_gb": "MAX", "controller": "software", "physical_disks": []any{"0:1:0"}}), "root device hints"},
 	} {
