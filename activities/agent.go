@@ -96,6 +96,11 @@ func agentNode(n *store.Node) map[string]any {
 		"driver_internal_info": dii,
 		"properties":           n.Properties,
 		"instance_uuid":        n.InstanceUUID,
+		// The agent offers its software RAID steps to a node on the agent
+		// raid interface and builds them from target_raid_config, as
+		// Ironic's node dict gives IPA both (agent/raid.go).
+		"raid_interface":     n.RAIDInterface,
+		"target_raid_config": n.TargetRAIDConfig,
 	}
 }
 

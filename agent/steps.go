@@ -87,8 +87,10 @@ func (a *Agent) commandSpecs() map[string]commandSpec {
 			return map[string]any{"deploy_steps": map[string]any{hardwareManager: deploySteps()}, "hardware_manager_version": managerVersion()}, nil
 		}},
 		"deploy.execute_deploy_step": {async: true, kind: "deploy", run: a.executeDeployStep},
-		"clean.get_clean_steps": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
-			return map[string]any{"clean_steps": map[string]any{hardwareManager: cleanSteps()}, "hardware_manager_version": managerVersion()}, nil
+		"clean.get_clean_steps": {run: func(ctx context.Context, _ *command, raw json.RawMessage) (any, error) {
+			var p stepParams
+			_ = decodeParams(raw, &p) // the node is optional: without it, no raid steps
+			return map[string]any{"clean_steps": map[string]any{hardwareManager: a.cleanStepsFor(a.nodeOrLookup(p.Node))}, "hardware_manager_version": managerVersion()}, nil
 		}},
 		"clean.execute_clean_step": {async: true, kind: "clean", run: a.executeCleanStep},
 		"service.get_service_steps": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
@@ -155,7 +157,19 @@ func (a *Agent) executeDeployStep(ctx context.Context, cmd *command, raw json.Ra
 }
 
 func (a *Agent) executeCleanStep(ctx context.Context, cmd *command, raw json.RawMessage) (any, error) {
-	return a.executeStep(ctx, cmd, raw, "clean", cleanSteps())
+	var p stepParams
+	_ = decodeParams(raw, &p) // executeStep reports bad params
+	return a.executeStep(ctx, cmd, raw, "clean", a.cleanStepsFor(a.nodeOrLookup(p.Node)))
+}
+
+// cleanStepsFor are the clean steps offered to node: cleanSteps, and the
+// software RAID steps when its raid_interface is the agent's (agent/raid.go).
+func (a *Agent) cleanStepsFor(node map[string]any) []client.Step {
+	steps := cleanSteps()
+	if agentRAID(node) {
+		steps = append(steps, raidSteps()...)
+	}
+	return steps
 }
 
 func (a *Agent) executeServiceStep(ctx context.Context, cmd *command, raw json.RawMessage) (any, error) {
@@ -180,6 +194,8 @@ func (a *Agent) stepFuncs() map[string]stepFunc {
 		"burnin_memory":         a.burninMemory,
 		"burnin_disk":           a.burninDisk,
 		"burnin_network":        a.burninNetwork,
+		"create_configuration":  a.raidCreateConfiguration,
+		"delete_configuration":  a.raidDeleteConfiguration,
 	}
 }
 

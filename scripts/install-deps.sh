@@ -16,6 +16,8 @@ declare -A need=(
 	# images: systemd-boot (UEFI) and GRUB's BIOS images (grub-mkimage).
 	[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
 	[/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
+	# and mdadm for the software RAID steps (agent/raid.go).
+	[/sbin/mdadm]=mdadm
 )
 if [[ "$what" == test || "$what" == bench ]]; then
 	need+=(

@@ -73,7 +73,9 @@ func LoadModules(log *slog.Logger) error {
 	}
 	loaded, err := l.LoadForDevices("/sys", moduleRounds)
 	var extra []string
-	for _, m := range []string{"efivarfs", "vfat", "nls_cp437", "nls_ascii", "ipmi_devintf", "ipmi_si"} {
+	// md_mod and the RAID personalities: the agent's software RAID steps
+	// (mdadm in the ramdisk cannot modprobe them).
+	for _, m := range []string{"efivarfs", "vfat", "nls_cp437", "nls_ascii", "ipmi_devintf", "ipmi_si", "md_mod", "raid0", "raid1", "raid10", "raid456"} {
 		if _, ok := l.Index.Modules[m]; ok {
 			extra = append(extra, m)
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -211,7 +212,8 @@ type vm struct {
 	api     *fakeIronflowAPI
 	apiURL  string
 	disk    string
-	vars    string // UEFI variable store (UEFI VMs)
+	extra   []string // further disks (vdb, ...)
+	vars    string   // UEFI variable store (UEFI VMs)
 	console string
 	exited  chan struct{}
 	client  *client.Client
@@ -219,7 +221,7 @@ type vm struct {
 
 // bootVM builds the ramdisk, boots it (UEFI with OVMF when uefi) and waits
 // for the agent's first heartbeat; it returns a client for the agent.
-func bootVM(t *testing.T, uefi bool, image []byte) *vm {
+func bootVM(t *testing.T, uefi bool, image []byte, extraDisks ...int64) *vm {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: the agent VM tests need root (network namespaces, tap devices)")
 	}
@@ -272,6 +274,15 @@ func bootVM(t *testing.T, uefi bool, image []byte) *vm {
 		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "virtio-net-pci,netdev=n0,mac=" + vmMAC,
 		"-device", "virtio-rng-pci", "-drive", "file=" + v.disk + ",format=raw,if=virtio,cache=unsafe",
 		"-display", "none", "-serial", "file:" + v.console, "-no-reboot"}
+	for i, size := range extraDisks {
+		p := filepath.Join(dir, fmt.Sprintf("disk%d.img", i+1))
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Truncate(p, size)
+		v.extra = append(v.extra, p)
+		args = append(args, "-drive", "file="+p+",format=raw,if=virtio,cache=unsafe")
+	}
 	if uefi {
 		const code, vars = "/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"
 		if _, err := os.Stat(code); err != nil {
@@ -381,6 +392,109 @@ func TestAgentQEMU(t *testing.T) {
 	f.ReadAt(got, 0)
 	if !bytes.Equal(got, v.api.image) {
 		t.Fatal("the VM's disk does not hold the image after power off")
+	}
+}
+
+// TestAgentQEMUSoftwareRAID runs raid.create_configuration on the real
+// ramdisk (its kernel's md driver, Debian's mdadm it carries) in a BIOS VM
+// with two disks: after power off each disk holds a GPT with a BIOS boot
+// partition and a Linux RAID partition whose md superblock (metadata 1.2,
+// 4 KiB into the partition) says RAID-1 over 2 devices.
+func TestAgentQEMUSoftwareRAID(t *testing.T) {
+	v := bootVM(t, false, vmImage(8<<20), 64<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	node := map[string]any{"uuid": "7c4e2a91-5d3b-4f68-9e0a-b2d1c3f4a5e6", "raid_interface": "agent",
+		"target_raid_config": map[string]any{"logical_disks": []any{
+			map[string]any{"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true}}}}
+	steps, err := v.client.GetCleanSteps(ctx, node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered bool
+	for _, s := range steps.Steps {
+		offered = offered || (s.Interface == "raid" && s.Step == "create_configuration")
+	}
+	if !offered {
+		t.Fatalf("clean steps for raid_interface agent lack raid.create_configuration: %+v", steps.Steps)
+	}
+	r, err := v.client.ExecuteCleanStep(ctx, client.Step{Step: "create_configuration", Interface: "raid"}, node, nil)
+	if err == nil {
+		r, err = v.client.WaitCommand(ctx, r.ID, time.Second, nil)
+	}
+	if err != nil {
+		t.Fatalf("create_configuration: %v", err)
+	}
+	var body struct {
+		Result struct {
+			LogicalDisks []map[string]any `json:"logical_disks"`
+		} `json:"clean_result"`
+	}
+	if err := json.Unmarshal(r.CommandResult, &body); err != nil {
+		t.Fatal(err)
+	}
+	if lds := body.Result.LogicalDisks; len(lds) != 1 || fmt.Sprint(lds[0]["physical_disks"]) != "[/dev/vda2 /dev/vdb2]" || lds[0]["raid_level"] != "1" {
+		t.Fatalf("raid_config %s", r.CommandResult)
+	}
+	v.powerOff(t, ctx)
+	for _, disk := range append([]string{v.disk}, v.extra...) {
+		f, err := os.Open(disk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := gpt.Read(f, 512, 512)
+		if err != nil {
+			f.Close()
+			t.Fatalf("%s: GPT: %v", disk, err)
+		}
+		if len(tbl.Partitions) < 2 || tbl.Partitions[0].Type != gpt.BIOSBoot || tbl.Partitions[1].Type != gpt.LinuxRAID {
+			f.Close()
+			t.Fatalf("%s: partitions %+v", disk, tbl.Partitions)
+		}
+		sb := make([]byte, 256)
+		f.ReadAt(sb, int64(tbl.Partitions[1].Start)*512+4096)
+		f.Close()
+		magic, level, devices := binary.LittleEndian.Uint32(sb), int32(binary.LittleEndian.Uint32(sb[72:])), binary.LittleEndian.Uint32(sb[92:])
+		if magic != 0xa92b4efc || level != 1 || devices != 2 {
+			t.Fatalf("%s: md superblock magic %#x level %d raid_disks %d", disk, magic, level, devices)
+		}
+	}
+}
+
+// TestAgentQEMUSoftwareRAIDDelete: raid.delete_configuration after a
+// create stops the array and leaves both disks without a partition table
+// or md superblock.
+func TestAgentQEMUSoftwareRAIDDelete(t *testing.T) {
+	v := bootVM(t, false, vmImage(8<<20), 64<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	node := map[string]any{"uuid": "7c4e2a91-5d3b-4f68-9e0a-b2d1c3f4a5e7", "raid_interface": "agent",
+		"target_raid_config": map[string]any{"logical_disks": []any{
+			map[string]any{"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true}}}}
+	for _, step := range []string{"create_configuration", "delete_configuration"} {
+		r, err := v.client.ExecuteCleanStep(ctx, client.Step{Step: step, Interface: "raid"}, node, nil)
+		if err == nil {
+			r, err = v.client.WaitCommand(ctx, r.ID, time.Second, nil)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	v.powerOff(t, ctx)
+	for _, disk := range append([]string{v.disk}, v.extra...) {
+		f, err := os.Open(disk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tbl, err := gpt.Read(f, 512, 512); err == nil && len(tbl.Partitions) > 0 {
+			t.Errorf("%s: GPT left after delete_configuration: %+v", disk, tbl.Partitions)
+		}
+		sb := make([]byte, 4)
+		f.ReadAt(sb, 8<<20+4096) // where the member's superblock was
+		f.Close()
+		if binary.LittleEndian.Uint32(sb) == 0xa92b4efc {
+			t.Errorf("%s: md superblock left after delete_configuration", disk)
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ import (
 )
 
 // builderVersion changes when the layout changes, invalidating caches.
-const builderVersion = "ironflow-ramdisk-2"
+const builderVersion = "ironflow-ramdisk-3"
 
 // DefaultModules are the modules (by name; dependencies follow) the agent
 // may need on real and virtual machines.
@@ -46,6 +46,8 @@ var DefaultModules = []string{
 	"ipmi_si", "ipmi_devintf", "ipmi_ssif",
 	// USB keyboards/storage on virtual media
 	"xhci_pci", "ehci_pci", "usb_storage", "uas",
+	// software RAID (MDModules)
+	"md_mod", "raid0", "raid1", "raid10", "raid456",
 }
 
 // Options configure a build.
@@ -81,6 +83,11 @@ type Options struct {
 	// build host's DefaultCABundle when present (Debian's ca-certificates),
 	// "-" none.
 	CABundle string
+	// Mdadm is the mdadm binary the software RAID steps run, carried at
+	// DefaultMdadm with its shared libraries; empty means DefaultMdadm
+	// when the build host has it (Debian's mdadm), "-" none (the RAID
+	// steps then fail saying mdadm is missing).
+	Mdadm string
 }
 
 // DefaultCABundle is Debian's CA bundle, and where the ramdisk carries one.
@@ -144,6 +151,24 @@ func Build(o Options) (Result, error) {
 			return res, fmt.Errorf("read CA bundle: %w", err)
 		}
 	}
+	var mdadmFiles map[string][]byte
+	switch o.Mdadm {
+	case "-":
+	case "":
+		if exists(DefaultMdadm) {
+			if mdadmFiles, err = dynamicBinary(DefaultMdadm); err != nil {
+				return res, fmt.Errorf("mdadm: %w", err)
+			}
+		}
+	default:
+		if mdadmFiles, err = dynamicBinary(o.Mdadm); err != nil {
+			return res, fmt.Errorf("mdadm: %w", err)
+		}
+		if b := mdadmFiles[strings.TrimPrefix(o.Mdadm, "/")]; b != nil {
+			delete(mdadmFiles, strings.TrimPrefix(o.Mdadm, "/"))
+			mdadmFiles[strings.TrimPrefix(DefaultMdadm, "/")] = b
+		}
+	}
 	var grubFiles map[string][]byte
 	if o.GRUBDir != "" {
 		if grubFiles, err = grubImages(o.GRUBDir); err != nil {
@@ -165,6 +190,10 @@ func Build(o Options) (Result, error) {
 	h.Write(caBundle)
 	for _, n := range []string{grub.BootImage, grub.CoreImageMSDOS, grub.CoreImageGPT} {
 		h.Write(grubFiles[n])
+	}
+	for _, n := range sortedNames(mdadmFiles) {
+		fmt.Fprintf(h, "%s\n", n)
+		h.Write(mdadmFiles[n])
 	}
 	key := hex.EncodeToString(h.Sum(nil))
 	stamp := filepath.Join(o.OutDir, ".inputs")
@@ -208,6 +237,9 @@ func Build(o Options) (Result, error) {
 	}
 	for n, b := range grubFiles {
 		files[strings.TrimPrefix(path.Join(grub.DefaultDir, n), "/")] = b
+	}
+	for n, b := range mdadmFiles {
+		files[n] = b
 	}
 	modPrefix := "lib/modules/" + version + "/"
 	files[modPrefix+kmod.IndexFile] = index
@@ -348,7 +380,7 @@ func writeInitramfs(out string, files map[string][]byte) error {
 	sort.Strings(names)
 	for _, n := range names {
 		mode := cpio.FileMode(0o644)
-		if n == "init" {
+		if n == "init" || n == strings.TrimPrefix(DefaultMdadm, "/") || strings.HasPrefix(path.Base(n), "ld-linux") {
 			mode = 0o755
 		}
 		if err := w.WriteHeader(&cpio.Header{Name: n, Mode: cpio.TypeReg | mode, Size: int64(len(files[n])), Links: 1}); err != nil {
@@ -389,4 +421,13 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.Rename(tmp, dst)
+}
+
+func sortedNames(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
