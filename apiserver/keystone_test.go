@@ -530,7 +530,8 @@ func TestKeystone(t *testing.T) {
 
 	t.Run("PolicyFile", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "policy.yaml")
-		if err := os.WriteFile(file, []byte(`"baremetal:node:get": "role:admin and system_scope:all"`+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(file, []byte(`"baremetal:node:get": "role:admin and system_scope:all"`+"\n"+
+			`"baremetal:node:update_owner_provisioned": "!"`+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		st := storetest.New(t)
@@ -552,6 +553,21 @@ func TestKeystone(t *testing.T) {
 		}
 		if r := e.req(e.tokens[pSA], "GET", "/v1/nodes/"+n.node, nil); r.status != 200 {
 			t.Errorf("system admin: %d", r.status)
+		}
+		// The owner of a provisioned node changes only under
+		// baremetal:node:update_owner_provisioned (Ironic's node patch),
+		// here nobody's; an available node's owner changes as before.
+		setOwner := []map[string]any{{"op": "replace", "path": "/owner", "value": "ks-new-owner"}}
+		if r := e.req(e.tokens[pSA], "PATCH", "/v1/nodes/"+n.node, setOwner); r.status != 200 {
+			t.Errorf("system admin sets the owner of an enrolled node: %d %s", r.status, r.body)
+		}
+		active := "active"
+		if _, err := st.SetProvisionState(context.Background(), n.node, nil, active, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		want := "Access was denied to the following resource: baremetal:node:update_owner_provisioned"
+		if r := e.req(e.tokens[pSA], "PATCH", "/v1/nodes/"+n.node, setOwner); r.status != 403 || r.faultstring(t) != want {
+			t.Errorf("system admin sets the owner of an active node: %d %s, want 403 %q", r.status, r.body, want)
 		}
 	})
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -268,6 +269,11 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 		n, err := s.nodeAllowed(c, cr, c.Param("node"), rules[0])
 		if err != nil {
 			return err
+		}
+		if n.ProvisionState == "active" && slices.Contains(rules, "baremetal:node:update:owner") {
+			// Ironic's node patch: the owner of a provisioned node
+			// changes only under baremetal:node:update_owner_provisioned.
+			rules = append(rules, "baremetal:node:update_owner_provisioned")
 		}
 		for _, r := range rules[1:] {
 			if !s.policy.allowed(r, cr, nodeTarget(n)) {
