@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
-	"github.com/stmcginnis/gofish/common"
 	"github.com/stmcginnis/gofish/redfish"
 )
 
@@ -44,23 +42,9 @@ func (d *redfishDriver) ReadMedia(ctx context.Context) ([]MediaDevice, error) {
 }
 
 func (d *redfishDriver) readMedia(c *rfCall) ([]MediaDevice, error) {
-	s, err := d.system(c)
+	collections, err := d.mediaCollections(c)
 	if err != nil {
 		return nil, err
-	}
-	var collections []string
-	for _, m := range s.managedBy {
-		var mgr struct{ VirtualMedia common.Link }
-		if err := getJSON(c, m, &mgr); err != nil {
-			d.log.Warn("cannot read manager while listing virtual media", "manager", m, "error", err)
-			continue
-		}
-		if l := mgr.VirtualMedia.String(); l != "" && !slices.Contains(collections, l) {
-			collections = append(collections, l)
-		}
-	}
-	if s.virtualMedia != "" && !slices.Contains(collections, s.virtualMedia) {
-		collections = append(collections, s.virtualMedia)
 	}
 	if len(collections) == 0 {
 		return nil, fmt.Errorf("%w: the system and its managers link no virtual media", ErrUnsupported)

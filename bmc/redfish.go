@@ -604,11 +604,10 @@ func (d *redfishDriver) SupportedBootDevices(ctx context.Context) ([]BootDevice,
 	return out, nil
 }
 
-// findCD follows VirtualMedia links from the system's managers and from the
-// system itself (where some BMCs keep them, sushy bug 2039458) and returns
-// the first device that takes a CD or DVD. Paths are never built: firmware
-// updates move them.
-func (d *redfishDriver) findCD(c *rfCall) (*redfish.VirtualMedia, error) {
+// mediaCollections are the VirtualMedia collections the system's managers
+// link, then the system's own (where some BMCs keep them, sushy bug
+// 2039458), each once. A manager that cannot be read is skipped.
+func (d *redfishDriver) mediaCollections(c *rfCall) ([]string, error) {
 	s, err := d.system(c)
 	if err != nil {
 		return nil, err
@@ -626,6 +625,18 @@ func (d *redfishDriver) findCD(c *rfCall) (*redfish.VirtualMedia, error) {
 	}
 	if s.virtualMedia != "" && !slices.Contains(collections, s.virtualMedia) {
 		collections = append(collections, s.virtualMedia)
+	}
+	return collections, nil
+}
+
+// findCD follows VirtualMedia links from the system's managers and from the
+// system itself (where some BMCs keep them, sushy bug 2039458) and returns
+// the first device that takes a CD or DVD. Paths are never built: firmware
+// updates move them.
+func (d *redfishDriver) findCD(c *rfCall) (*redfish.VirtualMedia, error) {
+	collections, err := d.mediaCollections(c)
+	if err != nil {
+		return nil, err
 	}
 	var seen []string
 	for _, col := range collections {
