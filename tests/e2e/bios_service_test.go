@@ -55,16 +55,7 @@ func TestServiceAppliesBIOSSettingOnActiveVM(t *testing.T) {
 	begin := time.Now()
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=false")
-	vmlinuz, _, err := ensureKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ramdisk := filepath.Join(lab.Dir, "ramdisk-instance.cpio")
-	if err := buildRamdiskInstance(ramdisk); err != nil {
-		t.Fatal(err)
-	}
-	kernelURL := s.publishImage(t, vmlinuz, "instance.vmlinuz")
-	ramdiskURL := s.publishImage(t, ramdisk, "instance.cpio")
+	kernelURL, ramdiskURL := publishRamdiskInstance(t, lab, s)
 
 	vm := lab.AddVM("node-bios", "52:54:00:e2:b1:05", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-bios", "disk.raw"))
 	bmc := startRedfishBMC(t, s, vmDefinition(vm, 1, DefaultMemoryMB, vmDiskSize))
@@ -166,16 +157,7 @@ func TestBootModeSwitchToUEFIThenDeploy(t *testing.T) {
 	begin := time.Now()
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=false")
-	vmlinuz, _, err := ensureKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ramdisk := filepath.Join(lab.Dir, "ramdisk-instance.cpio")
-	if err := buildRamdiskInstance(ramdisk); err != nil {
-		t.Fatal(err)
-	}
-	kernelURL := s.publishImage(t, vmlinuz, "instance.vmlinuz")
-	ramdiskURL := s.publishImage(t, ramdisk, "instance.cpio")
+	kernelURL, ramdiskURL := publishRamdiskInstance(t, lab, s)
 
 	vm := lab.AddVM("node-bmode", "52:54:00:e2:b1:06", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-bmode", "disk.raw"))
 	bmc := startRedfishBMC(t, s, vmDefinition(vm, 1, DefaultMemoryMB, vmDiskSize))

@@ -27,6 +27,22 @@ echo "` + ramdiskInstanceMarker + ` cmdline=$(cat /proc/cmdline)"
 while :; do sleep 3600; done
 `
 
+// publishRamdiskInstance builds the instance ramdisk and publishes it with
+// the Debian kernel on the stack's image server: the instance of a ramdisk
+// deploy, as kernel and ramdisk URLs.
+func publishRamdiskInstance(t *testing.T, lab *Lab, s *stack) (kernelURL, ramdiskURL string) {
+	t.Helper()
+	vmlinuz, _, err := ensureKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ramdisk := filepath.Join(lab.Dir, "ramdisk-instance.cpio")
+	if err := buildRamdiskInstance(ramdisk); err != nil {
+		t.Fatal(err)
+	}
+	return s.publishImage(t, vmlinuz, "instance.vmlinuz"), s.publishImage(t, ramdisk, "instance.cpio")
+}
+
 // buildRamdiskInstance writes the instance ramdisk: busybox and its /init,
 // an uncompressed newc archive (the kernel takes it as is).
 func buildRamdiskInstance(path string) error {
@@ -57,16 +73,7 @@ func TestDeployRamdisk(t *testing.T) {
 	begin := time.Now()
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=false")
-	vmlinuz, _, err := ensureKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ramdisk := filepath.Join(lab.Dir, "ramdisk-instance.cpio")
-	if err := buildRamdiskInstance(ramdisk); err != nil {
-		t.Fatal(err)
-	}
-	kernelURL := s.publishImage(t, vmlinuz, "instance.vmlinuz")
-	ramdiskURL := s.publishImage(t, ramdisk, "instance.cpio")
+	kernelURL, ramdiskURL := publishRamdiskInstance(t, lab, s)
 
 	vm := lab.AddVM("node-rd", "52:54:00:e2:0d:01", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-rd", "disk.raw"))
 	password := newBMCPassword()
