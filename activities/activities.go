@@ -165,6 +165,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		info.AutomatedClean = *n.AutomatedClean
 	}
 	info.BootMode = bootMode(n)
+	info.SecureBoot = secureBootRequested(n) // activities/secureboot.go
 	info.MACs = macs
 	if ht, ok := hardware.Lookup(n.Driver); ok && ht.Has(hardware.CapInMemoryBMC) {
 		info.Policy.LocalBMC = true

@@ -73,4 +73,13 @@ const (
 	// Introduced by issue 19 (firmware updates); no recorded history has
 	// its new path yet: record this version's histories.
 	changeFirmwareTaskWait = "firmware-task-wait"
+	// changeDeploySecureBoot: an instance that asks for secure boot
+	// (capability secure_boot:true) has it turned on through the BMC in
+	// deploy.prepare_instance_boot, after the boot device, and off in the
+	// teardown after its boot config is removed (ActSetBootMode, then
+	// ActRecordBootMode; workflows/secureboot.go). The marker is recorded
+	// by every agent deploy and every teardown. Introduced by issue 19
+	// (secure boot end to end); no recorded history has it yet: record
+	// this version's histories (make record-histories).
+	changeDeploySecureBoot = "deploy-secure-boot"
 )
