@@ -100,6 +100,9 @@ type VirtualMedia interface {
 // secret: it must never be logged.
 type AgentISO struct {
 	NodeUUID, APIURL, Token, KernelParams string
+	// SecureBoot: the machine boots with secure boot on; the ISO's UEFI
+	// entry is then the signed chain (pxe.ISOParams.SecureBoot).
+	SecureBoot bool
 }
 
 // Activities holds the dependencies every activity shares.

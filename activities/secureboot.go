@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 
@@ -31,4 +32,18 @@ func secureBootRequested(n *store.Node) bool {
 		}
 	}
 	return false
+}
+
+// secureBootOn is whether the node boots with secure boot on as ironflow
+// last recorded it (the node's secure_boot field: states/secure_boot, or
+// an instance's deploy, read back from the BMC). The agent ISO of such a
+// node boots through the signed chain; a node whose instance only asks
+// for secure boot still boots the agent with it off (the deploy turns it
+// on after the agent is done, as Ironic does).
+func (a *Activities) secureBootOn(ctx context.Context, nodeUUID string) (bool, error) {
+	n, _, err := a.Store.GetNodeForWork(ctx, nodeUUID)
+	if err != nil {
+		return false, storeErr(err, "load node %s", nodeUUID)
+	}
+	return n.SecureBoot != nil && *n.SecureBoot, nil
 }

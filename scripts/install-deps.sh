@@ -14,6 +14,8 @@ declare -A need=(
 	# images: systemd-boot (UEFI) and GRUB's BIOS images (grub-mkimage).
 	[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
 	[/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
+	# The agent ISO's signed UEFI chain for secure boot (pxe/iso.go).
+	[/usr/lib/shim/shimx64.efi.signed]=shim-signed [/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed]=grub-efi-amd64-signed
 )
 if [[ "$what" == test ]]; then
 	need+=(
