@@ -198,6 +198,16 @@ func BuildAgentISO(ctx context.Context, out, kernel, initrd string, params ISOPa
 			return buildEFIBootImage(ctx, filepath.Join(tree, "efiboot.img"), kernel, initrd, efiLoaderFiles(params, cmdline))
 		},
 	}
+	if params.SecureBoot {
+		// Debian's signed GRUB, started from the El Torito image, finds
+		// no device for its /EFI/debian prefix there; its built-in
+		// configuration then searches for the file /.disk/info and reads
+		// /boot/grub/grub.cfg on that filesystem: the ISO9660 tree,
+		// which holds the kernel and initrd as well.
+		steps = append(steps,
+			func() error { return writeFile(filepath.Join(tree, ".disk", "info"), "ironflow agent\n") },
+			func() error { return writeFile(filepath.Join(tree, "boot", "grub", "grub.cfg"), grubConfig(cmdline)) })
+	}
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
@@ -253,7 +263,7 @@ type efiFile struct{ src, content, dst string }
 // prefix; /EFI/BOOT too, its fallback next to itself).
 func efiLoaderFiles(p ISOParams, cmdline string) []efiFile {
 	if p.SecureBoot {
-		cfg := "set timeout=0\nset default=0\nmenuentry \"ironflow agent\" {\n\tlinux /vmlinuz " + cmdline + "\n\tinitrd /initrd\n}\n"
+		cfg := grubConfig(cmdline)
 		return []efiFile{
 			{src: p.Shim, dst: "/EFI/BOOT/BOOTX64.EFI"},
 			{src: p.SignedGrub, dst: "/EFI/BOOT/grubx64.efi"},
@@ -267,6 +277,11 @@ func efiLoaderFiles(p ISOParams, cmdline string) []efiFile {
 		{content: "default ironflow.conf\ntimeout 0\n", dst: "/loader/loader.conf"},
 		{content: entry, dst: "/loader/entries/ironflow.conf"},
 	}
+}
+
+// grubConfig boots /vmlinuz and /initrd of GRUB's root with cmdline.
+func grubConfig(cmdline string) string {
+	return "set timeout=0\nset default=0\nmenuentry \"ironflow agent\" {\n\tlinux /vmlinuz " + cmdline + "\n\tinitrd /initrd\n}\n"
 }
 
 // buildEFIBootImage writes a FAT32 image with the boot loader's files

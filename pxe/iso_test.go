@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -170,6 +171,16 @@ func TestAgentISOSecureBootLayout(t *testing.T) {
 		if !secure && err == nil {
 			t.Errorf("the unsigned chain carries a grub.cfg: %q", cfg)
 		}
+		// Where the signed GRUB's built-in configuration finds its own
+		// when it cannot name the El Torito image: the ISO9660 tree.
+		_, infoErr := isoFile(t, out, ".disk/info")
+		treeCfg, treeErr := isoFile(t, out, "boot/grub/grub.cfg")
+		if secure && (infoErr != nil || treeErr != nil || treeCfg != cfg) {
+			t.Errorf("ISO tree: .disk/info %v, boot/grub/grub.cfg %q, %v", infoErr, treeCfg, treeErr)
+		}
+		if !secure && (infoErr == nil || treeErr == nil) {
+			t.Errorf("the unsigned chain's ISO carries GRUB's files")
+		}
 	}
 }
 
@@ -208,4 +219,20 @@ func efiBootFiles(t *testing.T, iso string) func(string) (string, error) {
 		b, err := fat.ReadFile(name)
 		return string(b), err
 	}
+}
+
+// isoFile extracts name from the ISO9660 tree of iso with xorriso (the
+// go-diskfs reader fails on some of the Rock Ridge directories its writer
+// makes, which GRUB and the kernel read well).
+func isoFile(t *testing.T, iso, name string) (string, error) {
+	t.Helper()
+	if _, err := exec.LookPath("xorriso"); err != nil {
+		t.Skip("SKIPPING: xorriso missing (apt-get install xorriso)")
+	}
+	dst := filepath.Join(t.TempDir(), "f")
+	if out, err := exec.Command("xorriso", "-osirrox", "on", "-indev", iso, "-extract", "/"+name, dst).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("xorriso: %w: %s", err, out)
+	}
+	b, err := os.ReadFile(dst)
+	return string(b), err
 }
