@@ -22,6 +22,8 @@ import (
 //     signed kernel on its ESP): the deploy turns secure boot on through
 //     the BMC before the instance's first boot, the node is active with
 //     secure_boot true, and the instance's kernel reports secure boot on.
+//     Rebuilt, with secure boot on, the agent boots from its ISO's signed
+//     chain (shim → Debian's signed GRUB → Debian's kernel).
 //  2. undeploy: the teardown turns secure boot off again.
 //  3. the usual unsigned test image (systemd-boot): the firmware refuses
 //     its loader. ironflow does not watch the instance's console, so the
@@ -72,6 +74,23 @@ func TestSecureBootDeploySignedAndUnsignedImage(t *testing.T) {
 		t.Errorf("1: the instance's kernel does not report secure boot on; console tail:\n%s", devstack.Tail(vm.SerialLog, 3000))
 	}
 	t.Logf("1: signed image booted with secure boot %.1fs after deploy", time.Since(begin).Seconds())
+
+	// 1b. Rebuild: secure boot is on now, so the agent ISO boots through
+	// its signed chain (shim → signed GRUB → Debian's kernel) too; then
+	// the instance boots again, both kernels with secure boot on.
+	mark, _ = os.Stat(vm.SerialLog)
+	cd := `{"meta_data":{"hostname":"e2e-sb-rebuilt","public_keys":{"0":"` + pubKey + `"}}}`
+	if _, err := s.baremetal(t, "node", "rebuild", uuid, "--config-drive", cd, "--wait", seconds(deployWait)); err != nil {
+		s.failStep(t, uuid, vm.SerialLog, fmt.Errorf("1b: %w", err))
+	}
+	waitBootedFromDisk(t, vm, "e2e-sb-rebuilt", pubKey)
+	if n := countLinesAfter(vm.SerialLog, mark, "secureboot: Secure boot enabled"); n < 2 {
+		t.Errorf("1b: %d kernels reported secure boot on during the rebuild, want 2 (the agent's, the instance's); console tail:\n%s",
+			n, devstack.Tail(vm.SerialLog, 3000))
+	}
+	if _, ok := findLineAfter(vm.SerialLog, mark, "ipa-api-url="); !ok {
+		t.Errorf("1b: the agent's kernel command line is not on the console")
+	}
 
 	// 2. Teardown turns secure boot off.
 	s.mustCLI(t, "node", "undeploy", uuid, "--wait", seconds(provideWait))
@@ -161,4 +180,17 @@ func findLineAfter(path string, mark os.FileInfo, substr string) (string, bool) 
 		}
 	}
 	return "", false
+}
+
+// countLinesAfter counts the lines with substr the console printed after
+// mark.
+func countLinesAfter(path string, mark os.FileInfo, substr string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	if mark != nil && mark.Size() <= int64(len(b)) {
+		b = b[mark.Size():]
+	}
+	return strings.Count(string(b), substr)
 }
