@@ -100,6 +100,9 @@ type VirtualMedia interface {
 // secret: it must never be logged.
 type AgentISO struct {
 	NodeUUID, APIURL, Token, KernelParams string
+	// SecureBoot: the machine boots with secure boot on; the ISO's UEFI
+	// entry is then the signed chain (pxe.ISOParams.SecureBoot).
+	SecureBoot bool
 }
 
 // Activities holds the dependencies every activity shares.
@@ -165,6 +168,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		info.AutomatedClean = *n.AutomatedClean
 	}
 	info.BootMode = bootMode(n)
+	info.SecureBoot = secureBootRequested(n) // activities/secureboot.go
 	info.MACs = macs
 	if ht, ok := hardware.Lookup(n.Driver); ok && ht.Has(hardware.CapInMemoryBMC) {
 		info.Policy.LocalBMC = true

@@ -267,9 +267,14 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 	}); err != nil {
 		return storeErr(err, "store agent token of node %s", node.UUID)
 	}
+	secure, err := a.secureBootOn(ctx, node.UUID) // activities/secureboot.go
+	if err != nil {
+		return err
+	}
 	isoURL, err := a.Config.VirtualMedia.BuildAgentISO(ctx, AgentISO{
 		NodeUUID: node.UUID, APIURL: a.Config.APIURL, Token: token,
 		KernelParams: strings.Join(a.agentExtraParams(node.UUID), " "),
+		SecureBoot:   secure,
 	})
 	if err != nil {
 		return fmt.Errorf("build agent ISO for node %s: %w", node.UUID, err)

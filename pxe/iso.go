@@ -24,6 +24,14 @@ var (
 	DefaultISOLinuxBin = "/usr/lib/ISOLINUX/isolinux.bin"
 	DefaultLDLinuxC32  = "/usr/lib/syslinux/modules/bios/ldlinux.c32"
 	DefaultEFILoader   = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
+	// The signed chain for secure boot (packages shim-signed and
+	// grub-efi-amd64-signed): shim, signed by Microsoft's UEFI CA, loads
+	// grubx64.efi from its own directory; Debian's signed GRUB reads its
+	// configuration from /EFI/debian/grub.cfg on the device it was loaded
+	// from (its built-in prefix) and, through shim, boots only a kernel
+	// signed by Debian (or by a key shim trusts).
+	DefaultShim       = "/usr/lib/shim/shimx64.efi.signed"
+	DefaultSignedGrub = "/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed"
 )
 
 const (
@@ -57,6 +65,12 @@ type ISOParams struct {
 	Network      *ISONetwork // optional static network
 	// Boot loaders; the Default* paths when empty.
 	ISOLinuxBin, LDLinuxC32, EFILoader string
+	// SecureBoot builds the UEFI entry as the signed chain shim → GRUB →
+	// kernel (Shim, SignedGrub; the Default* paths when empty) instead of
+	// systemd-boot, for a machine that boots with secure boot on. The
+	// kernel must then be signed (Debian's vmlinuz is).
+	SecureBoot       bool
+	Shim, SignedGrub string
 }
 
 // KernelCommandLine returns the agent's kernel command line. It holds the
@@ -144,7 +158,17 @@ func BuildAgentISO(ctx context.Context, out, kernel, initrd string, params ISOPa
 	if params.EFILoader == "" {
 		params.EFILoader = DefaultEFILoader
 	}
-	for _, f := range []string{kernel, initrd, params.ISOLinuxBin, params.LDLinuxC32, params.EFILoader} {
+	if params.Shim == "" {
+		params.Shim = DefaultShim
+	}
+	if params.SignedGrub == "" {
+		params.SignedGrub = DefaultSignedGrub
+	}
+	need := []string{kernel, initrd, params.ISOLinuxBin, params.LDLinuxC32, params.EFILoader}
+	if params.SecureBoot {
+		need = append(need[:4], params.Shim, params.SignedGrub)
+	}
+	for _, f := range need {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
 		}
@@ -171,8 +195,18 @@ func BuildAgentISO(ctx context.Context, out, kernel, initrd string, params ISOPa
 		// UEFI: firmware mounts only the El Torito FAT image, so the loader
 		// and what it boots live inside it.
 		func() error {
-			return buildEFIBootImage(ctx, filepath.Join(tree, "efiboot.img"), kernel, initrd, params.EFILoader, cmdline)
+			return buildEFIBootImage(ctx, filepath.Join(tree, "efiboot.img"), kernel, initrd, efiLoaderFiles(params, cmdline))
 		},
+	}
+	if params.SecureBoot {
+		// Debian's signed GRUB, started from the El Torito image, finds
+		// no device for its /EFI/debian prefix there; its built-in
+		// configuration then searches for the file /.disk/info and reads
+		// /boot/grub/grub.cfg on that filesystem: the ISO9660 tree,
+		// which holds the kernel and initrd as well.
+		steps = append(steps,
+			func() error { return writeFile(filepath.Join(tree, ".disk", "info"), "ironflow agent\n") },
+			func() error { return writeFile(filepath.Join(tree, "boot", "grub", "grub.cfg"), grubConfig(cmdline)) })
 	}
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {
@@ -219,12 +253,48 @@ func writeISO(out, tree, volumeID string, et *iso9660.ElTorito) error {
 	return f.Close()
 }
 
-// buildEFIBootImage writes a FAT32 image with \EFI\BOOT\BOOTX64.EFI
-// (systemd-boot), a loader entry booting the kernel with cmdline, and the
-// kernel and initrd it names.
-func buildEFIBootImage(ctx context.Context, out, kernel, initrd, loader, cmdline string) error {
+// efiFile is one file of efiboot.img: copied from src, or content.
+type efiFile struct{ src, content, dst string }
+
+// efiLoaderFiles are the boot loader's files in efiboot.img: systemd-boot
+// and its loader entry, or for secure boot shim as \EFI\BOOT\BOOTX64.EFI,
+// signed GRUB next to it as grubx64.efi (the name shim loads) and GRUB's
+// configuration where Debian's signed GRUB looks for it (/EFI/debian, its
+// prefix; /EFI/BOOT too, its fallback next to itself).
+func efiLoaderFiles(p ISOParams, cmdline string) []efiFile {
+	if p.SecureBoot {
+		cfg := grubConfig(cmdline)
+		return []efiFile{
+			{src: p.Shim, dst: "/EFI/BOOT/BOOTX64.EFI"},
+			{src: p.SignedGrub, dst: "/EFI/BOOT/grubx64.efi"},
+			{content: cfg, dst: "/EFI/debian/grub.cfg"},
+			{content: cfg, dst: "/EFI/BOOT/grub.cfg"},
+		}
+	}
+	entry := "title ironflow agent\nlinux /vmlinuz\ninitrd /initrd\noptions " + cmdline + "\n"
+	return []efiFile{
+		{src: p.EFILoader, dst: "/EFI/BOOT/BOOTX64.EFI"},
+		{content: "default ironflow.conf\ntimeout 0\n", dst: "/loader/loader.conf"},
+		{content: entry, dst: "/loader/entries/ironflow.conf"},
+	}
+}
+
+// grubConfig boots /vmlinuz and /initrd of GRUB's root with cmdline.
+func grubConfig(cmdline string) string {
+	return "set timeout=0\nset default=0\nmenuentry \"ironflow agent\" {\n\tlinux /vmlinuz " + cmdline + "\n\tinitrd /initrd\n}\n"
+}
+
+// buildEFIBootImage writes a FAT32 image with the boot loader's files
+// (efiLoaderFiles) and the kernel and initrd they boot.
+func buildEFIBootImage(ctx context.Context, out, kernel, initrd string, loader []efiFile) error {
 	var content int64
-	for _, p := range []string{kernel, initrd, loader} {
+	srcs := []string{kernel, initrd}
+	for _, l := range loader {
+		if l.src != "" {
+			srcs = append(srcs, l.src)
+		}
+	}
+	for _, p := range srcs {
 		st, err := os.Stat(p)
 		if err != nil {
 			return err
@@ -244,19 +314,12 @@ func buildEFIBootImage(ctx context.Context, out, kernel, initrd, loader, cmdline
 	if err != nil {
 		return fmt.Errorf("create efiboot.img: %w", err)
 	}
-	for _, d := range []string{"/EFI", "/EFI/BOOT", "/loader", "/loader/entries"} {
+	for _, d := range []string{"/EFI", "/EFI/BOOT", "/EFI/debian", "/loader", "/loader/entries"} {
 		if err := fs.Mkdir(d); err != nil {
 			return fmt.Errorf("efiboot.img: mkdir %s: %w", d, err)
 		}
 	}
-	entry := "title ironflow agent\nlinux /vmlinuz\ninitrd /initrd\noptions " + cmdline + "\n"
-	files := []struct{ src, content, dst string }{
-		{src: loader, dst: "/EFI/BOOT/BOOTX64.EFI"},
-		{content: "default ironflow.conf\ntimeout 0\n", dst: "/loader/loader.conf"},
-		{content: entry, dst: "/loader/entries/ironflow.conf"},
-		{src: kernel, dst: "/vmlinuz"},
-		{src: initrd, dst: "/initrd"},
-	}
+	files := append(loader, efiFile{src: kernel, dst: "/vmlinuz"}, efiFile{src: initrd, dst: "/initrd"})
 	for _, fl := range files {
 		if err := ctx.Err(); err != nil {
 			return err

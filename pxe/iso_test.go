@@ -2,13 +2,16 @@ package pxe
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/fat32"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
 )
 
@@ -126,4 +129,110 @@ func TestMemoryLeases(t *testing.T) {
 	if got, err := l.Allocate(ctx, mustMAC(macs[2]), "n3", first, last, DefaultLeaseTime); err != nil || got != a2 {
 		t.Errorf("got %s, %v; want the expired %s", got, err, a2)
 	}
+}
+
+// TestAgentISOSecureBootLayout: with SecureBoot the UEFI image holds shim
+// as the removable-media loader, signed GRUB next to it under the name
+// shim loads, and GRUB's configuration where Debian's signed GRUB reads
+// it; without, systemd-boot as before.
+func TestAgentISOSecureBootLayout(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	params := ISOParams{NodeUUID: testNode, APIURL: "http://a:1", AgentToken: "t0k",
+		ISOLinuxBin: write("isolinux.bin", strings.Repeat("i", 2048)) /* room for the boot info table */, LDLinuxC32: write("ldlinux.c32", "ldlinux"),
+		EFILoader: write("systemd-boot.efi", "systemd-boot"), Shim: write("shim.efi", "shim"), SignedGrub: write("grub.efi", "grub")}
+	k, i := write("vmlinuz", "kernel"), write("initrd", "initrd")
+	for _, secure := range []bool{true, false} {
+		params.SecureBoot = secure
+		out := filepath.Join(dir, fmt.Sprintf("sb-%v.iso", secure))
+		if err := BuildAgentISO(context.Background(), out, k, i, params); err != nil {
+			t.Fatal(err)
+		}
+		efi := efiBootFiles(t, out)
+		want := map[string]string{"/EFI/BOOT/BOOTX64.EFI": "systemd-boot", "/vmlinuz": "kernel", "/initrd": "initrd"}
+		if secure {
+			want["/EFI/BOOT/BOOTX64.EFI"], want["/EFI/BOOT/grubx64.efi"] = "shim", "grub"
+		}
+		for name, content := range want {
+			if got, err := efi(name); err != nil || got != content {
+				t.Errorf("secure boot %v: %s = %q, %v; want %q", secure, name, got, err, content)
+			}
+		}
+		cfg, err := efi("/EFI/debian/grub.cfg")
+		if secure && (err != nil || !strings.Contains(cfg, "linux /vmlinuz ipa-api-url=http://a:1 ipa-agent-token=t0k") || !strings.Contains(cfg, "initrd /initrd")) {
+			t.Errorf("grub.cfg %q, %v", cfg, err)
+		}
+		if !secure && err == nil {
+			t.Errorf("the unsigned chain carries a grub.cfg: %q", cfg)
+		}
+		// Where the signed GRUB's built-in configuration finds its own
+		// when it cannot name the El Torito image: the ISO9660 tree.
+		_, infoErr := isoFile(t, out, ".disk/info")
+		treeCfg, treeErr := isoFile(t, out, "boot/grub/grub.cfg")
+		if secure && (infoErr != nil || treeErr != nil || treeCfg != cfg) {
+			t.Errorf("ISO tree: .disk/info %v, boot/grub/grub.cfg %q, %v", infoErr, treeCfg, treeErr)
+		}
+		if !secure && (infoErr == nil || treeErr == nil) {
+			t.Errorf("the unsigned chain's ISO carries GRUB's files")
+		}
+	}
+}
+
+// efiBootFiles opens the ISO's El Torito UEFI image and returns a reader
+// of its files.
+func efiBootFiles(t *testing.T, iso string) func(string) (string, error) {
+	t.Helper()
+	f, err := os.Open(iso)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	st, _ := f.Stat()
+	fs, err := iso9660.Read(file.New(f, true), st.Size(), 0, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := fs.ReadFile("efiboot.img")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "efiboot.img")
+	if err := os.WriteFile(p, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	fat, err := fat32.Read(file.New(g, true), int64(len(img)), 0, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(name string) (string, error) {
+		b, err := fat.ReadFile(name)
+		return string(b), err
+	}
+}
+
+// isoFile extracts name from the ISO9660 tree of iso with xorriso (the
+// go-diskfs reader fails on some of the Rock Ridge directories its writer
+// makes, which GRUB and the kernel read well).
+func isoFile(t *testing.T, iso, name string) (string, error) {
+	t.Helper()
+	if _, err := exec.LookPath("xorriso"); err != nil {
+		t.Skip("SKIPPING: xorriso missing (apt-get install xorriso)")
+	}
+	dst := filepath.Join(t.TempDir(), "f")
+	if out, err := exec.Command("xorriso", "-osirrox", "on", "-indev", iso, "-extract", "/"+name, dst).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("xorriso: %w: %s", err, out)
+	}
+	b, err := os.ReadFile(dst)
+	return string(b), err
 }

@@ -18,6 +18,9 @@ declare -A need=(
 	[/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
 	# and mdadm for the software RAID steps (agent/raid.go).
 	[/sbin/mdadm]=mdadm
+	# The agent ISO's signed UEFI chain for secure boot (pxe/iso.go).
+	[/usr/lib/shim/shimx64.efi.signed]=shim-signed
+	[/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed]=grub-efi-amd64-signed
 )
 if [[ "$what" == test || "$what" == bench ]]; then
 	need+=(

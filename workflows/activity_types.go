@@ -64,7 +64,11 @@ type NodeInfo struct {
 	ProvisionState    State              `json:"provision_state"`
 	PowerState        string             `json:"power_state"`
 	BootMode          string             `json:"boot_mode"` // uefi or bios
-	MACs              []string           `json:"macs"`
+	// SecureBoot: the instance asks for secure boot (capability
+	// secure_boot:true), turned on before its first boot and off at
+	// teardown (workflows/secureboot.go).
+	SecureBoot bool     `json:"secure_boot,omitempty"`
+	MACs       []string `json:"macs"`
 	// AutomatedClean is the effective setting: node field, else the global default.
 	AutomatedClean bool `json:"automated_clean"`
 	// Timeouts and policies in force for this node (configuration, overridden

@@ -181,7 +181,10 @@ func (r *run) prepareInstanceBoot(s Step) error {
 	if err := r.inBand(s); err != nil {
 		return err
 	}
-	return r.step("set boot device disk", func() error { return r.bootDevice("disk", true) })
+	if err := r.step("set boot device disk", func() error { return r.bootDevice("disk", true) }); err != nil {
+		return err
+	}
+	return r.secureBootIfRequested(true) // workflows/secureboot.go
 }
 
 // tearDownAgent is deploy.tear_down_agent: the agent syncs and powers off;

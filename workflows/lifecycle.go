@@ -71,6 +71,9 @@ func UndeployNode(ctx workflow.Context, req ProvisionRequest) error {
 	}); err != nil {
 		return r.finish(err)
 	}
+	if err := r.secureBootIfRequested(false); err != nil { // workflows/secureboot.go
+		return r.finish(err)
+	}
 	if err := r.local(ActClearInstanceInfo, r.node.UUID, nil); err != nil {
 		return err
 	}

@@ -80,4 +80,13 @@ const (
 	// a step. Introduced by issue 18's step engine; record this version's
 	// histories (make record-histories).
 	changeRebootRequestedStep = "reboot-requested-step"
+	// changeDeploySecureBoot: an instance that asks for secure boot
+	// (capability secure_boot:true) has it turned on through the BMC in
+	// deploy.prepare_instance_boot, after the boot device, and off in the
+	// teardown after its boot config is removed (ActSetBootMode, then
+	// ActRecordBootMode; workflows/secureboot.go). The marker is recorded
+	// by every agent deploy and every teardown. Introduced by issue 19
+	// (secure boot end to end); no recorded history has it yet: record
+	// this version's histories (make record-histories).
+	changeDeploySecureBoot = "deploy-secure-boot"
 )
