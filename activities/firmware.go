@@ -127,6 +127,11 @@ func (a *Activities) StartFirmwareUpdate(ctx context.Context, in workflows.Firmw
 		ref.URI, ref.Done = prev.URI, prev.Done
 		return ref, nil
 	}
+	if in.Setting.Checksum != "" {
+		if err := verifyFirmwareChecksum(ctx, in.Node.UUID, in.Setting); err != nil {
+			return ref, err
+		}
+	}
 	if err := a.recordFirmwareCall(ctx, in.Node.UUID, firmwareCall{Call: id}); err != nil {
 		return ref, err
 	}

@@ -94,12 +94,41 @@ func ParseFirmwareSettings(args json.RawMessage) ([]FirmwareSetting, error) {
 		if s.URL == "" {
 			return nil, bad("'url' is a required property")
 		}
+		if s.Checksum != "" {
+			if _, _, err := ParseFirmwareChecksum(s.Checksum); err != nil {
+				return nil, bad("%v", err)
+			}
+		}
 		if s.Component != "bios" && s.Component != "bmc" && !strings.HasPrefix(s.Component, "nic:") {
 			return nil, bad("unknown component %q: bios, bmc or nic:<adapter id>", s.Component)
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// ParseFirmwareChecksum reads a component's checksum: a hex digest,
+// optionally prefixed by its algorithm ("sha256:<hex>"). A bare digest's
+// algorithm is told by its length; 40 hex digits are SHA-1, the one
+// Ironic's firmware_utils.verify_checksum computes.
+func ParseFirmwareChecksum(c string) (algo, digest string, err error) {
+	digest = strings.ToLower(strings.TrimSpace(c))
+	if a, d, ok := strings.Cut(digest, ":"); ok {
+		algo, digest = a, d
+	}
+	want := map[string]int{"sha1": 40, "sha256": 64, "sha512": 128}
+	byLen := map[int]string{40: "sha1", 64: "sha256", 128: "sha512"}
+	if algo == "" {
+		algo = byLen[len(digest)]
+	}
+	n, known := want[algo]
+	if !known {
+		return "", "", fmt.Errorf("checksum %q: not a SHA-1, SHA-256 or SHA-512 hex digest (optionally prefixed sha1:, sha256: or sha512:)", c)
+	}
+	if len(digest) != n || strings.Trim(digest, "0123456789abcdef") != "" {
+		return "", "", fmt.Errorf("checksum %q: a %s digest is %d hex digits", c, algo, n)
+	}
+	return algo, digest, nil
 }
 
 func anyList(l []map[string]any) []any {

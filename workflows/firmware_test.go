@@ -160,7 +160,11 @@ func TestFirmwareUpdateStalledTaskFailsAtTheTimeout(t *testing.T) {
 func TestParseFirmwareSettings(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
 		{`{"settings":[{"component":"bios","url":"http://x/b.bin","wait":5}]}`, ""},
-		{`{"settings":[{"component":"nic:NIC.Integrated.1","url":"http://x/n.bin","checksum":"abc"}]}`, ""},
+		{`{"settings":[{"component":"nic:NIC.Integrated.1","url":"http://x/n.bin","checksum":"da39a3ee5e6b4b0d3255bfef95601890afd80709"}]}`, ""},
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","checksum":"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}]}`, ""},
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","checksum":"abc"}]}`, `checksum "abc": not a SHA-1, SHA-256 or SHA-512 hex digest`},
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","checksum":"sha256:zz"}]}`, `a sha256 digest is 64 hex digits`},
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","checksum":"md5:d41d8cd98f00b204e9800998ecf8427e"}]}`, `not a SHA-1, SHA-256 or SHA-512`},
 		{`{"settings":[{"component":"bios"}]}`, "'url' is a required property"},
 		{`{"settings":[{"component":"bios","url":"u","color":"red"}]}`, "Additional properties are not allowed ('color' was unexpected)"},
 		{`{"settings":[{"component":"cpld","url":"u"}]}`, `unknown component "cpld"`},
