@@ -1,6 +1,8 @@
 package vbmc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +35,17 @@ type vmVolume struct {
 	RAIDType      string   `json:"raid_type"`
 	CapacityBytes int64    `json:"capacity_bytes"`
 	Drives        []string `json:"drives"`
+	// WWN is the volume's world wide name (an NAA-5 name, 16 hex digits,
+	// fixed at creation), reported in Identifiers as a controller reports
+	// its logical drives'.
+	WWN string `json:"wwn,omitempty"`
+}
+
+// volumeWWN names a new volume: NAA 5 with the digits of a hash of the VM
+// and the volume, so that two VMs' volumes never share a name.
+func volumeWWN(vm, id string) string {
+	sum := sha256.Sum256([]byte(vm + "/" + id))
+	return "5" + hex.EncodeToString(sum[:])[:15]
 }
 
 var volumesMu sync.Mutex
@@ -169,11 +182,15 @@ func (s *Server) volumeDoc(m *Machine, v vmVolume) map[string]any {
 	for _, d := range v.Drives {
 		drives = append(drives, link(s.storagePath(m)+"/"+storageID+"/Drives/"+d))
 	}
-	return map[string]any{
+	doc := map[string]any{
 		odataID: s.volumePath(m, v.ID), odataType: "#Volume.v1_9_0.Volume", "Id": v.ID, "Name": v.Name,
 		"RAIDType": v.RAIDType, "CapacityBytes": v.CapacityBytes, "Status": okStatus(),
 		"Links": map[string]any{"Drives": drives},
 	}
+	if v.WWN != "" {
+		doc["Identifiers"] = []any{map[string]any{"DurableNameFormat": "NAA", "DurableName": v.WWN}}
+	}
+	return doc
 }
 
 func (s *Server) handleVolume(w http.ResponseWriter, r *http.Request, m *Machine) {
@@ -255,7 +272,7 @@ func (s *Server) handleCreateVolume(w http.ResponseWriter, r *http.Request, m *M
 	if capacity == 0 && smallest > 0 {
 		capacity = smallest
 	}
-	v := vmVolume{ID: strconv.Itoa(next), Name: body.Name, RAIDType: body.RAIDType, CapacityBytes: capacity, Drives: drives}
+	v := vmVolume{ID: strconv.Itoa(next), Name: body.Name, RAIDType: body.RAIDType, CapacityBytes: capacity, Drives: drives, WWN: volumeWWN(m.vm.Name, strconv.Itoa(next))}
 	if v.Name == "" {
 		v.Name = "Volume" + v.ID
 	}

@@ -45,6 +45,9 @@ func TestStorageVolumesCreateAndDelete(t *testing.T) {
 	if v.RAIDType != "RAID1" || strings.Join(v.Drives, ",") != "Disk0,Disk1" || v.CapacityBytes != 8<<20 || v.Name != "root" {
 		t.Fatalf("volume %+v, want RAID1 on Disk0 and Disk1 of the smaller drive's size", v)
 	}
+	if v.RootDeviceHint["wwn"] != "0x"+volumeWWN("vm0", "1") || len(volumeWWN("vm0", "1")) != 16 || volumeWWN("vm0", "1") == volumeWWN("vm1", "1") {
+		t.Fatalf("root device hint %v of the volume named %s", v.RootDeviceHint, volumeWWN("vm0", "1"))
+	}
 	if _, err := r.CreateVolume(ctx, bmc.VolumeSpec{RAIDLevel: "1"}); err == nil || !strings.Contains(err.Error(), "0 free drives") {
 		t.Fatalf("a second RAID-1: %v", err)
 	}
