@@ -170,7 +170,7 @@ func (a *Activities) PollFirmwareTask(ctx context.Context, in workflows.Firmware
 		}
 		return workflows.FirmwareTaskState{}, bmcErr(err, "read firmware task %s of node %s", in.URI, in.Node.UUID)
 	}
-	return workflows.FirmwareTaskState{State: st.State, Percent: st.Percent, Done: st.Done, Failed: st.Failed, Messages: st.Messages}, nil
+	return workflows.FirmwareTaskState{State: st.State, Percent: st.Percent, Done: st.Done, Failed: st.Failed, Messages: st.Messages, ResetRequired: st.ResetRequired}, nil
 }
 
 // RecordFirmware reads the versions back after the update.

@@ -258,6 +258,9 @@ func (m *Machine) ForceRestart(ctx context.Context) error {
 		m.log.Info("force restart while off: powering on")
 		return m.start(ctx)
 	}
+	if err := m.applyPendingFirmware(); err != nil { // a flashed BIOS (update.go)
+		return err
+	}
 	if m.biosPending() { // new firmware settings need a new QEMU (bios.go)
 		if err := m.stop(ctx); err != nil {
 			return err
@@ -551,8 +554,12 @@ func (m *Machine) EjectMedia(ctx context.Context) error {
 // start launches QEMU, detached from the caller, with the stored boot order
 // and media. The caller holds the lock and has checked that it is off.
 func (m *Machine) start(ctx context.Context) error {
-	// Pending BIOS settings, boot mode and secure boot apply now (bios.go).
+	// Pending BIOS settings, boot mode and secure boot apply now (bios.go),
+	// and a flashed BIOS image (update.go).
 	if err := m.applyBIOS(); err != nil {
+		return err
+	}
+	if err := m.applyPendingFirmware(); err != nil {
 		return err
 	}
 	if err := m.prepare(); err != nil {

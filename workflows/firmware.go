@@ -174,6 +174,8 @@ type FirmwareTaskState struct {
 	Failed      bool     `json:"failed,omitempty"`
 	Messages    []string `json:"messages,omitempty"`
 	Unreachable string   `json:"unreachable,omitempty"`
+	// ResetRequired: the BMC applies the image at the host's next reset.
+	ResetRequired bool `json:"reset_required,omitempty"`
 }
 
 // FirmwareRecordInput reads the node's versions back.
@@ -218,6 +220,7 @@ func (r *run) firmwareUpdate(kind StepKind, s Step) error {
 func (r *run) waitFirmwareTask(fs FirmwareSetting, ref FirmwareTaskRef) error {
 	deadline := workflow.Now(r.ctx).Add(ref.Timeout)
 	var last FirmwareTaskState
+	rebooted := false
 	for {
 		if err := workflow.Sleep(r.ctx, ref.PollInterval); err != nil {
 			return err
@@ -231,6 +234,18 @@ func (r *run) waitFirmwareTask(fs FirmwareSetting, ref FirmwareTaskRef) error {
 			r.status.Progress = fmt.Sprintf("firmware %s: task %s %s %d%%", fs.Component, ref.URI, st.State, st.Percent)
 		} else {
 			r.status.Progress = fmt.Sprintf("firmware %s: BMC not answering (%s)", fs.Component, st.Unreachable)
+		}
+		if st.ResetRequired && !st.Done && !rebooted {
+			// The BMC applies the image when the host resets (a BIOS):
+			// reboot the node, as Ironic's update step does after it
+			// starts a component's update, and keep watching the task.
+			if workflow.GetVersion(r.ctx, changeFirmwareRebootOnReset, workflow.DefaultVersion, 1) == 1 {
+				rebooted = true
+				if err := r.power("rebooting"); err != nil {
+					return err
+				}
+				r.status.Progress = fmt.Sprintf("firmware %s: task %s waits for the host's reset: node rebooted", fs.Component, ref.URI)
+			}
 		}
 		if st.Done {
 			if st.Failed {

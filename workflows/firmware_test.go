@@ -54,6 +54,8 @@ func (b *fakeBMCTasks) register(env *testsuite.TestWorkflowEnvironment) {
 			return FirmwareTaskState{State: state, Done: true, Failed: true, Messages: []string{b.failMsg}}, nil
 		case "Completed":
 			return FirmwareTaskState{State: state, Percent: 100, Done: true}, nil
+		case "AwaitReset":
+			return FirmwareTaskState{State: "Running", Percent: 100, ResetRequired: true, Messages: []string{"In order to complete the operation, a component reset is required"}}, nil
 		}
 		return FirmwareTaskState{State: state, Percent: 10 * i, Messages: []string{"Flashing the image"}}, nil
 	}, ActPollFirmwareTask)
@@ -194,5 +196,24 @@ func TestFirmwareUpdateInServicing(t *testing.T) {
 	calls := strings.Join(f.callList(), "\n")
 	if !strings.Contains(calls, "StartFirmwareUpdate 0 bmc http://images/bmc.bin\nRecordFirmware") || lastState(f) != Active || b.polls["bmc"] != 3 {
 		t.Fatalf("calls:\n%s\nended %s after %d polls", calls, lastState(f), b.polls["bmc"])
+	}
+}
+
+// A BIOS the BMC applies at the host's reset: the step reboots the node
+// once when the task says so, keeps polling, and ends when the task does.
+func TestFirmwareUpdateRebootsWhenTheBMCWaitsForAReset(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{"bios": {"Running", "AwaitReset", "AwaitReset", "AwaitReset", "Completed"}})
+	env := newEnv(t, f)
+	b.register(env)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}]`, true))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	want := []string{"RecordState cleaning", "StartFirmwareUpdate 0 bios http://images/bios.bin", "SetPower rebooting", "RecordFirmware", "RecordState manageable"}
+	if got := f.callList(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if b.polls["bios"] != 5 {
+		t.Fatalf("polls = %v, want 5", b.polls)
 	}
 }

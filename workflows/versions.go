@@ -73,4 +73,13 @@ const (
 	// Introduced by issue 19 (firmware updates); no recorded history has
 	// its new path yet: record this version's histories.
 	changeFirmwareTaskWait = "firmware-task-wait"
+	// changeFirmwareRebootOnReset: a firmware task that reports it waits
+	// for the host's reset (FirmwareTaskState.ResetRequired: a BIOS image
+	// the BMC applies at reboot) makes the update step reboot the node
+	// once (ActSetPower rebooting) and keep polling; before it the step
+	// waited for the task until its timeout. Taken only when such a poll
+	// result arrives (workflows/firmware.go). Introduced by issue 19
+	// (reboot after a BIOS update); no recorded history has it yet:
+	// record this version's histories (make record-histories).
+	changeFirmwareRebootOnReset = "firmware-reboot-on-reset"
 )
