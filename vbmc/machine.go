@@ -789,18 +789,9 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 		nic += ",netdev=n0"
 	}
 	a = append(a, "-device", nic)
-	if m.vm.Disk != "" {
-		a = append(a,
-			"-drive", "if=none,id=disk0drive,format="+diskFormat(m.vm.Disk)+",file="+m.vm.Disk,
-			"-device", fmt.Sprintf("virtio-blk-pci,id=%s,drive=disk0drive,bootindex=%d", devDisk, idx[devDisk]),
-		)
-	}
-	for i, d := range m.vm.Drives { // the Storage controller's other drives (storage.go)
-		a = append(a,
-			"-drive", fmt.Sprintf("if=none,id=disk%ddrive,format=%s,file=%s", i+1, diskFormat(d), d),
-			"-device", fmt.Sprintf("virtio-blk-pci,id=disk%d,drive=disk%ddrive", i+1, i+1),
-		)
-	}
+	// The disk, the Storage controller's other drives, and its volumes
+	// in place of their drives (storage.go).
+	a = append(a, m.diskArgs(idx[devDisk])...)
 	cd := "if=none,id=cd0drive,media=cdrom,readonly=on"
 	if cdImage != "" {
 		cd += ",format=raw,file=" + cdImage

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -19,8 +20,16 @@ import (
 // Storage: one controller ("1") whose drives are the VM's disk and its
 // extra drives (config "drives": disk image paths), and whose Volumes can
 // be created (POST with RAIDType and Links.Drives) and deleted. Volumes
-// are recorded in the VM's state directory (volumes.json); QEMU is not
-// changed by them: the VM still sees its drives as separate disks.
+// are recorded in the VM's state directory (volumes.json). As a hardware
+// RAID controller shows the operating system its logical drives, not
+// their members, the VM's next QEMU (a start, not a reset) sees each
+// volume as one new disk, a qcow2 image of the volume's capacity in the
+// state directory (volume-<id>.qcow2, created empty: the members' data is
+// not carried over), attached as a SCSI disk (virtio-scsi) whose WWN is
+// the volume's NAA name, so that a root device hint {"wwn": ...} finds
+// it; the member drives are not attached. A volume that holds the VM's
+// disk (Disk0) takes the disk's place in the boot order. Deleting the
+// volume deletes its image and gives the drives back at the next start.
 
 const storageID = "1"
 
@@ -298,10 +307,97 @@ func (s *Server) handleDeleteVolume(w http.ResponseWriter, r *http.Request, m *M
 		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such volume.")
 		return
 	}
+	id := vols[i].ID
 	if err := m.saveVolumes(slices.Delete(vols, i, i+1)); err != nil {
 		writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
 		return
 	}
+	if err := os.Remove(m.volumeImage(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("cannot remove the volume's image", "vm", m.vm.Name, "volume", id, "error", err)
+	}
 	s.log.Info("volume deleted", "vm", m.vm.Name, "volume", r.PathValue("vol"))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// volumeImage is the disk image QEMU attaches for volume id.
+func (m *Machine) volumeImage(id string) string {
+	return filepath.Join(m.dir, "volume-"+id+".qcow2")
+}
+
+// diskArgs are QEMU's disk arguments: the drives no volume holds as
+// virtio disks, each volume as a SCSI disk with its WWN; diskBootIndex is
+// the disk's place in the boot order.
+func (m *Machine) diskArgs(diskBootIndex int) []string {
+	volumesMu.Lock()
+	vols, err := m.volumes()
+	volumesMu.Unlock()
+	if err != nil {
+		m.log.Warn("cannot read the volumes: the drives are attached as they are", "error", err)
+		vols = nil
+	}
+	held := map[string]string{}
+	for _, v := range vols {
+		for _, d := range v.Drives {
+			held[d] = v.ID
+		}
+	}
+	var a []string
+	for i, p := range m.drivePaths() {
+		id := "Disk" + strconv.Itoa(i)
+		if _, ok := held[id]; ok {
+			continue
+		}
+		n := i // QEMU ids as before volumes: disk0 the disk, diskN the Nth extra drive
+		if m.vm.Disk == "" {
+			n = i + 1
+		}
+		dev := fmt.Sprintf("disk%d", n)
+		opt := ""
+		if dev == string(devDisk) {
+			opt = fmt.Sprintf(",bootindex=%d", diskBootIndex)
+		}
+		a = append(a, "-drive", fmt.Sprintf("if=none,id=%sdrive,format=%s,file=%s", dev, diskFormat(p), p),
+			"-device", fmt.Sprintf("virtio-blk-pci,id=%s,drive=%sdrive%s", dev, dev, opt))
+	}
+	if len(vols) == 0 {
+		return a
+	}
+	a = append(a, "-device", "virtio-scsi-pci,id=scsi0")
+	for _, v := range vols {
+		img := m.volumeImage(v.ID)
+		if err := m.ensureVolumeImage(v); err != nil {
+			m.log.Warn("volume not attached", "volume", v.ID, "error", err)
+			continue
+		}
+		dev := "vol" + v.ID
+		opt := ""
+		if m.vm.Disk != "" && slices.Contains(v.Drives, "Disk0") {
+			dev, opt = string(devDisk), fmt.Sprintf(",bootindex=%d", diskBootIndex)
+		}
+		wwn := ""
+		if v.WWN != "" {
+			wwn = ",wwn=0x" + v.WWN
+		}
+		a = append(a, "-drive", fmt.Sprintf("if=none,id=%sdrive,format=qcow2,file=%s", dev, img),
+			"-device", fmt.Sprintf("scsi-hd,id=%s,drive=%sdrive,bus=scsi0.0%s%s", dev, dev, wwn, opt))
+	}
+	return a
+}
+
+// ensureVolumeImage creates the volume's empty image on its first use.
+func (m *Machine) ensureVolumeImage(v vmVolume) error {
+	img := m.volumeImage(v.ID)
+	if _, err := os.Stat(img); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	size := v.CapacityBytes
+	if size <= 0 {
+		return fmt.Errorf("volume %s has no capacity", v.ID)
+	}
+	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", img, strconv.FormatInt(size, 10)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("create the image of volume %s: %w: %s", v.ID, err, out)
+	}
+	m.log.Info("volume image created", "volume", v.ID, "image", img, "bytes", size)
+	return nil
 }
