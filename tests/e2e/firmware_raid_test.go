@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,4 +227,109 @@ func TestFirmwareUpdateOutlivesTheWorkerOnVM(t *testing.T) {
 func readFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
+}
+
+// TestRAIDVolumeIsTheRootDeviceOfTheDeployOnVM: a SeaBIOS VM with two
+// drives behind `ironflow vbmc serve` gets a RAID-1 volume over both from
+// manual cleaning's raid.create_configuration (the redfish raid
+// interface, no agent); the node's properties.root_device becomes the
+// volume's WWN, as Ironic's update_raid_info sets it. At the deploy's
+// power on the vbmc attaches the volume as one SCSI disk in place of the
+// drives; the agent writes the image onto the disk the hint names, and
+// the VM boots the image from it.
+func TestRAIDVolumeIsTheRootDeviceOfTheDeployOnVM(t *testing.T) {
+	RequireQEMU(t)
+	lab := NewLab(t)
+	s := startStack(t, lab)
+	_, sum, err := BuildTestImage(DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := lab.AddVM("node-raid1", "52:54:00:e2:f7:42", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-raid1", "disk.raw"))
+	def := agentVM(vm)
+	def.Drives = []string{filepath.Join(lab.Dir, "vm-node-raid1", "d1.raw")}
+	for _, p := range []string{def.Disk, def.Drives[0]} {
+		// Sparse drives of the same size: the volume is as large as they are.
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, 5<<30); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bmc := startRedfishBMC(t, s, def)
+	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
+		"--deploy-interface", "direct", "--boot-interface", "ipxe", "--raid-interface", "redfish", "--no-automated-clean")
+	defer printNodeHistory(t, s, uuid)
+	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
+
+	target := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "volume_name": "root"}}}
+	if code, b := biosAPI(t, s, "PUT", "/v1/nodes/"+uuid+"/states/raid", "1.12", target); code != 204 {
+		t.Fatalf("PUT states/raid: %d %s", code, b)
+	}
+	apiJSON(t, s, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{
+		"target": "clean", "disable_ramdisk": true, "clean_steps": []any{map[string]any{"interface": "raid", "step": "create_configuration"}},
+	}, 202, nil)
+	n := waitNode(t, s, uuid, "manageable after create_configuration", manageWait, func(n e2eNode) bool {
+		return n.ProvisionState == "manageable" || n.ProvisionState == "clean failed"
+	})
+	if n.ProvisionState != "manageable" {
+		t.Fatalf("RAID cleaning ended %s: %s", n.ProvisionState, deref(n.LastError))
+	}
+	hint, _ := n.Properties["root_device"].(map[string]any)
+	wwn, _ := hint["wwn"].(string)
+	if !strings.HasPrefix(wwn, "0x5") || len(wwn) != 18 {
+		t.Fatalf("properties.root_device %v after the RAID-1 (raid_config %v)", n.Properties["root_device"], n.RAIDConfig)
+	}
+	t.Logf("RAID-1 volume created; root device hint %v, properties %v", hint, n.Properties)
+
+	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
+	s.mustCLI(t, "node", "set", uuid,
+		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
+		"--instance-info", "image_os_hash_algo=sha256",
+		"--instance-info", "image_os_hash_value="+sum)
+	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2EraidRootVolume e2e"
+	s.deploy(t, uuid, vm, "e2e-raid1", pubKey)
+	waitBootedFromDisk(t, vm, "e2e-raid1", pubKey)
+
+	// The image went onto the volume's disk, not onto the drives.
+	img := filepath.Join(bmc.stateDir, vm.Name, "volume-1.qcow2")
+	st, err := os.Stat(img)
+	if err != nil || st.Size() < 1<<20 {
+		t.Fatalf("the volume's image %s after the deploy: %v (size %d)", img, err, sizeOf(st))
+	}
+	if used := allocated(t, def.Disk) + allocated(t, def.Drives[0]); used != 0 {
+		t.Fatalf("the member drives have %d bytes allocated: the deploy wrote to them, not to the volume", used)
+	}
+	serial := readFile(vm.SerialLog)
+	if !strings.Contains(serial, "config-drive=/dev/sd") {
+		t.Fatalf("the instance did not read its config drive from the SCSI disk:\n%s", tailString(serial, 3000))
+	}
+}
+
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// allocated is the bytes the file's blocks take on disk.
+func allocated(t *testing.T, path string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+func tailString(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
