@@ -78,7 +78,7 @@
 // the VM runs waits for its next start or ForceRestart (the task stays
 // Running with the Base registry's ResetRequired message), as a server's
 // BIOS does. Storage volumes (storage.go) are real disks to the guest: at
-// the VM's next start each volume is one empty qcow2 image of its capacity
+// the VM's next start or reset (a new QEMU) each volume is one empty qcow2 image of its capacity
 // (state_dir/NAME/volume-ID.qcow2) attached as a SCSI disk (virtio-scsi)
 // whose WWN is the volume's NAA name, in place of its member drives; a
 // volume that holds the VM's disk takes the disk's place in the boot order.

@@ -261,7 +261,7 @@ func (m *Machine) ForceRestart(ctx context.Context) error {
 	if err := m.applyPendingFirmware(); err != nil { // a flashed BIOS (update.go)
 		return err
 	}
-	if m.biosPending() { // new firmware settings need a new QEMU (bios.go)
+	if m.biosPending() || m.volumesChanged() { // new firmware settings (bios.go) or volumes (storage.go) need a new QEMU
 		if err := m.stop(ctx); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -22,8 +23,9 @@ import (
 // be created (POST with RAIDType and Links.Drives) and deleted. Volumes
 // are recorded in the VM's state directory (volumes.json). As a hardware
 // RAID controller shows the operating system its logical drives, not
-// their members, the VM's next QEMU (a start, not a reset) sees each
-// volume as one new disk, a qcow2 image of the volume's capacity in the
+// their members, the VM's next QEMU sees each volume as one new disk (a
+// reset of a running VM whose volumes changed starts a new QEMU, as the
+// host's reset shows a controller's new logical drive), a qcow2 image of the volume's capacity in the
 // state directory (volume-<id>.qcow2, created empty: the members' data is
 // not carried over), attached as a SCSI disk (virtio-scsi) whose WWN is
 // the volume's NAA name, so that a root device hint {"wwn": ...} finds
@@ -319,6 +321,37 @@ func (s *Server) handleDeleteVolume(w http.ResponseWriter, r *http.Request, m *M
 	w.WriteHeader(http.StatusNoContent)
 }
 
+func (m *Machine) attachedFile() string { return filepath.Join(m.dir, "volumes-attached.json") }
+
+// volumeSet names the volumes and their drives, to compare what QEMU
+// attached with what the controller now holds.
+func volumeSet(vols []vmVolume) string {
+	var parts []string
+	for _, v := range vols {
+		parts = append(parts, v.ID+"="+strings.Join(v.Drives, "+"))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// volumesChanged tells a running QEMU whose disks no longer match the
+// volumes (created or deleted since its start): a reset must start a new
+// QEMU for the guest to see them, as a controller's new logical drive
+// shows at the host's reset.
+func (m *Machine) volumesChanged() bool {
+	volumesMu.Lock()
+	vols, err := m.volumes()
+	volumesMu.Unlock()
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(m.attachedFile())
+	if err != nil {
+		return len(vols) > 0
+	}
+	return string(b) != volumeSet(vols)
+}
+
 // volumeImage is the disk image QEMU attaches for volume id.
 func (m *Machine) volumeImage(id string) string {
 	return filepath.Join(m.dir, "volume-"+id+".qcow2")
@@ -334,6 +367,9 @@ func (m *Machine) diskArgs(diskBootIndex int) []string {
 	if err != nil {
 		m.log.Warn("cannot read the volumes: the drives are attached as they are", "error", err)
 		vols = nil
+	}
+	if err := os.WriteFile(m.attachedFile(), []byte(volumeSet(vols)), 0o644); err != nil {
+		m.log.Warn("cannot record the attached volumes", "error", err)
 	}
 	held := map[string]string{}
 	for _, v := range vols {

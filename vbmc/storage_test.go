@@ -82,14 +82,26 @@ func TestVolumesAreDisksOfTheNextQEMU(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Close() })
 	m := srv.machines["vm0"]
+	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	before := strings.Join(m.diskArgs(7), " ")
 	if !strings.Contains(before, "virtio-blk-pci,id=disk0,drive=disk0drive,bootindex=7") || !strings.Contains(before, "virtio-blk-pci,id=disk1,drive=disk1drive") || strings.Contains(before, "scsi") {
 		t.Fatalf("without volumes: %s", before)
 	}
+	if m.volumesChanged() {
+		t.Fatal("no volume, yet a QEMU with the drives is said to need a restart")
+	}
 	if err := m.saveVolumes([]vmVolume{{ID: "1", RAIDType: "RAID1", CapacityBytes: 8 << 20, Drives: []string{"Disk0", "Disk1"}, WWN: volumeWWN("vm0", "1")}}); err != nil {
 		t.Fatal(err)
 	}
+	if !m.volumesChanged() {
+		t.Fatal("a QEMU started before the volume is not said to need a restart")
+	}
 	after := strings.Join(m.diskArgs(7), " ")
+	if m.volumesChanged() {
+		t.Fatal("a QEMU started with the volume is said to need a restart")
+	}
 	want := "scsi-hd,id=disk0,drive=disk0drive,bus=scsi0.0,wwn=0x" + volumeWWN("vm0", "1") + ",bootindex=7"
 	if !strings.Contains(after, want) || strings.Contains(after, "virtio-blk") || !strings.Contains(after, m.volumeImage("1")) {
 		t.Fatalf("with a RAID-1 over both drives: %s\nwant %s", after, want)
