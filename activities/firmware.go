@@ -127,6 +127,11 @@ func (a *Activities) StartFirmwareUpdate(ctx context.Context, in workflows.Firmw
 		ref.URI, ref.Done = prev.URI, prev.Done
 		return ref, nil
 	}
+	if in.Setting.Checksum != "" {
+		if err := verifyFirmwareChecksum(ctx, in.Node.UUID, in.Setting); err != nil {
+			return ref, err
+		}
+	}
 	if err := a.recordFirmwareCall(ctx, in.Node.UUID, firmwareCall{Call: id}); err != nil {
 		return ref, err
 	}
@@ -165,7 +170,7 @@ func (a *Activities) PollFirmwareTask(ctx context.Context, in workflows.Firmware
 		}
 		return workflows.FirmwareTaskState{}, bmcErr(err, "read firmware task %s of node %s", in.URI, in.Node.UUID)
 	}
-	return workflows.FirmwareTaskState{State: st.State, Percent: st.Percent, Done: st.Done, Failed: st.Failed, Messages: st.Messages}, nil
+	return workflows.FirmwareTaskState{State: st.State, Percent: st.Percent, Done: st.Done, Failed: st.Failed, Messages: st.Messages, ResetRequired: st.ResetRequired}, nil
 }
 
 // RecordFirmware reads the versions back after the update.

@@ -88,6 +88,7 @@ func (a *Activities) runRedfishRAID(ctx context.Context, in workflows.InterfaceS
 	}
 	var built []any
 	var names []string
+	var rootDisk map[string]any
 	for i, raw := range disks {
 		ld, _ := raw.(map[string]any)
 		isRoot, _ := ld["is_root_volume"].(bool)
@@ -124,19 +125,87 @@ func (a *Activities) runRedfishRAID(ctx context.Context, in workflows.InterfaceS
 			drives[j] = dr
 		}
 		out["physical_disks"] = drives
+		if v.CapacityBytes > 0 {
+			out["size_gb"] = v.CapacityBytes >> 30
+		}
+		if v.RootDeviceHint != nil {
+			out["root_device_hint"] = v.RootDeviceHint
+		}
+		if isRoot {
+			rootDisk = out
+		}
 		built = append(built, out)
 		names = append(names, fmt.Sprintf("%s (RAID %s on %s)", v.Name, spec.RAIDLevel, strings.Join(v.Drives, ", ")))
 	}
-	return a.recordRAID(ctx, in, map[string]any{"logical_disks": built}, "RAID configuration created: "+strings.Join(names, "; "))
+	event := "RAID configuration created: " + strings.Join(names, "; ")
+	if h, ok := rootDisk["root_device_hint"]; ok {
+		event += fmt.Sprintf("; root device hint %v", h)
+	}
+	return a.recordRAID(ctx, in, map[string]any{"logical_disks": built}, event)
 }
 
-// recordRAID keeps what the BMC built as the node's raid_config.
+// recordRAID keeps what the BMC built as the node's raid_config and, as
+// Ironic's raid.update_raid_info does, takes the root volume's size as
+// properties.local_gb, its root_device_hint (when the BMC named the
+// volume) as properties.root_device, and its level as the raid_level
+// capability, so that the next deploy writes the image onto the new
+// volume.
 func (a *Activities) recordRAID(ctx context.Context, in workflows.InterfaceStepInput, cfg map[string]any, event string) error {
+	root := rootLogicalDisk(cfg)
 	if _, err := a.Store.UpdateNode(ctx, in.Node.UUID, func(n *store.Node) error {
 		n.RAIDConfig = cfg
+		if root == nil {
+			return nil
+		}
+		if n.Properties == nil {
+			n.Properties = map[string]any{}
+		}
+		if size, ok := root["size_gb"]; ok && size != "MAX" {
+			n.Properties["local_gb"] = size
+		}
+		if h, ok := root["root_device_hint"]; ok {
+			n.Properties["root_device"] = h
+		}
+		if level, ok := root["raid_level"].(string); ok {
+			caps, _ := n.Properties["capabilities"].(string)
+			n.Properties["capabilities"] = setCapability(caps, "raid_level", level)
+		}
 		return nil
 	}); err != nil {
 		return storeErr(err, "record the raid_config of node %s", in.Node.UUID)
 	}
 	return a.history(ctx, in.Node.UUID, "", string(in.Kind), event)
+}
+
+// rootLogicalDisk is the configuration's logical disk with is_root_volume.
+func rootLogicalDisk(cfg map[string]any) map[string]any {
+	disks, _ := cfg["logical_disks"].([]any)
+	for _, raw := range disks {
+		ld, _ := raw.(map[string]any)
+		if isRoot, _ := ld["is_root_volume"].(bool); isRoot {
+			return ld
+		}
+	}
+	return nil
+}
+
+// setCapability sets key in a "k1:v1,k2:v2" capabilities string, as
+// Ironic's utils.get_updated_capabilities does.
+func setCapability(caps, key, value string) string {
+	var out []string
+	found := false
+	for _, kv := range strings.Split(caps, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, _, _ := strings.Cut(kv, ":")
+		if strings.TrimSpace(k) == key {
+			kv, found = key+":"+value, true
+		}
+		out = append(out, kv)
+	}
+	if !found {
+		out = append(out, key+":"+value)
+	}
+	return strings.Join(out, ",")
 }

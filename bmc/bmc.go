@@ -160,4 +160,8 @@ type FirmwareTaskStatus struct {
 	Done     bool     `json:"done,omitempty"`
 	Failed   bool     `json:"failed,omitempty"`
 	Messages []string `json:"messages,omitempty"`
+	// ResetRequired: the BMC applies the image at the host's next reset
+	// (a message of the Base registry's ResetRequired or the Update
+	// registry's AwaitToActivate).
+	ResetRequired bool `json:"reset_required,omitempty"`
 }

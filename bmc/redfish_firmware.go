@@ -333,6 +333,7 @@ func (d *redfishDriver) FirmwareTaskStatus(ctx context.Context, taskURI string) 
 		if msg != "" {
 			st.Messages = append(st.Messages, msg)
 		}
+		st.ResetRequired = st.ResetRequired || resetMessage(m.MessageID)
 	}
 	if st.State == "" {
 		if resp.StatusCode == http.StatusAccepted {
@@ -350,4 +351,16 @@ func (d *redfishDriver) FirmwareTaskStatus(ctx context.Context, taskURI string) 
 		st.Done, st.Failed = true, true
 	}
 	return st, nil
+}
+
+// resetMessage tells a message that the update waits for the host's
+// reset: Base.x.y.z.ResetRequired or Update.x.y.z.AwaitToActivate (DMTF's
+// Base and Update message registries).
+func resetMessage(id string) bool {
+	parts := strings.Split(id, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	reg, key := parts[0], parts[len(parts)-1]
+	return reg == "Base" && key == "ResetRequired" || reg == "Update" && key == "AwaitToActivate"
 }

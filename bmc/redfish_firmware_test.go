@@ -374,3 +374,17 @@ func TestNoUpdateServiceIsUnsupported(t *testing.T) {
 		t.Fatalf("err = %v, want ErrUnsupported naming the missing actions", err)
 	}
 }
+
+// Only the registries' reset messages say that the update waits for the
+// host's reset.
+func TestResetMessage(t *testing.T) {
+	for id, want := range map[string]bool{
+		"Base.1.16.0.ResetRequired": true, "Update.1.1.0.AwaitToActivate": true,
+		"Update.1.0.UpdateSuccessful": false, "Base.1.8.Success": false, "ResetRequired": false, "": false,
+		"Oem.1.0.ResetRequired": false,
+	} {
+		if got := resetMessage(id); got != want {
+			t.Errorf("resetMessage(%q) = %v, want %v", id, got, want)
+		}
+	}
+}

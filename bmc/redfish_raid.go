@@ -32,6 +32,32 @@ type Volume struct {
 	CapacityBytes int64    `json:"capacity_bytes"`
 	Controller    string   `json:"controller"`
 	Drives        []string `json:"drives"`
+	// RootDeviceHint names the volume as the operating system sees it,
+	// from the volume's Identifiers: a world wide name (DurableNameFormat
+	// NAA, EUI or FC_WWN) becomes {"wwn": "0x..."}, as Ironic's RAID
+	// drivers report root_device_hint; nil when the BMC gives none.
+	RootDeviceHint map[string]any `json:"root_device_hint,omitempty"`
+}
+
+// rfIdentifier is a Resource.Identifier of the Redfish schema.
+type rfIdentifier struct {
+	DurableName       string
+	DurableNameFormat string
+}
+
+// volumeHint is the root device hint of a volume's identifiers.
+func volumeHint(ids []rfIdentifier) map[string]any {
+	for _, id := range ids {
+		switch id.DurableNameFormat {
+		case "NAA", "EUI", "FC_WWN":
+			n := strings.ToLower(strings.NewReplacer(":", "", "-", "").Replace(strings.TrimSpace(id.DurableName)))
+			n = strings.TrimPrefix(n, "0x")
+			if n != "" && strings.Trim(n, "0123456789abcdef") == "" {
+				return map[string]any{"wwn": "0x" + n}
+			}
+		}
+	}
+	return nil
 }
 
 // VolumeSpec is a logical disk to create, in Ironic's target_raid_config
@@ -114,12 +140,13 @@ func (d *redfishDriver) storageVolumes(c *rfCall, st rfStorage) ([]Volume, error
 			Name          string
 			RAIDType      string
 			CapacityBytes int64
+			Identifiers   []rfIdentifier
 			Links         struct{ Drives common.Links }
 		}
 		if err := getJSON(c, m, &v); err != nil {
 			return nil, fmt.Errorf("read volume %s: %w", m, err)
 		}
-		vol := Volume{URI: m, Name: v.Name, RAIDType: v.RAIDType, CapacityBytes: v.CapacityBytes, Controller: st.id}
+		vol := Volume{URI: m, Name: v.Name, RAIDType: v.RAIDType, CapacityBytes: v.CapacityBytes, Controller: st.id, RootDeviceHint: volumeHint(v.Identifiers)}
 		for _, dr := range v.Links.Drives {
 			vol.Drives = append(vol.Drives, path.Base(dr.String()))
 		}
@@ -241,9 +268,10 @@ func (d *redfishDriver) CreateVolume(ctx context.Context, spec VolumeSpec) (Volu
 			var got struct {
 				Name          string
 				CapacityBytes int64
+				Identifiers   []rfIdentifier
 			}
 			if getJSON(c, uri, &got) == nil {
-				vol.Name, vol.CapacityBytes = got.Name, got.CapacityBytes
+				vol.Name, vol.CapacityBytes, vol.RootDeviceHint = got.Name, got.CapacityBytes, volumeHint(got.Identifiers)
 			}
 		}
 		return vol, nil

@@ -42,6 +42,7 @@ func startRAIDBMC(t *testing.T) *recordedBMC {
 			if body["Name"] == nil {
 				body["Name"] = "Volume " + string(rune('0'+n))
 			}
+			body["Identifiers"] = []any{map[string]any{"DurableNameFormat": "NAA", "DurableName": "600508B1001C321CCA06EB7CD84793" + string(rune('0'+n)) + "D"}}
 			b.mu.Lock()
 			b.docs[uri] = body
 			col := b.docs[testVolumes]
@@ -94,6 +95,9 @@ func TestRedfishVolumesCreateAndDelete(t *testing.T) {
 	if v.RAIDType != "RAID1" || v.CapacityBytes != 100<<30 || strings.Join(v.Drives, ",") != "35D38F11ACEF7BD3,3F5A8C54207B7233" || v.Controller != "1" || v.Name != "root" {
 		t.Fatalf("volume %+v", v)
 	}
+	if v.RootDeviceHint["wwn"] != "0x600508b1001c321cca06eb7cd847931d" {
+		t.Fatalf("root device hint of the NAA volume: %v", v.RootDeviceHint)
+	}
 	doc := b.doc(v.URI)
 	if doc["RAIDType"] != "RAID1" || doc["CapacityBytes"] != float64(100<<30) || len(doc["Links"].(map[string]any)["Drives"].([]any)) != 2 {
 		t.Fatalf("POSTed volume %v", doc)
@@ -109,7 +113,7 @@ func TestRedfishVolumesCreateAndDelete(t *testing.T) {
 		t.Fatalf("RAID 5 on one free drive: %v", err)
 	}
 	vols, err := r.Volumes(ctx)
-	if err != nil || len(vols) != 2 {
+	if err != nil || len(vols) != 2 || vols[1].RootDeviceHint["wwn"] != "0x600508b1001c321cca06eb7cd847932d" {
 		t.Fatalf("volumes %+v %v", vols, err)
 	}
 	for _, v := range vols {
@@ -133,5 +137,24 @@ func TestRedfishVolumesOnHPEStorage(t *testing.T) {
 	}
 	if _, err := r.CreateVolume(context.Background(), VolumeSpec{RAIDLevel: "1"}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("create on no controller: %v", err)
+	}
+}
+
+// Only world wide names make a hint; a UUID or a malformed name does not.
+func TestVolumeHint(t *testing.T) {
+	for _, c := range []struct {
+		ids  []rfIdentifier
+		want string
+	}{
+		{[]rfIdentifier{{DurableNameFormat: "UUID", DurableName: "3f2d..."}, {DurableNameFormat: "EUI", DurableName: "00:25:38:B5:81:A0:1F:2E"}}, "0x002538b581a01f2e"},
+		{[]rfIdentifier{{DurableNameFormat: "NAA", DurableName: "0x5000C500A1B2C3D4"}}, "0x5000c500a1b2c3d4"},
+		{[]rfIdentifier{{DurableNameFormat: "NAA", DurableName: "not-hex"}}, ""},
+		{[]rfIdentifier{{DurableNameFormat: "UUID", DurableName: "0e3a9f3c-4a4f-4b5e-9c1e-2f8b7a6d5c4b"}}, ""},
+		{nil, ""},
+	} {
+		got, _ := volumeHint(c.ids)["wwn"].(string)
+		if got != c.want {
+			t.Errorf("%+v: hint %q, want %q", c.ids, got, c.want)
+		}
 	}
 }

@@ -70,4 +70,17 @@
 // the default order is restored for later resets. IPMI (ipmi_sim) does not pass
 // the persistent flag to chassis_control, so boot devices set through IPMI are
 // kept until changed (Continuous).
+//
+// # Firmware updates and RAID volumes
+//
+// The UpdateService's SimpleUpdate runs a task of update_seconds and then
+// changes the component's version (update.go); a BIOS image flashed while
+// the VM runs waits for its next start or ForceRestart (the task stays
+// Running with the Base registry's ResetRequired message), as a server's
+// BIOS does. Storage volumes (storage.go) are real disks to the guest: at
+// the VM's next start or reset (a new QEMU) each volume is one empty qcow2 image of its capacity
+// (state_dir/NAME/volume-ID.qcow2) attached as a SCSI disk (virtio-scsi)
+// whose WWN is the volume's NAA name, in place of its member drives; a
+// volume that holds the VM's disk takes the disk's place in the boot order.
+// A RAID level is not simulated: the image is the volume, not its drives.
 package vbmc

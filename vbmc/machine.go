@@ -258,7 +258,10 @@ func (m *Machine) ForceRestart(ctx context.Context) error {
 		m.log.Info("force restart while off: powering on")
 		return m.start(ctx)
 	}
-	if m.biosPending() { // new firmware settings need a new QEMU (bios.go)
+	if err := m.applyPendingFirmware(); err != nil { // a flashed BIOS (update.go)
+		return err
+	}
+	if m.biosPending() || m.volumesChanged() { // new firmware settings (bios.go) or volumes (storage.go) need a new QEMU
 		if err := m.stop(ctx); err != nil {
 			return err
 		}
@@ -551,8 +554,12 @@ func (m *Machine) EjectMedia(ctx context.Context) error {
 // start launches QEMU, detached from the caller, with the stored boot order
 // and media. The caller holds the lock and has checked that it is off.
 func (m *Machine) start(ctx context.Context) error {
-	// Pending BIOS settings, boot mode and secure boot apply now (bios.go).
+	// Pending BIOS settings, boot mode and secure boot apply now (bios.go),
+	// and a flashed BIOS image (update.go).
 	if err := m.applyBIOS(); err != nil {
+		return err
+	}
+	if err := m.applyPendingFirmware(); err != nil {
 		return err
 	}
 	if err := m.prepare(); err != nil {
@@ -782,18 +789,9 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 		nic += ",netdev=n0"
 	}
 	a = append(a, "-device", nic)
-	if m.vm.Disk != "" {
-		a = append(a,
-			"-drive", "if=none,id=disk0drive,format="+diskFormat(m.vm.Disk)+",file="+m.vm.Disk,
-			"-device", fmt.Sprintf("virtio-blk-pci,id=%s,drive=disk0drive,bootindex=%d", devDisk, idx[devDisk]),
-		)
-	}
-	for i, d := range m.vm.Drives { // the Storage controller's other drives (storage.go)
-		a = append(a,
-			"-drive", fmt.Sprintf("if=none,id=disk%ddrive,format=%s,file=%s", i+1, diskFormat(d), d),
-			"-device", fmt.Sprintf("virtio-blk-pci,id=disk%d,drive=disk%ddrive", i+1, i+1),
-		)
-	}
+	// The disk, the Storage controller's other drives, and its volumes
+	// in place of their drives (storage.go).
+	a = append(a, m.diskArgs(idx[devDisk])...)
 	cd := "if=none,id=cd0drive,media=cdrom,readonly=on"
 	if cdImage != "" {
 		cd += ",format=raw,file=" + cdImage

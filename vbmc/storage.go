@@ -1,24 +1,37 @@
 package vbmc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
 // Storage: one controller ("1") whose drives are the VM's disk and its
 // extra drives (config "drives": disk image paths), and whose Volumes can
 // be created (POST with RAIDType and Links.Drives) and deleted. Volumes
-// are recorded in the VM's state directory (volumes.json); QEMU is not
-// changed by them: the VM still sees its drives as separate disks.
+// are recorded in the VM's state directory (volumes.json). As a hardware
+// RAID controller shows the operating system its logical drives, not
+// their members, the VM's next QEMU sees each volume as one new disk (a
+// reset of a running VM whose volumes changed starts a new QEMU, as the
+// host's reset shows a controller's new logical drive), a qcow2 image of the volume's capacity in the
+// state directory (volume-<id>.qcow2, created empty: the members' data is
+// not carried over), attached as a SCSI disk (virtio-scsi) whose WWN is
+// the volume's NAA name, so that a root device hint {"wwn": ...} finds
+// it; the member drives are not attached. A volume that holds the VM's
+// disk (Disk0) takes the disk's place in the boot order. Deleting the
+// volume deletes its image and gives the drives back at the next start.
 
 const storageID = "1"
 
@@ -33,6 +46,17 @@ type vmVolume struct {
 	RAIDType      string   `json:"raid_type"`
 	CapacityBytes int64    `json:"capacity_bytes"`
 	Drives        []string `json:"drives"`
+	// WWN is the volume's world wide name (an NAA-5 name, 16 hex digits,
+	// fixed at creation), reported in Identifiers as a controller reports
+	// its logical drives'.
+	WWN string `json:"wwn,omitempty"`
+}
+
+// volumeWWN names a new volume: NAA 5 with the digits of a hash of the VM
+// and the volume, so that two VMs' volumes never share a name.
+func volumeWWN(vm, id string) string {
+	sum := sha256.Sum256([]byte(vm + "/" + id))
+	return "5" + hex.EncodeToString(sum[:])[:15]
 }
 
 var volumesMu sync.Mutex
@@ -169,11 +193,15 @@ func (s *Server) volumeDoc(m *Machine, v vmVolume) map[string]any {
 	for _, d := range v.Drives {
 		drives = append(drives, link(s.storagePath(m)+"/"+storageID+"/Drives/"+d))
 	}
-	return map[string]any{
+	doc := map[string]any{
 		odataID: s.volumePath(m, v.ID), odataType: "#Volume.v1_9_0.Volume", "Id": v.ID, "Name": v.Name,
 		"RAIDType": v.RAIDType, "CapacityBytes": v.CapacityBytes, "Status": okStatus(),
 		"Links": map[string]any{"Drives": drives},
 	}
+	if v.WWN != "" {
+		doc["Identifiers"] = []any{map[string]any{"DurableNameFormat": "NAA", "DurableName": v.WWN}}
+	}
+	return doc
 }
 
 func (s *Server) handleVolume(w http.ResponseWriter, r *http.Request, m *Machine) {
@@ -255,7 +283,7 @@ func (s *Server) handleCreateVolume(w http.ResponseWriter, r *http.Request, m *M
 	if capacity == 0 && smallest > 0 {
 		capacity = smallest
 	}
-	v := vmVolume{ID: strconv.Itoa(next), Name: body.Name, RAIDType: body.RAIDType, CapacityBytes: capacity, Drives: drives}
+	v := vmVolume{ID: strconv.Itoa(next), Name: body.Name, RAIDType: body.RAIDType, CapacityBytes: capacity, Drives: drives, WWN: volumeWWN(m.vm.Name, strconv.Itoa(next))}
 	if v.Name == "" {
 		v.Name = "Volume" + v.ID
 	}
@@ -281,10 +309,131 @@ func (s *Server) handleDeleteVolume(w http.ResponseWriter, r *http.Request, m *M
 		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such volume.")
 		return
 	}
+	id := vols[i].ID
 	if err := m.saveVolumes(slices.Delete(vols, i, i+1)); err != nil {
 		writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
 		return
 	}
+	if err := os.Remove(m.volumeImage(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("cannot remove the volume's image", "vm", m.vm.Name, "volume", id, "error", err)
+	}
 	s.log.Info("volume deleted", "vm", m.vm.Name, "volume", r.PathValue("vol"))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (m *Machine) attachedFile() string { return filepath.Join(m.dir, "volumes-attached.json") }
+
+// volumeSet names the volumes and their drives, to compare what QEMU
+// attached with what the controller now holds.
+func volumeSet(vols []vmVolume) string {
+	var parts []string
+	for _, v := range vols {
+		parts = append(parts, v.ID+"="+strings.Join(v.Drives, "+"))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// volumesChanged tells a running QEMU whose disks no longer match the
+// volumes (created or deleted since its start): a reset must start a new
+// QEMU for the guest to see them, as a controller's new logical drive
+// shows at the host's reset.
+func (m *Machine) volumesChanged() bool {
+	volumesMu.Lock()
+	vols, err := m.volumes()
+	volumesMu.Unlock()
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(m.attachedFile())
+	if err != nil {
+		return len(vols) > 0
+	}
+	return string(b) != volumeSet(vols)
+}
+
+// volumeImage is the disk image QEMU attaches for volume id.
+func (m *Machine) volumeImage(id string) string {
+	return filepath.Join(m.dir, "volume-"+id+".qcow2")
+}
+
+// diskArgs are QEMU's disk arguments: the drives no volume holds as
+// virtio disks, each volume as a SCSI disk with its WWN; diskBootIndex is
+// the disk's place in the boot order.
+func (m *Machine) diskArgs(diskBootIndex int) []string {
+	volumesMu.Lock()
+	vols, err := m.volumes()
+	volumesMu.Unlock()
+	if err != nil {
+		m.log.Warn("cannot read the volumes: the drives are attached as they are", "error", err)
+		vols = nil
+	}
+	if err := os.WriteFile(m.attachedFile(), []byte(volumeSet(vols)), 0o644); err != nil {
+		m.log.Warn("cannot record the attached volumes", "error", err)
+	}
+	held := map[string]string{}
+	for _, v := range vols {
+		for _, d := range v.Drives {
+			held[d] = v.ID
+		}
+	}
+	var a []string
+	for i, p := range m.drivePaths() {
+		id := "Disk" + strconv.Itoa(i)
+		if _, ok := held[id]; ok {
+			continue
+		}
+		n := i // QEMU ids as before volumes: disk0 the disk, diskN the Nth extra drive
+		if m.vm.Disk == "" {
+			n = i + 1
+		}
+		dev := fmt.Sprintf("disk%d", n)
+		opt := ""
+		if dev == string(devDisk) {
+			opt = fmt.Sprintf(",bootindex=%d", diskBootIndex)
+		}
+		a = append(a, "-drive", fmt.Sprintf("if=none,id=%sdrive,format=%s,file=%s", dev, diskFormat(p), p),
+			"-device", fmt.Sprintf("virtio-blk-pci,id=%s,drive=%sdrive%s", dev, dev, opt))
+	}
+	if len(vols) == 0 {
+		return a
+	}
+	a = append(a, "-device", "virtio-scsi-pci,id=scsi0")
+	for _, v := range vols {
+		img := m.volumeImage(v.ID)
+		if err := m.ensureVolumeImage(v); err != nil {
+			m.log.Warn("volume not attached", "volume", v.ID, "error", err)
+			continue
+		}
+		dev := "vol" + v.ID
+		opt := ""
+		if m.vm.Disk != "" && slices.Contains(v.Drives, "Disk0") {
+			dev, opt = string(devDisk), fmt.Sprintf(",bootindex=%d", diskBootIndex)
+		}
+		wwn := ""
+		if v.WWN != "" {
+			wwn = ",wwn=0x" + v.WWN
+		}
+		a = append(a, "-drive", fmt.Sprintf("if=none,id=%sdrive,format=qcow2,file=%s", dev, img),
+			"-device", fmt.Sprintf("scsi-hd,id=%s,drive=%sdrive,bus=scsi0.0%s%s", dev, dev, wwn, opt))
+	}
+	return a
+}
+
+// ensureVolumeImage creates the volume's empty image on its first use.
+func (m *Machine) ensureVolumeImage(v vmVolume) error {
+	img := m.volumeImage(v.ID)
+	if _, err := os.Stat(img); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	size := v.CapacityBytes
+	if size <= 0 {
+		return fmt.Errorf("volume %s has no capacity", v.ID)
+	}
+	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", img, strconv.FormatInt(size, 10)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("create the image of volume %s: %w: %s", v.ID, err, out)
+	}
+	m.log.Info("volume image created", "volume", v.ID, "image", img, "bytes", size)
+	return nil
 }

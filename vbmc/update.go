@@ -26,6 +26,12 @@ import (
 // completes, as a management controller resetting itself does. Versions
 // persist in the VM's state directory (firmware.json), so that they
 // outlive the vbmc process.
+//
+// A BIOS image flashed while the VM runs is applied at the host's next
+// reset, as a server's BIOS is: its task stays Running at 100% with the
+// Base registry's ResetRequired message, the new version waits in
+// firmware-pending.json, and the VM's next start or reset (machine.go)
+// applies it; the task then completes.
 
 // DefaultUpdateSeconds is how long a SimpleUpdate task runs by default.
 const DefaultUpdateSeconds = 3
@@ -45,6 +51,47 @@ type updateTask struct {
 	start, end               time.Time
 	state, status            string
 	messages                 []string
+	// awaitingReset: flashed, applied at the host's next reset.
+	awaitingReset bool
+	version       string
+}
+
+func (m *Machine) pendingFirmwareFile() string { return filepath.Join(m.dir, "firmware-pending.json") }
+
+// pendingFirmware is the version waiting for the host's reset, by
+// component.
+func (m *Machine) pendingFirmware() map[string]string {
+	out := map[string]string{}
+	if b, err := os.ReadFile(m.pendingFirmwareFile()); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
+}
+
+func (m *Machine) setPendingFirmware(component, version string) error {
+	p := m.pendingFirmware()
+	p[component] = version
+	b, _ := json.Marshal(p)
+	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(m.pendingFirmwareFile(), b, 0o644)
+}
+
+// applyPendingFirmware writes the versions that waited for this reset
+// (called by start and ForceRestart with the VM's lock held).
+func (m *Machine) applyPendingFirmware() error {
+	p := m.pendingFirmware()
+	if len(p) == 0 {
+		return nil
+	}
+	for c, v := range p {
+		if err := m.setFirmwareVersion(c, v); err != nil {
+			return err
+		}
+		m.log.Info("firmware applied at reset", "component", c, "version", v)
+	}
+	return os.Remove(m.pendingFirmwareFile())
 }
 
 // updates is the UpdateService's state.
@@ -260,6 +307,17 @@ func (s *Server) advance(t *updateTask, now time.Time) {
 	if t.state != "Running" || now.Before(t.end) {
 		return
 	}
+	m := s.machines[t.vm]
+	if t.awaitingReset {
+		if m.pendingFirmware()[t.component] == t.version {
+			return
+		}
+		t.awaitingReset = false
+		t.state = "Completed"
+		t.messages = []string{fmt.Sprintf("The %s firmware of %s is now %s.", t.component, t.vm, m.FirmwareVersions()[t.component])}
+		s.log.Info("firmware update completed at reset", "vm", t.vm, "component", t.component, "version", t.version)
+		return
+	}
 	name := path.Base(t.image)
 	if strings.Contains(name, "invalid") {
 		t.state, t.status = "Exception", "Critical"
@@ -267,7 +325,17 @@ func (s *Server) advance(t *updateTask, now time.Time) {
 		return
 	}
 	version := strings.TrimSuffix(name, path.Ext(name))
-	if err := s.machines[t.vm].setFirmwareVersion(t.component, version); err != nil {
+	if t.component == "BIOS" && m.pid() != 0 {
+		if err := m.setPendingFirmware(t.component, version); err != nil {
+			t.state, t.status = "Exception", "Critical"
+			t.messages = []string{"Cannot stage the new firmware: " + err.Error()}
+			return
+		}
+		t.awaitingReset, t.version = true, version
+		s.log.Info("firmware flashed, applied at the next reset", "vm", t.vm, "component", t.component, "version", version)
+		return
+	}
+	if err := m.setFirmwareVersion(t.component, version); err != nil {
 		t.state, t.status = "Exception", "Critical"
 		t.messages = []string{"Cannot record the new firmware: " + err.Error()}
 		return
@@ -289,6 +357,12 @@ func (s *Server) taskDoc(t *updateTask, now time.Time) map[string]any {
 	msgs := []any{}
 	for _, m := range t.messages {
 		msgs = append(msgs, map[string]any{"MessageId": "Update.1.0.UpdateSuccessful", "Message": m, "Severity": map[bool]string{true: "OK", false: "Critical"}[t.status == "OK"]})
+	}
+	if t.awaitingReset {
+		reset := redfishRoot + "/Systems/" + t.vm + "/Actions/ComputerSystem.Reset"
+		msgs = append(msgs, map[string]any{"MessageId": "Base.1.16.0.ResetRequired", "Severity": "Warning",
+			"Message":     fmt.Sprintf("In order to complete the operation, a component reset is required with the Reset action URI '%s' and ResetType 'ForceRestart'.", reset),
+			"MessageArgs": []any{reset, "ForceRestart"}})
 	}
 	doc := map[string]any{
 		odataID: tasksPath + "/" + t.id, odataType: "#Task.v1_7_0.Task", "Id": t.id, "Name": "Firmware update " + t.id,

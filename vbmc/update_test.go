@@ -3,6 +3,9 @@ package vbmc
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +126,56 @@ func TestUpdateServiceRunsTasksThatChangeTheVersion(t *testing.T) {
 	time.Sleep(time.Second)
 	if v := versionOf(t, fw, "bmc"); v != "vbmc-2.0" {
 		t.Fatalf("bmc version %q", v)
+	}
+}
+
+// A BIOS flashed while the VM runs waits for the host's reset: the task
+// stays Running with the Base registry's ResetRequired message and the
+// old version, and completes with the new one once the reset applied it.
+func TestBIOSUpdateWaitsForTheHostReset(t *testing.T) {
+	cfg := newTestConfigWith(t, func(top, vm map[string]any) { top["update_seconds"] = 0.1 })
+	srv, err := NewServer(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	m := srv.machines["vm0"]
+	// A process whose command line names the VM's QMP socket is its QEMU
+	// for the vbmc (Machine.pid).
+	fake := exec.Command("sh", "-c", "sleep 60; true", m.qmpSocket())
+	if err := fake.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fake.Process.Kill(); _ = fake.Wait() })
+	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.pidFile(), []byte(strconv.Itoa(fake.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m.pid() == 0 {
+		t.Fatal("the fake QEMU is not seen as running")
+	}
+	fw := firmwareClient(t, hs.URL, "vm0")
+	ctx := context.Background()
+	task, err := fw.StartFirmwareUpdate(ctx, bmc.FirmwareUpdate{Component: bmc.ComponentBIOS, URL: "http://images.example/bios-4.0.bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	st, err := fw.FirmwareTaskStatus(ctx, task.URI)
+	if err != nil || st.Done || !st.ResetRequired || st.State != "Running" || !strings.Contains(strings.Join(st.Messages, " "), "a component reset is required") {
+		t.Fatalf("flashed while running: %+v %v", st, err)
+	}
+	if v := versionOf(t, fw, bmc.ComponentBIOS); v != "ironflow-vbmc-bios-1.0" {
+		t.Fatalf("version before the reset: %s", v)
+	}
+	if err := m.applyPendingFirmware(); err != nil { // what start and ForceRestart do
+		t.Fatal(err)
+	}
+	st = waitUpdate(t, fw, task)
+	if st.Failed || st.ResetRequired || versionOf(t, fw, bmc.ComponentBIOS) != "bios-4.0" {
+		t.Fatalf("after the reset: %+v, version %s", st, versionOf(t, fw, bmc.ComponentBIOS))
 	}
 }

@@ -94,12 +94,41 @@ func ParseFirmwareSettings(args json.RawMessage) ([]FirmwareSetting, error) {
 		if s.URL == "" {
 			return nil, bad("'url' is a required property")
 		}
+		if s.Checksum != "" {
+			if _, _, err := ParseFirmwareChecksum(s.Checksum); err != nil {
+				return nil, bad("%v", err)
+			}
+		}
 		if s.Component != "bios" && s.Component != "bmc" && !strings.HasPrefix(s.Component, "nic:") {
 			return nil, bad("unknown component %q: bios, bmc or nic:<adapter id>", s.Component)
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// ParseFirmwareChecksum reads a component's checksum: a hex digest,
+// optionally prefixed by its algorithm ("sha256:<hex>"). A bare digest's
+// algorithm is told by its length; 40 hex digits are SHA-1, the one
+// Ironic's firmware_utils.verify_checksum computes.
+func ParseFirmwareChecksum(c string) (algo, digest string, err error) {
+	digest = strings.ToLower(strings.TrimSpace(c))
+	if a, d, ok := strings.Cut(digest, ":"); ok {
+		algo, digest = a, d
+	}
+	want := map[string]int{"sha1": 40, "sha256": 64, "sha512": 128}
+	byLen := map[int]string{40: "sha1", 64: "sha256", 128: "sha512"}
+	if algo == "" {
+		algo = byLen[len(digest)]
+	}
+	n, known := want[algo]
+	if !known {
+		return "", "", fmt.Errorf("checksum %q: not a SHA-1, SHA-256 or SHA-512 hex digest (optionally prefixed sha1:, sha256: or sha512:)", c)
+	}
+	if len(digest) != n || strings.Trim(digest, "0123456789abcdef") != "" {
+		return "", "", fmt.Errorf("checksum %q: a %s digest is %d hex digits", c, algo, n)
+	}
+	return algo, digest, nil
 }
 
 func anyList(l []map[string]any) []any {
@@ -145,6 +174,8 @@ type FirmwareTaskState struct {
 	Failed      bool     `json:"failed,omitempty"`
 	Messages    []string `json:"messages,omitempty"`
 	Unreachable string   `json:"unreachable,omitempty"`
+	// ResetRequired: the BMC applies the image at the host's next reset.
+	ResetRequired bool `json:"reset_required,omitempty"`
 }
 
 // FirmwareRecordInput reads the node's versions back.
@@ -189,6 +220,7 @@ func (r *run) firmwareUpdate(kind StepKind, s Step) error {
 func (r *run) waitFirmwareTask(fs FirmwareSetting, ref FirmwareTaskRef) error {
 	deadline := workflow.Now(r.ctx).Add(ref.Timeout)
 	var last FirmwareTaskState
+	rebooted := false
 	for {
 		if err := workflow.Sleep(r.ctx, ref.PollInterval); err != nil {
 			return err
@@ -202,6 +234,18 @@ func (r *run) waitFirmwareTask(fs FirmwareSetting, ref FirmwareTaskRef) error {
 			r.status.Progress = fmt.Sprintf("firmware %s: task %s %s %d%%", fs.Component, ref.URI, st.State, st.Percent)
 		} else {
 			r.status.Progress = fmt.Sprintf("firmware %s: BMC not answering (%s)", fs.Component, st.Unreachable)
+		}
+		if st.ResetRequired && !st.Done && !rebooted {
+			// The BMC applies the image when the host resets (a BIOS):
+			// reboot the node, as Ironic's update step does after it
+			// starts a component's update, and keep watching the task.
+			if workflow.GetVersion(r.ctx, changeFirmwareRebootOnReset, workflow.DefaultVersion, 1) == 1 {
+				rebooted = true
+				if err := r.power("rebooting"); err != nil {
+					return err
+				}
+				r.status.Progress = fmt.Sprintf("firmware %s: task %s waits for the host's reset: node rebooted", fs.Component, ref.URI)
+			}
 		}
 		if st.Done {
 			if st.Failed {

@@ -54,6 +54,8 @@ func (b *fakeBMCTasks) register(env *testsuite.TestWorkflowEnvironment) {
 			return FirmwareTaskState{State: state, Done: true, Failed: true, Messages: []string{b.failMsg}}, nil
 		case "Completed":
 			return FirmwareTaskState{State: state, Percent: 100, Done: true}, nil
+		case "AwaitReset":
+			return FirmwareTaskState{State: "Running", Percent: 100, ResetRequired: true, Messages: []string{"In order to complete the operation, a component reset is required"}}, nil
 		}
 		return FirmwareTaskState{State: state, Percent: 10 * i, Messages: []string{"Flashing the image"}}, nil
 	}, ActPollFirmwareTask)
@@ -160,7 +162,11 @@ func TestFirmwareUpdateStalledTaskFailsAtTheTimeout(t *testing.T) {
 func TestParseFirmwareSettings(t *testing.T) {
 	for _, c := range []struct{ args, want string }{
 		{`{"settings":[{"component":"bios","url":"http://x/b.bin","wait":5}]}`, ""},
-		{`{"settings":[{"component":"nic:NIC.Integrated.1","url":"http://x/n.bin","checksum":"abc"}]}`, ""},
+		{`{"settings":[{"component":"nic:NIC.Integrated.1","url":"http://x/n.bin","checksum":"da39a3ee5e6b4b0d3255bfef95601890afd80709"}]}`, ""},
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","checksum":"sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}]}`, ""},
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","checksum":"abc"}]}`, `checksum "abc": not a SHA-1, SHA-256 or SHA-512 hex digest`},
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","checksum":"sha256:zz"}]}`, `a sha256 digest is 64 hex digits`},
+		{`{"settings":[{"component":"bios","url":"http://x/b.bin","checksum":"md5:d41d8cd98f00b204e9800998ecf8427e"}]}`, `not a SHA-1, SHA-256 or SHA-512`},
 		{`{"settings":[{"component":"bios"}]}`, "'url' is a required property"},
 		{`{"settings":[{"component":"bios","url":"u","color":"red"}]}`, "Additional properties are not allowed ('color' was unexpected)"},
 		{`{"settings":[{"component":"cpld","url":"u"}]}`, `unknown component "cpld"`},
@@ -190,5 +196,24 @@ func TestFirmwareUpdateInServicing(t *testing.T) {
 	calls := strings.Join(f.callList(), "\n")
 	if !strings.Contains(calls, "StartFirmwareUpdate 0 bmc http://images/bmc.bin\nRecordFirmware") || lastState(f) != Active || b.polls["bmc"] != 3 {
 		t.Fatalf("calls:\n%s\nended %s after %d polls", calls, lastState(f), b.polls["bmc"])
+	}
+}
+
+// A BIOS the BMC applies at the host's reset: the step reboots the node
+// once when the task says so, keeps polling, and ends when the task does.
+func TestFirmwareUpdateRebootsWhenTheBMCWaitsForAReset(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{"bios": {"Running", "AwaitReset", "AwaitReset", "AwaitReset", "Completed"}})
+	env := newEnv(t, f)
+	b.register(env)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}]`, true))
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	want := []string{"RecordState cleaning", "StartFirmwareUpdate 0 bios http://images/bios.bin", "SetPower rebooting", "RecordFirmware", "RecordState manageable"}
+	if got := f.callList(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if b.polls["bios"] != 5 {
+		t.Fatalf("polls = %v, want 5", b.polls)
 	}
 }

@@ -89,4 +89,13 @@ const (
 	// (secure boot end to end); no recorded history has it yet: record
 	// this version's histories (make record-histories).
 	changeDeploySecureBoot = "deploy-secure-boot"
+	// changeFirmwareRebootOnReset: a firmware task that reports it waits
+	// for the host's reset (FirmwareTaskState.ResetRequired: a BIOS image
+	// the BMC applies at reboot) makes the update step reboot the node
+	// once (ActSetPower rebooting) and keep polling; before it the step
+	// waited for the task until its timeout. Taken only when such a poll
+	// result arrives (workflows/firmware.go). Introduced by issue 19
+	// (reboot after a BIOS update); no recorded history has it yet:
+	// record this version's histories (make record-histories).
+	changeFirmwareRebootOnReset = "firmware-reboot-on-reset"
 )

@@ -13,9 +13,9 @@ import (
 )
 
 // initrdModules are the modules the test image's init loads to read a
-// config drive on a virtio disk; their dependencies are added from the
-// modules' own .modinfo.
-var initrdModules = []string{"virtio_pci", "virtio_blk", "isofs"}
+// config drive on a virtio disk or a SCSI one (a vbmc RAID volume); their
+// dependencies are added from the modules' own .modinfo.
+var initrdModules = []string{"virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "isofs"}
 
 // moduleSet resolves names to .ko files of the kernel's module tree and
 // orders them so that each module comes after its dependencies.
