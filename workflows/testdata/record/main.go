@@ -186,8 +186,13 @@ func acts() map[string]any {
 			mu.Lock()
 			defer mu.Unlock()
 			polls[in.Node.UUID]++
-			if polls[in.Node.UUID] < 3 {
+			if polls[in.Node.UUID] < 2 {
 				return workflows.FirmwareTaskState{State: "Running", Percent: 50}, nil
+			}
+			if polls[in.Node.UUID] < 3 {
+				// The image waits for the host's reset (change firmware-reboot-on-reset).
+				return workflows.FirmwareTaskState{State: "Running", Percent: 100, ResetRequired: true,
+					Messages: []string{"In order to complete the operation, a component reset is required"}}, nil
 			}
 			return workflows.FirmwareTaskState{State: "Completed", Percent: 100, Done: true}, nil
 		},
