@@ -57,9 +57,9 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The codec server shares the API's operators: its htpasswd file, or,
-	// like the dev API's noauth, none on loopback.
-	codecAuthn, err := codecAuth(*api.auth, *api.htpasswd, *codecFlags.listen, *api.auth == apiserver.AuthNoAuth)
+	// The codec server shares the API's operators: its htpasswd file or
+	// Keystone, or, like the dev API's noauth, none on loopback.
+	codecAuthn, err := codecAuth(*api.auth, *api.htpasswd, api.keystone.config(), *codecFlags.listen, *api.auth == apiserver.AuthNoAuth)
 	if err != nil {
 		return err
 	}
