@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,31 +75,56 @@ type TemporalClusterConfig struct {
 	UIPort          int
 	UIBin           string
 	UICodecEndpoint string
+	// SeparateServices runs frontend, history, matching and worker as four
+	// processes of the same binary (Temporal's `start --service X`), each
+	// with its own log (Dir/<service>.log), as a production cluster runs
+	// them on separate machines; false: one process with all four.
+	SeparateServices bool
 }
 
+// TemporalServices are the cluster's services in the order they start
+// (history and matching before the frontend that routes to them, the
+// worker service, a frontend client, last).
+var TemporalServices = []string{"history", "matching", "frontend", "worker"}
+
 // TemporalCerts are the files of the cluster's mTLS: the CA that signs the
-// frontend and its clients, the frontend's certificate, and one client
-// certificate for ironflow.
+// frontend and its clients, the frontend's certificate, one client
+// certificate for ironflow, and the internode certificate the services
+// present to each other (Temporal's tls.internode, mutual).
 type TemporalCerts struct {
 	CAFile, CAKeyFile         string
 	ServerCertFile, ServerKey string
 	ClientCertFile, ClientKey string
+	// InternodeCertFile and InternodeKey: empty, the frontend's
+	// certificate serves internode traffic too.
+	InternodeCertFile, InternodeKey string
 	// ServerName is the name in the frontend's certificate.
 	ServerName string
 }
 
-// TemporalCluster is a running all-in-one Temporal server (frontend,
-// history, matching and worker services in one process).
+// TemporalCluster is a running Temporal server: frontend, history,
+// matching and worker services in one process, or in four
+// (SeparateServices).
 type TemporalCluster struct {
 	cfg     TemporalClusterConfig
 	bin     string
 	cfgDir  string
 	logFile string
 	address string
-	cmd     *exec.Cmd
-	done    chan error
-	log     *slog.Logger
-	ui      *Process
+	procs   []*temporalProc
+	// grpcPorts are the services' gRPC ports (a restarted service is up
+	// once its port listens).
+	grpcPorts map[string]int
+	log       *slog.Logger
+	ui        *Process
+}
+
+// temporalProc is one server process: the services it runs (nil: all).
+type temporalProc struct {
+	services []string
+	logFile  string
+	cmd      *exec.Cmd
+	done     chan error
 }
 
 // UIURL is the Web UI's address ("" without one).
@@ -115,8 +141,18 @@ func (t *TemporalCluster) Address() string { return t.address }
 // Certs are the TLS files clients use.
 func (t *TemporalCluster) Certs() TemporalCerts { return *t.cfg.Certs }
 
-// LogFile is the server's log.
+// LogFile is the server's log (the frontend's with SeparateServices).
 func (t *TemporalCluster) LogFile() string { return t.logFile }
+
+// ServiceLogFile is the log of the process running service.
+func (t *TemporalCluster) ServiceLogFile(service string) string {
+	for _, p := range t.procs {
+		if p.services == nil || slices.Contains(p.services, service) {
+			return p.logFile
+		}
+	}
+	return ""
+}
 
 // ClientTLS is the TLS configuration of a client holding ironflow's
 // certificate.
@@ -210,6 +246,14 @@ func StartTemporalCluster(ctx context.Context, cfg TemporalClusterConfig, log *s
 	}
 	t := &TemporalCluster{cfg: cfg, bin: bin, cfgDir: filepath.Join(cfg.Dir, "config"), logFile: filepath.Join(cfg.Dir, "server.log"),
 		address: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)), log: log}
+	if cfg.SeparateServices {
+		for _, svc := range TemporalServices {
+			t.procs = append(t.procs, &temporalProc{services: []string{svc}, logFile: filepath.Join(cfg.Dir, svc+".log")})
+		}
+		t.logFile = t.ServiceLogFile("frontend")
+	} else {
+		t.procs = []*temporalProc{{logFile: t.logFile}}
+	}
 	if err := t.writeConfig(); err != nil {
 		return nil, err
 	}
@@ -347,11 +391,19 @@ func (t *TemporalCluster) writeConfig() error {
 	rpc := func(grpc, membership int) string {
 		return fmt.Sprintf("    rpc:\n      grpcPort: %d\n      membershipPort: %d\n      bindOnIP: \"127.0.0.1\"\n", grpc, membership)
 	}
+	t.grpcPorts = map[string]int{"frontend": t.cfg.Port, "history": ports[1], "matching": ports[3], "worker": ports[5]}
 	// The frontend requires a client certificate signed by the CA; the
 	// system worker (the worker service) presents the server's own
-	// certificate, which carries clientAuth too. Internode traffic stays on
-	// loopback inside one process here; docs/production.md says how to
-	// encrypt it between machines.
+	// certificate, which carries clientAuth too. Internode gRPC (frontend →
+	// history/matching, history ↔ matching) is mutual TLS under the same
+	// CA (Temporal's tls.internode: the internode certificate is both the
+	// services' server certificate and the client one they present).
+	// Membership gossip (ringpop) is not encrypted by Temporal:
+	// docs/production.md.
+	nodeCert, nodeKey := c.InternodeCertFile, c.InternodeKey
+	if nodeCert == "" {
+		nodeCert, nodeKey = c.ServerCertFile, c.ServerKey
+	}
 	yaml := fmt.Sprintf(`log:
   stdout: true
   level: warn
@@ -369,6 +421,15 @@ global:
     maxJoinDuration: 30s
     broadcastAddress: "127.0.0.1"
   tls:
+    internode:
+      server:
+        certFile: %q
+        keyFile: %q
+        requireClientAuth: true
+        clientCaFiles: [%q]
+      client:
+        serverName: %q
+        rootCaFiles: [%q]
     frontend:
       server:
         certFile: %q
@@ -410,6 +471,7 @@ dynamicConfigClient:
   filepath: %q
   pollInterval: "10s"
 `, t.cfg.HistoryShards, store(TemporalDatabase, 20), store(TemporalVisibilityDatabase, 4),
+		nodeCert, nodeKey, c.CAFile, c.ServerName, c.CAFile,
 		c.ServerCertFile, c.ServerKey, c.CAFile, c.ServerName, c.CAFile,
 		c.ServerCertFile, c.ServerKey, c.ServerName, c.CAFile,
 		rpc(t.cfg.Port, ports[0]), rpc(ports[1], ports[2]), rpc(ports[3], ports[4]), rpc(ports[5], ports[6]), t.address, filepath.Join(t.cfgDir, "dynamicconfig.yaml"))
@@ -425,11 +487,16 @@ dynamicConfigClient:
 	return os.WriteFile(filepath.Join(t.cfgDir, "development.yaml"), []byte(yaml), 0o644)
 }
 
-func (t *TemporalCluster) start(ctx context.Context) error {
-	cmd := exec.Command(t.bin, "--root", t.cfg.Dir, "--config", "config", "--env", "development", "--allow-no-auth", "start")
+// launch starts p (its services only, with SeparateServices).
+func (t *TemporalCluster) launch(p *temporalProc) error {
+	args := []string{"--root", t.cfg.Dir, "--config", "config", "--env", "development", "--allow-no-auth", "start"}
+	for _, svc := range p.services {
+		args = append(args, "--service", svc)
+	}
+	cmd := exec.Command(t.bin, args...)
 	cmd.Dir = t.cfg.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	f, err := os.OpenFile(t.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open Temporal log: %w", err)
 	}
@@ -438,24 +505,72 @@ func (t *TemporalCluster) start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", t.bin, err)
 	}
-	t.cmd, t.done = cmd, make(chan error, 1)
-	go func() { t.done <- cmd.Wait() }()
-	t.log.Info("temporal server starting", "address", t.address, "log", t.logFile)
+	p.cmd, p.done = cmd, make(chan error, 1)
+	go func() { p.done <- cmd.Wait() }()
+	t.log.Info("temporal server starting", "address", t.address, "services", orAll(p.services), "log", p.logFile)
+	return nil
+}
+
+func orAll(services []string) string {
+	if services == nil {
+		return "all"
+	}
+	return strings.Join(services, ",")
+}
+
+// start launches every process not running, one after the other (the
+// first one initializes the cluster's metadata in a fresh database; two at
+// once race on it), each once its services' gRPC ports listen, and waits
+// until the frontend answers over mTLS.
+func (t *TemporalCluster) start(ctx context.Context) error {
+	for _, p := range t.procs {
+		if p.cmd != nil {
+			continue
+		}
+		if err := t.launch(p); err != nil {
+			_ = t.Stop()
+			return err
+		}
+		if err := t.waitUp(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitUp waits until p's services (but the worker) listen and the
+// frontend answers.
+func (t *TemporalCluster) waitUp(ctx context.Context, p *temporalProc) error {
+	services := p.services
+	if services == nil {
+		services = TemporalServices
+	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		select {
-		case err := <-t.done:
-			t.done <- err
-			return fmt.Errorf("the Temporal server exited during start: %v; its log ends:\n%s", err, Tail(t.logFile, 4000))
+		case err := <-p.done:
+			p.done <- err
+			_ = t.Stop()
+			return fmt.Errorf("the Temporal server (%s) exited during start: %v; its log ends:\n%s", orAll(p.services), err, Tail(p.logFile, 4000))
 		default:
 		}
-		err := t.probe(ctx)
+		var err error
+		for _, svc := range services {
+			// The worker service serves no gRPC of its own: it is up
+			// once the frontend answers.
+			if err == nil && svc != "worker" && portFree("127.0.0.1", t.grpcPorts[svc]) {
+				err = fmt.Errorf("temporal %s not listening on 127.0.0.1:%d yet", svc, t.grpcPorts[svc])
+			}
+		}
+		if err == nil && (p.services == nil || slices.Contains(p.services, "frontend") || t.procs[len(t.procs)-1] == p) {
+			err = t.probe(ctx)
+		}
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			_ = t.Stop()
-			return fmt.Errorf("the Temporal server did not answer on %s within 3 minutes: %w; its log ends:\n%s", t.address, err, Tail(t.logFile, 4000))
+			return fmt.Errorf("the Temporal server did not answer on %s within 3 minutes: %w; its log ends:\n%s", t.address, err, Tail(p.logFile, 4000))
 		}
 		select {
 		case <-ctx.Done():
@@ -466,7 +581,8 @@ func (t *TemporalCluster) start(ctx context.Context) error {
 	}
 }
 
-// Restart starts the server again on the same config, e.g. after Kill.
+// Restart starts the server again on the same config, e.g. after Kill
+// (after KillService: that service's process only).
 func (t *TemporalCluster) Restart(ctx context.Context) error { return t.start(ctx) }
 
 // Dial connects to the frontend with ironflow's client certificate.
@@ -559,33 +675,67 @@ func (t *TemporalCluster) register(ctx context.Context) error {
 	}
 }
 
-// Stop ends the Web UI and the server (SIGTERM, then SIGKILL after 15 s)
-// and waits.
+// Stop ends the Web UI and the server processes (SIGTERM, then SIGKILL
+// after 15 s; the worker and frontend first) and waits.
 func (t *TemporalCluster) Stop() error {
 	if t.ui != nil {
 		t.ui.Stop(5 * time.Second)
 		t.ui = nil
 	}
-	if t.cmd == nil || t.cmd.Process == nil {
-		return nil
+	for i := len(t.procs) - 1; i >= 0; i-- {
+		p := t.procs[i]
+		if p.cmd == nil || p.cmd.Process == nil {
+			continue
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		p.cmd = nil // a second Stop signals no process group that may be another's by now
 	}
-	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-t.done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
-		<-t.done
-	}
-	t.cmd = nil // a second Stop signals no process group that may be another's by now
 	return nil
 }
 
-// Kill ends the server at once, as a crash would.
+// Kill ends every server process at once, as a crash would.
 func (t *TemporalCluster) Kill() {
-	if t.cmd != nil && t.cmd.Process != nil {
-		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
-		<-t.done
-		t.cmd = nil
+	for _, p := range t.procs {
+		p.kill()
+	}
+}
+
+// KillService ends the process running service at once (kill -9), the
+// others running on; with one process that is the whole server.
+func (t *TemporalCluster) KillService(service string) {
+	for _, p := range t.procs {
+		if p.services == nil || slices.Contains(p.services, service) {
+			p.kill()
+		}
+	}
+}
+
+// ServiceAddress is the gRPC address (host:port) of service.
+func (t *TemporalCluster) ServiceAddress(service string) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(t.grpcPorts[service]))
+}
+
+// ServicePID is the pid of the process running service (0: not running).
+func (t *TemporalCluster) ServicePID(service string) int {
+	for _, p := range t.procs {
+		if (p.services == nil || slices.Contains(p.services, service)) && p.cmd != nil && p.cmd.Process != nil {
+			return p.cmd.Process.Pid
+		}
+	}
+	return 0
+}
+
+func (p *temporalProc) kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		p.cmd = nil
 	}
 }
 
@@ -596,10 +746,20 @@ func ensureTemporalCerts(dir string) (TemporalCerts, error) {
 		CAFile: filepath.Join(dir, "ca.pem"), CAKeyFile: filepath.Join(dir, "ca.key"),
 		ServerCertFile: filepath.Join(dir, "frontend.pem"), ServerKey: filepath.Join(dir, "frontend.key"),
 		ClientCertFile: filepath.Join(dir, "ironflow.pem"), ClientKey: filepath.Join(dir, "ironflow.key"),
+		InternodeCertFile: filepath.Join(dir, "internode.pem"), InternodeKey: filepath.Join(dir, "internode.key"),
 		ServerName: "localhost",
 	}
 	if _, err := os.Stat(c.ClientKey); err == nil {
-		return c, nil
+		if _, err := os.Stat(c.InternodeKey); err == nil {
+			return c, nil
+		}
+		// A cluster directory from before internode TLS: its CA signs
+		// the internode certificate too.
+		ca, err := LoadTestCA(dir)
+		if err != nil {
+			return c, err
+		}
+		return c, ca.Issue(c.InternodeCertFile, c.InternodeKey, "temporal-internode", true)
 	}
 	ca, err := NewTestCA(dir, "ironflow temporal CA")
 	if err != nil {
@@ -611,7 +771,35 @@ func ensureTemporalCerts(dir string) (TemporalCerts, error) {
 	if err := ca.Issue(c.ClientCertFile, c.ClientKey, "ironflow", false); err != nil {
 		return c, err
 	}
+	if err := ca.Issue(c.InternodeCertFile, c.InternodeKey, "temporal-internode", true); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// LoadTestCA reads the CA NewTestCA made under dir.
+func LoadTestCA(dir string) (*TestCA, error) {
+	ca := &TestCA{CertFile: filepath.Join(dir, "ca.pem")}
+	pc, err := os.ReadFile(ca.CertFile)
+	if err != nil {
+		return nil, err
+	}
+	pk, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, err
+	}
+	bc, _ := pem.Decode(pc)
+	bk, _ := pem.Decode(pk)
+	if bc == nil || bk == nil {
+		return nil, fmt.Errorf("%s: not a PEM CA and key", dir)
+	}
+	if ca.cert, err = x509.ParseCertificate(bc.Bytes); err != nil {
+		return nil, err
+	}
+	if ca.key, err = x509.ParseECPrivateKey(bk.Bytes); err != nil {
+		return nil, err
+	}
+	return ca, nil
 }
 
 // TestCA is a certificate authority on disk for development clusters and

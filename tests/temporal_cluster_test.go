@@ -37,6 +37,13 @@ type clusterLab struct {
 
 func startClusterLab(t *testing.T) *clusterLab {
 	t.Helper()
+	return startClusterLabWith(t, false)
+}
+
+// startClusterLabWith starts the lab; separate: Temporal's four services
+// as four processes.
+func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "ironflow-cluster-")
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +85,7 @@ func startClusterLab(t *testing.T) *clusterLab {
 	start := time.Now()
 	l.temporal, err = devstack.StartTemporalCluster(ctx, devstack.TemporalClusterConfig{
 		Dir: filepath.Join(dir, "temporal"), Postgres: l.pg, SearchAttributes: devstack.WorkflowSearchAttributes(), UIPort: uiPort,
+		SeparateServices: separate,
 	}, nil)
 	if err != nil {
 		t.Fatalf("the Temporal cluster did not start: %v", err)

@@ -84,11 +84,18 @@ func addCodecServerFlags(s *settings, listenFlag string) codecServerFlags {
 }
 
 // codecAuth is the codec server's authentication: the API's strategy and
-// htpasswd file. Without authentication anyone who reaches the endpoint
-// decrypts every history, so noauth needs --insecure-no-auth and a loopback
-// listen address.
-func codecAuth(strategy, htpasswd, listen string, insecure bool) (payload.Authenticator, error) {
+// its htpasswd file or Keystone service user (keystone: a system-scoped
+// token, apiserver.KeystoneAuth). Without authentication anyone who reaches
+// the endpoint decrypts every history, so noauth needs --insecure-no-auth
+// and a loopback listen address.
+func codecAuth(strategy, htpasswd string, ks apiserver.KeystoneConfig, listen string, insecure bool) (payload.Authenticator, error) {
 	switch strategy {
+	case apiserver.AuthKeystone:
+		a, err := apiserver.NewKeystoneAuth(ks)
+		if err != nil {
+			return nil, fmt.Errorf("codec server: %w", err)
+		}
+		return a, nil
 	case apiserver.AuthHTTPBasic:
 		a, err := apiserver.LoadBasicAuth(htpasswd)
 		if err != nil {
@@ -104,7 +111,7 @@ func codecAuth(strategy, htpasswd, listen string, insecure bool) (payload.Authen
 		}
 		return nil, nil
 	default:
-		return nil, fmt.Errorf("codec server: unknown auth strategy %q (want %q or %q)", strategy, apiserver.AuthHTTPBasic, apiserver.AuthNoAuth)
+		return nil, fmt.Errorf("codec server: unknown auth strategy %q (want %q, %q or %q)", strategy, apiserver.AuthHTTPBasic, apiserver.AuthKeystone, apiserver.AuthNoAuth)
 	}
 }
 
@@ -151,7 +158,8 @@ func runCodecServer(ctx context.Context, args []string) error {
 	s := newSettings("codec-server")
 	f := addCodecServerFlags(s, "listen")
 	f.namespace = s.String("temporal-namespace", defaultNamespace, "the Temporal namespace whose payloads this server decodes", "TEMPORAL_NAMESPACE")
-	f.auth = s.String("auth-strategy", apiserver.AuthHTTPBasic, "http_basic (an htpasswd file, as the API's) or noauth (with --insecure-no-auth, loopback only)")
+	f.auth = s.String("auth-strategy", apiserver.AuthHTTPBasic, "http_basic (an htpasswd file, as the API's), keystone (a system-scoped token in X-Auth-Token or Authorization: Bearer) or noauth (with --insecure-no-auth, loopback only)")
+	ks := addKeystoneFlags(s)
 	f.htpasswd = s.String("htpasswd-file", "", "bcrypt htpasswd file of the operators who may read decoded payloads")
 	f.insecureNoAuth = s.Bool("insecure-no-auth", false, "serve without authentication: only on a loopback address, for a single-user lab")
 	f.payload = addPayloadKeyFlags(s)
@@ -162,7 +170,7 @@ func runCodecServer(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	auth, err := codecAuth(*f.auth, *f.htpasswd, *f.listen, *f.insecureNoAuth)
+	auth, err := codecAuth(*f.auth, *f.htpasswd, ks.config(), *f.listen, *f.insecureNoAuth)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/payload"
 )
 
@@ -50,7 +51,7 @@ func TestCodecServerRefusesToRunOpen(t *testing.T) {
 			t.Errorf("codec-server %v started", args)
 		}
 	}
-	if _, err := codecAuth("noauth", "", "127.0.0.1:8234", true); err != nil {
+	if _, err := codecAuth("noauth", "", apiserver.KeystoneConfig{}, "127.0.0.1:8234", true); err != nil {
 		t.Errorf("loopback lab without auth: %v", err)
 	}
 }
@@ -76,7 +77,7 @@ func TestCodecServerDecodesForOperatorsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := codecAuth("http_basic", htpasswd, *f.listen, false)
+	auth, err := codecAuth("http_basic", htpasswd, apiserver.KeystoneConfig{}, *f.listen, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ func runDev(ctx context.Context, args []string) error {
 	temporalPort := s.Int("temporal-port", 7233, "embedded Temporal frontend port")
 	uiPort := s.Int("temporal-ui-port", 8233, "embedded Temporal Web UI port (-1: headless)")
 	temporalKind := s.String("temporal", "dev", "embedded Temporal: dev (the Temporal CLI's dev server) or cluster (the server built from go.temporal.io/server on the embedded PostgreSQL, mTLS; make tools builds it)")
+	temporalServices := s.String("temporal-services", "all", "with --temporal cluster: all (one server process) or split (frontend, history, matching and worker as four processes, mutual internode TLS; docs/production.md)")
 	codecFlags := addCodecServerFlags(s, "codec-listen")
 	codecFlags.namespace, codecFlags.payload = api.namespace, api.payload
 	if err := s.parse(args); err != nil {
@@ -57,9 +58,9 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The codec server shares the API's operators: its htpasswd file, or,
-	// like the dev API's noauth, none on loopback.
-	codecAuthn, err := codecAuth(*api.auth, *api.htpasswd, *codecFlags.listen, *api.auth == apiserver.AuthNoAuth)
+	// The codec server shares the API's operators: its htpasswd file or
+	// Keystone, or, like the dev API's noauth, none on loopback.
+	codecAuthn, err := codecAuth(*api.auth, *api.htpasswd, api.keystone.config(), *codecFlags.listen, *api.auth == apiserver.AuthNoAuth)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func runDev(ctx context.Context, args []string) error {
 		*api.databaseURL = pg.URL()
 	}
 	embeddedTemporal := !explicit["temporal-address"] && os.Getenv("TEMPORAL_ADDRESS") == "" && os.Getenv(envName("temporal-address")) == ""
-	stopCluster, uiURL, err := devTemporalCluster(ctx, *temporalKind, embeddedTemporal, pg, abs, *temporalPort, *uiPort, "http://"+*codecFlags.listen, api, log)
+	stopCluster, uiURL, err := devTemporalCluster(ctx, *temporalKind, *temporalServices, embeddedTemporal, pg, abs, *temporalPort, *uiPort, "http://"+*codecFlags.listen, api, log)
 	if err != nil {
 		return err
 	}

@@ -154,8 +154,13 @@ func closed(msg string) bool {
 // points api (and the worker sharing its flags) at it with the client
 // certificate generated under dataDir/temporal-cluster/tls. stop ends the
 // cluster.
-func devTemporalCluster(ctx context.Context, kind string, embedded bool, pg *devstack.Postgres, dataDir string, port, uiPort int, codecURL string, api apiFlags, log *slog.Logger) (stop func(), uiURL string, err error) {
+func devTemporalCluster(ctx context.Context, kind, services string, embedded bool, pg *devstack.Postgres, dataDir string, port, uiPort int, codecURL string, api apiFlags, log *slog.Logger) (stop func(), uiURL string, err error) {
+	if services != "all" && services != "split" {
+		return nil, "", fmt.Errorf("--temporal-services %q: want all or split", services)
+	}
 	switch {
+	case kind == "dev" && services == "split":
+		return nil, "", errors.New("--temporal-services split needs --temporal cluster (the dev server is one process)")
 	case kind == "dev":
 		return func() {}, "", nil
 	case kind != "cluster":
@@ -171,7 +176,7 @@ func devTemporalCluster(ctx context.Context, kind string, embedded bool, pg *dev
 	t, err := devstack.StartTemporalCluster(ctx, devstack.TemporalClusterConfig{
 		Dir: filepath.Join(dataDir, "temporal-cluster"), Postgres: pg, Port: port,
 		Namespace: *api.namespace, SearchAttributes: devstack.WorkflowSearchAttributes(),
-		UIPort: uiPort, UICodecEndpoint: codecURL,
+		UIPort: uiPort, UICodecEndpoint: codecURL, SeparateServices: services == "split",
 	}, log.With("component", "temporal"))
 	if err != nil {
 		return nil, "", err

@@ -1,0 +1,267 @@
+package installer
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/devstack"
+)
+
+// TestMakeRunInFreshCloneUnder0700Parent is the README's promise as a new
+// user on Debian tries it first: `git clone` into a directory whose parent
+// is mode 0700 (root's home), then `make run` as root. The embedded
+// PostgreSQL must start although its user cannot traverse the parent, and
+// the API, the Temporal Web UI and the unmodified baremetal CLI must work.
+// Two prebuilt artefacts are lent to the clone to keep the test within
+// minutes, both outside what the 0700 parent decides: the Temporal CLI
+// (make's bin/temporal, else a `go install` of about a minute) and the
+// Debian kernel of the agent ramdisk (.data/kernel, else a download).
+// Ports come from ironflow's IRONFLOW_* environment variables so that the
+// run does not collide with another ironflow on this machine.
+func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("clones the repository and builds it")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED LOUDLY: the scenario is make run as root (a clone under /root); run the tests as root")
+	}
+	temporalCLI := os.Getenv("IRONFLOW_TEMPORAL_BIN")
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("not in a git checkout: %v", err)
+	}
+	repo := strings.TrimSpace(string(root))
+	if temporalCLI == "" {
+		temporalCLI = filepath.Join(repo, "bin", "temporal")
+	}
+	if _, err := os.Stat(temporalCLI); err != nil {
+		t.Fatalf("the Temporal CLI to lend the clone: %v (make tools, or IRONFLOW_TEMPORAL_BIN)", err)
+	}
+	for _, tool := range []string{"make", "git", "/usr/bin/baremetal"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s: %v (scripts/install-deps.sh test)", tool, err)
+		}
+	}
+
+	home, err := os.MkdirTemp("", "ironflow-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() && os.Getenv("IRONFLOW_KEEP_TEST_DIR") == "" {
+			_ = os.RemoveAll(home)
+		}
+	})
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(home, "ironflow")
+	if out, err := exec.Command("git", "clone", "--quiet", repo, clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Join(clone, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", temporalCLI, filepath.Join(clone, "bin", "temporal")).CombinedOutput(); err != nil {
+		t.Fatalf("lend the Temporal CLI: %v\n%s", err, out)
+	}
+	if kernel := filepath.Join(repo, ".data", "kernel"); fileExists(filepath.Join(kernel, "vmlinuz")) {
+		if err := os.MkdirAll(filepath.Join(clone, ".data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(kernel, filepath.Join(clone, ".data", "kernel")); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ports := make([]int, 5)
+	for i := range ports {
+		if ports[i], err = devstack.FreePort("127.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apiURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	uiURL := fmt.Sprintf("http://127.0.0.1:%d", ports[2])
+	cmd := exec.Command("make", "run")
+	cmd.Dir = clone
+	cmd.Env = append(os.Environ(),
+		fmt.Sprintf("IRONFLOW_LISTEN=127.0.0.1:%d", ports[0]),
+		fmt.Sprintf("IRONFLOW_TEMPORAL_PORT=%d", ports[1]),
+		fmt.Sprintf("IRONFLOW_TEMPORAL_UI_PORT=%d", ports[2]),
+		fmt.Sprintf("IRONFLOW_CODEC_LISTEN=127.0.0.1:%d", ports[3]),
+		fmt.Sprintf("IRONFLOW_BOOT_LISTEN=127.0.0.1:%d", ports[4]),
+	)
+	for _, drop := range []string{"DATABASE_URL", "TEMPORAL_ADDRESS", "IRONFLOW_TEMPORAL_ADDRESS", "IRONFLOW_DATABASE_URL"} {
+		cmd.Env = append(cmd.Env, drop+"=")
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	logPath := filepath.Join(home, "make-run.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(logFile, pw), io.MultiWriter(logFile, pw)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); pw.Close() }()
+	t.Cleanup(func() {
+		// Ctrl-C, as the README says to stop it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	})
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "ironflow is running") {
+				close(ready)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	select {
+	case <-ready:
+	case err := <-exited:
+		t.Fatalf("make run exited before ironflow ran: %v\n%s", err, devstack.Tail(logPath, 6000))
+	case <-time.After(15 * time.Minute):
+		t.Fatalf("make run not running after 15 minutes\n%s", devstack.Tail(logPath, 6000))
+	}
+	t.Logf("make run in a fresh clone under a 0700 parent: running after %s", time.Since(start).Round(time.Second))
+
+	if st, err := os.Stat(home); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("the clone's parent is no longer 0700 (%v, %v): make run must not loosen it", st.Mode(), err)
+	}
+	// The path the README's PostgreSQL row promises: the
+	// postgres user cannot traverse the 0700 parent, so PostgreSQL runs as
+	// root mapped to it in a user namespace (devstack/postgres.go).
+	if runLog, _ := os.ReadFile(logPath); !strings.Contains(string(runLog), "in a user namespace") || !strings.Contains(string(runLog), "postgres started") {
+		t.Errorf("make run's log does not show PostgreSQL started in a user namespace:\n%s", devstack.Tail(logPath, 4000))
+	}
+	if !fileExists(filepath.Join(clone, ".data", "pg", "PG_VERSION")) && !dirHasPGVersion(filepath.Join(clone, ".data", "pg")) {
+		t.Errorf("no PostgreSQL cluster under the clone's .data/pg")
+	}
+
+	// The API.
+	var apiRoot struct {
+		Versions []struct {
+			ID string `json:"id"`
+		} `json:"versions"`
+	}
+	if code := getJSON(t, apiURL+"/", &apiRoot); code != 200 || len(apiRoot.Versions) == 0 {
+		t.Fatalf("API root: %d %+v\n%s", code, apiRoot, devstack.Tail(logPath, 4000))
+	}
+	// The baremetal CLI, as the banner says.
+	bm := func(args ...string) string {
+		t.Helper()
+		c := exec.Command("/usr/bin/python3", append([]string{"/usr/bin/baremetal"}, args...)...)
+		c.Env = append(os.Environ(), "OS_ENDPOINT="+apiURL, "OS_AUTH_TYPE=none")
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("baremetal %s: %v\n%s\nmake run:\n%s", strings.Join(args, " "), err, out, devstack.Tail(logPath, 4000))
+		}
+		return string(out)
+	}
+	bm("node", "create", "--driver", "fake-hardware", "--name", "fresh-clone-node-7d1")
+	if out := bm("node", "list", "-f", "value", "-c", "Name"); !strings.Contains(out, "fresh-clone-node-7d1") {
+		t.Errorf("baremetal node list does not show the node just created:\n%s", out)
+	}
+	if out := bm("node", "manage", "fresh-clone-node-7d1", "--wait", "60"); out != "" {
+		t.Logf("manage: %s", out)
+	}
+	if out := bm("node", "show", "fresh-clone-node-7d1", "-f", "value", "-c", "provision_state"); strings.TrimSpace(out) != "manageable" {
+		t.Errorf("after manage (a Temporal workflow): provision_state %q", strings.TrimSpace(out))
+	}
+	// The Temporal Web UI: its page, and its API reading the dev server.
+	resp, err := http.Get(uiURL + "/")
+	if err != nil {
+		t.Fatalf("Web UI: %v", err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(strings.ToLower(string(page)), "<html") {
+		t.Errorf("Web UI page: %d %.200s", resp.StatusCode, page)
+	}
+	var ns struct {
+		Namespaces []struct {
+			NamespaceInfo struct {
+				Name string `json:"name"`
+			} `json:"namespaceInfo"`
+		} `json:"namespaces"`
+	}
+	if code := getJSON(t, uiURL+"/api/v1/namespaces", &ns); code != 200 {
+		t.Errorf("Web UI API: %d", code)
+	}
+	found := false
+	for _, n := range ns.Namespaces {
+		found = found || n.NamespaceInfo.Name == "default"
+	}
+	if !found {
+		t.Errorf("the Web UI lists no namespace default: %+v", ns)
+	}
+	var wfs struct {
+		Executions []json.RawMessage `json:"executions"`
+	}
+	if code := getJSON(t, uiURL+"/api/v1/namespaces/default/workflows", &wfs); code != 200 || len(wfs.Executions) == 0 {
+		t.Errorf("the Web UI lists no workflow after manage: %d, %d executions", code, len(wfs.Executions))
+	}
+}
+
+func getJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Errorf("GET %s: %v: %.300s", url, err, body)
+		}
+	}
+	return resp.StatusCode
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// dirHasPGVersion reports whether a PostgreSQL cluster (PG_VERSION) lies
+// somewhere under dir (devstack may keep it one level down).
+func dirHasPGVersion(dir string) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "PG_VERSION" {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
+}
