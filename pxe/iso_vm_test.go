@@ -80,7 +80,13 @@ func TestNetbootQEMU_AgentISOSecureBoot(t *testing.T) {
 			// and a secure flash, as vbmc starts such a machine.
 			// 512 MiB: started by GRUB, the kernel's EFI stub
 			// decompresses itself, and was seen to fail to at 256 MiB.
-			console := runVM(t, vmDir, nil, "-m", "512", "-machine", "q35,smm=on",
+			// The refused chain leaves the VM at the firmware: stop it
+			// once OVMF says so.
+			stop := ""
+			if !c.signed {
+				stop = "Access Denied"
+			}
+			console := runVMUntil(t, vmDir, stop, nil, "-m", "512", "-machine", "q35,smm=on",
 				"-global", "driver=cfi.pflash01,property=secure,value=on",
 				"-drive", "if=pflash,format=raw,readonly=on,file="+code,
 				"-drive", "if=pflash,format=raw,file="+vars,

@@ -157,6 +157,14 @@ func ovmfArgs(t *testing.T, dir string) []string {
 // guest powers off or vmBootTimeout passes, and returns the serial console.
 func runVM(t *testing.T, dir string, wrap []string, args ...string) string {
 	t.Helper()
+	return runVMUntil(t, dir, "", wrap, args...)
+}
+
+// runVMUntil is runVM that also stops the VM as soon as its console shows
+// stop (when not empty): a machine whose firmware refuses to boot never
+// powers off by itself.
+func runVMUntil(t *testing.T, dir, stop string, wrap []string, args ...string) string {
+	t.Helper()
 	console := filepath.Join(dir, "console.log")
 	base := []string{"qemu-system-x86_64", "-m", "256", "-nographic", "-no-reboot",
 		"-device", "virtio-rng-pci",
@@ -169,7 +177,27 @@ func runVM(t *testing.T, dir string, wrap []string, args ...string) string {
 	cmd := exec.CommandContext(ctx, cmdline[0], cmdline[1:]...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	var err error
+	if err = cmd.Start(); err == nil {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case err = <-done:
+				break wait
+			case <-tick.C:
+				if b, _ := os.ReadFile(console); stop != "" && bytes.Contains(b, []byte(stop)) {
+					_ = cmd.Process.Kill()
+					<-done
+					err = nil
+					break wait
+				}
+			}
+		}
+	}
 	log, _ := os.ReadFile(console)
 	if ctx.Err() != nil {
 		t.Logf("VM did not power off within %s", vmBootTimeout)
