@@ -24,3 +24,17 @@ func (r *run) cacheBIOS() {
 		workflow.GetLogger(r.ctx).Warn("cache BIOS settings", "node", r.node.UUID, "error", errorText(err))
 	}
 }
+
+// cacheBIOSManual is cacheBIOS when manual cleaning starts: Ironic's
+// do_node_clean caches the BIOS settings for manual and automated cleaning
+// alike. Behind changeCacheBIOSManualClean, asked only for a node whose
+// bios interface reads them, so no other history gains a marker.
+func (r *run) cacheBIOSManual() {
+	if r.node.BIOSInterface != hardware.Redfish ||
+		workflow.GetVersion(r.ctx, changeCacheBIOSManualClean, workflow.DefaultVersion, 1) != 1 {
+		return
+	}
+	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
+		workflow.GetLogger(r.ctx).Warn("cache BIOS settings", "node", r.node.UUID, "error", errorText(err))
+	}
+}

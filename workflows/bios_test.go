@@ -55,3 +55,37 @@ func TestManageCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestManualCleaningCachesBIOSSettingsOfRedfishBIOSNodes: manual cleaning
+// of a redfish-bios node refreshes its cached BIOS settings before its
+// plan runs, as Ironic's do_node_clean does for manual and automated
+// cleaning; a fake-bios node reads nothing.
+func TestManualCleaningCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		iface  hardware.Interface
+		steps  string
+		cached bool
+	}{
+		{"redfish", hardware.Redfish, `[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`, true},
+		{"fake", hardware.Fake, `[{"interface":"bios","step":"factory_reset"}]`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := manualCleanCloud()
+			f.node.BIOSInterface = c.iface
+			env := newEnv(t, f)
+			env.RegisterActivityWithOptions(func(ctx context.Context, n NodeInfo) error {
+				f.appendCall("CacheBIOSSettings")
+				return nil
+			}, activity.RegisterOptions{Name: ActCacheBIOSSettings})
+			env.ExecuteWorkflow(CleanNode, cleanRequest(c.steps, true))
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			calls := f.callList()
+			if got := len(calls) > 1 && calls[1] == "CacheBIOSSettings"; got != c.cached {
+				t.Fatalf("calls %v: BIOS settings cached right after cleaning started = %v, want %v", calls, got, c.cached)
+			}
+		})
+	}
+}

@@ -35,6 +35,7 @@ func CleanNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.enter(Cleaning, Manageable, event); err != nil {
 		return ended(err)
 	}
+	r.cacheBIOSManual() // workflows/bios.go
 	err = r.manualClean(user, perr)
 	if err != nil {
 		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Clear: true}, nil); cerr != nil {

@@ -98,4 +98,10 @@ const (
 	// (reboot after a BIOS update); no recorded history has it yet:
 	// record this version's histories (make record-histories).
 	changeFirmwareRebootOnReset = "firmware-reboot-on-reset"
+	// changeCacheBIOSManualClean: manual cleaning of a node whose bios
+	// interface is redfish refreshes its cached BIOS settings when it
+	// starts (CacheBIOSSettings), as Ironic's do_node_clean does for manual
+	// and automated cleaning (bios.go cacheBIOSManual); asked only for such
+	// a node. Introduced by issue 19; record this version's histories.
+	changeCacheBIOSManualClean = "cache-bios-settings-manual-clean"
 )

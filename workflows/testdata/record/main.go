@@ -56,6 +56,8 @@ type scenario struct {
 	inspect hardware.Interface
 	// firmware is the node's firmware interface ("" for none).
 	firmware hardware.Interface
+	// bios is the node's bios interface ("" for fake).
+	bios hardware.Interface
 	// remoteBMC runs BMC activities on the group queue instead of locally.
 	remoteBMC bool
 	// policy changes the node's policy (nil: policy()).
@@ -397,6 +399,10 @@ func main() {
 		// Servicing an active node: the agent's step and the instance's
 		// boot, an interface's step without the agent, a failed step the
 		// operator retries, and one the operator aborts (back to active).
+		// Manual cleaning of a redfish-bios node caches its BIOS settings
+		// first (change cache-bios-settings-manual-clean).
+		{name: "clean-manual-redfish-bios", wf: workflows.WorkflowCleanNode, deploy: "direct", bios: hardware.Redfish,
+			req: cleanReq(`[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`, true)},
 		{name: "clean-manual-firmware-update", wf: workflows.WorkflowCleanNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true,
 			req: cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}}]`, true)},
 		{name: "service", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false), drive: hb},
@@ -444,6 +450,9 @@ func main() {
 		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: hardware.Interface(s.deploy),
 			InspectInterface: inspect, RescueInterface: hardware.Interface(s.rescue), BIOSInterface: hardware.Fake, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
 		s.node.FirmwareInterface = s.firmware
+		if s.bios != "" {
+			s.node.BIOSInterface = s.bios
+		}
 		s.node.Policy.LocalBMC = !s.remoteBMC
 		if s.policy != nil {
 			s.policy(&s.node.Policy)
