@@ -43,6 +43,16 @@ func checkSteps(n *store.Node, req provisionBody) error {
 	if err != nil {
 		return fmt.Errorf("check the %s steps of node %s: %w", what, n.UUID, err)
 	}
+	// A firmware update's components and checksums are checked here too,
+	// so that a malformed one is the request's 400, not a failed step.
+	for _, u := range user {
+		if u.StepID != (workflows.StepID{Interface: "firmware", Step: "update"}) {
+			continue
+		}
+		if _, err := workflows.ParseFirmwareSettings(u.Args); err != nil {
+			return badRequest("Cannot %s node %s: %s", what, n.UUID, err.Error())
+		}
+	}
 	return nil
 }
 

@@ -32,3 +32,27 @@ func TestCheckStepsUsesTheCachedAgentSteps(t *testing.T) {
 		t.Fatalf("error %v, want 400 %q", err, want)
 	}
 }
+
+// A firmware update's settings are checked with the request: a malformed
+// checksum or no components is the request's 400, before anything runs.
+func TestCheckStepsRefusesMalformedFirmwareSettings(t *testing.T) {
+	n := &store.Node{UUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c124", FirmwareInterface: "redfish"}
+	req := func(settings string) provisionBody {
+		return provisionBody{verb: "clean", disableRamdisk: true,
+			cleanSteps: json.RawMessage(`[{"interface":"firmware","step":"update","args":{"settings":` + settings + `}}]`)}
+	}
+	good := `[{"component":"bios","url":"http://images.example/bios.bin","checksum":"sha256:` + strings.Repeat("a", 64) + `"}]`
+	if err := checkSteps(n, req(good)); err != nil {
+		t.Fatalf("a well-formed update refused: %v", err)
+	}
+	for _, bad := range []string{
+		`[{"component":"bios","url":"http://images.example/bios.bin","checksum":"abc"}]`,
+		`[]`,
+	} {
+		err := checkSteps(n, req(bad))
+		want := "Cannot clean node " + n.UUID + ": Invalid firmware update"
+		if e, ok := err.(*apiError); !ok || e.status != http.StatusBadRequest || !strings.Contains(e.Error(), want) {
+			t.Errorf("settings %s: error %v, want 400 %q", bad, err, want)
+		}
+	}
+}
