@@ -86,26 +86,8 @@ func TestTemporalClusterSeparateServices(t *testing.T) {
 	t.Run("deploy survives the history process killed mid-deploy", func(t *testing.T) {
 		img := newImageServer(t, 8<<20)
 		img.delay = 300 * time.Millisecond
-		var n node
-		if code := l.call(t, "POST", "/v1/nodes", map[string]any{"name": "split-cluster-node-0", "driver": "fake-hardware", "deploy_interface": "direct",
-			"automated_clean": false, "properties": map[string]any{"cpus": 2, "memory_mb": 2048, "local_gb": 20}}, &n); code != 201 {
-			t.Fatalf("create node: %d", code)
-		}
 		mac := "52:54:00:cc:05:21"
-		if code := l.call(t, "POST", "/v1/ports", map[string]any{"address": mac, "node_uuid": n.UUID}, nil); code != 201 {
-			t.Fatalf("create port: %d", code)
-		}
-		if code := l.call(t, "PATCH", "/v1/nodes/"+n.UUID, []map[string]any{
-			{"op": "add", "path": "/instance_info/image_source", "value": img.URL + "/disk.raw"},
-			{"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
-			{"op": "add", "path": "/instance_info/image_os_hash_value", "value": img.sha256},
-		}, nil); code != 200 {
-			t.Fatalf("instance_info: %d", code)
-		}
-		l.baremetal(t, "node", "manage", n.UUID, "--wait", "60")
-		l.baremetal(t, "node", "provide", n.UUID, "--wait", "60")
-		l.baremetal(t, "node", "deploy", n.UUID)
-		l.waitState(t, n.UUID, "wait call-back", 60*time.Second)
+		n := l.deployToCallback(t, "split-cluster-node-0", mac, img)
 
 		others := map[string]int{}
 		for _, svc := range []string{"frontend", "matching", "worker"} {
