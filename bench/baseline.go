@@ -330,8 +330,13 @@ func waitTarget(ctx context.Context, t *target, nodes []*benchNode, done func(*b
 	}
 }
 
+// apiCaller is what lists nodes: an ironflow stack or a bench target.
+type apiCaller interface {
+	call(ctx context.Context, method, path string, body, out any) (int, error)
+}
+
 // listTarget reads every node's fields, a page of 1,000 at a time.
-func listTarget(ctx context.Context, t *target, fields string) (map[string]listedNode, error) {
+func listTarget(ctx context.Context, t apiCaller, fields string) (map[string]listedNode, error) {
 	out := map[string]listedNode{}
 	marker := ""
 	for {

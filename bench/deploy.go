@@ -514,27 +514,7 @@ type listedNode struct {
 // request per page rather than one per node keeps the poller's own load on
 // the API small.
 func listStates(ctx context.Context, st *stack) (map[string]listedNode, error) {
-	out := map[string]listedNode{}
-	marker := ""
-	for {
-		q := url.Values{"fields": {"uuid,provision_state,provision_updated_at,last_error"}, "limit": {"1000"}}
-		if marker != "" {
-			q.Set("marker", marker)
-		}
-		var page struct {
-			Nodes []listedNode `json:"nodes"`
-		}
-		if _, err := st.call(ctx, http.MethodGet, "/v1/nodes?"+q.Encode(), nil, &page); err != nil {
-			return nil, err
-		}
-		for _, n := range page.Nodes {
-			out[n.UUID] = n
-		}
-		if len(page.Nodes) < 1000 {
-			return out, nil
-		}
-		marker = page.Nodes[len(page.Nodes)-1].UUID
-	}
+	return listTarget(ctx, st, "uuid,provision_state,provision_updated_at,last_error")
 }
 
 // waitStates polls until done holds for every node or timeout; onPoll sees
