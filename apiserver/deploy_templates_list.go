@@ -20,7 +20,8 @@ func (k *stepsKind[T]) listHandler(s *server) handler {
 		if !k.res.sortable(p.sortKey) {
 			return listError(store.ErrInvalidSortKey, p)
 		}
-		f := store.StepListFilter{Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir}
+		f := store.StepListFilter{Limit: p.limit, Marker: p.marker, SortKey: p.sortKey, SortDir: p.sortDir,
+			Project: c.GetString(ctxListProject)} // runbooks of a project-scoped caller: policy_runbooks.go
 		items, err := k.list(s.store, c.Request.Context(), f)
 		if errors.Is(err, store.ErrMarkerNotFound) {
 			// Ironic loads the marker object first: its not-found message.

@@ -42,6 +42,9 @@ const (
 	// pOA, the owner project's admin, is outside the table: it creates
 	// nodes of its own.
 	pOA ksPersona = "owner-admin"
+	// pOMgr, the owner project's manager, is in the runbook table only
+	// (Ironic's runbook rules are the ones that name role:manager).
+	pOMgr ksPersona = "owner-manager"
 )
 
 var ksPersonas = []ksPersona{pSA, pSR, pOM, pOR, pLM}
@@ -90,13 +93,16 @@ func startKeystoneEnv(t *testing.T) *ksEnv {
 	must(k.GrantProjectRole(user(string(pOR)), e.ownerPID, "reader"))
 	must(k.GrantProjectRole(user(string(pLM)), e.lessPID, "member"))
 	must(k.GrantProjectRole(user(string(pOA)), e.ownerPID, "admin"))
+	mgr := user(string(pOMgr))
+	must(k.GrantProjectRole(mgr, e.ownerPID, "manager"))
+	must(k.GrantProjectRole(mgr, e.ownerPID, "member"))
 	ironic := user("ironic")
 	must(k.GrantProjectRole(ironic, svcP, "admin"))
 	must(k.GrantProjectRole(ironic, svcP, "service"))
-	for _, p := range append(ksPersonas, pOA) {
+	for _, p := range append(ksPersonas, pOA, pOMgr) {
 		scope := devstack.Scope{System: true}
 		switch p {
-		case pOM, pOR, pOA:
+		case pOM, pOR, pOA, pOMgr:
 			scope = devstack.Scope{Project: "owner-proj"}
 		case pLM:
 			scope = devstack.Scope{Project: "lessee-proj"}
@@ -323,11 +329,6 @@ var ksTable = []ksRow{
 	{"GET", "/v1/deploy_templates/CUSTOM_KS", nil, "baremetal:deploy_template:get", sysReader, hideNone},
 	{"PATCH", "/v1/deploy_templates/CUSTOM_KS", []map[string]any{}, "baremetal:deploy_template:update", sysAdmin, hideNone},
 	{"DELETE", "/v1/deploy_templates/CUSTOM_KS", nil, "baremetal:deploy_template:delete", sysAdmin, hideNone},
-	{"GET", "/v1/runbooks", nil, "baremetal:deploy_template:get", sysReader, hideNone},
-	{"POST", "/v1/runbooks", map[string]any{"name": "CUSTOM_KS"}, "baremetal:deploy_template:create", sysAdmin, hideNone},
-	{"GET", "/v1/runbooks/CUSTOM_KS", nil, "baremetal:deploy_template:get", sysReader, hideNone},
-	{"PATCH", "/v1/runbooks/CUSTOM_KS", []map[string]any{}, "baremetal:deploy_template:update", sysAdmin, hideNone},
-	{"DELETE", "/v1/runbooks/CUSTOM_KS", nil, "baremetal:deploy_template:delete", sysAdmin, hideNone},
 
 	{"GET", "/v1/drivers", nil, "baremetal:driver:get", sysReader, hideNone},
 	{"GET", "/v1/drivers/ipmi", nil, "baremetal:driver:get", sysReader, hideNone},
@@ -377,6 +378,10 @@ func TestKeystone(t *testing.T) {
 			}
 			covered[row.method+" "+routePattern(row.path)] = true
 		}
+		for _, row := range ksRunbookTable {
+			covered[row.method+" "+routePattern(row.path)] = true
+		}
+		covered["GET /v1/runbooks"], covered["POST /v1/runbooks"] = true, true // RunbookByPersona
 		for _, r := range registeredRoutes(t) {
 			if !covered[r] {
 				t.Errorf("route %s has no row in ksTable", r)
@@ -384,6 +389,8 @@ func TestKeystone(t *testing.T) {
 		}
 		t.Logf("%d rows, %d requests", len(ksTable), cases)
 	})
+
+	t.Run("RunbookByPersona", e.runbookByPersona)
 
 	t.Run("ListsAndFilters", func(t *testing.T) {
 		owned := e.fixture(e.ownerPID, "", false)

@@ -337,3 +337,12 @@ func (e *policyEngine) allowed(rule string, c *creds, t policyTarget) bool {
 	}
 	return rc.eval(e, c, full, 0)
 }
+
+// authorize is Ironic's policy.authorize: nil when rule allows c on t,
+// else Ironic's HTTPForbidden naming the rule.
+func (e *policyEngine) authorize(rule string, c *creds, t policyTarget) error {
+	if !e.allowed(rule, c, t) {
+		return forbidden(rule)
+	}
+	return nil
+}

@@ -38,6 +38,16 @@ const (
 	polAllocationCreator = `(` + polSystemMember + `) or (role:member)`
 	polAPIReader         = `(role:reader) or (role:service)`
 	polTargetPropsReader = `(` + polSystemReader + `) or (role:admin)`
+
+	// Runbooks (API 1.92) are checked against their own owner: a project
+	// manager administers its project's runbooks, a project reader reads
+	// them, and a public runbook is readable and usable by every project
+	// (the public fallback is in policy_runbooks.go, not in a rule).
+	polRunbookOwnerManager = `role:manager and project_id:%(runbook.owner)s`
+	polRunbookOwnerReader  = `role:reader and project_id:%(runbook.owner)s`
+	polRunbookAdmin        = `(` + polSystemMember + `) or (` + polRunbookOwnerManager + `) or role:service`
+	polRunbookReader       = `(` + polSystemReader + `) or (` + polRunbookOwnerReader + `) or role:service`
+	polRunbookCreator      = `(` + polSystemMember + `) or role:manager or role:service`
 )
 
 type defaultRule struct {
@@ -170,4 +180,14 @@ var ironicDefaultRules = []defaultRule{
 	{"baremetal:deploy_template:create", polSystemAdmin, sysProj},
 	{"baremetal:deploy_template:delete", polSystemAdmin, sysProj},
 	{"baremetal:deploy_template:update", polSystemAdmin, sysProj},
+
+	{"baremetal:runbook:get", polRunbookReader, sysProj},
+	{"baremetal:runbook:list", polAPIReader, sysProj},
+	{"baremetal:runbook:list_all", polSystemReader, sysProj},
+	{"baremetal:runbook:update", polRunbookAdmin, sysProj},
+	{"baremetal:runbook:update:public", polSystemMember, sysProj},
+	{"baremetal:runbook:update:owner", polSystemMember, sysProj},
+	{"baremetal:runbook:create", polRunbookCreator, sysProj},
+	{"baremetal:runbook:delete", polRunbookAdmin, sysProj},
+	{"baremetal:runbook:use", polRunbookAdmin, sysProj},
 }

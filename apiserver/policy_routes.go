@@ -64,6 +64,14 @@ const (
 	// onCreateForNode: a port, port group or volume object created for
 	// body.node_uuid: the rule with that node's owner and lessee.
 	onCreateForNode
+	// onNodeProvision: onNode, then baremetal:runbook:use for the
+	// request's runbook (policy_runbooks.go).
+	onNodeProvision
+	// onRunbook, onRunbookPatch, onRunbookCreate: a runbook's rules with
+	// its owner as the target (policy_runbooks.go).
+	onRunbook
+	onRunbookPatch
+	onRunbookCreate
 )
 
 type routeRule struct {
@@ -87,7 +95,7 @@ var routeRules = map[string]routeRule{
 	"DELETE /v1/nodes/:node":                               {kind: onNodeDelete, rule: "baremetal:node:delete"},
 	"GET /v1/nodes/:node/validate":                         {kind: onNode, rule: "baremetal:node:validate"},
 	"GET /v1/nodes/:node/states":                           {kind: onNode, rule: "baremetal:node:get_states"},
-	"PUT /v1/nodes/:node/states/provision":                 {kind: onNode, rule: "baremetal:node:set_provision_state"},
+	"PUT /v1/nodes/:node/states/provision":                 {kind: onNodeProvision, rule: "baremetal:node:set_provision_state"},
 	"PUT /v1/nodes/:node/states/power":                     {kind: onNode, rule: "baremetal:node:set_power_state"},
 	"PUT /v1/nodes/:node/states/boot_mode":                 {kind: onNode, rule: "baremetal:node:set_boot_mode"},
 	"PUT /v1/nodes/:node/states/secure_boot":               {kind: onNode, rule: "baremetal:node:set_secure_boot"},
@@ -174,13 +182,13 @@ var routeRules = map[string]routeRule{
 	"GET /v1/deploy_templates/:ident":    {kind: onGlobal, rule: "baremetal:deploy_template:get"},
 	"PATCH /v1/deploy_templates/:ident":  {kind: onGlobal, rule: "baremetal:deploy_template:update"},
 	"DELETE /v1/deploy_templates/:ident": {kind: onGlobal, rule: "baremetal:deploy_template:delete"},
-	// Runbooks: the deploy templates' rules (ironflow keeps runbooks
-	// operator-owned; Ironic's project-owned runbook rules are not here).
-	"GET /v1/runbooks":           {kind: onGlobal, rule: "baremetal:deploy_template:get"},
-	"POST /v1/runbooks":          {kind: onGlobal, rule: "baremetal:deploy_template:create"},
-	"GET /v1/runbooks/:ident":    {kind: onGlobal, rule: "baremetal:deploy_template:get"},
-	"PATCH /v1/runbooks/:ident":  {kind: onGlobal, rule: "baremetal:deploy_template:update"},
-	"DELETE /v1/runbooks/:ident": {kind: onGlobal, rule: "baremetal:deploy_template:delete"},
+	// Runbooks: Ironic's runbook rules, checked against the runbook's
+	// owner, with the public fallback of runbook.py (policy_runbooks.go).
+	"GET /v1/runbooks":           {kind: onNodeList, list: "baremetal:runbook:list"},
+	"POST /v1/runbooks":          {kind: onRunbookCreate, rule: "baremetal:runbook:create"},
+	"GET /v1/runbooks/:ident":    {kind: onRunbook, rule: "baremetal:runbook:get"},
+	"PATCH /v1/runbooks/:ident":  {kind: onRunbookPatch},
+	"DELETE /v1/runbooks/:ident": {kind: onRunbook, rule: "baremetal:runbook:delete"},
 
 	"GET /v1/drivers":                                    {kind: onGlobal, rule: "baremetal:driver:get"},
 	"GET /v1/drivers/:name":                              {kind: onGlobal, rule: "baremetal:driver:get"},
@@ -307,6 +315,13 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 		return nil
 	case onNodeList:
 		return s.listAllowed(c, cr, rr.list)
+	case onNodeProvision:
+		if _, err := s.nodeAllowed(c, cr, c.Param("node"), rr.rule); err != nil {
+			return err
+		}
+		return s.runbookUseAllowed(c, cr)
+	case onRunbook, onRunbookPatch, onRunbookCreate:
+		return s.runbookAllowed(c, cr, rr)
 	case onPort, onPortgroup, onConnector, onVolumeTarget:
 		nodeUUID, notFound, err := s.objectNode(c, rr.kind)
 		if err != nil {

@@ -45,6 +45,10 @@ type StepListFilter struct {
 	Marker  string // a template's or runbook's UUID
 	SortKey string // see DeployTemplateSortKeys, RunbookSortKeys
 	SortDir string
+	// Project narrows a runbook list to the project's runbooks and the
+	// public ones (Ironic's runbook list filter for a project-scoped
+	// caller); deploy templates ignore it.
+	Project string
 }
 
 // DeployTemplateSortKeys are the accepted sort keys: every column but extra

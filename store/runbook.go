@@ -104,7 +104,12 @@ func (s *Store) ListRunbooks(ctx context.Context, f StepListFilter) ([]*Runbook,
 	if err != nil {
 		return nil, err
 	}
-	return listPage(ctx, s, p, runbookColumns, scanRunbook, nil, nil)
+	var w where
+	if f.Project != "" {
+		w.args = append(w.args, f.Project)
+		w.conds = append(w.conds, fmt.Sprintf("(r.owner = $%d OR r.public)", len(w.args)))
+	}
+	return listPage(ctx, s, p, runbookColumns, scanRunbook, w.conds, w.args)
 }
 
 // UpdateRunbook writes r's fields and steps over the stored runbook r.UUID
