@@ -250,8 +250,8 @@ func nodeTarget(n *store.Node) policyTarget {
 func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 	switch rr.kind {
 	case onGlobal:
-		if !s.policy.allowed(rr.rule, cr, nil) {
-			return forbidden(rr.rule)
+		if err := s.policy.authorize(rr.rule, cr, nil); err != nil {
+			return err
 		}
 		return nil
 	case onNode, onNodeSubList:
@@ -284,8 +284,8 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 			rules = append(rules, "baremetal:node:update_owner_provisioned")
 		}
 		for _, r := range rules[1:] {
-			if !s.policy.allowed(r, cr, nodeTarget(n)) {
-				return forbidden(r)
+			if err := s.policy.authorize(r, cr, nodeTarget(n)); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -297,8 +297,8 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 		if cr.ProjectID == "" {
 			return forbidden(rr.rule)
 		}
-		if !s.policy.allowed(self, cr, nil) {
-			return forbidden(self)
+		if err := s.policy.authorize(self, cr, nil); err != nil {
+			return err
 		}
 		body, err := peekBody(c)
 		if err != nil {
@@ -337,8 +337,8 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 		if !s.policy.allowed("baremetal:node:get", cr, t) {
 			return notFound
 		}
-		if !s.policy.allowed(rr.rule, cr, t) {
-			return forbidden(rr.rule)
+		if err := s.policy.authorize(rr.rule, cr, t); err != nil {
+			return err
 		}
 		return nil
 	case onPortgroupSubList:
@@ -369,8 +369,8 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 				return err
 			}
 		}
-		if !s.policy.allowed(rr.rule, cr, nodeTarget(n)) {
-			return forbidden(rr.rule)
+		if err := s.policy.authorize(rr.rule, cr, nodeTarget(n)); err != nil {
+			return err
 		}
 		return nil
 	}
@@ -389,8 +389,8 @@ func (s *server) nodeAllowed(c *gin.Context, cr *creds, ident, rule string) (*st
 	if !s.policy.allowed("baremetal:node:get", cr, t) {
 		return nil, nodeNotFound(ident)
 	}
-	if !s.policy.allowed(rule, cr, t) {
-		return nil, forbidden(rule)
+	if err := s.policy.authorize(rule, cr, t); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
@@ -408,8 +408,8 @@ func (s *server) listAllowed(c *gin.Context, cr *creds, list string) error {
 	if o := c.Query("owner"); o != "" && o != cr.ProjectID {
 		return forbidden(list + "_all")
 	}
-	if !s.policy.allowed(list, cr, nil) {
-		return forbidden(list)
+	if err := s.policy.authorize(list, cr, nil); err != nil {
+		return err
 	}
 	c.Set(ctxListProject, cr.ProjectID)
 	return nil
