@@ -29,6 +29,9 @@ type stepsKind[T any] struct {
 	// invalid is the whole object's check after the schema: duplicate
 	// steps, worded as Ironic's.
 	invalid func(*T) error
+	// beforePatch, when set, checks a patch against the stored object and
+	// adjusts it before the patch applies (runbooks: owner and public).
+	beforePatch func(*T, []patchOp) error
 
 	get    func(st *store.Store, ctx context.Context, ident string) (*T, error)
 	list   func(st *store.Store, ctx context.Context, f store.StepListFilter) ([]*T, error)
@@ -153,6 +156,11 @@ func (k *stepsKind[T]) patchHandler(s *server) handler {
 		obj, err := k.load(s, c)
 		if err != nil {
 			return err
+		}
+		if k.beforePatch != nil {
+			if err := k.beforePatch(obj, ops); err != nil {
+				return err
+			}
 		}
 		if err := k.res.applyPatch(obj, ops); err != nil {
 			return err

@@ -1,6 +1,8 @@
 package apiserver
 
 import (
+	"encoding/json"
+
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -23,9 +25,66 @@ var runbookKind = &stepsKind[runbook]{
 		}
 		return nil
 	},
-	get:    (*store.Store).GetRunbook,
-	list:   (*store.Store).ListRunbooks,
-	create: (*store.Store).CreateRunbook,
-	update: (*store.Store).UpdateRunbook,
-	delete: (*store.Store).DeleteRunbook,
+	beforePatch: runbookOwnerPatch,
+	get:         (*store.Store).GetRunbook,
+	list:        (*store.Store).ListRunbooks,
+	create:      (*store.Store).CreateRunbook,
+	update:      (*store.Store).UpdateRunbook,
+	delete:      (*store.Store).DeleteRunbook,
+}
+
+// runbookOwnerPatch is runbook.py's patch rule for owner and public: a
+// public runbook has no owner, so setting an owner is refused unless the
+// same patch makes the runbook non-public, and any change of public
+// clears the owner before the patch applies (an owner the patch gives
+// then stands).
+func runbookOwnerPatch(r *runbook, ops []patchOp) error {
+	var owner, public []any
+	for _, op := range ops {
+		if op.Op == "remove" {
+			continue
+		}
+		switch op.Path {
+		case "/owner":
+			owner = append(owner, op.Value)
+		case "/public":
+			public = append(public, op.Value)
+		}
+	}
+	if len(owner) > 0 {
+		publicValue := len(public) > 0 && pyTruthy(public[0])
+		if r.Public && len(public) == 0 || publicValue {
+			patch := make([]any, len(ops))
+			for i, op := range ops {
+				patch[i] = op.asMap()
+			}
+			return badRequest("Couldn't apply patch '%s'. Reason: There cannot be an owner for a public runbook", pyRepr(patch))
+		}
+	}
+	if len(public) > 0 {
+		r.Owner = nil
+	}
+	return nil
+}
+
+// pyTruthy is Python's truth value of a JSON value.
+func pyTruthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case string:
+		return x != ""
+	case float64:
+		return x != 0
+	case json.Number:
+		f, err := x.Float64()
+		return err != nil || f != 0
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return true
 }

@@ -138,3 +138,38 @@ func TestCleanWithRunbook(t *testing.T) {
 		t.Errorf("a refused clean moved the node: %s", e.node(uuid).ProvisionState)
 	}
 }
+
+// Ironic's runbook patch: a public runbook has no owner. Setting an owner
+// on a public runbook is refused unless the same patch makes it
+// non-public; changing public clears the owner.
+func TestRunbookPatchOwnerAndPublic(t *testing.T) {
+	needRunbookVersion(t)
+	e := newEnv(t)
+	mk := func(name string, body map[string]any) {
+		t.Helper()
+		body["name"] = name
+		body["steps"] = []any{map[string]any{"interface": "deploy", "step": "erase_devices", "args": map[string]any{}, "order": 1}}
+		if r := e.do("POST", "/v1/runbooks", vRunbooks, body); r.status != 201 {
+			t.Fatalf("create %s: %d %s", name, r.status, r.body)
+		}
+	}
+	mk("CUSTOM_RB_PUB", map[string]any{"public": true})
+	setOwner := []map[string]any{{"op": "replace", "path": "/owner", "value": "p1"}}
+	want := "Couldn't apply patch '[{'op': 'replace', 'path': '/owner', 'value': 'p1'}]'. Reason: There cannot be an owner for a public runbook"
+	if r := e.do("PATCH", "/v1/runbooks/CUSTOM_RB_PUB", vRunbooks, setOwner); r.status != 400 || r.faultstring(t) != want {
+		t.Errorf("owner on a public runbook: %d %s, want 400 %q", r.status, r.body, want)
+	}
+	both := []map[string]any{{"op": "replace", "path": "/public", "value": false}, {"op": "replace", "path": "/owner", "value": "p1"}}
+	if r := e.do("PATCH", "/v1/runbooks/CUSTOM_RB_PUB", vRunbooks, both); r.status != 200 || r.json(t)["owner"] != "p1" || r.json(t)["public"] != false {
+		t.Errorf("non-public and owned in one patch: %d %s", r.status, r.body)
+	}
+	mk("CUSTOM_RB_OWNED", map[string]any{"owner": "p2"})
+	pub := []map[string]any{{"op": "replace", "path": "/public", "value": true}}
+	if r := e.do("PATCH", "/v1/runbooks/CUSTOM_RB_OWNED", vRunbooks, pub); r.status != 200 || r.json(t)["owner"] != nil || r.json(t)["public"] != true {
+		t.Errorf("public clears the owner: %d %s", r.status, r.body)
+	}
+	both[0]["value"] = true
+	if r := e.do("PATCH", "/v1/runbooks/CUSTOM_RB_OWNED", vRunbooks, both); r.status != 400 || !strings.Contains(r.faultstring(t), "There cannot be an owner for a public runbook") {
+		t.Errorf("public and owned in one patch: %d %s, want 400", r.status, r.body)
+	}
+}
