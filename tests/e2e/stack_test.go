@@ -143,6 +143,9 @@ type stack struct {
 	procs []*Process
 	// split is the split stack's parts (nil for ironflow dev).
 	split *devstack.Stack
+	// apiCA, when set, is the CA file of an HTTPS API: the CLI speaks
+	// https and trusts it.
+	apiCA string
 }
 
 // logTail is the end of every stack process's log, for failure messages.
@@ -332,7 +335,14 @@ func (s *stack) runCLI(t *testing.T, logIt bool, args ...string) (string, error)
 		t.Fatalf("the baremetal CLI is missing: install Debian's python3-ironicclient: %v", err)
 	}
 	cmd := s.lab.Command("/usr/bin/python3", append([]string{cli}, args...)...)
-	cmd.Env = append(os.Environ(), "OS_ENDPOINT=http://"+apiListen, "OS_AUTH_TYPE=none")
+	endpoint := "http://" + apiListen
+	if s.apiCA != "" { // an HTTPS API: agent_https_api_test.go
+		endpoint = "https://" + apiListen
+	}
+	cmd.Env = append(os.Environ(), "OS_ENDPOINT="+endpoint, "OS_AUTH_TYPE=none")
+	if s.apiCA != "" {
+		cmd.Env = append(cmd.Env, "OS_CACERT="+s.apiCA)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
