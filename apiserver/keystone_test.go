@@ -238,7 +238,7 @@ var ksTable = []ksRow{
 	{"PATCH", "/v1/nodes/{node}", []map[string]any{{"op": "replace", "path": "/owner", "value": "someone"}}, "baremetal:node:update:owner", sysMember, hideNode},
 	{"PATCH", "/v1/nodes/{node}", []map[string]any{{"op": "replace", "path": "/deploy_interface", "value": "direct"}}, "baremetal:node:update:driver_interfaces", sysMemberOrOwnerAdmin, hideNode},
 	{"PATCH", "/v1/nodes/{node}", []map[string]any{{"op": "replace", "path": "/description", "value": "x"}}, "baremetal:node:update", sysOrProjectMember, hideNode},
-	// A system-only rule: a project's token is InvalidScope (500).
+	// A system-only rule: a project's token is InvalidScope (403).
 	{"PATCH", "/v1/nodes/{node}", []map[string]any{{"op": "replace", "path": "/automated_clean", "value": false}}, "baremetal:node:disable_cleaning", sysAdmin, hideNode},
 	// delete: baremetal:node:delete, then delete:self_owned_node (PROJECT_ADMIN).
 	{"DELETE", "/v1/nodes/{node}", nil, "baremetal:node:delete:self_owned_node", sysAdmin, hideNode},
@@ -727,9 +727,9 @@ func (e *ksEnv) checkRow(t *testing.T, row ksRow, p ksPersona, rel string) {
 			rule = fallback
 		}
 		if want, ok := ksInvalidScope(rule); ok && !system {
-			// oslo.policy's InvalidScope, uncaught by Ironic's authorize.
-			if r.status != 500 || r.faultstring(t) != want {
-				t.Errorf("%s: %d %s, want 500 %q", name, r.status, r.body, want)
+			// oslo.policy's InvalidScope, answered 403 (Ironic: 500).
+			if r.status != 403 || r.faultstring(t) != want {
+				t.Errorf("%s: %d %s, want 403 %q", name, r.status, r.body, want)
 			}
 			return
 		}
@@ -844,8 +844,8 @@ func TestPolicyCheckStrings(t *testing.T) {
 }
 
 // A project-scoped token on a system-only rule is oslo.policy's
-// InvalidScope, which Ironic answers as a 500 with the exception's text
-// (the default check string, whatever a policy file says); a system token
+// InvalidScope: the exception's text (the default check string, whatever a
+// policy file says) as a 403, where Ironic answers 500; a system token
 // is checked as before.
 func TestProjectTokenOnSystemOnlyRuleIsInvalidScope(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "policy.yaml")
@@ -860,8 +860,8 @@ func TestProjectTokenOnSystemOnlyRuleIsInvalidScope(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ae *apiError
-		if err := e.authorize("baremetal:chassis:get", project, nil); !errors.As(err, &ae) || ae.status != 500 || ae.msg != want {
-			t.Errorf("policy file %q: project token on chassis:get: %v, want 500 %q", pf, err, want)
+		if err := e.authorize("baremetal:chassis:get", project, nil); !errors.As(err, &ae) || ae.status != 403 || ae.msg != want {
+			t.Errorf("policy file %q: project token on chassis:get: %v, want 403 %q", pf, err, want)
 		}
 		if err := e.authorize("baremetal:chassis:get", &creds{SystemScope: "all", Roles: []string{"reader"}}, nil); err != nil {
 			t.Errorf("policy file %q: system reader on chassis:get: %v", pf, err)

@@ -347,16 +347,17 @@ func (e *policyEngine) allowed(rule string, c *creds, t policyTarget) bool {
 
 // authorize is Ironic's policy.authorize: nil when rule allows c on t,
 // else Ironic's HTTPForbidden naming the rule. A token whose scope the
-// rule's scope_types do not list is refused as oslo.policy's InvalidScope
-// (enforce_scope is on), which Ironic's authorize does not catch: its API
-// answers it as a server error (500) with the exception's text, as the
+// rule's scope_types do not list is refused with oslo.policy's InvalidScope
+// text (enforce_scope is on). Ironic's authorize does not catch
+// InvalidScope, so its API answers a server error (500), as the
 // project-scoped cases of Ironic's RBAC tests (test_rbac_project_scoped.yaml:
-// chassis, drivers) expect.
+// chassis, drivers) record; a token of the wrong scope is the client's
+// mistake, so ironflow answers 403 with the same text (docs/security.md).
 func (e *policyEngine) authorize(rule string, c *creds, t policyTarget) error {
 	if sc := e.scopes[rule]; len(sc) > 0 {
 		token := tokenScope(c)
 		if !slices.Contains(sc, token) {
-			return errorf(http.StatusInternalServerError, `"%s": "%s" requires a scope of %s, request was made with %s scope.`,
+			return errorf(http.StatusForbidden, `"%s": "%s" requires a scope of %s, request was made with %s scope.`,
 				rule, e.defaults[rule], pyRepr(anyStrings(sc)), token)
 		}
 	}
