@@ -34,6 +34,26 @@ func (r *run) cacheBIOSManual() {
 		workflow.GetVersion(r.ctx, changeCacheBIOSManualClean, workflow.DefaultVersion, 1) != 1 {
 		return
 	}
+	r.cacheBIOSNow()
+}
+
+// cacheBIOSService is cacheBIOS when servicing starts, so that the cached
+// settings an operator reads (GET /v1/nodes/{id}/bios) are the machine's
+// before its service steps change them; the bios steps refresh them again
+// once they ran (activities/bios.go), as Ironic's cache_bios_settings
+// decorator does after a bios step. Behind changeCacheBIOSService, asked
+// only for a node whose bios interface reads them.
+func (r *run) cacheBIOSService() {
+	if r.node.BIOSInterface != hardware.Redfish ||
+		workflow.GetVersion(r.ctx, changeCacheBIOSService, workflow.DefaultVersion, 1) != 1 {
+		return
+	}
+	r.cacheBIOSNow()
+}
+
+// cacheBIOSNow runs ActCacheBIOSSettings; a failure is logged, not the
+// operation's, as in Ironic.
+func (r *run) cacheBIOSNow() {
 	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
 		workflow.GetLogger(r.ctx).Warn("cache BIOS settings", "node", r.node.UUID, "error", errorText(err))
 	}

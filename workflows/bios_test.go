@@ -89,3 +89,39 @@ func TestManualCleaningCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestServicingCachesBIOSSettingsOfRedfishBIOSNodes: servicing a
+// redfish-bios node refreshes its cached BIOS settings right after it
+// enters servicing, before the agent boots; a fake-bios node reads nothing.
+func TestServicingCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		iface  hardware.Interface
+		cached bool
+	}{
+		{"redfish", hardware.Redfish, true},
+		{"fake", hardware.Fake, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, newServiceEnv := serviceCloud()
+			f.node.BIOSInterface = c.iface
+			env := newServiceEnv(t)
+			env.RegisterActivityWithOptions(func(ctx context.Context, n NodeInfo) error {
+				f.appendCall("CacheBIOSSettings")
+				return nil
+			}, activity.RegisterOptions{Name: ActCacheBIOSSettings})
+			env.ExecuteWorkflow(ServiceNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: string(VerbService), FromState: string(Active),
+				DisableRamdisk: true, ServiceSteps: []byte(`[{"interface":"bios","step":"factory_reset"}]`)})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			calls := f.callList()
+			if got := len(calls) > 1 && calls[0] == "RecordState servicing" && calls[1] == "CacheBIOSSettings"; got != c.cached {
+				t.Fatalf("calls %v: BIOS settings cached right after servicing started = %v, want %v", calls, got, c.cached)
+			}
+			if lastState(f) != Active {
+				t.Fatalf("states %v, want active at the end", f.states)
+			}
+		})
+	}
+}

@@ -38,6 +38,7 @@ func ServiceNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.enter(Servicing, Active, event); err != nil {
 		return ended(err)
 	}
+	r.cacheBIOSService() // workflows/bios.go
 	err = r.service(user, perr)
 	if err != nil {
 		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Clear: true}, nil); cerr != nil {

@@ -104,4 +104,10 @@ const (
 	// and automated cleaning (bios.go cacheBIOSManual); asked only for such
 	// a node. Introduced by issue 19; record this version's histories.
 	changeCacheBIOSManualClean = "cache-bios-settings-manual-clean"
+	// changeCacheBIOSService: servicing of a node whose bios interface is
+	// redfish refreshes its cached BIOS settings when it starts, before the
+	// agent boots (CacheBIOSSettings; bios.go cacheBIOSService); asked only
+	// for such a node. Introduced by issue 19; record this version's
+	// histories (make record-histories).
+	changeCacheBIOSService = "cache-bios-settings-service"
 )

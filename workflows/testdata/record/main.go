@@ -407,6 +407,10 @@ func main() {
 			req: cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}}]`, true)},
 		{name: "service", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false), drive: hb},
 		{name: "service-disable-ramdisk", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"bios","step":"factory_reset"}]`, true)},
+		// Servicing of a redfish-bios node caches its BIOS settings first
+		// (change cache-bios-settings-service).
+		{name: "service-redfish-bios", wf: workflows.WorkflowServiceNode, deploy: "direct", bios: hardware.Redfish,
+			req: serviceReq(`[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`, true)},
 		{name: "service-step-fails-retry", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false),
 			fails: map[string]int{"deploy.erase_pstore": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
 		{name: "service-step-fails-abort", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false),
