@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"fmt"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
@@ -57,4 +59,48 @@ func (r *run) cacheBIOSNow() {
 	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
 		workflow.GetLogger(r.ctx).Warn("cache BIOS settings", "node", r.node.UUID, "error", errorText(err))
 	}
+}
+
+// biosStepUnderAgent reports whether s is a bios step that reboots the node
+// (redfish's apply_configuration and factory_reset: the firmware applies
+// them at the reboot) while the agent runs on it, in a manual cleaning or
+// a servicing that booted the agent. Behind changeBIOSStepWaitsForAgent,
+// asked only for such a step, so no other history gains a marker.
+func (r *run) biosStepUnderAgent(s Step) bool {
+	return s.Interface == "bios" && r.node.BIOSInterface == hardware.Redfish && !r.req.DisableRamdisk &&
+		workflow.GetVersion(r.ctx, changeBIOSStepWaitsForAgent, workflow.DefaultVersion, 1) == 1
+}
+
+// biosStepWithAgent runs a bios step that reboots the node while the agent
+// is up, as Ironic's redfish bios interface does through
+// reboot_to_finish_step: the agent's token goes (the new boot looks up and
+// gets a new one; a heartbeat with the old token is refused), the agent's
+// boot is prepared again and the step's reboot goes into it, and the plan
+// goes on only once the agent has called back from that boot, so that the
+// next in-band step finds it. A call-back that does not come fails the
+// operation with the callback timeout, naming the step.
+func (r *run) biosStepWithAgent(s Step) error {
+	active, wait := Cleaning, CleanWait
+	if r.stepKind() == StepKindService {
+		active, wait = Servicing, ServiceWait
+	}
+	if err := r.record(RecordStateInput{To: active, Target: r.req.target(), ClearAgent: true,
+		Event: fmt.Sprintf("Step %s reboots the node to apply the BIOS settings: it boots into the agent again; the agent token is removed", s.Name())}); err != nil {
+		return err
+	}
+	if err := r.step(s.Name(), func() error {
+		if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil); err != nil {
+			return err
+		}
+		return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s, RebootInto: r.netbootDevice()}, nil)
+	}); err != nil {
+		return err
+	}
+	return r.step("wait call-back after "+s.Name(), func() error {
+		_, err := r.waitCallback(wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		if err == nil {
+			err = r.enter(active, r.req.target(), fmt.Sprintf("Agent called back from %s after step %s rebooted the node", r.agent, s.Name()))
+		}
+		return err
+	})
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/hardware"
 )
@@ -123,5 +126,121 @@ func TestServicingCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
 				t.Fatalf("states %v, want active at the end", f.states)
 			}
 		})
+	}
+}
+
+// A redfish bios step while the agent is up reboots the node (the
+// firmware applies the settings at the reboot): the agent token goes, the
+// agent's boot is prepared again and the step reboots into it, and the
+// next in-band step runs only once the agent called back from that boot,
+// as Ironic's reboot_to_finish_step (change bios-step-waits-for-agent).
+func TestBIOSStepUnderTheAgentWaitsForItsCallBack(t *testing.T) {
+	const bios = `{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}`
+	for _, c := range []struct {
+		name    string
+		service bool
+		next    string
+		active  State
+		wait    State
+	}{
+		{name: "cleaning", next: "deploy.erase_devices_metadata", active: Cleaning, wait: CleanWait},
+		{name: "servicing", service: true, next: "deploy.erase_pstore", active: Servicing, wait: ServiceWait},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var f *fakeCloud
+			var env *testsuite.TestWorkflowEnvironment
+			req := cleanRequest(`[`+bios+`,{"interface":"deploy","step":"erase_devices_metadata"}]`, false)
+			if c.service {
+				var newServiceEnv func(*testing.T) *testsuite.TestWorkflowEnvironment
+				f, newServiceEnv = serviceCloud()
+				f.node.BIOSInterface = hardware.Redfish
+				env = newServiceEnv(t)
+				req = serviceRequest(`[` + bios + `,{"interface":"deploy","step":"erase_pstore"}]`)
+			} else {
+				f = manualCleanCloud()
+				f.node.BIOSInterface = hardware.Redfish
+				env = newEnv(t, f)
+			}
+			env.RegisterActivityWithOptions(func(ctx context.Context, n NodeInfo) error { return nil },
+				activity.RegisterOptions{Name: ActCacheBIOSSettings})
+			start := env.Now()
+			var nextAt time.Time
+			f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+				if in.Step.Name() == c.next {
+					nextAt = env.Now()
+				}
+				return AgentStepResult{Status: "SUCCEEDED"}, nil
+			}
+			heartbeatAfter(env, time.Minute)
+			heartbeatAfter(env, 20*time.Minute) // the agent's call-back after the BIOS reboot
+			env.ExecuteWorkflow(map[bool]any{false: CleanNode, true: ServiceNode}[c.service], req)
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+			}
+			calls := f.callList()
+			i := slices.Index(calls, "RunInterfaceStep bios.apply_configuration reboot into pxe")
+			if i < 2 {
+				t.Fatalf("the bios step did not reboot into the agent: %v", calls)
+			}
+			want := []string{
+				"RecordState " + string(c.active), "PrepareBoot agent", "RunInterfaceStep bios.apply_configuration reboot into pxe",
+				"RecordState " + string(c.wait), "RecordState " + string(c.active),
+			}
+			if got := calls[i-2 : i+3]; strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("around the bios step:\n%s\nwant:\n%s\n(all: %v)", strings.Join(got, "\n"), strings.Join(want, "\n"), calls)
+			}
+			if nextAt.IsZero() || nextAt.Sub(start) < 20*time.Minute {
+				t.Fatalf("step %s ran %s after the start, before the agent's call-back at 20m", c.next, nextAt.Sub(start))
+			}
+			if !slices.Contains(f.clearedAgent, c.active) {
+				t.Fatalf("states recorded with the agent token removed: %v, want %s (before the BIOS reboot)", f.clearedAgent, c.active)
+			}
+			if lastState(f) != map[bool]State{false: Manageable, true: Active}[c.service] {
+				t.Fatalf("states %v", f.states)
+			}
+		})
+	}
+}
+
+// Without the agent's call-back after the BIOS reboot the wait times out:
+// the operation fails naming the bios step, and the next in-band step never
+// runs.
+func TestBIOSStepUnderTheAgentFailsWhenTheAgentDoesNotReturn(t *testing.T) {
+	f := manualCleanCloud()
+	f.node.BIOSInterface = hardware.Redfish
+	env := newEnv(t, f)
+	env.RegisterActivityWithOptions(func(ctx context.Context, n NodeInfo) error { return nil },
+		activity.RegisterOptions{Name: ActCacheBIOSSettings})
+	heartbeatAfter(env, time.Minute)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"bios","step":"factory_reset"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false))
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	for _, call := range f.callList() {
+		if strings.Contains(call, "erase_devices_metadata") {
+			t.Fatalf("the next step ran without the agent's call-back: %v", f.callList())
+		}
+	}
+	if !slices.Contains(f.states, CleanFailed) ||
+		!strings.Contains(f.lastErr, "wait call-back after bios.factory_reset: Timeout reached while waiting for callback for node "+f.node.UUID) {
+		t.Fatalf("states %v, last_error %q: want clean failed on the callback timeout after the bios step", f.states, f.lastErr)
+	}
+}
+
+// With disable_ramdisk no agent runs: the bios step reboots without
+// pointing the boot anywhere and nothing waits for a call-back.
+func TestBIOSStepWithoutTheAgentDoesNotWait(t *testing.T) {
+	f := manualCleanCloud()
+	f.node.BIOSInterface = hardware.Redfish
+	env := newEnv(t, f)
+	env.RegisterActivityWithOptions(func(ctx context.Context, n NodeInfo) error { return nil },
+		activity.RegisterOptions{Name: ActCacheBIOSSettings})
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"bios","step":"factory_reset"}]`, true))
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	want := "RecordState cleaning\nRunInterfaceStep bios.factory_reset\nRecordState manageable"
+	if got := strings.Join(f.callList(), "\n"); got != want {
+		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -172,6 +172,9 @@ func (r *run) manualStep(s Step) error {
 		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
 			return r.step(s.Name(), func() error { return r.firmwareUpdate(r.stepKind(), s) })
 		}
+		if r.biosStepUnderAgent(s) {
+			return r.biosStepWithAgent(s) // workflows/bios.go
+		}
 		return r.step(s.Name(), func() error {
 			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s}, nil)
 		})

@@ -117,6 +117,9 @@ func (r *run) serviceStep(s Step) error {
 		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
 			return r.step(s.Name(), func() error { return r.firmwareUpdate(StepKindService, s) })
 		}
+		if r.biosStepUnderAgent(s) {
+			return r.biosStepWithAgent(s) // workflows/bios.go
+		}
 		return r.step(s.Name(), func() error {
 			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: StepKindService, Step: s}, nil)
 		})

@@ -482,6 +482,12 @@ type InterfaceStepInput struct {
 	Node NodeInfo `json:"node"`
 	Kind StepKind `json:"kind"`
 	Step Step     `json:"step"`
+	// RebootInto is the boot device ("pxe" or "cdrom") a step that
+	// reboots the node points the next boot at first, so that the machine
+	// comes back into the agent ramdisk it runs under (a redfish bios step
+	// while the agent is up; workflows/bios.go). Empty: the reboot boots
+	// what the machine boots.
+	RebootInto string `json:"reboot_into,omitempty"`
 }
 
 // StepPlanRecord is ActRecordStepPlan's input. Steps nil with Clear

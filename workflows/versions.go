@@ -110,4 +110,13 @@ const (
 	// for such a node. Introduced by issue 19; record this version's
 	// histories (make record-histories).
 	changeCacheBIOSService = "cache-bios-settings-service"
+	// changeBIOSStepWaitsForAgent: a redfish bios step (apply_configuration,
+	// factory_reset) that runs while the agent is up removes the agent's
+	// token, prepares the agent's boot (ActPrepareBoot), reboots into it
+	// (InterfaceStepInput.RebootInto) and waits for the agent's call-back
+	// before the plan goes on (bios.go biosStepWithAgent); before it the
+	// step rebooted the machine into whatever it booted and the next
+	// in-band step found no agent. Asked only for such a step. Introduced
+	// by issue 19; record this version's histories (make record-histories).
+	changeBIOSStepWaitsForAgent = "bios-step-waits-for-agent"
 )

@@ -403,6 +403,12 @@ func main() {
 		// first (change cache-bios-settings-manual-clean).
 		{name: "clean-manual-redfish-bios", wf: workflows.WorkflowCleanNode, deploy: "direct", bios: hardware.Redfish,
 			req: cleanReq(`[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`, true)},
+		// A redfish bios step while the agent is up reboots into the agent
+		// and waits for its second call-back before the next step (change
+		// bios-step-waits-for-agent).
+		{name: "clean-manual-redfish-bios-under-agent", wf: workflows.WorkflowCleanNode, deploy: "direct", bios: hardware.Redfish,
+			req:   cleanReq(`[{"interface":"bios","step":"factory_reset"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
+			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) })},
 		{name: "clean-manual-firmware-update", wf: workflows.WorkflowCleanNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true,
 			req: cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}}]`, true)},
 		{name: "service", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false), drive: hb},
