@@ -3,12 +3,14 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
 )
@@ -215,5 +217,87 @@ func TestFirmwareUpdateRebootsWhenTheBMCWaitsForAReset(t *testing.T) {
 	}
 	if b.polls["bios"] != 5 {
 		t.Fatalf("polls = %v, want 5", b.polls)
+	}
+}
+
+// firmware.update is a deploy step too (Ironic's redfish firmware
+// interface): named by deploy_steps (or a deploy template) with a priority
+// above deploy.deploy's it runs through the BMC before the agent boots;
+// below it, after the agent called back, in its priority order (change
+// deploy-interface-steps). The deploy ends active.
+func TestFirmwareUpdateAsADeployStep(t *testing.T) {
+	const update = `{"interface":"firmware","step":"update","priority":%d,"args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}`
+	for _, c := range []struct{ priority int }{{110}, {90}} {
+		t.Run(fmt.Sprint(c.priority), func(t *testing.T) {
+			f := newFakeCloud()
+			f.node.FirmwareInterface = hardware.Redfish
+			b := &fakeBMCTasks{f: f, scripts: map[string][]string{"bmc": {"Running", "Completed"}}}
+			env := newEnv(t, f)
+			b.register(env)
+			heartbeatAfter(env, 2*time.Minute)
+			req := deployRequest()
+			req.DeploySteps = []byte("[" + fmt.Sprintf(update, c.priority) + "]")
+			env.ExecuteWorkflow(DeployNode, req)
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+			}
+			requireActive(t, f)
+			calls := f.callList()
+			start := slices.Index(calls, "StartFirmwareUpdate 0 bmc http://images/bmc.bin")
+			boot := slices.Index(calls, "PrepareBoot agent")
+			write := slices.Index(calls, "RunAgentStep deploy.write_image @"+agentURL)
+			if start < 1 || boot < 0 || write < 0 || calls[start+1] != "RecordFirmware" {
+				t.Fatalf("no firmware update in the deploy: %v", calls)
+			}
+			if c.priority > 100 && !(start < boot) || c.priority < 100 && !(boot < start && start < write) {
+				t.Fatalf("priority %d: update at call %d, agent boot at %d, write_image at %d: %v", c.priority, start, boot, write, calls)
+			}
+			if calls[start-1] != "RecordState deploying" || calls[start+2] != "RecordState deploying" {
+				t.Fatalf("the update's start and end are not in the node's history: %v", calls)
+			}
+			found := false
+			for _, e := range f.events {
+				found = found || strings.Contains(e, fmt.Sprintf("Running deploy step firmware.update (priority %d) out of band", c.priority))
+			}
+			if !found {
+				t.Fatalf("no history event for the out-of-band deploy step in %q", f.events)
+			}
+		})
+	}
+}
+
+// Before change deploy-interface-steps a deploy naming firmware.update
+// refused it once the agent reported its steps: that path is kept.
+func TestFirmwareUpdateDeployStepOldPathRefuses(t *testing.T) {
+	f := newFakeCloud()
+	f.node.FirmwareInterface = hardware.Redfish
+	env := newEnv(t, f)
+	env.OnGetVersion(changeDeployInterfaceSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	heartbeatAfter(env, 2*time.Minute)
+	req := deployRequest()
+	req.DeploySteps = []byte(`[{"interface":"firmware","step":"update","priority":90,"args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}]`)
+	env.ExecuteWorkflow(DeployNode, req)
+	if !strings.Contains(f.lastErr, "Failed to validate the final deploy steps list") || !strings.Contains(f.lastErr, "node does not support this deploy step") {
+		t.Fatalf("last_error %q, want the old refusal", f.lastErr)
+	}
+}
+
+// The API's check (CheckDeploySteps) accepts firmware.update for a redfish
+// firmware interface and refuses it elsewhere (skipped before the agent's
+// steps are known is only for steps the agent may have: the firmware
+// interface's are known), and refuses malformed components.
+func TestCheckDeployStepsFirmwareUpdate(t *testing.T) {
+	good, _ := ParseUserSteps([]byte(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}]`))
+	bad, _ := ParseUserSteps([]byte(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[]}}]`))
+	redfish := map[string]hardware.Interface{"firmware": hardware.Redfish}
+	if err := CheckDeploySteps(good, nil, redfish); err != nil {
+		t.Fatalf("redfish firmware: %v", err)
+	}
+	if err := CheckDeploySteps(bad, nil, redfish); err == nil {
+		t.Fatal("an update without components was accepted")
+	}
+	missing, _ := ParseUserSteps([]byte(`[{"interface":"firmware","step":"update","priority":110}]`))
+	if err := CheckDeploySteps(missing, nil, redfish); err == nil || !strings.Contains(err.Error(), "missing these required arguments: settings") {
+		t.Fatalf("an update without args: %v", err)
 	}
 }

@@ -59,20 +59,28 @@ var raidSteps = []Step{
 
 // InterfaceSteps are the out-of-band steps of kind the node's interfaces
 // declare (bios and raid interfaces; Ironic runs interface steps the same
-// for clean and service). Deploy has none besides the built-in plan.
+// for clean and service). Of them, deploy has the ones deployInterfaceSteps
+// names (workflows/deploy_steps.go), at priority 0: they run only when a
+// request or a deploy template gives them a priority.
 func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step {
-	if kind == StepKindDeploy {
-		return nil
-	}
 	var out []Step
 	for _, name := range []string{"bios", "raid", "firmware"} {
 		for _, s := range interfaceSteps[name][ifaces[name]] {
+			if kind == StepKindDeploy && !deployInterfaceSteps[s.StepID] {
+				continue
+			}
 			s.OutOfBand = true
 			out = append(out, s)
 		}
 	}
 	return out
 }
+
+// deployInterfaceSteps are the interface steps that are deploy steps too:
+// Ironic's redfish firmware interface decorates update as a deploy step
+// (priority 0, the same argsinfo). Ironic's bios steps are deploy steps
+// there as well; ironflow does not offer them at deploy yet.
+var deployInterfaceSteps = map[StepID]bool{StepFirmwareUpdate: true}
 
 // ironflowAgentSteps are the in-band steps the ironflow agent advertises
 // (agent/steps.go, kept equal to it, argument names included, by agent's

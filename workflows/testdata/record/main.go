@@ -342,6 +342,14 @@ func main() {
 				ConfigDrive: json.RawMessage(`"H4sIAAAAAAAA"`),
 				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"erase_devices_metadata","priority":90},{"interface":"deploy","step":"write_image","priority":80,"args":{"configdrive":"H4sIAAAAAAAA"}}]`)}
 		}},
+		// firmware.update as a deploy step above deploy.deploy's priority:
+		// through the BMC before the agent boots (change
+		// deploy-interface-steps).
+		{name: "deploy-firmware-update-step", wf: workflows.WorkflowDeployNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true, drive: hb,
+			req: func(uuid string) any {
+				return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+					DeploySteps: json.RawMessage(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[{"component":"bmc","url":"http://images.example/bmc.bin"}]}}]`)}
+			}},
 		{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy},
 		{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: signalAfter(time.Second, workflows.SignalAbort)},
 		{name: "deploy-write-fails-retry", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
