@@ -80,10 +80,7 @@ func (r *run) biosStepUnderAgent(s Step) bool {
 // next in-band step finds it. A call-back that does not come fails the
 // operation with the callback timeout, naming the step.
 func (r *run) biosStepWithAgent(s Step) error {
-	active, wait := Cleaning, CleanWait
-	if r.stepKind() == StepKindService {
-		active, wait = Servicing, ServiceWait
-	}
+	active, _ := r.agentStates()
 	if err := r.record(RecordStateInput{To: active, Target: r.req.target(), ClearAgent: true,
 		Event: fmt.Sprintf("Step %s reboots the node to apply the BIOS settings: it boots into the agent again; the agent token is removed", s.Name())}); err != nil {
 		return err
@@ -96,6 +93,13 @@ func (r *run) biosStepWithAgent(s Step) error {
 	}); err != nil {
 		return err
 	}
+	return r.waitAgentAfter(s)
+}
+
+// waitAgentAfter waits, in the operation's wait state, for the call-back of
+// the agent that out-of-band step s rebooted the node into.
+func (r *run) waitAgentAfter(s Step) error {
+	active, wait := r.agentStates()
 	return r.step("wait call-back after "+s.Name(), func() error {
 		_, err := r.waitCallback(wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
@@ -103,4 +107,15 @@ func (r *run) biosStepWithAgent(s Step) error {
 		}
 		return err
 	})
+}
+
+// agentStates are the operation's active and wait states.
+func (r *run) agentStates() (active, wait State) {
+	switch r.stepKind() {
+	case StepKindService:
+		return Servicing, ServiceWait
+	case StepKindDeploy:
+		return Deploying, DeployWait
+	}
+	return Cleaning, CleanWait
 }

@@ -152,13 +152,26 @@ func (r *run) deployOutOfBandSteps(user []UserStep) []Step {
 	return oob
 }
 
+// tearDownAgentPriority is deploy.tear_down_agent's built-in priority.
+var tearDownAgentPriority = func() int {
+	for _, b := range directDeploy {
+		if b.StepID == StepTearDownAgent {
+			return b.Priority
+		}
+	}
+	return 0
+}()
+
 // deployInterfaceStep runs an interface's deploy step (firmware.update)
 // through the BMC, its start and end in the node's history.
 func (r *run) deployInterfaceStep(s Step) error {
 	if err := r.enter(Deploying, Active, fmt.Sprintf("Running deploy step %s (priority %d) out of band", s.Name(), s.Priority)); err != nil {
 		return err
 	}
-	if err := r.step(s.Name(), func() error { return r.firmwareUpdate(StepKindDeploy, s) }); err != nil {
+	// The agent runs on the node between deploy.deploy's call-back and
+	// deploy.tear_down_agent (priority 40 unless a request changed it).
+	underAgent := r.agent != "" && s.Priority > tearDownAgentPriority
+	if err := r.firmwareStep(StepKindDeploy, s, underAgent); err != nil {
 		return err
 	}
 	return r.enter(Deploying, Active, fmt.Sprintf("Deploy step %s finished", s.Name()))

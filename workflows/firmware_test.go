@@ -301,3 +301,86 @@ func TestCheckDeployStepsFirmwareUpdate(t *testing.T) {
 		t.Fatalf("an update without args: %v", err)
 	}
 }
+
+// A firmware image the BMC applies at the host's reset, flashed while the
+// agent runs on the node: the reboot goes into the agent (token removed,
+// its boot prepared again, next boot pointed at it) and the next in-band
+// step runs only after the agent called back from that boot (change
+// firmware-reboot-into-agent), in cleaning and in a deploy.
+func TestFirmwareUpdateUnderTheAgentRebootsIntoIt(t *testing.T) {
+	const update = `{"interface":"firmware","step":"update"%s,"args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}`
+	for _, c := range []struct {
+		name, next string
+		deploy     bool
+	}{
+		{name: "cleaning", next: "deploy.erase_devices_metadata"},
+		{name: "deploy", next: "deploy.write_image", deploy: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, b := firmwareCloud(map[string][]string{"bios": {"Running", "AwaitReset", "AwaitReset", "Completed"}})
+			req := cleanRequest("["+fmt.Sprintf(update, "")+`,{"interface":"deploy","step":"erase_devices_metadata"}]`, false)
+			wf, active, wait := any(CleanNode), Cleaning, CleanWait
+			if c.deploy {
+				f.node.ProvisionState = Available
+				req = deployRequest()
+				req.DeploySteps = []byte("[" + fmt.Sprintf(update, `,"priority":90`) + "]")
+				wf, active, wait = DeployNode, Deploying, DeployWait
+			}
+			env := newEnv(t, f)
+			b.register(env)
+			start := env.Now()
+			var nextAt time.Time
+			f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+				if in.Step.Name() == c.next {
+					nextAt = env.Now()
+				}
+				return AgentStepResult{Status: "SUCCEEDED"}, nil
+			}
+			heartbeatAfter(env, time.Minute)
+			heartbeatAfter(env, 20*time.Minute) // the call-back after the firmware's reboot
+			env.ExecuteWorkflow(wf, req)
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow did not complete cleanly: %v (last_error %q)", env.GetWorkflowError(), f.lastErr)
+			}
+			calls := f.callList()
+			i := slices.Index(calls, "StartFirmwareUpdate 0 bios http://images/bios.bin")
+			want := []string{"StartFirmwareUpdate 0 bios http://images/bios.bin",
+				"RecordState " + string(active), "PrepareBoot agent", "SetBootDevice pxe", "SetPower rebooting",
+				"RecordFirmware", "RecordState " + string(wait), "RecordState " + string(active)}
+			if c.deploy {
+				want = append(want, "RecordState "+string(active)) // "Deploy step firmware.update finished"
+			}
+			if i < 0 || len(calls) < i+len(want) || strings.Join(calls[i:i+len(want)], "\n") != strings.Join(want, "\n") {
+				t.Fatalf("calls from the update on:\n%s\nwant:\n%s", strings.Join(calls[max(i, 0):], "\n"), strings.Join(want, "\n"))
+			}
+			if nextAt.IsZero() || nextAt.Sub(start) < 20*time.Minute {
+				t.Fatalf("step %s ran %s after the start, before the agent's call-back at 20m", c.next, nextAt.Sub(start))
+			}
+			if !slices.Contains(f.clearedAgent, active) {
+				t.Fatalf("states recorded with the agent token removed: %v", f.clearedAgent)
+			}
+		})
+	}
+}
+
+// Without the agent's call-back after the firmware's reboot the wait
+// times out: clean failed naming the step, the next step never runs.
+func TestFirmwareUpdateUnderTheAgentFailsWhenTheAgentDoesNotReturn(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{"bios": {"AwaitReset", "Completed"}})
+	env := newEnv(t, f)
+	b.register(env)
+	heartbeatAfter(env, time.Minute)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}},{"interface":"deploy","step":"erase_devices_metadata"}]`, false))
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	for _, call := range f.callList() {
+		if strings.Contains(call, "erase_devices_metadata") {
+			t.Fatalf("the next step ran without the agent's call-back: %v", f.callList())
+		}
+	}
+	if !slices.Contains(f.states, CleanFailed) ||
+		!strings.Contains(f.lastErr, "wait call-back after firmware.update: Timeout reached while waiting for callback for node "+f.node.UUID) {
+		t.Fatalf("states %v, last_error %q: want clean failed on the callback timeout after the update", f.states, f.lastErr)
+	}
+}

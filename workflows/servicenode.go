@@ -115,7 +115,7 @@ func (r *run) abortToActive() error {
 func (r *run) serviceStep(s Step) error {
 	if s.OutOfBand {
 		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
-			return r.step(s.Name(), func() error { return r.firmwareUpdate(StepKindService, s) })
+			return r.firmwareStep(StepKindService, s, !r.req.DisableRamdisk) // workflows/firmware.go
 		}
 		if r.biosStepUnderAgent(s) {
 			return r.biosStepWithAgent(s) // workflows/bios.go

@@ -128,4 +128,14 @@ const (
 	// deploy. Introduced by issue 19; record this version's histories (make
 	// record-histories).
 	changeDeployInterfaceSteps = "deploy-interface-steps"
+	// changeFirmwareRebootIntoAgent: a firmware update whose task waits
+	// for the host's reset while the agent runs on the node (a manual
+	// cleaning or servicing without disable_ramdisk, a deploy step between
+	// deploy.deploy and tear_down_agent) removes the agent's token,
+	// prepares the agent's boot and reboots into it, and the plan waits
+	// for the agent's call-back after the step (firmware.go firmwareStep);
+	// before it the reboot booted whatever the machine booted. Asked only
+	// at such a reboot. Introduced by issue 19; record this version's
+	// histories (make record-histories).
+	changeFirmwareRebootIntoAgent = "firmware-reboot-into-agent"
 )

@@ -417,6 +417,12 @@ func main() {
 		{name: "clean-manual-redfish-bios-under-agent", wf: workflows.WorkflowCleanNode, deploy: "direct", bios: hardware.Redfish,
 			req:   cleanReq(`[{"interface":"bios","step":"factory_reset"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
 			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) })},
+		// A firmware image applied at the host's reset while the agent runs:
+		// the reboot goes into the agent, whose second call-back the plan
+		// waits for (change firmware-reboot-into-agent).
+		{name: "clean-manual-firmware-update-under-agent", wf: workflows.WorkflowCleanNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true,
+			req:   cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
+			drive: both(hb, func(c client.Client, id string) { time.Sleep(3 * time.Second); hb(c, id) })},
 		{name: "clean-manual-firmware-update", wf: workflows.WorkflowCleanNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true,
 			req: cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}}]`, true)},
 		{name: "service", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false), drive: hb},
