@@ -40,3 +40,19 @@ func TestFirmwareUpdateDeployStepChecked(t *testing.T) {
 		t.Fatalf("the components of a step the node does not have were checked: %v", err)
 	}
 }
+
+// The bios interface's apply_configuration is a deploy step too: a deploy
+// template or deploy_steps naming it is checked against its argsinfo.
+func TestBIOSDeployStepChecked(t *testing.T) {
+	n := &store.Node{UUID: "5f0c1d2e-7a3b-4c8d-9e10-f2a3b4c5d6e8", BIOSInterface: "redfish"}
+	good := `[{"interface":"bios","step":"apply_configuration","priority":110,"args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`
+	if err := checkUserDeploySteps(n, json.RawMessage(good)); err != nil {
+		t.Fatalf("a bios deploy step was refused: %v", err)
+	}
+	want := "Failed to validate deploy or power info for node " + n.UUID + `: Validation of deploy steps from "deploy steps" argument failed.` +
+		"deploy step {'interface': 'bios', 'step': 'apply_configuration', 'priority': 110} is missing these required arguments: settings (A list of BIOS settings to be applied)"
+	err := checkUserDeploySteps(n, json.RawMessage(`[{"interface":"bios","step":"apply_configuration","priority":110}]`))
+	if e, ok := err.(*apiError); !ok || e.status != http.StatusBadRequest || e.msg != want {
+		t.Fatalf("error\n%v\nwant 400\n%s", err, want)
+	}
+}

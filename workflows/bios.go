@@ -63,11 +63,12 @@ func (r *run) cacheBIOSNow() {
 
 // biosStepUnderAgent reports whether s is a bios step that reboots the node
 // (redfish's apply_configuration and factory_reset: the firmware applies
-// them at the reboot) while the agent runs on it, in a manual cleaning or
-// a servicing that booted the agent. Behind changeBIOSStepWaitsForAgent,
+// them at the reboot) while the agent runs on it (underAgent: a manual
+// cleaning or a servicing that booted the agent, a deploy step between
+// deploy.deploy and deploy.tear_down_agent). Behind changeBIOSStepWaitsForAgent,
 // asked only for such a step, so no other history gains a marker.
-func (r *run) biosStepUnderAgent(s Step) bool {
-	return s.Interface == "bios" && r.node.BIOSInterface == hardware.Redfish && !r.req.DisableRamdisk &&
+func (r *run) biosStepUnderAgent(s Step, underAgent bool) bool {
+	return s.Interface == "bios" && r.node.BIOSInterface == hardware.Redfish && underAgent &&
 		workflow.GetVersion(r.ctx, changeBIOSStepWaitsForAgent, workflow.DefaultVersion, 1) == 1
 }
 

@@ -244,3 +244,60 @@ func TestBIOSStepWithoutTheAgentDoesNotWait(t *testing.T) {
 		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// The bios steps are deploy steps too (Ironic's bios interfaces): named by
+// a deploy template above deploy.deploy's priority the step runs through
+// the BMC before the agent boots; below it, while the agent runs, it
+// reboots into the agent and write_image runs only after the agent's
+// call-back (changes deploy-interface-steps, bios-step-waits-for-agent).
+func TestBIOSStepAsADeployStep(t *testing.T) {
+	const bios = `[{"interface":"bios","step":"apply_configuration","priority":%d,"args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`
+	for _, c := range []struct {
+		priority int
+		call     string
+	}{
+		{110, "RunInterfaceStep bios.apply_configuration"},
+		{90, "RunInterfaceStep bios.apply_configuration reboot into pxe"},
+	} {
+		t.Run(fmt.Sprint(c.priority), func(t *testing.T) {
+			f := newFakeCloud()
+			f.node.BIOSInterface = hardware.Redfish
+			env := newEnv(t, f)
+			start := env.Now()
+			var writeAt time.Time
+			f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+				if in.Step.StepID == StepWriteImage {
+					writeAt = env.Now()
+				}
+				return AgentStepResult{Status: "SUCCEEDED"}, nil
+			}
+			heartbeatAfter(env, 2*time.Minute)
+			heartbeatAfter(env, 20*time.Minute)
+			req := deployRequest()
+			req.DeploySteps = []byte(fmt.Sprintf(bios, c.priority))
+			env.ExecuteWorkflow(DeployNode, req)
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+			}
+			requireActive(t, f)
+			calls := f.callList()
+			step, boot := slices.Index(calls, c.call), slices.Index(calls, "PrepareBoot agent")
+			if step < 0 || boot < 0 {
+				t.Fatalf("no %q in the deploy: %v", c.call, calls)
+			}
+			if c.priority > 100 {
+				if step > boot {
+					t.Fatalf("the step ran after the agent's boot: %v", calls)
+				}
+				return
+			}
+			want := []string{"RecordState deploying", "PrepareBoot agent", c.call, "RecordState wait call-back", "RecordState deploying"}
+			if step < 2 || strings.Join(calls[step-2:step+3], "\n") != strings.Join(want, "\n") {
+				t.Fatalf("around the bios step:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+			}
+			if writeAt.Sub(start) < 20*time.Minute {
+				t.Fatalf("write_image ran %s after the start, before the agent's call-back at 20m", writeAt.Sub(start))
+			}
+		})
+	}
+}

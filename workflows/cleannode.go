@@ -172,7 +172,7 @@ func (r *run) manualStep(s Step) error {
 		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
 			return r.firmwareStep(r.stepKind(), s, !r.req.DisableRamdisk) // workflows/firmware.go
 		}
-		if r.biosStepUnderAgent(s) {
+		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {
 			return r.biosStepWithAgent(s) // workflows/bios.go
 		}
 		return r.step(s.Name(), func() error {

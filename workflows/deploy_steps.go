@@ -133,7 +133,7 @@ func deployIndex(plan []Step) int {
 }
 
 // deployOutOfBandSteps are the node's interface steps a deploy offers
-// (InterfaceSteps, deploy kind: firmware.update), when the request or its
+// (InterfaceSteps, deploy kind: firmware.update, the bios steps), when the request or its
 // deploy templates name one: behind changeDeployInterfaceSteps, asked only
 // then, so that no other deploy's history gains a marker. Before the
 // change such a step was skipped before the agent ran and refused once it
@@ -162,8 +162,10 @@ var tearDownAgentPriority = func() int {
 	return 0
 }()
 
-// deployInterfaceStep runs an interface's deploy step (firmware.update)
-// through the BMC, its start and end in the node's history.
+// deployInterfaceStep runs an interface's deploy step (firmware.update,
+// bios.apply_configuration, bios.factory_reset) through the BMC, its start
+// and end in the node's history. One that reboots the node while the agent
+// runs on it reboots into the agent and waits for its call-back.
 func (r *run) deployInterfaceStep(s Step) error {
 	if err := r.enter(Deploying, Active, fmt.Sprintf("Running deploy step %s (priority %d) out of band", s.Name(), s.Priority)); err != nil {
 		return err
@@ -171,7 +173,18 @@ func (r *run) deployInterfaceStep(s Step) error {
 	// The agent runs on the node between deploy.deploy's call-back and
 	// deploy.tear_down_agent (priority 40 unless a request changed it).
 	underAgent := r.agent != "" && s.Priority > tearDownAgentPriority
-	if err := r.firmwareStep(StepKindDeploy, s, underAgent); err != nil {
+	var err error
+	switch {
+	case s.StepID == StepFirmwareUpdate:
+		err = r.firmwareStep(StepKindDeploy, s, underAgent) // workflows/firmware.go
+	case r.biosStepUnderAgent(s, underAgent):
+		err = r.biosStepWithAgent(s) // workflows/bios.go
+	default:
+		err = r.step(s.Name(), func() error {
+			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: StepKindDeploy, Step: s}, nil)
+		})
+	}
+	if err != nil {
 		return err
 	}
 	return r.enter(Deploying, Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
@@ -261,7 +274,7 @@ func (r *run) runDeploySteps(steps []Step, base int) error {
 			return err
 		}
 		fn := deployHandler(s.StepID)
-		if s.OutOfBand && s.StepID == StepFirmwareUpdate { // deployOutOfBandSteps
+		if s.OutOfBand && deployInterfaceSteps[s.StepID] { // deployOutOfBandSteps
 			fn = (*run).deployInterfaceStep
 		}
 		if h := r.deployFlowStep(s); h != nil { // hold, wait, power_on, ... (workflows/hold.go)

@@ -77,10 +77,15 @@ func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step 
 }
 
 // deployInterfaceSteps are the interface steps that are deploy steps too:
-// Ironic's redfish firmware interface decorates update as a deploy step
-// (priority 0, the same argsinfo). Ironic's bios steps are deploy steps
-// there as well; ironflow does not offer them at deploy yet.
-var deployInterfaceSteps = map[StepID]bool{StepFirmwareUpdate: true}
+// Ironic's redfish firmware interface decorates update as a deploy step,
+// its bios interfaces apply_configuration and factory_reset (priority 0,
+// the same argsinfo), so that a deploy template can set BIOS settings or
+// flash firmware for the instance.
+var deployInterfaceSteps = map[StepID]bool{
+	StepFirmwareUpdate: true,
+	{Interface: "bios", Step: "apply_configuration"}: true,
+	{Interface: "bios", Step: "factory_reset"}:       true,
+}
 
 // ironflowAgentSteps are the in-band steps the ironflow agent advertises
 // (agent/steps.go, kept equal to it, argument names included, by agent's

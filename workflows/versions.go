@@ -121,9 +121,10 @@ const (
 	changeBIOSStepWaitsForAgent = "bios-step-waits-for-agent"
 	// changeDeployInterfaceSteps: a direct deploy whose deploy_steps (the
 	// request's or its deploy templates') name an interface's deploy step
-	// (firmware.update of a redfish firmware interface, as Ironic's) runs
-	// it through the BMC at its priority, before deploy.deploy when above
-	// it (deploy_steps.go deployOutOfBandSteps); before it the step was
+	// (firmware.update of a redfish firmware interface, bios.apply_configuration
+	// and bios.factory_reset, as Ironic's) runs it through the BMC at its
+	// priority, before deploy.deploy when above it (deploy_steps.go
+	// deployOutOfBandSteps); before it the step was
 	// refused once the agent had reported its steps. Asked only for such a
 	// deploy. Introduced by issue 19; record this version's histories (make
 	// record-histories).

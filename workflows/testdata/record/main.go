@@ -350,6 +350,15 @@ func main() {
 				return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
 					DeploySteps: json.RawMessage(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[{"component":"bmc","url":"http://images.example/bmc.bin"}]}}]`)}
 			}},
+		// bios.apply_configuration as a deploy step while the agent runs: it
+		// reboots into the agent and waits for its second call-back
+		// (changes deploy-interface-steps, bios-step-waits-for-agent).
+		{name: "deploy-bios-step-under-agent", wf: workflows.WorkflowDeployNode, deploy: "direct", bios: hardware.Redfish,
+			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) }),
+			req: func(uuid string) any {
+				return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+					DeploySteps: json.RawMessage(`[{"interface":"bios","step":"apply_configuration","priority":90,"args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`)}
+			}},
 		{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy},
 		{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: signalAfter(time.Second, workflows.SignalAbort)},
 		{name: "deploy-write-fails-retry", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
