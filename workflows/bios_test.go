@@ -301,3 +301,28 @@ func TestBIOSStepAsADeployStep(t *testing.T) {
 		})
 	}
 }
+
+// An operator's abort while the plan waits for the agent after a BIOS
+// step (clean wait) ends the cleaning in clean failed with Ironic's abort
+// message; the next step never runs.
+func TestBIOSStepUnderTheAgentAbortWhileWaiting(t *testing.T) {
+	f := manualCleanCloud()
+	f.node.BIOSInterface = hardware.Redfish
+	env := newEnv(t, f)
+	env.RegisterActivityWithOptions(func(ctx context.Context, n NodeInfo) error { return nil },
+		activity.RegisterOptions{Name: ActCacheBIOSSettings})
+	heartbeatAfter(env, time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, nil) }, 10*time.Minute)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"bios","step":"factory_reset"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false))
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	for _, call := range f.callList() {
+		if strings.Contains(call, "erase_devices_metadata") {
+			t.Fatalf("the next step ran after the abort: %v", f.callList())
+		}
+	}
+	if lastState(f) != CleanFailed || !strings.Contains(f.lastErr, "By request, the clean operation was aborted") {
+		t.Fatalf("states %v, last_error %q: want clean failed with the abort message", f.states, f.lastErr)
+	}
+}
