@@ -67,6 +67,16 @@ func (a *Activities) runBIOSStep(ctx context.Context, in workflows.InterfaceStep
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("bios interface redfish of node %s has no step %s", node, in.Step.Step), workflows.ErrTypeBMCUnsupported, nil)
 	}
+	if in.RebootInto != "" {
+		// The agent runs on the node: its reboot goes back into the agent
+		// ramdisk, as Ironic's reboot_to_finish_step prepares the agent's
+		// boot before it reboots. Set here, not by the workflow, so that a
+		// retried attempt (the settings still pending) boots the agent too.
+		s := bmc.BootSetting{Device: bmc.BootDevice(in.RebootInto), Mode: bmc.BootMode(in.Node.BootMode)}
+		if err := d.SetBootDevice(ctx, s); err != nil {
+			return bmcErr(err, "set boot device %s on node %s before its BIOS reboot", in.RebootInto, node)
+		}
+	}
 	if err := d.SetPower(ctx, bmc.ActionReboot); err != nil {
 		return bmcErr(err, "reboot node %s to apply its BIOS settings", node)
 	}

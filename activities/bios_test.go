@@ -28,6 +28,15 @@ type biosMachine struct {
 	current, pending map[string]any
 	ignore           bool
 	reboots          int
+	// calls are the boot-device and reboot calls, in order.
+	calls []string
+}
+
+func (d biosDriver) SetBootDevice(ctx context.Context, b bmc.BootSetting) error {
+	d.m.mu.Lock()
+	d.m.calls = append(d.m.calls, fmt.Sprintf("boot %s persistent=%v", b.Device, b.Persistent))
+	d.m.mu.Unlock()
+	return d.Driver.SetBootDevice(ctx, b)
 }
 
 type biosDriver struct {
@@ -39,6 +48,7 @@ func (d biosDriver) SetPower(ctx context.Context, a bmc.PowerAction) error {
 	d.m.mu.Lock()
 	if a == bmc.ActionReboot {
 		d.m.reboots++
+		d.m.calls = append(d.m.calls, "reboot")
 		if !d.m.ignore {
 			for k, v := range d.m.pending {
 				d.m.current[k] = v
@@ -129,6 +139,22 @@ func TestRedfishBIOSStepAppliesRebootsVerifiesAndCaches(t *testing.T) {
 	got, err := st.GetBIOSSetting(ctx, node.UUID, "ProcCores")
 	if err != nil || got.Value != "4" || got.UpperBound == nil || *got.UpperBound != 8 || *got.AttributeType != "Integer" {
 		t.Fatalf("cached ProcCores = %+v, %v", got, err)
+	}
+}
+
+// TestRedfishBIOSStepRebootsIntoTheAgent: with RebootInto (the agent runs
+// on the node) the step points the next boot, once, at the agent's boot
+// device before its reboot.
+func TestRedfishBIOSStepRebootsIntoTheAgent(t *testing.T) {
+	m := &biosMachine{current: map[string]any{"ProcCores": float64(2)}, pending: map[string]any{}}
+	a, _, node := biosLab(t, m)
+	err := a.RunInterfaceStep(context.Background(), workflows.InterfaceStepInput{Node: node, Kind: workflows.StepKindClean, RebootInto: "pxe",
+		Step: biosStep("apply_configuration", map[string]any{"settings": []any{map[string]any{"name": "ProcCores", "value": "4"}}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(m.calls, ", "); got != "boot pxe persistent=false, reboot" {
+		t.Fatalf("BMC calls %q, want the agent's boot device (next boot only) before the reboot", got)
 	}
 }
 

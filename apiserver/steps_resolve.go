@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -128,7 +129,7 @@ func checkUserDeploySteps(n *store.Node, raw json.RawMessage) error {
 	if err != nil {
 		return badRequest("Invalid deploy_steps: %s", err.Error())
 	}
-	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, workflows.StepKindDeploy)),
+	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, workflows.StepKindDeploy), stepInterfacesOf(n)),
 		`Validation of deploy steps from "deploy steps" argument failed.`)
 }
 
@@ -147,7 +148,7 @@ func checkTemplateDeploySteps(n *store.Node, names []string, steps []store.Deplo
 		}
 		user[i] = u
 	}
-	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, workflows.StepKindDeploy)),
+	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, workflows.StepKindDeploy), stepInterfacesOf(n)),
 		"Validation of deploy steps from deploy templates matching this node's instance traits failed. "+
 			"Matching deploy templates: "+strings.Join(names, ",")+". Errors: ")
 }
@@ -255,4 +256,11 @@ func (s *server) resolveSteps(ctx context.Context, n *store.Node, req provisionB
 		req.disableRamdisk = req.disableRamdisk || rb.DisableRamdisk
 	}
 	return req, nil
+}
+
+// stepInterfacesOf is the node's interfaces that declare steps
+// (workflows.NodeInfo.StepInterfaces of the stored node).
+func stepInterfacesOf(n *store.Node) map[string]hardware.Interface {
+	return map[string]hardware.Interface{"bios": hardware.Interface(n.BIOSInterface), "raid": hardware.Interface(n.RAIDInterface),
+		"firmware": hardware.Interface(n.FirmwareInterface)}
 }

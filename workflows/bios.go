@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"fmt"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
@@ -34,7 +36,87 @@ func (r *run) cacheBIOSManual() {
 		workflow.GetVersion(r.ctx, changeCacheBIOSManualClean, workflow.DefaultVersion, 1) != 1 {
 		return
 	}
+	r.cacheBIOSNow()
+}
+
+// cacheBIOSService is cacheBIOS when servicing starts, so that the cached
+// settings an operator reads (GET /v1/nodes/{id}/bios) are the machine's
+// before its service steps change them; the bios steps refresh them again
+// once they ran (activities/bios.go), as Ironic's cache_bios_settings
+// decorator does after a bios step. Behind changeCacheBIOSService, asked
+// only for a node whose bios interface reads them.
+func (r *run) cacheBIOSService() {
+	if r.node.BIOSInterface != hardware.Redfish ||
+		workflow.GetVersion(r.ctx, changeCacheBIOSService, workflow.DefaultVersion, 1) != 1 {
+		return
+	}
+	r.cacheBIOSNow()
+}
+
+// cacheBIOSNow runs ActCacheBIOSSettings; a failure is logged, not the
+// operation's, as in Ironic.
+func (r *run) cacheBIOSNow() {
 	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
 		workflow.GetLogger(r.ctx).Warn("cache BIOS settings", "node", r.node.UUID, "error", errorText(err))
 	}
+}
+
+// biosStepUnderAgent reports whether s is a bios step that reboots the node
+// (redfish's apply_configuration and factory_reset: the firmware applies
+// them at the reboot) while the agent runs on it (underAgent: a manual
+// cleaning or a servicing that booted the agent, a deploy step between
+// deploy.deploy and deploy.tear_down_agent). Behind changeBIOSStepWaitsForAgent,
+// asked only for such a step, so no other history gains a marker.
+func (r *run) biosStepUnderAgent(s Step, underAgent bool) bool {
+	return s.Interface == "bios" && r.node.BIOSInterface == hardware.Redfish && underAgent &&
+		workflow.GetVersion(r.ctx, changeBIOSStepWaitsForAgent, workflow.DefaultVersion, 1) == 1
+}
+
+// biosStepWithAgent runs a bios step that reboots the node while the agent
+// is up, as Ironic's redfish bios interface does through
+// reboot_to_finish_step: the agent's token goes (the new boot looks up and
+// gets a new one; a heartbeat with the old token is refused), the agent's
+// boot is prepared again and the step's reboot goes into it, and the plan
+// goes on only once the agent has called back from that boot, so that the
+// next in-band step finds it. A call-back that does not come fails the
+// operation with the callback timeout, naming the step.
+func (r *run) biosStepWithAgent(s Step) error {
+	active, _ := r.agentStates()
+	if err := r.record(RecordStateInput{To: active, Target: r.req.target(), ClearAgent: true,
+		Event: fmt.Sprintf("Step %s reboots the node to apply the BIOS settings: it boots into the agent again; the agent token is removed", s.Name())}); err != nil {
+		return err
+	}
+	if err := r.step(s.Name(), func() error {
+		if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil); err != nil {
+			return err
+		}
+		return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s, RebootInto: r.netbootDevice()}, nil)
+	}); err != nil {
+		return err
+	}
+	return r.waitAgentAfter(s)
+}
+
+// waitAgentAfter waits, in the operation's wait state, for the call-back of
+// the agent that out-of-band step s rebooted the node into.
+func (r *run) waitAgentAfter(s Step) error {
+	active, wait := r.agentStates()
+	return r.step("wait call-back after "+s.Name(), func() error {
+		_, err := r.waitCallback(wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		if err == nil {
+			err = r.enter(active, r.req.target(), fmt.Sprintf("Agent called back from %s after step %s rebooted the node", r.agent, s.Name()))
+		}
+		return err
+	})
+}
+
+// agentStates are the operation's active and wait states.
+func (r *run) agentStates() (active, wait State) {
+	switch r.stepKind() {
+	case StepKindService:
+		return Servicing, ServiceWait
+	case StepKindDeploy:
+		return Deploying, DeployWait
+	}
+	return Cleaning, CleanWait
 }

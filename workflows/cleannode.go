@@ -170,7 +170,10 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 func (r *run) manualStep(s Step) error {
 	if s.OutOfBand {
 		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
-			return r.step(s.Name(), func() error { return r.firmwareUpdate(r.stepKind(), s) })
+			return r.firmwareStep(r.stepKind(), s, !r.req.DisableRamdisk) // workflows/firmware.go
+		}
+		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {
+			return r.biosStepWithAgent(s) // workflows/bios.go
 		}
 		return r.step(s.Name(), func() error {
 			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s}, nil)

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/hardware"
 )
 
 // deployWithAgentSteps is the direct deploy with the agent's own deploy
@@ -41,7 +43,8 @@ func (r *run) deployAgentPlan() error {
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
-	early, err := earlyDeployPlan(user, nil)
+	oob := r.deployOutOfBandSteps(user)
+	early, err := earlyDeployPlan(user, nil, oob)
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
@@ -54,14 +57,16 @@ func (r *run) deployAgentPlan() error {
 		// they are.
 		return r.runDeployPlan(early, 0)
 	}
-	// deploy.deploy boots the agent: every other deploy step runs on it
-	// (ironflow has no out-of-band deploy step), so deploy.deploy runs
-	// first and a step above its priority right after it.
+	// deploy.deploy boots the agent: every other deploy step but the
+	// out-of-band ones runs on it, so deploy.deploy runs first (after the
+	// out-of-band steps above its priority) and a step above its priority
+	// right after it.
 	early = deployFirst(early)
+	first := deployIndex(early)
 	if err := r.recordDeployPlan(early, nil, nil); err != nil {
 		return err
 	}
-	if err := r.runDeploySteps(early[:1], 0); err != nil {
+	if err := r.runDeploySteps(early[:first+1], 0); err != nil {
 		return err
 	}
 	var agentSteps []Step
@@ -70,13 +75,14 @@ func (r *run) deployAgentPlan() error {
 	}); err != nil {
 		return err
 	}
-	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: append(deployAvailable(agentSteps), FlowSteps(user)...), User: user, AnyArgs: builtinDeployIDs()})
+	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: append(append(deployAvailable(agentSteps), oob...), FlowSteps(user)...), User: user, AnyArgs: builtinDeployIDs()})
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s", r.node.UUID, errorText(err)))
 	}
-	// The plan goes on after deploy.deploy, which ran.
+	// The plan goes on after deploy.deploy, which ran (after the
+	// out-of-band steps above its priority, which ran too).
 	plan = deployFirst(plan)
-	if len(plan) == 0 || plan[0].StepID != StepDeploy {
+	if len(plan) <= first || plan[first].StepID != StepDeploy {
 		// The agent's list cannot take deploy.deploy out (a built-in
 		// step): only a plan without it lacks it, and that one did not
 		// boot the agent.
@@ -88,19 +94,27 @@ func (r *run) deployAgentPlan() error {
 	if err := r.enter(Deploying, Active, planEvent(plan)); err != nil {
 		return err
 	}
-	return r.runDeployPlan(plan, 1)
+	return r.runDeployPlan(plan, first+1)
 }
 
 // deployFirst is plan with deploy.deploy moved to the front, the others in
-// their order.
+// their order, except the out-of-band steps (an interface's, through the
+// BMC) ordered before it: they need no agent and stay before it, as
+// Ironic runs every step above deploy.deploy's priority before deploy.deploy
+// boots the agent.
 func deployFirst(plan []Step) []Step {
 	out := make([]Step, 0, len(plan))
-	for _, s := range plan {
+	lead := 0
+	for lead < len(plan) && plan[lead].OutOfBand && plan[lead].StepID != StepDeploy {
+		lead++
+	}
+	out = append(out, plan[:lead]...)
+	for _, s := range plan[lead:] {
 		if s.StepID == StepDeploy {
 			out = append(out, s)
 		}
 	}
-	for _, s := range plan {
+	for _, s := range plan[lead:] {
 		if s.StepID != StepDeploy {
 			out = append(out, s)
 		}
@@ -108,14 +122,83 @@ func deployFirst(plan []Step) []Step {
 	return out
 }
 
+// deployIndex is the index of deploy.deploy in a plan deployFirst ordered.
+func deployIndex(plan []Step) int {
+	for i, s := range plan {
+		if s.StepID == StepDeploy {
+			return i
+		}
+	}
+	return 0
+}
+
+// deployOutOfBandSteps are the node's interface steps a deploy offers
+// (InterfaceSteps, deploy kind: firmware.update, the bios steps), when the request or its
+// deploy templates name one: behind changeDeployInterfaceSteps, asked only
+// then, so that no other deploy's history gains a marker. Before the
+// change such a step was skipped before the agent ran and refused once it
+// had ("node does not support this deploy step").
+func (r *run) deployOutOfBandSteps(user []UserStep) []Step {
+	oob := InterfaceSteps(StepKindDeploy, r.node.StepInterfaces())
+	named := false
+	for _, u := range user {
+		for _, s := range oob {
+			named = named || s.StepID == u.StepID
+		}
+	}
+	if !named || workflow.GetVersion(r.ctx, changeDeployInterfaceSteps, workflow.DefaultVersion, 1) != 1 {
+		return nil
+	}
+	return oob
+}
+
+// tearDownAgentPriority is deploy.tear_down_agent's built-in priority.
+var tearDownAgentPriority = func() int {
+	for _, b := range directDeploy {
+		if b.StepID == StepTearDownAgent {
+			return b.Priority
+		}
+	}
+	return 0
+}()
+
+// deployInterfaceStep runs an interface's deploy step (firmware.update,
+// bios.apply_configuration, bios.factory_reset) through the BMC, its start
+// and end in the node's history. One that reboots the node while the agent
+// runs on it reboots into the agent and waits for its call-back.
+func (r *run) deployInterfaceStep(s Step) error {
+	if err := r.enter(Deploying, Active, fmt.Sprintf("Running deploy step %s (priority %d) out of band", s.Name(), s.Priority)); err != nil {
+		return err
+	}
+	// The agent runs on the node between deploy.deploy's call-back and
+	// deploy.tear_down_agent (priority 40 unless a request changed it).
+	underAgent := r.agent != "" && s.Priority > tearDownAgentPriority
+	var err error
+	switch {
+	case s.StepID == StepFirmwareUpdate:
+		err = r.firmwareStep(StepKindDeploy, s, underAgent) // workflows/firmware.go
+	case r.biosStepUnderAgent(s, underAgent):
+		err = r.biosStepWithAgent(s) // workflows/bios.go
+	default:
+		err = r.step(s.Name(), func() error {
+			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: StepKindDeploy, Step: s}, nil)
+		})
+	}
+	if err != nil {
+		return err
+	}
+	return r.enter(Deploying, Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
+}
+
 // earlyDeployPlan is the plan of a deploy before its agent runs: the user's
 // steps checked against the built-in ones and the agent's as cached
 // reports them (KnownAgentSteps), a step neither has left out (Ironic's
 // skip_missing).
-func earlyDeployPlan(user []UserStep, cached []Step) ([]Step, error) {
+func earlyDeployPlan(user []UserStep, cached, oob []Step) ([]Step, error) {
 	// Reserved steps (hold, wait, power_on, ...: workflows/hold.go) are
 	// available to every plan that names them.
-	return MergeSteps(PlanInput{Kind: StepKindDeploy, Available: append(deployAvailable(KnownAgentSteps(StepKindDeploy, cached)), FlowSteps(user)...), User: user,
+	available := append(append(deployAvailable(KnownAgentSteps(StepKindDeploy, cached)), oob...), FlowSteps(user)...)
+	return MergeSteps(PlanInput{Kind: StepKindDeploy, Available: available, User: user,
 		SkipMissing: true, AnyArgs: builtinDeployIDs()})
 }
 
@@ -125,9 +208,24 @@ func earlyDeployPlan(user []UserStep, cached []Step) ([]Step, error) {
 // ones the node's agent last reported, driver_internal_info
 // agent_cached_deploy_steps), a step not known before the agent runs left
 // for DeployNode to check once it does. A refusal is a *PlanError.
-func CheckDeploySteps(user []UserStep, cached []Step) error {
-	_, err := earlyDeployPlan(user, cached)
-	return err
+//
+// The node's interface deploy steps (ifaces: StepInterfaces' map) are
+// checked too, a firmware.update's components and checksums included
+// (ParseFirmwareSettings), so that a malformed one is the request's 400.
+func CheckDeploySteps(user []UserStep, cached []Step, ifaces map[string]hardware.Interface) error {
+	_, err := earlyDeployPlan(user, cached, InterfaceSteps(StepKindDeploy, ifaces))
+	if err != nil {
+		return err
+	}
+	for _, u := range user {
+		if u.StepID != StepFirmwareUpdate || (u.HasPriority && u.Priority == 0) || ifaces["firmware"] != hardware.Redfish {
+			continue
+		}
+		if _, err := ParseFirmwareSettings(u.Args); err != nil {
+			return &PlanError{Problems: []string{errorText(err)}}
+		}
+	}
+	return nil
 }
 
 // deployAvailable are the built-in deploy steps and the agent's: a step
@@ -176,6 +274,9 @@ func (r *run) runDeploySteps(steps []Step, base int) error {
 			return err
 		}
 		fn := deployHandler(s.StepID)
+		if s.OutOfBand && deployInterfaceSteps[s.StepID] { // deployOutOfBandSteps
+			fn = (*run).deployInterfaceStep
+		}
 		if h := r.deployFlowStep(s); h != nil { // hold, wait, power_on, ... (workflows/hold.go)
 			fn = h
 		}

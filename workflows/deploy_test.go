@@ -232,7 +232,11 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	reg(func(ctx context.Context, in AgentInput) error { f.showStep(in.Starts); return f.log("AgentPowerOff") }, ActAgentPowerOff)
 	reg(func(ctx context.Context, in InterfaceStepInput) error {
 		f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step})
-		return f.log("RunInterfaceStep " + in.Step.Name())
+		call := "RunInterfaceStep " + in.Step.Name()
+		if in.RebootInto != "" {
+			call += " reboot into " + in.RebootInto
+		}
+		return f.log(call)
 	}, ActRunInterfaceStep)
 	reg(func(ctx context.Context, in StepPlanRecord) error {
 		f.mu.Lock()

@@ -189,45 +189,90 @@ type FirmwareRecordInput struct {
 // versions read back. A failed or stalled task fails the step with the
 // task's messages; the operator's retry runs the step again from its first
 // component, abort ends the operation.
-func (r *run) firmwareUpdate(kind StepKind, s Step) error {
+//
+// With underAgent (the agent runs on the node) a reboot for the host's
+// reset goes into the agent (rebootIntoAgent), and intoAgent says so: the
+// caller then waits for the agent's call-back before the plan goes on.
+func (r *run) firmwareUpdate(kind StepKind, s Step, underAgent bool) (intoAgent bool, err error) {
 	settings, err := ParseFirmwareSettings(s.Args)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for i, fs := range settings {
 		var ref FirmwareTaskRef
 		if err := r.hardware(ActStartFirmwareUpdate, FirmwareUpdateInput{Node: r.node, Kind: kind, Step: s, Index: i, Setting: fs}, &ref); err != nil {
-			return err
+			return intoAgent, err
 		}
 		if !ref.Done {
-			if err := r.waitFirmwareTask(fs, ref); err != nil {
-				return err
+			rebooted, err := r.waitFirmwareTask(s, fs, ref, underAgent)
+			intoAgent = intoAgent || rebooted
+			if err != nil {
+				return intoAgent, err
 			}
 		}
 		if fs.Wait > 0 {
 			if err := workflow.Sleep(r.ctx, time.Duration(fs.Wait)*time.Second); err != nil {
-				return err
+				return intoAgent, err
 			}
 		}
 	}
 	r.status.Progress = ""
-	return r.hardware(ActRecordFirmware, FirmwareRecordInput{Node: r.node, Kind: kind}, nil)
+	return intoAgent, r.hardware(ActRecordFirmware, FirmwareRecordInput{Node: r.node, Kind: kind}, nil)
+}
+
+// firmwareStep runs the update step s as the operation's step; when it
+// rebooted the node into the agent (underAgent), the plan goes on only
+// once the agent has called back from that boot, as Ironic's update step
+// returns the wait state after reboot_to_finish_step.
+func (r *run) firmwareStep(kind StepKind, s Step, underAgent bool) error {
+	intoAgent := false
+	if err := r.step(s.Name(), func() error {
+		rebooted, err := r.firmwareUpdate(kind, s, underAgent)
+		intoAgent = intoAgent || rebooted
+		return err
+	}); err != nil {
+		return err
+	}
+	if !intoAgent {
+		return nil
+	}
+	return r.waitAgentAfter(s) // workflows/bios.go
+}
+
+// rebootIntoAgent reboots the node for step s while the agent runs on it,
+// as Ironic's reboot_to_finish_step: the agent's token goes (the new boot
+// looks up and gets a new one), its boot is prepared again and the next
+// boot points at it.
+func (r *run) rebootIntoAgent(s Step, why string) error {
+	active, _ := r.agentStates()
+	if err := r.record(RecordStateInput{To: active, Target: r.req.target(), ClearAgent: true,
+		Event: fmt.Sprintf("Step %s reboots the node (%s): it boots into the agent again; the agent token is removed", s.Name(), why)}); err != nil {
+		return err
+	}
+	if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil); err != nil {
+		return err
+	}
+	if err := r.bootDevice(r.netbootDevice(), false); err != nil {
+		return err
+	}
+	return r.power("rebooting")
 }
 
 // waitFirmwareTask polls the task every PollInterval until it ends or
 // Timeout passes. A BMC that does not answer for a while (it resets
-// itself) is no failure until the timeout.
-func (r *run) waitFirmwareTask(fs FirmwareSetting, ref FirmwareTaskRef) error {
+// itself) is no failure until the timeout. intoAgent reports a reboot into
+// the agent (underAgent, changeFirmwareRebootIntoAgent).
+func (r *run) waitFirmwareTask(s Step, fs FirmwareSetting, ref FirmwareTaskRef, underAgent bool) (intoAgent bool, err error) {
 	deadline := workflow.Now(r.ctx).Add(ref.Timeout)
 	var last FirmwareTaskState
 	rebooted := false
 	for {
 		if err := workflow.Sleep(r.ctx, ref.PollInterval); err != nil {
-			return err
+			return intoAgent, err
 		}
 		var st FirmwareTaskState
 		if err := r.hardware(ActPollFirmwareTask, FirmwareTaskInput{Node: r.node, Component: fs.Component, URI: ref.URI}, &st); err != nil {
-			return err
+			return intoAgent, err
 		}
 		if st.Unreachable == "" {
 			last = st
@@ -241,17 +286,24 @@ func (r *run) waitFirmwareTask(fs FirmwareSetting, ref FirmwareTaskRef) error {
 			// starts a component's update, and keep watching the task.
 			if workflow.GetVersion(r.ctx, changeFirmwareRebootOnReset, workflow.DefaultVersion, 1) == 1 {
 				rebooted = true
-				if err := r.power("rebooting"); err != nil {
-					return err
+				// With the agent on the node the reboot goes back into it
+				// (behind changeFirmwareRebootIntoAgent, asked only then).
+				if underAgent && workflow.GetVersion(r.ctx, changeFirmwareRebootIntoAgent, workflow.DefaultVersion, 1) == 1 {
+					intoAgent = true
+					if err := r.rebootIntoAgent(s, fmt.Sprintf("the BMC applies the %s image at the host's reset", fs.Component)); err != nil {
+						return intoAgent, err
+					}
+				} else if err := r.power("rebooting"); err != nil {
+					return intoAgent, err
 				}
 				r.status.Progress = fmt.Sprintf("firmware %s: task %s waits for the host's reset: node rebooted", fs.Component, ref.URI)
 			}
 		}
 		if st.Done {
 			if st.Failed {
-				return fmt.Errorf("firmware update of %s from %s failed: task %s ended %s: %s", fs.Component, fs.URL, ref.URI, st.State, taskMessages(st.Messages))
+				return intoAgent, fmt.Errorf("firmware update of %s from %s failed: task %s ended %s: %s", fs.Component, fs.URL, ref.URI, st.State, taskMessages(st.Messages))
 			}
-			return nil
+			return intoAgent, nil
 		}
 		if !workflow.Now(r.ctx).Before(deadline) {
 			why := fmt.Sprintf("last seen %s at %d%%", taskStateName(last.State), last.Percent)
@@ -261,7 +313,7 @@ func (r *run) waitFirmwareTask(fs FirmwareSetting, ref FirmwareTaskRef) error {
 			if len(last.Messages) > 0 {
 				why += ": " + taskMessages(last.Messages)
 			}
-			return fmt.Errorf("firmware update of %s from %s did not finish within %s: task %s %s", fs.Component, fs.URL, ref.Timeout, ref.URI, why)
+			return intoAgent, fmt.Errorf("firmware update of %s from %s did not finish within %s: task %s %s", fs.Component, fs.URL, ref.Timeout, ref.URI, why)
 		}
 	}
 }

@@ -3,12 +3,14 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
 )
@@ -215,5 +217,170 @@ func TestFirmwareUpdateRebootsWhenTheBMCWaitsForAReset(t *testing.T) {
 	}
 	if b.polls["bios"] != 5 {
 		t.Fatalf("polls = %v, want 5", b.polls)
+	}
+}
+
+// firmware.update is a deploy step too (Ironic's redfish firmware
+// interface): named by deploy_steps (or a deploy template) with a priority
+// above deploy.deploy's it runs through the BMC before the agent boots;
+// below it, after the agent called back, in its priority order (change
+// deploy-interface-steps). The deploy ends active.
+func TestFirmwareUpdateAsADeployStep(t *testing.T) {
+	const update = `{"interface":"firmware","step":"update","priority":%d,"args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}`
+	for _, c := range []struct{ priority int }{{110}, {90}} {
+		t.Run(fmt.Sprint(c.priority), func(t *testing.T) {
+			f := newFakeCloud()
+			f.node.FirmwareInterface = hardware.Redfish
+			b := &fakeBMCTasks{f: f, scripts: map[string][]string{"bmc": {"Running", "Completed"}}}
+			env := newEnv(t, f)
+			b.register(env)
+			heartbeatAfter(env, 2*time.Minute)
+			req := deployRequest()
+			req.DeploySteps = []byte("[" + fmt.Sprintf(update, c.priority) + "]")
+			env.ExecuteWorkflow(DeployNode, req)
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+			}
+			requireActive(t, f)
+			calls := f.callList()
+			start := slices.Index(calls, "StartFirmwareUpdate 0 bmc http://images/bmc.bin")
+			boot := slices.Index(calls, "PrepareBoot agent")
+			write := slices.Index(calls, "RunAgentStep deploy.write_image @"+agentURL)
+			if start < 1 || boot < 0 || write < 0 || calls[start+1] != "RecordFirmware" {
+				t.Fatalf("no firmware update in the deploy: %v", calls)
+			}
+			if c.priority > 100 && !(start < boot) || c.priority < 100 && !(boot < start && start < write) {
+				t.Fatalf("priority %d: update at call %d, agent boot at %d, write_image at %d: %v", c.priority, start, boot, write, calls)
+			}
+			if calls[start-1] != "RecordState deploying" || calls[start+2] != "RecordState deploying" {
+				t.Fatalf("the update's start and end are not in the node's history: %v", calls)
+			}
+			found := false
+			for _, e := range f.events {
+				found = found || strings.Contains(e, fmt.Sprintf("Running deploy step firmware.update (priority %d) out of band", c.priority))
+			}
+			if !found {
+				t.Fatalf("no history event for the out-of-band deploy step in %q", f.events)
+			}
+		})
+	}
+}
+
+// Before change deploy-interface-steps a deploy naming firmware.update
+// refused it once the agent reported its steps: that path is kept.
+func TestFirmwareUpdateDeployStepOldPathRefuses(t *testing.T) {
+	f := newFakeCloud()
+	f.node.FirmwareInterface = hardware.Redfish
+	env := newEnv(t, f)
+	env.OnGetVersion(changeDeployInterfaceSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	heartbeatAfter(env, 2*time.Minute)
+	req := deployRequest()
+	req.DeploySteps = []byte(`[{"interface":"firmware","step":"update","priority":90,"args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}]`)
+	env.ExecuteWorkflow(DeployNode, req)
+	if !strings.Contains(f.lastErr, "Failed to validate the final deploy steps list") || !strings.Contains(f.lastErr, "node does not support this deploy step") {
+		t.Fatalf("last_error %q, want the old refusal", f.lastErr)
+	}
+}
+
+// The API's check (CheckDeploySteps) accepts firmware.update for a redfish
+// firmware interface and refuses it elsewhere (skipped before the agent's
+// steps are known is only for steps the agent may have: the firmware
+// interface's are known), and refuses malformed components.
+func TestCheckDeployStepsFirmwareUpdate(t *testing.T) {
+	good, _ := ParseUserSteps([]byte(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}]`))
+	bad, _ := ParseUserSteps([]byte(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[]}}]`))
+	redfish := map[string]hardware.Interface{"firmware": hardware.Redfish}
+	if err := CheckDeploySteps(good, nil, redfish); err != nil {
+		t.Fatalf("redfish firmware: %v", err)
+	}
+	if err := CheckDeploySteps(bad, nil, redfish); err == nil {
+		t.Fatal("an update without components was accepted")
+	}
+	missing, _ := ParseUserSteps([]byte(`[{"interface":"firmware","step":"update","priority":110}]`))
+	if err := CheckDeploySteps(missing, nil, redfish); err == nil || !strings.Contains(err.Error(), "missing these required arguments: settings") {
+		t.Fatalf("an update without args: %v", err)
+	}
+}
+
+// A firmware image the BMC applies at the host's reset, flashed while the
+// agent runs on the node: the reboot goes into the agent (token removed,
+// its boot prepared again, next boot pointed at it) and the next in-band
+// step runs only after the agent called back from that boot (change
+// firmware-reboot-into-agent), in cleaning and in a deploy.
+func TestFirmwareUpdateUnderTheAgentRebootsIntoIt(t *testing.T) {
+	const update = `{"interface":"firmware","step":"update"%s,"args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}`
+	for _, c := range []struct {
+		name, next string
+		deploy     bool
+	}{
+		{name: "cleaning", next: "deploy.erase_devices_metadata"},
+		{name: "deploy", next: "deploy.write_image", deploy: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, b := firmwareCloud(map[string][]string{"bios": {"Running", "AwaitReset", "AwaitReset", "Completed"}})
+			req := cleanRequest("["+fmt.Sprintf(update, "")+`,{"interface":"deploy","step":"erase_devices_metadata"}]`, false)
+			wf, active, wait := any(CleanNode), Cleaning, CleanWait
+			if c.deploy {
+				f.node.ProvisionState = Available
+				req = deployRequest()
+				req.DeploySteps = []byte("[" + fmt.Sprintf(update, `,"priority":90`) + "]")
+				wf, active, wait = DeployNode, Deploying, DeployWait
+			}
+			env := newEnv(t, f)
+			b.register(env)
+			start := env.Now()
+			var nextAt time.Time
+			f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
+				if in.Step.Name() == c.next {
+					nextAt = env.Now()
+				}
+				return AgentStepResult{Status: "SUCCEEDED"}, nil
+			}
+			heartbeatAfter(env, time.Minute)
+			heartbeatAfter(env, 20*time.Minute) // the call-back after the firmware's reboot
+			env.ExecuteWorkflow(wf, req)
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow did not complete cleanly: %v (last_error %q)", env.GetWorkflowError(), f.lastErr)
+			}
+			calls := f.callList()
+			i := slices.Index(calls, "StartFirmwareUpdate 0 bios http://images/bios.bin")
+			want := []string{"StartFirmwareUpdate 0 bios http://images/bios.bin",
+				"RecordState " + string(active), "PrepareBoot agent", "SetBootDevice pxe", "SetPower rebooting",
+				"RecordFirmware", "RecordState " + string(wait), "RecordState " + string(active)}
+			if c.deploy {
+				want = append(want, "RecordState "+string(active)) // "Deploy step firmware.update finished"
+			}
+			if i < 0 || len(calls) < i+len(want) || strings.Join(calls[i:i+len(want)], "\n") != strings.Join(want, "\n") {
+				t.Fatalf("calls from the update on:\n%s\nwant:\n%s", strings.Join(calls[max(i, 0):], "\n"), strings.Join(want, "\n"))
+			}
+			if nextAt.IsZero() || nextAt.Sub(start) < 20*time.Minute {
+				t.Fatalf("step %s ran %s after the start, before the agent's call-back at 20m", c.next, nextAt.Sub(start))
+			}
+			if !slices.Contains(f.clearedAgent, active) {
+				t.Fatalf("states recorded with the agent token removed: %v", f.clearedAgent)
+			}
+		})
+	}
+}
+
+// Without the agent's call-back after the firmware's reboot the wait
+// times out: clean failed naming the step, the next step never runs.
+func TestFirmwareUpdateUnderTheAgentFailsWhenTheAgentDoesNotReturn(t *testing.T) {
+	f, b := firmwareCloud(map[string][]string{"bios": {"AwaitReset", "Completed"}})
+	env := newEnv(t, f)
+	b.register(env)
+	heartbeatAfter(env, time.Minute)
+	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}},{"interface":"deploy","step":"erase_devices_metadata"}]`, false))
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	for _, call := range f.callList() {
+		if strings.Contains(call, "erase_devices_metadata") {
+			t.Fatalf("the next step ran without the agent's call-back: %v", f.callList())
+		}
+	}
+	if !slices.Contains(f.states, CleanFailed) ||
+		!strings.Contains(f.lastErr, "wait call-back after firmware.update: Timeout reached while waiting for callback for node "+f.node.UUID) {
+		t.Fatalf("states %v, last_error %q: want clean failed on the callback timeout after the update", f.states, f.lastErr)
 	}
 }

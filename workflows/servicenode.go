@@ -38,6 +38,7 @@ func ServiceNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.enter(Servicing, Active, event); err != nil {
 		return ended(err)
 	}
+	r.cacheBIOSService() // workflows/bios.go
 	err = r.service(user, perr)
 	if err != nil {
 		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Clear: true}, nil); cerr != nil {
@@ -114,7 +115,10 @@ func (r *run) abortToActive() error {
 func (r *run) serviceStep(s Step) error {
 	if s.OutOfBand {
 		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
-			return r.step(s.Name(), func() error { return r.firmwareUpdate(StepKindService, s) })
+			return r.firmwareStep(StepKindService, s, !r.req.DisableRamdisk) // workflows/firmware.go
+		}
+		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {
+			return r.biosStepWithAgent(s) // workflows/bios.go
 		}
 		return r.step(s.Name(), func() error {
 			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: StepKindService, Step: s}, nil)

@@ -59,19 +59,32 @@ var raidSteps = []Step{
 
 // InterfaceSteps are the out-of-band steps of kind the node's interfaces
 // declare (bios and raid interfaces; Ironic runs interface steps the same
-// for clean and service). Deploy has none besides the built-in plan.
+// for clean and service). Of them, deploy has the ones deployInterfaceSteps
+// names (workflows/deploy_steps.go), at priority 0: they run only when a
+// request or a deploy template gives them a priority.
 func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step {
-	if kind == StepKindDeploy {
-		return nil
-	}
 	var out []Step
 	for _, name := range []string{"bios", "raid", "firmware"} {
 		for _, s := range interfaceSteps[name][ifaces[name]] {
+			if kind == StepKindDeploy && !deployInterfaceSteps[s.StepID] {
+				continue
+			}
 			s.OutOfBand = true
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// deployInterfaceSteps are the interface steps that are deploy steps too:
+// Ironic's redfish firmware interface decorates update as a deploy step,
+// its bios interfaces apply_configuration and factory_reset (priority 0,
+// the same argsinfo), so that a deploy template can set BIOS settings or
+// flash firmware for the instance.
+var deployInterfaceSteps = map[StepID]bool{
+	StepFirmwareUpdate: true,
+	{Interface: "bios", Step: "apply_configuration"}: true,
+	{Interface: "bios", Step: "factory_reset"}:       true,
 }
 
 // ironflowAgentSteps are the in-band steps the ironflow agent advertises
@@ -482,6 +495,12 @@ type InterfaceStepInput struct {
 	Node NodeInfo `json:"node"`
 	Kind StepKind `json:"kind"`
 	Step Step     `json:"step"`
+	// RebootInto is the boot device ("pxe" or "cdrom") a step that
+	// reboots the node points the next boot at first, so that the machine
+	// comes back into the agent ramdisk it runs under (a redfish bios step
+	// while the agent is up; workflows/bios.go). Empty: the reboot boots
+	// what the machine boots.
+	RebootInto string `json:"reboot_into,omitempty"`
 }
 
 // StepPlanRecord is ActRecordStepPlan's input. Steps nil with Clear

@@ -104,4 +104,39 @@ const (
 	// and automated cleaning (bios.go cacheBIOSManual); asked only for such
 	// a node. Introduced by issue 19; record this version's histories.
 	changeCacheBIOSManualClean = "cache-bios-settings-manual-clean"
+	// changeCacheBIOSService: servicing of a node whose bios interface is
+	// redfish refreshes its cached BIOS settings when it starts, before the
+	// agent boots (CacheBIOSSettings; bios.go cacheBIOSService); asked only
+	// for such a node. Introduced by issue 19; record this version's
+	// histories (make record-histories).
+	changeCacheBIOSService = "cache-bios-settings-service"
+	// changeBIOSStepWaitsForAgent: a redfish bios step (apply_configuration,
+	// factory_reset) that runs while the agent is up removes the agent's
+	// token, prepares the agent's boot (ActPrepareBoot), reboots into it
+	// (InterfaceStepInput.RebootInto) and waits for the agent's call-back
+	// before the plan goes on (bios.go biosStepWithAgent); before it the
+	// step rebooted the machine into whatever it booted and the next
+	// in-band step found no agent. Asked only for such a step. Introduced
+	// by issue 19; record this version's histories (make record-histories).
+	changeBIOSStepWaitsForAgent = "bios-step-waits-for-agent"
+	// changeDeployInterfaceSteps: a direct deploy whose deploy_steps (the
+	// request's or its deploy templates') name an interface's deploy step
+	// (firmware.update of a redfish firmware interface, bios.apply_configuration
+	// and bios.factory_reset, as Ironic's) runs it through the BMC at its
+	// priority, before deploy.deploy when above it (deploy_steps.go
+	// deployOutOfBandSteps); before it the step was
+	// refused once the agent had reported its steps. Asked only for such a
+	// deploy. Introduced by issue 19; record this version's histories (make
+	// record-histories).
+	changeDeployInterfaceSteps = "deploy-interface-steps"
+	// changeFirmwareRebootIntoAgent: a firmware update whose task waits
+	// for the host's reset while the agent runs on the node (a manual
+	// cleaning or servicing without disable_ramdisk, a deploy step between
+	// deploy.deploy and tear_down_agent) removes the agent's token,
+	// prepares the agent's boot and reboots into it, and the plan waits
+	// for the agent's call-back after the step (firmware.go firmwareStep);
+	// before it the reboot booted whatever the machine booted. Asked only
+	// at such a reboot. Introduced by issue 19; record this version's
+	// histories (make record-histories).
+	changeFirmwareRebootIntoAgent = "firmware-reboot-into-agent"
 )

@@ -342,6 +342,23 @@ func main() {
 				ConfigDrive: json.RawMessage(`"H4sIAAAAAAAA"`),
 				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"erase_devices_metadata","priority":90},{"interface":"deploy","step":"write_image","priority":80,"args":{"configdrive":"H4sIAAAAAAAA"}}]`)}
 		}},
+		// firmware.update as a deploy step above deploy.deploy's priority:
+		// through the BMC before the agent boots (change
+		// deploy-interface-steps).
+		{name: "deploy-firmware-update-step", wf: workflows.WorkflowDeployNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true, drive: hb,
+			req: func(uuid string) any {
+				return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+					DeploySteps: json.RawMessage(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[{"component":"bmc","url":"http://images.example/bmc.bin"}]}}]`)}
+			}},
+		// bios.apply_configuration as a deploy step while the agent runs: it
+		// reboots into the agent and waits for its second call-back
+		// (changes deploy-interface-steps, bios-step-waits-for-agent).
+		{name: "deploy-bios-step-under-agent", wf: workflows.WorkflowDeployNode, deploy: "direct", bios: hardware.Redfish,
+			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) }),
+			req: func(uuid string) any {
+				return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+					DeploySteps: json.RawMessage(`[{"interface":"bios","step":"apply_configuration","priority":90,"args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`)}
+			}},
 		{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy},
 		{name: "deploy-abort-in-wait", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: signalAfter(time.Second, workflows.SignalAbort)},
 		{name: "deploy-write-fails-retry", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
@@ -403,10 +420,26 @@ func main() {
 		// first (change cache-bios-settings-manual-clean).
 		{name: "clean-manual-redfish-bios", wf: workflows.WorkflowCleanNode, deploy: "direct", bios: hardware.Redfish,
 			req: cleanReq(`[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`, true)},
+		// A redfish bios step while the agent is up reboots into the agent
+		// and waits for its second call-back before the next step (change
+		// bios-step-waits-for-agent).
+		{name: "clean-manual-redfish-bios-under-agent", wf: workflows.WorkflowCleanNode, deploy: "direct", bios: hardware.Redfish,
+			req:   cleanReq(`[{"interface":"bios","step":"factory_reset"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
+			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) })},
+		// A firmware image applied at the host's reset while the agent runs:
+		// the reboot goes into the agent, whose second call-back the plan
+		// waits for (change firmware-reboot-into-agent).
+		{name: "clean-manual-firmware-update-under-agent", wf: workflows.WorkflowCleanNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true,
+			req:   cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
+			drive: both(hb, func(c client.Client, id string) { time.Sleep(3 * time.Second); hb(c, id) })},
 		{name: "clean-manual-firmware-update", wf: workflows.WorkflowCleanNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true,
 			req: cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}}]`, true)},
 		{name: "service", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false), drive: hb},
 		{name: "service-disable-ramdisk", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"bios","step":"factory_reset"}]`, true)},
+		// Servicing of a redfish-bios node caches its BIOS settings first
+		// (change cache-bios-settings-service).
+		{name: "service-redfish-bios", wf: workflows.WorkflowServiceNode, deploy: "direct", bios: hardware.Redfish,
+			req: serviceReq(`[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`, true)},
 		{name: "service-step-fails-retry", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false),
 			fails: map[string]int{"deploy.erase_pstore": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
 		{name: "service-step-fails-abort", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false),
