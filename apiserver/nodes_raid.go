@@ -182,6 +182,23 @@ func validateRAIDConfig(cfg map[string]any) error {
 	return nil
 }
 
+// softwareRAIDOnly refuses, for raid_interface agent, a logical disk that
+// is not software RAID: ironflow's agent builds md arrays only
+// (agent/raid.go), it drives no RAID controller. Ironic's message for a
+// configuration that mixes the two is kept as the first sentence.
+func softwareRAIDOnly(node string, cfg map[string]any) error {
+	disks, _ := cfg["logical_disks"].([]any)
+	for i, d := range disks {
+		ld, _ := d.(map[string]any)
+		if c, _ := ld["controller"].(string); c != "software" {
+			return badRequest("Software RAID configuration requires all logical disks to have 'controller'='software'. "+
+				"Logical disk %d of node %s has controller %s: the agent raid interface builds software RAID only; use a hardware RAID interface (redfish) for a RAID controller.",
+				i, node, pyRepr(ld["controller"]))
+		}
+	}
+	return nil
+}
+
 func wasWere(n int) string {
 	if n == 1 {
 		return "was"
@@ -211,6 +228,11 @@ func (s *server) setRAIDConfig(c *gin.Context, n *store.Node) error {
 	if len(body) > 0 {
 		if err := validateRAIDConfig(body); err != nil {
 			return err
+		}
+		if hardware.Interface(n.RAIDInterface) == hardware.Agent {
+			if err := softwareRAIDOnly(n.UUID, body); err != nil {
+				return err
+			}
 		}
 	}
 	// Plain JSON values for the store (json.Number kept exact on the way).
