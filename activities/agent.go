@@ -339,6 +339,10 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 			return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: explicitBootMode(n)})
 		}
 		if bootMode(n) != "uefi" {
+			if softwareRAIDRoot(n) {
+				// The agent answers for the md members (it refuses BIOS).
+				return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: bootMode(n)})
+			}
 			return client.CommandResult{}, nil
 		}
 		return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "uefi"})

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -79,4 +80,14 @@ func kindGerund(kind workflows.StepKind) string {
 		return "servicing"
 	}
 	return "cleaning"
+}
+
+// softwareRAIDRoot reports whether the node's raid_config has a software
+// RAID root volume: the agent deploys onto its md array and installs the
+// boot loader on every holder (agent/raid_deploy.go).
+func softwareRAIDRoot(n *store.Node) bool {
+	if root := rootLogicalDisk(n.RAIDConfig); root != nil {
+		return root["controller"] == "software"
+	}
+	return false
 }

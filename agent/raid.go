@@ -207,6 +207,21 @@ func planSoftwareRAID(vols []raidVolume, disks []BlockDevice, bootMode string) (
 	return l, nil
 }
 
+// raidBootMode is the boot mode the holders are laid out for: the
+// instance's (instance_info, then properties capabilities), else the one
+// the ramdisk runs in, as IPA's get_boot_mode.
+func raidBootMode(node map[string]any) string {
+	for _, m := range []map[string]any{mapOf(node, "instance_info"), mapOf(node, "properties")} {
+		if bm := strings.ToLower(capability(m, "boot_mode")); bm == "uefi" || bm == "bios" {
+			return bm
+		}
+	}
+	if firmwareIsUEFI() {
+		return "uefi"
+	}
+	return "bios"
+}
+
 func containsDisk(ds []BlockDevice, name string) bool {
 	for _, d := range ds {
 		if d.Name == name {
@@ -315,10 +330,7 @@ func (a *Agent) raidCreateConfiguration(ctx context.Context, _ *command, args, n
 	if err != nil {
 		return nil, err
 	}
-	bootMode := strings.ToLower(capability(mapOf(node, "instance_info"), "boot_mode"))
-	if bootMode == "" {
-		bootMode = strings.ToLower(capability(node, "boot_mode"))
-	}
+	bootMode := raidBootMode(node)
 	l, err := planSoftwareRAID(keep, disks, bootMode)
 	if err != nil {
 		return nil, err

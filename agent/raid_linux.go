@@ -94,3 +94,20 @@ func (h *LinuxHardware) PartitionDevice(disk string, n int) (string, error) {
 	}
 	return "", fmt.Errorf("partition %d of %s: %s did not appear after the partition table was re-read", n, disk, p)
 }
+
+// OpenShared implements raidMemberOpener: a holder disk opened without
+// O_EXCL, which the kernel refuses while md holds one of its partitions.
+// Only the space outside the md members is written through it (the GPT,
+// the EFI system partition).
+func (h *LinuxHardware) OpenShared(bd BlockDevice) (Device, error) {
+	f, err := os.OpenFile(bd.Name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	size, err := f.Seek(0, 2)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("size of %s: %w", bd.Name, err)
+	}
+	return &linuxDevice{File: f, size: size, sysDir: h.sys("block", filepath.Base(bd.Name))}, nil
+}

@@ -1,0 +1,149 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/diskfs/go-diskfs/partition/gpt"
+	"github.com/diskfs/go-diskfs/partition/mbr"
+)
+
+// raidDeployHardware is file disks vda and vdb laid out by
+// create_configuration, and the md array over their second partitions as a
+// third file (/dev/md127), assembled by "mdadm --assemble --scan".
+type raidDeployHardware struct {
+	*fileHardware
+	assembled bool
+	mdadm     []string
+	entries   []string // UEFI boot entries added: disk, partition, start
+}
+
+func (h *raidDeployHardware) RereadPartitions(string) error { return nil }
+func (h *raidDeployHardware) PartitionDevice(disk string, n int) (string, error) {
+	return partitionPath(disk, n), nil
+}
+func (h *raidDeployHardware) Mdadm(_ context.Context, args ...string) (string, error) {
+	h.mdadm = append(h.mdadm, strings.Join(args, " "))
+	if strings.Join(args, " ") == "--assemble --scan" {
+		h.assembled = true
+	}
+	return "", nil
+}
+func (h *raidDeployHardware) MDDevices() (map[string][]string, error) {
+	if !h.assembled {
+		return nil, nil
+	}
+	return map[string][]string{"/dev/md126": {"/dev/vdc1"}, "/dev/md127": {"/dev/vdb2", "/dev/vda2"}}, nil
+}
+func (h *raidDeployHardware) OpenShared(bd BlockDevice) (Device, error) {
+	return h.fileHardware.Open(bd)
+}
+func (h *raidDeployHardware) AddUEFIBootEntry(_ context.Context, bd BlockDevice, p UEFIPartition, loader string) error {
+	h.entries = append(h.entries, fmt.Sprintf("%s %d %d %v %s", bd.Name, p.Number, p.StartLBA, p.GPT, loader))
+	return nil
+}
+
+// TestDeployOntoSoftwareRAIDRoot: with a software RAID root volume in
+// raid_config, the root device is its md array (assembled when it is not
+// running), and install_bootloader in UEFI mode copies the image's ESP
+// (found inside the array) into a new ESP at 1 MiB on every holder, in
+// the gap create_configuration left, with a boot entry for each, the
+// first holder first in BootOrder. In BIOS mode it refuses clearly.
+func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
+	const holderSize, mdSize = 256 << 20, 96 << 20
+	fh := newFileHardware(t, holderSize, holderSize, mdSize)
+	fh.paths["/dev/md127"] = fh.paths["/dev/vdc"]
+	fh.disks = fh.disks[:2]
+	hw := &raidDeployHardware{fileHardware: fh}
+	l, err := planSoftwareRAID([]raidVolume{{Level: "1", Root: true}}, fh.disks, "uefi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, d := range l.Holders {
+		dev, _ := fh.Open(d)
+		if err := writeRAIDPartitionTable(dev, l.Partitions[h]); err != nil {
+			t.Fatal(err)
+		}
+		dev.Close()
+	}
+	// The image on the array: an MBR with an 8 MiB ESP at 1 MiB.
+	md, _ := fh.Open(BlockDevice{Name: "/dev/md127"})
+	esp := bytes.Repeat([]byte("ESP!"), (8<<20)/4)
+	tbl := &mbr.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, Partitions: []*mbr.Partition{{Type: mbr.EFISystem, Start: 2048, Size: 16384}}}
+	if err := tbl.Write(&diskFile{Device: md}, mdSize); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := md.WriteAt(esp, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	md.Close()
+
+	a, _ := startAgent(t, newFakeAPI(t), hw, nil)
+	ctx := context.Background()
+	node := map[string]any{"raid_config": map[string]any{"logical_disks": []any{map[string]any{
+		"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "physical_disks": []any{"/dev/vda2", "/dev/vdb2"}}}}}
+	bd, err := a.rootDevice(ctx, node)
+	if err != nil || bd.Name != "/dev/md127" || strings.Join(hw.mdadm, ";") != "--assemble --scan" {
+		t.Fatalf("root device %+v %v, mdadm %v", bd, err, hw.mdadm)
+	}
+	root, _ := softwareRAIDRoot(node)
+	if _, err := a.installBootloaderOnRAID(ctx, root, "bios", DefaultUEFILoader); err == nil || !strings.Contains(err.Error(), "boots in UEFI mode only") {
+		t.Fatalf("BIOS: %v", err)
+	}
+	msg, err := a.installBootloaderOnRAID(ctx, root, "uefi", DefaultUEFILoader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`/dev/vdb 2 2048 true \EFI\BOOT\BOOTX64.EFI`, `/dev/vda 2 2048 true \EFI\BOOT\BOOTX64.EFI`}
+	if strings.Join(hw.entries, ";") != strings.Join(want, ";") {
+		t.Fatalf("boot entries %v, want %v (%v)", hw.entries, want, msg)
+	}
+	for _, d := range fh.disks {
+		dev, _ := fh.Open(d)
+		g := readGPT(dev)
+		got := make([]byte, len(esp))
+		_, _ = dev.ReadAt(got, 1<<20)
+		dev.Close()
+		var espPart, raidPart *gpt.Partition
+		for _, p := range g.Partitions {
+			switch p.Type {
+			case gpt.EFISystemPartition:
+				espPart = p
+			case gpt.LinuxRAID:
+				raidPart = p
+			}
+		}
+		if espPart == nil || espPart.Index != 2 || espPart.Start != 2048 || espPart.End != 2048+16384-1 || raidPart == nil || raidPart.Start != raidESPMiB*2048 {
+			t.Fatalf("%s: GPT %+v", d.Name, g.Partitions)
+		}
+		if !bytes.Equal(got, esp) {
+			t.Fatalf("%s: the ESP is not the image's", d.Name)
+		}
+	}
+	// Again (a retried step): the ESPs are reused, not added twice.
+	hw.entries = nil
+	if _, err := a.installBootloaderOnRAID(ctx, root, "uefi", DefaultUEFILoader); err != nil || len(hw.entries) != 2 {
+		t.Fatalf("again: %v %v", err, hw.entries)
+	}
+}
+
+func TestPartitionDiskAndRootArray(t *testing.T) {
+	for part, want := range map[string]string{"/dev/vda2": "/dev/vda", "/dev/nvme0n1p2": "/dev/nvme0n1", "/dev/loop3p1": "/dev/loop3", "/dev/sdb10": "/dev/sdb"} {
+		if got := partitionDisk(part); got != want {
+			t.Errorf("partitionDisk(%s) = %s, want %s", part, got, want)
+		}
+	}
+	mds := map[string][]string{"/dev/md0": {"/dev/sda3", "/dev/sdb3"}, "/dev/md127": {"/dev/sdb2"}}
+	if got := findRootArray(mds, []string{"/dev/sda2", "/dev/sdb2"}); got != "/dev/md127" {
+		t.Errorf("a degraded root array: %q", got)
+	}
+	if got := findRootArray(mds, []string{"/dev/sdc2"}); got != "" {
+		t.Errorf("no root array: %q", got)
+	}
+	if _, ok := softwareRAIDRoot(map[string]any{"raid_config": map[string]any{"logical_disks": []any{map[string]any{"controller": "RAID.1", "is_root_volume": true}}}}); ok {
+		t.Error("a hardware RAID root volume taken as software RAID")
+	}
+}
