@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/diskfs/go-diskfs/partition/mbr"
+
+	"github.com/ironflow/ironflow/agent/client"
 )
 
 // raidDeployHardware is file disks vda and vdb laid out by
@@ -145,5 +148,58 @@ func TestPartitionDiskAndRootArray(t *testing.T) {
 	}
 	if _, ok := softwareRAIDRoot(map[string]any{"raid_config": map[string]any{"logical_disks": []any{map[string]any{"controller": "RAID.1", "is_root_volume": true}}}}); ok {
 		t.Error("a hardware RAID root volume taken as software RAID")
+	}
+}
+
+// TestApplyConfigurationDeployStep: raid.apply_configuration is a deploy
+// step of a node on raid_interface agent only; it builds its raid_config
+// argument (not target_raid_config) and answers with the raid_config to
+// record; without raid_config it fails clearly.
+func TestApplyConfigurationDeployStep(t *testing.T) {
+	fh := newFileHardware(t, 256<<20, 256<<20)
+	hw := &raidDeployHardware{fileHardware: fh}
+	_, c := startAgent(t, newFakeAPI(t), hw, nil)
+	ctx := context.Background()
+	node := map[string]any{"uuid": "n", "raid_interface": "agent", "properties": map[string]any{"capabilities": "boot_mode:uefi"},
+		"target_raid_config": map[string]any{"logical_disks": []any{map[string]any{"controller": "software", "raid_level": "1", "size_gb": 1, "volume_name": "not-this"}}}}
+	list, err := c.GetDeploySteps(ctx, node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered bool
+	for _, s := range list.Steps {
+		offered = offered || s.Interface == "raid" && s.Step == "apply_configuration" && s.Priority == 0
+	}
+	if !offered {
+		t.Fatalf("deploy steps of a raid_interface agent node: %+v", list.Steps)
+	}
+	run := func(node map[string]any, args map[string]any) (client.CommandResult, error) {
+		r, err := c.ExecuteDeployStep(ctx, client.Step{Interface: "raid", Step: "apply_configuration", Args: args}, node, nil)
+		if err == nil && !r.Done() {
+			r, err = c.WaitCommand(ctx, r.ID, 10*time.Millisecond, nil)
+		}
+		if err == nil {
+			err = r.Err()
+		}
+		return r, err
+	}
+	cfg := map[string]any{"logical_disks": []any{map[string]any{"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "volume_name": "root"}}}
+	r, err := run(node, map[string]any{"raid_config": cfg, "delete_existing": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(r.CommandResult), `"deploy_result":{"logical_disks":[{`) || !strings.Contains(string(r.CommandResult), `"physical_disks":["/dev/vda1","/dev/vdb1"]`) ||
+		!strings.Contains(string(r.CommandResult), `"volume_name":"root"`) {
+		t.Fatalf("result %s", r.CommandResult)
+	}
+	if got := strings.Join(hw.mdadm, ";"); got != "--create /dev/md0 --force --run --metadata=1 --level 1 --name root --raid-devices 2 /dev/vda1 /dev/vdb1" {
+		t.Fatalf("mdadm %s", got)
+	}
+	if _, err := run(node, map[string]any{}); err == nil || !strings.Contains(err.Error(), "needs the argument raid_config") {
+		t.Fatalf("without raid_config: %v", err)
+	}
+	node["raid_interface"] = "redfish"
+	if _, err := run(node, map[string]any{"raid_config": cfg}); err == nil || !strings.Contains(err.Error(), "Could not find method: apply_configuration") {
+		t.Fatalf("on raid_interface redfish: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow/agent/client"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -15,8 +16,17 @@ import (
 // agent's clean steps for such a node (workflows.WithAgentInterfaceSteps),
 // with the same priorities and arguments.
 func TestRAIDStepsAreTheOnesTheAPIKnows(t *testing.T) {
+	for kind, steps := range map[workflows.StepKind][]client.Step{workflows.StepKindClean: raidSteps(), workflows.StepKindDeploy: raidDeploySteps()} {
+		compareRAIDSteps(t, kind, steps)
+	}
+	if got := workflows.WithAgentInterfaceSteps(workflows.StepKindClean, map[string]hardware.Interface{"raid": hardware.Redfish}, nil); len(got) != 0 {
+		t.Errorf("raid_interface redfish: in-band raid steps %v", got)
+	}
+}
+
+func compareRAIDSteps(t *testing.T, kind workflows.StepKind, steps []client.Step) {
 	var agent, api []string
-	for _, s := range raidSteps() {
+	for _, s := range steps {
 		var args []string
 		for name, info := range s.ArgsInfo {
 			m, _ := info.(map[string]any)
@@ -25,7 +35,7 @@ func TestRAIDStepsAreTheOnesTheAPIKnows(t *testing.T) {
 		sort.Strings(args)
 		agent = append(agent, fmt.Sprintf("%s.%s p%d abortable=%v args=[%s]", s.Interface, s.Step, s.Priority, s.Abortable, strings.Join(args, " ")))
 	}
-	for _, s := range workflows.WithAgentInterfaceSteps(workflows.StepKindClean, map[string]hardware.Interface{"raid": hardware.Agent}, nil) {
+	for _, s := range workflows.WithAgentInterfaceSteps(kind, map[string]hardware.Interface{"raid": hardware.Agent}, nil) {
 		var args []string
 		for name, info := range s.ArgsInfo {
 			args = append(args, fmt.Sprintf("%s(required=%v)", name, info.Required))
@@ -35,10 +45,7 @@ func TestRAIDStepsAreTheOnesTheAPIKnows(t *testing.T) {
 	}
 	sort.Strings(agent)
 	sort.Strings(api)
-	if len(agent) != 2 || strings.Join(agent, "\n") != strings.Join(api, "\n") {
-		t.Errorf("the agent offers\n%s\nthe API knows\n%s", strings.Join(agent, "\n"), strings.Join(api, "\n"))
-	}
-	if got := workflows.WithAgentInterfaceSteps(workflows.StepKindClean, map[string]hardware.Interface{"raid": hardware.Redfish}, nil); len(got) != 0 {
-		t.Errorf("raid_interface redfish: in-band raid steps %v", got)
+	if len(agent) == 0 || strings.Join(agent, "\n") != strings.Join(api, "\n") {
+		t.Errorf("%s: the agent offers\n%s\nthe API knows\n%s", kind, strings.Join(agent, "\n"), strings.Join(api, "\n"))
 	}
 }
