@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/diskfs/go-diskfs/partition/gpt"
@@ -20,8 +20,8 @@ import (
 // with any one disk gone. In UEFI mode that is IPA's
 // prepare_boot_partitions_for_softraid: an EFI system partition on every
 // holder, in the space create_configuration left before the RAID
-// partitions (raidESPMiB), holding a copy of the image's ESP, and a UEFI
-// boot entry for each.
+// partitions (raidESPMiB), the ESPs mirrored by an md RAID-1 with
+// metadata 1.0 holding the image's ESP, and a UEFI boot entry for each.
 
 // softwareRAIDRoot is the root logical disk of the node's raid_config when
 // it is a software RAID volume (what raidCreateConfiguration returned and
@@ -123,30 +123,64 @@ type raidMemberOpener interface {
 	OpenShared(bd BlockDevice) (Device, error)
 }
 
-// holderESP is the EFI system partition to put on a holder disk: the
-// existing one, or a new one at 1 MiB in the space before the first
-// partition, sized for the image's ESP.
+// holderESP is the EFI system partition of a holder disk: the existing
+// one, or a new one from 1 MiB to the first partition (the space
+// create_configuration left, raidESPMiB), which must hold the image's ESP
+// and the md superblock of the mirror at its end.
 func holderESP(t *gpt.Table, espBytes int64) (*gpt.Partition, bool, error) {
-	sectors := uint64((espBytes + sectorSize - 1) / sectorSize)
+	need := uint64((espBytes + mib + sectorSize - 1) / sectorSize)
 	first := uint64(1<<63 - 1)
 	next := 1
 	for _, p := range t.Partitions {
 		if p.Type == gpt.Unused {
 			continue
 		}
-		if p.Type == gpt.EFISystemPartition && p.End-p.Start+1 >= sectors {
+		if p.Type == gpt.EFISystemPartition && p.End-p.Start+1 >= need {
 			return p, false, nil
 		}
 		first = min(first, p.Start)
 		next = max(next, p.Index+1)
 	}
 	start := uint64(mib / sectorSize)
-	if start+sectors > first {
+	if first == uint64(1<<63-1) || start+need > first {
 		return nil, false, fmt.Errorf("the image's EFI system partition (%d MiB) does not fit before the RAID partition at sector %d (raid.create_configuration in UEFI mode leaves %d MiB)",
 			espBytes/mib, first, raidESPMiB-1)
 	}
-	return &gpt.Partition{Index: next, Start: start, End: start + sectors - 1, Size: sectors * sectorSize,
+	return &gpt.Partition{Index: next, Start: start, End: first - 1, Size: (first - start) * sectorSize,
 		Type: gpt.EFISystemPartition, Name: "uefi-holder", GUID: newGUID()}, true, nil
+}
+
+// espMirror is what mirroring the holders' ESPs needs of the machine:
+// the kernel told of a partition added to a disk in use.
+type espMirror interface {
+	AddPartition(disk string, n int, start, size int64) (string, error)
+}
+
+// espArray is the md array over the holders' ESP partitions among mds (a
+// rebuild finds the one an earlier deploy made), "" when none.
+func espArray(mds map[string][]string, parts []string) string {
+	names := make([]string, 0, len(mds))
+	for md := range mds {
+		names = append(names, md)
+	}
+	sort.Strings(names)
+	for _, md := range names {
+		if len(mds[md]) > 0 && !slices.ContainsFunc(mds[md], func(m string) bool { return !slices.Contains(parts, m) }) {
+			return md
+		}
+	}
+	return ""
+}
+
+// nextFreeMD is IPA's get_next_free_raid_device: the first /dev/mdN not in
+// use.
+func nextFreeMD(mds map[string][]string) (string, error) {
+	for i := 0; i < 128; i++ {
+		if md := fmt.Sprintf("/dev/md%d", i); mds[md] == nil {
+			return md, nil
+		}
+	}
+	return "", errors.New("No free md (RAID) devices are left")
 }
 
 // installBootloaderOnRAID is install_bootloader for an image on a software
@@ -177,33 +211,107 @@ func (a *Agent) installBootloaderOnRAID(ctx context.Context, root map[string]any
 		return nil, fmt.Errorf("install bootloader: read the EFI system partition of %s: %w", bd.Name, err)
 	}
 	opener, ok := a.cfg.Hardware.(raidMemberOpener)
-	if !ok {
-		return nil, errors.New("install bootloader: this machine cannot open the holder disks of an md array")
+	mirror, ok2 := a.cfg.Hardware.(espMirror)
+	r, err := a.softwareRAID()
+	if !ok || !ok2 || err != nil {
+		return nil, errors.New("install bootloader: this machine cannot partition the holder disks of an md array")
+	}
+	var parts []string
+	var esps []UEFIPartition
+	for _, h := range holders {
+		part, err := addHolderESP(opener, BlockDevice{Name: h}, int64(len(data)))
+		if err != nil {
+			return nil, fmt.Errorf("install bootloader: %s: %w", h, err)
+		}
+		dev, err := mirror.AddPartition(h, part.Number, int64(part.StartLBA)*sectorSize, int64(part.SizeLBA)*sectorSize)
+		if err != nil {
+			return nil, fmt.Errorf("install bootloader: %w", err)
+		}
+		parts, esps = append(parts, dev), append(esps, part)
+	}
+	// The holders' ESPs mirrored, as IPA's prepare_boot_partitions_for_softraid:
+	// an md RAID-1 with the superblock at the end (metadata 1.0), so that
+	// the firmware reads each member as a plain FAT.
+	mds, err := r.MDDevices()
+	if err != nil {
+		return nil, fmt.Errorf("install bootloader: %w", err)
+	}
+	espMD := espArray(mds, parts)
+	// A retried step finds the image's ESP wiped (no boot sector signature)
+	// and the mirror holding it: nothing to copy again.
+	relocated := len(data) < 512 || data[510] != 0x55 || data[511] != 0xaa
+	if relocated && espMD == "" {
+		return nil, fmt.Errorf("install bootloader: the EFI system partition of the image on %s has no FAT boot sector", bd.Name)
+	}
+	if espMD == "" {
+		if espMD, err = nextFreeMD(mds); err != nil {
+			return nil, fmt.Errorf("install bootloader: %w", err)
+		}
+		args := []string{"--create", espMD, "--force", "--run", "--metadata=1.0", "--level", "1", "--name", "esp", "--raid-devices", strconv.Itoa(len(parts))}
+		if msg, err := r.Mdadm(ctx, append(args, parts...)...); err != nil {
+			return nil, fmt.Errorf("install bootloader: Failed to create md device %s for the ESPs on %s: %w: %s", espMD, strings.Join(parts, " "), err, strings.TrimSpace(msg))
+		}
+	}
+	if !relocated {
+		if err := a.writeESPArray(BlockDevice{Name: espMD, Kind: "raid"}, data); err != nil {
+			return nil, fmt.Errorf("install bootloader: %w", err)
+		}
+	}
+	// IPA wipes the image's own ESP: the instance mounts the mirror's copy
+	// (the same filesystem UUID).
+	if md, err := a.cfg.Hardware.Open(bd); err == nil && !relocated {
+		_, werr := md.WriteAt(make([]byte, 8*sectorSize), int64(esp.StartLBA)*sectorSize)
+		if werr == nil {
+			werr = md.Sync()
+		}
+		md.Close()
+		if werr != nil {
+			return nil, fmt.Errorf("install bootloader: wipe the image's EFI system partition on %s: %w", bd.Name, werr)
+		}
 	}
 	var done []string
 	// In reverse, so that the first holder's entry ends first in BootOrder.
 	for i := len(holders) - 1; i >= 0; i-- {
 		h := BlockDevice{Name: holders[i]}
-		part, err := copyESPToHolder(opener, h, data)
-		if err != nil {
-			return nil, fmt.Errorf("install bootloader: %s: %w", h.Name, err)
-		}
-		err = a.cfg.Hardware.AddUEFIBootEntry(ctx, h, part, loader)
+		err := a.cfg.Hardware.AddUEFIBootEntry(ctx, h, esps[i], loader)
 		if errors.Is(err, ErrNotUEFI) {
 			return nil, fmt.Errorf("install bootloader: %w: a software RAID root volume boots in UEFI mode only", err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("install bootloader: %s: %w", h.Name, err)
 		}
-		done = append([]string{fmt.Sprintf("%s partition %d", h.Name, part.Number)}, done...)
+		done = append([]string{fmt.Sprintf("%s partition %d", h.Name, esps[i].Number)}, done...)
 	}
-	a.log.Info("EFI system partition copied to every holder", "node", a.NodeUUID(), "root", bd.Name, "holders", done)
-	return fmt.Sprintf("software RAID %s: EFI system partition copied and UEFI boot entry added for %s on %s", bd.Name, loader, strings.Join(done, ", ")), nil
+	a.log.Info("EFI system partition mirrored on every holder", "node", a.NodeUUID(), "root", bd.Name, "esp", espMD, "holders", done)
+	return fmt.Sprintf("software RAID %s: EFI system partition on %s (RAID-1 over %s), UEFI boot entry added for %s on %s",
+		bd.Name, espMD, strings.Join(parts, " "), loader, strings.Join(done, ", ")), nil
 }
 
-// copyESPToHolder puts data (the image's ESP) into the holder's ESP,
-// adding that partition to its GPT when it has none.
-func copyESPToHolder(opener raidMemberOpener, h BlockDevice, data []byte) (UEFIPartition, error) {
+// writeESPArray writes the image's ESP onto the ESP mirror, clearing the
+// MiB after it so that no stale FAT follows.
+func (a *Agent) writeESPArray(bd BlockDevice, data []byte) error {
+	dev, err := a.cfg.Hardware.Open(bd)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", bd.Name, err)
+	}
+	defer dev.Close()
+	if int64(len(data)) > dev.Size() {
+		return fmt.Errorf("the image's EFI system partition (%d bytes) is larger than %s (%d bytes)", len(data), bd.Name, dev.Size())
+	}
+	if _, err := dev.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("write the EFI system partition onto %s: %w", bd.Name, err)
+	}
+	if rest := min(dev.Size()-int64(len(data)), mib); rest > 0 {
+		if _, err := dev.WriteAt(make([]byte, rest), int64(len(data))); err != nil {
+			return fmt.Errorf("clear %s after the EFI system partition: %w", bd.Name, err)
+		}
+	}
+	return dev.Sync()
+}
+
+// addHolderESP gives the holder an EFI system partition for an ESP of
+// espBytes, adding it to its GPT when it has none.
+func addHolderESP(opener raidMemberOpener, h BlockDevice, espBytes int64) (UEFIPartition, error) {
 	dev, err := opener.OpenShared(h)
 	if err != nil {
 		return UEFIPartition{}, err
@@ -213,7 +321,7 @@ func copyESPToHolder(opener raidMemberOpener, h BlockDevice, data []byte) (UEFIP
 	if t == nil {
 		return UEFIPartition{}, errors.New("no GPT: not a holder laid out by raid.create_configuration")
 	}
-	p, added, err := holderESP(t, int64(len(data)))
+	p, added, err := holderESP(t, espBytes)
 	if err != nil {
 		return UEFIPartition{}, err
 	}
@@ -222,25 +330,9 @@ func copyESPToHolder(opener raidMemberOpener, h BlockDevice, data []byte) (UEFIP
 		if err := t.Write(&diskFile{Device: dev}, dev.Size()/sectorSize*sectorSize); err != nil {
 			return UEFIPartition{}, fmt.Errorf("add the EFI system partition to the GPT: %w", err)
 		}
-	}
-	if _, err := dev.WriteAt(data, int64(p.Start)*sectorSize); err != nil {
-		return UEFIPartition{}, fmt.Errorf("write the EFI system partition: %w", err)
-	}
-	// The rest of a reused, larger ESP keeps no stale FAT.
-	if rest := int64(p.End-p.Start+1)*sectorSize - int64(len(data)); rest > 0 {
-		if _, err := io.Copy(io.NewOffsetWriter(dev, int64(p.Start)*sectorSize+int64(len(data))), io.LimitReader(zeroReader{}, min(rest, mib))); err != nil {
-			return UEFIPartition{}, fmt.Errorf("clear the EFI system partition: %w", err)
+		if err := dev.Sync(); err != nil {
+			return UEFIPartition{}, err
 		}
 	}
-	if err := dev.Sync(); err != nil {
-		return UEFIPartition{}, err
-	}
 	return UEFIPartition{Number: p.Index, StartLBA: p.Start, SizeLBA: p.End - p.Start + 1, GPT: true, PartGUID: p.GUID}, nil
-}
-
-type zeroReader struct{}
-
-func (zeroReader) Read(b []byte) (int, error) {
-	clear(b)
-	return len(b), nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 type raidDeployHardware struct {
 	*fileHardware
 	assembled bool
+	created   map[string][]string // arrays mdadm --create made
 	mdadm     []string
 	entries   []string // UEFI boot entries added: disk, partition, start
 }
@@ -33,15 +36,39 @@ func (h *raidDeployHardware) Mdadm(_ context.Context, args ...string) (string, e
 	if strings.Join(args, " ") == "--assemble --scan" {
 		h.assembled = true
 	}
+	if args[0] == "--create" {
+		if h.created == nil {
+			h.created = map[string][]string{}
+		}
+		n, _ := strconv.Atoi(args[len(args)-3])
+		h.created[args[1]] = args[len(args)-n:]
+	}
 	return "", nil
 }
-func (h *raidDeployHardware) MDDevices() (map[string][]string, error) {
-	if !h.assembled {
-		return nil, nil
-	}
-	return map[string][]string{"/dev/md126": {"/dev/vdc1"}, "/dev/md127": {"/dev/vdb2", "/dev/vda2"}}, nil
+func (h *raidDeployHardware) AddPartition(disk string, n int, _, _ int64) (string, error) {
+	return partitionPath(disk, n), nil
 }
-func (h *raidDeployHardware) OpenShared(bd BlockDevice) (Device, error) {
+func (h *raidDeployHardware) MDDevices() (map[string][]string, error) {
+	out := map[string][]string{}
+	for md, m := range h.created {
+		out[md] = m
+	}
+	if h.assembled {
+		out["/dev/md126"] = []string{"/dev/vdc1"}
+		out["/dev/md127"] = []string{"/dev/vdb1", "/dev/vda1"}
+	}
+	return out, nil
+}
+func (h *raidDeployHardware) OpenShared(bd BlockDevice) (Device, error) { return h.Open(bd) }
+
+// Open sizes the device from its file, as the kernel does (the md arrays
+// are not among the listed disks).
+func (h *raidDeployHardware) Open(bd BlockDevice) (Device, error) {
+	st, err := os.Stat(h.paths[bd.Name])
+	if err != nil {
+		return nil, err
+	}
+	bd.Size = st.Size()
 	return h.fileHardware.Open(bd)
 }
 func (h *raidDeployHardware) AddUEFIBootEntry(_ context.Context, bd BlockDevice, p UEFIPartition, loader string) error {
@@ -51,14 +78,17 @@ func (h *raidDeployHardware) AddUEFIBootEntry(_ context.Context, bd BlockDevice,
 
 // TestDeployOntoSoftwareRAIDRoot: with a software RAID root volume in
 // raid_config, the root device is its md array (assembled when it is not
-// running), and install_bootloader in UEFI mode copies the image's ESP
-// (found inside the array) into a new ESP at 1 MiB on every holder, in
-// the gap create_configuration left, with a boot entry for each, the
-// first holder first in BootOrder. In BIOS mode it refuses clearly.
+// running), and install_bootloader in UEFI mode adds an ESP from 1 MiB to
+// the RAID partition on every holder (the gap create_configuration
+// left), mirrors them with an md RAID-1 of metadata 1.0, writes the
+// image's ESP (found inside the root array) onto it and wipes the image's
+// own, with a boot entry for each holder, the first first in BootOrder.
+// In BIOS mode it refuses clearly; run again, it reuses what it made.
 func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	const holderSize, mdSize = 256 << 20, 96 << 20
-	fh := newFileHardware(t, holderSize, holderSize, mdSize)
+	fh := newFileHardware(t, holderSize, holderSize, mdSize, 127<<20)
 	fh.paths["/dev/md127"] = fh.paths["/dev/vdc"]
+	fh.paths["/dev/md0"] = fh.paths["/dev/vdd"]
 	fh.disks = fh.disks[:2]
 	hw := &raidDeployHardware{fileHardware: fh}
 	l, err := planSoftwareRAID([]raidVolume{{Level: "1", Root: true}}, fh.disks, "uefi")
@@ -75,6 +105,7 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	// The image on the array: an MBR with an 8 MiB ESP at 1 MiB.
 	md, _ := fh.Open(BlockDevice{Name: "/dev/md127"})
 	esp := bytes.Repeat([]byte("ESP!"), (8<<20)/4)
+	esp[510], esp[511] = 0x55, 0xaa // a FAT boot sector's signature
 	tbl := &mbr.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, Partitions: []*mbr.Partition{{Type: mbr.EFISystem, Start: 2048, Size: 16384}}}
 	if err := tbl.Write(&diskFile{Device: md}, mdSize); err != nil {
 		t.Fatal(err)
@@ -87,7 +118,7 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	a, _ := startAgent(t, newFakeAPI(t), hw, nil)
 	ctx := context.Background()
 	node := map[string]any{"raid_config": map[string]any{"logical_disks": []any{map[string]any{
-		"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "physical_disks": []any{"/dev/vda2", "/dev/vdb2"}}}}}
+		"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "physical_disks": []any{"/dev/vda1", "/dev/vdb1"}}}}}
 	bd, err := a.rootDevice(ctx, node)
 	if err != nil || bd.Name != "/dev/md127" || strings.Join(hw.mdadm, ";") != "--assemble --scan" {
 		t.Fatalf("root device %+v %v, mdadm %v", bd, err, hw.mdadm)
@@ -104,11 +135,13 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	if strings.Join(hw.entries, ";") != strings.Join(want, ";") {
 		t.Fatalf("boot entries %v, want %v (%v)", hw.entries, want, msg)
 	}
+	wantMdadm := "--assemble --scan;--create /dev/md0 --force --run --metadata=1.0 --level 1 --name esp --raid-devices 2 /dev/vda2 /dev/vdb2"
+	if got := strings.Join(hw.mdadm, ";"); got != wantMdadm {
+		t.Fatalf("mdadm %s, want %s", got, wantMdadm)
+	}
 	for _, d := range fh.disks {
 		dev, _ := fh.Open(d)
 		g := readGPT(dev)
-		got := make([]byte, len(esp))
-		_, _ = dev.ReadAt(got, 1<<20)
 		dev.Close()
 		var espPart, raidPart *gpt.Partition
 		for _, p := range g.Partitions {
@@ -119,17 +152,38 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 				raidPart = p
 			}
 		}
-		if espPart == nil || espPart.Index != 2 || espPart.Start != 2048 || espPart.End != 2048+16384-1 || raidPart == nil || raidPart.Start != raidESPMiB*2048 {
+		if espPart == nil || espPart.Index != 2 || espPart.Start != 2048 || raidPart == nil || espPart.End != raidPart.Start-1 || raidPart.Start != raidESPMiB*2048 {
 			t.Fatalf("%s: GPT %+v", d.Name, g.Partitions)
 		}
-		if !bytes.Equal(got, esp) {
-			t.Fatalf("%s: the ESP is not the image's", d.Name)
-		}
 	}
-	// Again (a retried step): the ESPs are reused, not added twice.
+	mirror, _ := fh.Open(BlockDevice{Name: "/dev/md0"})
+	got := make([]byte, len(esp))
+	_, _ = mirror.ReadAt(got, 0)
+	mirror.Close()
+	if !bytes.Equal(got, esp) {
+		t.Fatal("the ESP mirror does not hold the image's ESP")
+	}
+	md, _ = fh.Open(BlockDevice{Name: "/dev/md127"})
+	head := make([]byte, 4096)
+	_, _ = md.ReadAt(head, 1<<20)
+	md.Close()
+	if !bytes.Equal(head, make([]byte, 4096)) {
+		t.Fatal("the image's own ESP was not wiped")
+	}
+	// Again (a retried step): the ESPs and their mirror are reused, the
+	// wiped image ESP not copied over the mirror.
 	hw.entries = nil
 	if _, err := a.installBootloaderOnRAID(ctx, root, "uefi", DefaultUEFILoader); err != nil || len(hw.entries) != 2 {
 		t.Fatalf("again: %v %v", err, hw.entries)
+	}
+	if got := strings.Join(hw.mdadm, ";"); got != wantMdadm {
+		t.Fatalf("mdadm again: %s", got)
+	}
+	mirror, _ = fh.Open(BlockDevice{Name: "/dev/md0"})
+	_, _ = mirror.ReadAt(got, 0)
+	mirror.Close()
+	if !bytes.Equal(got, esp) {
+		t.Fatal("the retry overwrote the ESP mirror")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -110,4 +111,26 @@ func (h *LinuxHardware) OpenShared(bd BlockDevice) (Device, error) {
 		return nil, fmt.Errorf("size of %s: %w", bd.Name, err)
 	}
 	return &linuxDevice{File: f, size: size, sysDir: h.sys("block", filepath.Base(bd.Name))}, nil
+}
+
+// AddPartition implements espMirror: the kernel is told of partition n of
+// disk (BLKPG_ADD_PARTITION, what partprobe does for a disk whose other
+// partitions are busy, so that BLKRRPART fails) unless it shows it
+// already; the partition's device is returned once devtmpfs has it.
+func (h *LinuxHardware) AddPartition(disk string, n int, start, size int64) (string, error) {
+	p := partitionPath(disk, n)
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	f, err := os.OpenFile(disk, os.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	part := unix.BlkpgPartition{Start: start, Length: size, Pno: int32(n)}
+	arg := unix.BlkpgIoctlArg{Op: unix.BLKPG_ADD_PARTITION, Datalen: int32(unsafe.Sizeof(part)), Data: (*byte)(unsafe.Pointer(&part))}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKPG, uintptr(unsafe.Pointer(&arg))); errno != 0 && errno != unix.EBUSY {
+		return "", fmt.Errorf("add partition %d of %s to the kernel: %w", n, disk, errno)
+	}
+	return h.PartitionDevice(disk, n)
 }

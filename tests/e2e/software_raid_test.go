@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -13,8 +14,8 @@ import (
 // virtio disks on raid_interface agent gets a software RAID-1 root volume
 // in manual cleaning (raid.create_configuration in the agent's ramdisk,
 // recorded as raid_config), the deploy writes the image onto the md array
-// and copies the image's ESP onto both holder disks, and the instance
-// boots; then each disk alone boots the instance (a fresh VM with the
+// and moves the image's ESP onto an md mirror over an ESP on each holder
+// disk, and the instance boots; then each disk alone boots the instance (a fresh VM with the
 // other disk removed and fresh UEFI variables: the holder's own ESP and
 // the removable-media loader are all there is).
 func TestAgentSoftwareRAIDRootBootsFromEitherDiskOnVM(t *testing.T) {
@@ -86,6 +87,25 @@ func TestAgentSoftwareRAIDRootBootsFromEitherDiskOnVM(t *testing.T) {
 	// Off through the BMC: its QEMU lets go of the disk files.
 	s.mustCLI(t, "node", "power", "off", uuid)
 	waitNode(t, s, uuid, "power off", 2*time.Minute, func(n e2eNode) bool { return n.PowerState != nil && *n.PowerState == "power off" })
+
+	// Both holders carry the same ESP at 1 MiB (the md mirror's members,
+	// metadata 1.0: the FAT starts where the partition does).
+	var heads [2][]byte
+	for i, disk := range []string{vm.Disk, second} {
+		f, err := os.Open(disk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heads[i] = make([]byte, 1<<20)
+		_, err = f.ReadAt(heads[i], 1<<20)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if heads[0][510] != 0x55 || heads[0][511] != 0xaa || !bytes.Equal(heads[0], heads[1]) {
+		t.Fatalf("the holders' ESPs at 1 MiB: boot signature %x %x, equal %v", heads[0][510], heads[0][511], bytes.Equal(heads[0], heads[1]))
+	}
 
 	// Each disk alone: the other one removed.
 	for i, disk := range []string{second, vm.Disk} {
