@@ -93,18 +93,28 @@ var raidProperties = map[string]raidProperty{
 		func(v any) string { _, msg := positiveInteger(v); return msg }},
 	"controller": {"Controller to use for this logical disk. If not specified, the driver will choose a suitable RAID controller on the bare metal node. Optional.",
 		raidType("string")},
+	// The schema's anyOf: disk names (strings) for a RAID controller, or
+	// at least two root device hints (objects) for software RAID
+	// (agent/raid.go).
 	"physical_disks": {"The physical disks to use for this logical disk. If not specified, the driver will choose suitable physical disks to use. Optional.",
 		func(v any) string {
 			list, ok := v.([]any)
 			if !ok {
-				return fmt.Sprintf("%s is not of type 'array'", pyRepr(v))
+				return fmt.Sprintf("%s is not valid under any of the given schemas", pyRepr(v))
 			}
+			strs, objs := 0, 0
 			for _, e := range list {
-				if _, ok := e.(string); !ok {
-					return fmt.Sprintf("%s is not of type 'string'", pyRepr(e))
+				switch e.(type) {
+				case string:
+					strs++
+				case map[string]any:
+					objs++
 				}
 			}
-			return ""
+			if strs == len(list) || (objs == len(list) && objs >= 2) {
+				return ""
+			}
+			return fmt.Sprintf("%s is not valid under any of the given schemas", pyRepr(v))
 		}},
 }
 

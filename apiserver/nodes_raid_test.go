@@ -95,6 +95,19 @@ func TestSetRAIDConfigAgentIsSoftwareOnly(t *testing.T) {
 	if r := put(hard); r.status != 400 || r.faultstring(t) != want {
 		t.Fatalf("hardware RAID on raid_interface agent: %d %s, want 400 %q", r.status, r.body, want)
 	}
+	// physical_disks as root device hints, at least two (the schema's
+	// second anyOf branch); one hint or a mix is refused.
+	hints := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "controller": "software",
+		"physical_disks": []any{map[string]any{"name": "/dev/vda"}, map[string]any{"serial": "S2"}}}}}
+	if r := put(hints); r.status != 204 {
+		t.Fatalf("physical_disks hints: %d %s", r.status, r.body)
+	}
+	for _, pd := range [][]any{{map[string]any{"name": "/dev/vda"}}, {map[string]any{"name": "/dev/vda"}, "1"}} {
+		bad := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "controller": "software", "physical_disks": pd}}}
+		if r := put(bad); r.status != 400 || !strings.Contains(r.faultstring(t), "is not valid under any of the given schemas") {
+			t.Fatalf("physical_disks %v: %d %s", pd, r.status, r.body)
+		}
+	}
 	noController := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": 100}}}
 	if r := put(noController); r.status != 400 || !strings.Contains(r.faultstring(t), "has controller None") {
 		t.Fatalf("no controller on raid_interface agent: %d %s", r.status, r.body)
