@@ -101,6 +101,9 @@ func agentNode(n *store.Node) map[string]any {
 		// Ironic's node dict gives IPA both (agent/raid.go).
 		"raid_interface":     n.RAIDInterface,
 		"target_raid_config": n.TargetRAIDConfig,
+		// What create_configuration built: the deploy writes the image
+		// onto its software RAID root volume (agent/raid_deploy.go).
+		"raid_config": n.RAIDConfig,
 	}
 }
 
@@ -148,6 +151,15 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 // list) and follows it instead of starting the step again, so an image is
 // never written twice.
 func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
+	res, err := a.runAgentStep(ctx, in)
+	if err == nil && in.Step.Interface == "raid" {
+		// The agent's software RAID steps (activities/raid_agent.go).
+		err = a.recordAgentRAID(ctx, in, res)
+	}
+	return res, err
+}
+
+func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
 	point := "RunAgentStep/" + in.Step.Step
 	crashPoint(ctx, in.Agent.NodeUUID, point, "start")
 	if err := a.showStep(ctx, in.Agent.NodeUUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
@@ -327,6 +339,10 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 			return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: explicitBootMode(n)})
 		}
 		if bootMode(n) != "uefi" {
+			if softwareRAIDRoot(n) {
+				// The agent answers for the md members (it refuses BIOS).
+				return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: bootMode(n)})
+			}
 			return client.CommandResult{}, nil
 		}
 		return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "uefi"})

@@ -151,8 +151,12 @@ func (a *Activities) runRedfishRAID(ctx context.Context, in workflows.InterfaceS
 // capability, so that the next deploy writes the image onto the new
 // volume.
 func (a *Activities) recordRAID(ctx context.Context, in workflows.InterfaceStepInput, cfg map[string]any, event string) error {
+	return a.recordRAIDConfig(ctx, in.Node.UUID, in.Kind, cfg, event)
+}
+
+func (a *Activities) recordRAIDConfig(ctx context.Context, nodeUUID string, kind workflows.StepKind, cfg map[string]any, event string) error {
 	root := rootLogicalDisk(cfg)
-	if _, err := a.Store.UpdateNode(ctx, in.Node.UUID, func(n *store.Node) error {
+	if _, err := a.Store.UpdateNode(ctx, nodeUUID, func(n *store.Node) error {
 		n.RAIDConfig = cfg
 		if root == nil {
 			return nil
@@ -172,9 +176,9 @@ func (a *Activities) recordRAID(ctx context.Context, in workflows.InterfaceStepI
 		}
 		return nil
 	}); err != nil {
-		return storeErr(err, "record the raid_config of node %s", in.Node.UUID)
+		return storeErr(err, "record the raid_config of node %s", nodeUUID)
 	}
-	return a.history(ctx, in.Node.UUID, "", string(in.Kind), event)
+	return a.history(ctx, nodeUUID, "", string(kind), event)
 }
 
 // rootLogicalDisk is the configuration's logical disk with is_root_volume.

@@ -61,6 +61,13 @@ func (a *Agent) installBootloader(ctx context.Context, _ *command, raw json.RawM
 	if node := a.nodeOrLookup(nil); isPartitionImage(node, nil) {
 		return a.installBootloaderOfPartitionImage(ctx, node, strings.ToLower(p.TargetBootMode))
 	}
+	loader := p.Loader
+	if loader == "" {
+		loader = DefaultUEFILoader
+	}
+	if root, ok := softwareRAIDRoot(a.nodeOrLookup(nil)); ok {
+		return a.installBootloaderOnRAID(ctx, root, strings.ToLower(p.TargetBootMode), loader) // agent/raid_deploy.go
+	}
 	if strings.EqualFold(p.TargetBootMode, "bios") {
 		return "BIOS boot mode: nothing to install", nil
 	}
@@ -73,10 +80,6 @@ func (a *Agent) installBootloader(ctx context.Context, _ *command, raw json.RawM
 		return nil, fmt.Errorf("install bootloader: open %s: %w", bd.Name, err)
 	}
 	defer dev.Close()
-	loader := p.Loader
-	if loader == "" {
-		loader = DefaultUEFILoader
-	}
 	esp, err := findESP(dev)
 	if err != nil {
 		if strings.EqualFold(p.TargetBootMode, "uefi") && !p.IgnoreFailure {

@@ -49,6 +49,43 @@ func raidSteps() []client.Step {
 	}
 }
 
+// raidDeploySteps are the agent's raid deploy steps: IPA's
+// apply_configuration (priority 0: it runs when a deploy template or the
+// user's deploy_steps name it), with Ironic's
+// RAID_APPLY_CONFIGURATION_ARGSINFO.
+func raidDeploySteps() []client.Step {
+	return []client.Step{
+		{Step: "apply_configuration", Priority: 0, Interface: "raid", ArgsInfo: map[string]any{
+			"raid_config":     map[string]any{"description": "The RAID configuration to apply.", "required": true},
+			"delete_existing": map[string]any{"description": "Setting this to 'True' indicates to delete existing RAID configuration prior to creating the new configuration. Default value is 'True'.", "required": false},
+		}},
+	}
+}
+
+// raidApplyConfiguration is the deploy step raid.apply_configuration, IPA's
+// apply_configuration: the raid_config argument is built as
+// create_configuration builds target_raid_config, the existing arrays
+// deleted first unless delete_existing is false. The result is the
+// raid_config the conductor records, which the following write_image
+// deploys onto.
+func (a *Agent) raidApplyConfiguration(ctx context.Context, cmd *command, args, node map[string]any) (any, error) {
+	cfg, ok := args["raid_config"].(map[string]any)
+	if !ok {
+		return nil, errors.New("raid.apply_configuration needs the argument raid_config, a RAID configuration with logical_disks")
+	}
+	sa := newStepArgs(args, nil)
+	deleteExisting := sa.boolean("delete_existing", "", true)
+	if sa.err != nil {
+		return nil, sa.err
+	}
+	with := make(map[string]any, len(node)+1)
+	for k, v := range node {
+		with[k] = v
+	}
+	with["target_raid_config"] = cfg
+	return a.raidCreateConfiguration(ctx, cmd, map[string]any{"delete_existing": deleteExisting}, with)
+}
+
 // agentRAID reports whether the node the conductor sent uses the agent's
 // raid interface.
 func agentRAID(node map[string]any) bool {
@@ -207,6 +244,21 @@ func planSoftwareRAID(vols []raidVolume, disks []BlockDevice, bootMode string) (
 	return l, nil
 }
 
+// raidBootMode is the boot mode the holders are laid out for: the
+// instance's (instance_info, then properties capabilities), else the one
+// the ramdisk runs in, as IPA's get_boot_mode.
+func raidBootMode(node map[string]any) string {
+	for _, m := range []map[string]any{mapOf(node, "instance_info"), mapOf(node, "properties")} {
+		if bm := strings.ToLower(capability(m, "boot_mode")); bm == "uefi" || bm == "bios" {
+			return bm
+		}
+	}
+	if firmwareIsUEFI() {
+		return "uefi"
+	}
+	return "bios"
+}
+
 func containsDisk(ds []BlockDevice, name string) bool {
 	for _, d := range ds {
 		if d.Name == name {
@@ -315,10 +367,7 @@ func (a *Agent) raidCreateConfiguration(ctx context.Context, _ *command, args, n
 	if err != nil {
 		return nil, err
 	}
-	bootMode := strings.ToLower(capability(mapOf(node, "instance_info"), "boot_mode"))
-	if bootMode == "" {
-		bootMode = strings.ToLower(capability(node, "boot_mode"))
-	}
+	bootMode := raidBootMode(node)
 	l, err := planSoftwareRAID(keep, disks, bootMode)
 	if err != nil {
 		return nil, err

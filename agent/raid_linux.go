@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -93,4 +94,43 @@ func (h *LinuxHardware) PartitionDevice(disk string, n int) (string, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return "", fmt.Errorf("partition %d of %s: %s did not appear after the partition table was re-read", n, disk, p)
+}
+
+// OpenShared implements raidMemberOpener: a holder disk opened without
+// O_EXCL, which the kernel refuses while md holds one of its partitions.
+// Only the space outside the md members is written through it (the GPT,
+// the EFI system partition).
+func (h *LinuxHardware) OpenShared(bd BlockDevice) (Device, error) {
+	f, err := os.OpenFile(bd.Name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	size, err := f.Seek(0, 2)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("size of %s: %w", bd.Name, err)
+	}
+	return &linuxDevice{File: f, size: size, sysDir: h.sys("block", filepath.Base(bd.Name))}, nil
+}
+
+// AddPartition implements espMirror: the kernel is told of partition n of
+// disk (BLKPG_ADD_PARTITION, what partprobe does for a disk whose other
+// partitions are busy, so that BLKRRPART fails) unless it shows it
+// already; the partition's device is returned once devtmpfs has it.
+func (h *LinuxHardware) AddPartition(disk string, n int, start, size int64) (string, error) {
+	p := partitionPath(disk, n)
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	f, err := os.OpenFile(disk, os.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	part := unix.BlkpgPartition{Start: start, Length: size, Pno: int32(n)}
+	arg := unix.BlkpgIoctlArg{Op: unix.BLKPG_ADD_PARTITION, Datalen: int32(unsafe.Sizeof(part)), Data: (*byte)(unsafe.Pointer(&part))}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKPG, uintptr(unsafe.Pointer(&arg))); errno != 0 && errno != unix.EBUSY {
+		return "", fmt.Errorf("add partition %d of %s to the kernel: %w", n, disk, errno)
+	}
+	return h.PartitionDevice(disk, n)
 }

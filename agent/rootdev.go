@@ -16,6 +16,11 @@ const gib = 1 << 30
 
 // rootDevice picks the disk to deploy onto from node.properties.root_device.
 func (a *Agent) rootDevice(ctx context.Context, node map[string]any) (BlockDevice, error) {
+	if root, ok := softwareRAIDRoot(node); ok {
+		// The software RAID root volume, as IPA (agent/raid_deploy.go).
+		bd, _, err := a.mdRootDevice(ctx, root)
+		return bd, err
+	}
 	devs, err := a.cfg.Hardware.BlockDevices(ctx)
 	if err != nil {
 		return BlockDevice{}, fmt.Errorf("list disks: %w", err)

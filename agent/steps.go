@@ -83,8 +83,10 @@ type stepParams struct {
 // commandSpecs is the command table: IPA's names, sync or async.
 func (a *Agent) commandSpecs() map[string]commandSpec {
 	return map[string]commandSpec{
-		"deploy.get_deploy_steps": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
-			return map[string]any{"deploy_steps": map[string]any{hardwareManager: deploySteps()}, "hardware_manager_version": managerVersion()}, nil
+		"deploy.get_deploy_steps": {run: func(ctx context.Context, _ *command, raw json.RawMessage) (any, error) {
+			var p stepParams
+			_ = decodeParams(raw, &p) // the node is optional: without it, no raid steps
+			return map[string]any{"deploy_steps": map[string]any{hardwareManager: a.deployStepsFor(a.nodeOrLookup(p.Node))}, "hardware_manager_version": managerVersion()}, nil
 		}},
 		"deploy.execute_deploy_step": {async: true, kind: "deploy", run: a.executeDeployStep},
 		"clean.get_clean_steps": {run: func(ctx context.Context, _ *command, raw json.RawMessage) (any, error) {
@@ -147,6 +149,11 @@ func (a *Agent) executeDeployStep(ctx context.Context, cmd *command, raw json.Ra
 		result, err = a.writeImage(ctx, cmd, p.Node, p.Step.Args)
 	case "erase_devices_metadata":
 		result, err = a.eraseDevicesMetadata(ctx, cmd)
+	case "apply_configuration":
+		if p.Step.Interface != "raid" || !agentRAID(a.nodeOrLookup(p.Node)) {
+			return nil, newRESTError("HardwareManagerMethodNotFound", 500, "No HardwareManager found to handle method", "Could not find method: "+p.Step.Step)
+		}
+		result, err = a.raidApplyConfiguration(ctx, cmd, p.Step.Args, a.nodeOrLookup(p.Node))
 	default:
 		return nil, newRESTError("HardwareManagerMethodNotFound", 500, "No HardwareManager found to handle method", "Could not find method: "+p.Step.Step)
 	}
@@ -168,6 +175,16 @@ func (a *Agent) cleanStepsFor(node map[string]any) []client.Step {
 	steps := cleanSteps()
 	if agentRAID(node) {
 		steps = append(steps, raidSteps()...)
+	}
+	return steps
+}
+
+// deployStepsFor are the deploy steps offered to node: deploySteps, and
+// raid.apply_configuration when its raid_interface is the agent's.
+func (a *Agent) deployStepsFor(node map[string]any) []client.Step {
+	steps := deploySteps()
+	if agentRAID(node) {
+		steps = append(steps, raidDeploySteps()...)
 	}
 	return steps
 }

@@ -93,18 +93,28 @@ var raidProperties = map[string]raidProperty{
 		func(v any) string { _, msg := positiveInteger(v); return msg }},
 	"controller": {"Controller to use for this logical disk. If not specified, the driver will choose a suitable RAID controller on the bare metal node. Optional.",
 		raidType("string")},
+	// The schema's anyOf: disk names (strings) for a RAID controller, or
+	// at least two root device hints (objects) for software RAID
+	// (agent/raid.go).
 	"physical_disks": {"The physical disks to use for this logical disk. If not specified, the driver will choose suitable physical disks to use. Optional.",
 		func(v any) string {
 			list, ok := v.([]any)
 			if !ok {
-				return fmt.Sprintf("%s is not of type 'array'", pyRepr(v))
+				return fmt.Sprintf("%s is not valid under any of the given schemas", pyRepr(v))
 			}
+			strs, objs := 0, 0
 			for _, e := range list {
-				if _, ok := e.(string); !ok {
-					return fmt.Sprintf("%s is not of type 'string'", pyRepr(e))
+				switch e.(type) {
+				case string:
+					strs++
+				case map[string]any:
+					objs++
 				}
 			}
-			return ""
+			if strs == len(list) || (objs == len(list) && objs >= 2) {
+				return ""
+			}
+			return fmt.Sprintf("%s is not valid under any of the given schemas", pyRepr(v))
 		}},
 }
 
@@ -182,6 +192,23 @@ func validateRAIDConfig(cfg map[string]any) error {
 	return nil
 }
 
+// softwareRAIDOnly refuses, for raid_interface agent, a logical disk that
+// is not software RAID: ironflow's agent builds md arrays only
+// (agent/raid.go), it drives no RAID controller. Ironic's message for a
+// configuration that mixes the two is kept as the first sentence.
+func softwareRAIDOnly(node string, cfg map[string]any) error {
+	disks, _ := cfg["logical_disks"].([]any)
+	for i, d := range disks {
+		ld, _ := d.(map[string]any)
+		if c, _ := ld["controller"].(string); c != "software" {
+			return badRequest("Software RAID configuration requires all logical disks to have 'controller'='software'. "+
+				"Logical disk %d of node %s has controller %s: the agent raid interface builds software RAID only; use a hardware RAID interface (redfish) for a RAID controller.",
+				i, node, pyRepr(ld["controller"]))
+		}
+	}
+	return nil
+}
+
 func wasWere(n int) string {
 	if n == 1 {
 		return "was"
@@ -211,6 +238,11 @@ func (s *server) setRAIDConfig(c *gin.Context, n *store.Node) error {
 	if len(body) > 0 {
 		if err := validateRAIDConfig(body); err != nil {
 			return err
+		}
+		if hardware.Interface(n.RAIDInterface) == hardware.Agent {
+			if err := softwareRAIDOnly(n.UUID, body); err != nil {
+				return err
+			}
 		}
 	}
 	// Plain JSON values for the store (json.Number kept exact on the way).

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +75,41 @@ func TestRAIDLogicalDiskProperties(t *testing.T) {
 	}
 	if r := e.do("GET", "/v1/drivers/nope/raid/logical_disk_properties", "1.12", nil); r.status != 404 {
 		t.Fatalf("unknown driver: %d %s", r.status, r.body)
+	}
+}
+
+// raid_interface agent builds software RAID only: a logical disk for a
+// RAID controller is refused with a message that says so, a software one
+// is stored.
+func TestSetRAIDConfigAgentIsSoftwareOnly(t *testing.T) {
+	e := newEnv(t)
+	uuid := e.createNode(map[string]any{"driver": "fake-hardware", "name": "swraid-node", "raid_interface": "agent"})["uuid"].(string)
+	put := func(body any) resp { return e.do("PUT", "/v1/nodes/"+uuid+"/states/raid", "1.31", body) }
+	soft := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "controller": "software"}}}
+	if r := put(soft); r.status != 204 {
+		t.Fatalf("software RAID: %d %s", r.status, r.body)
+	}
+	hard := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": 100, "controller": "RAID.Integrated.1-1"}}}
+	want := "Software RAID configuration requires all logical disks to have 'controller'='software'. Logical disk 0 of node " + uuid +
+		" has controller 'RAID.Integrated.1-1': the agent raid interface builds software RAID only; use a hardware RAID interface (redfish) for a RAID controller."
+	if r := put(hard); r.status != 400 || r.faultstring(t) != want {
+		t.Fatalf("hardware RAID on raid_interface agent: %d %s, want 400 %q", r.status, r.body, want)
+	}
+	// physical_disks as root device hints, at least two (the schema's
+	// second anyOf branch); one hint or a mix is refused.
+	hints := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "controller": "software",
+		"physical_disks": []any{map[string]any{"name": "/dev/vda"}, map[string]any{"serial": "S2"}}}}}
+	if r := put(hints); r.status != 204 {
+		t.Fatalf("physical_disks hints: %d %s", r.status, r.body)
+	}
+	for _, pd := range [][]any{{map[string]any{"name": "/dev/vda"}}, {map[string]any{"name": "/dev/vda"}, "1"}} {
+		bad := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "controller": "software", "physical_disks": pd}}}
+		if r := put(bad); r.status != 400 || !strings.Contains(r.faultstring(t), "is not valid under any of the given schemas") {
+			t.Fatalf("physical_disks %v: %d %s", pd, r.status, r.body)
+		}
+	}
+	noController := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": 100}}}
+	if r := put(noController); r.status != 400 || !strings.Contains(r.faultstring(t), "has controller None") {
+		t.Fatalf("no controller on raid_interface agent: %d %s", r.status, r.body)
 	}
 }

@@ -29,10 +29,12 @@ func checkSteps(n *store.Node, req provisionBody) error {
 	if err != nil {
 		return badRequest("Invalid %s_steps: %s", what, err.Error())
 	}
-	available := workflows.InterfaceSteps(kind, map[string]hardware.Interface{
+	ifaces := map[string]hardware.Interface{
 		"bios": hardware.Interface(n.BIOSInterface), "raid": hardware.Interface(n.RAIDInterface),
-		"firmware": hardware.Interface(n.FirmwareInterface)})
-	available = append(available, workflows.KnownAgentSteps(kind, cachedAgentSteps(n, kind))...)
+		"firmware": hardware.Interface(n.FirmwareInterface)}
+	available := workflows.InterfaceSteps(kind, ifaces)
+	// raid_interface agent: the agent's software RAID steps (agent/raid.go).
+	available = append(available, workflows.WithAgentInterfaceSteps(kind, ifaces, workflows.KnownAgentSteps(kind, cachedAgentSteps(n, kind)))...)
 	available = append(available, workflows.FlowSteps(user)...) // hold, wait, power_on, ...
 	_, err = workflows.MergeSteps(workflows.PlanInput{Kind: kind, Available: available, User: user,
 		Manual: true, DisableRamdisk: req.disableRamdisk})

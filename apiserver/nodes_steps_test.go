@@ -56,3 +56,29 @@ func TestCheckStepsRefusesMalformedFirmwareSettings(t *testing.T) {
 		}
 	}
 }
+
+// raid_interface agent: the agent's software RAID steps are in-band clean
+// steps the manual cleaning is checked against, with the agent's cached
+// steps or without; with disable_ramdisk they are refused as needing the
+// ramdisk; a node on no-raid does not have them.
+func TestCheckStepsKnowsTheAgentRAIDSteps(t *testing.T) {
+	n := &store.Node{UUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c1a7", RAIDInterface: "agent"}
+	create := provisionBody{verb: "clean", cleanSteps: json.RawMessage(`[{"interface":"raid","step":"create_configuration","args":{"delete_existing":true}},{"interface":"raid","step":"delete_configuration"}]`)}
+	if err := checkSteps(n, create); err != nil {
+		t.Fatalf("raid steps refused on raid_interface agent: %v", err)
+	}
+	n.DriverInternalInfo = map[string]any{"agent_cached_clean_steps": []any{
+		map[string]any{"interface": "deploy", "step": "erase_devices", "priority": 10, "abortable": true, "argsinfo": nil}}}
+	if err := checkSteps(n, create); err != nil {
+		t.Fatalf("raid steps refused with a cache from before raid_interface agent: %v", err)
+	}
+	create.disableRamdisk = true
+	if err := checkSteps(n, create); err == nil || !strings.Contains(err.Error(), "'step': 'create_configuration', 'args': {'delete_existing': True}} requires booting a ramdisk") {
+		t.Fatalf("raid steps with disable_ramdisk: %v, want a refusal naming the step", err)
+	}
+	create.disableRamdisk = false
+	n.RAIDInterface = "no-raid"
+	if err := checkSteps(n, create); err == nil || !strings.Contains(err.Error(), "node does not support this clean step") {
+		t.Fatalf("raid steps on no-raid: %v", err)
+	}
+}

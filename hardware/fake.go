@@ -17,7 +17,7 @@ func init() {
 			KindBIOS: {Fake, NoBIOS}, KindBoot: {Fake, IPXE, PXE}, KindConsole: {Fake, NoConsole},
 			KindDeploy: {Fake, Direct, Ramdisk, Anaconda}, KindFirmware: {Fake, NoFirmware},
 			KindInspect: {Fake, Agent, NoInspect}, KindManagement: {Fake, Noop},
-			KindNetwork: {Noop, Flat}, KindPower: {Fake}, KindRAID: {Fake, NoRAID},
+			KindNetwork: {Noop, Flat}, KindPower: {Fake}, KindRAID: {Fake, NoRAID, Agent},
 			KindRescue: {Fake, NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {Fake, NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk"},

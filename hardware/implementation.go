@@ -141,8 +141,8 @@ type inspectBehaviour struct{ method InspectMethod }
 func (i inspectBehaviour) Method() InspectMethod { return i.method }
 
 // implementations are every interface ironflow implements, per kind.
-// Interfaces Ironic has and ironflow does not run (firmware and raid
-// through Redfish, raid through the agent, vendor passthru, consoles) are
+// Interfaces Ironic has and ironflow does not run (vendor passthru,
+// consoles) are
 // absent on purpose: add one here with the code that serves
 // it before a hardware type advertises it.
 //
@@ -195,6 +195,11 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	implement(KindInspect, Fake, servedByNothing, "", inspectBehaviour{InspectNothing})
 	implement(KindInspect, Agent, "workflows InspectNode: the agent's inventory", "", inspectBehaviour{InspectInBand})
 	implement(KindBIOS, Redfish, "activities RunInterfaceStep: the BMC driver's BIOS settings (bmc.BIOSConfigurer)", "", nil)
+	// Software RAID built in-band by the agent's raid.create_configuration
+	// and delete_configuration clean steps (agent/raid.go), as Ironic's
+	// AgentRAID; the conductor records the agent's result in raid_config
+	// (activities/raid_agent.go).
+	implement(KindRAID, Agent, "activities RunAgentStep: the agent's software RAID steps (agent/raid.go)", "", nil)
 	implement(KindInspect, Redfish, "workflows InspectNode: the BMC driver's inventory (bmc.Inspector)", CapOutOfBandInspection, inspectBehaviour{InspectOutOfBand})
 	return impls
 }

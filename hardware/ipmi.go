@@ -20,7 +20,7 @@ func init() {
 			KindBIOS: {NoBIOS}, KindBoot: {IPXE, PXE}, KindConsole: {NoConsole},
 			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware},
 			KindInspect: {NoInspect, Agent}, KindManagement: {IPMITool, Noop},
-			KindNetwork: {Noop, Flat}, KindPower: {IPMITool}, KindRAID: {NoRAID},
+			KindNetwork: {Noop, Flat}, KindPower: {IPMITool}, KindRAID: {NoRAID, Agent},
 			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},
 		},
 		BootDevices: []string{"pxe", "disk", "cdrom", "bios", "safe"},

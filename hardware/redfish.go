@@ -27,7 +27,7 @@ func init() {
 			KindBIOS: {NoBIOS, Redfish}, KindBoot: {RedfishVirtualMedia, IPXE, PXE}, KindConsole: {NoConsole},
 			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware, Redfish},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
-			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID, Redfish},
+			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID, Redfish, Agent},
 			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk", "cdrom", "bios"},

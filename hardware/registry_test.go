@@ -51,7 +51,6 @@ func TestUnimplementedInterfacesAreNotAdvertised(t *testing.T) {
 		kind  Kind
 		iface Interface
 	}{
-		{KindRAID, Agent},
 		{KindVendor, Redfish}, {KindVendor, IPMITool},
 	} {
 		if _, ok := Implemented(c.kind, c.iface); ok {
@@ -61,6 +60,22 @@ func TestUnimplementedInterfacesAreNotAdvertised(t *testing.T) {
 			if ht, _ := Lookup(name); ht.Supports(c.kind, c.iface) {
 				t.Errorf("%s advertises %s interface %s", name, c.kind, c.iface)
 			}
+		}
+	}
+}
+
+// TestAgentRAIDIsAdvertisedNeverTheDefault: software RAID through the
+// agent (agent/raid.go) is accepted as raid_interface=agent by every
+// hardware type, as Ironic's generic hardware offers AgentRAID, and is
+// nobody's default.
+func TestAgentRAIDIsAdvertisedNeverTheDefault(t *testing.T) {
+	if _, ok := Implemented(KindRAID, Agent); !ok {
+		t.Fatal("raid agent has no implementation")
+	}
+	for _, name := range []string{"ipmi", "redfish", "fake-hardware"} {
+		ht, _ := Lookup(name)
+		if !ht.Supports(KindRAID, Agent) || ht.Default(KindRAID) == Agent {
+			t.Errorf("%s: raid agent supported %v, default %s", name, ht.Supports(KindRAID, Agent), ht.Default(KindRAID))
 		}
 	}
 }
@@ -91,10 +106,11 @@ func TestCheckRefusesAnUnimplementedInterface(t *testing.T) {
 	for k, v := range ht.Interfaces {
 		bad.Interfaces[k] = v
 	}
-	bad.Interfaces[KindRAID] = []Interface{Agent, NoRAID}
-	if err := Check(&bad); err == nil || !strings.Contains(err.Error(), `raid interface "agent" is not implemented`) {
+	bad.Interfaces[KindVendor] = []Interface{IPMITool, NoVendor}
+	if err := Check(&bad); err == nil || !strings.Contains(err.Error(), `vendor interface "ipmitool" is not implemented`) {
 		t.Fatalf("Check = %v", err)
 	}
+	bad.Interfaces[KindVendor] = ht.Interfaces[KindVendor]
 	bad.Interfaces[KindRAID] = []Interface{NoRAID}
 	bad.Capabilities = nil
 	if err := Check(&bad); err == nil || !strings.Contains(err.Error(), "needs capability") {

@@ -47,7 +47,8 @@ var interfaceSteps = map[string]map[hardware.Interface][]Step{
 }
 
 // raidSteps are the raid interface's steps, fake and redfish alike
-// (activities/raid.go runs redfish's through the BMC's Storage Volumes).
+// (activities/raid.go runs redfish's through the BMC's Storage Volumes),
+// and the agent's in-band ones (WithAgentInterfaceSteps).
 var raidSteps = []Step{
 	{StepID: StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]ArgInfo{
 		"create_root_volume":     {Description: "This specifies whether to create the root volume. Defaults to `True`."},
@@ -129,6 +130,42 @@ var ironflowAgentSteps = map[StepKind][]Step{
 		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "vm_bytes", "checkpoint")},
 		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "role", "partner", "port", "checkpoint")},
 	},
+}
+
+// WithAgentInterfaceSteps is agentSteps (the agent's steps of kind, as
+// KnownAgentSteps gives them) with the interface steps the agent runs
+// in-band for the node's interfaces that are not there yet: the software
+// RAID steps of raid_interface agent (agent/raid.go raidSteps, the same
+// names and arguments as the out-of-band raid interfaces'), as Ironic's
+// AgentRAID takes its clean steps from the agent (and, for a deploy,
+// raid.apply_configuration). The agent offers them only to such a node, so
+// a list it reported before the node's raid interface became agent lacks
+// them.
+func WithAgentInterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface, agentSteps []Step) []Step {
+	add := raidSteps
+	if kind == StepKindDeploy {
+		add = agentRAIDDeploySteps
+	}
+	if (kind != StepKindClean && kind != StepKindDeploy) || ifaces["raid"] != hardware.Agent {
+		return agentSteps
+	}
+	out := append([]Step(nil), agentSteps...)
+	for _, s := range add {
+		if !slices.ContainsFunc(out, func(a Step) bool { return a.StepID == s.StepID }) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// agentRAIDDeploySteps is the agent's raid.apply_configuration (agent/raid.go
+// raidDeploySteps). A deploy checks it when the agent reports it: the plan
+// before the agent runs leaves a step it does not know for then.
+var agentRAIDDeploySteps = []Step{
+	{StepID: StepID{Interface: "raid", Step: "apply_configuration"}, ArgsInfo: map[string]ArgInfo{
+		"raid_config":     {Description: "The RAID configuration to apply.", Required: true},
+		"delete_existing": {Description: "Setting this to 'True' indicates to delete existing RAID configuration prior to creating the new configuration. Default value is 'True'."},
+	}},
 }
 
 // optionalArgs declares arguments that are not required; their
