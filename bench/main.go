@@ -1,6 +1,9 @@
 // Command bench measures ironflow against baselines measured in the same run
 // on the same machine, and prints one markdown table (and writes it as JSON):
 //
+//	latency  one fake-hardware deploy at a time on the idle stack: PUT →
+//	         active p50/p99, split by the workflow's history, vs one bare
+//	         workflow of the same activity mix
 //	ironic   Debian's Ironic 21.4 all-in-one and ironflow (its own stack, and
 //	         the Temporal cluster's with -cluster) through the same client and
 //	         workloads: enroll, manage, provide, deploy, undeploy, list, show;
@@ -56,7 +59,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "ironic,control,cluster,agent,api,image,qcow2,boot"
+	allParts               = "latency,ironic,control,cluster,agent,api,image,qcow2,boot"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -78,6 +81,7 @@ type config struct {
 	deployTimeout  time.Duration
 	agentHeartbeat time.Duration
 	rounds         int
+	latencyRuns    int
 	out            string
 	dir            string
 	keep           bool
@@ -137,6 +141,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.deployTimeout, "deploy-timeout", DefaultDeployTimeout, "bound of one part's deploys (nodes not active by then count as failed)")
 	fs.DurationVar(&cfg.agentHeartbeat, "agent-heartbeat", DefaultAgentHeartbeat, "heartbeat interval of the simulated agents")
 	fs.IntVar(&cfg.rounds, "rounds", DefaultRounds, "rounds of ceiling and ironflow deploys the deploy parts alternate (medians are compared)")
+	fs.IntVar(&cfg.latencyRuns, "latency-runs", DefaultLatencyRuns, "single deploys the latency part times on the idle stack")
 	fs.StringVar(&cfg.out, "out", defaultOutFile, "JSON results file")
 	fs.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory (logs of api, worker, Temporal, PostgreSQL)")
@@ -180,7 +185,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
 		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
 	}
-	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 {
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.latencyRuns <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
 	return cfg, nil
@@ -190,7 +195,7 @@ func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
 
 // needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
 func (c config) needsStack() bool {
-	return c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2")
+	return c.has("latency") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2")
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -238,6 +243,7 @@ func run(ctx context.Context, cfg config) error {
 		fn   func(context.Context) ([]Row, error)
 	}
 	parts := []part{
+		{"latency", func(ctx context.Context) ([]Row, error) { return benchLatency(ctx, cfg, st, log) }},
 		{"ironic", func(ctx context.Context) ([]Row, error) { return benchIronic(ctx, cfg, dir, log) }},
 		{"control", func(ctx context.Context) ([]Row, error) { return benchControl(ctx, cfg, st, log) }},
 		{"cluster", func(ctx context.Context) ([]Row, error) { return benchCluster(ctx, cfg, dir, log) }},
