@@ -62,6 +62,8 @@ type activityMix struct {
 	Events  int
 	Signals int
 	Timers  int
+	// split is where the time went (deploys only).
+	split latencyBreakdown
 }
 
 func (m activityMix) count(kind string) int {

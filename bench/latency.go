@@ -67,6 +67,14 @@ func (b latencyBreakdown) add(o latencyBreakdown) latencyBreakdown {
 	return b
 }
 
+// describe says where the time of n deploys summed in b went, per deploy.
+func (b latencyBreakdown) describe(n int) string {
+	avg := func(d time.Duration) float64 { return ms(d / time.Duration(n)) }
+	return fmt.Sprintf("PUT → workflow started %.0f ms; %.1f workflow tasks: queued %.0f ms, run %.0f ms (with %.1f local activities); %.1f activities: queued %.0f ms, run %.0f ms; timers %.0f ms",
+		avg(b.startPath), float64(b.tasks)/float64(n), avg(b.taskQueue), avg(b.taskRun), float64(b.locals)/float64(n),
+		float64(b.activities)/float64(n), avg(b.actQueue), avg(b.actRun), avg(b.timers))
+}
+
 // readBreakdown reads a workflow's latest run's history.
 func readBreakdown(ctx context.Context, c client.Client, workflowID string, sent time.Time) (latencyBreakdown, error) {
 	var b latencyBreakdown
@@ -181,9 +189,7 @@ func benchLatency(ctx context.Context, cfg config, st *stack, log *slog.Logger) 
 		lowerBetter(row("latency", "idle single deploy PUT → workflow closed p99", ms(percentile(closed, 99)), "ms"),
 			"bare workflow p99", ms(percentile(bare, 99))),
 		row("latency", "mean split of one deploy (history)", avg(sum.startPath+sum.taskQueue+sum.taskRun+sum.actQueue+sum.actRun+sum.timers), "ms").
-			note(fmt.Sprintf("PUT → workflow started %.0f ms; %d workflow tasks: queued %.0f ms, run %.0f ms (with %d local activities); %d activities: queued %.0f ms, run %.0f ms; timers %.0f ms",
-				avg(sum.startPath), sum.tasks/cfg.latencyRuns, avg(sum.taskQueue), avg(sum.taskRun), sum.locals/cfg.latencyRuns,
-				sum.activities/cfg.latencyRuns, avg(sum.actQueue), avg(sum.actRun), avg(sum.timers))),
+			note(sum.describe(cfg.latencyRuns)),
 	}
 	log.Info("latency done", "p50", percentile(server, 50), "p99", percentile(server, 99), "bare_p50", percentile(bare, 50))
 	return rows, nil

@@ -40,7 +40,8 @@ import (
 	"time"
 )
 
-// Named defaults, sized so that the whole run stays under 15 minutes on 2 cores.
+// Named defaults, sized so that the whole run stays under 40 minutes on 2
+// cores (the 1,000-node lifecycles against Ironic take about half of it).
 const (
 	DefaultControlNodes   = 500
 	DefaultAgentNodes     = 100
@@ -92,6 +93,8 @@ type config struct {
 	lifecycleSizes   []int
 	lifecycleClients int
 	lifecycleRounds  int
+	// lifecycleOnceFrom: sizes from it up run one round (0: never).
+	lifecycleOnceFrom int
 	// cluster adds ironflow on the Temporal cluster as a third target of
 	// the ironic part.
 	cluster bool
@@ -152,6 +155,7 @@ func parseFlags(args []string) (config, error) {
 	lcSizes := fs.String("lifecycle-sizes", DefaultLifecycleSizes, "node counts the ironic part runs enroll, manage, provide, deploy and undeploy at, against Ironic and ironflow")
 	fs.IntVar(&cfg.lifecycleClients, "lifecycle-clients", DefaultLifecycleClients, "client goroutines of the ironic part, the same for Ironic and ironflow")
 	fs.IntVar(&cfg.lifecycleRounds, "lifecycle-rounds", DefaultLifecycleRounds, "rounds per size of the ironic part (the targets' order alternates; medians are compared)")
+	fs.IntVar(&cfg.lifecycleOnceFrom, "lifecycle-once-from", DefaultLifecycleOnceFrom, "lifecycle sizes from this one up run a single round (0: every size runs -lifecycle-rounds)")
 	fs.BoolVar(&cfg.cluster, "cluster", true, "the ironic part drives ironflow on the Temporal cluster too (PostgreSQL-backed temporal-server, mTLS; make tools builds it); the cluster part measures its deploys against its ceiling either way")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
