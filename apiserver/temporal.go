@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -130,6 +131,15 @@ func (e *TemporalEngine) Signal(ctx context.Context, nodeUUID, name string, arg 
 // Running implements Engine.
 func (e *TemporalEngine) Running(ctx context.Context, nodeUUID string) (bool, error) {
 	return nodelock.Held(ctx, e.Client, nodeUUID)
+}
+
+// WaitClosed implements closeWaiter: a long poll on the node's running
+// workflow that returns as soon as it closes, or after d.
+func (e *TemporalEngine) WaitClosed(ctx context.Context, nodeUUID string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	// The workflow's own result does not matter, only that it ended.
+	_ = e.Client.GetWorkflow(ctx, workflows.WorkflowID(nodeUUID), "").Get(ctx, nil)
 }
 
 // unwrapWorkflowError keeps the innermost message of a failed workflow: the

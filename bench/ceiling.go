@@ -62,6 +62,8 @@ type activityMix struct {
 	Events  int
 	Signals int
 	Timers  int
+	// split is where the time went (deploys only).
+	split latencyBreakdown
 }
 
 func (m activityMix) count(kind string) int {
@@ -112,6 +114,17 @@ type ceilingResult struct {
 	Starts []time.Duration
 }
 
+// ceilingWorkerOptions are ironflow's workflow worker's defaults.
+func ceilingWorkerOptions() sdkworker.Options {
+	return sdkworker.Options{
+		MaxConcurrentWorkflowTaskExecutionSize:  worker.DefaultMaxConcurrentWorkflowTasks,
+		MaxConcurrentLocalActivityExecutionSize: worker.DefaultMaxConcurrentLocalActivities,
+		MaxConcurrentActivityExecutionSize:      worker.DefaultMaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskPollers:        worker.DefaultWorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:        worker.DefaultActivityTaskPollers,
+	}
+}
+
 // runCeiling starts n workflows of the mix through a pool of clients, with a
 // worker in this process configured as ironflow's workflow worker, and waits
 // for all to complete.
@@ -119,13 +132,7 @@ type ceilingResult struct {
 // same client takes.
 func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, timeout time.Duration, eager bool) (ceilingResult, error) {
 	var res ceilingResult
-	w := sdkworker.New(st.tc, ceilingQueue, sdkworker.Options{
-		MaxConcurrentWorkflowTaskExecutionSize:  worker.DefaultMaxConcurrentWorkflowTasks,
-		MaxConcurrentLocalActivityExecutionSize: worker.DefaultMaxConcurrentLocalActivities,
-		MaxConcurrentActivityExecutionSize:      worker.DefaultMaxConcurrentActivities,
-		MaxConcurrentWorkflowTaskPollers:        worker.DefaultWorkflowTaskPollers,
-		MaxConcurrentActivityTaskPollers:        worker.DefaultActivityTaskPollers,
-	})
+	w := sdkworker.New(st.tc, ceilingQueue, ceilingWorkerOptions())
 	w.RegisterWorkflowWithOptions(ceilingWorkflowFn, workflow.RegisterOptions{Name: ceilingWorkflow})
 	w.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: ceilingActivity})
 	if err := w.Start(); err != nil {

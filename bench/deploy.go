@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -80,6 +82,9 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	if err != nil {
 		return nil, err
 	}
+	if err := settle(ctx, st); err != nil {
+		return nil, err
+	}
 	pilot, nodes := all[:1], all[1:]
 	log.Info("nodes available", "part", mode.part, "nodes", n)
 	var agents *agentBooter
@@ -103,11 +108,12 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	// the server's state moves, so each side's median over the rounds is
 	// compared, and every round's figures are printed.
 	var (
-		ceilings []ceilingResult
-		trials   []deployTrial
-		used     usage
-		prof     *profiler
-		ceilErr  error
+		lastFootprint footprint
+		ceilings      []ceilingResult
+		trials        []deployTrial
+		used          usage
+		prof          *profiler
+		ceilErr       error
 	)
 	for round := range cfg.rounds {
 		if round > 0 {
@@ -136,6 +142,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		if prof != nil {
 			prof.stop()
 		}
+		lastFootprint = measureFootprint(st.target(mode.part).procs())
 		if err != nil {
 			return nil, err
 		}
@@ -221,8 +228,18 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 			r = r.vs("bare workflow", float64(ceil.Events))
 		}
 		rows = append(rows, r.note(fmt.Sprintf("%s, %.0f signals, %.0f timers per deploy", mixOf(mixes[0].Kinds), meanSignals(mixes), meanTimers(mixes))))
+		var sum latencyBreakdown
+		for _, m := range mixes {
+			sum = sum.add(m.split)
+		}
+		rows = append(rows, row(part, fmt.Sprintf("mean split of a deploy of the last round (history, %d sampled)", len(mixes)), ms(sum.closed/time.Duration(len(mixes))), "ms").
+			note("PUT → workflow closed; "+sum.describe(len(mixes))))
 	}
 	after := st.usage()
+	if fp := lastFootprint; fp.pss > 0 {
+		rows = append(rows, row(part, "memory after the last round's deploys, PSS of every process summed (api, worker, Temporal, PostgreSQL)", mib(fp.pss), "MiB").
+			note(roleMem(fp.byRole)+"; "+anonFile(st.temporalPID())))
+	}
 	if active > 0 {
 		per := func(d time.Duration) float64 { return ms(d) / float64(deploys) }
 		tcpu := row(part, "CPU per deploy: Temporal server", per(used.TemporalCPU), "ms")
@@ -328,6 +345,9 @@ func redeployable(ctx context.Context, st *stack, nodes []*benchNode, cfg config
 			return fmt.Errorf("node %s went to %q instead of available: %s", bn.name, bn.state, bn.lastError)
 		}
 	}
+	if err := settle(ctx, st); err != nil {
+		return err
+	}
 	if mode.img == nil {
 		return nil
 	}
@@ -341,6 +361,32 @@ func redeployable(ctx context.Context, st *stack, nodes []*benchNode, cfg config
 		return fmt.Errorf("set instance_info again: %d refused, first: %w", len(errs), errs[0])
 	}
 	return nil
+}
+
+// settle waits until no lifecycle workflow of the nodes runs any more: a
+// workflow records its node's new state just before it closes, so nodes
+// seen available still have their workflows' last tasks queued on the
+// server, and the next measured run would start behind that backlog (the
+// ceiling, run after a run that waited for its closes, does not).
+func settle(ctx context.Context, st *stack) error {
+	query := fmt.Sprintf("WorkflowType IN ('%s', '%s', '%s', '%s') AND ExecutionStatus = 'Running'",
+		workflows.WorkflowManageNode, workflows.WorkflowProvideNode, workflows.WorkflowDeployNode, workflows.WorkflowUndeployNode)
+	ctx, cancel := context.WithTimeout(ctx, enrollTimeout)
+	defer cancel()
+	for {
+		resp, err := st.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			return fmt.Errorf("count running lifecycle workflows: %w", err)
+		}
+		if resp.GetCount() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d lifecycle workflows still running: %w", resp.GetCount(), ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // instanceInfo is what an agent deploy's nodes write.
@@ -402,6 +448,9 @@ func sampleHistories(ctx context.Context, st *stack, nodes []*benchNode, k int) 
 		}
 		m, err := readMix(ctx, st.tc, workflows.WorkflowID(nodes[i].uuid))
 		if err != nil {
+			return out, err
+		}
+		if m.split, err = readBreakdown(ctx, st.tc, workflows.WorkflowID(nodes[i].uuid), nodes[i].requested); err != nil {
 			return out, err
 		}
 		out = append(out, m)

@@ -1,6 +1,9 @@
 // Command bench measures ironflow against baselines measured in the same run
 // on the same machine, and prints one markdown table (and writes it as JSON):
 //
+//	latency  one fake-hardware deploy at a time on the idle stack: PUT →
+//	         active p50/p99, split by the workflow's history, vs one bare
+//	         workflow of the same activity mix
 //	ironic   Debian's Ironic 21.4 all-in-one and ironflow (its own stack, and
 //	         the Temporal cluster's with -cluster) through the same client and
 //	         workloads: enroll, manage, provide, deploy, undeploy, list, show;
@@ -37,7 +40,8 @@ import (
 	"time"
 )
 
-// Named defaults, sized so that the whole run stays under 15 minutes on 2 cores.
+// Named defaults, sized so that the whole run stays under 40 minutes on 2
+// cores (the 1,000-node lifecycles against Ironic take about half of it).
 const (
 	DefaultControlNodes   = 500
 	DefaultAgentNodes     = 100
@@ -56,7 +60,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "ironic,control,cluster,agent,api,image,qcow2,boot"
+	allParts               = "latency,ironic,control,cluster,agent,api,image,qcow2,boot"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -78,6 +82,7 @@ type config struct {
 	deployTimeout  time.Duration
 	agentHeartbeat time.Duration
 	rounds         int
+	latencyRuns    int
 	out            string
 	dir            string
 	keep           bool
@@ -88,6 +93,8 @@ type config struct {
 	lifecycleSizes   []int
 	lifecycleClients int
 	lifecycleRounds  int
+	// lifecycleOnceFrom: sizes from it up run one round (0: never).
+	lifecycleOnceFrom int
 	// cluster adds ironflow on the Temporal cluster as a third target of
 	// the ironic part.
 	cluster bool
@@ -137,6 +144,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.deployTimeout, "deploy-timeout", DefaultDeployTimeout, "bound of one part's deploys (nodes not active by then count as failed)")
 	fs.DurationVar(&cfg.agentHeartbeat, "agent-heartbeat", DefaultAgentHeartbeat, "heartbeat interval of the simulated agents")
 	fs.IntVar(&cfg.rounds, "rounds", DefaultRounds, "rounds of ceiling and ironflow deploys the deploy parts alternate (medians are compared)")
+	fs.IntVar(&cfg.latencyRuns, "latency-runs", DefaultLatencyRuns, "single deploys the latency part times on the idle stack")
 	fs.StringVar(&cfg.out, "out", defaultOutFile, "JSON results file")
 	fs.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the work directory (logs of api, worker, Temporal, PostgreSQL)")
@@ -147,6 +155,7 @@ func parseFlags(args []string) (config, error) {
 	lcSizes := fs.String("lifecycle-sizes", DefaultLifecycleSizes, "node counts the ironic part runs enroll, manage, provide, deploy and undeploy at, against Ironic and ironflow")
 	fs.IntVar(&cfg.lifecycleClients, "lifecycle-clients", DefaultLifecycleClients, "client goroutines of the ironic part, the same for Ironic and ironflow")
 	fs.IntVar(&cfg.lifecycleRounds, "lifecycle-rounds", DefaultLifecycleRounds, "rounds per size of the ironic part (the targets' order alternates; medians are compared)")
+	fs.IntVar(&cfg.lifecycleOnceFrom, "lifecycle-once-from", DefaultLifecycleOnceFrom, "lifecycle sizes from this one up run a single round (0: every size runs -lifecycle-rounds)")
 	fs.BoolVar(&cfg.cluster, "cluster", true, "the ironic part drives ironflow on the Temporal cluster too (PostgreSQL-backed temporal-server, mTLS; make tools builds it); the cluster part measures its deploys against its ceiling either way")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -180,7 +189,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
 		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
 	}
-	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 {
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.latencyRuns <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
 	return cfg, nil
@@ -190,7 +199,7 @@ func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
 
 // needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
 func (c config) needsStack() bool {
-	return c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2")
+	return c.has("latency") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2")
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -238,6 +247,7 @@ func run(ctx context.Context, cfg config) error {
 		fn   func(context.Context) ([]Row, error)
 	}
 	parts := []part{
+		{"latency", func(ctx context.Context) ([]Row, error) { return benchLatency(ctx, cfg, st, log) }},
 		{"ironic", func(ctx context.Context) ([]Row, error) { return benchIronic(ctx, cfg, dir, log) }},
 		{"control", func(ctx context.Context) ([]Row, error) { return benchControl(ctx, cfg, st, log) }},
 		{"cluster", func(ctx context.Context) ([]Row, error) { return benchCluster(ctx, cfg, dir, log) }},

@@ -381,8 +381,8 @@ func (p *Postgres) start(ctx context.Context) error {
 			return err
 		}
 		p.port = port
-		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='%s' -c synchronous_commit=off",
-			port, filepath.Join(p.dataDir, socketDir))
+		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories='%s' -c synchronous_commit=off -c shared_buffers=%s",
+			port, filepath.Join(p.dataDir, socketDir), postgresSharedBuffers)
 		out, err := p.run(ctx, "pg_ctl", "-D", p.pgdata(), "-l", filepath.Join(p.dataDir, postgresLog),
 			"-w", "-t", strconv.Itoa(int(PostgresStartTimeout/time.Second)), "-o", opts, "start")
 		if err == nil {
@@ -544,3 +544,12 @@ func (p *Postgres) SocketURL() string {
 	return fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable",
 		PostgresSuperuser, PostgresDatabase, filepath.Join(p.dataDir, socketDir), p.port)
 }
+
+// postgresSharedBuffers is PostgreSQL's own cache, a quarter of its
+// default: the embedded databases (ironflow's, and the Temporal cluster's
+// persistence and visibility) are small enough for the kernel's page cache
+// to hold what the buffers do not, and every touched buffer counts in the
+// stack's memory. make bench, the cluster part at 200 nodes: PostgreSQL's
+// PSS 172 -> 152 MiB, its CPU per deploy unchanged (8.1 -> 8.6 ms, within
+// the run's noise); ironflow's own database never fills 32 MB (49 MiB both).
+const postgresSharedBuffers = "32MB"
