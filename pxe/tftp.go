@@ -119,6 +119,10 @@ func NewTFTPServer(cfg TFTPConfig, log *slog.Logger) (*TFTPServer, error) {
 	}
 	s := &TFTPServer{cfg: cfg, root: root, log: log.With("service", "tftp"), pinned: map[string]string{}}
 	s.pinLoaders()
+	if s.pinned[DefaultSecureBootFile] == "" || s.pinned[grubNetName] == "" {
+		s.log.Warn("secure boot over PXE unavailable: shim or signed GRUB missing (install shim-signed and grub-efi-amd64-signed)",
+			"shim", cfg.Shim, "signed_net_grub", cfg.SignedNetGrub)
+	}
 	// A nil write handler makes the library refuse every write request.
 	s.srv = tftp.NewServer(s.read, nil)
 	s.srv.SetTimeout(cfg.Timeout)
