@@ -336,7 +336,7 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 		// A partition image has no boot code of its own: the agent
 		// installs its bootloader, or says why it cannot, in either mode.
 		if partition {
-			return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: explicitBootMode(n)})
+			return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: explicitBootMode(n), SecureBoot: a.checkSignedLoader(ctx, n)})
 		}
 		if bootMode(n) != "uefi" {
 			if softwareRAIDRoot(n) {
@@ -345,7 +345,10 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 			}
 			return client.CommandResult{}, nil
 		}
-		return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "uefi"})
+		// With secure boot asked for, the agent refuses a loader the
+		// firmware would refuse (agent/secureboot.go), before the deploy
+		// turns secure boot on and boots the instance.
+		return c.InstallBootloader(ctx, client.InstallBootloaderParams{TargetBootMode: "uefi", SecureBoot: a.checkSignedLoader(ctx, n)})
 	}
 	step := client.Step{Interface: in.Step.Interface, Step: in.Step.Step, Priority: in.Step.Priority}
 	if len(in.Step.Args) > 0 {

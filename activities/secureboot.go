@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // secureBootRequested is whether the instance asks for secure boot, as
@@ -46,4 +48,22 @@ func (a *Activities) secureBootOn(ctx context.Context, nodeUUID string) (bool, e
 		return false, storeErr(err, "load node %s", nodeUUID)
 	}
 	return n.SecureBoot != nil && *n.SecureBoot, nil
+}
+
+// checkSignedLoader is whether the agent must check the instance's loader
+// before its first boot (agent/secureboot.go): the instance asks for
+// secure boot and the node's BMC can turn it on. A driver without secure
+// boot (ipmi) leaves it as the firmware has it, and the deploy only warns
+// (workflows/secureboot.go), so an unsigned loader is not refused there.
+func (a *Activities) checkSignedLoader(ctx context.Context, n *store.Node) bool {
+	if !secureBootRequested(n) {
+		return false
+	}
+	d, err := a.driver(ctx, workflows.NodeInfo{UUID: n.UUID})
+	if err != nil {
+		return true // the deploy's own secure boot step reports the BMC
+	}
+	defer d.Close()
+	_, ok := d.(bmc.SecureBooter)
+	return ok
 }

@@ -54,12 +54,16 @@ func (a *Agent) installBootloader(ctx context.Context, _ *command, raw json.RawM
 		TargetBootMode string `json:"target_boot_mode"`
 		Loader         string `json:"efi_loader"`
 		IgnoreFailure  bool   `json:"ignore_bootloader_failure"`
+		// SecureBoot: the instance boots with secure boot on; its loader
+		// must be signed (agent/secureboot.go). Not ignored by
+		// ignore_bootloader_failure.
+		SecureBoot bool `json:"secure_boot"`
 	}
 	if err := decodeParams(raw, &p); err != nil {
 		return nil, err
 	}
 	if node := a.nodeOrLookup(nil); isPartitionImage(node, nil) {
-		return a.installBootloaderOfPartitionImage(ctx, node, strings.ToLower(p.TargetBootMode))
+		return a.installBootloaderOfPartitionImage(ctx, node, strings.ToLower(p.TargetBootMode), p.SecureBoot)
 	}
 	loader := p.Loader
 	if loader == "" {
@@ -87,15 +91,22 @@ func (a *Agent) installBootloader(ctx context.Context, _ *command, raw json.RawM
 		}
 		return fmt.Sprintf("no EFI system partition on %s: relying on the image's own boot code", bd.Name), nil
 	}
+	signed := ""
+	if p.SecureBoot {
+		if signed, err = verifySecureBootLoader(dev, bd.Name, esp, loader); err != nil {
+			return nil, err
+		}
+		signed = "; secure boot: " + signed
+	}
 	err = a.cfg.Hardware.AddUEFIBootEntry(ctx, bd, esp, loader)
 	switch {
 	case errors.Is(err, ErrNotUEFI):
-		return "BIOS boot mode: nothing to install", nil
+		return "BIOS boot mode: nothing to install" + signed, nil
 	case err != nil && p.IgnoreFailure:
 		a.log.Warn("adding the UEFI boot entry failed; ignored as asked", "err", err)
-		return "UEFI boot entry failed (ignored): " + err.Error(), nil
+		return "UEFI boot entry failed (ignored): " + err.Error() + signed, nil
 	case err != nil:
 		return nil, fmt.Errorf("install bootloader: %w", err)
 	}
-	return fmt.Sprintf("UEFI boot entry added for %s on %s partition %d", loader, bd.Name, esp.Number), nil
+	return fmt.Sprintf("UEFI boot entry added for %s on %s partition %d%s", loader, bd.Name, esp.Number, signed), nil
 }

@@ -352,7 +352,7 @@ func (a *Agent) installPartitionBootloader(ctx context.Context, bd BlockDevice, 
 // installBootloaderOfPartitionImage opens the root device and installs the
 // partition image's bootloader; the boot mode is install_bootloader's
 // target_boot_mode, else the one write_image chose.
-func (a *Agent) installBootloaderOfPartitionImage(ctx context.Context, node map[string]any, bootMode string) (any, error) {
+func (a *Agent) installBootloaderOfPartitionImage(ctx context.Context, node map[string]any, bootMode string, secureBoot bool) (any, error) {
 	if bootMode == "" {
 		p, err := resolvePartitionParams(node, nil)
 		if err != nil {
@@ -372,6 +372,19 @@ func (a *Agent) installBootloaderOfPartitionImage(ctx context.Context, node map[
 	msg, err := a.installPartitionBootloader(ctx, bd, dev, mapOf(node, "instance_info"), bootMode)
 	if err != nil {
 		return nil, fmt.Errorf("install bootloader on %s: %w", bd.Name, err)
+	}
+	if secureBoot && bootMode == "uefi" {
+		// The loader installed is the ramdisk's systemd-boot or GRUB: the
+		// firmware starts it only if it is signed (agent/secureboot.go).
+		esp, err := findESP(dev)
+		if err != nil {
+			return nil, fmt.Errorf("install bootloader on %s: %w", bd.Name, err)
+		}
+		signed, err := verifySecureBootLoader(dev, bd.Name, esp, DefaultUEFILoader)
+		if err != nil {
+			return nil, err
+		}
+		msg += "; secure boot: " + signed
 	}
 	return msg, nil
 }

@@ -41,7 +41,10 @@ type BootConfig struct {
 	// Kickstart is served at /boot/{uuid}/ks.cfg for Kind "anaconda"
 	// (RenderKickstart). It holds the agent token: never log it.
 	Kickstart string
-	UpdatedAt time.Time
+	// SecureBoot: the node boots with secure boot on (its secure_boot
+	// field): a UEFI PXE boot goes through the signed chain (grubnet.go).
+	SecureBoot bool
+	UpdatedAt  time.Time
 }
 
 // Backend is what the DHCP handler reads: the boot config of the machine

@@ -72,6 +72,9 @@ type DHCPConfig struct {
 	LeaseTime    time.Duration
 	BIOSBootFile string
 	UEFIBootFile string
+	// SecureBootFile is the boot file of a UEFI machine whose node boots
+	// with secure boot on (shim over TFTP; grubnet.go).
+	SecureBootFile string
 }
 
 func (c *DHCPConfig) setDefaults() {
@@ -86,6 +89,9 @@ func (c *DHCPConfig) setDefaults() {
 	}
 	if c.BIOSBootFile == "" {
 		c.BIOSBootFile = DefaultBIOSBootFile
+	}
+	if c.SecureBootFile == "" {
+		c.SecureBootFile = DefaultSecureBootFile
 	}
 	if c.UEFIBootFile == "" {
 		c.UEFIBootFile = DefaultUEFIBootFile
@@ -362,6 +368,10 @@ func (b *bootOptions) chooseBootFile(req *dhcpv4.DHCPv4, bc *BootConfig) (file s
 	case archBIOS:
 		return b.cfg.BIOSBootFile, true, true
 	case archEFIBC, archEFIX8664:
+		if bc.SecureBoot {
+			// iPXE is not signed: shim, then signed GRUB (grubnet.go).
+			return b.cfg.SecureBootFile, true, true
+		}
 		return b.cfg.UEFIBootFile, true, true
 	default:
 		return "", false, false

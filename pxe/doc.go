@@ -16,6 +16,11 @@
 //	iPXE (user class 77 = "iPXE")                        → http://<http>/boot/<uuid>/boot.ipxe
 //	boot.ipxe                                            → kernel + initrd over HTTP, retried on failure
 //
+// A UEFI machine whose node boots with secure boot on gets the signed
+// chain instead, over TFTP: shimx64.efi → grubx64.efi (signed GRUB) →
+// grub/grub.cfg → the node's config by MAC → kernel and initrd
+// (grubnet.go).
+//
 // iPXE waits 11 s for a ProxyDHCP offer unless the offer carries
 // encapsulated option 175 sub-option 176 = 1; ironflow sends it to every
 // iPXE client.

@@ -228,3 +228,54 @@ func logLine(logs string, parts ...string) bool {
 	}
 	return false
 }
+
+// TestNetbootQEMU_UEFISecureBoot boots a node whose secure_boot is true
+// over PXE on OVMF's secure-boot build with Microsoft's keys enrolled,
+// without iPXE (it is not signed): DHCP offers shim over TFTP, shim loads
+// Debian's signed network GRUB, GRUB reads the master grub.cfg and the
+// node's config by MAC, then Debian's signed kernel and the initrd, all
+// over TFTP. The kernel reports secure boot on and has the node's params.
+func TestNetbootQEMU_UEFISecureBoot(t *testing.T) {
+	requireVMHost(t)
+	const code, msVars = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
+	for _, f := range []string{code, msVars, DefaultShim, DefaultSignedNetGrub} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("SKIPPING SECURE BOOT VM TEST: %s missing (apt-get install ovmf shim-signed grub-efi-amd64-signed)", f)
+		}
+	}
+	dir := t.TempDir()
+	const node, mac = "0b0f6c1e-2a4d-4a9e-8c7b-1d2e3f4a5b5b", "52:54:00:99:5b:03"
+	bc := labBootConfig(node, mac, BootModeUEFI)
+	bc.SecureBoot = true
+	l := newLab(t, dir, bc)
+	b, err := os.ReadFile(msVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := filepath.Join(dir, "OVMF_VARS.fd")
+	if err := os.WriteFile(vars, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// As TestNetbootQEMU_AgentISOSecureBoot: q35 with SMM and a secure
+	// flash for the secboot build, 512 MiB for the kernel's EFI stub;
+	// romfile= drops the NIC's iPXE ROM so OVMF's own PXE client boots.
+	console := runVM(t, dir, []string{"ip", "netns", "exec", l.ns}, "-m", "512", "-machine", "q35,smm=on",
+		"-global", "driver=cfi.pflash01,property=secure,value=on",
+		"-drive", "if=pflash,format=raw,readonly=on,file="+code,
+		"-drive", "if=pflash,format=raw,file="+vars,
+		"-netdev", "tap,id=n0,ifname="+l.tap+",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=n0,mac="+mac+",bootindex=1,romfile=")
+	assertBooted(t, console, "ipa-api-url="+labAPIURL, "ipa-node-uuid="+node, "BOOTIF=01-52-54-00-99-5b-03")
+	if !strings.Contains(console, "Secure boot enabled") {
+		t.Errorf("the kernel does not report secure boot on; console:\n%s", tail(console, 4000))
+	}
+	logs := l.serviceLog()
+	for _, f := range []string{"shimx64.efi", "grubx64.efi", "grub/grub.cfg", "grub/ironflow/" + mac + ".cfg", "ironflow/" + mac + "/kernel", "ironflow/" + mac + "/initrd"} {
+		if !logLine(logs, `"msg":"TFTP transfer done"`, `"file":"`+f+`"`) {
+			t.Errorf("%s was not fetched over TFTP", f)
+		}
+	}
+	if logLine(logs, `"file":"ipxe.efi"`) {
+		t.Errorf("iPXE was offered to a secure boot node")
+	}
+}

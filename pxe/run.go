@@ -56,6 +56,7 @@ func Run(ctx context.Context, cfg Config, backend BootConfigs, leases Leases, lo
 		if err != nil {
 			return err
 		}
+		srv.ServeBootConfigs(backend)
 		closers = append(closers, func() { srv.Close() })
 		conn, err := net.ListenPacket("udp4", srv.cfg.Addr)
 		if err != nil {

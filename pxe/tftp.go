@@ -35,6 +35,11 @@ type TFTPConfig struct {
 	Root    string // directory served; first existing DefaultTFTPRoots if empty
 	Timeout time.Duration
 	Retries int
+	// Shim and SignedNetGrub are the secure-boot chain's loaders, served
+	// as shimx64.efi and grubx64.efi (grubnet.go); DefaultShim and
+	// DefaultSignedNetGrub if empty.
+	Shim          string
+	SignedNetGrub string
 }
 
 // TFTPServer serves files under one root, read-only.
@@ -45,6 +50,9 @@ type TFTPServer struct {
 	log  *slog.Logger
 	// pinned maps the iPXE loaders' names to files resolved once at start.
 	pinned map[string]string
+	// grub serves the secure-boot chain's per-node files (grubnet.go);
+	// nil until ServeBootConfigs.
+	grub *grubNet
 }
 
 // PinnedTFTPFiles are served even when they are symlinks leaving the root:
@@ -54,6 +62,20 @@ type TFTPServer struct {
 var PinnedTFTPFiles = []string{DefaultBIOSBootFile, DefaultUEFIBootFile, "snponly.efi"}
 
 func (s *TFTPServer) pinLoaders() {
+	shim, grub := s.cfg.Shim, s.cfg.SignedNetGrub
+	if shim == "" {
+		shim = DefaultShim
+	}
+	if grub == "" {
+		grub = DefaultSignedNetGrub
+	}
+	for name, p := range map[string]string{DefaultSecureBootFile: shim, grubNetName: grub} {
+		if resolved, err := filepath.EvalSymlinks(p); err == nil {
+			if st, err := os.Stat(resolved); err == nil && st.Mode().IsRegular() {
+				s.pinned[name] = resolved
+			}
+		}
+	}
 	for _, name := range PinnedTFTPFiles {
 		resolved, err := filepath.EvalSymlinks(filepath.Join(s.cfg.Root, name))
 		if err != nil {
@@ -97,6 +119,10 @@ func NewTFTPServer(cfg TFTPConfig, log *slog.Logger) (*TFTPServer, error) {
 	}
 	s := &TFTPServer{cfg: cfg, root: root, log: log.With("service", "tftp"), pinned: map[string]string{}}
 	s.pinLoaders()
+	if s.pinned[DefaultSecureBootFile] == "" || s.pinned[grubNetName] == "" {
+		s.log.Warn("secure boot over PXE unavailable: shim or signed GRUB missing (install shim-signed and grub-efi-amd64-signed)",
+			"shim", cfg.Shim, "signed_net_grub", cfg.SignedNetGrub)
+	}
 	// A nil write handler makes the library refuse every write request.
 	s.srv = tftp.NewServer(s.read, nil)
 	s.srv.SetTimeout(cfg.Timeout)
@@ -128,6 +154,29 @@ func (s *TFTPServer) read(name string, rf io.ReaderFrom) error {
 	if info, ok := rf.(tftp.OutgoingTransfer); ok {
 		addr := info.RemoteAddr()
 		peer = addr.String()
+	}
+	if s.grub != nil {
+		// GRUB asks for absolute paths (/grub/grub.cfg); the chain's
+		// names are matched without the leading slash, nothing else is.
+		r, size, ok, err := s.grub.open(context.Background(), strings.TrimPrefix(name, "/"))
+		if ok {
+			if err != nil {
+				s.log.Warn("TFTP file not served", "file", name, "peer", peer, "error", err)
+				return err
+			}
+			defer r.Close()
+			if ot, isOut := rf.(tftp.OutgoingTransfer); isOut && size >= 0 {
+				ot.SetSize(size)
+			}
+			start := time.Now()
+			n, err := rf.ReadFrom(r)
+			if err != nil {
+				s.log.Warn("TFTP transfer failed", "file", name, "peer", peer, "bytes", n, "error", err)
+				return err
+			}
+			s.log.Info("TFTP transfer done", "file", strings.TrimPrefix(name, "/"), "peer", peer, "bytes", n, "duration", time.Since(start))
+			return nil
+		}
 	}
 	rel, err := cleanTFTPName(name)
 	if err != nil {

@@ -40,13 +40,19 @@ type BootConfig struct {
 	// API output or Temporal history): the activity that renders it stores it.
 	Kickstart string    `json:"-" db:"kickstart"`
 	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
+	// SecureBoot is the node's secure_boot (read, never written here): a
+	// UEFI PXE boot of a node with secure boot on takes the signed chain.
+	SecureBoot bool `json:"secure_boot"`
 }
 
 const bootColumns = "node_uuid, macs, boot_mode, method, kernel_url, initrd_url, kernel_params, iso_path, kind, kickstart, updated_at"
 
+// readBootColumns are bootColumns and the node's secure_boot.
+const readBootColumns = bootColumns + ", COALESCE((SELECT n.secure_boot FROM nodes n WHERE n.uuid = boot_configs.node_uuid), false)"
+
 func scanBootConfig(row pgx.CollectableRow) (*BootConfig, error) {
 	c := &BootConfig{}
-	err := row.Scan(&c.NodeUUID, &c.MACs, &c.BootMode, &c.Method, &c.KernelURL, &c.InitrdURL, &c.KernelParams, &c.ISOPath, &c.Kind, &c.Kickstart, &c.UpdatedAt)
+	err := row.Scan(&c.NodeUUID, &c.MACs, &c.BootMode, &c.Method, &c.KernelURL, &c.InitrdURL, &c.KernelParams, &c.ISOPath, &c.Kind, &c.Kickstart, &c.UpdatedAt, &c.SecureBoot)
 	return c, err
 }
 
@@ -103,7 +109,7 @@ func (s *Store) PutBootConfig(ctx context.Context, c *BootConfig) error {
 // GetBootConfig returns the node's boot configuration or ErrNotFound.
 func (s *Store) GetBootConfig(ctx context.Context, nodeUUID string) (*BootConfig, error) {
 	node, _ := canonicalUUID(nodeUUID)
-	rows, _ := s.pool.Query(ctx, "SELECT "+bootColumns+" FROM boot_configs WHERE node_uuid = $1", node)
+	rows, _ := s.pool.Query(ctx, "SELECT "+readBootColumns+" FROM boot_configs WHERE node_uuid = $1", node)
 	c, err := pgx.CollectExactlyOneRow(rows, scanBootConfig)
 	if err != nil {
 		return nil, dbError(err, "get boot config of node %s", nodeUUID)
@@ -119,7 +125,7 @@ func (s *Store) BootConfigByMAC(ctx context.Context, mac string) (*BootConfig, e
 	if err != nil {
 		return nil, fmt.Errorf("boot config by MAC: %w", err)
 	}
-	rows, _ := s.pool.Query(ctx, "SELECT "+bootColumns+` FROM boot_configs WHERE macs @> ARRAY[$1::text]
+	rows, _ := s.pool.Query(ctx, "SELECT "+readBootColumns+` FROM boot_configs WHERE macs @> ARRAY[$1::text]
 		ORDER BY updated_at DESC LIMIT 1`, m)
 	c, err := pgx.CollectExactlyOneRow(rows, scanBootConfig)
 	if err != nil {

@@ -142,3 +142,31 @@ func TestBootConfigKickstartRoundTrip(t *testing.T) {
 		t.Fatalf("after replacing with an agent boot config: kickstart %q, %v; want empty", got.Kickstart, err)
 	}
 }
+
+// The boot config carries its node's secure_boot: the PXE services send a
+// node with secure boot on through the signed chain (pxe/grubnet.go).
+func TestBootConfigCarriesTheNodesSecureBoot(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	on := true
+	a := newNode(t, s, &store.Node{SecureBoot: &on})
+	b := newNode(t, s, &store.Node{})
+	for _, n := range []string{a.UUID, b.UUID} {
+		mac := "52:54:00:5b:0a:01"
+		if n == b.UUID {
+			mac = "52:54:00:5b:0b:01"
+		}
+		if err := s.PutBootConfig(ctx, agentBoot(n, mac)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := s.BootConfigByMAC(ctx, "52:54:00:5b:0a:01"); err != nil || !c.SecureBoot {
+		t.Errorf("node with secure boot on: %+v, %v; want SecureBoot", c, err)
+	}
+	if c, err := s.GetBootConfig(ctx, a.UUID); err != nil || !c.SecureBoot {
+		t.Errorf("GetBootConfig of the node with secure boot on: %+v, %v; want SecureBoot", c, err)
+	}
+	if c, err := s.BootConfigByMAC(ctx, "52:54:00:5b:0b:01"); err != nil || c.SecureBoot {
+		t.Errorf("node without secure boot: %+v, %v; want no SecureBoot", c, err)
+	}
+}

@@ -788,6 +788,13 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 	if m.vm.Netdev != "none" {
 		nic += ",netdev=n0"
 	}
+	if secure {
+		// OVMF starts unsigned option ROMs even under secure boot; QEMU's
+		// iPXE ROM would then take the network boot and fail to start any
+		// kernel. Without it OVMF's own network stack boots, as a real
+		// machine's signed PXE firmware does (shim over TFTP, pxe/grubnet.go).
+		nic += ",romfile="
+	}
 	a = append(a, "-device", nic)
 	// The disk, the Storage controller's other drives, and its volumes
 	// in place of their drives (storage.go).

@@ -44,6 +44,11 @@ func (r *run) deployAnaconda() error {
 // bootRamdisk is ramdisk's deploy.boot_instance: the instance's own boot,
 // on every boot.
 func (r *run) bootRamdisk(s Step) error {
+	// Secure boot first: the instance's boot (ISO or PXE) is then prepared
+	// as the signed chain (workflows/secureboot.go).
+	if err := r.secureBootForNetbootDeploy(); err != nil {
+		return err
+	}
 	return r.step(s.Name(), func() error { return r.netboot(BootRamdisk, true) })
 }
 
@@ -76,6 +81,9 @@ func (r *run) bootInstalled(s Step) error {
 	if err := r.step("clean up boot", func() error {
 		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAnaconda, Starts: r.running()}, nil)
 	}); err != nil {
+		return err
+	}
+	if err := r.secureBootForNetbootDeploy(); err != nil { // workflows/secureboot.go
 		return err
 	}
 	return r.step(s.Name(), func() error {

@@ -51,3 +51,13 @@ func (r *run) setSecureBoot(on bool) error {
 	}
 	return r.local(ActRecordBootMode, BootModeRecord{NodeUUID: r.node.UUID, SecureBoot: res.SecureBoot, Event: event}, nil)
 }
+
+// secureBootForNetbootDeploy is secureBootIfRequested(true) for the ramdisk
+// and anaconda deploys, behind changeNetbootDeploySecureBoot: a deploy
+// that passed this point before the change did not set secure boot.
+func (r *run) secureBootForNetbootDeploy() error {
+	if workflow.GetVersion(r.ctx, changeNetbootDeploySecureBoot, workflow.DefaultVersion, 1) != 1 {
+		return nil
+	}
+	return r.secureBootIfRequested(true)
+}

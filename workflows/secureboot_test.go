@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/hardware"
 )
 
 // secureBootFake registers the boot mode activities on top of fakeCloud:
@@ -168,5 +170,66 @@ func TestUndeployTurnsSecureBootOff(t *testing.T) {
 	}
 	if len(recs) != 1 || recs[0].SecureBoot == nil || *recs[0].SecureBoot {
 		t.Fatalf("recorded %+v", recs)
+	}
+}
+
+// TestRamdiskAndAnacondaDeploysTurnSecureBootOn: the ramdisk deploy turns
+// secure boot on before it prepares and boots the instance's ramdisk; the
+// anaconda deploy after the installer's boot config is removed and before
+// the installed system boots from disk (changeNetbootDeploySecureBoot).
+func TestRamdiskAndAnacondaDeploysTurnSecureBootOn(t *testing.T) {
+	for _, tc := range []struct {
+		iface string
+		want  string
+	}{
+		{"ramdisk", "RecordState deploying,SetSecureBoot on,RecordBootMode,PrepareBoot ramdisk,SetBootDevice pxe,SetPower rebooting,RecordState active"},
+		{"anaconda", "RecordState deploying,CleanBoot,SetSecureBoot on,RecordBootMode,SetBootDevice disk,SetPower rebooting,RecordState active"},
+	} {
+		t.Run(tc.iface, func(t *testing.T) {
+			f := newFakeCloud()
+			f.node.DeployInterface, f.node.SecureBoot = hardware.Interface(tc.iface), true
+			env := newEnv(t, f)
+			var recs []BootModeRecord
+			secureBootFake(env, f, nil, &recs)
+			env.RegisterDelayedCallback(func() {
+				env.SignalWorkflow(SignalHeartbeat, Heartbeat{AgentStatus: "end", AgentStatusMessage: "installed"})
+			}, 5*time.Minute)
+			env.ExecuteWorkflow(DeployNode, deployRequest())
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(f.callList(), ","); !strings.HasSuffix(got, tc.want) {
+				t.Fatalf("calls %s\nwant them to end with %s", got, tc.want)
+			}
+			if len(recs) != 1 || recs[0].SecureBoot == nil || !*recs[0].SecureBoot {
+				t.Fatalf("recorded %+v", recs)
+			}
+		})
+	}
+}
+
+// TestNetbootDeploySecureBootOldPathUntouched: a ramdisk or anaconda
+// deploy that passed the point before changeNetbootDeploySecureBoot does
+// not set secure boot.
+func TestNetbootDeploySecureBootOldPathUntouched(t *testing.T) {
+	for _, iface := range []string{"ramdisk", "anaconda"} {
+		t.Run(iface, func(t *testing.T) {
+			f := newFakeCloud()
+			f.node.DeployInterface, f.node.SecureBoot = hardware.Interface(iface), true
+			env := newEnv(t, f)
+			env.OnGetVersion(changeNetbootDeploySecureBoot, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			var recs []BootModeRecord
+			secureBootFake(env, f, nil, &recs)
+			env.RegisterDelayedCallback(func() {
+				env.SignalWorkflow(SignalHeartbeat, Heartbeat{AgentStatus: "end", AgentStatusMessage: "installed"})
+			}, 5*time.Minute)
+			env.ExecuteWorkflow(DeployNode, deployRequest())
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if n := countCalls(f.callList(), "SetSecureBoot on"); n != 0 || len(recs) != 0 {
+				t.Fatalf("old path set secure boot %d times", n)
+			}
+		})
 	}
 }

@@ -89,6 +89,17 @@ const (
 	// (secure boot end to end); no recorded history has it yet: record
 	// this version's histories (make record-histories).
 	changeDeploySecureBoot = "deploy-secure-boot"
+	// changeNetbootDeploySecureBoot: the ramdisk and anaconda deploys turn
+	// secure boot on for an instance that asks for it, as the agent deploy
+	// does (Ironic's ramdisk and anaconda deploys call
+	// configure_secure_boot_if_needed): ramdisk before the instance's
+	// ramdisk is prepared and booted, anaconda after the installer's boot
+	// config is removed and before the installed system boots from disk
+	// (workflows/secureboot.go). The marker is recorded by every ramdisk
+	// and anaconda deploy. Introduced by issue 19 (secure boot for every
+	// deploy interface); no recorded history has it yet: record this
+	// version's histories (make record-histories).
+	changeNetbootDeploySecureBoot = "netboot-deploy-secure-boot"
 	// changeFirmwareRebootOnReset: a firmware task that reports it waits
 	// for the host's reset (FirmwareTaskState.ResetRequired: a BIOS image
 	// the BMC applies at reboot) makes the update step reboot the node

@@ -444,6 +444,9 @@ type InstallBootloaderParams struct {
 	PrepBootPartUUID        string `json:"prep_boot_part_uuid,omitempty"`
 	TargetBootMode          string `json:"target_boot_mode,omitempty"`
 	IgnoreBootloaderFailure bool   `json:"ignore_bootloader_failure,omitempty"`
+	// SecureBoot (ironflow's agent only, never sent otherwise): the
+	// instance boots with secure boot on and its loader must be signed.
+	SecureBoot bool `json:"secure_boot,omitempty"`
 }
 
 // InstallBootloader starts image.install_bootloader; follow it with WaitCommand.

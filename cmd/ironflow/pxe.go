@@ -122,6 +122,7 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 		if err != nil {
 			return "", nil, nil, err
 		}
+		t.ServeBootConfigs(backend) // the secure-boot chain (pxe/grubnet.go)
 		go func() { errs <- t.ListenAndServe(ctx) }()
 		log.Info("tftp listening", "address", *f.tftpListen)
 	}

@@ -33,6 +33,13 @@
 //	     partition image in BIOS mode, IPMI + PXE         deploy_partition_image_bios_test.go
 //	     (SeaBIOS): MBR layout, GRUB in the MBR boots
 //	     the instance kernel from the boot partition
+//	     secure boot, Redfish + virtual media (OVMF      secure_boot_test.go
+//	     secboot): a signed image boots with secure
+//	     boot on; an unsigned one is refused by the
+//	     agent before its first boot (deploy failed)
+//	     secure boot over PXE: a ramdisk instance, and  secure_boot_pxe_test.go
+//	     the agent (in-band inspection, its call-back),
+//	     boot through shim and signed GRUB over TFTP
 //
 // The stack under test is devstack's (docs/contributing.md, "Tests and the
 // stack harness"): `ironflow dev` in the lab (stack_test.go, startStack),

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,10 +24,11 @@ import (
 //     Rebuilt, with secure boot on, the agent boots from its ISO's signed
 //     chain (shim → Debian's signed GRUB → Debian's kernel).
 //  2. undeploy: the teardown turns secure boot off again.
-//  3. the usual unsigned test image (systemd-boot): the firmware refuses
-//     its loader. ironflow does not watch the instance's console, so the
-//     node still reports active — what the user sees is logged; the
-//     refusal is asserted on the console.
+//  3. the usual unsigned test image (systemd-boot): before the instance's
+//     first boot the agent checks its loader's Authenticode signature as
+//     the firmware would (agent/secureboot.go) and refuses it: the node is
+//     deploy failed with a last_error naming the unsigned loader, secure
+//     boot was not turned on, and the image never boots.
 func TestSecureBootDeploySignedAndUnsignedImage(t *testing.T) {
 	RequireQEMU(t)
 	for _, f := range []string{pxe.DefaultShim, pxe.DefaultSignedGrub, "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd", "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"} {
@@ -105,22 +105,26 @@ func TestSecureBootDeploySignedAndUnsignedImage(t *testing.T) {
 		"--instance-info", "image_os_hash_value="+unsignedSum,
 		"--instance-info", `capabilities={"secure_boot": "true"}`)
 	mark, _ = os.Stat(vm.SerialLog)
-	s.deploy(t, uuid, vm, "e2e-sb-unsigned", pubKey)
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
-	defer cancel()
-	_, err = WaitSerial(ctx, vm.SerialLog, "Access Denied", nil)
-	if line, ok := findLineAfter(vm.SerialLog, mark, "Access Denied"); err != nil || !ok {
-		t.Errorf("3: the firmware did not refuse the unsigned loader: %v; console tail:\n%s", err, devstack.Tail(vm.SerialLog, 3000))
-	} else {
-		t.Logf("3: firmware: %s", line)
+	cd = `{"meta_data":{"hostname":"e2e-sb-unsigned","public_keys":{"0":"` + pubKey + `"}}}`
+	begin = time.Now()
+	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", cd); err != nil {
+		t.Fatalf("3: deploy: %v", err)
 	}
-	if _, ok := findLineAfter(vm.SerialLog, mark, "IRONFLOW-E2E hostname=e2e-sb-unsigned"); ok {
-		t.Errorf("3: the unsigned image booted with secure boot on")
-	}
+	s.waitProvisionState(t, uuid, "deploy failed", deployWait, vm)
 	f := s.nodeFields(t, uuid)
-	t.Logf("3: what the user sees: provision_state %v, power_state %v, secure_boot %v, last_error %v "+
-		"(ironflow does not watch the instance's boot: the refused loader is not reported)",
-		f["provision_state"], f["power_state"], f["secure_boot"], f["last_error"])
+	last, _ := f["last_error"].(string)
+	const want = `Secure boot is enabled for the instance but its boot loader \EFI\BOOT\BOOTX64.EFI on /dev/`
+	if !strings.Contains(last, want) || !strings.Contains(last, "is not signed") {
+		t.Errorf("3: last_error %q, want it to say %q ... is not signed", last, want)
+	}
+	if f["secure_boot"] == true {
+		t.Errorf("3: secure boot was turned on for an instance whose loader is unsigned")
+	}
+	t.Logf("3: unsigned image refused by the agent %.1fs after deploy: provision_state %v, last_error %q",
+		time.Since(begin).Seconds(), f["provision_state"], last)
+	if _, ok := findLineAfter(vm.SerialLog, mark, "IRONFLOW-E2E hostname=e2e-sb-unsigned"); ok {
+		t.Errorf("3: the unsigned image booted")
+	}
 }
 
 // buildSignedTestImage copies the unsigned test image and replaces the
