@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,34 +42,14 @@ func TestBIOSStepUnderTheAgentThenAgentStepOnVM(t *testing.T) {
 
 	// The order in the node's history: the BIOS step's reboot into the
 	// agent, the agent's call-back from that boot, then the agent step.
-	events := historyEvents(t, lab, uuid)
-	at := func(substr string) int {
-		for i, e := range events {
-			if strings.Contains(e, substr) {
-				return i
-			}
-		}
-		return -1
-	}
-	reboot := at("Step bios.apply_configuration reboots the node to apply the BIOS settings")
-	back := at("after step bios.apply_configuration rebooted the node")
-	erase := at("Running step deploy.erase_devices_metadata on the agent")
-	if reboot < 0 || back < 0 || erase < 0 || !(reboot < back && back < erase) {
-		t.Fatalf("history order: reboot %d, call-back %d, erase %d:\n%s", reboot, back, erase, strings.Join(events, "\n"))
-	}
+	requireHistoryOrder(t, lab, uuid,
+		"Step bios.apply_configuration reboots the node to apply the BIOS settings",
+		"after step bios.apply_configuration rebooted the node",
+		"Running step deploy.erase_devices_metadata on the agent")
 
 	// The vbmc started QEMU again with the setting; the agent's kernel
 	// of the second boot saw 2 CPUs.
-	qlog, _ := os.ReadFile(filepath.Join(bmc.stateDir, vm.Name, "qemu.log"))
-	var starts []string
-	for _, line := range strings.Split(string(qlog), "\n") {
-		if strings.Contains(line, " starting: ") {
-			starts = append(starts, line)
-		}
-	}
-	if len(starts) < 2 || !strings.Contains(starts[len(starts)-1], "-smp 2") || !strings.Contains(starts[0], "-smp 1") {
-		t.Errorf("QEMU starts, want -smp 1 then -smp 2 last:\n%s", strings.Join(starts, "\n"))
-	}
+	bmc.checkSMPApplied(t, vm)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := WaitSerial(ctx, vm.SerialLog, "2 CPUs", nil); err != nil {

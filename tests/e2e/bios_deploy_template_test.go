@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -31,21 +29,10 @@ func TestDeployTemplateBIOSStepOnVM(t *testing.T) {
 	defer printTimeline(t, s, uuid, "deploy with a BIOS deploy template")
 	deployBooted(t, s, uuid, vm, sum)
 
-	events := historyEvents(t, s.lab, uuid)
-	at := func(substr string) int {
-		for i, e := range events {
-			if strings.Contains(e, substr) {
-				return i
-			}
-		}
-		return -1
-	}
-	run := at("Running deploy step bios.apply_configuration (priority 90) out of band")
-	back := at("after step bios.apply_configuration rebooted the node")
-	done := at("Deploy step bios.apply_configuration finished")
-	if run < 0 || back < 0 || done < 0 || !(run < back && back < done) {
-		t.Fatalf("history order: step %d, call-back %d, finished %d:\n%s", run, back, done, strings.Join(events, "\n"))
-	}
+	requireHistoryOrder(t, s.lab, uuid,
+		"Running deploy step bios.apply_configuration (priority 90) out of band",
+		"after step bios.apply_configuration rebooted the node",
+		"Deploy step bios.apply_configuration finished")
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" {
 		t.Fatalf("node after the deploy: %s", s.nodeShow(t, uuid))
 	}
@@ -56,16 +43,7 @@ func TestDeployTemplateBIOSStepOnVM(t *testing.T) {
 	if ran, err := agentStepsScheduled(raw); err != nil || stepPosition(ran, "deploy.write_image") < 0 {
 		t.Fatalf("agent steps of the deploy: %v (%v)", ran, err)
 	}
-	qlog, _ := os.ReadFile(filepath.Join(bmc.stateDir, vm.Name, "qemu.log"))
-	var starts []string
-	for _, line := range strings.Split(string(qlog), "\n") {
-		if strings.Contains(line, " starting: ") {
-			starts = append(starts, line)
-		}
-	}
-	if len(starts) < 2 || !strings.Contains(starts[len(starts)-1], "-smp 2") || !strings.Contains(starts[0], "-smp 1") {
-		t.Errorf("QEMU starts, want -smp 1 first and -smp 2 last:\n%s", strings.Join(starts, "\n"))
-	}
+	bmc.checkSMPApplied(t, vm)
 	if code, body := biosAPI(t, s, http.MethodGet, "/v1/nodes/"+uuid+"/bios/ProcCores", "1.74", nil); code != http.StatusOK || !strings.Contains(string(body), `"value":"2"`) {
 		t.Errorf("GET bios/ProcCores: HTTP %d: %s, want the value 2 cached", code, body)
 	}

@@ -277,3 +277,25 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// requireHistoryOrder fails t unless the node's history has an event
+// containing each of substrs, in that order.
+func requireHistoryOrder(t *testing.T, lab *Lab, uuid string, substrs ...string) {
+	t.Helper()
+	events := historyEvents(t, lab, uuid)
+	at := make([]int, len(substrs))
+	ordered := true
+	for k, substr := range substrs {
+		at[k] = -1
+		for i, e := range events {
+			if strings.Contains(e, substr) {
+				at[k] = i
+				break
+			}
+		}
+		ordered = ordered && at[k] >= 0 && (k == 0 || at[k-1] < at[k])
+	}
+	if !ordered {
+		t.Fatalf("history order of %q: positions %v:\n%s", substrs, at, strings.Join(events, "\n"))
+	}
+}

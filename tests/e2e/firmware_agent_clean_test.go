@@ -48,21 +48,10 @@ func TestFirmwareUpdateUnderTheAgentThenAgentStepOnVM(t *testing.T) {
 	}
 	t.Logf("firmware under the agent: cleaning took %.0fs", time.Since(begin).Seconds())
 
-	events := historyEvents(t, lab, uuid)
-	at := func(substr string) int {
-		for i, e := range events {
-			if strings.Contains(e, substr) {
-				return i
-			}
-		}
-		return -1
-	}
-	reboot := at("Step firmware.update reboots the node (the BMC applies the bios image at the host's reset)")
-	back := at("after step firmware.update rebooted the node")
-	erase := at("Running step deploy.erase_devices_metadata on the agent")
-	if reboot < 0 || back < 0 || erase < 0 || !(reboot < back && back < erase) {
-		t.Fatalf("history order: reboot %d, call-back %d, erase %d:\n%s", reboot, back, erase, strings.Join(events, "\n"))
-	}
+	requireHistoryOrder(t, lab, uuid,
+		"Step firmware.update reboots the node (the BMC applies the bios image at the host's reset)",
+		"after step firmware.update rebooted the node",
+		"Running step deploy.erase_devices_metadata on the agent")
 	var fw struct {
 		Firmware []struct {
 			Component      string `json:"component"`

@@ -141,3 +141,27 @@ func createRedfishNode(t *testing.T, s *stack, v *vbmcServer, vmName, firmware, 
 	}
 	return uuid
 }
+
+// qemuStarts are the command lines the vbmc started vm's QEMU with, in
+// order (its qemu.log).
+func (v *vbmcServer) qemuStarts(vm *LabVM) []string {
+	qlog, _ := os.ReadFile(filepath.Join(v.stateDir, vm.Name, "qemu.log"))
+	var starts []string
+	for _, line := range strings.Split(string(qlog), "\n") {
+		if strings.Contains(line, " starting: ") {
+			starts = append(starts, line)
+		}
+	}
+	return starts
+}
+
+// checkSMPApplied checks that vm's QEMU first started with one vCPU and
+// last with two: the ProcCores BIOS setting of a step took effect at the
+// reboot the step asked for.
+func (v *vbmcServer) checkSMPApplied(t *testing.T, vm *LabVM) {
+	t.Helper()
+	starts := v.qemuStarts(vm)
+	if len(starts) < 2 || !strings.Contains(starts[len(starts)-1], "-smp 2") || !strings.Contains(starts[0], "-smp 1") {
+		t.Errorf("QEMU starts, want -smp 1 first and -smp 2 last:\n%s", strings.Join(starts, "\n"))
+	}
+}
