@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,7 +36,7 @@ func firmwareImageSHA256(path string) string {
 // enrollFirmwareAgentNode creates a redfish node on the vbmc with the
 // redfish firmware interface that deploys through the (simulated) agent,
 // and makes it available: manage, then automated cleaning on the agent.
-func enrollFirmwareAgentNode(t *testing.T, name, bmcURL, vm, mac string, img *imageServer) string {
+func enrollFirmwareAgentNode(t *testing.T, name, bmcURL, vm, mac string, img *imageServer) (string, *simMachine) {
 	t.Helper()
 	var n node
 	code, _ := callAt(t, lab.APIURL, "1.86", "POST", "/v1/nodes", map[string]any{
@@ -56,10 +58,10 @@ func enrollFirmwareAgentNode(t *testing.T, name, bmcURL, vm, mac string, img *im
 	}, nil); code != 200 {
 		t.Fatalf("set instance_info: %d", code)
 	}
-	startSimMachine(t, n.UUID, []string{mac}, sim.Config{})
+	m := startSimMachine(t, n.UUID, []string{mac}, sim.Config{})
 	mustCLI(t, "node", "manage", n.UUID, "--wait", "60")
 	mustCLI(t, "node", "provide", n.UUID, "--wait", "180")
-	return n.UUID
+	return n.UUID, m
 }
 
 func firmwareUpdateStep(url, checksum string, priority int) map[string]any {
@@ -115,7 +117,7 @@ func TestFirmwareUpdateAsDeployStep(t *testing.T) {
 	const vm, mac = "fwdeploy0", "52:54:00:f7:d3:01"
 	images := firmwareImages(t)
 	bmcURL := startFirmwareBMC(t, vm, 1)
-	uuid := enrollFirmwareAgentNode(t, "firmware-deploy-0", bmcURL, vm, mac, newImageServer(t, 8<<20))
+	uuid, _ := enrollFirmwareAgentNode(t, "firmware-deploy-0", bmcURL, vm, mac, newImageServer(t, 8<<20))
 
 	url := images.URL + "/bios-4.2.bin"
 	code, _ := callAt(t, lab.APIURL, "1.86", "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{
@@ -133,7 +135,7 @@ func TestFirmwareUpdateThroughDeployTemplate(t *testing.T) {
 	const vm, mac, trait = "fwdeploy1", "52:54:00:f7:d3:02", "CUSTOM_FWDEPLOY_BIOS"
 	images := firmwareImages(t)
 	bmcURL := startFirmwareBMC(t, vm, 1)
-	uuid := enrollFirmwareAgentNode(t, "firmware-deploy-1", bmcURL, vm, mac, newImageServer(t, 8<<20))
+	uuid, _ := enrollFirmwareAgentNode(t, "firmware-deploy-1", bmcURL, vm, mac, newImageServer(t, 8<<20))
 
 	url := images.URL + "/bios-4.3.bin"
 	var tmpl struct {
@@ -168,7 +170,7 @@ func TestFirmwareUpdateDeployStepBadChecksum(t *testing.T) {
 	const vm, mac = "fwdeploy2", "52:54:00:f7:d3:03"
 	images := firmwareImages(t)
 	bmcURL := startFirmwareBMC(t, vm, 1)
-	uuid := enrollFirmwareAgentNode(t, "firmware-deploy-2", bmcURL, vm, mac, newImageServer(t, 8<<20))
+	uuid, _ := enrollFirmwareAgentNode(t, "firmware-deploy-2", bmcURL, vm, mac, newImageServer(t, 8<<20))
 
 	// The file name does not name the component: the message must.
 	url := images.URL + "/uefi-4.4.bin"
@@ -200,4 +202,104 @@ func TestFirmwareUpdateDeployStepBadChecksum(t *testing.T) {
 		t.Fatalf("redeploy from deploy failed: %d", code)
 	}
 	checkFlashedBeforeAgent(t, uuid, "uefi-4.4")
+}
+
+// vbmcBIOSVersion reads the VM's BIOS version from the vbmc's firmware
+// inventory, as the BMC reports it.
+func vbmcBIOSVersion(bmcURL, vm string) string {
+	req, err := http.NewRequest("GET", bmcURL+"/redfish/v1/UpdateService/FirmwareInventory/"+vm+"-BIOS", nil)
+	if err != nil {
+		return ""
+	}
+	req.SetBasicAuth("admin", "password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var inv struct{ Version string }
+	_ = json.NewDecoder(resp.Body).Decode(&inv)
+	return inv.Version
+}
+
+// TestFirmwareUpdateDeployStepUnderTheAgent: at priority 90, below
+// deploy.deploy's 100, the update runs after the agent called back, on a
+// VM that runs: the vbmc applies the BIOS at the host's reset, so the step
+// reboots the node into the agent and the deploy goes on only after the
+// new agent's call-back, then writes the image. The simulated agent cannot
+// see the vbmc's reset of the VM, so the test plays the machine: when the
+// BMC reports the new version (applied at the reset) the agent that ran
+// before it goes down (its standby.power_off), and the simulated machine
+// boots a new one.
+func TestFirmwareUpdateDeployStepUnderTheAgent(t *testing.T) {
+	const vm, mac = "fwdeploy3", "52:54:00:f7:d3:04"
+	images := firmwareImages(t)
+	bmcURL := startFirmwareBMC(t, vm, 1)
+	uuid, m := enrollFirmwareAgentNode(t, "firmware-deploy-3", bmcURL, vm, mac, newImageServer(t, 8<<20))
+	bootsBefore := m.boots()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	reset := make(chan struct{})
+	go func() {
+		defer close(reset)
+		for ctx.Err() == nil {
+			if vbmcBIOSVersion(bmcURL, vm) == "bios-4.5" {
+				// The reset ends the ramdisk the agent ran in: the
+				// simulated agent goes down as at a power-off.
+				if a := m.current(); a != nil && a.PoweredOn() {
+					if c, err := a.Client(); err == nil {
+						_ = c.PowerOff(ctx)
+					}
+					for a.PoweredOn() && ctx.Err() == nil {
+						time.Sleep(50 * time.Millisecond)
+					}
+					t.Logf("BIOS bios-4.5 applied at the host's reset: the agent before it went down (%d boots)", m.boots())
+				}
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-reset })
+
+	url := images.URL + "/bios-4.5.bin"
+	code, _ := callAt(t, lab.APIURL, "1.86", "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{
+		"target": "active", "deploy_steps": []map[string]any{firmwareUpdateStep(url, firmwareImageSHA256("/bios-4.5.bin"), 90)}}, nil)
+	if code != 202 {
+		t.Fatalf("deploy with firmware.update: %d", code)
+	}
+	n := waitState(t, uuid, "active", 180*time.Second)
+	if n.LastError != nil {
+		t.Fatalf("last_error %q", *n.LastError)
+	}
+	bios := nodeFirmware(t, uuid)["bios"]
+	if bios.CurrentVersion != "bios-4.5" || bios.LastVersionFlashed == nil || *bios.LastVersionFlashed != "bios-4.5" {
+		t.Fatalf("bios after the deploy: %+v", bios)
+	}
+	// deploy.deploy booted one agent, the firmware's reset another.
+	if got := m.boots() - bootsBefore; got != 2 {
+		t.Fatalf("the deploy booted the agent %d times, want 2 (deploy.deploy, the firmware's reset)", got)
+	}
+	// The update ran after the agent called back and before the image
+	// was written (write_image at 80).
+	order := []string{}
+	historyCount(t, temporalClient(t), uuid, func(et enumspb.EventType, s string) bool {
+		if et != enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED {
+			return false
+		}
+		switch {
+		case strings.Contains(s, "StartFirmwareUpdate"):
+			order = append(order, "firmware.update")
+		case strings.Contains(s, "RunAgentStep") && strings.Contains(s, "write_image"):
+			order = append(order, "write_image")
+		}
+		return false
+	})
+	if len(order) != 2 || order[0] != "firmware.update" || order[1] != "write_image" {
+		t.Fatalf("deploy history, in order: %v; want firmware.update, then write_image", order)
+	}
+	if hist := mustCLI(t, "node", "history", "list", uuid, "-f", "json"); !strings.Contains(hist, "reboots the node") {
+		t.Fatalf("the node's history does not show the step's reboot into the agent:\n%s", hist)
+	}
+	t.Logf("deploy of %s with firmware.update at 90: bios %s, %d agent boots, history order %v", uuid, bios.CurrentVersion, m.boots()-bootsBefore, order)
 }
