@@ -26,9 +26,16 @@ const maxFirmwareDownload = 4 << 30
 // the worker checks what the URL serves. A mismatch fails the step with
 // Ironic's message; a URL that cannot be read is retried.
 func verifyFirmwareChecksum(ctx context.Context, nodeUUID string, s workflows.FirmwareSetting) error {
+	// Each message names the component first: the step's last_error is
+	// all an operator of a multi-component update (or of a deploy whose
+	// template holds the step) has to tell which image failed.
+	what := "firmware update of " + s.Component + ": "
+	invalid := func(msg string) error {
+		return temporal.NewNonRetryableApplicationError(what+msg, workflows.ErrTypeInvalidConfig, nil)
+	}
 	algo, want, err := workflows.ParseFirmwareChecksum(s.Checksum)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), workflows.ErrTypeInvalidConfig, nil)
+		return invalid(err.Error())
 	}
 	var h hash.Hash
 	switch algo {
@@ -41,27 +48,25 @@ func verifyFirmwareChecksum(ctx context.Context, nodeUUID string, s workflows.Fi
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("firmware image URL %q: %v", s.URL, err), workflows.ErrTypeInvalidConfig, nil)
+		return invalid(fmt.Sprintf("firmware image URL %q: %v", s.URL, err))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("download firmware image %s to verify its checksum: %w", s.URL, err)
+		return fmt.Errorf("%sdownload firmware image %s to verify its checksum: %w", what, s.URL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("download firmware image %s to verify its checksum: HTTP %d", s.URL, resp.StatusCode), workflows.ErrTypeInvalidConfig, nil)
+		return invalid(fmt.Sprintf("download firmware image %s to verify its checksum: HTTP %d", s.URL, resp.StatusCode))
 	}
 	n, err := io.Copy(h, io.LimitReader(resp.Body, maxFirmwareDownload+1))
 	if err != nil {
-		return fmt.Errorf("download firmware image %s to verify its checksum: %w", s.URL, err)
+		return fmt.Errorf("%sdownload firmware image %s to verify its checksum: %w", what, s.URL, err)
 	}
 	if n > maxFirmwareDownload {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("firmware image %s is larger than %d bytes", s.URL, int64(maxFirmwareDownload)), workflows.ErrTypeInvalidConfig, nil)
+		return invalid(fmt.Sprintf("firmware image %s is larger than %d bytes", s.URL, int64(maxFirmwareDownload)))
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"For node %s firmware file %s checksums do not match. Expected: %s, calculated: %s.", nodeUUID, s.URL, want, got),
-			workflows.ErrTypeInvalidConfig, nil)
+		return invalid(fmt.Sprintf("For node %s firmware file %s checksums do not match. Expected: %s, calculated: %s.", nodeUUID, s.URL, want, got))
 	}
 	return nil
 }

@@ -123,6 +123,10 @@ func TestFirmwareChecksumIsVerified(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("bad checksum: %v, want %q", err, want)
 	}
+	// The message names the component whose image failed.
+	if !strings.HasPrefix(err.Error(), "firmware update of bios: For node "+n.UUID+" firmware file ") {
+		t.Fatalf("bad checksum: %v does not name the component first", err)
+	}
 	if c, ok := mustNode(t, st, n.UUID).DriverInternalInfo["firmware_update_call"]; ok {
 		t.Fatalf("the BMC was asked after a checksum mismatch: %v", c)
 	}
