@@ -30,8 +30,12 @@ func grubImagesDir(t *testing.T) string {
 		t.Skip("SKIP: grub-mkimage is not installed (Debian's grub-common)")
 	}
 	dir := t.TempDir()
-	for _, label := range []string{"msdos", "gpt"} {
-		if out, err := exec.Command("grub-mkimage", grub.MkImageArgs(grub.DefaultDir, label, filepath.Join(dir, grub.CoreImage(label)))...).CombinedOutput(); err != nil {
+	mdConfig := filepath.Join(dir, "md.cfg")
+	if err := os.WriteFile(mdConfig, []byte(grub.MDConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range []string{"msdos", "gpt", "md"} {
+		if out, err := exec.Command("grub-mkimage", grub.MkImageArgs(grub.DefaultDir, label, filepath.Join(dir, grub.CoreImage(label)), mdConfig)...).CombinedOutput(); err != nil {
 			t.Fatalf("grub-mkimage: %v\n%s", err, out)
 		}
 	}

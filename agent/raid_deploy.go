@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/diskfs/go-diskfs/partition/gpt"
+	"github.com/diskfs/go-diskfs/partition/mbr"
+
+	"github.com/ironflow/ironflow/agent/grub"
 )
 
 // Deploying onto software RAID, as IPA does once create_configuration
@@ -22,6 +25,7 @@ import (
 // holder, in the space create_configuration left before the RAID
 // partitions (raidESPMiB), the ESPs mirrored by an md RAID-1 with
 // metadata 1.0 holding the image's ESP, and a UEFI boot entry for each.
+// In BIOS mode it is GRUB on every holder (installBIOSBootloaderOnRAID).
 
 // softwareRAIDRoot is the root logical disk of the node's raid_config when
 // it is a software RAID volume (what raidCreateConfiguration returned and
@@ -185,11 +189,11 @@ func nextFreeMD(mds map[string][]string) (string, error) {
 
 // installBootloaderOnRAID is install_bootloader for an image on a software
 // RAID root volume: every holder gets the image's ESP and a boot entry
-// (UEFI); in BIOS mode it refuses, since booting from each member needs
-// GRUB with the md modules there, which ironflow's agent does not install.
+// (UEFI), or GRUB's boot code reading the array (BIOS,
+// installBIOSBootloaderOnRAID).
 func (a *Agent) installBootloaderOnRAID(ctx context.Context, root map[string]any, bootMode, loader string) (any, error) {
 	if bootMode == "bios" || (bootMode == "" && !firmwareIsUEFI()) {
-		return nil, errors.New("install bootloader: a software RAID root volume boots in UEFI mode only with ironflow's agent (an ESP on every holder disk); BIOS boot needs GRUB on every member, which it does not install: deploy with boot_mode uefi")
+		return a.installBIOSBootloaderOnRAID(ctx, root)
 	}
 	bd, holders, err := a.mdRootDevice(ctx, root)
 	if err != nil {
@@ -335,4 +339,170 @@ func addHolderESP(opener raidMemberOpener, h BlockDevice, espBytes int64) (UEFIP
 		}
 	}
 	return UEFIPartition{Number: p.Index, StartLBA: p.Start, SizeLBA: p.End - p.Start + 1, GPT: true, PartGUID: p.GUID}, nil
+}
+
+// BIOS boot of a software RAID root, as IPA's _install_grub2 does it for
+// softraid (grub-install on every holder disk, so that the BIOS boots any
+// one of them): boot.img in each holder's MBR and GRUB's md-reading core
+// image (agent/grub's CoreImageMD) in its BIOS boot partition, the one
+// raid.create_configuration lays out in BIOS mode (partition 1, to
+// raidBIOSBootMiB), with the instance's grub.cfg after core.img there.
+// That grub.cfg finds the root array by its UUID and hands over to the
+// image's own GRUB configuration on it (grub.cfg, what IPA's grub-mkconfig
+// would make): the image's kernel is booted as the image configures it,
+// and nothing of the image is changed. An image without a GRUB
+// configuration does not boot this way (as IPA's, which runs the image's
+// grub-install).
+
+// imageGRUBConfigs are the GRUB configurations mdGRUBConfig looks for on
+// each partition of the image, in order (Debian's and Ubuntu's, Fedora's
+// and RHEL's, a separate /boot partition's).
+var imageGRUBConfigs = []string{"/boot/grub/grub.cfg", "/boot/grub2/grub.cfg", "/grub/grub.cfg", "/grub2/grub.cfg"}
+
+// mdGRUBConfig is the grub.cfg of a software RAID root: for each partition
+// (GRUB names: "msdos1", "gpt2") of the image on array (a GRUB device:
+// "mduuid/<hex>"), the first GRUB configuration found there is read with
+// root set to that partition; a configuration that boots does not return.
+func mdGRUBConfig(array string, parts []string) string {
+	return "# Written by ironflow's agent: the instance on the software RAID root\n" +
+		"# (" + array + "), booted by the image's own GRUB configuration.\n" +
+		"for part in " + strings.Join(parts, " ") + "; do\n" +
+		"\tfor cfg in " + strings.Join(imageGRUBConfigs, " ") + "; do\n" +
+		"\t\tif [ -f (" + array + ",$part)$cfg ]; then set root=\"" + array + ",$part\"; configfile $cfg; fi\n" +
+		"\tdone\n" +
+		"done\n" +
+		"echo \"ironflow: no bootable GRUB configuration (" + strings.Join(imageGRUBConfigs, ", ") + ") on the partitions of " + array + "\"\n"
+}
+
+// imagePartitionNames are GRUB's names of the partitions of the image at
+// the start of dev: gptN or msdosN.
+func imagePartitionNames(dev Device) ([]string, error) {
+	var out []string
+	if t := readGPT(dev); t != nil {
+		for _, p := range t.Partitions {
+			if p.Type != gpt.Unused && p.Type != gpt.BIOSBoot {
+				out = append(out, "gpt"+strconv.Itoa(p.Index))
+			}
+		}
+	} else if t := readMBR(dev); t != nil {
+		for i, p := range t.Partitions {
+			if p.Type != mbr.Empty && p.Size > 0 {
+				out = append(out, "msdos"+strconv.Itoa(i+1))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the image has no partitions to boot from")
+	}
+	return out, nil
+}
+
+// mdUUID is the array's UUID as GRUB names it (mduuid/<32 hex digits>):
+// mdadm --detail --export's MD_UUID, the superblock's set_uuid bytes in
+// order, without the colons.
+func mdUUID(ctx context.Context, r softwareRAID, md string) (string, error) {
+	msg, err := r.Mdadm(ctx, "--detail", "--export", md)
+	if err != nil {
+		return "", fmt.Errorf("mdadm --detail %s: %w: %s", md, err, strings.TrimSpace(msg))
+	}
+	for _, l := range strings.Split(msg, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "MD_UUID="); ok {
+			hex := strings.ToLower(strings.ReplaceAll(v, ":", ""))
+			if len(hex) == 32 && strings.Trim(hex, "0123456789abcdef") == "" {
+				return hex, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("mdadm --detail --export %s names no MD_UUID", md)
+}
+
+// installBIOSBootloaderOnRAID installs GRUB on every holder of the root
+// array (see above).
+func (a *Agent) installBIOSBootloaderOnRAID(ctx context.Context, root map[string]any) (any, error) {
+	bd, holders, err := a.mdRootDevice(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("install bootloader: %w", err)
+	}
+	r, err := a.softwareRAID()
+	if err != nil {
+		return nil, fmt.Errorf("install bootloader: %w", err)
+	}
+	opener, ok := a.cfg.Hardware.(raidMemberOpener)
+	if !ok {
+		return nil, errors.New("install bootloader: this machine cannot open the holder disks of an md array")
+	}
+	for _, h := range holders {
+		if _, err := holderBIOSBoot(opener, BlockDevice{Name: h}); err != nil {
+			return nil, fmt.Errorf("install bootloader: %s: %w", h, err)
+		}
+	}
+	uuid, err := mdUUID(ctx, r, bd.Name)
+	if err != nil {
+		return nil, fmt.Errorf("install bootloader: %w", err)
+	}
+	md, err := a.cfg.Hardware.Open(bd)
+	if err != nil {
+		return nil, fmt.Errorf("install bootloader: open %s: %w", bd.Name, err)
+	}
+	parts, err := imagePartitionNames(md)
+	md.Close()
+	if err != nil {
+		return nil, fmt.Errorf("install bootloader: %s: %w", bd.Name, err)
+	}
+	bootImg, coreImg, err := a.grubFiles("md")
+	if err != nil {
+		return nil, fmt.Errorf("install bootloader: %w", err)
+	}
+	cfg := mdGRUBConfig("mduuid/"+uuid, parts)
+	for _, h := range holders {
+		if err := setupMDHolder(opener, BlockDevice{Name: h}, bootImg, coreImg, cfg); err != nil {
+			return nil, fmt.Errorf("install bootloader: %s: %w", h, err)
+		}
+	}
+	a.log.Info("GRUB installed on every holder", "node", a.NodeUUID(), "root", bd.Name, "holders", holders)
+	return fmt.Sprintf("software RAID %s: GRUB installed on %s (boot.img in the MBR, core.img reading md arrays in the BIOS boot partition), booting the image's own bootloader configuration on mduuid/%s",
+		bd.Name, strings.Join(holders, ", "), uuid), nil
+}
+
+// setupMDHolder embeds GRUB and the instance's grub.cfg on one holder.
+func setupMDHolder(opener raidMemberOpener, h BlockDevice, bootImg, coreImg []byte, cfg string) error {
+	dev, err := opener.OpenShared(h)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	bios, err := biosBootArea(dev)
+	if err != nil {
+		return err
+	}
+	if err := grub.SetupMD(dev, bootImg, coreImg, bios, cfg); err != nil {
+		return fmt.Errorf("install GRUB's boot code: %w", err)
+	}
+	return dev.Sync()
+}
+
+// holderBIOSBoot is the BIOS boot partition of a holder.
+func holderBIOSBoot(opener raidMemberOpener, h BlockDevice) (grub.Area, error) {
+	dev, err := opener.OpenShared(h)
+	if err != nil {
+		return grub.Area{}, err
+	}
+	defer dev.Close()
+	return biosBootArea(dev)
+}
+
+// biosBootArea is partition 1 of a holder, the BIOS boot partition
+// raid.create_configuration makes in BIOS boot mode (CoreImageMD's
+// prefix names partition 1).
+func biosBootArea(dev Device) (grub.Area, error) {
+	t := readGPT(dev)
+	if t == nil {
+		return grub.Area{}, errors.New("no GPT: not a holder laid out by raid.create_configuration")
+	}
+	for _, p := range t.Partitions {
+		if p.Type == gpt.BIOSBoot && p.Index == 1 {
+			return grub.Area{Start: p.Start, Sectors: p.End - p.Start + 1}, nil
+		}
+	}
+	return grub.Area{}, errors.New("no BIOS boot partition (partition 1) for GRUB: the RAID was created for UEFI boot; run raid.create_configuration in BIOS boot mode (boot_mode bios) before deploying in BIOS mode")
 }

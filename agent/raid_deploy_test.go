@@ -3,8 +3,10 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/diskfs/go-diskfs/partition/mbr"
 
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/agent/grub"
 )
 
 // raidDeployHardware is file disks vda and vdb laid out by
@@ -25,6 +28,9 @@ type raidDeployHardware struct {
 	created   map[string][]string // arrays mdadm --create made
 	mdadm     []string
 	entries   []string // UEFI boot entries added: disk, partition, start
+	// rootMembers are md127's members once assembled (default: the
+	// first partitions of vda and vdb, the UEFI layout's).
+	rootMembers []string
 }
 
 func (h *raidDeployHardware) RereadPartitions(string) error { return nil }
@@ -35,6 +41,9 @@ func (h *raidDeployHardware) Mdadm(_ context.Context, args ...string) (string, e
 	h.mdadm = append(h.mdadm, strings.Join(args, " "))
 	if strings.Join(args, " ") == "--assemble --scan" {
 		h.assembled = true
+	}
+	if args[0] == "--detail" {
+		return "MD_LEVEL=raid1\nMD_DEVICES=2\nMD_METADATA=1.2\nMD_UUID=0f1e2d3c:4b5a6978:8796a5b4:c3d2e1f0\nMD_NAME=any:0\n", nil
 	}
 	if args[0] == "--create" {
 		if h.created == nil {
@@ -56,6 +65,9 @@ func (h *raidDeployHardware) MDDevices() (map[string][]string, error) {
 	if h.assembled {
 		out["/dev/md126"] = []string{"/dev/vdc1"}
 		out["/dev/md127"] = []string{"/dev/vdb1", "/dev/vda1"}
+		if h.rootMembers != nil {
+			out["/dev/md127"] = h.rootMembers
+		}
 	}
 	return out, nil
 }
@@ -83,7 +95,8 @@ func (h *raidDeployHardware) AddUEFIBootEntry(_ context.Context, bd BlockDevice,
 // left), mirrors them with an md RAID-1 of metadata 1.0, writes the
 // image's ESP (found inside the root array) onto it and wipes the image's
 // own, with a boot entry for each holder, the first first in BootOrder.
-// In BIOS mode it refuses clearly; run again, it reuses what it made.
+// In BIOS mode on holders laid out for UEFI it refuses clearly; run again,
+// it reuses what it made.
 func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	const holderSize, mdSize = 256 << 20, 96 << 20
 	fh := newFileHardware(t, holderSize, holderSize, mdSize, 127<<20)
@@ -124,7 +137,7 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 		t.Fatalf("root device %+v %v, mdadm %v", bd, err, hw.mdadm)
 	}
 	root, _ := softwareRAIDRoot(node)
-	if _, err := a.installBootloaderOnRAID(ctx, root, "bios", DefaultUEFILoader); err == nil || !strings.Contains(err.Error(), "boots in UEFI mode only") {
+	if _, err := a.installBootloaderOnRAID(ctx, root, "bios", DefaultUEFILoader); err == nil || !strings.Contains(err.Error(), "the RAID was created for UEFI boot") {
 		t.Fatalf("BIOS: %v", err)
 	}
 	msg, err := a.installBootloaderOnRAID(ctx, root, "uefi", DefaultUEFILoader)
@@ -184,6 +197,90 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	mirror.Close()
 	if !bytes.Equal(got, esp) {
 		t.Fatal("the retry overwrote the ESP mirror")
+	}
+}
+
+// TestDeployOntoSoftwareRAIDRootBIOS: in BIOS mode, on holders laid out
+// by create_configuration for BIOS boot, install_bootloader puts boot.img
+// in every holder's MBR pointing at the md core image in its BIOS boot
+// partition, and after it the grub.cfg that reads the image's own GRUB
+// configuration on the root array, named by its UUID; the image on the
+// array is left as written.
+func TestDeployOntoSoftwareRAIDRootBIOS(t *testing.T) {
+	dir := grubImagesDir(t)
+	const holderSize, mdSize = 256 << 20, 96 << 20
+	fh := newFileHardware(t, holderSize, holderSize, mdSize)
+	fh.paths["/dev/md127"] = fh.paths["/dev/vdc"]
+	fh.disks = fh.disks[:2]
+	hw := &raidDeployHardware{fileHardware: fh, rootMembers: []string{"/dev/vdb2", "/dev/vda2"}}
+	l, err := planSoftwareRAID([]raidVolume{{Level: "1", Root: true}}, fh.disks, "bios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, d := range l.Holders {
+		dev, _ := fh.Open(d)
+		if err := writeRAIDPartitionTable(dev, l.Partitions[h]); err != nil {
+			t.Fatal(err)
+		}
+		dev.Close()
+	}
+	md, _ := fh.Open(BlockDevice{Name: "/dev/md127"})
+	tbl := &mbr.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, Partitions: []*mbr.Partition{
+		{Type: mbr.Linux, Start: 2048, Size: 16384}, {Type: mbr.Linux, Start: 18432, Size: 16384}}}
+	if err := tbl.Write(&diskFile{Device: md}, mdSize); err != nil {
+		t.Fatal(err)
+	}
+	before := make([]byte, mdSize)
+	_, _ = md.ReadAt(before, 0)
+	md.Close()
+
+	a, _ := startAgent(t, newFakeAPI(t), hw, func(cfg *Config) { cfg.GRUBDir = dir })
+	ctx := context.Background()
+	node := map[string]any{"raid_config": map[string]any{"logical_disks": []any{map[string]any{
+		"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "physical_disks": []any{"/dev/vda2", "/dev/vdb2"}}}}}
+	root, _ := softwareRAIDRoot(node)
+	msg, err := a.installBootloaderOnRAID(ctx, root, "bios", DefaultUEFILoader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const uuid = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+	if !strings.Contains(fmt.Sprint(msg), "/dev/vda, /dev/vdb") || !strings.Contains(fmt.Sprint(msg), "mduuid/"+uuid) {
+		t.Fatalf("result %v", msg)
+	}
+	if got := strings.Join(hw.mdadm, ";"); got != "--assemble --scan;--detail --export /dev/md127" {
+		t.Fatalf("mdadm %s", got)
+	}
+	core, _ := os.ReadFile(filepath.Join(dir, grub.CoreImageMD))
+	for _, d := range fh.disks {
+		dev, _ := fh.Open(d)
+		sector0 := make([]byte, 512)
+		area := make([]byte, (grub.MDConfigSector+grub.MDConfigSectors)*512)
+		_, _ = dev.ReadAt(sector0, 0)
+		_, _ = dev.ReadAt(area, 2048*512)
+		g := readGPT(dev)
+		dev.Close()
+		if binary.LittleEndian.Uint64(sector0[0x5c:]) != 2048 || sector0[510] != 0x55 || sector0[511] != 0xaa {
+			t.Errorf("%s: sector 0 does not load core.img from sector 2048 (the BIOS boot partition)", d.Name)
+		}
+		if g == nil || len(g.Partitions) < 2 {
+			t.Fatalf("%s: the GPT was lost", d.Name)
+		}
+		if !bytes.Equal(area[1024:len(core)], core[1024:]) { // sectors 0 and 1 are patched (blocklist, parity size)
+			t.Errorf("%s: the BIOS boot partition does not hold the md core image", d.Name)
+		}
+		cfg := string(bytes.TrimRight(area[grub.MDConfigSector*512:], "\n"))
+		for _, want := range []string{"for part in msdos1 msdos2; do", "if [ -f (mduuid/" + uuid + ",$part)$cfg ]; then set root=\"mduuid/" + uuid + ",$part\"; configfile $cfg; fi", "/boot/grub/grub.cfg"} {
+			if !strings.Contains(cfg, want) {
+				t.Errorf("%s: grub.cfg lacks %q:\n%s", d.Name, want, cfg)
+			}
+		}
+	}
+	md, _ = fh.Open(BlockDevice{Name: "/dev/md127"})
+	after := make([]byte, mdSize)
+	_, _ = md.ReadAt(after, 0)
+	md.Close()
+	if !bytes.Equal(before, after) {
+		t.Error("install_bootloader changed the image on the root array")
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package grub installs GRUB 2's i386-pc boot code on a disk the way
 // grub-bios-setup does, without GRUB's tools: ironflow's ramdisk carries
-// boot.img and two core images made at ramdisk build time by grub-mkimage
+// boot.img and three core images made at ramdisk build time by grub-mkimage
 // (agent/ramdisk), and the agent, a static binary, embeds them on the disk
-// of a partition image deployed in BIOS boot mode.
+// of a partition image deployed in BIOS boot mode, or on every holder disk
+// of a software RAID root (CoreImageMD).
 //
 // What is written, as GRUB's util/setup.c (grub-bios-setup) writes it:
 //
@@ -76,6 +77,10 @@ const (
 	// and with a GPT: they differ in their prefix only (Prefix).
 	CoreImageMSDOS = "core-msdos.img"
 	CoreImageGPT   = "core-gpt.img"
+	// CoreImageMD is core.img for the holder disks of a software RAID
+	// root (GPT, raid.create_configuration's layout): it reads the md
+	// arrays itself and runs MDConfig (see there).
+	CoreImageMD = "core-md.img"
 	// ConfigPath is where GRUB reads its configuration, in the boot
 	// partition (Prefix + "/grub.cfg").
 	ConfigPath = "/grub/grub.cfg"
@@ -105,13 +110,52 @@ func Prefix(label string) string {
 	return fmt.Sprintf("(,%s%d)/grub", scheme, BootPartition(label))
 }
 
-// CoreImage is the file name of label's core image.
+// CoreImage is the file name of label's core image ("md": CoreImageMD).
 func CoreImage(label string) string {
-	if label == "gpt" {
+	switch label {
+	case "gpt":
 		return CoreImageGPT
+	case "md":
+		return CoreImageMD
 	}
 	return CoreImageMSDOS
 }
+
+// The software RAID core image (CoreImageMD). The image deployed onto an
+// md array is a whole disk with its own partitions and boot files, which
+// the BIOS cannot read through the array, and the holders carry nothing
+// but the BIOS boot partition (partition 1) and their md members. So
+// core.img, the same on every holder and made at ramdisk build time, has
+// an embedded configuration (MDConfig) that reads the instance's
+// grub.cfg, written by the agent at deploy time, as a blocklist: the
+// MDConfigSectors sectors from sector MDConfigSector of the BIOS boot
+// partition of the disk the BIOS booted (past core.img and its parity,
+// which take at most maxSectors). That grub.cfg names the root array by
+// its UUID (GRUB's mduuid/ devices) and hands over to the image's own
+// bootloader configuration there.
+const (
+	MDConfigSector  = 2048
+	MDConfigSectors = 16
+	// mdPrefix is the BIOS boot partition of the boot drive, which sets
+	// $root for MDConfig's blocklist.
+	mdPrefix = "(,gpt1)/grub"
+)
+
+// MDConfig is CoreImageMD's embedded configuration (grub-mkimage
+// --config), run by GRUB's rescue parser before normal mode: GRUB's
+// console on the first serial port too, then the agent's grub.cfg.
+var MDConfig = fmt.Sprintf("serial --unit=0 --speed=115200\n"+
+	"terminal_input console serial\n"+
+	"terminal_output console serial\n"+
+	"configfile ($root)%d+%d\n", MDConfigSector, MDConfigSectors)
+
+// MDModules are CoreImageMD's modules: Modules, GRUB's md RAID readers
+// (metadata 1.x and 0.90), the root filesystems of common images, and the
+// commands the agent's grub.cfg and images' own configurations use
+// (configfile, test, search; linux16 for those that use it).
+var MDModules = append(append([]string(nil), Modules...),
+	"diskfilter", "mdraid1x", "mdraid09", "ext2", "xfs", "btrfs", "configfile", "test", "echo",
+	"search", "search_fs_uuid", "search_fs_file", "search_label", "linux16", "gzio", "halt", "reboot")
 
 // Modules are built into the core images, so that nothing but grub.cfg is
 // read from the disk: the BIOS disk driver, both partition maps, FAT (the
@@ -257,7 +301,39 @@ func writeBlocklist(core []byte, start, nsec uint64) error {
 const DefaultDir = "/usr/lib/grub/i386-pc"
 
 // MkImageArgs are the grub-mkimage arguments that make label's core image
-// at out from the modules in dir.
-func MkImageArgs(dir, label, out string) []string {
+// at out from the modules in dir; for "md", config is a file holding
+// MDConfig.
+func MkImageArgs(dir, label, out string, config ...string) []string {
+	if label == "md" {
+		args := []string{"--format=i386-pc", "--directory=" + dir, "--prefix=" + mdPrefix, "--output=" + out}
+		for _, c := range config {
+			args = append(args, "--config="+c)
+		}
+		return append(args, MDModules...)
+	}
 	return append([]string{"--format=i386-pc", "--directory=" + dir, "--prefix=" + Prefix(label), "--output=" + out}, Modules...)
+}
+
+// SetupMD installs CoreImageMD on a holder disk whose BIOS boot partition
+// is bios, and the agent's grub.cfg (cfg, at most MDConfigSectors
+// sectors) in it at MDConfigSector, padded with newlines.
+func SetupMD(disk Disk, bootImg, coreImg []byte, bios Area, cfg string) error {
+	if bios.Sectors < MDConfigSector+MDConfigSectors {
+		return fmt.Errorf("the BIOS boot partition (%d sectors) is too small for core.img and grub.cfg (%d sectors)", bios.Sectors, MDConfigSector+MDConfigSectors)
+	}
+	if len(cfg) > MDConfigSectors*SectorSize {
+		return fmt.Errorf("grub.cfg is %d bytes, more than the %d its place holds", len(cfg), MDConfigSectors*SectorSize)
+	}
+	if err := Setup(disk, bootImg, coreImg, Area{Start: bios.Start, Sectors: MDConfigSector}); err != nil {
+		return err
+	}
+	b := make([]byte, MDConfigSectors*SectorSize)
+	for i := range b {
+		b[i] = '\n'
+	}
+	copy(b, cfg)
+	if _, err := disk.WriteAt(b, int64(bios.Start+MDConfigSector)*SectorSize); err != nil {
+		return fmt.Errorf("write grub.cfg: %w", err)
+	}
+	return nil
 }

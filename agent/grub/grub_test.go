@@ -295,3 +295,52 @@ func TestSetupRefuses(t *testing.T) {
 		})
 	}
 }
+
+// memDisk is a disk in memory.
+type memDisk []byte
+
+func (d memDisk) ReadAt(b []byte, off int64) (int, error)  { return copy(b, d[off:]), nil }
+func (d memDisk) WriteAt(b []byte, off int64) (int, error) { return copy(d[off:], b), nil }
+
+// TestSetupMD: the md core image (with MDConfig embedded) goes to the
+// start of the BIOS boot partition and stays before MDConfigSector, where
+// grub.cfg goes, padded with newlines to MDConfigSectors sectors (the
+// blocklist MDConfig reads); a partition or a grub.cfg too small for that
+// is refused before anything is written.
+func TestSetupMD(t *testing.T) {
+	grubPCBin(t)
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "md.cfg")
+	if err := os.WriteFile(cfgFile, []byte(MDConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, CoreImageMD)
+	if b, err := exec.Command("grub-mkimage", MkImageArgs(DefaultDir, "md", out, cfgFile)...).CombinedOutput(); err != nil {
+		t.Fatalf("grub-mkimage: %v\n%s", err, b)
+	}
+	core, _ := os.ReadFile(out)
+	boot, _ := os.ReadFile(filepath.Join(DefaultDir, BootImage))
+	const start, sectors = 2048, 14336 // raid.create_configuration's BIOS boot partition
+	d := make(memDisk, (start+sectors+34)*SectorSize)
+	cfg := "configfile (mduuid/00,msdos1)/boot/grub/grub.cfg\n"
+	if err := SetupMD(d, boot, core, Area{Start: start, Sectors: sectors}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if binary.LittleEndian.Uint64(d[bootKernelSector:]) != start {
+		t.Errorf("boot.img loads core.img from sector %d", binary.LittleEndian.Uint64(d[bootKernelSector:]))
+	}
+	at := (start + MDConfigSector) * SectorSize
+	got := d[at : at+MDConfigSectors*SectorSize]
+	if string(got[:len(cfg)]) != cfg || strings.Trim(string(got[len(cfg):]), "\n") != "" || d[at+MDConfigSectors*SectorSize] != 0 {
+		t.Errorf("grub.cfg at sector %d: %q...", start+MDConfigSector, got[:len(cfg)+8])
+	}
+	if !bytes.Contains([]byte(MDConfig), []byte("configfile ($root)2048+16")) {
+		t.Errorf("MDConfig does not read the blocklist SetupMD writes: %s", MDConfig)
+	}
+	if err := SetupMD(make(memDisk, len(d)), boot, core, Area{Start: start, Sectors: MDConfigSector}, cfg); err == nil || !strings.Contains(err.Error(), "too small") {
+		t.Errorf("a BIOS boot partition without room for grub.cfg: %v", err)
+	}
+	if err := SetupMD(make(memDisk, len(d)), boot, core, Area{Start: start, Sectors: sectors}, strings.Repeat("#", MDConfigSectors*SectorSize+1)); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("a grub.cfg too large: %v", err)
+	}
+}

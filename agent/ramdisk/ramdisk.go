@@ -188,7 +188,7 @@ func Build(o Options) (Result, error) {
 	h.Write(agentData)
 	h.Write(sdboot)
 	h.Write(caBundle)
-	for _, n := range []string{grub.BootImage, grub.CoreImageMSDOS, grub.CoreImageGPT} {
+	for _, n := range []string{grub.BootImage, grub.CoreImageMSDOS, grub.CoreImageGPT, grub.CoreImageMD} {
 		h.Write(grubFiles[n])
 	}
 	for _, n := range sortedNames(mdadmFiles) {
@@ -259,8 +259,10 @@ func Build(o Options) (Result, error) {
 	return res, os.WriteFile(stamp, []byte(key), 0o644)
 }
 
-// grubImages reads boot.img from dir and makes the two core images with
-// grub-mkimage (agent/grub says what they hold).
+// grubImages reads boot.img from dir and makes the core images with
+// grub-mkimage (agent/grub says what they hold): one for MBR and one for
+// GPT disks of partition images, one for the holders of a software RAID
+// root.
 func grubImages(dir string) (map[string][]byte, error) {
 	missing := func(err error) error {
 		return fmt.Errorf("the BIOS bootloader of partition images needs GRUB's i386-pc images and grub-mkimage (Debian's grub-pc-bin; scripts/install-deps.sh installs it), or build without it (mkramdisk -grub ''), a ramdisk that deploys partition images in UEFI boot mode only: %w", err)
@@ -279,9 +281,13 @@ func grubImages(dir string) (map[string][]byte, error) {
 	}
 	defer os.RemoveAll(tmp)
 	files := map[string][]byte{grub.BootImage: boot}
-	for _, label := range []string{"msdos", "gpt"} {
+	mdConfig := filepath.Join(tmp, "md.cfg")
+	if err := os.WriteFile(mdConfig, []byte(grub.MDConfig), 0o644); err != nil {
+		return nil, err
+	}
+	for _, label := range []string{"msdos", "gpt", "md"} {
 		out := filepath.Join(tmp, grub.CoreImage(label))
-		if b, err := exec.Command(mkimage, grub.MkImageArgs(dir, label, out)...).CombinedOutput(); err != nil {
+		if b, err := exec.Command(mkimage, grub.MkImageArgs(dir, label, out, mdConfig)...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("grub-mkimage for %s disks: %w\n%s", label, err, b)
 		}
 		if files[grub.CoreImage(label)], err = os.ReadFile(out); err != nil {

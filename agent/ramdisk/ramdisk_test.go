@@ -137,8 +137,8 @@ func TestBuildReproducibleAndComplete(t *testing.T) {
 }
 
 // TestBuildCarriesGRUB: with GRUBDir, the ramdisk carries boot.img and the
-// two core images the agent installs for BIOS partition images, each with
-// its prefix; without grub-pc-bin the build fails saying so.
+// core images the agent installs for BIOS partition images, each with its
+// prefix, and on the holders of a software RAID root; without grub-pc-bin the build fails saying so.
 func TestBuildCarriesGRUB(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(grub.DefaultDir, grub.BootImage)); err != nil {
 		t.Skip("SKIP: GRUB's i386-pc images are not installed (Debian's grub-pc-bin)")
@@ -167,7 +167,7 @@ func TestBuildCarriesGRUB(t *testing.T) {
 		t.Errorf("%s%s is not grub-pc-bin's boot.img", dir, grub.BootImage)
 	}
 	diskboot, _ := os.ReadFile(filepath.Join(grub.DefaultDir, "diskboot.img"))
-	for _, label := range []string{"msdos", "gpt"} {
+	for _, label := range []string{"msdos", "gpt", "md"} {
 		core := ents[dir+grub.CoreImage(label)].data
 		if len(core) < 2048 || !bytes.Equal(core[:0x100], diskboot[:0x100]) {
 			t.Errorf("%s%s (%d bytes) is not a core image starting with diskboot.img", dir, grub.CoreImage(label), len(core))
