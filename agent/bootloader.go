@@ -70,7 +70,7 @@ func (a *Agent) installBootloader(ctx context.Context, _ *command, raw json.RawM
 		loader = DefaultUEFILoader
 	}
 	if root, ok := softwareRAIDRoot(a.nodeOrLookup(nil)); ok {
-		return a.installBootloaderOnRAID(ctx, root, strings.ToLower(p.TargetBootMode), loader) // agent/raid_deploy.go
+		return a.installBootloaderOnRAID(ctx, root, strings.ToLower(p.TargetBootMode), loader, p.SecureBoot) // agent/raid_deploy.go
 	}
 	if strings.EqualFold(p.TargetBootMode, "bios") {
 		return "BIOS boot mode: nothing to install", nil

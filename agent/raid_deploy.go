@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -190,8 +191,9 @@ func nextFreeMD(mds map[string][]string) (string, error) {
 // installBootloaderOnRAID is install_bootloader for an image on a software
 // RAID root volume: every holder gets the image's ESP and a boot entry
 // (UEFI), or GRUB's boot code reading the array (BIOS,
-// installBIOSBootloaderOnRAID).
-func (a *Agent) installBootloaderOnRAID(ctx context.Context, root map[string]any, bootMode, loader string) (any, error) {
+// installBIOSBootloaderOnRAID). Under secure boot the image's loader must
+// be signed (agent/secureboot.go), checked before any holder is changed.
+func (a *Agent) installBootloaderOnRAID(ctx context.Context, root map[string]any, bootMode, loader string, secureBoot bool) (any, error) {
 	if bootMode == "bios" || (bootMode == "" && !firmwareIsUEFI()) {
 		return a.installBIOSBootloaderOnRAID(ctx, root)
 	}
@@ -213,6 +215,17 @@ func (a *Agent) installBootloaderOnRAID(ctx context.Context, root map[string]any
 	md.Close()
 	if err != nil {
 		return nil, fmt.Errorf("install bootloader: read the EFI system partition of %s: %w", bd.Name, err)
+	}
+	// A retried step finds the image's ESP wiped (no boot sector signature)
+	// and the mirror holding it: nothing to copy again.
+	relocated := len(data) < 512 || data[510] != 0x55 || data[511] != 0xaa
+	signed := ""
+	if secureBoot && !relocated {
+		msg, err := verifySecureBootLoader(bytes.NewReader(data), bd.Name, UEFIPartition{Number: esp.Number}, loader)
+		if err != nil {
+			return nil, err
+		}
+		signed = "; secure boot: " + msg
 	}
 	opener, ok := a.cfg.Hardware.(raidMemberOpener)
 	mirror, ok2 := a.cfg.Hardware.(espMirror)
@@ -241,9 +254,6 @@ func (a *Agent) installBootloaderOnRAID(ctx context.Context, root map[string]any
 		return nil, fmt.Errorf("install bootloader: %w", err)
 	}
 	espMD := espArray(mds, parts)
-	// A retried step finds the image's ESP wiped (no boot sector signature)
-	// and the mirror holding it: nothing to copy again.
-	relocated := len(data) < 512 || data[510] != 0x55 || data[511] != 0xaa
 	if relocated && espMD == "" {
 		return nil, fmt.Errorf("install bootloader: the EFI system partition of the image on %s has no FAT boot sector", bd.Name)
 	}
@@ -260,6 +270,19 @@ func (a *Agent) installBootloaderOnRAID(ctx context.Context, root map[string]any
 		if err := a.writeESPArray(BlockDevice{Name: espMD, Kind: "raid"}, data); err != nil {
 			return nil, fmt.Errorf("install bootloader: %w", err)
 		}
+	}
+	if secureBoot && relocated {
+		// The retry's loader is the mirror's copy.
+		mirror, err := a.cfg.Hardware.Open(BlockDevice{Name: espMD, Kind: "raid"})
+		if err != nil {
+			return nil, fmt.Errorf("install bootloader: open %s: %w", espMD, err)
+		}
+		msg, err := verifySecureBootLoader(mirror, espMD, UEFIPartition{Number: esp.Number}, loader)
+		mirror.Close()
+		if err != nil {
+			return nil, err
+		}
+		signed = "; secure boot: " + msg
 	}
 	// IPA wipes the image's own ESP: the instance mounts the mirror's copy
 	// (the same filesystem UUID).
@@ -288,7 +311,7 @@ func (a *Agent) installBootloaderOnRAID(ctx context.Context, root map[string]any
 	}
 	a.log.Info("EFI system partition mirrored on every holder", "node", a.NodeUUID(), "root", bd.Name, "esp", espMD, "holders", done)
 	return fmt.Sprintf("software RAID %s: EFI system partition on %s (RAID-1 over %s), UEFI boot entry added for %s on %s",
-		bd.Name, espMD, strings.Join(parts, " "), loader, strings.Join(done, ", ")), nil
+		bd.Name, espMD, strings.Join(parts, " "), loader, strings.Join(done, ", ")) + signed, nil
 }
 
 // writeESPArray writes the image's ESP onto the ESP mirror, clearing the

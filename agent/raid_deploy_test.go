@@ -88,16 +88,11 @@ func (h *raidDeployHardware) AddUEFIBootEntry(_ context.Context, bd BlockDevice,
 	return nil
 }
 
-// TestDeployOntoSoftwareRAIDRoot: with a software RAID root volume in
-// raid_config, the root device is its md array (assembled when it is not
-// running), and install_bootloader in UEFI mode adds an ESP from 1 MiB to
-// the RAID partition on every holder (the gap create_configuration
-// left), mirrors them with an md RAID-1 of metadata 1.0, writes the
-// image's ESP (found inside the root array) onto it and wipes the image's
-// own, with a boot entry for each holder, the first first in BootOrder.
-// In BIOS mode on holders laid out for UEFI it refuses clearly; run again,
-// it reuses what it made.
-func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
+// softwareRAIDRootFixture is an agent on two holder disks laid out for a
+// UEFI software RAID root, the array (/dev/md127) holding an image whose
+// MBR has esp at 1 MiB; /dev/md0 is free for the ESP mirror.
+func softwareRAIDRootFixture(t *testing.T, esp []byte) (*Agent, *fileHardware, *raidDeployHardware, map[string]any) {
+	t.Helper()
 	const holderSize, mdSize = 256 << 20, 96 << 20
 	fh := newFileHardware(t, holderSize, holderSize, mdSize, 127<<20)
 	fh.paths["/dev/md127"] = fh.paths["/dev/vdc"]
@@ -115,11 +110,8 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 		}
 		dev.Close()
 	}
-	// The image on the array: an MBR with an 8 MiB ESP at 1 MiB.
 	md, _ := fh.Open(BlockDevice{Name: "/dev/md127"})
-	esp := bytes.Repeat([]byte("ESP!"), (8<<20)/4)
-	esp[510], esp[511] = 0x55, 0xaa // a FAT boot sector's signature
-	tbl := &mbr.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, Partitions: []*mbr.Partition{{Type: mbr.EFISystem, Start: 2048, Size: 16384}}}
+	tbl := &mbr.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, Partitions: []*mbr.Partition{{Type: mbr.EFISystem, Start: 2048, Size: uint32(len(esp) / 512)}}}
 	if err := tbl.Write(&diskFile{Device: md}, mdSize); err != nil {
 		t.Fatal(err)
 	}
@@ -129,18 +121,54 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	md.Close()
 
 	a, _ := startAgent(t, newFakeAPI(t), hw, nil)
-	ctx := context.Background()
 	node := map[string]any{"raid_config": map[string]any{"logical_disks": []any{map[string]any{
 		"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "physical_disks": []any{"/dev/vda1", "/dev/vdb1"}}}}}
-	bd, err := a.rootDevice(ctx, node)
+	bd, err := a.rootDevice(context.Background(), node)
 	if err != nil || bd.Name != "/dev/md127" || strings.Join(hw.mdadm, ";") != "--assemble --scan" {
 		t.Fatalf("root device %+v %v, mdadm %v", bd, err, hw.mdadm)
 	}
 	root, _ := softwareRAIDRoot(node)
-	if _, err := a.installBootloaderOnRAID(ctx, root, "bios", DefaultUEFILoader); err == nil || !strings.Contains(err.Error(), "the RAID was created for UEFI boot") {
+	return a, fh, hw, root
+}
+
+// Under secure boot the image's loader on a software RAID root is checked
+// before any holder disk is changed: an unsigned one is refused, naming
+// the file; shim with a signed GRUB passes.
+func TestDeployOntoSoftwareRAIDRootUnderSecureBoot(t *testing.T) {
+	a, _, hw, root := softwareRAIDRootFixture(t, secureBootESP(t, map[string]string{"/EFI/BOOT/BOOTX64.EFI": testFB}))
+	_, err := a.installBootloaderOnRAID(context.Background(), root, "uefi", DefaultUEFILoader, true)
+	if err == nil || !strings.Contains(err.Error(), `boot loader \EFI\BOOT\BOOTX64.EFI on /dev/md127`) || !strings.Contains(err.Error(), "is not signed") {
+		t.Fatalf("unsigned loader on the RAID root: %v", err)
+	}
+	if got := strings.Join(hw.mdadm, ";"); got != "--assemble --scan" || len(hw.entries) != 0 {
+		t.Fatalf("refused, yet mdadm %q and boot entries %v", got, hw.entries)
+	}
+
+	a, _, hw, root = softwareRAIDRootFixture(t, secureBootESP(t, map[string]string{"/EFI/BOOT/BOOTX64.EFI": testShim, "/EFI/BOOT/grubx64.efi": testGrub}))
+	msg, err := a.installBootloaderOnRAID(context.Background(), root, "uefi", DefaultUEFILoader, true)
+	if err != nil || !strings.Contains(fmt.Sprint(msg), "; secure boot: ") || len(hw.entries) != 2 {
+		t.Fatalf("signed shim and GRUB on the RAID root: %v %v, entries %v", msg, err, hw.entries)
+	}
+}
+
+// TestDeployOntoSoftwareRAIDRoot: with a software RAID root volume in
+// raid_config, the root device is its md array (assembled when it is not
+// running), and install_bootloader in UEFI mode adds an ESP from 1 MiB to
+// the RAID partition on every holder (the gap create_configuration
+// left), mirrors them with an md RAID-1 of metadata 1.0, writes the
+// image's ESP (found inside the root array) onto it and wipes the image's
+// own, with a boot entry for each holder, the first first in BootOrder.
+// In BIOS mode on holders laid out for UEFI it refuses clearly; run again,
+// it reuses what it made.
+func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
+	esp := bytes.Repeat([]byte("ESP!"), (8<<20)/4)
+	esp[510], esp[511] = 0x55, 0xaa // a FAT boot sector's signature
+	a, fh, hw, root := softwareRAIDRootFixture(t, esp)
+	ctx := context.Background()
+	if _, err := a.installBootloaderOnRAID(ctx, root, "bios", DefaultUEFILoader, false); err == nil || !strings.Contains(err.Error(), "the RAID was created for UEFI boot") {
 		t.Fatalf("BIOS: %v", err)
 	}
-	msg, err := a.installBootloaderOnRAID(ctx, root, "uefi", DefaultUEFILoader)
+	msg, err := a.installBootloaderOnRAID(ctx, root, "uefi", DefaultUEFILoader, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +204,7 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	if !bytes.Equal(got, esp) {
 		t.Fatal("the ESP mirror does not hold the image's ESP")
 	}
-	md, _ = fh.Open(BlockDevice{Name: "/dev/md127"})
+	md, _ := fh.Open(BlockDevice{Name: "/dev/md127"})
 	head := make([]byte, 4096)
 	_, _ = md.ReadAt(head, 1<<20)
 	md.Close()
@@ -186,7 +214,7 @@ func TestDeployOntoSoftwareRAIDRoot(t *testing.T) {
 	// Again (a retried step): the ESPs and their mirror are reused, the
 	// wiped image ESP not copied over the mirror.
 	hw.entries = nil
-	if _, err := a.installBootloaderOnRAID(ctx, root, "uefi", DefaultUEFILoader); err != nil || len(hw.entries) != 2 {
+	if _, err := a.installBootloaderOnRAID(ctx, root, "uefi", DefaultUEFILoader, false); err != nil || len(hw.entries) != 2 {
 		t.Fatalf("again: %v %v", err, hw.entries)
 	}
 	if got := strings.Join(hw.mdadm, ";"); got != wantMdadm {
@@ -239,7 +267,7 @@ func TestDeployOntoSoftwareRAIDRootBIOS(t *testing.T) {
 	node := map[string]any{"raid_config": map[string]any{"logical_disks": []any{map[string]any{
 		"controller": "software", "raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "physical_disks": []any{"/dev/vda2", "/dev/vdb2"}}}}}
 	root, _ := softwareRAIDRoot(node)
-	msg, err := a.installBootloaderOnRAID(ctx, root, "bios", DefaultUEFILoader)
+	msg, err := a.installBootloaderOnRAID(ctx, root, "bios", DefaultUEFILoader, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -72,7 +73,7 @@ func parseSignatureLists(b []byte) []*x509.Certificate {
 
 // verifySecureBootLoader checks the loader (a path on the ESP, as in the
 // boot entry) and, for shim, its second stage. It returns what verified.
-func verifySecureBootLoader(dev Device, disk string, esp UEFIPartition, loader string) (string, error) {
+func verifySecureBootLoader(dev io.ReaderAt, disk string, esp UEFIPartition, loader string) (string, error) {
 	trusted, source := secureBootTrust()
 	refused := func(file string, err error) error {
 		what := "is not signed (it carries no Authenticode signature)"

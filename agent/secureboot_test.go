@@ -26,6 +26,29 @@ const (
 // images have, made by dosfstools) holds files (ESP path → host file).
 func secureBootDisk(t *testing.T, hw *fileHardware, files map[string]string) {
 	t.Helper()
+	b := secureBootESP(t, files)
+	const start = 2048
+	f, err := os.OpenFile(hw.path(0), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size := hw.disks[0].Size
+	tbl := &gpt.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, ProtectiveMBR: true, Partitions: []*gpt.Partition{
+		{Index: 1, Start: start, End: start + uint64(len(b))/512 - 1, Type: gpt.EFISystemPartition, Name: "esp"},
+	}}
+	if err := tbl.Write(&diskFile{Device: fileDevice{File: f, size: size}}, size); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(b, start*512); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// secureBootESP is a 16 MiB FAT16 ESP holding files (ESP path → host
+// file), made by dosfstools and mtools.
+func secureBootESP(t *testing.T, files map[string]string) []byte {
+	t.Helper()
 	for _, tool := range []string{"mkfs.vfat", "mcopy", "mmd"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("SKIPPING: %s missing (dosfstools, mtools)", tool)
@@ -35,19 +58,6 @@ func secureBootDisk(t *testing.T, hw *fileHardware, files map[string]string) {
 		if _, err := os.Stat(src); err != nil {
 			t.Skipf("SKIPPING: %s missing (scripts/install-deps.sh installs shim-signed and grub-efi-amd64-signed)", src)
 		}
-	}
-	const start, sectors = 2048, 32768
-	f, err := os.OpenFile(hw.path(0), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	size := hw.disks[0].Size
-	tbl := &gpt.Table{LogicalSectorSize: 512, PhysicalSectorSize: 512, ProtectiveMBR: true, Partitions: []*gpt.Partition{
-		{Index: 1, Start: start, End: start + sectors - 1, Type: gpt.EFISystemPartition, Name: "esp"},
-	}}
-	if err := tbl.Write(&diskFile{Device: fileDevice{File: f, size: size}}, size); err != nil {
-		t.Fatal(err)
 	}
 	vol := filepath.Join(t.TempDir(), "esp")
 	run := func(argv ...string) {
@@ -66,9 +76,7 @@ func secureBootDisk(t *testing.T, hw *fileHardware, files map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(b, start*512); err != nil {
-		t.Fatal(err)
-	}
+	return b
 }
 
 func installSecureBoot(t *testing.T, files map[string]string) (string, error) {
