@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"go.temporal.io/sdk/workflow"
@@ -95,7 +96,10 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finish(r.enter(Active, "", "Deploy finished"))
 	}
 
-	if workflow.GetVersion(ctx, changeDeployAgentSteps, workflow.DefaultVersion, 1) == 1 {
+	if workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, 1) == 1 {
+		r.baseline = true
+	}
+	if r.implied(changeDeployAgentSteps) || workflow.GetVersion(ctx, changeDeployAgentSteps, workflow.DefaultVersion, 1) == 1 {
 		return r.finish(r.deployWithAgentSteps())
 	}
 	steps, err := planSteps(builtinDeploySteps, req.DeploySteps)
@@ -338,4 +342,18 @@ func planSteps(builtin []Step, user json.RawMessage) ([]Step, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Priority > out[j].Priority })
 	return out, nil
+}
+
+// agentDeployBaseline are the change IDs that changeAgentDeployBaseline
+// implies at version 1: every agent deploy asked each of them on the way,
+// and a deploy that started on code with the baseline gate has nothing to
+// replay on their old paths.
+var agentDeployBaseline = []string{changeDeployAgentSteps, changeVerifyHeartbeatSignal, changeRefuseReplayedHeartbeat, changeDeploySecureBoot}
+
+// implied reports whether the workflow took changeAgentDeployBaseline and
+// it covers id: the new path of id is then taken without id's own
+// GetVersion (no marker, no TemporalChangeVersion upsert). Other workflows,
+// and deploys whose history lacks the baseline marker, ask id as before.
+func (r *run) implied(id string) bool {
+	return r.baseline && slices.Contains(agentDeployBaseline, id)
 }

@@ -13,6 +13,9 @@ import (
 // oldDeployPath runs DeployNode as a workflow that started before
 // changeDeployAgentSteps: the fixed plan, no agent deploy steps.
 func oldDeployPath(env *testsuite.TestWorkflowEnvironment) {
+	// The old path of a change ID that changeAgentDeployBaseline covers
+	// exists only in a deploy that did not take the baseline.
+	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.OnGetVersion(changeDeployAgentSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 }
 

@@ -96,6 +96,9 @@ type run struct {
 	// signals remembers the signed heartbeats accepted, when replayed ones
 	// are refused (nil otherwise; see authentic).
 	signals *signalLedger
+	// baseline is whether this deploy took changeAgentDeployBaseline: the
+	// change IDs it covers are then not asked one by one (implied).
+	baseline bool
 	// liveness is the agent-silence timer all agent steps share (nil until
 	// the first step); see agentStep.
 	liveness workflow.Future
@@ -431,12 +434,12 @@ func (r *run) takeHeartbeat(c workflow.ReceiveChannel) (Heartbeat, bool) {
 // keep replaying (workflows/testdata, replay_test.go).
 func (r *run) authentic(hb Heartbeat) bool {
 	if r.verifySignals == nil {
-		v := workflow.GetVersion(r.ctx, changeVerifyHeartbeatSignal, workflow.DefaultVersion, 1) == 1
+		v := r.implied(changeVerifyHeartbeatSignal) || workflow.GetVersion(r.ctx, changeVerifyHeartbeatSignal, workflow.DefaultVersion, 1) == 1
 		r.verifySignals = &v
 		// Replayed signals are refused from this version on; the ledger is
 		// workflow state only, so the gate keeps older histories (which
 		// accepted a repeated signal) replaying as they ran.
-		if v && workflow.GetVersion(r.ctx, changeRefuseReplayedHeartbeat, workflow.DefaultVersion, 1) == 1 {
+		if v && (r.implied(changeRefuseReplayedHeartbeat) || workflow.GetVersion(r.ctx, changeRefuseReplayedHeartbeat, workflow.DefaultVersion, 1) == 1) {
 			r.signals = &signalLedger{}
 		}
 	}

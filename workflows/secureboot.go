@@ -22,7 +22,7 @@ import (
 // secureBootIfRequested turns secure boot on (deploy) or off (teardown)
 // for an instance that asked for it; nothing for one that did not.
 func (r *run) secureBootIfRequested(on bool) error {
-	if workflow.GetVersion(r.ctx, changeDeploySecureBoot, workflow.DefaultVersion, 1) != 1 || !r.node.SecureBoot {
+	if (!r.implied(changeDeploySecureBoot) && workflow.GetVersion(r.ctx, changeDeploySecureBoot, workflow.DefaultVersion, 1) != 1) || !r.node.SecureBoot {
 		return nil
 	}
 	name := "disable secure boot"

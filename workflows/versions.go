@@ -150,4 +150,16 @@ const (
 	// at such a reboot. Introduced by issue 19; record this version's
 	// histories (make record-histories).
 	changeFirmwareRebootIntoAgent = "firmware-reboot-into-agent"
+	// changeAgentDeployBaseline: an agent deploy (deploy_interface direct)
+	// asks this one gate instead of the four every such deploy used to ask
+	// one by one (changeDeployAgentSteps, changeVerifyHeartbeatSignal,
+	// changeRefuseReplayedHeartbeat, changeDeploySecureBoot): version 1 takes
+	// their new paths without their own GetVersion. Each GetVersion records
+	// a marker and the SDK's TemporalChangeVersion search-attribute upsert
+	// (a visibility write on the server); one gate instead of four saves a
+	// deploy six history events and three visibility updates. A deploy
+	// whose history has no marker of it asks the four as before. See
+	// deploy.go agentDeployBaseline. Introduced by issue 21; record this
+	// version's histories (make record-histories).
+	changeAgentDeployBaseline = "agent-deploy-baseline"
 )
