@@ -60,39 +60,14 @@ func TestAgentSoftwareRAIDRootBIOSBootsFromEitherDiskOnVM(t *testing.T) {
 	}
 	imageURL := s.publishImage(t, img, "e2e-grub-test.img")
 
-	vm := lab.AddVM("node-mdbios", "52:54:00:e2:5d:7b", FirmwareBIOS, filepath.Join(dir, "disk.raw"))
-	second := filepath.Join(dir, "disk2.raw")
-	for _, p := range []string{vm.Disk, second} {
-		if err := os.WriteFile(p, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(p, 2<<30); err != nil {
-			t.Fatal(err)
-		}
-	}
-	def := agentVM(vm)
-	def.DiskSize = ""
-	def.QEMUExtra = []string{"-drive", "if=none,id=mdbios2,format=raw,file=" + second, "-device", "virtio-blk-pci,drive=mdbios2"}
-	bmc := startRedfishBMC(t, s, def)
+	vm, second, bmc := twoDiskAgentVM(t, s, "node-mdbios", "52:54:00:e2:5d:7b", FirmwareBIOS, dir)
 	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
 		"--deploy-interface", "direct", "--boot-interface", "ipxe", "--raid-interface", "agent", "--no-automated-clean")
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 
-	target := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "controller": "software"}}}
-	if code, b := biosAPI(t, s, "PUT", "/v1/nodes/"+uuid+"/states/raid", "1.31", target); code != 204 {
-		t.Fatalf("PUT states/raid: %d %s", code, b)
-	}
 	begin := time.Now()
-	apiJSON(t, s, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{
-		"target": "clean", "clean_steps": []any{map[string]any{"interface": "raid", "step": "create_configuration"}},
-	}, 202, nil)
-	n := waitNode(t, s, uuid, "manageable after create_configuration", cleanWait, func(n e2eNode) bool {
-		return n.ProvisionState == "manageable" || n.ProvisionState == "clean failed"
-	})
-	if n.ProvisionState != "manageable" {
-		t.Fatalf("software RAID cleaning ended %s: %s\n%s", n.ProvisionState, deref(n.LastError), tailString(readFile(vm.SerialLog), 3000))
-	}
+	n := createSoftwareRAIDRoot(t, s, uuid, vm)
 	disks, _ := n.RAIDConfig["logical_disks"].([]any)
 	if len(disks) != 1 || strings.Join(anyStrings(disks[0].(map[string]any)["physical_disks"]), " ") != "/dev/vda2 /dev/vdb2" {
 		t.Fatalf("raid_config after create_configuration in BIOS mode (members after the BIOS boot partitions): %v", n.RAIDConfig)

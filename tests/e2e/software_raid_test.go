@@ -27,39 +27,14 @@ func TestAgentSoftwareRAIDRootBootsFromEitherDiskOnVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(lab.Dir, "vm-node-swraid")
-	vm := lab.AddVM("node-swraid", "52:54:00:e2:5d:61", FirmwareUEFI, filepath.Join(dir, "disk.raw"))
-	second := filepath.Join(dir, "disk2.raw")
-	for _, p := range []string{vm.Disk, second} {
-		if err := os.WriteFile(p, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(p, 2<<30); err != nil {
-			t.Fatal(err)
-		}
-	}
-	def := agentVM(vm)
-	def.DiskSize = ""
-	def.QEMUExtra = []string{"-drive", "if=none,id=swraid2,format=raw,file=" + second, "-device", "virtio-blk-pci,drive=swraid2"}
-	bmc := startRedfishBMC(t, s, def)
+	vm, second, bmc := twoDiskAgentVM(t, s, "node-swraid", "52:54:00:e2:5d:61", FirmwareUEFI, dir)
 	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
 		"--deploy-interface", "direct", "--boot-interface", "redfish-virtual-media", "--raid-interface", "agent", "--no-automated-clean")
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 
-	target := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "controller": "software"}}}
-	if code, b := biosAPI(t, s, "PUT", "/v1/nodes/"+uuid+"/states/raid", "1.31", target); code != 204 {
-		t.Fatalf("PUT states/raid: %d %s", code, b)
-	}
 	begin := time.Now()
-	apiJSON(t, s, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{
-		"target": "clean", "clean_steps": []any{map[string]any{"interface": "raid", "step": "create_configuration"}},
-	}, 202, nil)
-	n := waitNode(t, s, uuid, "manageable after create_configuration", cleanWait, func(n e2eNode) bool {
-		return n.ProvisionState == "manageable" || n.ProvisionState == "clean failed"
-	})
-	if n.ProvisionState != "manageable" {
-		t.Fatalf("software RAID cleaning ended %s: %s\n%s", n.ProvisionState, deref(n.LastError), tailString(readFile(vm.SerialLog), 3000))
-	}
+	n := createSoftwareRAIDRoot(t, s, uuid, vm)
 	disks, _ := n.RAIDConfig["logical_disks"].([]any)
 	if len(disks) != 1 || !strings.Contains(strings.Join(anyStrings(disks[0].(map[string]any)["physical_disks"]), " "), "/dev/vdb") {
 		t.Fatalf("raid_config after create_configuration: %v", n.RAIDConfig)
@@ -134,4 +109,46 @@ func anyStrings(v any) []string {
 		}
 	}
 	return out
+}
+
+// twoDiskAgentVM is an agent VM named name with a second 2 GiB virtio
+// disk (dir/disk2.raw) beside its first, behind its own Redfish vbmc.
+func twoDiskAgentVM(t *testing.T, s *stack, name, mac, firmware, dir string) (*LabVM, string, *vbmcServer) {
+	t.Helper()
+	vm := s.lab.AddVM(name, mac, firmware, filepath.Join(dir, "disk.raw"))
+	second := filepath.Join(dir, "disk2.raw")
+	for _, p := range []string{vm.Disk, second} {
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, 2<<30); err != nil {
+			t.Fatal(err)
+		}
+	}
+	def := agentVM(vm)
+	def.DiskSize = ""
+	id := name + "-disk2"
+	def.QEMUExtra = []string{"-drive", "if=none,id=" + id + ",format=raw,file=" + second, "-device", "virtio-blk-pci,drive=" + id}
+	return vm, second, startRedfishBMC(t, s, def)
+}
+
+// createSoftwareRAIDRoot sets a RAID-1 software root volume as the node's
+// target_raid_config and runs raid.create_configuration in manual
+// cleaning; it returns the node once it is manageable again.
+func createSoftwareRAIDRoot(t *testing.T, s *stack, uuid string, vm *LabVM) e2eNode {
+	t.Helper()
+	target := map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "controller": "software"}}}
+	if code, b := biosAPI(t, s, "PUT", "/v1/nodes/"+uuid+"/states/raid", "1.31", target); code != 204 {
+		t.Fatalf("PUT states/raid: %d %s", code, b)
+	}
+	apiJSON(t, s, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{
+		"target": "clean", "clean_steps": []any{map[string]any{"interface": "raid", "step": "create_configuration"}},
+	}, 202, nil)
+	n := waitNode(t, s, uuid, "manageable after create_configuration", cleanWait, func(n e2eNode) bool {
+		return n.ProvisionState == "manageable" || n.ProvisionState == "clean failed"
+	})
+	if n.ProvisionState != "manageable" {
+		t.Fatalf("software RAID cleaning ended %s: %s\n%s", n.ProvisionState, deref(n.LastError), tailString(readFile(vm.SerialLog), 3000))
+	}
+	return n
 }
