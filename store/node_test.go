@@ -240,6 +240,33 @@ func TestDriverInternalInfoConcurrentMerges(t *testing.T) {
 	}
 }
 
+func TestMergeDropDriverInternalInfo(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{DriverInternalInfo: map[string]any{"keep": "me", "deploy_step_progress": map[string]any{"stage": "old"}, "deploy_step_index": float64(0)}})
+	if err := s.MergeDropDriverInternalInfo(ctx, n.UUID, map[string]any{"deploy_step_index": 1, "new": "yes"}, "deploy_step_progress", "absent"); err != nil {
+		t.Fatalf("MergeDropDriverInternalInfo: %v", err)
+	}
+	got, _ := s.GetNode(ctx, n.UUID)
+	want := map[string]any{"keep": "me", "deploy_step_index": float64(1), "new": "yes"}
+	if !reflect.DeepEqual(got.DriverInternalInfo, want) {
+		t.Fatalf("driver_internal_info = %v, want %v", got.DriverInternalInfo, want)
+	}
+	// A key both set and dropped is dropped: the merge comes first.
+	if err := s.MergeDropDriverInternalInfo(ctx, n.UUID, map[string]any{"gone": 1}, "gone"); err != nil {
+		t.Fatalf("MergeDropDriverInternalInfo: %v", err)
+	}
+	if got, _ := s.GetNode(ctx, n.UUID); got.DriverInternalInfo["gone"] != nil {
+		t.Fatalf("driver_internal_info kept %q: %v", "gone", got.DriverInternalInfo)
+	}
+	if err := s.MergeDropDriverInternalInfo(ctx, n.UUID, nil); err != nil {
+		t.Fatalf("MergeDropDriverInternalInfo with nothing: %v", err)
+	}
+	if err := s.MergeDropDriverInternalInfo(ctx, "6a1f0c4e-0000-4000-8000-000000000000", map[string]any{"a": 1}, "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("update of a missing node: %v, want ErrNotFound", err)
+	}
+}
+
 // seedNodes creates count nodes with names, states and drivers that repeat,
 // so that sorting by them needs the id tie-breaker.
 func seedNodes(t testing.TB, s *store.Store, count int) []*store.Node {
