@@ -19,6 +19,27 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
+// agentSession is the driver_internal_info of a node whose agent called back
+// from url.
+func agentSession(url string) map[string]any {
+	return map[string]any{store.KeyAgentToken: "tok-5d1e0c7a9b3f4e2d8c6a1b0e9f7d3c5a", store.KeyAgentURL: url}
+}
+
+// agentStepEnv creates n and returns Temporal's activity test environment
+// with RunAgentStep registered: it heartbeats, which needs an activity
+// context.
+func agentStepEnv(t *testing.T, st *store.Store, n *store.Node) *testsuite.TestActivityEnvironment {
+	t.Helper()
+	if err := st.CreateNode(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	a := activities.New(st, activities.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(a.RunAgentStep, activity.RegisterOptions{Name: workflows.ActRunAgentStep})
+	return env
+}
+
 // TestAgentRAIDResultBecomesTheRAIDConfig: on raid_interface agent, the
 // agent's create_configuration result is recorded as the node's
 // raid_config with Ironic's update_raid_info (root volume size as
@@ -52,15 +73,8 @@ func TestAgentRAIDResultBecomesTheRAIDConfig(t *testing.T) {
 	n := &store.Node{Driver: "ipmi", RAIDInterface: "agent", ProvisionState: workflows.StateCleaning,
 		Properties:         map[string]any{"capabilities": "boot_mode:uefi", "local_gb": 40},
 		TargetRAIDConfig:   map[string]any{"logical_disks": []any{map[string]any{"controller": "software", "raid_level": "1", "size_gb": 10, "is_root_volume": true}}},
-		DriverInternalInfo: map[string]any{store.KeyAgentToken: "tok-5d1e0c7a9b3f4e2d8c6a1b0e9f7d3c5a", store.KeyAgentURL: agentSrv.URL}}
-	if err := st.CreateNode(ctx, n); err != nil {
-		t.Fatal(err)
-	}
-	a := activities.New(st, activities.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	// RunAgentStep heartbeats: it runs in Temporal's activity test environment.
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(a.RunAgentStep, activity.RegisterOptions{Name: workflows.ActRunAgentStep})
+		DriverInternalInfo: agentSession(agentSrv.URL)}
+	env := agentStepEnv(t, st, n)
 	run := func(in workflows.AgentStepInput) error {
 		_, err := env.ExecuteActivity(workflows.ActRunAgentStep, in)
 		return err
