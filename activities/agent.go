@@ -204,10 +204,12 @@ func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInp
 			return workflows.AgentStepResult{CommandID: res.ID, Status: res.CommandStatus, Result: string(res.CommandResult)}, nil
 		}
 	}
-	activity.RecordHeartbeat(ctx, beat)
-
-	// Heartbeat to Temporal on a ticker too, so that a few failed polls of a
-	// busy agent do not look like a dead worker.
+	// No heartbeat right after the start: each one is a write of the
+	// workflow's state on the Temporal server, and most steps end before
+	// the first poll. A later attempt that finds no details finds the
+	// command in the agent's list (findCommand). Heartbeat on a ticker, so
+	// that a few failed polls of a busy agent do not look like a dead
+	// worker, and with the progress of a step that runs longer.
 	var mu sync.Mutex
 	stop := make(chan struct{})
 	defer close(stop)

@@ -90,12 +90,10 @@ func (a *Activities) RecordStepPlan(ctx context.Context, in workflows.StepPlanRe
 		}
 		kv["agent_cached_"+string(in.Kind)+"_steps"] = list
 	}
-	if err := a.Store.MergeDriverInternalInfo(ctx, in.NodeUUID, kv); err != nil {
-		return storeErr(err, "record the %s steps of node %s", in.Kind, in.NodeUUID)
+	var drop []string
+	if in.Index != nil {
+		// A new index is a new step: the previous one's progress goes.
+		drop = []string{progress}
 	}
-	if in.Index == nil {
-		return nil
-	}
-	// A new index is a new step: the previous one's progress goes.
-	return storeErr(a.Store.DeleteDriverInternalInfoKeys(ctx, in.NodeUUID, progress), "clear the %s step progress of node %s", in.Kind, in.NodeUUID)
+	return storeErr(a.Store.MergeDropDriverInternalInfo(ctx, in.NodeUUID, kv, drop...), "record the %s steps of node %s", in.Kind, in.NodeUUID)
 }

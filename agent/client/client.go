@@ -269,7 +269,7 @@ func (c *Client) ListCommands(ctx context.Context) ([]CommandResult, error) {
 // firstPoll is WaitCommand's first interval: it doubles up to the poll
 // interval, so that a command that takes a moment (most steps) is seen done
 // at once while a long one (an image write) is polled at the given pace.
-const firstPoll = 100 * time.Millisecond
+const firstPoll = 25 * time.Millisecond
 
 // WaitCommand polls a command until it is done or ctx ends, calling progress
 // (if not nil) with every RUNNING result. Transient failures to reach the
