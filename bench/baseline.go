@@ -24,8 +24,10 @@ const (
 	// DefaultLifecycleClients is the client pool of the ironic part.
 	DefaultLifecycleClients = 16
 	// DefaultLifecycleRounds: each size runs this many rounds, the targets'
-	// order alternating, and medians are compared.
-	DefaultLifecycleRounds = 2
+	// order alternating, and medians are compared. Three, so that one
+	// round's stall (100 nodes take 2 s a step on ironflow; a round of the
+	// same build moved by 2x in either direction) does not set the median.
+	DefaultLifecycleRounds = 3
 	// DefaultLifecycleSizes are the full set.
 	DefaultLifecycleSizes = "100,500,1000"
 	// DefaultLifecycleOnceFrom: sizes from this one up run a single round
