@@ -16,10 +16,13 @@ const ActCacheBIOSSettings = "CacheBIOSSettings"
 // cacheBIOS refreshes the cached BIOS settings of a node whose bios
 // interface reads them (redfish), as Ironic does when a node is verified
 // and when cleaning starts. A failure is logged, not the operation's, as in
-// Ironic.
+// Ironic. The gate is asked only for such a node: another node's run is the
+// same on either side of it, and a marker and its search attribute upsert
+// are two events and a visibility write on every manage (docs/versioning.md,
+// "Asking a gate only where it changes something").
 func (r *run) cacheBIOS() {
-	if workflow.GetVersion(r.ctx, changeCacheBIOSSettings, workflow.DefaultVersion, 1) != 1 ||
-		r.node.BIOSInterface != hardware.Redfish {
+	if r.node.BIOSInterface != hardware.Redfish ||
+		workflow.GetVersion(r.ctx, changeCacheBIOSSettings, workflow.DefaultVersion, 1) != 1 {
 		return
 	}
 	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {

@@ -61,9 +61,11 @@ const (
 	// changeCacheBIOSSettings: ManageNode (after the power-state read) and
 	// automated cleaning (before the agent boots) cache the BIOS settings
 	// of a node whose bios interface is redfish (ActCacheBIOSSettings,
-	// workflows/bios.go); the marker is recorded for every node. Introduced
-	// by issue 19's BIOS settings; no recorded history has it yet: record
-	// this version's histories (make record-histories).
+	// workflows/bios.go). Its marker was recorded for every node until
+	// the release after issue 21's histories (634c8f6); since then it is
+	// asked only for a redfish bios interface (docs/versioning.md, "Asking
+	// a gate only where it changes something"). Introduced by issue 19's
+	// BIOS settings.
 	changeCacheBIOSSettings = "cache-bios-settings"
 	// changeFirmwareTaskWait: the firmware interface's update step runs
 	// as workflows/firmware.go's start activity, a timer loop polling the
@@ -84,10 +86,11 @@ const (
 	// (capability secure_boot:true) has it turned on through the BMC in
 	// deploy.prepare_instance_boot, after the boot device, and off in the
 	// teardown after its boot config is removed (ActSetBootMode, then
-	// ActRecordBootMode; workflows/secureboot.go). The marker is recorded
-	// by every agent deploy and every teardown. Introduced by issue 19
-	// (secure boot end to end); no recorded history has it yet: record
-	// this version's histories (make record-histories).
+	// ActRecordBootMode; workflows/secureboot.go). Its marker was recorded
+	// by every agent deploy and every teardown until the release after
+	// 634c8f6; since then it is asked only for an instance that asks for
+	// secure boot (an agent deploy takes it with changeAgentDeployBaseline).
+	// Introduced by issue 19 (secure boot end to end).
 	changeDeploySecureBoot = "deploy-secure-boot"
 	// changeNetbootDeploySecureBoot: the ramdisk and anaconda deploys turn
 	// secure boot on for an instance that asks for it, as the agent deploy
@@ -95,10 +98,10 @@ const (
 	// configure_secure_boot_if_needed): ramdisk before the instance's
 	// ramdisk is prepared and booted, anaconda after the installer's boot
 	// config is removed and before the installed system boots from disk
-	// (workflows/secureboot.go). The marker is recorded by every ramdisk
-	// and anaconda deploy. Introduced by issue 19 (secure boot for every
-	// deploy interface); no recorded history has it yet: record this
-	// version's histories (make record-histories).
+	// (workflows/secureboot.go). Its marker was recorded by every ramdisk
+	// and anaconda deploy until the release after 634c8f6; since then it
+	// is asked only for an instance that asks for secure boot. Introduced
+	// by issue 19 (secure boot for every deploy interface).
 	changeNetbootDeploySecureBoot = "netboot-deploy-secure-boot"
 	// changeFirmwareRebootOnReset: a firmware task that reports it waits
 	// for the host's reset (FirmwareTaskState.ResetRequired: a BIOS image
