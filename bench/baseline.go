@@ -80,6 +80,10 @@ type stepResult struct {
 	p50     time.Duration
 	failed  int
 	failure string
+	// cpu is the CPU time the target's processes used during the step,
+	// per node; cpuByRole the same by process.
+	cpu       time.Duration
+	cpuByRole map[string]time.Duration
 }
 
 // lifecycleResult is one round of one size on one target.
@@ -227,23 +231,20 @@ func runLifecycle(ctx context.Context, t *target, n, clients int, log *slog.Logg
 	res.steps["enroll"] = stepResult{rate: float64(n) / time.Since(start).Seconds()}
 	defer deleteNodes(context.WithoutCancel(ctx), t, nodes, clients, log)
 	for _, s := range lifecycleSteps[1:] {
-		var cpu0 map[string]time.Duration
-		if s.verb == workflows.VerbActive {
-			cpu0 = treeCPUByRole(t.procs())
-		}
+		cpu0 := treeCPUByRole(t.procs())
 		r, err := transition(ctx, t, nodes, s.verb, s.state, clients)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", s.name, err)
 		}
+		r.cpuByRole = map[string]time.Duration{}
+		for role, c := range treeCPUByRole(t.procs()) {
+			r.cpuByRole[role] = (c - cpu0[role]) / time.Duration(n)
+			r.cpu += c - cpu0[role]
+		}
+		r.cpu /= time.Duration(n)
 		res.steps[s.name] = r
 		if s.verb == workflows.VerbActive {
-			res.cpuByRole = map[string]time.Duration{}
-			var total time.Duration
-			for role, c := range treeCPUByRole(t.procs()) {
-				res.cpuByRole[role] = (c - cpu0[role]) / time.Duration(n)
-				total += c - cpu0[role]
-			}
-			res.deployCPU = total / time.Duration(n)
+			res.cpuByRole, res.deployCPU = r.cpuByRole, r.cpu
 			res.footprint = measureFootprint(t.procs())
 		}
 		if r.failed == n {
@@ -420,7 +421,10 @@ func lifecycleRows(name, ironic string, n int, cfg config, mine, theirs []lifecy
 			note(fmt.Sprintf("ironflow/Ironic per round: %s nodes/s", strings.Join(per, ", ")))
 		if s.verb != "" {
 			p50 := func(r stepResult) float64 { return ms(r.p50) / 1000 }
-			r = r.note(r.Note + fmt.Sprintf("; per node p50 %.2f s vs %.2f s", medianStep(mine, s.name, p50), medianStep(theirs, s.name, p50)))
+			cpu := func(r stepResult) float64 { return ms(r.cpu) }
+			r = r.note(r.Note + fmt.Sprintf("; per node p50 %.2f s vs %.2f s; CPU per node, every process summed, %.1f ms (%s) vs %.1f ms",
+				medianStep(mine, s.name, p50), medianStep(theirs, s.name, p50),
+				medianStep(mine, s.name, cpu), roleCPU(mine[len(mine)-1].steps[s.name].cpuByRole), medianStep(theirs, s.name, cpu)))
 		}
 		if f := failures(mine, s.name) + failures(theirs, s.name); f != "" {
 			r = r.note(r.Note + "; " + f)
