@@ -392,7 +392,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		return s.unhold(c, n, verb, location) // nodes_unhold.go
 	}
 	if plan.endWaitingFirst {
-		if err := s.abortWaiting(ctx, n.UUID); err != nil {
+		if err := s.abortWaiting(ctx, n.UUID, verb); err != nil {
 			return err
 		}
 	}
@@ -525,13 +525,15 @@ func (s *server) startProvision(ctx context.Context, nodeUUID, next string, req 
 const abortWaitTimeout = 15 * time.Second
 
 // abortWaiting ends the workflow that waits for an operator on a failed
-// node, if there is one, and waits until it is gone.
-func (s *server) abortWaiting(ctx context.Context, nodeUUID string) error {
+// node, if there is one, and waits until it is gone. The abort names verb
+// (workflows.AbortRequest): the workflow keeps the failure's last_error and
+// records that verb ended its wait, not that an operator aborted.
+func (s *server) abortWaiting(ctx context.Context, nodeUUID, verb string) error {
 	running, err := s.eng.Running(ctx, nodeUUID)
 	if err != nil || !running {
 		return nil
 	}
-	if err := s.eng.Signal(ctx, nodeUUID, workflows.SignalAbort, nil); err != nil && !errors.Is(err, ErrNoWorkflow) {
+	if err := s.eng.Signal(ctx, nodeUUID, workflows.SignalAbort, workflows.AbortRequest{SupersededBy: verb}); err != nil && !errors.Is(err, ErrNoWorkflow) {
 		return fmt.Errorf("abort the waiting workflow of node %s: %w", nodeUUID, err)
 	}
 	deadline := time.Now().Add(abortWaitTimeout)

@@ -65,6 +65,8 @@ func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
 // TestUndeployAFailedDeployThatWaitsForAnOperator: the failed deploy's
 // workflow waits for retry/skip-step/abort, but `baremetal node undeploy`
 // is the operator's answer too: it ends the wait and cleans the node up.
+// The node's history says the undeploy ended the wait, at INFO; no ERROR
+// event says the deploy was aborted.
 func TestUndeployAFailedDeployThatWaitsForAnOperator(t *testing.T) {
 	img := newImageServer(t, 1<<20)
 	uuid := enrollAgentNode(t, "failed-undeploy-node-0", "52:54:00:bb:00:06", img)
@@ -84,5 +86,24 @@ func TestUndeployAFailedDeployThatWaitsForAnOperator(t *testing.T) {
 	mustCLI(t, "node", "undeploy", uuid, "--wait", "120")
 	if n := getNode(t, uuid); n.ProvisionState != "available" {
 		t.Fatalf("after undeploy: %+v", n)
+	}
+	var hist struct {
+		History []struct{ Severity, Event string } `json:"history"`
+	}
+	if code, _ := call(t, "GET", "/v1/nodes/"+uuid+"/history", nil, &hist); code != 200 {
+		t.Fatalf("history: HTTP %d", code)
+	}
+	var errs []string
+	ended := false
+	for _, e := range hist.History {
+		if e.Severity == "ERROR" {
+			errs = append(errs, e.Event)
+		}
+		if strings.Contains(e.Event, `Provision action "deleted" requested in state "deploy failed": the wait for retry, skip-step or abort ended`) && e.Severity == "INFO" {
+			ended = true
+		}
+	}
+	if !ended || len(errs) == 0 || strings.Contains(strings.Join(errs, "\n"), "abort") {
+		t.Fatalf("history: the undeploy's end of the wait at INFO %v, ERROR events %q; want it, and the failure's errors without an abort:\n%+v", ended, errs, hist.History)
 	}
 }

@@ -38,6 +38,18 @@ const (
 	QueryStatus = "status"
 )
 
+// AbortRequest is the abort signal's payload when the API ends an
+// operator's wait on a failed node because a new provision verb arrived
+// (`baremetal node undeploy` of a node in deploy failed, say): the workflow
+// then cleans up as for an abort but keeps the failure's last_error and
+// records that the verb ended the wait, not an abort. An operator's own
+// abort carries none (`temporal workflow signal --name abort`), and any
+// other payload is an abort too.
+type AbortRequest struct {
+	// SupersededBy is the verb that ended the wait, as the user sent it.
+	SupersededBy string `json:"superseded_by,omitempty"`
+}
+
 // Search attributes kept current so that the Temporal Web UI finds a node's
 // workflows.
 const (

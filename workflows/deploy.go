@@ -287,14 +287,24 @@ func (r *run) finish(err error) error {
 			workflow.GetLogger(r.ctx).Warn("power off after failure", "node", r.node.UUID, "error", errorText(perr))
 		}
 		last := r.status.LastError
-		if r.abortMessage != "" && errors.Is(err, errAborted) {
+		event, severity := "", "ERROR"
+		switch {
+		case r.supersededBy != "" && errors.Is(err, errAborted):
+			// A new verb ended the wait (AbortRequest): the failure's
+			// last_error stands, and nobody aborted anything.
+			event, severity = fmt.Sprintf("Provision action \"%s\" requested in state \"%s\": the wait for retry, skip-step or abort ended",
+				r.supersededBy, r.fail), "INFO"
+		case r.abortMessage != "" && errors.Is(err, errAborted):
 			last = r.abortMessage
-		} else if last == "" || errors.Is(err, errAborted) {
+		case last == "" || errors.Is(err, errAborted):
 			last = fmt.Sprintf("%s %s at step %s", capitalize(string(r.status.Operation)), reason, r.status.Step)
-		} else {
+		default:
 			last = fmt.Sprintf("%s (%s)", last, reason)
 		}
-		if rerr := r.record(RecordStateInput{To: r.fail, LastError: last, Event: last, Severity: "ERROR", EventType: string(r.status.Operation), ClearAgent: true}); rerr != nil {
+		if event == "" {
+			event = last
+		}
+		if rerr := r.record(RecordStateInput{To: r.fail, LastError: last, Event: event, Severity: severity, EventType: string(r.status.Operation), ClearAgent: true}); rerr != nil {
 			return rerr
 		}
 		// The node says why; the workflow itself completed its job.

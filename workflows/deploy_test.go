@@ -47,8 +47,9 @@ type fakeCloud struct {
 	plans []StepPlanRecord
 	// agentSteps, when set, is what GetAgentSteps answers.
 	agentSteps []Step
-	// events are the RecordState history events.
-	events []string
+	// events are the RecordState history events, severities their
+	// severities.
+	events, severities []string
 	// clearedAgent lists the states recorded with ClearAgent.
 	clearedAgent []State
 }
@@ -173,6 +174,7 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		f.states = append(f.states, in.To)
 		f.lastErr = in.LastError
 		f.events = append(f.events, in.Event)
+		f.severities = append(f.severities, in.Severity)
 		if in.ClearAgent {
 			f.clearedAgent = append(f.clearedAgent, in.To)
 		}

@@ -112,6 +112,9 @@ type run struct {
 	// abortMessage, when set, is the last_error finish records for an
 	// abort (Ironic's wording for the operation).
 	abortMessage string
+	// supersededBy is the verb whose arrival ended the operator wait
+	// (AbortRequest), "" for an operator's abort.
+	supersededBy string
 	// lastResult is the command result of the agent step that last
 	// succeeded (agentStep), for the event that ends it.
 	lastResult string
@@ -394,7 +397,7 @@ func (r *run) waitForOperator() string {
 		sel := workflow.NewSelector(r.ctx)
 		sel.AddReceive(r.retry, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); got = SignalRetry })
 		sel.AddReceive(r.skip, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); got = SignalSkipStep })
-		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); got = SignalAbort })
+		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { r.takeAbort(c); got = SignalAbort })
 		// Heartbeats keep arriving while the agent waits with us; note them
 		// so a retried agent step uses the current callback URL.
 		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { _, _ = r.takeHeartbeat(c) })
@@ -405,6 +408,20 @@ func (r *run) waitForOperator() string {
 		return ""
 	}
 	return got
+}
+
+// takeAbort receives an abort signal and notes the verb that sent it, if
+// the API did (AbortRequest). The payload is decoded into an any, so that an
+// abort with any JSON payload, or none, is still an abort: a payload that
+// did not decode would make the SDK drop the signal.
+func (r *run) takeAbort(c workflow.ReceiveChannel) {
+	var v any
+	c.Receive(r.ctx, &v)
+	if m, ok := v.(map[string]any); ok {
+		if verb, ok := m["superseded_by"].(string); ok {
+			r.supersededBy = verb
+		}
+	}
 }
 
 func (r *run) takeHeartbeat(c workflow.ReceiveChannel) (Heartbeat, bool) {

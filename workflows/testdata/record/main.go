@@ -366,6 +366,13 @@ func main() {
 		// A failed step waits for the operator, who aborts.
 		{name: "deploy-write-fails-abort", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
 			fails: map[string]int{"deploy.write_image": 1}, drive: both(hb, signalAfter(2*time.Second, workflows.SignalAbort))},
+		// A failed step waits for the operator; `baremetal node undeploy`
+		// ends the wait (the API's abort names the verb).
+		{name: "deploy-write-fails-undeploy", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
+			fails: map[string]int{"deploy.write_image": 1}, drive: both(hb, func(c client.Client, id string) {
+				time.Sleep(2 * time.Second)
+				must(c.SignalWorkflow(ctx, id, "", workflows.SignalAbort, workflows.AbortRequest{SupersededBy: string(workflows.VerbDeleted)}))
+			})},
 		// The agent stops heartbeating while it writes the image: the
 		// liveness timer fires, the write is cancelled, the node is cleaned
 		// up and fails.
