@@ -155,7 +155,8 @@ func benchIronic(ctx context.Context, cfg config, dir string, log *slog.Logger) 
 				slices.Reverse(order)
 			}
 			for _, t := range order {
-				log.Info("lifecycle starting", "target", t.name, "nodes", n, "round", round+1)
+				waited := waitQuiet(ctx, lifecycleQuietMax)
+				log.Info("lifecycle starting", "target", t.name, "nodes", n, "round", round+1, "waited_for_quiet", waited.Round(time.Millisecond))
 				res, err := runLifecycle(ctx, t, n, cfg.lifecycleClients, log)
 				if err != nil {
 					return rows, fmt.Errorf("%s, %d nodes, round %d: %w", t.name, n, round+1, err)
@@ -195,6 +196,10 @@ func (r lifecycleResult) summary() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// lifecycleQuietMax bounds the wait for a quiet machine before a round
+// (waitQuiet).
+const lifecycleQuietMax = 30 * time.Second
 
 // runLifecycle enrolls n nodes and takes them through every step, then
 // deletes them (not measured).

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"os"
+	"runtime"
 	"testing"
 )
 
@@ -39,4 +41,32 @@ func TestFootprintCountsTheProcess(t *testing.T) {
 	if f.rss <= 0 || f.pss <= 0 || f.byRole["self"] != f.pss {
 		t.Fatalf("footprint of this process: %+v", f)
 	}
+}
+
+// waitQuiet waits while the machine is busy: a goroutine spinning on one
+// of its cores keeps it above quietBusy (on a machine of up to six cores),
+// so the wait runs to its bound. (That it returns early on a quiet machine
+// shows in the bench's log, waited_for_quiet: CI's machine is never quiet.)
+func TestWaitQuietWaitsWhileBusy(t *testing.T) {
+	if _, _, ok := machineBusy(); !ok {
+		t.Skip("no /proc/stat: waitQuiet does not wait here")
+	}
+	if runtime.NumCPU() > 6 {
+		t.Skipf("one spinning core is under %.0f %% of %d cores", quietBusy*100, runtime.NumCPU())
+	}
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	if waited := waitQuiet(context.Background(), 3*quietWindow); waited < 3*quietWindow {
+		close(stop)
+		t.Fatalf("waitQuiet returned after %v with a core spinning, want its bound %v", waited, 3*quietWindow)
+	}
+	close(stop)
 }

@@ -105,3 +105,65 @@ func (s *stack) target(name string) *target {
 func anonFile(pid int) string {
 	return fmt.Sprintf("Temporal resident: %.0f MiB anonymous, %.0f MiB file-backed", mib(procStatusKB(pid, "RssAnon:")*1024), mib(procStatusKB(pid, "RssFile:")*1024))
 }
+
+// machineBusy reads /proc/stat's first line: the machine's busy and total
+// CPU time so far, in clock ticks (busy is all but idle and iowait).
+func machineBusy() (busy, total int64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, s := range f[1:] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, true
+}
+
+// quietBusy is the share of the machine's CPU under which it counts as
+// quiet; quietWindow the time it must stay under it.
+const (
+	quietBusy   = 0.15
+	quietWindow = time.Second
+)
+
+// waitQuiet waits until the machine's CPU has been busy less than
+// quietBusy over quietWindow, at most max, and returns how long it waited:
+// a round then starts once the previous one's background work (Temporal's
+// visibility and history tasks of the workflows that just closed, the
+// deletes of its nodes, Ironic's periodic tasks) has drained, for every
+// target alike.
+func waitQuiet(ctx context.Context, max time.Duration) time.Duration {
+	start := time.Now()
+	b0, t0, ok := machineBusy()
+	if !ok {
+		return 0
+	}
+	for time.Since(start) < max {
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-time.After(quietWindow):
+		}
+		b1, t1, ok := machineBusy()
+		if !ok {
+			return time.Since(start)
+		}
+		if t1 > t0 && float64(b1-b0)/float64(t1-t0) < quietBusy {
+			return time.Since(start)
+		}
+		b0, t0 = b1, t1
+	}
+	return time.Since(start)
+}
