@@ -149,7 +149,9 @@ func (s *Agent) Stop() {
 	<-s.Done()
 }
 
-// PoweredOn is false once standby.power_off/reboot ran or Stop was called.
+// PoweredOn is false once standby.power_off or standby.reboot ran; Stop
+// ends the agent without changing it (a machine whose agent process died
+// is still powered).
 func (s *Agent) PoweredOn() bool { return s.poweredOn.Load() }
 
 // Hardware returns the simulated hardware (to inspect what was "written").
