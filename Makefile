@@ -19,7 +19,7 @@ TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
 TEMPORAL_UI := $(BIN)/temporal-ui-server
 # Go test flags; TEST_TIMEOUT bounds each test binary, the VM tests'
 # (tests/e2e, the longest) included. 70m: on a slow day of the 2-core CI
-# machine the VM tests took about 52 minutes (README, "make test"), and a
+# machine the VM tests took about 50 minutes (README, "make test"), and a
 # timeout kill reports no test's result.
 TEST_TIMEOUT ?= 70m
 # Executions per fuzz target in make test: a count, not a duration, because
