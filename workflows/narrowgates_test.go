@@ -53,54 +53,49 @@ func TestManageAsksTheBIOSGateOnlyForRedfishBIOS(t *testing.T) {
 	}
 }
 
-// TestTeardownAsksTheSecureBootGateOnlyForSecureBoot: an undeploy of an
-// instance that did not ask for secure boot asks no changeDeploySecureBoot
-// and changes no boot mode; one that did asks it once and turns secure boot
-// off.
-func TestTeardownAsksTheSecureBootGateOnlyForSecureBoot(t *testing.T) {
-	for _, secure := range []bool{false, true} {
-		f := newFakeCloud()
-		f.node.ProvisionState, f.node.SecureBoot = Active, secure
-		env := newEnv(t, f)
-		var recs []BootModeRecord
-		secureBootFake(env, f, nil, &recs)
-		heartbeatAfter(env, 3*time.Minute)
-		asked := askCounter(env, changeDeploySecureBoot)
-		env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: string(Active)})
-		if err := env.GetWorkflowError(); err != nil {
-			t.Fatal(err)
-		}
-		want := 0
-		if secure {
-			want = 1
-		}
-		if asked[changeDeploySecureBoot] != want || countCalls(f.callList(), "SetSecureBoot off") != want {
-			t.Fatalf("secure boot %v: asked %s %d times, calls %v; want %d", secure, changeDeploySecureBoot, asked[changeDeploySecureBoot], f.callList(), want)
-		}
-	}
-}
-
-// TestNetbootDeployAsksTheSecureBootGateOnlyForSecureBoot: a ramdisk
-// deploy of an instance without secure boot asks no
-// changeNetbootDeploySecureBoot.
-func TestNetbootDeployAsksTheSecureBootGateOnlyForSecureBoot(t *testing.T) {
-	for _, secure := range []bool{false, true} {
-		f := newFakeCloud()
-		f.node.DeployInterface, f.node.SecureBoot = "ramdisk", secure
-		env := newEnv(t, f)
-		var recs []BootModeRecord
-		secureBootFake(env, f, nil, &recs)
-		asked := askCounter(env, changeNetbootDeploySecureBoot, changeDeploySecureBoot)
-		env.ExecuteWorkflow(DeployNode, deployRequest())
-		if err := env.GetWorkflowError(); err != nil {
-			t.Fatal(err)
-		}
-		want := 0
-		if secure {
-			want = 1
-		}
-		if asked[changeNetbootDeploySecureBoot] != want || countCalls(f.callList(), "SetSecureBoot on") != want {
-			t.Fatalf("secure boot %v: asked %s %d times, calls %v; want %d", secure, changeNetbootDeploySecureBoot, asked[changeNetbootDeploySecureBoot], f.callList(), want)
+// TestSecureBootGatesAskedOnlyForSecureBoot: a teardown of an instance
+// that did not ask for secure boot asks no changeDeploySecureBoot, and a
+// ramdisk deploy of one asks no changeNetbootDeploySecureBoot; neither
+// changes the boot mode. An instance that asked for secure boot asks the
+// gate once and has secure boot turned off (teardown) or on (deploy).
+func TestSecureBootGatesAskedOnlyForSecureBoot(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		gate string
+		call string
+		prep func(f *fakeCloud, env *testsuite.TestWorkflowEnvironment)
+		wf   any
+		req  ProvisionRequest
+	}{
+		{"teardown", changeDeploySecureBoot, "SetSecureBoot off",
+			func(f *fakeCloud, env *testsuite.TestWorkflowEnvironment) {
+				f.node.ProvisionState = Active
+				heartbeatAfter(env, 3*time.Minute)
+			},
+			UndeployNode, ProvisionRequest{NodeUUID: newFakeCloud().node.UUID, Verb: "deleted", FromState: string(Active)}},
+		{"ramdisk deploy", changeNetbootDeploySecureBoot, "SetSecureBoot on",
+			func(f *fakeCloud, _ *testsuite.TestWorkflowEnvironment) { f.node.DeployInterface = "ramdisk" },
+			DeployNode, deployRequest()},
+	} {
+		for _, secure := range []bool{false, true} {
+			f := newFakeCloud()
+			f.node.SecureBoot = secure
+			env := newEnv(t, f)
+			c.prep(f, env)
+			var recs []BootModeRecord
+			secureBootFake(env, f, nil, &recs)
+			asked := askCounter(env, changeDeploySecureBoot, changeNetbootDeploySecureBoot)
+			env.ExecuteWorkflow(c.wf, c.req)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatalf("%s, secure boot %v: %v", c.name, secure, err)
+			}
+			want := 0
+			if secure {
+				want = 1
+			}
+			if asked[c.gate] != want || countCalls(f.callList(), c.call) != want {
+				t.Fatalf("%s, secure boot %v: asked %s %d times, calls %v; want %d", c.name, secure, c.gate, asked[c.gate], f.callList(), want)
+			}
 		}
 	}
 }
