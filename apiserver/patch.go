@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -34,7 +35,7 @@ func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
-		return err
+		return explainNonFinite(body, err)
 	}
 	if dec.More() {
 		return fmt.Errorf("trailing data after JSON value")
@@ -43,6 +44,25 @@ func decodeJSON(body []byte, v any) error {
 		return checkValues(*p)
 	}
 	return nil
+}
+
+// explainNonFinite adds a hint to a syntax error at Infinity, -Infinity or
+// NaN. Python's json module writes those for a float it cannot hold, and
+// the baremetal CLI parses each KEY=VALUE's value as JSON first, so a
+// value such as 1e999 (a hex password can look like one) leaves the client
+// as Infinity. RFC 8259 has no such numbers.
+func explainNonFinite(body []byte, err error) error {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) || syn.Offset < 1 || syn.Offset > int64(len(body)) {
+		return err
+	}
+	rest := body[syn.Offset-1:]
+	for _, word := range []string{"Infinity", "NaN"} {
+		if bytes.HasPrefix(rest, []byte(word)) {
+			return fmt.Errorf("%w: %s is not a JSON number; a client that parses KEY=VALUE as JSON turns a value such as 1e999 into it: send the value as a string", err, word)
+		}
+	}
+	return err
 }
 
 // checkValues refuses what PostgreSQL cannot store: numbers a float64

@@ -56,10 +56,15 @@ func vbmcAccel() string {
 	return vbmc.AccelTCG
 }
 
+// newBMCPassword returns a random password that stays a string on the
+// baremetal CLI's command line: the CLI parses each --driver-info value as
+// JSON first, so bare hex such as 12e4567890123456 would leave it as a
+// number (here Infinity, which is not JSON, and the create fails). It is 16
+// characters, the most an IPMI 1.5 password holds.
 func newBMCPassword() string {
-	var pw [8]byte
+	var pw [6]byte
 	_, _ = rand.Read(pw[:])
-	return hex.EncodeToString(pw[:])
+	return "bmc-" + hex.EncodeToString(pw[:])
 }
 
 func writeVBMCConfig(t *testing.T, path string, cfg vbmc.Config) {
