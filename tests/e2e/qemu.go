@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,6 +73,30 @@ func RequireQEMU(t testing.TB) {
 	if _, err := exec.LookPath(QEMUBinary); err != nil {
 		t.Skipf("SKIPPED: %s is not installed (Debian package qemu-system-x86): %v", QEMUBinary, err)
 	}
+	runBesideOthers(t)
+}
+
+// parallelTests are the top-level tests already marked parallel.
+var parallelTests sync.Map
+
+// runBesideOthers marks a top-level VM test parallel (once: a test may
+// call RequireQEMU again through NewLab), so that go test runs VM tests
+// as many at a time as its -parallel flag, GOMAXPROCS by default. Each
+// test has its own network namespace, bridge, taps, stack and VMs; one
+// test keeps about half of a 2-core machine busy (measured 0.49: most of
+// a test waits on firmware, DHCP, TFTP and the agent), so two at a time
+// nearly halve the suite. Subtests are left alone: a parent that checks
+// something after its subtest returns (TestLabNetworkAndTeardown) needs
+// that subtest to have run.
+func runBesideOthers(t testing.TB) {
+	tt, ok := t.(*testing.T)
+	if !ok || strings.Contains(t.Name(), "/") {
+		return
+	}
+	if _, marked := parallelTests.LoadOrStore(t.Name(), true); marked {
+		return
+	}
+	tt.Parallel()
 }
 
 // QEMUConfig describes one VM started directly (no BMC).
