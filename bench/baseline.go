@@ -84,6 +84,25 @@ type stepResult struct {
 	// per node; cpuByRole the same by process.
 	cpu       time.Duration
 	cpuByRole map[string]time.Duration
+	// slowest is the node whose change ended last: how long its PUT
+	// took, and how long from the PUT's answer to the state. It says
+	// whether a straggler waited on the API or on its workflow.
+	slowest straggler
+	// putMax is the longest PUT round trip of the step.
+	putMax time.Duration
+}
+
+// straggler is the node a step waited for last.
+type straggler struct {
+	name          string
+	put, workflow time.Duration
+}
+
+func (s straggler) String() string {
+	if s.name == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s (PUT %s, then %s to the state)", s.name, s.put.Round(time.Millisecond), s.workflow.Round(time.Millisecond))
 }
 
 // lifecycleResult is one round of one size on one target.
@@ -248,6 +267,8 @@ func runLifecycle(ctx context.Context, t *target, n, clients int, log *slog.Logg
 		}
 		r.cpu /= time.Duration(n)
 		res.steps[s.name] = r
+		log.Info("lifecycle step", "target", t.name, "nodes", n, "step", s.name, "rate", fmt.Sprintf("%.1f/s", r.rate),
+			"p50", r.p50.Round(time.Millisecond), "put_max", r.putMax.Round(time.Millisecond), "slowest", r.slowest.String())
 		if s.verb == workflows.VerbActive {
 			res.cpuByRole, res.deployCPU = r.cpuByRole, r.cpu
 			res.footprint = measureFootprint(t.procs())
@@ -272,6 +293,7 @@ func transition(ctx context.Context, t *target, nodes []*benchNode, verb workflo
 	errs := forEach(ctx, nodes, clients, func(ctx context.Context, bn *benchNode) error {
 		bn.requested = time.Now()
 		_, err := t.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": verb}, nil)
+		bn.accepted = time.Since(bn.requested)
 		return err
 	})
 	if len(errs) > 0 {
@@ -295,8 +317,10 @@ func transition(ctx context.Context, t *target, nodes []*benchNode, verb workflo
 			done = bn.observedAt
 		}
 		times = append(times, done.Sub(bn.requested))
+		r.putMax = max(r.putMax, bn.accepted)
 		if done.After(last) {
 			last = done
+			r.slowest = straggler{name: bn.name, put: bn.accepted, workflow: done.Sub(bn.requested) - bn.accepted}
 		}
 	}
 	if ok := len(nodes) - r.failed; ok > 0 {
