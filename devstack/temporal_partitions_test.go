@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // The dev server gives a task queue one partition for workflow tasks and
@@ -27,7 +29,7 @@ func TestDevServerTaskQueuesHaveOnePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	out, err := exec.CommandContext(ctx, bin, "task-queue", "list-partition", "--task-queue", "ironflow",
+	out, err := exec.CommandContext(ctx, bin, "task-queue", "list-partition", "--task-queue", workflows.TaskQueue,
 		"--address", srv.Address(), "-o", "json").CombinedOutput()
 	if err != nil {
 		t.Fatalf("temporal task-queue list-partition: %v: %s", err, out)
@@ -40,6 +42,6 @@ func TestDevServerTaskQueuesHaveOnePartition(t *testing.T) {
 		t.Fatalf("list-partition output %s: %v", out, err)
 	}
 	if len(parts.Workflow) != 1 || len(parts.Activity) != 1 {
-		t.Errorf("task queue ironflow has %d workflow and %d activity partitions, want 1 and 1: %s", len(parts.Workflow), len(parts.Activity), out)
+		t.Errorf("task queue %s has %d workflow and %d activity partitions, want 1 and 1: %s", workflows.TaskQueue, len(parts.Workflow), len(parts.Activity), out)
 	}
 }
