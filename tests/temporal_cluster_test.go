@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // clusterLab is ironflow on the Temporal server built from
@@ -224,6 +226,33 @@ func TestTemporalCluster(t *testing.T) {
 	}
 	start := time.Now()
 	l := startClusterLab(t)
+
+	// One matching service, so one partition per task queue
+	// (TemporalClusterConfig.TaskQueuePartitions): with Temporal's four, a
+	// task can wait in a partition no poll reaches.
+	t.Run("task queues have one partition", func(t *testing.T) {
+		cli, err := devstack.FindTemporalCLI("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := l.temporal.Certs()
+		out, err := exec.Command(cli, "task-queue", "list-partition", "--task-queue", workflows.TaskQueue, "-o", "json",
+			"--address", l.temporal.Address(), "--tls-ca-path", c.CAFile, "--tls-cert-path", c.ClientCertFile,
+			"--tls-key-path", c.ClientKey, "--tls-server-name", c.ServerName).CombinedOutput()
+		if err != nil {
+			t.Fatalf("temporal task-queue list-partition: %v: %s", err, out)
+		}
+		var parts struct {
+			Activity []struct{ Key string } `json:"activityTaskQueuePartitions"`
+			Workflow []struct{ Key string } `json:"workflowTaskQueuePartitions"`
+		}
+		if err := json.Unmarshal(out, &parts); err != nil {
+			t.Fatalf("list-partition output %s: %v", out, err)
+		}
+		if len(parts.Workflow) != 1 || len(parts.Activity) != 1 {
+			t.Errorf("task queue %s has %d workflow and %d activity partitions, want 1 and 1: %s", workflows.TaskQueue, len(parts.Workflow), len(parts.Activity), out)
+		}
+	})
 
 	t.Run("deploy survives the server killed mid-deploy", func(t *testing.T) {
 		img := newImageServer(t, 8<<20)
