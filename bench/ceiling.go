@@ -204,9 +204,15 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	}
 	// The end is the last workflow's close time on the server, as for
 	// ironflow's deploys.
-	last, completed, err := closeInfo(context.Background(), st, ids)
+	last, lastID, completed, err := closeInfo(context.Background(), st, ids)
 	if err != nil {
 		return res, err
+	}
+	// The run's end is its last workflow's close: where that one's time
+	// went (from the run's start) tells a straggler from a slow server.
+	if b, err := readBreakdown(context.Background(), st.tc, lastID, start); err == nil {
+		st.log.Info("ceiling done", "workflows", n, "eager", eager, "wall", last.Sub(start).Round(time.Millisecond),
+			"slowest", fmt.Sprintf("%s: %s", lastID, b.describe(1)))
 	}
 	res.Completed = completed
 	res.Wall = last.Sub(start)
@@ -234,10 +240,11 @@ const describeWorkers = 16
 
 // closeInfo is the latest close time among the workflows' latest runs and
 // how many of them completed.
-func closeInfo(ctx context.Context, st *stack, ids []string) (time.Time, int, error) {
+func closeInfo(ctx context.Context, st *stack, ids []string) (time.Time, string, int, error) {
 	var (
 		mu        sync.Mutex
 		last      time.Time
+		lastID    string
 		completed int
 		first     error
 		wg        sync.WaitGroup
@@ -260,7 +267,7 @@ func closeInfo(ctx context.Context, st *stack, ids []string) (time.Time, int, er
 						completed++
 					}
 					if ct := info.GetCloseTime(); ct != nil && ct.AsTime().After(last) {
-						last = ct.AsTime()
+						last, lastID = ct.AsTime(), id
 					}
 				}
 				mu.Unlock()
@@ -272,5 +279,5 @@ func closeInfo(ctx context.Context, st *stack, ids []string) (time.Time, int, er
 	}
 	close(jobs)
 	wg.Wait()
-	return last, completed, first
+	return last, lastID, completed, first
 }

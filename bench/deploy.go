@@ -310,7 +310,7 @@ func runDeployTrial(ctx context.Context, st *stack, nodes []*benchNode, cfg conf
 	}
 	// The run ends when the last deploy's workflow closed (after it
 	// recorded active), measured as the ceiling's workflows are.
-	if closed, _, err := closeInfo(ctx, st, ids); err != nil {
+	if closed, _, _, err := closeInfo(ctx, st, ids); err != nil {
 		st.log.Warn("read deploy workflows' close times; the rate ends at the last active instead", "err", err)
 	} else if closed.After(last) {
 		last = closed

@@ -49,8 +49,9 @@ type latencyBreakdown struct {
 	timers time.Duration
 	// closed: PUT sent → the workflow's last event.
 	closed time.Duration
-	// tasks, activities, locals: counts.
-	tasks, activities, locals int
+	// tasks, activities, locals: counts; taskFailures: workflow tasks
+	// that failed or timed out (each retried).
+	tasks, activities, locals, taskFailures int
 }
 
 func (b latencyBreakdown) add(o latencyBreakdown) latencyBreakdown {
@@ -64,15 +65,20 @@ func (b latencyBreakdown) add(o latencyBreakdown) latencyBreakdown {
 	b.tasks += o.tasks
 	b.activities += o.activities
 	b.locals += o.locals
+	b.taskFailures += o.taskFailures
 	return b
 }
 
 // describe says where the time of n deploys summed in b went, per deploy.
 func (b latencyBreakdown) describe(n int) string {
 	avg := func(d time.Duration) float64 { return ms(d / time.Duration(n)) }
-	return fmt.Sprintf("PUT → workflow started %.0f ms; %.1f workflow tasks: queued %.0f ms, run %.0f ms (with %.1f local activities); %.1f activities: queued %.0f ms, run %.0f ms; timers %.0f ms",
+	s := fmt.Sprintf("PUT → workflow started %.0f ms; %.1f workflow tasks: queued %.0f ms, run %.0f ms (with %.1f local activities); %.1f activities: queued %.0f ms, run %.0f ms; timers %.0f ms",
 		avg(b.startPath), float64(b.tasks)/float64(n), avg(b.taskQueue), avg(b.taskRun), float64(b.locals)/float64(n),
 		float64(b.activities)/float64(n), avg(b.actQueue), avg(b.actRun), avg(b.timers))
+	if b.taskFailures > 0 {
+		s += fmt.Sprintf("; %.1f workflow tasks failed or timed out", float64(b.taskFailures)/float64(n))
+	}
+	return s
 }
 
 // readBreakdown reads a workflow's latest run's history.
@@ -98,6 +104,9 @@ func readBreakdown(ctx context.Context, c client.Client, workflowID string, sent
 			started[ev.GetEventId()] = t
 			b.taskQueue += t.Sub(scheduled[ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()])
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+			if ev.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+				b.taskFailures++
+			}
 			var id int64
 			switch {
 			case ev.GetWorkflowTaskCompletedEventAttributes() != nil:

@@ -102,3 +102,16 @@ func TestTableMarksReferenceRowsAndRatios(t *testing.T) {
 		}
 	}
 }
+
+// A workflow task that failed or timed out is retried: the split names
+// it, since its retry is time no other figure shows.
+func TestBreakdownDescribeNamesFailedWorkflowTasks(t *testing.T) {
+	b := latencyBreakdown{tasks: 3, taskQueue: 30 * time.Millisecond}
+	if got := b.describe(1); strings.Contains(got, "failed") {
+		t.Errorf("describe without failures = %q, mentions failures", got)
+	}
+	b = b.add(latencyBreakdown{tasks: 2, taskFailures: 1})
+	if got := b.describe(1); !strings.Contains(got, "; 1.0 workflow tasks failed or timed out") || !strings.Contains(got, "5.0 workflow tasks") {
+		t.Errorf("describe = %q, want 5 tasks and 1 failed or timed out", got)
+	}
+}
