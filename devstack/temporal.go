@@ -114,18 +114,30 @@ func repoRoot() (string, error) {
 	}
 }
 
-// devServerDynamicConfig gives every task queue of the dev server one
-// partition instead of Temporal's default four. Partitions spread a queue
-// over matching hosts, and a dev server is one host; with four, a task
-// written to a partition where no poll is waiting goes to that partition's
-// backlog until a poll happens to land there. Measured: 100 manages at 16
-// clients on the split stack, the slowest workflow's first task waited
-// 2.8 to 6.8 s before a worker took it (the rest, about 0.65 s); with one
-// partition the slowest took 0.85 s in five runs out of five (README,
-// "Benchmarks").
+// TaskQueueReadPartitions is the number of partitions of a task queue the
+// dev server and the cluster read: Temporal's default, kept even though
+// they write one (TaskQueueWritePartitions). A task written by a release
+// that wrote four stays in its partition's backlog until that partition is
+// read again: reading fewer would strand it, and with it the workflow
+// (TestDevServerRestartKeepsTasksOfFourPartitions; docs/production.md,
+// "Task-queue partitions").
+const TaskQueueReadPartitions = 4
+
+// TaskQueueWritePartitions is the number of partitions new tasks go to.
+// Partitions spread a queue over matching hosts, and a dev server is one
+// host; with four, a task written to a partition where no poll is waiting
+// goes to that partition's backlog until a poll happens to land there.
+// Measured: 100 manages at 16 clients on the split stack, the slowest
+// workflow's first task waited 2.8 to 6.8 s before a worker took it (the
+// rest, about 0.65 s); with one partition the slowest took 0.85 s in five
+// runs out of five (README, "Benchmarks"). A poll that lands on a
+// partition without tasks is forwarded to the first, which holds them all.
+const TaskQueueWritePartitions = 1
+
+// devServerDynamicConfig sets the dev server's task-queue partitions.
 var devServerDynamicConfig = []string{
-	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+	"--dynamic-config-value", fmt.Sprintf("matching.numTaskqueueReadPartitions=%d", TaskQueueReadPartitions),
+	"--dynamic-config-value", fmt.Sprintf("matching.numTaskqueueWritePartitions=%d", TaskQueueWritePartitions),
 }
 
 // StartTemporal starts `temporal server start-dev` and waits until its

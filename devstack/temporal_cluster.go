@@ -80,14 +80,13 @@ type TemporalClusterConfig struct {
 	// with its own log (Dir/<service>.log), as a production cluster runs
 	// them on separate machines; false: one process with all four.
 	SeparateServices bool
-	// TaskQueuePartitions is the read and write partition count of every
-	// task queue (matching.numTaskqueueReadPartitions and
-	// ...WritePartitions); 0: 1, as the cluster runs one matching
-	// service. Temporal's default of four suits several matching
-	// processes: with one, a task written to a partition no poll is
-	// waiting on sits in its backlog (docs/production.md, "Task-queue
-	// partitions").
-	TaskQueuePartitions int
+	// TaskQueueWritePartitions is the number of partitions of each task
+	// queue new tasks go to (matching.numTaskqueueWritePartitions); 0:
+	// TaskQueueWritePartitions (one), as the cluster runs one matching
+	// service. Every queue is read on at least TaskQueueReadPartitions,
+	// so that tasks an earlier release wrote to four partitions are still
+	// found (docs/production.md, "Task-queue partitions").
+	TaskQueueWritePartitions int
 }
 
 // TemporalServices are the cluster's services in the order they start
@@ -489,13 +488,12 @@ dynamicConfigClient:
 	// A namespace's new search attributes reach the frontend's cache at its
 	// next refresh (10 s by default): 2 s keeps registration at start short.
 	dyn := "system.namespaceCacheRefreshInterval:\n  - value: 2s\n"
-	parts := t.cfg.TaskQueuePartitions
-	if parts <= 0 {
-		parts = 1
+	write := t.cfg.TaskQueueWritePartitions
+	if write <= 0 {
+		write = TaskQueueWritePartitions
 	}
-	for _, key := range []string{"matching.numTaskqueueReadPartitions", "matching.numTaskqueueWritePartitions"} {
-		dyn += fmt.Sprintf("%s:\n  - value: %d\n", key, parts)
-	}
+	dyn += fmt.Sprintf("matching.numTaskqueueReadPartitions:\n  - value: %d\nmatching.numTaskqueueWritePartitions:\n  - value: %d\n",
+		max(TaskQueueReadPartitions, write), write)
 	if err := os.WriteFile(filepath.Join(t.cfgDir, "dynamicconfig.yaml"), []byte(dyn), 0o644); err != nil {
 		return err
 	}

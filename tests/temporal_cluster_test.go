@@ -227,10 +227,11 @@ func TestTemporalCluster(t *testing.T) {
 	start := time.Now()
 	l := startClusterLab(t)
 
-	// One matching service, so one partition per task queue
-	// (TemporalClusterConfig.TaskQueuePartitions): with Temporal's four, a
-	// task can wait in a partition no poll reaches.
-	t.Run("task queues have one partition", func(t *testing.T) {
+	// One matching service, so tasks are written to one partition per
+	// task queue (TemporalClusterConfig.TaskQueueWritePartitions): with
+	// Temporal's four, a task can wait in a partition no poll reaches. The
+	// CLI lists the partitions written to.
+	t.Run("task queues are written to one partition", func(t *testing.T) {
 		cli, err := devstack.FindTemporalCLI("")
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +251,7 @@ func TestTemporalCluster(t *testing.T) {
 			t.Fatalf("list-partition output %s: %v", out, err)
 		}
 		if len(parts.Workflow) != 1 || len(parts.Activity) != 1 {
-			t.Errorf("task queue %s has %d workflow and %d activity partitions, want 1 and 1: %s", workflows.TaskQueue, len(parts.Workflow), len(parts.Activity), out)
+			t.Errorf("task queue %s is written to %d workflow and %d activity partitions, want 1 and 1: %s", workflows.TaskQueue, len(parts.Workflow), len(parts.Activity), out)
 		}
 	})
 
