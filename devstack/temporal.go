@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -302,4 +303,22 @@ func portFree(ip string, port int) bool {
 	}
 	l.Close()
 	return true
+}
+
+// TaskQueuePartitionsWritten asks the temporal CLI (cli) for the partitions
+// of task queue queue that new tasks go to: how many for workflow tasks and
+// how many for activity tasks. args name the server (--address, TLS flags).
+func TaskQueuePartitionsWritten(ctx context.Context, cli, queue string, args ...string) (workflow, activity int, err error) {
+	out, err := exec.CommandContext(ctx, cli, append([]string{"task-queue", "list-partition", "--task-queue", queue, "-o", "json"}, args...)...).CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("temporal task-queue list-partition: %w: %s", err, out)
+	}
+	var parts struct {
+		Activity []struct{ Key string } `json:"activityTaskQueuePartitions"`
+		Workflow []struct{ Key string } `json:"workflowTaskQueuePartitions"`
+	}
+	if err := json.Unmarshal(out, &parts); err != nil {
+		return 0, 0, fmt.Errorf("list-partition output %s: %w", out, err)
+	}
+	return len(parts.Workflow), len(parts.Activity), nil
 }

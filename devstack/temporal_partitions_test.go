@@ -2,12 +2,9 @@ package devstack
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,20 +36,12 @@ func TestDevServerWritesOneTaskQueuePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	out, err := exec.CommandContext(ctx, bin, "task-queue", "list-partition", "--task-queue", workflows.TaskQueue,
-		"--address", srv.Address(), "-o", "json").CombinedOutput()
+	wf, act, err := TaskQueuePartitionsWritten(ctx, bin, workflows.TaskQueue, "--address", srv.Address())
 	if err != nil {
-		t.Fatalf("temporal task-queue list-partition: %v: %s", err, out)
+		t.Fatal(err)
 	}
-	var parts struct {
-		Activity []struct{ Key string } `json:"activityTaskQueuePartitions"`
-		Workflow []struct{ Key string } `json:"workflowTaskQueuePartitions"`
-	}
-	if err := json.Unmarshal(out, &parts); err != nil {
-		t.Fatalf("list-partition output %s: %v", out, err)
-	}
-	if len(parts.Workflow) != 1 || len(parts.Activity) != 1 {
-		t.Errorf("task queue %s is written to %d workflow and %d activity partitions, want 1 and 1: %s", workflows.TaskQueue, len(parts.Workflow), len(parts.Activity), out)
+	if wf != 1 || act != 1 {
+		t.Errorf("task queue %s is written to %d workflow and %d activity partitions, want 1 and 1", workflows.TaskQueue, wf, act)
 	}
 }
 
@@ -91,11 +80,10 @@ func TestDevServerRestartKeepsTasksOfFourPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	const queue, n = "partition-upgrade", 16
-	if out, err := exec.CommandContext(ctx, bin, "task-queue", "list-partition", "--task-queue", queue,
-		"--address", srv.Address(), "-o", "json").CombinedOutput(); err != nil {
-		t.Fatalf("temporal task-queue list-partition: %v: %s", err, out)
-	} else if got := strings.Count(string(out), `"key"`); got < 2*4 {
-		t.Fatalf("the earlier release's server writes fewer than four partitions per queue type, so nothing is left in a partition no longer read: %s", out)
+	if wf, act, err := TaskQueuePartitionsWritten(ctx, bin, queue, "--address", srv.Address()); err != nil {
+		t.Fatal(err)
+	} else if wf < 4 || act < 4 {
+		t.Fatalf("the earlier release's server writes %d workflow and %d activity partitions, fewer than four, so nothing is left in a partition no longer read", wf, act)
 	}
 	c, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: sdklog.NewStructuredLogger(log)})
 	if err != nil {

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -237,21 +236,14 @@ func TestTemporalCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := l.temporal.Certs()
-		out, err := exec.Command(cli, "task-queue", "list-partition", "--task-queue", workflows.TaskQueue, "-o", "json",
+		wf, act, err := devstack.TaskQueuePartitionsWritten(context.Background(), cli, workflows.TaskQueue,
 			"--address", l.temporal.Address(), "--tls-ca-path", c.CAFile, "--tls-cert-path", c.ClientCertFile,
-			"--tls-key-path", c.ClientKey, "--tls-server-name", c.ServerName).CombinedOutput()
+			"--tls-key-path", c.ClientKey, "--tls-server-name", c.ServerName)
 		if err != nil {
-			t.Fatalf("temporal task-queue list-partition: %v: %s", err, out)
+			t.Fatal(err)
 		}
-		var parts struct {
-			Activity []struct{ Key string } `json:"activityTaskQueuePartitions"`
-			Workflow []struct{ Key string } `json:"workflowTaskQueuePartitions"`
-		}
-		if err := json.Unmarshal(out, &parts); err != nil {
-			t.Fatalf("list-partition output %s: %v", out, err)
-		}
-		if len(parts.Workflow) != 1 || len(parts.Activity) != 1 {
-			t.Errorf("task queue %s is written to %d workflow and %d activity partitions, want 1 and 1: %s", workflows.TaskQueue, len(parts.Workflow), len(parts.Activity), out)
+		if wf != 1 || act != 1 {
+			t.Errorf("task queue %s is written to %d workflow and %d activity partitions, want 1 and 1", workflows.TaskQueue, wf, act)
 		}
 	})
 
