@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -115,15 +116,6 @@ func repoRoot() (string, error) {
 	}
 }
 
-// TaskQueueReadPartitions is the number of partitions of a task queue the
-// dev server and the cluster read: Temporal's default, kept even though
-// they write one (TaskQueueWritePartitions). A task written by a release
-// that wrote four stays in its partition's backlog until that partition is
-// read again: reading fewer would strand it, and with it the workflow
-// (TestDevServerRestartKeepsTasksOfFourPartitions; docs/production.md,
-// "Task-queue partitions").
-const TaskQueueReadPartitions = 4
-
 // TaskQueueWritePartitions is the number of partitions new tasks go to.
 // Partitions spread a queue over matching hosts, and a dev server is one
 // host; with four, a task written to a partition where no poll is waiting
@@ -131,14 +123,73 @@ const TaskQueueReadPartitions = 4
 // Measured: 100 manages at 16 clients on the split stack, the slowest
 // workflow's first task waited 2.8 to 6.8 s before a worker took it (the
 // rest, about 0.65 s); with one partition the slowest took 0.85 s in five
-// runs out of five (README, "Benchmarks"). A poll that lands on a
-// partition without tasks is forwarded to the first, which holds them all.
+// runs out of five (README, "Benchmarks").
 const TaskQueueWritePartitions = 1
 
-// devServerDynamicConfig sets the dev server's task-queue partitions.
-var devServerDynamicConfig = []string{
-	"--dynamic-config-value", fmt.Sprintf("matching.numTaskqueueReadPartitions=%d", TaskQueueReadPartitions),
-	"--dynamic-config-value", fmt.Sprintf("matching.numTaskqueueWritePartitions=%d", TaskQueueWritePartitions),
+// LegacyTaskQueuePartitions is Temporal's default of four partitions,
+// which releases before TaskQueueWritePartitions wrote. A task written
+// there stays in its partition's backlog until that partition is read
+// again: a store one of them wrote keeps being read on four, or its
+// workflows stop (TestDevServerRestartKeepsTasksOfFourPartitions;
+// docs/production.md, "Task-queue partitions").
+const LegacyTaskQueuePartitions = 4
+
+// PartitionsFile is the record, next to a Temporal store (the dev
+// server's SQLite file, the cluster's directory), of the most partitions
+// its task queues were ever written to.
+func PartitionsFile(store string) string { return store + ".partitions" }
+
+// ReadPartitions is the number of partitions to read for a store whose
+// record is file, given that its server writes write partitions: a
+// store created now (fresh) is read on write alone and its record
+// written; an existing store on the most its record names, and on
+// LegacyTaskQueuePartitions when it has none, as a release before the
+// record wrote it. Reading more partitions than are written costs
+// latency: a poll on an empty partition is forwarded to the one that
+// holds the tasks, one at a time, and under load a task can wait there
+// for a poll (make test, TestOperatorWaitTimeoutWipesTheAgentToken,
+// waited 60 s once).
+func ReadPartitions(file string, fresh bool, write int) (int, error) {
+	if !fresh {
+		b, err := os.ReadFile(file)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return max(LegacyTaskQueuePartitions, write), nil
+		case err != nil:
+			return 0, fmt.Errorf("read the task-queue partitions of the Temporal store: %w", err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%s: %q is not a number of task-queue partitions: write the most partitions this store's task queues were written to, or %d when unsure", file, strings.TrimSpace(string(b)), LegacyTaskQueuePartitions)
+		}
+		if n >= write {
+			return n, nil
+		}
+	}
+	// The record is written before the server writes a task.
+	if err := os.WriteFile(file, []byte(strconv.Itoa(write)+"\n"), 0o644); err != nil {
+		return 0, fmt.Errorf("record the task-queue partitions of the Temporal store: %w", err)
+	}
+	return write, nil
+}
+
+// devServerPartitions is the dev server's task-queue partitions for its
+// SQLite file db ("" in memory: nothing outlives the server).
+var devServerPartitions = func(db string) ([]string, error) {
+	read := TaskQueueWritePartitions
+	if db != "" {
+		_, err := os.Stat(db)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("Temporal data file: %w", err)
+		}
+		if read, err = ReadPartitions(PartitionsFile(db), err != nil, TaskQueueWritePartitions); err != nil {
+			return nil, err
+		}
+	}
+	return []string{
+		"--dynamic-config-value", fmt.Sprintf("matching.numTaskqueueReadPartitions=%d", read),
+		"--dynamic-config-value", fmt.Sprintf("matching.numTaskqueueWritePartitions=%d", TaskQueueWritePartitions),
+	}, nil
 }
 
 // StartTemporal starts `temporal server start-dev` and waits until its
@@ -163,7 +214,6 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 	}
 	args := []string{"server", "start-dev", "--ip", cfg.IP, "--port", strconv.Itoa(cfg.Port),
 		"--namespace", cfg.Namespace, "--log-level", "warn"}
-	args = append(args, devServerDynamicConfig...)
 	command := cfg.Command
 	if command == nil {
 		command = exec.Command
@@ -191,6 +241,11 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 		// server keeps its file for (SQLite's "Write-Ahead Logging").
 		args = append(args, "--db-filename", cfg.DBFile, "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal")
 	}
+	partitions, err := devServerPartitions(cfg.DBFile)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, partitions...)
 	if cfg.UICodecEndpoint != "" && cfg.UIPort >= 0 {
 		args = append(args, "--ui-codec-endpoint", cfg.UICodecEndpoint)
 	}

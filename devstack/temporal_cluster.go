@@ -83,9 +83,10 @@ type TemporalClusterConfig struct {
 	// TaskQueueWritePartitions is the number of partitions of each task
 	// queue new tasks go to (matching.numTaskqueueWritePartitions); 0:
 	// TaskQueueWritePartitions (one), as the cluster runs one matching
-	// service. Every queue is read on at least TaskQueueReadPartitions,
-	// so that tasks an earlier release wrote to four partitions are still
-	// found (docs/production.md, "Task-queue partitions").
+	// service. A cluster whose database existed before Dir's record of its
+	// partitions (PartitionsFile) is read on four, so that tasks an earlier
+	// release wrote there are still found (ReadPartitions;
+	// docs/production.md, "Task-queue partitions").
 	TaskQueueWritePartitions int
 }
 
@@ -124,6 +125,8 @@ type TemporalCluster struct {
 	grpcPorts map[string]int
 	log       *slog.Logger
 	ui        *Process
+	// readPartitions and writePartitions are every task queue's.
+	readPartitions, writePartitions int
 }
 
 // temporalProc is one server process: the services it runs (nil: all).
@@ -241,7 +244,16 @@ func StartTemporalCluster(ctx context.Context, cfg TemporalClusterConfig, log *s
 		}
 		cfg.Certs = &c
 	}
-	if err := setupTemporalSchemas(ctx, sqlTool, cfg.Postgres, log); err != nil {
+	created, err := setupTemporalSchemas(ctx, sqlTool, cfg.Postgres, log)
+	if err != nil {
+		return nil, err
+	}
+	write := cfg.TaskQueueWritePartitions
+	if write <= 0 {
+		write = TaskQueueWritePartitions
+	}
+	read, err := ReadPartitions(PartitionsFile(filepath.Join(cfg.Dir, TemporalDatabase)), created, write)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Port == 0 {
@@ -252,7 +264,7 @@ func StartTemporalCluster(ctx context.Context, cfg TemporalClusterConfig, log *s
 		return nil, fmt.Errorf("port 127.0.0.1:%d is taken: is another Temporal server running? Stop it or choose another port", cfg.Port)
 	}
 	t := &TemporalCluster{cfg: cfg, bin: bin, cfgDir: filepath.Join(cfg.Dir, "config"), logFile: filepath.Join(cfg.Dir, "server.log"),
-		address: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)), log: log}
+		address: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)), log: log, readPartitions: read, writePartitions: write}
 	if cfg.SeparateServices {
 		for _, svc := range TemporalServices {
 			t.procs = append(t.procs, &temporalProc{services: []string{svc}, logFile: filepath.Join(cfg.Dir, svc+".log")})
@@ -326,8 +338,9 @@ codec:
 // setupTemporalSchemas creates the two databases (when missing) and brings
 // their schemas to this server's version: setup-schema installs the
 // version table, update-schema the embedded versioned schema, as Temporal's
-// own auto-setup does on every start.
-func setupTemporalSchemas(ctx context.Context, sqlTool string, pg *Postgres, log *slog.Logger) error {
+// own auto-setup does on every start. created: the persistence database
+// (TemporalDatabase) did not exist before.
+func setupTemporalSchemas(ctx context.Context, sqlTool string, pg *Postgres, log *slog.Logger) (created bool, err error) {
 	base := []string{"--plugin", "postgres12", "--endpoint", "127.0.0.1", "--port", strconv.Itoa(pg.Port()), "--user", PostgresSuperuser}
 	run := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, sqlTool, append(append([]string{}, base...), args...)...)
@@ -339,28 +352,29 @@ func setupTemporalSchemas(ctx context.Context, sqlTool string, pg *Postgres, log
 	}
 	conn, err := pgx.Connect(ctx, pg.DatabaseURL("postgres"))
 	if err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
+		return false, fmt.Errorf("connect to postgres: %w", err)
 	}
 	defer conn.Close(ctx)
 	for db, schema := range map[string]string{TemporalDatabase: "postgresql/v12/temporal", TemporalVisibilityDatabase: "postgresql/v12/visibility"} {
 		var exists bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&exists); err != nil {
-			return fmt.Errorf("look up database %s: %w", db, err)
+			return false, fmt.Errorf("look up database %s: %w", db, err)
 		}
 		if !exists {
 			if err := run("--database", db, "create-database"); err != nil {
-				return err
+				return false, err
 			}
+			created = created || db == TemporalDatabase
 		}
 		if err := run("--database", db, "setup-schema", "--version", "0.0"); err != nil {
-			return err
+			return false, err
 		}
 		if err := run("--database", db, "update-schema", "--schema-name", schema); err != nil {
-			return err
+			return false, err
 		}
 		log.Info("temporal schema ready", "database", db)
 	}
-	return nil
+	return created, nil
 }
 
 // writeConfig writes config/development.yaml, the file the server reads
@@ -488,12 +502,8 @@ dynamicConfigClient:
 	// A namespace's new search attributes reach the frontend's cache at its
 	// next refresh (10 s by default): 2 s keeps registration at start short.
 	dyn := "system.namespaceCacheRefreshInterval:\n  - value: 2s\n"
-	write := t.cfg.TaskQueueWritePartitions
-	if write <= 0 {
-		write = TaskQueueWritePartitions
-	}
 	dyn += fmt.Sprintf("matching.numTaskqueueReadPartitions:\n  - value: %d\nmatching.numTaskqueueWritePartitions:\n  - value: %d\n",
-		max(TaskQueueReadPartitions, write), write)
+		t.readPartitions, t.writePartitions)
 	if err := os.WriteFile(filepath.Join(t.cfgDir, "dynamicconfig.yaml"), []byte(dyn), 0o644); err != nil {
 		return err
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +21,7 @@ import (
 )
 
 // The dev server writes a task queue's workflow tasks and its activity
-// tasks to one partition each (devServerDynamicConfig): a task never waits
+// tasks to one partition each (devServerPartitions): a task never waits
 // in the backlog of a partition no poll reaches. The CLI lists the
 // partitions written to.
 func TestDevServerWritesOneTaskQueuePartition(t *testing.T) {
@@ -49,7 +52,7 @@ func TestDevServerWritesOneTaskQueuePartition(t *testing.T) {
 // an earlier release's server left in the backlog of a partition it no
 // longer reads: workflows started on Temporal's default of four
 // partitions while no worker polls, the server restarted with
-// devServerDynamicConfig, then a worker starts; every workflow completes.
+// devServerPartitions, then a worker starts; every workflow completes.
 func TestDevServerRestartKeepsTasksOfFourPartitions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("SKIPPED in -short mode: starts a Temporal dev server twice")
@@ -67,15 +70,17 @@ func TestDevServerRestartKeepsTasksOfFourPartitions(t *testing.T) {
 	cfg := TemporalConfig{Bin: bin, Port: port, UIPort: -1, DBFile: filepath.Join(t.TempDir(), "temporal.db")}
 	log := slog.New(slog.DiscardHandler)
 
-	current := devServerDynamicConfig
-	// Temporal's default partitions, as a release before the setting ran,
-	// with history's record of the tasks it handed to matching saved every
-	// second instead of every 30 s: without that record saved, the
-	// restarted server hands the tasks over again, to the partitions it
-	// then writes, and nothing is left behind to find.
-	devServerDynamicConfig = []string{"--dynamic-config-value", `history.transferProcessorUpdateAckInterval="1s"`}
+	current := devServerPartitions
+	// Temporal's default partitions and no record of them, as a release
+	// before the setting ran, with history's record of the tasks it handed
+	// to matching saved every second instead of every 30 s: without that
+	// record saved, the restarted server hands the tasks over again, to
+	// the partitions it then writes, and nothing is left behind to find.
+	devServerPartitions = func(string) ([]string, error) {
+		return []string{"--dynamic-config-value", `history.transferProcessorUpdateAckInterval="1s"`}, nil
+	}
 	srv, err := StartTemporal(ctx, cfg, log)
-	devServerDynamicConfig = current
+	devServerPartitions = current
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,5 +139,73 @@ func TestDevServerRestartKeepsTasksOfFourPartitions(t *testing.T) {
 	}
 	if len(stuck) > 0 {
 		t.Errorf("%d of %d workflows started on four partitions did not complete after the restart: %v", len(stuck), n, stuck)
+	}
+}
+
+// ReadPartitions reads a fresh store on the partitions written and
+// records them; an existing store on its record, or on four without one.
+func TestReadPartitions(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "temporal.db.partitions")
+	if n, err := ReadPartitions(file, false, 1); err != nil || n != LegacyTaskQueuePartitions {
+		t.Fatalf("an existing store without a record: %d, %v; want %d", n, err, LegacyTaskQueuePartitions)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("a store without a record got one: %v", err)
+	}
+	if n, err := ReadPartitions(file, true, 1); err != nil || n != 1 {
+		t.Fatalf("a fresh store: %d, %v; want 1", n, err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "1\n" {
+		t.Fatalf("the record of a fresh store: %q, %v", b, err)
+	}
+	if n, err := ReadPartitions(file, false, 1); err != nil || n != 1 {
+		t.Fatalf("a store recorded at one: %d, %v; want 1", n, err)
+	}
+	// Written on more partitions than recorded: read them all from now.
+	if n, err := ReadPartitions(file, false, 3); err != nil || n != 3 {
+		t.Fatalf("a store recorded at one written on three: %d, %v; want 3", n, err)
+	}
+	// Written on fewer again: the three keep being read.
+	if n, err := ReadPartitions(file, false, 1); err != nil || n != 3 {
+		t.Fatalf("a store recorded at three written on one: %d, %v; want 3", n, err)
+	}
+	if err := os.WriteFile(file, []byte("many\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPartitions(file, false, 1); err == nil || !strings.Contains(err.Error(), `"many" is not a number of task-queue partitions`) {
+		t.Fatalf("a record that is not a number: %v", err)
+	}
+}
+
+// The dev server in memory, or on a new file, reads the one partition it
+// writes; on a file an earlier release left, four.
+func TestDevServerPartitions(t *testing.T) {
+	read := func(args []string) string {
+		i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "matching.numTaskqueueReadPartitions=") })
+		if i < 0 {
+			t.Fatalf("no read partitions in %q", args)
+		}
+		return strings.TrimPrefix(args[i], "matching.numTaskqueueReadPartitions=")
+	}
+	args, err := devServerPartitions("")
+	if err != nil || read(args) != "1" || !slices.Contains(args, "matching.numTaskqueueWritePartitions=1") {
+		t.Fatalf("in memory: %q, %v", args, err)
+	}
+	db := filepath.Join(t.TempDir(), "temporal.db")
+	if args, err = devServerPartitions(db); err != nil || read(args) != "1" {
+		t.Fatalf("a new file: %q, %v", args, err)
+	}
+	if err := os.WriteFile(db, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if args, err = devServerPartitions(db); err != nil || read(args) != "1" {
+		t.Fatalf("the file again: %q, %v", args, err)
+	}
+	legacy := filepath.Join(t.TempDir(), "temporal.db")
+	if err := os.WriteFile(legacy, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if args, err = devServerPartitions(legacy); err != nil || read(args) != "4" || !slices.Contains(args, "matching.numTaskqueueWritePartitions=1") {
+		t.Fatalf("a file without a record: %q, %v", args, err)
 	}
 }

@@ -2,7 +2,10 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,24 +61,53 @@ func failDeployAndWait(t *testing.T, name, mac string, driverInfo map[string]any
 }
 
 // waitTokenWiped waits until the node's agent session (token, URL) is gone
-// and returns the node.
+// and returns the node. The bound is for liveness, with room for a loaded
+// machine; past it the failure shows the workflow's history, which says
+// which task or activity the time went to.
 func waitTokenWiped(t *testing.T, st *store.Store, uuid string) *store.Node {
 	t.Helper()
-	var n *store.Node
-	waitFor(t, "the agent token to be wiped", 60*time.Second, func() bool {
-		var err error
-		n, err = st.GetNode(context.Background(), uuid)
-		if err != nil {
-			return false
+	const timeout = 120 * time.Second
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		n, err := st.GetNode(context.Background(), uuid)
+		if err == nil && !slices.ContainsFunc(store.AgentSessionKeys(), func(k string) bool { _, ok := n.DriverInternalInfo[k]; return ok }) {
+			return n
 		}
-		for _, k := range store.AgentSessionKeys() {
-			if _, ok := n.DriverInternalInfo[k]; ok {
-				return false
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent token was not wiped within %s (node: %v, %v)\nworkflow history:\n%s\nworker log:\n%s",
+				timeout, n, err, workflowShow(uuid), workerLog())
+		}
+	}
+}
+
+// workflowShow is `temporal workflow show` of the node's workflow, for a
+// failure's message: each event with its time.
+func workflowShow(uuid string) string {
+	cli, err := devstack.FindTemporalCLI("")
+	if err != nil {
+		return err.Error()
+	}
+	out, err := exec.Command(cli, "workflow", "show", "--address", lab.Temporal.Address(), "--workflow-id", workflows.WorkflowID(uuid),
+		"--output", "json").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("temporal workflow show: %v\n%s", err, out)
+	}
+	var h struct {
+		Events []map[string]any `json:"events"`
+	}
+	if err := json.Unmarshal(out, &h); err != nil {
+		return string(out)
+	}
+	var b strings.Builder
+	for _, e := range h.Events {
+		name := ""
+		if a, ok := e["activityTaskScheduledEventAttributes"].(map[string]any); ok {
+			if at, ok := a["activityType"].(map[string]any); ok {
+				name = fmt.Sprint(at["name"])
 			}
 		}
-		return true
-	})
-	return n
+		fmt.Fprintf(&b, "%v %v %v %s\n", e["eventId"], e["eventTime"], e["eventType"], name)
+	}
+	return b.String()
 }
 
 func TestAbortOfAFailedStepWipesTheAgentToken(t *testing.T) {

@@ -247,6 +247,23 @@ func TestTemporalCluster(t *testing.T) {
 		}
 	})
 
+	// The cluster's database is new, so it is read on the one partition it
+	// is written to, and the record beside it says so (devstack's
+	// ReadPartitions; docs/production.md, "Task-queue partitions").
+	t.Run("a new database is read on one partition", func(t *testing.T) {
+		dir := filepath.Dir(l.temporal.LogFile())
+		dyn, err := os.ReadFile(filepath.Join(dir, "config", "dynamicconfig.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(dyn), "matching.numTaskqueueReadPartitions:\n  - value: 1\n") {
+			t.Errorf("dynamic config of a new cluster:\n%s", dyn)
+		}
+		if rec, err := os.ReadFile(devstack.PartitionsFile(filepath.Join(dir, devstack.TemporalDatabase))); err != nil || string(rec) != "1\n" {
+			t.Errorf("record of the partitions: %q, %v", rec, err)
+		}
+	})
+
 	t.Run("deploy survives the server killed mid-deploy", func(t *testing.T) {
 		img := newImageServer(t, 8<<20)
 		img.delay = 300 * time.Millisecond // a few seconds of writing
