@@ -146,9 +146,8 @@ func PartitionsFile(store string) string { return store + ".partitions" }
 // LegacyTaskQueuePartitions when it has none, as a release before the
 // record wrote it. Reading more partitions than are written costs
 // latency: a poll on an empty partition is forwarded to the one that
-// holds the tasks, one at a time, and under load a task can wait there
-// for a poll (make test, TestOperatorWaitTimeoutWipesTheAgentToken,
-// waited 60 s once).
+// holds the tasks, one at a time (the slowest of 100 manages 1.29 s after
+// its PUT with four read, 0.85 s with one; README, "Benchmarks").
 func ReadPartitions(file string, fresh bool, write int) (int, error) {
 	if !fresh {
 		b, err := os.ReadFile(file)

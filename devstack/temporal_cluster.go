@@ -125,8 +125,8 @@ type TemporalCluster struct {
 	grpcPorts map[string]int
 	log       *slog.Logger
 	ui        *Process
-	// readPartitions and writePartitions are every task queue's.
-	readPartitions, writePartitions int
+	// readPartitions is the partitions every task queue is read on.
+	readPartitions int
 }
 
 // temporalProc is one server process: the services it runs (nil: all).
@@ -248,11 +248,10 @@ func StartTemporalCluster(ctx context.Context, cfg TemporalClusterConfig, log *s
 	if err != nil {
 		return nil, err
 	}
-	write := cfg.TaskQueueWritePartitions
-	if write <= 0 {
-		write = TaskQueueWritePartitions
+	if cfg.TaskQueueWritePartitions <= 0 {
+		cfg.TaskQueueWritePartitions = TaskQueueWritePartitions
 	}
-	read, err := ReadPartitions(PartitionsFile(filepath.Join(cfg.Dir, TemporalDatabase)), created, write)
+	read, err := ReadPartitions(PartitionsFile(filepath.Join(cfg.Dir, TemporalDatabase)), created, cfg.TaskQueueWritePartitions)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +263,7 @@ func StartTemporalCluster(ctx context.Context, cfg TemporalClusterConfig, log *s
 		return nil, fmt.Errorf("port 127.0.0.1:%d is taken: is another Temporal server running? Stop it or choose another port", cfg.Port)
 	}
 	t := &TemporalCluster{cfg: cfg, bin: bin, cfgDir: filepath.Join(cfg.Dir, "config"), logFile: filepath.Join(cfg.Dir, "server.log"),
-		address: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)), log: log, readPartitions: read, writePartitions: write}
+		address: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)), log: log, readPartitions: read}
 	if cfg.SeparateServices {
 		for _, svc := range TemporalServices {
 			t.procs = append(t.procs, &temporalProc{services: []string{svc}, logFile: filepath.Join(cfg.Dir, svc+".log")})
@@ -503,7 +502,7 @@ dynamicConfigClient:
 	// next refresh (10 s by default): 2 s keeps registration at start short.
 	dyn := "system.namespaceCacheRefreshInterval:\n  - value: 2s\n"
 	dyn += fmt.Sprintf("matching.numTaskqueueReadPartitions:\n  - value: %d\nmatching.numTaskqueueWritePartitions:\n  - value: %d\n",
-		t.readPartitions, t.writePartitions)
+		t.readPartitions, t.cfg.TaskQueueWritePartitions)
 	if err := os.WriteFile(filepath.Join(t.cfgDir, "dynamicconfig.yaml"), []byte(dyn), 0o644); err != nil {
 		return err
 	}
