@@ -36,6 +36,8 @@ type fakeEngine struct {
 	signals   []sentSignal
 	// signalErr, when set, is what Signal returns for a running node.
 	signalErr error
+	// runningCalls counts the lock checks (Running) asked.
+	runningCalls int
 }
 
 type sentSignal struct {
@@ -135,6 +137,7 @@ func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any)
 func (e *fakeEngine) Running(ctx context.Context, nodeUUID string) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.runningCalls++
 	return e.running[nodeUUID], nil
 }
 

@@ -55,6 +55,23 @@ func KnownStates() []State {
 	}
 }
 
+// Settled reports whether s is a state where a provisioning workflow ends,
+// never one where it waits: enroll, manageable, available, active and
+// rescue. A workflow that records a settled state writes the node no more;
+// it only closes. So a verb from a settled state needs no lock check before
+// it records its transition: a workflow still closing is found by the
+// start (ErrNodeLocked), which the API retries once it has closed
+// (apiserver's startProvision), and a power or boot-device change writes
+// no provision state. TestSettledStatesEndEveryRecordedHistory checks this
+// on every recorded history, of this release and the earlier ones.
+func (s State) Settled() bool {
+	switch s {
+	case Enroll, Manageable, Available, Active, Rescue:
+		return true
+	}
+	return false
+}
+
 // Failed reports whether s is one of Ironic's failure states, where a
 // workflow may wait for an operator.
 func (s State) Failed() bool {
