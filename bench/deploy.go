@@ -163,6 +163,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	if eagerErr != nil {
 		log.Warn("eager ceiling", "err", eagerErr)
 	}
+	pinRows, pinErr := pinnedRounds(ctx, cfg, st, nodes, mode, agents, kinds, log)
 
 	var (
 		active, failed, deploys int
@@ -257,10 +258,11 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		row(part, "peak RSS api (VmHWM)", mib(after.APIHWM), "MiB"),
 		row(part, "peak RSS worker (VmHWM)", mib(after.WorkerHWM), "MiB"),
 	)
+	rows = append(rows, pinRows...)
 	if prof != nil {
 		rows = append(rows, prof.rows(part)...)
 	}
-	return rows, errors.Join(mixErr, ceilErr)
+	return rows, errors.Join(mixErr, ceilErr, pinErr)
 }
 
 // deployTrial is one run of ironflow's deploys of every node.
