@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -15,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/worker"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // The ceiling's workflow runs a DeployNode's activity mix as no-ops on its
@@ -26,10 +30,35 @@ const (
 	// Activity kinds in a mix.
 	kindLocal   = "local"
 	kindRegular = "regular"
+	// The other commands of a shape.
+	kindNotify  = "local-notify" // a local activity that asks for the signal
+	kindVersion = "version"
+	kindUpsert  = "upsert"
+	kindTimer   = "timer"
+	kindCancel  = "cancel-timer"
+	kindSignal  = "signal"
+	// ceilingNotifyActivity is the notify kind's local activity.
+	ceilingNotifyActivity = "BenchNotify"
+	ceilingSignal         = "bench-heartbeat"
+	// ceilingTimer outlasts every run, as a deploy's callback and
+	// liveness timers do.
+	ceilingTimer = 30 * time.Minute
 )
 
+// ceilingStateKey is the search attribute a shape's upserts set, the one
+// ironflow's workflows keep the provision state in.
+var ceilingStateKey = temporal.NewSearchAttributeKeyKeyword(workflows.SearchAttrProvisionState)
+
+// ceilingSignalPayload is as large as an agent heartbeat's signal (a signed
+// heartbeat, about 1.5 KiB in the history).
+var ceilingSignalPayload = make([]byte, 1024)
+
 // ceilingWorkflowFn runs kinds in order: local activities as markers in the
-// workflow task, regular ones through the task queue.
+// workflow task, regular ones through the task queue. A shape (readMix's
+// Shape) also has ironflow's other commands: a version marker, search
+// attribute upserts, durable timers started and cancelled, and a wait for a
+// signal, which the notify local activity before it asks the benchmark to
+// send.
 func ceilingWorkflowFn(ctx workflow.Context, kinds []string) error {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
@@ -39,11 +68,31 @@ func ceilingWorkflowFn(ctx workflow.Context, kinds []string) error {
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
 	})
-	for _, k := range kinds {
+	var timers []workflow.CancelFunc
+	signals := workflow.GetSignalChannel(ctx, ceilingSignal)
+	for i, k := range kinds {
 		var err error
-		if k == kindLocal {
+		switch k {
+		case kindLocal:
 			err = workflow.ExecuteLocalActivity(lctx, ceilingActivity).Get(ctx, nil)
-		} else {
+		case kindNotify:
+			err = workflow.ExecuteLocalActivity(lctx, ceilingNotifyActivity, workflow.GetInfo(ctx).WorkflowExecution.ID).Get(ctx, nil)
+		case kindVersion:
+			workflow.GetVersion(ctx, "bench-ceiling-shape", workflow.DefaultVersion, 1)
+		case kindUpsert:
+			err = workflow.UpsertTypedSearchAttributes(ctx, ceilingStateKey.ValueSet(fmt.Sprintf("step-%d", i)))
+		case kindTimer:
+			tctx, cancel := workflow.WithCancel(ctx)
+			workflow.NewTimer(tctx, ceilingTimer)
+			timers = append(timers, cancel)
+		case kindCancel:
+			if len(timers) > 0 {
+				timers[0]()
+				timers = timers[1:]
+			}
+		case kindSignal:
+			signals.Receive(ctx, nil)
+		default:
 			err = workflow.ExecuteActivity(rctx, ceilingActivity).Get(ctx, nil)
 		}
 		if err != nil {
@@ -58,7 +107,11 @@ func noopActivity(context.Context) error { return nil }
 // activityMix reads a workflow's history: the kinds of its activities in
 // order, and its event count and signal count.
 type activityMix struct {
-	Kinds   []string
+	Kinds []string
+	// Shape is every command of the history in order (the kinds above):
+	// activities, version markers, upserts other than the SDK's own with a
+	// version marker, timers started and cancelled, and where a signal came.
+	Shape   []string
 	Events  int
 	Signals int
 	Timers  int
@@ -77,29 +130,66 @@ func (m activityMix) count(kind string) int {
 }
 
 func readMix(ctx context.Context, c client.Client, workflowID string) (activityMix, error) {
-	var m activityMix
+	var events []*historypb.HistoryEvent
 	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return m, fmt.Errorf("read history of %s: %w", workflowID, err)
+			return activityMix{}, fmt.Errorf("read history of %s: %w", workflowID, err)
 		}
+		events = append(events, ev)
+	}
+	return mixFromEvents(events), nil
+}
+
+// mixFromEvents is the mix and shape of a history.
+func mixFromEvents(events []*historypb.HistoryEvent) activityMix {
+	var m activityMix
+	for _, ev := range events {
 		m.Events++
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			m.Kinds = append(m.Kinds, kindRegular)
+			m.Shape = append(m.Shape, kindRegular)
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
 			// Version and side-effect markers are not activities.
-			if ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity" {
+			switch ev.GetMarkerRecordedEventAttributes().GetMarkerName() {
+			case "LocalActivity":
 				m.Kinds = append(m.Kinds, kindLocal)
+				m.Shape = append(m.Shape, kindLocal)
+			case "Version":
+				m.Shape = append(m.Shape, kindVersion)
+			}
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			// The SDK upserts TemporalChangeVersion with each version
+			// marker; the shape's version marker brings its own.
+			fields := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()
+			if _, ok := fields["TemporalChangeVersion"]; !ok || len(fields) > 1 {
+				m.Shape = append(m.Shape, kindUpsert)
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 			m.Signals++
+			m.Shape = append(m.Shape, kindSignal)
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			m.Timers++
+			m.Shape = append(m.Shape, kindTimer)
+		case enumspb.EVENT_TYPE_TIMER_CANCELED:
+			m.Shape = append(m.Shape, kindCancel)
 		}
 	}
-	return m, nil
+	// The last local activity before a signal asks for it.
+	for i, k := range m.Shape {
+		if k != kindSignal {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if m.Shape[j] == kindLocal {
+				m.Shape[j] = kindNotify
+				break
+			}
+		}
+	}
+	return m
 }
 
 // ceilingResult is n bare workflows of one mix on the server.
@@ -132,16 +222,45 @@ func ceilingWorkerOptions() sdkworker.Options {
 // same client takes.
 func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, timeout time.Duration, eager bool) (ceilingResult, error) {
 	var res ceilingResult
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// A shape's signals: the notify activity hands the workflow's ID over,
+	// and a pool of clients signals it, as the API signals a deploy when
+	// its agent calls back.
+	notify := make(chan string, n)
+	var signalled sync.WaitGroup
+	var signalErrs []error
+	var signalMu sync.Mutex
+	for range clients {
+		signalled.Add(1)
+		go func() {
+			defer signalled.Done()
+			for id := range notify {
+				if err := st.tc.SignalWorkflow(ctx, id, "", ceilingSignal, ceilingSignalPayload); err != nil {
+					signalMu.Lock()
+					signalErrs = append(signalErrs, fmt.Errorf("signal %s: %w", id, err))
+					signalMu.Unlock()
+				}
+			}
+		}()
+	}
+	defer signalled.Wait()
+	defer close(notify)
 	w := sdkworker.New(st.tc, ceilingQueue, ceilingWorkerOptions())
 	w.RegisterWorkflowWithOptions(ceilingWorkflowFn, workflow.RegisterOptions{Name: ceilingWorkflow})
 	w.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: ceilingActivity})
+	w.RegisterActivityWithOptions(func(_ context.Context, id string) error {
+		select {
+		case notify <- id:
+		default: // a retried notify: the first one's signal is on its way
+		}
+		return nil
+	}, activity.RegisterOptions{Name: ceilingNotifyActivity})
 	if err := w.Start(); err != nil {
 		return res, fmt.Errorf("start the ceiling worker: %w", err)
 	}
 	defer w.Stop()
-
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	shape := slices.ContainsFunc(kinds, func(k string) bool { return k != kindLocal && k != kindRegular })
 	runID := time.Now().UnixNano()
 	before := procCPU(st.temporalPID())
 	start := time.Now()
@@ -161,7 +280,12 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 			defer wg.Done()
 			for i := range jobs {
 				t0 := time.Now()
-				_, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: ceilingQueue, EnableEagerStart: eager}, ceilingWorkflow, kinds)
+				opts := client.StartWorkflowOptions{ID: ids[i], TaskQueue: ceilingQueue, EnableEagerStart: eager}
+				if shape {
+					// The search attributes ironflow's API starts a deploy with.
+					opts.TypedSearchAttributes = workflows.SearchAttributes(ids[i], string(workflows.OpDeploy), workflows.StateDeploying)
+				}
+				_, err := st.tc.ExecuteWorkflow(ctx, opts, ceilingWorkflow, kinds)
 				took := time.Since(t0)
 				mu.Lock()
 				if err != nil {
@@ -198,7 +322,9 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 		}
 		select {
 		case <-ctx.Done():
-			return res, fmt.Errorf("ceiling workflows still running: %w", ctx.Err())
+			signalMu.Lock()
+			defer signalMu.Unlock()
+			return res, errors.Join(fmt.Errorf("ceiling workflows still running: %w", ctx.Err()), errors.Join(signalErrs...))
 		case <-time.After(DefaultPollInterval):
 		}
 	}
@@ -227,6 +353,13 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 		return res, fmt.Errorf("%d of %d ceiling workflows did not complete", n-completed, n)
 	}
 	return res, nil
+}
+
+// describeShape names what a shape adds to its activity mix.
+func describeShape(m activityMix) string {
+	count := func(kind string) int { return activityMix{Kinds: m.Shape}.count(kind) }
+	return fmt.Sprintf("%s, %d version markers, %d upserts, %d timers (%d cancelled), %d signals, and the search attributes at start",
+		mixOf(m.Kinds), count(kindVersion), count(kindUpsert), count(kindTimer), count(kindCancel), count(kindSignal))
 }
 
 // mixOf summarises kinds as "L local + R regular".

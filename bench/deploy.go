@@ -163,7 +163,14 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	if eagerErr != nil {
 		log.Warn("eager ceiling", "err", eagerErr)
 	}
-	pinRows, pinErr := pinnedRounds(ctx, cfg, st, nodes, mode, agents, kinds, log)
+	// The same once more with the rest of the deploy's history (bench/ceiling.go,
+	// ceilingWorkflowFn): what Temporal allows for the deploy's shape,
+	// its signals, timers and upserts included.
+	shapeCeil, shapeErr := runCeiling(ctx, st, n, cfg.clients, pilotMix.Shape, ceilingTimeout, false)
+	if shapeErr != nil {
+		log.Warn("shape ceiling", "err", shapeErr)
+	}
+	pinRows, pinErr := pinnedRounds(ctx, cfg, st, nodes, mode, agents, pilotMix, log)
 
 	var (
 		active, failed, deploys int
@@ -211,6 +218,12 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		rows = append(rows, row(part, "ceiling with eager workflow start (EnableEagerStart, worker on the starting client; one run after the rounds)", eager.Rate, "nodes/s").
 			vs("ceiling, plain starts (median above)", ceil.Rate).
 			note(fmt.Sprintf("start p50 %.0f ms vs %.0f ms", ms(percentile(eager.Starts, 50)), ms(percentile(ceil.Starts, 50)))))
+	}
+	if shapeErr == nil {
+		rows = append(rows, row(part, fmt.Sprintf("ceiling of the deploy's history shape (%s; one run after the rounds)", describeShape(pilotMix)), shapeCeil.Rate, "nodes/s").
+			vs("ceiling of the activity mix alone (median above)", ceil.Rate).
+			note(fmt.Sprintf("%d history events (bare mix %d); Temporal CPU per workflow %.1f ms (bare mix %.1f)",
+				shapeCeil.Events, ceil.Events, ms(shapeCeil.TemporalCPU), ms(ceil.TemporalCPU))))
 	}
 	put50 := row(part, "provision request (PUT target active) p50", ms(percentile(accepts, 50)), "ms")
 	put99 := row(part, "provision request p99", ms(percentile(accepts, 99)), "ms")

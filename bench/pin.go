@@ -125,7 +125,8 @@ func (p *pinned) undo() {
 // pinnedRounds alternates the ceiling and ironflow's deploys as the rounds
 // do, with the Temporal server on a core of its own (pin). The cluster part
 // has none: its PostgreSQL holds Temporal's store and ironflow's both.
-func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode, mode deployMode, agents *agentBooter, kinds []string, log *slog.Logger) ([]Row, error) {
+func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode, mode deployMode, agents *agentBooter, mix activityMix, log *slog.Logger) ([]Row, error) {
+	kinds := mix.Kinds
 	if cfg.pinnedRounds <= 0 || st.cluster != nil {
 		return nil, nil
 	}
@@ -142,6 +143,7 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		used                   usage
 		ceilCPU                time.Duration
 		deploys                int
+		shape                  *ceilingResult
 	)
 	for round := range cfg.pinnedRounds {
 		// Taking the nodes back is not measured, and runs on both cores.
@@ -171,6 +173,14 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		if err == nil && round%2 == 1 {
 			err = ceiling()
 		}
+		if err == nil && round == cfg.pinnedRounds-1 {
+			// The deploy's whole shape once, on the same cores.
+			if sc, serr := runCeiling(ctx, st, len(nodes), cfg.clients, mix.Shape, ceilingTimeout, false); serr != nil {
+				log.Warn("pinned shape ceiling", "part", mode.part, "err", serr)
+			} else {
+				shape = &sc
+			}
+		}
 		p.undo()
 		if err != nil {
 			return nil, fmt.Errorf("pinned round %d: %w", round+1, err)
@@ -192,6 +202,12 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		vs("the ceiling on the same cores, alternating", median(ceilRates)).
 		note(fmt.Sprintf("ironflow/ceiling per round: %s nodes/s; the other core %.0f %% busy during ironflow's deploys (median)",
 			strings.Join(perRound, ", "), median(busy)))}
+	if shape != nil {
+		rows = append(rows, row(mode.part, "pinned: ceiling of the deploy's history shape (one run, the last round)", shape.Rate, "nodes/s").
+			vs("pinned ceiling of the activity mix alone (median)", median(ceilRates)).
+			note(fmt.Sprintf("ironflow pinned %.1f nodes/s = %.2f of the shape's; Temporal CPU per workflow %.1f ms",
+				median(rates), median(rates)/max(shape.Rate, 1e-9), ms(shape.TemporalCPU))))
+	}
 	if deploys > 0 {
 		r := row(mode.part, "CPU per deploy, pinned: Temporal server", ms(used.TemporalCPU)/float64(deploys), "ms")
 		if ceilCPU > 0 {
