@@ -355,6 +355,23 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	return res, nil
 }
 
+// shapeWithout is shape without the commands of one kind: a timer's
+// cancels go with it, and without the signal its notify is a plain local
+// activity.
+func shapeWithout(shape []string, kind string) []string {
+	var out []string
+	for _, k := range shape {
+		switch {
+		case k == kind, kind == kindTimer && k == kindCancel:
+			continue
+		case kind == kindSignal && k == kindNotify:
+			k = kindLocal
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
 // describeShape names what a shape adds to its activity mix.
 func describeShape(m activityMix) string {
 	count := func(kind string) int { return activityMix{Kinds: m.Shape}.count(kind) }

@@ -108,3 +108,18 @@ func TestCeilingWorkflowRunsAShape(t *testing.T) {
 		}
 	}
 }
+
+func TestShapeWithoutDropsOneKind(t *testing.T) {
+	shape := []string{kindLocal, kindVersion, kindNotify, kindUpsert, kindTimer, kindSignal, kindCancel, kindRegular, kindUpsert}
+	cases := map[string][]string{
+		kindVersion: {kindLocal, kindNotify, kindUpsert, kindTimer, kindSignal, kindCancel, kindRegular, kindUpsert},
+		kindUpsert:  {kindLocal, kindVersion, kindNotify, kindTimer, kindSignal, kindCancel, kindRegular},
+		kindTimer:   {kindLocal, kindVersion, kindNotify, kindUpsert, kindSignal, kindRegular, kindUpsert},
+		kindSignal:  {kindLocal, kindVersion, kindLocal, kindUpsert, kindTimer, kindCancel, kindRegular, kindUpsert},
+	}
+	for kind, want := range cases {
+		if got := shapeWithout(shape, kind); !slices.Equal(got, want) {
+			t.Errorf("without %s: %v, want %v", kind, got, want)
+		}
+	}
+}

@@ -170,6 +170,22 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	if shapeErr != nil {
 		log.Warn("shape ceiling", "err", shapeErr)
 	}
+	// With -shape-parts: the shape again without each kind of command in
+	// turn, for what each costs the server.
+	var partRows []Row
+	for _, kind := range []string{kindVersion, kindUpsert, kindTimer, kindSignal} {
+		if !cfg.shapeParts || shapeErr != nil || !slices.Contains(pilotMix.Shape, kind) {
+			continue
+		}
+		c, err := runCeiling(ctx, st, n, cfg.clients, shapeWithout(pilotMix.Shape, kind), ceilingTimeout, false)
+		if err != nil {
+			log.Warn("shape ceiling without "+kind, "err", err)
+			continue
+		}
+		partRows = append(partRows, row(mode.part, fmt.Sprintf("ceiling of the deploy's shape without its %s commands (one run)", kind), c.Rate, "nodes/s").
+			vs("the whole shape", shapeCeil.Rate).
+			note(fmt.Sprintf("%d history events; Temporal CPU per workflow %.1f ms (the whole shape %.1f)", c.Events, ms(c.TemporalCPU), ms(shapeCeil.TemporalCPU))))
+	}
 	pinRows, pinErr := pinnedRounds(ctx, cfg, st, nodes, mode, agents, pilotMix, log)
 
 	var (
@@ -225,6 +241,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 			note(fmt.Sprintf("%d history events (bare mix %d); Temporal CPU per workflow %.1f ms (bare mix %.1f)",
 				shapeCeil.Events, ceil.Events, ms(shapeCeil.TemporalCPU), ms(ceil.TemporalCPU))))
 	}
+	rows = append(rows, partRows...)
 	put50 := row(part, "provision request (PUT target active) p50", ms(percentile(accepts, 50)), "ms")
 	put99 := row(part, "provision request p99", ms(percentile(accepts, 99)), "ms")
 	if len(ceil.Starts) > 0 {

@@ -83,6 +83,7 @@ type config struct {
 	agentHeartbeat time.Duration
 	rounds         int
 	pinnedRounds   int
+	shapeParts     bool
 	latencyRuns    int
 	out            string
 	dir            string
@@ -146,6 +147,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.agentHeartbeat, "agent-heartbeat", DefaultAgentHeartbeat, "heartbeat interval of the simulated agents")
 	fs.IntVar(&cfg.rounds, "rounds", DefaultRounds, "rounds of ceiling and ironflow deploys the deploy parts alternate (medians are compared)")
 	fs.IntVar(&cfg.pinnedRounds, "pinned-rounds", DefaultRounds, "rounds of the deploy parts (not the cluster's) with the Temporal server on a core of its own and the rest on another (0: none)")
+	fs.BoolVar(&cfg.shapeParts, "shape-parts", false, "after the shape ceiling, run it once without each kind of command (version markers, upserts, timers, the signal): what each costs the Temporal server")
 	fs.IntVar(&cfg.latencyRuns, "latency-runs", DefaultLatencyRuns, "single deploys the latency part times on the idle stack")
 	fs.StringVar(&cfg.out, "out", defaultOutFile, "JSON results file")
 	fs.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed at the end)")

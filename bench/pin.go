@@ -139,6 +139,7 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 	}
 	var (
 		rates, ceilRates, busy []float64
+		serverBusy, ceilBusy   []float64
 		perRound               []string
 		used                   usage
 		ceilCPU                time.Duration
@@ -196,12 +197,16 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 			wall := time.Duration(float64(tr.active) / tr.rate * float64(time.Second))
 			rest := tr.used.APICPU + tr.used.WorkerCPU + tr.used.PostgresCPU + benchCPU
 			busy = append(busy, 100*rest.Seconds()/wall.Seconds())
+			serverBusy = append(serverBusy, 100*tr.used.TemporalCPU.Seconds()/wall.Seconds())
+		}
+		if c.Wall > 0 {
+			ceilBusy = append(ceilBusy, 100*(c.TemporalCPU*time.Duration(c.Completed)).Seconds()/c.Wall.Seconds())
 		}
 	}
 	rows := []Row{row(mode.part, fmt.Sprintf("%s, median of %d rounds", measure, len(rates)), median(rates), "nodes/s").
 		vs("the ceiling on the same cores, alternating", median(ceilRates)).
-		note(fmt.Sprintf("ironflow/ceiling per round: %s nodes/s; the other core %.0f %% busy during ironflow's deploys (median)",
-			strings.Join(perRound, ", "), median(busy)))}
+		note(fmt.Sprintf("ironflow/ceiling per round: %s nodes/s; medians: the server's core %.0f %% busy during ironflow's deploys, %.0f %% during the ceiling's; the other core %.0f %% during ironflow's",
+			strings.Join(perRound, ", "), median(serverBusy), median(ceilBusy), median(busy)))}
 	if shape != nil {
 		rows = append(rows, row(mode.part, "pinned: ceiling of the deploy's history shape (one run, the last round)", shape.Rate, "nodes/s").
 			vs("pinned ceiling of the activity mix alone (median)", median(ceilRates)).
