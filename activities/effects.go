@@ -157,16 +157,3 @@ func (a *Activities) completedCall(ctx context.Context, nodeUUID, key string, ca
 	}
 	return last.Run == call.Run && call.Seq <= last.Seq, nil
 }
-
-// markLocalCall records that this local activity call completed.
-func (a *Activities) markLocalCall(ctx context.Context, nodeUUID, key string) error {
-	call, ok := localCallOf(ctx)
-	if !ok {
-		return nil
-	}
-	return a.markCall(ctx, nodeUUID, key, call)
-}
-
-func (a *Activities) markCall(ctx context.Context, nodeUUID, key string, call localCall) error {
-	return storeErr(a.Store.MergeDriverInternalInfo(ctx, nodeUUID, map[string]any{key: call}), "record %s of node %s", key, nodeUUID)
-}

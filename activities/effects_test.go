@@ -25,7 +25,9 @@ func TestCompletedLocalCallsAreNotRunAgain(t *testing.T) {
 	if done, err := a.completedCall(ctx, n.UUID, keyPowerCall, localCall{Run: "r1", Seq: 7}); err != nil || done {
 		t.Fatalf("before any mark: done %v, %v", done, err)
 	}
-	if err := a.markCall(ctx, n.UUID, keyPowerCall, localCall{Run: "r1", Seq: 9}); err != nil {
+	// SetPower's write of the state it left, with its mark.
+	on := "power on"
+	if err := st.SetPowerStateMerging(ctx, n.UUID, &on, map[string]any{keyPowerCall: localCall{Run: "r1", Seq: 9}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

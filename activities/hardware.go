@@ -154,11 +154,15 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 	if err != nil {
 		return "", bmcErr(err, "get power state of node %s", in.Node.UUID)
 	}
-	if _, err := a.Store.SetPowerState(ctx, in.Node.UUID, optional(string(state)), nil, nil); err != nil {
-		return "", storeErr(err, "record power state of node %s", in.Node.UUID)
+	// The state and the mark that this call completed go in one write: a
+	// crash between two writes would leave the state without the mark, and
+	// the call would run again.
+	mark := map[string]any{}
+	if call, ok := localCallOf(ctx); ok {
+		mark[keyPowerCall] = call
 	}
-	if err := a.markLocalCall(ctx, in.Node.UUID, keyPowerCall); err != nil {
-		return "", err
+	if err := a.Store.SetPowerStateMerging(ctx, in.Node.UUID, optional(string(state)), mark); err != nil {
+		return "", storeErr(err, "record power state of node %s", in.Node.UUID)
 	}
 	return string(state), nil
 }

@@ -602,6 +602,27 @@ func (s *Store) SetPowerState(ctx context.Context, uuid string, power *string, t
 	return n, nil
 }
 
+// SetPowerStateMerging records a power state as SetPowerState does with
+// no target and no last_error, and merges kv into driver_internal_info in
+// the same statement, so that a mark about the power call is written with
+// the state the call left (one round trip; the activities' effects.go). It
+// reads nothing back.
+func (s *Store) SetPowerStateMerging(ctx context.Context, uuid string, power *string, kv map[string]any) error {
+	if kv == nil {
+		kv = map[string]any{}
+	}
+	u, _ := canonicalUUID(uuid)
+	tag, err := s.pool.Exec(ctx, `UPDATE nodes SET power_state = $2, target_power_state = NULL, last_error = NULL, updated_at = now(),
+		driver_internal_info = driver_internal_info || $3::jsonb WHERE uuid = $1`, u, power, kv)
+	if err != nil {
+		return dbError(err, "set power state of node %s", uuid)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("set power state of node %s: %w", uuid, ErrNotFound)
+	}
+	return nil
+}
+
 // MergeDriverInternalInfo merges keys into driver_internal_info in SQL
 // (jsonb ||), so concurrent writers of different keys never lose updates.
 func (s *Store) MergeDriverInternalInfo(ctx context.Context, uuid string, kv map[string]any) error {

@@ -206,6 +206,31 @@ func TestSetProvisionStateCases(t *testing.T) {
 	if _, err := s.SetPowerState(ctx, "6a1f0c4e-0000-4000-8000-000000000000", ptr("power on"), nil, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("SetPowerState of a missing node: %v, want ErrNotFound", err)
 	}
+
+	// The state with a mark in one write: the target and last_error are
+	// cleared, the mark merged beside the keys already there.
+	if _, err := s.SetPowerState(ctx, n.UUID, ptr("power on"), ptr("power off"), ptr("BMC busy")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{"keep": "me"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPowerStateMerging(ctx, n.UUID, ptr("power off"), map[string]any{"power_call": map[string]any{"run": "r1", "seq": 3}}); err != nil {
+		t.Fatalf("SetPowerStateMerging: %v", err)
+	}
+	got, err = s.GetNode(ctx, n.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark, _ := got.DriverInternalInfo["power_call"].(map[string]any)
+	if *got.PowerState != "power off" || got.TargetPowerState != nil || got.LastError != nil ||
+		got.DriverInternalInfo["keep"] != "me" || mark["run"] != "r1" {
+		t.Fatalf("after SetPowerStateMerging: power %v target %v last_error %v driver_internal_info %v",
+			*got.PowerState, got.TargetPowerState, got.LastError, got.DriverInternalInfo)
+	}
+	if err := s.SetPowerStateMerging(ctx, "6a1f0c4e-0000-4000-8000-000000000000", ptr("power on"), nil); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SetPowerStateMerging of a missing node: %v, want ErrNotFound", err)
+	}
 }
 
 func TestDriverInternalInfoConcurrentMerges(t *testing.T) {
