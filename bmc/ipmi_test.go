@@ -86,6 +86,28 @@ func startIPMISim(t *testing.T) *ipmiSim {
 	prog := filepath.Join(dir, "chassis_control")
 	must(os.WriteFile(prog, []byte(chassisControl), 0o755))
 
+	emu := "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr\nmc_enable 0x20\n"
+	must(os.WriteFile(filepath.Join(dir, "sim.emu"), []byte(emu), 0o644))
+	// The port is free when chosen, but another test process may take it
+	// before the simulator binds it: then it exits at once saying so, and
+	// it starts again on another port.
+	for attempt := 1; ; attempt++ {
+		log, started := s.launch(bin, prog, must)
+		if started {
+			t.Cleanup(s.stop)
+			return s
+		}
+		if !strings.Contains(log, "Address already in use") || attempt == 5 {
+			t.Fatalf("ipmi_sim exited at start:\n%s", log)
+		}
+		s.done = make(chan struct{})
+	}
+}
+
+// launch starts the simulator on a free port and waits until it holds it;
+// when it exits first, launch returns its log.
+func (s *ipmiSim) launch(bin, prog string, must func(error)) (string, bool) {
+	t, dir := s.t, s.dir
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	must(err)
 	s.port = pc.LocalAddr().(*net.UDPAddr).Port
@@ -106,8 +128,6 @@ set_working_mc 0x20
   user 2 true "%s" "%s" admin 10 none md2 md5 straight
 `, s.port, prog, s.state, simUser, simPass)
 	must(os.WriteFile(filepath.Join(dir, "lan.conf"), []byte(lan), 0o644))
-	emu := "mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr\nmc_enable 0x20\n"
-	must(os.WriteFile(filepath.Join(dir, "sim.emu"), []byte(emu), 0o644))
 
 	logf, err := os.Create(filepath.Join(dir, "ipmi_sim.log"))
 	must(err)
@@ -116,25 +136,35 @@ set_working_mc 0x20
 	s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr = nil, logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group: the chassis script dies with it
 	must(s.cmd.Start())
-	go func() { _ = s.cmd.Wait(); logf.Close(); close(s.done) }()
-	t.Cleanup(s.stop)
+	done := s.done
+	go func() { _ = s.cmd.Wait(); logf.Close(); close(done) }()
 
-	// Ready once the simulator holds the port.
+	exited := func() string {
+		log, _ := os.ReadFile(filepath.Join(dir, "ipmi_sim.log"))
+		return string(log)
+	}
+	// Ready once the port is held and the simulator still runs a moment
+	// later (a simulator that lost the port to another process exits).
 	for range 500 {
 		pc, err := net.ListenPacket("udp4", fmt.Sprintf("127.0.0.1:%d", s.port))
 		if err != nil {
-			return s
+			select {
+			case <-done:
+				return exited(), false
+			case <-time.After(100 * time.Millisecond):
+				return "", true
+			}
 		}
 		pc.Close()
 		select {
-		case <-s.done:
-			log, _ := os.ReadFile(filepath.Join(dir, "ipmi_sim.log"))
-			t.Fatalf("ipmi_sim exited at start:\n%s", log)
+		case <-done:
+			return exited(), false
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	s.stop()
 	t.Fatalf("ipmi_sim did not bind 127.0.0.1:%d", s.port)
-	return nil
+	return "", false
 }
 
 func (s *ipmiSim) stop() {
