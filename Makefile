@@ -110,7 +110,7 @@ test: deps tools build ramdisk
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
 test-unit: go-check
-	$(GO) test -short -count=1 ./...
+	$(GO) test -short -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 # Every Go fuzz target, each for FUZZTIME.
 fuzz: go-check
