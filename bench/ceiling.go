@@ -177,18 +177,26 @@ func mixFromEvents(events []*historypb.HistoryEvent) activityMix {
 			m.Shape = append(m.Shape, kindCancel)
 		}
 	}
-	// The last local activity before a signal asks for it.
-	for i, k := range m.Shape {
-		if k != kindSignal {
-			continue
-		}
-		for j := i - 1; j >= 0; j-- {
-			if m.Shape[j] == kindLocal {
-				m.Shape[j] = kindNotify
-				break
+	// The last local activity before a signal asks for it; a signal with
+	// none before it (since the previous signal) gets a notify of its own,
+	// one marker more than the history has.
+	var shape []string
+	last := -1 // the local activity since the last signal
+	for _, k := range m.Shape {
+		switch k {
+		case kindLocal:
+			last = len(shape)
+		case kindSignal:
+			if last >= 0 {
+				shape[last] = kindNotify
+			} else {
+				shape = append(shape, kindNotify)
 			}
+			last = -1
 		}
+		shape = append(shape, k)
 	}
+	m.Shape = shape
 	return m
 }
 
@@ -227,7 +235,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	// A shape's signals: the notify activity hands the workflow's ID over,
 	// and a pool of clients signals it, as the API signals a deploy when
 	// its agent calls back.
-	notify := make(chan string, n)
+	notify := make(chan string, n*max(1, activityMix{Kinds: kinds}.count(kindNotify)))
 	var signalled sync.WaitGroup
 	var signalErrs []error
 	var signalMu sync.Mutex
@@ -252,9 +260,10 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	w.RegisterActivityWithOptions(func(_ context.Context, id string) error {
 		select {
 		case notify <- id:
-		default: // a retried notify: the first one's signal is on its way
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return nil
 	}, activity.RegisterOptions{Name: ceilingNotifyActivity})
 	if err := w.Start(); err != nil {
 		return res, fmt.Errorf("start the ceiling worker: %w", err)

@@ -123,3 +123,18 @@ func TestShapeWithoutDropsOneKind(t *testing.T) {
 		}
 	}
 }
+
+// A signal with no local activity before it (since the last signal) gets a
+// notify of its own, so that the ceiling's workflow still asks for it.
+func TestMixFromEventsGivesEverySignalANotify(t *testing.T) {
+	events := []*historypb.HistoryEvent{
+		marker("LocalActivity"),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, nil),
+		ev(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, nil),
+		ev(enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, nil),
+	}
+	want := []string{kindNotify, kindSignal, kindNotify, kindSignal, kindRegular}
+	if got := mixFromEvents(events).Shape; !slices.Equal(got, want) {
+		t.Errorf("shape %v, want %v", got, want)
+	}
+}
