@@ -235,11 +235,12 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	// A shape's signals: the notify activity hands the workflow's ID over,
 	// and a pool of clients signals it, as the API signals a deploy when
 	// its agent calls back.
-	notify := make(chan string, n*max(1, activityMix{Kinds: kinds}.count(kindNotify)))
+	notifies := activityMix{Kinds: kinds}.count(kindNotify)
+	notify := make(chan string, n*notifies)
 	var signalled sync.WaitGroup
 	var signalErrs []error
 	var signalMu sync.Mutex
-	for range clients {
+	for range clients * min(notifies, 1) {
 		signalled.Add(1)
 		go func() {
 			defer signalled.Done()

@@ -113,7 +113,6 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		trials        []deployTrial
 		used          usage
 		prof          *profiler
-		ceilErr       error
 	)
 	for round := range cfg.rounds {
 		if round > 0 {
@@ -130,29 +129,25 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 			ceilings = append(ceilings, c)
 			return nil
 		}
-		if round%2 == 0 {
-			if ceilErr = ceiling(); ceilErr != nil {
-				return nil, ceilErr
+		trial := func() error {
+			if cfg.profile && round == cfg.rounds-1 {
+				prof = startProfiles(ctx, st, log)
 			}
+			tr, err := runDeployTrial(ctx, st, nodes, cfg, agents)
+			if prof != nil {
+				prof.stop()
+			}
+			lastFootprint = measureFootprint(st.target(mode.part).procs())
+			if err != nil {
+				return err
+			}
+			log.Info("deploys done", "part", mode.part, "round", round+1, "active", tr.active, "failed", tr.failed, "rate", fmt.Sprintf("%.2f/s", tr.rate))
+			trials = append(trials, tr)
+			used = used.add(tr.used)
+			return nil
 		}
-		if cfg.profile && round == cfg.rounds-1 {
-			prof = startProfiles(ctx, st, log)
-		}
-		tr, err := runDeployTrial(ctx, st, nodes, cfg, agents)
-		if prof != nil {
-			prof.stop()
-		}
-		lastFootprint = measureFootprint(st.target(mode.part).procs())
-		if err != nil {
+		if err := alternate(round, ceiling, trial); err != nil {
 			return nil, err
-		}
-		log.Info("deploys done", "part", mode.part, "round", round+1, "active", tr.active, "failed", tr.failed, "rate", fmt.Sprintf("%.2f/s", tr.rate))
-		trials = append(trials, tr)
-		used = used.add(tr.used)
-		if round%2 == 1 {
-			if ceilErr = ceiling(); ceilErr != nil {
-				return nil, ceilErr
-			}
 		}
 	}
 	mixes, mixErr := sampleHistories(ctx, st, nodes, DefaultHistorySample)
@@ -292,7 +287,25 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	if prof != nil {
 		rows = append(rows, prof.rows(part)...)
 	}
-	return rows, errors.Join(mixErr, ceilErr, pinErr)
+	return rows, errors.Join(mixErr, pinErr)
+}
+
+// alternate runs one round of a deploy part: the ceiling first in even
+// rounds, after ironflow's deploys in odd ones, since the machine is shared
+// and the server's state moves over a part.
+func alternate(round int, ceiling, trial func() error) error {
+	if round%2 == 0 {
+		if err := ceiling(); err != nil {
+			return err
+		}
+	}
+	if err := trial(); err != nil {
+		return err
+	}
+	if round%2 == 1 {
+		return ceiling()
+	}
+	return nil
 }
 
 // deployTrial is one run of ironflow's deploys of every node.

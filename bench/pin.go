@@ -161,19 +161,15 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 			c, err = runCeiling(ctx, st, len(nodes), cfg.clients, kinds, ceilingTimeout, false)
 			return err
 		}
-		if round%2 == 0 {
-			err = ceiling()
-		}
 		var tr deployTrial
 		var benchCPU time.Duration
-		if err == nil {
+		err = alternate(round, ceiling, func() error {
 			self := procCPU(os.Getpid())
+			var err error
 			tr, err = runDeployTrial(ctx, st, nodes, cfg, agents)
 			benchCPU = procCPU(os.Getpid()) - self
-		}
-		if err == nil && round%2 == 1 {
-			err = ceiling()
-		}
+			return err
+		})
 		if err == nil && round == cfg.pinnedRounds-1 {
 			// The deploy's whole shape once, on the same cores.
 			if sc, serr := runCeiling(ctx, st, len(nodes), cfg.clients, mix.Shape, ceilingTimeout, false); serr != nil {
