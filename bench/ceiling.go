@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
@@ -111,8 +113,10 @@ type activityMix struct {
 	// Shape is every command of the history in order (the kinds above):
 	// activities, version markers, upserts other than the SDK's own with a
 	// version marker, timers started and cancelled, and where a signal came.
-	Shape   []string
-	Events  int
+	Shape  []string
+	Events int
+	// Bytes is the history's size, its events' encoded protobuf summed.
+	Bytes   int
 	Signals int
 	Timers  int
 	// split is where the time went (deploys only).
@@ -147,6 +151,7 @@ func mixFromEvents(events []*historypb.HistoryEvent) activityMix {
 	var m activityMix
 	for _, ev := range events {
 		m.Events++
+		m.Bytes += proto.Size(ev)
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			m.Kinds = append(m.Kinds, kindRegular)
@@ -205,11 +210,15 @@ type ceilingResult struct {
 	Rate        float64 // workflows/s
 	Completed   int
 	Events      int // per workflow
+	Bytes       int // history size per workflow
 	Wall        time.Duration
 	TemporalCPU time.Duration // per workflow
 	// Starts are the ExecuteWorkflow round trips: what a provision request
 	// waits for at least.
 	Starts []time.Duration
+	// Calls are the server's requests and store calls per workflow (nil
+	// without a metrics endpoint).
+	Calls serverCalls
 }
 
 // ceilingWorkerOptions are ironflow's workflow worker's defaults.
@@ -272,6 +281,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	defer w.Stop()
 	shape := slices.ContainsFunc(kinds, func(k string) bool { return k != kindLocal && k != kindRegular })
 	runID := time.Now().UnixNano()
+	callsBefore := st.serverCallsBefore(ctx)
 	before := procCPU(st.temporalPID())
 	start := time.Now()
 	var (
@@ -338,6 +348,11 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 		case <-time.After(DefaultPollInterval):
 		}
 	}
+	// The server's work ends here: what follows (a describe of every
+	// workflow, a history read) is the bench's, as it is for ironflow's
+	// deploys, whose CPU is read before theirs.
+	cpu := procCPU(st.temporalPID()) - before
+	callsAfter := st.serverCallsAfter(ctx, callsBefore)
 	// The end is the last workflow's close time on the server, as for
 	// ironflow's deploys.
 	last, lastID, completed, err := closeInfo(context.Background(), st, ids)
@@ -354,10 +369,18 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	res.Wall = last.Sub(start)
 	if res.Completed > 0 && res.Wall > 0 {
 		res.Rate = float64(res.Completed) / res.Wall.Seconds()
-		res.TemporalCPU = (procCPU(st.temporalPID()) - before) / time.Duration(res.Completed)
+		res.TemporalCPU = cpu / time.Duration(res.Completed)
+		res.Calls = callsAfter.per(callsBefore, res.Completed)
+		for k := range res.Calls {
+			// The bench's own wait for the workflows, which ironflow's
+			// deploys wait for through the API instead.
+			if strings.HasSuffix(k, "/CountWorkflowExecutions") {
+				delete(res.Calls, k)
+			}
+		}
 	}
 	if mix, err := readMix(context.Background(), st.tc, ids[0]); err == nil {
-		res.Events = mix.Events
+		res.Events, res.Bytes = mix.Events, mix.Bytes
 	}
 	if completed < n {
 		return res, fmt.Errorf("%d of %d ceiling workflows did not complete", n-completed, n)

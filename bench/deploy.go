@@ -237,6 +237,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 				shapeCeil.Events, ceil.Events, ms(shapeCeil.TemporalCPU), ms(ceil.TemporalCPU))))
 	}
 	rows = append(rows, partRows...)
+	rows = append(rows, callRows(part, trials, ceilings, shapeCeil, shapeErr == nil, log)...)
 	put50 := row(part, "provision request (PUT target active) p50", ms(percentile(accepts, 50)), "ms")
 	put99 := row(part, "provision request p99", ms(percentile(accepts, 99)), "ms")
 	if len(ceil.Starts) > 0 {
@@ -253,7 +254,11 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 		if ceil.Events > 0 {
 			r = r.vs("bare workflow", float64(ceil.Events))
 		}
-		rows = append(rows, r.note(fmt.Sprintf("%s, %.0f signals, %.0f timers per deploy", mixOf(mixes[0].Kinds), meanSignals(mixes), meanTimers(mixes))))
+		bytes := fmt.Sprintf("; history %.1f KiB", meanBytes(mixes)/1024)
+		if shapeErr == nil && shapeCeil.Bytes > 0 {
+			bytes += fmt.Sprintf(" (the shape ceiling's %.1f KiB)", float64(shapeCeil.Bytes)/1024)
+		}
+		rows = append(rows, r.note(fmt.Sprintf("%s, %.0f signals, %.0f timers per deploy", mixOf(mixes[0].Kinds), meanSignals(mixes), meanTimers(mixes))+bytes))
 		var sum latencyBreakdown
 		for _, m := range mixes {
 			sum = sum.add(m.split)
@@ -290,6 +295,34 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	return rows, errors.Join(mixErr, pinErr)
 }
 
+// callRows compare what ironflow's deploys ask of the Temporal server with
+// what the bare workflows ask: requests to its services and calls to its
+// store per deploy, against the shape ceiling's (the same history) where it
+// ran, else the mix ceiling's, and the operations where the deploys ask
+// more. None without the server's counters (the cluster part).
+func callRows(part string, trials []deployTrial, ceilings []ceilingResult, shape ceilingResult, haveShape bool, log *slog.Logger) []Row {
+	var own, mix []serverCalls
+	for _, tr := range trials {
+		own = append(own, tr.calls)
+	}
+	for _, c := range ceilings {
+		mix = append(mix, c.Calls)
+	}
+	ironflow, base, label := meanCalls(own), meanCalls(mix), "bare workflows of the mix (mean of the rounds)"
+	if haveShape && shape.Calls != nil {
+		base, label = shape.Calls, "bare workflows of the deploy's shape (one run)"
+	}
+	if ironflow == nil || base == nil {
+		return nil
+	}
+	log.Debug("Temporal server calls per deploy", "part", part, "ironflow", ironflow.String(), "baseline", base.String())
+	rpc := row(part, "Temporal server: requests per deploy (frontend, history and matching services; mean of the rounds)", ironflow.total("rpc"), "requests").
+		vs(label, base.total("rpc")).note("most more: " + ironflow.moreThan(base, "rpc", 6))
+	db := row(part, "Temporal server: store calls per deploy (persistence requests)", ironflow.total("db"), "calls").
+		vs(label, base.total("db")).note("most more: " + ironflow.moreThan(base, "db", 6))
+	return []Row{rpc, db}
+}
+
 // alternate runs one round of a deploy part: the ceiling first in even
 // rounds, after ironflow's deploys in odd ones, since the machine is shared
 // and the server's state moves over a part.
@@ -315,6 +348,9 @@ type deployTrial struct {
 	times, accepts []time.Duration
 	firstFailure   string
 	used           usage
+	// calls are the Temporal server's requests and store calls per deploy
+	// (nil without a metrics endpoint).
+	calls serverCalls
 }
 
 // runDeployTrial deploys every node at once through the API and measures
@@ -324,10 +360,12 @@ func runDeployTrial(ctx context.Context, st *stack, nodes []*benchNode, cfg conf
 	for _, bn := range nodes {
 		bn.requested, bn.accepted, bn.activeAt, bn.observedAt = time.Time{}, 0, time.Time{}, time.Time{}
 	}
+	callsBefore := st.serverCallsBefore(ctx)
 	before := st.usage()
 	start := time.Now()
 	waitErr := deployAll(ctx, st, nodes, cfg, agents)
 	tr.used = st.usage().sub(before)
+	callsAfter := st.serverCallsAfter(ctx, callsBefore)
 	if waitErr != nil && !errors.Is(waitErr, context.DeadlineExceeded) {
 		return tr, waitErr
 	}
@@ -363,6 +401,7 @@ func runDeployTrial(ctx context.Context, st *stack, nodes []*benchNode, cfg conf
 	if tr.active > 0 {
 		tr.rate = float64(tr.active) / last.Sub(start).Seconds()
 	}
+	tr.calls = callsAfter.per(callsBefore, tr.active+tr.failed)
 	return tr, nil
 }
 
@@ -465,6 +504,14 @@ func meanEvents(ms []activityMix) float64 {
 		t += m.Events
 	}
 	return float64(t) / float64(len(ms))
+}
+
+func meanBytes(ms []activityMix) float64 {
+	var t float64
+	for _, m := range ms {
+		t += float64(m.Bytes)
+	}
+	return t / float64(max(len(ms), 1))
 }
 
 func meanSignals(ms []activityMix) float64 {

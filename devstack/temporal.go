@@ -33,7 +33,11 @@ type TemporalConfig struct {
 	// Port for the frontend (default 7233; 0 picks a free one), UIPort for
 	// the Web UI (default Port+1000; -1 runs headless).
 	Port, UIPort int
-	Namespace    string // default "default"
+	// MetricsPort serves the server's Prometheus metrics (0 picks a free
+	// one, as the CLI itself would; with Command, the CLI picks it and
+	// MetricsURL is empty).
+	MetricsPort int
+	Namespace   string // default "default"
 	// LogFile receives the server's output; default: discarded.
 	LogFile string
 	// SearchAttributes to register at start: name → type (Keyword, Text, ...).
@@ -66,6 +70,7 @@ type Temporal struct {
 	command func(name string, args ...string) *exec.Cmd
 	address string
 	uiURL   string
+	metrics string
 	done    chan error
 }
 
@@ -74,6 +79,11 @@ func (t *Temporal) Address() string { return t.address }
 
 // UIURL is the Web UI's address ("" when headless).
 func (t *Temporal) UIURL() string { return t.uiURL }
+
+// MetricsURL is the server's Prometheus endpoint ("" when unknown): its
+// request and persistence counters by operation say what a workload asks
+// of the server (make bench).
+func (t *Temporal) MetricsURL() string { return t.metrics }
 
 // Pid is the server's process id.
 func (t *Temporal) Pid() int { return t.cmd.Process.Pid }
@@ -227,6 +237,15 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 		}
 		args = append(args, "--ui-port", strconv.Itoa(cfg.UIPort))
 		t.uiURL = fmt.Sprintf("http://%s:%d", cfg.IP, cfg.UIPort)
+	}
+	if cfg.Command == nil {
+		if cfg.MetricsPort == 0 {
+			if cfg.MetricsPort, err = FreePort(cfg.IP); err != nil {
+				return nil, err
+			}
+		}
+		args = append(args, "--metrics-port", strconv.Itoa(cfg.MetricsPort))
+		t.metrics = fmt.Sprintf("http://%s/metrics", net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.MetricsPort)))
 	}
 	if cfg.DBFile != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.DBFile), 0o755); err != nil {
