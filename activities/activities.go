@@ -254,6 +254,16 @@ func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateIn
 	if run != "" {
 		t.SetInternal = map[string]any{keyProvisionRun: provisionRun{Run: run, State: string(in.To)}}
 	}
+	if in.StepPlan != nil {
+		kv, drop := stepPlanChanges(*in.StepPlan)
+		t.DropInternal = append(t.DropInternal, drop...)
+		if len(kv) > 0 && t.SetInternal == nil {
+			t.SetInternal = make(map[string]any, len(kv))
+		}
+		for k, v := range kv {
+			t.SetInternal[k] = v
+		}
+	}
 	if err := a.Store.RecordTransition(ctx, in.NodeUUID, t); err != nil {
 		if len(in.From) > 0 && errors.Is(err, store.ErrStateConflict) && a.movedByThisRun(ctx, in.NodeUUID, run) {
 			// This run already took the node further before a worker

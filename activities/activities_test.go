@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -89,5 +90,81 @@ func TestActivitiesShowTheStepTheyBegin(t *testing.T) {
 	got, _ = st.GetNode(ctx, n.UUID)
 	if got.CleanStep["step"] != "erase_devices_metadata" || got.CleanStep["priority"] != float64(99) || got.DeployStep["step"] != "boot_instance" {
 		t.Fatalf("after RunAgentStep erase_devices_metadata: deploy_step %v, clean_step %v", got.DeployStep, got.CleanStep)
+	}
+}
+
+// A step plan record written with a state (RecordStateInput.StepPlan, the
+// agent deploy since agent-deploy-baseline version 2) leaves
+// driver_internal_info as RecordStepPlan's separate writes do: the plan, the
+// agent's steps and the index set with the previous step's progress gone,
+// and cleared with the state that ends the deploy.
+func TestRecordStateWithAStepPlanWritesWhatRecordStepPlanWrites(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a := activities.New(st, activities.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	plan := []workflows.Step{{StepID: workflows.StepDeploy, Priority: 100}, {StepID: workflows.StepWriteImage, Priority: 80}}
+	agentSteps := []workflows.Step{{StepID: workflows.StepWriteImage, Priority: 80}}
+	progress := workflows.StepProgressKey(workflows.StepKindDeploy)
+	newNode := func() *store.Node {
+		n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateDeploying,
+			DriverInternalInfo: map[string]any{progress: map[string]any{"fraction": 0.5}, "agent_url": "http://127.0.0.1:9999"}}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	one := 1
+
+	separate := newNode()
+	for _, err := range []error{
+		a.RecordStepPlan(ctx, workflows.StepPlanRecord{NodeUUID: separate.UUID, Kind: workflows.StepKindDeploy, Steps: plan, AgentSteps: agentSteps}),
+		a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: separate.UUID, To: workflows.Deploying, Target: workflows.Active, Event: "Deploy steps"}),
+		a.RecordStepPlan(ctx, workflows.StepPlanRecord{NodeUUID: separate.UUID, Kind: workflows.StepKindDeploy, Index: &one, OnlyIndex: true}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	folded := newNode()
+	if err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: folded.UUID, To: workflows.Deploying, Target: workflows.Active, Event: "Deploy steps",
+		StepPlan: &workflows.StepPlanRecord{NodeUUID: folded.UUID, Kind: workflows.StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: &one}}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := st.GetNode(ctx, separate.UUID)
+	f, _ := st.GetNode(ctx, folded.UUID)
+	for _, key := range []string{"deploy_steps", "deploy_step_index", "agent_cached_deploy_steps", progress, "agent_url"} {
+		sv, sok := s.DriverInternalInfo[key]
+		fv, fok := f.DriverInternalInfo[key]
+		if sok != fok || fmt.Sprint(sv) != fmt.Sprint(fv) {
+			t.Errorf("driver_internal_info %s: separate writes %v (%v), one write %v (%v)", key, sv, sok, fv, fok)
+		}
+	}
+	if f.DriverInternalInfo["deploy_step_index"] != float64(1) {
+		t.Fatalf("deploy_step_index %v, want 1", f.DriverInternalInfo["deploy_step_index"])
+	}
+	if _, ok := f.DriverInternalInfo[progress]; ok {
+		t.Fatal("the previous step's progress stayed")
+	}
+	if steps, _ := f.DriverInternalInfo["deploy_steps"].([]any); len(steps) != 2 {
+		t.Fatalf("deploy_steps %v", f.DriverInternalInfo["deploy_steps"])
+	}
+	if events, _ := st.ListHistory(ctx, folded.UUID); len(events) != 1 || events[0].Event != "Deploy steps" {
+		t.Fatalf("history %+v", events)
+	}
+
+	// Cleared with active: the plan's keys and the agent's session go, the
+	// agent's cached steps stay for the next request's check.
+	if err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: folded.UUID, To: workflows.Active, ClearAgent: true,
+		StepPlan: &workflows.StepPlanRecord{NodeUUID: folded.UUID, Kind: workflows.StepKindDeploy, Clear: true}}); err != nil {
+		t.Fatal(err)
+	}
+	f, _ = st.GetNode(ctx, folded.UUID)
+	for _, key := range []string{"deploy_steps", "deploy_step_index", progress, "agent_url"} {
+		if v, ok := f.DriverInternalInfo[key]; ok {
+			t.Errorf("driver_internal_info %s = %v after active", key, v)
+		}
+	}
+	if _, ok := f.DriverInternalInfo["agent_cached_deploy_steps"]; !ok || f.ProvisionState != workflows.StateActive {
+		t.Fatalf("after active: %s, driver_internal_info %v", f.ProvisionState, f.DriverInternalInfo)
 	}
 }

@@ -67,12 +67,23 @@ func stepPlanView(s workflows.Step) map[string]any {
 // agent_cached_<kind>_steps, the agent's steps, for the API's check of the
 // next request. Local activity.
 func (a *Activities) RecordStepPlan(ctx context.Context, in workflows.StepPlanRecord) error {
+	kv, drop := stepPlanChanges(in)
+	if in.Clear {
+		return storeErr(a.Store.DeleteDriverInternalInfoKeys(ctx, in.NodeUUID, drop...), "clear the %s steps of node %s", in.Kind, in.NodeUUID)
+	}
+	return storeErr(a.Store.MergeDropDriverInternalInfo(ctx, in.NodeUUID, kv, drop...), "record the %s steps of node %s", in.Kind, in.NodeUUID)
+}
+
+// stepPlanChanges are the driver_internal_info keys a step plan record sets
+// and removes: RecordStepPlan writes them alone, RecordState with the
+// state it records (RecordStateInput.StepPlan).
+func stepPlanChanges(in workflows.StepPlanRecord) (kv map[string]any, drop []string) {
 	steps, index := string(in.Kind)+"_steps", string(in.Kind)+"_step_index"
 	progress := workflows.StepProgressKey(in.Kind)
 	if in.Clear {
-		return storeErr(a.Store.DeleteDriverInternalInfoKeys(ctx, in.NodeUUID, steps, index, progress), "clear the %s steps of node %s", in.Kind, in.NodeUUID)
+		return nil, []string{steps, index, progress}
 	}
-	kv := map[string]any{index: nil}
+	kv = map[string]any{index: nil}
 	if in.Index != nil {
 		kv[index] = *in.Index
 	}
@@ -90,10 +101,9 @@ func (a *Activities) RecordStepPlan(ctx context.Context, in workflows.StepPlanRe
 		}
 		kv["agent_cached_"+string(in.Kind)+"_steps"] = list
 	}
-	var drop []string
 	if in.Index != nil {
 		// A new index is a new step: the previous one's progress goes.
 		drop = []string{progress}
 	}
-	return storeErr(a.Store.MergeDropDriverInternalInfo(ctx, in.NodeUUID, kv, drop...), "record the %s steps of node %s", in.Kind, in.NodeUUID)
+	return kv, drop
 }

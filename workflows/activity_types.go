@@ -148,6 +148,11 @@ type RecordStateInput struct {
 	Severity  string   `json:"severity"` // INFO or ERROR
 	// ClearAgent wipes the agent token and URL (Ironic's wipe_token_and_url).
 	ClearAgent bool `json:"clear_agent,omitempty"`
+	// StepPlan, when set, is a step plan record (RecordStepPlan's) written
+	// in the same statement: the agent deploy's plan with the state that
+	// announces it, its clearing with active (agent-deploy-baseline
+	// version 2, docs/versioning.md).
+	StepPlan *StepPlanRecord `json:"step_plan,omitempty"`
 }
 
 // BootKind is what a node's network or virtual-media boot loads.

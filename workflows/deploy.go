@@ -96,7 +96,11 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finish(r.enter(Active, "", "Deploy finished"))
 	}
 
-	if workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, 1) == 1 {
+	switch workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployPlanInState) {
+	case agentDeployPlanInState:
+		r.planInState = true
+		r.baseline = true
+	case 1:
 		r.baseline = true
 	}
 	if r.implied(changeDeployAgentSteps) || workflow.GetVersion(ctx, changeDeployAgentSteps, workflow.DefaultVersion, 1) == 1 {
@@ -353,6 +357,10 @@ func planSteps(builtin []Step, user json.RawMessage) ([]Step, error) {
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Priority > out[j].Priority })
 	return out, nil
 }
+
+// agentDeployPlanInState is changeAgentDeployBaseline's version 2: the
+// step plan's writes ride on the writes next to them (deploy_steps.go).
+const agentDeployPlanInState workflow.Version = 2
 
 // agentDeployBaseline are the change IDs that changeAgentDeployBaseline
 // implies at version 1: every agent deploy asked each of them on the way,

@@ -63,7 +63,13 @@ func (r *run) deployAgentPlan() error {
 	// right after it.
 	early = deployFirst(early)
 	first := deployIndex(early)
-	if err := r.recordDeployPlan(early, nil, nil); err != nil {
+	var index *int
+	if r.planInState {
+		// The plan and the index of its first step in one write.
+		index = new(int)
+		r.planIndexed = index
+	}
+	if err := r.recordDeployPlan(early, nil, index); err != nil {
 		return err
 	}
 	if err := r.runDeploySteps(early[:first+1], 0); err != nil {
@@ -87,6 +93,19 @@ func (r *run) deployAgentPlan() error {
 		// step): only a plan without it lacks it, and that one did not
 		// boot the agent.
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s left the plan", r.node.UUID, StepDeploy))
+	}
+	if r.planInState {
+		// The plan, the agent's steps and the index of the next step
+		// with the state that announces the plan, in one write.
+		rec := &StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Steps: plan, AgentSteps: agentSteps}
+		if next := first + 1; next < len(plan) {
+			rec.Index = &next
+			r.planIndexed = &next
+		}
+		if err := r.record(RecordStateInput{To: Deploying, Target: Active, Event: planEvent(plan), StepPlan: rec}); err != nil {
+			return err
+		}
+		return r.runDeployPlan(plan, first+1)
 	}
 	if err := r.recordDeployPlan(plan, agentSteps, nil); err != nil {
 		return err
@@ -259,10 +278,16 @@ func (r *run) runDeployPlan(plan []Step, from int) error {
 	if err := r.runDeploySteps(plan[from:], from); err != nil {
 		return err
 	}
+	done := RecordStateInput{To: Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true}
+	if r.planInState {
+		// The plan cleared with active, in one write.
+		done.StepPlan = &StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}
+		return r.record(done)
+	}
 	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}, nil); err != nil {
 		return err
 	}
-	return r.record(RecordStateInput{To: Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true})
+	return r.record(done)
 }
 
 // runDeploySteps runs steps, the first of which is the plan's step at
@@ -270,7 +295,10 @@ func (r *run) runDeployPlan(plan []Step, from int) error {
 func (r *run) runDeploySteps(steps []Step, base int) error {
 	for i, s := range steps {
 		idx := base + i
-		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
+		if r.planIndexed != nil && *r.planIndexed == idx {
+			// The plan's write before this step set its index.
+			r.planIndexed = nil
+		} else if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
 			return err
 		}
 		fn := deployHandler(s.StepID)

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 func oldDeployPath(env *testsuite.TestWorkflowEnvironment) {
 	// The old path of a change ID that changeAgentDeployBaseline covers
 	// exists only in a deploy that did not take the baseline.
-	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployPlanInState).Return(workflow.DefaultVersion)
 	env.OnGetVersion(changeDeployAgentSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 }
 
@@ -97,9 +98,10 @@ func TestDeployNodeAsksTheAgentForItsDeploySteps(t *testing.T) {
 		if p.Kind != StepKindDeploy {
 			t.Fatalf("plan record of kind %q", p.Kind)
 		}
-		if p.OnlyIndex {
+		if p.Index != nil {
 			indexes = append(indexes, *p.Index)
-		} else if !p.Clear && p.AgentSteps != nil {
+		}
+		if !p.OnlyIndex && !p.Clear && p.AgentSteps != nil {
 			final = &f.plans[i]
 		}
 	}
@@ -288,4 +290,79 @@ func TestDeployNodeStepAboveTheCoreStepRunsOnceTheAgentIsUp(t *testing.T) {
 	if got := names(plan); got != "deploy.deploy deploy.erase_devices_metadata deploy.write_image deploy.prepare_instance_boot deploy.tear_down_agent deploy.boot_instance" {
 		t.Fatalf("deploy_steps %q", got)
 	}
+}
+
+// Since agent-deploy-baseline version 2 an agent deploy writes its step
+// plan with the writes next to it: the plan before the agent boots with its
+// first index, the agent's plan with the state that announces it and the
+// next index, the clearing with active. The plan before the agent boots and
+// the indexes of the last three of the five steps are writes of their own
+// (four), where a deploy on version 1 writes eight; both leave the same
+// plan records in the same order.
+func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
+	run := func(version workflow.Version) *fakeCloud {
+		f := newFakeCloud()
+		env := newEnv(t, f)
+		if version != agentDeployPlanInState {
+			env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployPlanInState).Return(version)
+		}
+		heartbeatAfter(env, 2*time.Minute)
+		env.ExecuteWorkflow(DeployNode, deployRequest())
+		if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+			t.Fatalf("version %d: workflow did not complete cleanly: %v", version, env.GetWorkflowError())
+		}
+		requireActive(t, f)
+		return f
+	}
+	v1, v2 := run(1), run(agentDeployPlanInState)
+	if v1.planWrites != 8 || v2.planWrites != 4 {
+		t.Fatalf("RecordStepPlan writes: version 1 %d (want 8), version 2 %d (want 4)", v1.planWrites, v2.planWrites)
+	}
+	// What the plan records leave: version 1's, an index that follows a
+	// plan merged into it, are version 2's.
+	summary := func(f *fakeCloud) string {
+		var out []string
+		lastPlan := false
+		for _, p := range f.plans {
+			idx := "-"
+			if p.Index != nil {
+				idx = fmt.Sprint(*p.Index)
+			}
+			switch {
+			case p.Clear:
+				out, lastPlan = append(out, "clear"), false
+			case p.OnlyIndex && lastPlan && strings.HasSuffix(out[len(out)-1], " index -"):
+				out[len(out)-1] = strings.TrimSuffix(out[len(out)-1], "-") + idx
+				lastPlan = false
+			case p.OnlyIndex:
+				out, lastPlan = append(out, "index "+idx), false
+			default:
+				out = append(out, fmt.Sprintf("plan [%s] agent %d index %s", names(p.Steps), len(p.AgentSteps), idx))
+				lastPlan = true
+			}
+		}
+		return strings.Join(out, "; ")
+	}
+	if s1, s2 := summary(v1), summary(v2); s1 != s2 {
+		t.Fatalf("plan records differ:\nversion 1 %s\nversion 2 %s", s1, s2)
+	} else {
+		t.Log(s2)
+	}
+	if got := v2.plans[len(v2.plans)-1]; !got.Clear {
+		t.Fatalf("version 2 does not clear the plan last: %+v", got)
+	}
+	if s1, s2 := v1.states, v2.states; strings.Join(stateNames(s1), " ") != strings.Join(stateNames(s2), " ") {
+		t.Fatalf("states: version 1 %v, version 2 %v", s1, s2)
+	}
+	if e1, e2 := strings.Join(v1.events, "|"), strings.Join(v2.events, "|"); e1 != e2 {
+		t.Fatalf("node history: version 1 %q, version 2 %q", e1, e2)
+	}
+}
+
+func stateNames(ss []State) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
 }

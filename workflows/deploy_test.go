@@ -45,6 +45,9 @@ type fakeCloud struct {
 	verdicts     []SignalVerdict
 	// plans are the RecordStepPlan calls (driver_internal_info).
 	plans []StepPlanRecord
+	// planWrites counts RecordStepPlan calls (a plan record written with a
+	// state is in plans, not here).
+	planWrites int
 	// agentSteps, when set, is what GetAgentSteps answers.
 	agentSteps []Step
 	// events are the RecordState history events, severities their
@@ -179,6 +182,10 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 			f.clearedAgent = append(f.clearedAgent, in.To)
 		}
 		f.recordSteps(in)
+		if in.StepPlan != nil {
+			// The plan record written with the state (RecordState).
+			f.plans = append(f.plans, *in.StepPlan)
+		}
 		f.appendCall("RecordState " + string(in.To))
 		return nil
 	}, ActRecordState)
@@ -243,6 +250,7 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	reg(func(ctx context.Context, in StepPlanRecord) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.planWrites++
 		f.plans = append(f.plans, in)
 		return nil
 	}, ActRecordStepPlan)

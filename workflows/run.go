@@ -96,6 +96,13 @@ type run struct {
 	// signals remembers the signed heartbeats accepted, when replayed ones
 	// are refused (nil otherwise; see authentic).
 	signals *signalLedger
+	// planInState is whether this deploy took changeAgentDeployBaseline at
+	// agentDeployPlanInState: its step plan records ride on the writes
+	// next to them (deploy_steps.go), and planIndexed is the
+	// deploy_step_index such a write set last, which runDeploySteps does
+	// not record again (nil: none).
+	planInState bool
+	planIndexed *int
 	// baseline is whether this deploy took changeAgentDeployBaseline: the
 	// change IDs it covers are then not asked one by one (implied).
 	baseline bool
