@@ -328,9 +328,11 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 	if len(errs) > 0 {
 		return res, fmt.Errorf("%d of %d ceiling workflows not started, first: %w", len(errs), n, errs[0])
 	}
-	// Wait as the deploys are waited for: one cheap query every poll
-	// interval, not a long poll per workflow, which would load the server
-	// the deploys do not have.
+	// Wait as the deploys are waited for: one query every deploy poll
+	// interval (deployPollInterval, as deployAll lists the nodes), not a
+	// long poll per workflow, which would load the server the deploys do
+	// not have. A count of the visibility store is no cheap read on the
+	// dev server's SQLite, which grows with every run.
 	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", ceilingWorkflow)
 	for {
 		resp, err := st.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
@@ -345,7 +347,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 			signalMu.Lock()
 			defer signalMu.Unlock()
 			return res, errors.Join(fmt.Errorf("ceiling workflows still running: %w", ctx.Err()), errors.Join(signalErrs...))
-		case <-time.After(DefaultPollInterval):
+		case <-time.After(deployPollInterval):
 		}
 	}
 	// The server's work ends here: what follows (a describe of every
