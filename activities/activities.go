@@ -286,6 +286,13 @@ func (a *Activities) showStep(ctx context.Context, nodeUUID string, rs *workflow
 	if rs == nil {
 		return nil
 	}
+	if rs.Index != nil {
+		// The plan moves to the step in the same write (RecordStepPlan's
+		// index, OnlyIndex).
+		_, drop := stepPlanChanges(workflows.StepPlanRecord{NodeUUID: nodeUUID, Kind: rs.Kind, Index: rs.Index, OnlyIndex: true})
+		err := a.Store.RecordStepAt(ctx, nodeUUID, string(rs.Kind), rs.Step.View(), string(rs.Kind)+"_step_index", *rs.Index, drop)
+		return storeErr(err, "record step %s of node %s", rs.Step.Name(), nodeUUID)
+	}
 	err := a.Store.RecordStep(ctx, nodeUUID, string(rs.Kind), rs.Step.View())
 	return storeErr(err, "record step %s of node %s", rs.Step.Name(), nodeUUID)
 }

@@ -91,6 +91,29 @@ func TestActivitiesShowTheStepTheyBegin(t *testing.T) {
 	if got.CleanStep["step"] != "erase_devices_metadata" || got.CleanStep["priority"] != float64(99) || got.DeployStep["step"] != "boot_instance" {
 		t.Fatalf("after RunAgentStep erase_devices_metadata: deploy_step %v, clean_step %v", got.DeployStep, got.CleanStep)
 	}
+
+	// With the plan's index (agent-deploy-baseline version 3) the step's
+	// first activity moves the plan too: index set, the previous step's
+	// progress gone, with the step; RunAgentStep's input carries it too.
+	progress := workflows.StepProgressKey(workflows.StepKindDeploy)
+	if err := st.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{progress: map[string]any{"fraction": 1.0}, "deploy_step_index": 3}); err != nil {
+		t.Fatal(err)
+	}
+	four, five := 4, 5
+	if err := a.CleanBoot(ctx, workflows.BootInput{Node: workflows.NodeInfo{UUID: n.UUID}, Kind: workflows.BootAgent,
+		Starts: &workflows.RunningStep{Kind: workflows.StepKindDeploy, Step: boot, Index: &four}}); err != nil {
+		t.Fatalf("CleanBoot: %v", err)
+	}
+	got, _ = st.GetNode(ctx, n.UUID)
+	if _, left := got.DriverInternalInfo[progress]; left || got.DriverInternalInfo["deploy_step_index"] != float64(4) || got.DeployStep["step"] != "boot_instance" {
+		t.Fatalf("after CleanBoot at index 4: driver_internal_info %v, deploy_step %v", got.DriverInternalInfo, got.DeployStep)
+	}
+	write := workflows.Step{StepID: workflows.StepWriteImage, Priority: 80}
+	_, _ = a.RunAgentStep(ctx, workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID}, Kind: workflows.StepKindDeploy, Step: write, Index: &five})
+	got, _ = st.GetNode(ctx, n.UUID)
+	if got.DriverInternalInfo["deploy_step_index"] != float64(5) || got.DeployStep["step"] != "write_image" {
+		t.Fatalf("after RunAgentStep at index 5: driver_internal_info %v, deploy_step %v", got.DriverInternalInfo, got.DeployStep)
+	}
 }
 
 // A step plan record written with a state (RecordStateInput.StepPlan, the

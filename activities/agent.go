@@ -162,7 +162,7 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
 	point := "RunAgentStep/" + in.Step.Step
 	crashPoint(ctx, in.Agent.NodeUUID, point, "start")
-	if err := a.showStep(ctx, in.Agent.NodeUUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
+	if err := a.showStep(ctx, in.Agent.NodeUUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step, Index: in.Index}); err != nil {
 		return workflows.AgentStepResult{}, err
 	}
 	c, n, ports, err := a.agentFor(ctx, in.Agent)

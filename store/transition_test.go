@@ -184,3 +184,41 @@ func TestServiceStepIsRecordedAndCleared(t *testing.T) {
 		t.Fatalf("service_step kept after active: %v", got.ServiceStep)
 	}
 }
+
+// RecordStepAt moves the plan to the step once: the index set and the
+// previous step's progress removed with the step; an activity's retry at
+// the same index writes the step and keeps the progress the step has made.
+func TestRecordStepAtMovesThePlanOnce(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{ProvisionState: "deploying",
+		DriverInternalInfo: map[string]any{"deploy_step_index": 1, "deploy_step_progress": map[string]any{"fraction": 0.5}, "kept": true}})
+	step := map[string]any{"interface": "deploy", "step": "tear_down_agent"}
+	progress := []string{"deploy_step_progress"}
+	if err := s.RecordStepAt(ctx, n.UUID, "deploy", step, "deploy_step_index", 3, progress); err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(t, s, n.UUID)
+	if got.DriverInternalInfo["deploy_step_index"] != float64(3) || got.DriverInternalInfo["kept"] != true || got.DeployStep["step"] != "tear_down_agent" {
+		t.Fatalf("after the move: driver_internal_info %v, deploy_step %v", got.DriverInternalInfo, got.DeployStep)
+	}
+	if _, ok := got.DriverInternalInfo["deploy_step_progress"]; ok {
+		t.Fatalf("the previous step's progress stayed: %v", got.DriverInternalInfo)
+	}
+	if err := s.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{"deploy_step_progress": map[string]any{"fraction": 0.2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordStepAt(ctx, n.UUID, "deploy", step, "deploy_step_index", 3, progress); err != nil {
+		t.Fatal(err)
+	}
+	got = mustGet(t, s, n.UUID)
+	if p, _ := got.DriverInternalInfo["deploy_step_progress"].(map[string]any); p["fraction"] != 0.2 || got.DriverInternalInfo["deploy_step_index"] != float64(3) {
+		t.Fatalf("a retry at the same index: %v", got.DriverInternalInfo)
+	}
+	if err := s.RecordStepAt(ctx, "00000000-0000-4000-8000-00000000dead", "deploy", step, "deploy_step_index", 3, progress); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown node: %v", err)
+	}
+	if err := s.RecordStepAt(ctx, n.UUID, "inspect", step, "deploy_step_index", 3, progress); !errors.Is(err, store.ErrInvalidInput) {
+		t.Fatalf("unknown kind: %v", err)
+	}
+}

@@ -223,6 +223,9 @@ type AgentStepInput struct {
 	// Step is recorded as the node's running step (Kind says which field)
 	// before the agent is asked to run it.
 	Step Step `json:"step"`
+	// Index, when set, is the step's index in the plan, recorded with it
+	// (RunningStep.Index).
+	Index *int `json:"index,omitempty"`
 }
 
 // AgentStepsInput asks the agent for its steps.

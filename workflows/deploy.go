@@ -96,7 +96,11 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finish(r.enter(Active, "", "Deploy finished"))
 	}
 
-	switch workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployPlanInState) {
+	switch workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployIndexWithStep) {
+	case agentDeployIndexWithStep:
+		r.indexWithStep = true
+		r.planInState = true
+		r.baseline = true
 	case agentDeployPlanInState:
 		r.planInState = true
 		r.baseline = true
@@ -157,7 +161,15 @@ func (r *run) running() *RunningStep {
 	if r.current == nil {
 		return nil
 	}
-	return &RunningStep{Kind: r.stepKind(), Step: *r.current}
+	return &RunningStep{Kind: r.stepKind(), Step: *r.current, Index: r.takeIndex()}
+}
+
+// takeIndex hands the step's pending index to the first activity that
+// asks (nil once taken, and for every other activity).
+func (r *run) takeIndex() *int {
+	idx := r.pendingIndex
+	r.pendingIndex = nil
+	return idx
 }
 
 // inBand runs s on the agent: steps 9-11, and every deploy or clean step the
@@ -361,6 +373,11 @@ func planSteps(builtin []Step, user json.RawMessage) ([]Step, error) {
 // agentDeployPlanInState is changeAgentDeployBaseline's version 2: the
 // step plan's writes ride on the writes next to them (deploy_steps.go).
 const agentDeployPlanInState workflow.Version = 2
+
+// agentDeployIndexWithStep is changeAgentDeployBaseline's version 3: the
+// built-in steps after write_image have their deploy_step_index written by
+// their first activity, with the step (deploy_steps.go indexWithStep).
+const agentDeployIndexWithStep workflow.Version = 3
 
 // agentDeployBaseline are the change IDs that changeAgentDeployBaseline
 // implies at version 1: every agent deploy asked each of them on the way,

@@ -295,25 +295,42 @@ func (r *run) runDeployPlan(plan []Step, from int) error {
 func (r *run) runDeploySteps(steps []Step, base int) error {
 	for i, s := range steps {
 		idx := base + i
-		if r.planIndexed != nil && *r.planIndexed == idx {
-			// The plan's write before this step set its index.
-			r.planIndexed = nil
-		} else if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
-			return err
-		}
 		fn := deployHandler(s.StepID)
+		indexed := r.indexWithStep && stepIndexed[s.StepID]
 		if s.OutOfBand && deployInterfaceSteps[s.StepID] { // deployOutOfBandSteps
-			fn = (*run).deployInterfaceStep
+			fn, indexed = (*run).deployInterfaceStep, false
 		}
 		if h := r.deployFlowStep(s); h != nil { // hold, wait, power_on, ... (workflows/hold.go)
-			fn = h
+			fn, indexed = h, false
 		}
-		if err := r.runStep(s, fn); err != nil {
+		switch {
+		case r.planIndexed != nil && *r.planIndexed == idx:
+			// The plan's write before this step set its index.
+			r.planIndexed = nil
+		case indexed:
+			// The step's first activity writes it with the step.
+			r.pendingIndex = &idx
+		default:
+			if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
+				return err
+			}
+		}
+		err := r.runStep(s, fn)
+		r.pendingIndex = nil // never the next step's
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// stepIndexed are the built-in deploy steps whose first activity records
+// the step (RunningStep or AgentStepInput): since agentDeployIndexWithStep
+// it records the plan's index too. deploy.prepare_instance_boot begins
+// with RunAgentStep (install_bootloader), deploy.tear_down_agent with
+// AgentPowerOff, deploy.boot_instance with CleanBoot; deploy.deploy and
+// deploy.write_image have theirs written with the plan.
+var stepIndexed = map[StepID]bool{StepPrepareInstanceBoot: true, StepTearDownAgent: true, StepBootInstance: true}
 
 // deployHandler runs a deploy step: its built-in handler, or, for a step
 // of the agent's own (named by the user, a deploy template or its

@@ -16,7 +16,7 @@ import (
 func oldDeployPath(env *testsuite.TestWorkflowEnvironment) {
 	// The old path of a change ID that changeAgentDeployBaseline covers
 	// exists only in a deploy that did not take the baseline.
-	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployPlanInState).Return(workflow.DefaultVersion)
+	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployIndexWithStep).Return(workflow.DefaultVersion)
 	env.OnGetVersion(changeDeployAgentSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 }
 
@@ -295,16 +295,17 @@ func TestDeployNodeStepAboveTheCoreStepRunsOnceTheAgentIsUp(t *testing.T) {
 // Since agent-deploy-baseline version 2 an agent deploy writes its step
 // plan with the writes next to it: the plan before the agent boots with its
 // first index, the agent's plan with the state that announces it and the
-// next index, the clearing with active. The plan before the agent boots and
-// the indexes of the last three of the five steps are writes of their own
-// (four), where a deploy on version 1 writes eight; both leave the same
-// plan records in the same order.
+// next index, the clearing with active; since version 3 the indexes of the
+// last three of the five steps go with each step's first activity. A deploy
+// on version 1 makes eight RecordStepPlan writes, on version 2 four (the
+// plan before the agent boots and those three indexes), on version 3 one;
+// all leave the same plan records in the same order.
 func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
 	run := func(version workflow.Version) *fakeCloud {
 		f := newFakeCloud()
 		env := newEnv(t, f)
-		if version != agentDeployPlanInState {
-			env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployPlanInState).Return(version)
+		if version != agentDeployIndexWithStep {
+			env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployIndexWithStep).Return(version)
 		}
 		heartbeatAfter(env, 2*time.Minute)
 		env.ExecuteWorkflow(DeployNode, deployRequest())
@@ -314,9 +315,9 @@ func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
 		requireActive(t, f)
 		return f
 	}
-	v1, v2 := run(1), run(agentDeployPlanInState)
-	if v1.planWrites != 8 || v2.planWrites != 4 {
-		t.Fatalf("RecordStepPlan writes: version 1 %d (want 8), version 2 %d (want 4)", v1.planWrites, v2.planWrites)
+	v1, v2, v3 := run(1), run(agentDeployPlanInState), run(agentDeployIndexWithStep)
+	if v1.planWrites != 8 || v2.planWrites != 4 || v3.planWrites != 1 {
+		t.Fatalf("RecordStepPlan writes: version 1 %d (want 8), version 2 %d (want 4), version 3 %d (want 1)", v1.planWrites, v2.planWrites, v3.planWrites)
 	}
 	// What the plan records leave: version 1's, an index that follows a
 	// plan merged into it, are version 2's.
@@ -343,20 +344,24 @@ func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
 		}
 		return strings.Join(out, "; ")
 	}
-	if s1, s2 := summary(v1), summary(v2); s1 != s2 {
-		t.Fatalf("plan records differ:\nversion 1 %s\nversion 2 %s", s1, s2)
-	} else {
-		t.Log(s2)
+	for i, v := range []*fakeCloud{v2, v3} {
+		if s1, s := summary(v1), summary(v); s1 != s {
+			t.Fatalf("plan records differ:\nversion 1 %s\nversion %d %s", s1, i+2, s)
+		}
+		if got := v.plans[len(v.plans)-1]; !got.Clear {
+			t.Fatalf("version %d does not clear the plan last: %+v", i+2, got)
+		}
+		if s1, s := v1.states, v.states; strings.Join(stateNames(s1), " ") != strings.Join(stateNames(s), " ") {
+			t.Fatalf("states: version 1 %v, version %d %v", s1, i+2, s)
+		}
+		if e1, e := strings.Join(v1.events, "|"), strings.Join(v.events, "|"); e1 != e {
+			t.Fatalf("node history: version 1 %q, version %d %q", e1, i+2, e)
+		}
+		if c1, c := strings.Join(v1.callList(), "|"), strings.Join(v.callList(), "|"); c1 != c {
+			t.Fatalf("calls: version 1 %q, version %d %q", c1, i+2, c)
+		}
 	}
-	if got := v2.plans[len(v2.plans)-1]; !got.Clear {
-		t.Fatalf("version 2 does not clear the plan last: %+v", got)
-	}
-	if s1, s2 := v1.states, v2.states; strings.Join(stateNames(s1), " ") != strings.Join(stateNames(s2), " ") {
-		t.Fatalf("states: version 1 %v, version 2 %v", s1, s2)
-	}
-	if e1, e2 := strings.Join(v1.events, "|"), strings.Join(v2.events, "|"); e1 != e2 {
-		t.Fatalf("node history: version 1 %q, version 2 %q", e1, e2)
-	}
+	t.Log(summary(v3))
 }
 
 func stateNames(ss []State) []string {

@@ -87,6 +87,10 @@ func (f *fakeCloud) showStep(rs *RunningStep) {
 	} else {
 		f.deployStep = rs.Step.View()
 	}
+	if rs.Index != nil {
+		// The plan's index written with the step (showStep).
+		f.plans = append(f.plans, StepPlanRecord{Kind: rs.Kind, Index: rs.Index, OnlyIndex: true})
+	}
 }
 
 // recordSteps applies a RecordState's step fields as the store does.
@@ -229,7 +233,7 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 			f.log("GetAgentSteps " + string(in.Kind))
 	}, ActGetAgentSteps)
 	reg(func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
-		f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step})
+		f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step, Index: in.Index})
 		if err := f.log("RunAgentStep " + in.Step.Name() + " @" + in.Agent.CallbackURL); err != nil {
 			return AgentStepResult{}, err
 		}

@@ -103,6 +103,12 @@ type run struct {
 	// not record again (nil: none).
 	planInState bool
 	planIndexed *int
+	// indexWithStep is whether it took version agentDeployIndexWithStep:
+	// the index of a step whose first activity records it (stepIndexed) is
+	// handed to that activity through pendingIndex, which the first
+	// running() or agent step input takes.
+	indexWithStep bool
+	pendingIndex  *int
 	// baseline is whether this deploy took changeAgentDeployBaseline: the
 	// change IDs it covers are then not asked one by one (implied).
 	baseline bool
@@ -564,7 +570,7 @@ func (r *run) agentStepOnce(kind StepKind, s Step) (AgentStepResult, error) {
 		},
 	})
 	fut := workflow.ExecuteActivity(actCtx, ActRunAgentStep, AgentStepInput{
-		Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: kind, Step: s,
+		Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: kind, Step: s, Index: r.takeIndex(),
 	})
 	// One liveness timer for all agent steps, not one per step or per
 	// heartbeat: when it fires, the agent is lost only if neither a

@@ -80,4 +80,9 @@ func (s Step) View() map[string]any {
 type RunningStep struct {
 	Kind StepKind `json:"kind"`
 	Step Step     `json:"step"`
+	// Index, when set, is the plan's <kind>_step_index of the step, written
+	// with it (the previous step's progress removed) by the step's first
+	// activity instead of a RecordStepPlan of its own
+	// (agent-deploy-baseline version 3).
+	Index *int `json:"index,omitempty"`
 }

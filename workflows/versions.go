@@ -172,5 +172,11 @@ const (
 	// and the index of the step after deploy.deploy, its clearing with
 	// active. Four local activities fewer per agent deploy (22 to 18).
 	// Introduced by issue 21 after the histories of 451188d.
+	//
+	// Version 3 (deploy.go agentDeployIndexWithStep) also has the first
+	// activity of deploy.prepare_instance_boot, deploy.tear_down_agent and
+	// deploy.boot_instance write the plan's index with the step
+	// (RunningStep.Index), instead of a RecordStepPlan each: 15 local
+	// activities. Introduced by issue 21 after the histories of ec8bd9d.
 	changeAgentDeployBaseline = "agent-deploy-baseline"
 )
