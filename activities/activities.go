@@ -287,10 +287,10 @@ func (a *Activities) showStep(ctx context.Context, nodeUUID string, rs *workflow
 		return nil
 	}
 	if rs.Index != nil {
-		// The plan moves to the step in the same write (RecordStepPlan's
-		// index, OnlyIndex).
-		_, drop := stepPlanChanges(workflows.StepPlanRecord{NodeUUID: nodeUUID, Kind: rs.Kind, Index: rs.Index, OnlyIndex: true})
-		err := a.Store.RecordStepAt(ctx, nodeUUID, string(rs.Kind), rs.Step.View(), string(rs.Kind)+"_step_index", *rs.Index, drop)
+		// The plan moves to the step in the same write (what RecordStepPlan
+		// writes for an index alone).
+		err := a.Store.RecordStepAt(ctx, nodeUUID, string(rs.Kind), rs.Step.View(), stepIndexKey(rs.Kind), *rs.Index,
+			[]string{workflows.StepProgressKey(rs.Kind)})
 		return storeErr(err, "record step %s of node %s", rs.Step.Name(), nodeUUID)
 	}
 	err := a.Store.RecordStep(ctx, nodeUUID, string(rs.Kind), rs.Step.View())

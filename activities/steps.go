@@ -74,11 +74,14 @@ func (a *Activities) RecordStepPlan(ctx context.Context, in workflows.StepPlanRe
 	return storeErr(a.Store.MergeDropDriverInternalInfo(ctx, in.NodeUUID, kv, drop...), "record the %s steps of node %s", in.Kind, in.NodeUUID)
 }
 
+// stepIndexKey is the driver_internal_info key of a plan's running index.
+func stepIndexKey(kind workflows.StepKind) string { return string(kind) + "_step_index" }
+
 // stepPlanChanges are the driver_internal_info keys a step plan record sets
 // and removes: RecordStepPlan writes them alone, RecordState with the
 // state it records (RecordStateInput.StepPlan).
 func stepPlanChanges(in workflows.StepPlanRecord) (kv map[string]any, drop []string) {
-	steps, index := string(in.Kind)+"_steps", string(in.Kind)+"_step_index"
+	steps, index := string(in.Kind)+"_steps", stepIndexKey(in.Kind)
 	progress := workflows.StepProgressKey(in.Kind)
 	if in.Clear {
 		return nil, []string{steps, index, progress}

@@ -87,10 +87,18 @@ const metricsFlush = 2 * time.Second
 // serverCallsBefore reads the counters before a workload, once what ran
 // before it has been published (metricsFlush); nil without them.
 func (s *stack) serverCallsBefore(ctx context.Context) serverCalls {
-	if s.serverCalls(ctx) == nil {
+	if s.metricsURL() == "" {
 		return nil
 	}
 	return s.serverCallsAfter(ctx, serverCalls{})
+}
+
+// metricsURL is the dev server's metrics endpoint ("" for the cluster's).
+func (s *stack) metricsURL() string {
+	if s.cluster != nil || s.Stack == nil || s.Temporal == nil {
+		return ""
+	}
+	return s.Temporal.MetricsURL()
 }
 
 // serverCallsAfter reads the counters once the last of a workload's
@@ -111,12 +119,13 @@ func (s *stack) serverCallsAfter(ctx context.Context, before serverCalls) server
 // no metrics endpoint (the cluster's) or it does not answer, so that a
 // measure without them is left out rather than wrong.
 func (s *stack) serverCalls(ctx context.Context) serverCalls {
-	if s.cluster != nil || s.Stack == nil || s.Temporal == nil || s.Temporal.MetricsURL() == "" {
+	url := s.metricsURL()
+	if url == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Temporal.MetricsURL(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil
 	}

@@ -91,13 +91,27 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 	return s.notTransitioned(ctx, nodeUUID, t.To, from)
 }
 
+// RecordStep shows the step that starts running as the node's deploy_step
+// (kind "deploy"), clean_step (kind "clean") or service_step (kind
+// "service"), leaving the rest of the node
+// as it is: the worker records it when a step begins, between the
+// transitions a workflow records. It returns ErrNotFound when the node does
+// not exist.
+func (s *Store) RecordStep(ctx context.Context, nodeUUID, kind string, step map[string]any) error {
+	return s.recordStep(ctx, nodeUUID, kind, step, "", 0, nil)
+}
+
 // RecordStepAt is RecordStep that also moves the plan to the step: when
 // driver_internal_info's indexKey is not index yet, it is set to index and
 // the keys drop (the previous step's progress) are removed, in the same
 // statement; when it already is (an activity's retry), only the step is
-// written, so the running step's own progress stays. It returns
-// ErrNotFound when the node does not exist.
+// written, so the running step's own progress stays.
 func (s *Store) RecordStepAt(ctx context.Context, nodeUUID, kind string, step map[string]any, indexKey string, index int, drop []string) error {
+	return s.recordStep(ctx, nodeUUID, kind, step, indexKey, index, drop)
+}
+
+// recordStep is RecordStep, and RecordStepAt when indexKey is not empty.
+func (s *Store) recordStep(ctx context.Context, nodeUUID, kind string, step map[string]any, indexKey string, index int, drop []string) error {
 	if kind != "deploy" && kind != "clean" && kind != "service" {
 		return fmt.Errorf("record %q step of node %s: %w", kind, nodeUUID, ErrInvalidInput)
 	}
@@ -112,40 +126,11 @@ func (s *Store) RecordStepAt(ctx context.Context, nodeUUID, kind string, step ma
 			deploy_step = CASE $2 WHEN 'deploy' THEN $3::jsonb ELSE deploy_step END,
 			clean_step = CASE $2 WHEN 'clean' THEN $3::jsonb ELSE clean_step END,
 			service_step = CASE $2 WHEN 'service' THEN $3::jsonb ELSE service_step END,
-			driver_internal_info = CASE WHEN driver_internal_info->($4::text) IS DISTINCT FROM to_jsonb($5::int)
+			driver_internal_info = CASE WHEN $4::text <> '' AND driver_internal_info->($4::text) IS DISTINCT FROM to_jsonb($5::int)
 				THEN (driver_internal_info - $6::text[]) || jsonb_build_object($4::text, $5::int)
 				ELSE driver_internal_info END,
 			updated_at = now()
 		WHERE uuid = $1`, u, kind, step, indexKey, index, drop)
-	if err != nil {
-		return dbError(err, "record %s step of node %s", kind, nodeUUID)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("record %s step of node %s: %w", kind, nodeUUID, ErrNotFound)
-	}
-	return nil
-}
-
-// RecordStep shows the step that starts running as the node's deploy_step
-// (kind "deploy"), clean_step (kind "clean") or service_step (kind
-// "service"), leaving the rest of the node
-// as it is: the worker records it when a step begins, between the
-// transitions a workflow records. It returns ErrNotFound when the node does
-// not exist.
-func (s *Store) RecordStep(ctx context.Context, nodeUUID, kind string, step map[string]any) error {
-	if kind != "deploy" && kind != "clean" && kind != "service" {
-		return fmt.Errorf("record %q step of node %s: %w", kind, nodeUUID, ErrInvalidInput)
-	}
-	if step == nil {
-		step = map[string]any{}
-	}
-	u, _ := canonicalUUID(nodeUUID)
-	tag, err := s.pool.Exec(ctx, `UPDATE nodes SET
-			deploy_step = CASE $2 WHEN 'deploy' THEN $3::jsonb ELSE deploy_step END,
-			clean_step = CASE $2 WHEN 'clean' THEN $3::jsonb ELSE clean_step END,
-			service_step = CASE $2 WHEN 'service' THEN $3::jsonb ELSE service_step END,
-			updated_at = now()
-		WHERE uuid = $1`, u, kind, step)
 	if err != nil {
 		return dbError(err, "record %s step of node %s", kind, nodeUUID)
 	}
