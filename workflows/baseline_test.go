@@ -52,7 +52,7 @@ func TestAgentDeployWithoutBaselineAsksEachChangeID(t *testing.T) {
 	f := newFakeCloud()
 	f.node.SecureBoot = true
 	env := newEnv(t, f)
-	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployIndexWithStep).Return(workflow.DefaultVersion)
+	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(workflow.DefaultVersion)
 	for _, id := range agentDeployBaseline {
 		env.OnGetVersion(id, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	}

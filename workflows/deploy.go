@@ -96,7 +96,12 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finish(r.enter(Active, "", "Deploy finished"))
 	}
 
-	switch workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployIndexWithStep) {
+	switch workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer) {
+	case agentDeployOneTimer:
+		r.oneTimer = true
+		r.indexWithStep = true
+		r.planInState = true
+		r.baseline = true
 	case agentDeployIndexWithStep:
 		r.indexWithStep = true
 		r.planInState = true
@@ -378,6 +383,11 @@ const agentDeployPlanInState workflow.Version = 2
 // built-in steps after write_image have their deploy_step_index written by
 // their first activity, with the step (deploy_steps.go indexWithStep).
 const agentDeployIndexWithStep workflow.Version = 3
+
+// agentDeployOneTimer is changeAgentDeployBaseline's version 4: the
+// callback wait and the agent steps share one timer (run.go
+// waitCallbackOneTimer).
+const agentDeployOneTimer workflow.Version = 4
 
 // agentDeployBaseline are the change IDs that changeAgentDeployBaseline
 // implies at version 1: every agent deploy asked each of them on the way,

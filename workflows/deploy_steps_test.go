@@ -16,7 +16,7 @@ import (
 func oldDeployPath(env *testsuite.TestWorkflowEnvironment) {
 	// The old path of a change ID that changeAgentDeployBaseline covers
 	// exists only in a deploy that did not take the baseline.
-	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployIndexWithStep).Return(workflow.DefaultVersion)
+	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(workflow.DefaultVersion)
 	env.OnGetVersion(changeDeployAgentSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 }
 
@@ -298,14 +298,15 @@ func TestDeployNodeStepAboveTheCoreStepRunsOnceTheAgentIsUp(t *testing.T) {
 // next index, the clearing with active; since version 3 the indexes of the
 // last three of the five steps go with each step's first activity. A deploy
 // on version 1 makes eight RecordStepPlan writes, on version 2 four (the
-// plan before the agent boots and those three indexes), on version 3 one;
-// all leave the same plan records in the same order.
+// plan before the agent boots and those three indexes), on version 3 one
+// (and on version 4, which changes only its timers); all leave the same
+// plan records in the same order.
 func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
 	run := func(version workflow.Version) *fakeCloud {
 		f := newFakeCloud()
 		env := newEnv(t, f)
-		if version != agentDeployIndexWithStep {
-			env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployIndexWithStep).Return(version)
+		if version != agentDeployOneTimer {
+			env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(version)
 		}
 		heartbeatAfter(env, 2*time.Minute)
 		env.ExecuteWorkflow(DeployNode, deployRequest())
@@ -315,9 +316,10 @@ func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
 		requireActive(t, f)
 		return f
 	}
-	v1, v2, v3 := run(1), run(agentDeployPlanInState), run(agentDeployIndexWithStep)
-	if v1.planWrites != 8 || v2.planWrites != 4 || v3.planWrites != 1 {
-		t.Fatalf("RecordStepPlan writes: version 1 %d (want 8), version 2 %d (want 4), version 3 %d (want 1)", v1.planWrites, v2.planWrites, v3.planWrites)
+	v1, v2, v3, v4 := run(1), run(agentDeployPlanInState), run(agentDeployIndexWithStep), run(agentDeployOneTimer)
+	if v1.planWrites != 8 || v2.planWrites != 4 || v3.planWrites != 1 || v4.planWrites != 1 {
+		t.Fatalf("RecordStepPlan writes: version 1 %d (want 8), version 2 %d (want 4), version 3 %d (want 1), version 4 %d (want 1)",
+			v1.planWrites, v2.planWrites, v3.planWrites, v4.planWrites)
 	}
 	// What the plan records leave: version 1's, an index that follows a
 	// plan merged into it, are version 2's.
@@ -344,7 +346,7 @@ func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
 		}
 		return strings.Join(out, "; ")
 	}
-	for i, v := range []*fakeCloud{v2, v3} {
+	for i, v := range []*fakeCloud{v2, v3, v4} {
 		if s1, s := summary(v1), summary(v); s1 != s {
 			t.Fatalf("plan records differ:\nversion 1 %s\nversion %d %s", s1, i+2, s)
 		}

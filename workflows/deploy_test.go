@@ -55,6 +55,8 @@ type fakeCloud struct {
 	events, severities []string
 	// clearedAgent lists the states recorded with ClearAgent.
 	clearedAgent []State
+	// onState, when set, is told each state RecordState records.
+	onState func(State)
 }
 
 // shownSteps are a node's deploy_step and clean_step as interface.step, ""
@@ -179,6 +181,9 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 			f.store = in.To
 		}
 		f.states = append(f.states, in.To)
+		if f.onState != nil {
+			f.onState(in.To)
+		}
 		f.lastErr = in.LastError
 		f.events = append(f.events, in.Event)
 		f.severities = append(f.severities, in.Severity)

@@ -115,6 +115,10 @@ type run struct {
 	// liveness is the agent-silence timer all agent steps share (nil until
 	// the first step); see agentStep.
 	liveness workflow.Future
+	// oneTimer is whether it took version agentDeployOneTimer: the
+	// callback wait's timer is liveness too (waitCallbackOneTimer), so an
+	// agent deploy starts one timer where it started three.
+	oneTimer bool
 
 	// holdAbort, when set, says whether an abort that arrives while agent
 	// step s runs waits for its end (a step that is not abortable): the
@@ -515,6 +519,9 @@ func (r *run) waitCallbackFor(state State, timeout time.Duration, done func(Hear
 		return Heartbeat{}, err
 	}
 	r.status.Step = "wait for agent"
+	if r.oneTimer {
+		return r.waitCallbackOneTimer(state, timeout, done)
+	}
 	for {
 		ctx, cancel := workflow.WithCancel(r.ctx)
 		timer := workflow.NewTimer(ctx, timeout)
@@ -538,15 +545,78 @@ func (r *run) waitCallbackFor(state State, timeout time.Duration, done func(Hear
 		case aborted:
 			return Heartbeat{}, errAborted
 		case timedOut:
-			what := "callback"
-			if state == RescueWait {
-				what = "rescue ramdisk callback" // Ironic's words for rescue wait
-			}
-			return Heartbeat{}, fmt.Errorf("Timeout reached while waiting for %s for node %s (%s without a heartbeat)", what, r.node.UUID, timeout)
+			return Heartbeat{}, r.callbackTimedOut(state, timeout)
 		case got && done(hb):
 			return hb, nil
 		}
 	}
+}
+
+// callbackTimedOut is the error of a callback wait that ran out.
+func (r *run) callbackTimedOut(state State, timeout time.Duration) error {
+	what := "callback"
+	if state == RescueWait {
+		what = "rescue ramdisk callback" // Ironic's words for rescue wait
+	}
+	return fmt.Errorf("Timeout reached while waiting for %s for node %s (%s without a heartbeat)", what, r.node.UUID, timeout)
+}
+
+// waitCallbackOneTimer is the callback wait of a deploy that took
+// agentDeployOneTimer: its timer is the liveness timer the agent steps
+// after it share (agentStepOnce), started here if none runs, and never
+// cancelled. Each arming is at most the heartbeat timeout away, so the
+// timer the steps take over fires no later than their own would; when it
+// fires before the callback deadline (the wait's start, or the last
+// heartbeat that did not end it, plus timeout) it is armed again for what
+// remains. A wait the agent ends at once then records one TimerStarted
+// instead of a TimerStarted and a TimerCanceled, and the first step no
+// TimerStarted of its own; a wait longer than the heartbeat timeout costs
+// one workflow task more per heartbeat timeout.
+func (r *run) waitCallbackOneTimer(state State, timeout time.Duration, done func(Heartbeat) bool) (Heartbeat, error) {
+	deadline := workflow.Now(r.ctx).Add(timeout)
+	if r.liveness == nil {
+		r.liveness = workflow.NewTimer(r.ctx, r.armFor(timeout))
+	}
+	for {
+		var (
+			hb         Heartbeat
+			got, fired bool
+			aborted    bool
+		)
+		sel := workflow.NewSelector(r.ctx)
+		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { hb, got = r.takeHeartbeat(c) })
+		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
+		sel.AddFuture(r.liveness, func(workflow.Future) { fired = true })
+		sel.Select(r.ctx)
+		switch {
+		case aborted:
+			return Heartbeat{}, errAborted
+		case fired:
+			left := deadline.Sub(workflow.Now(r.ctx))
+			if left <= 0 {
+				r.liveness = nil
+				return Heartbeat{}, r.callbackTimedOut(state, timeout)
+			}
+			r.liveness = workflow.NewTimer(r.ctx, r.armFor(left))
+		case got && done(hb):
+			return hb, nil
+		case got:
+			// As Ironic's touch_provisioning: a heartbeat moves the
+			// deadline, not the timer.
+			deadline = workflow.Now(r.ctx).Add(timeout)
+		}
+	}
+}
+
+// armFor is how far the shared timer of a one-timer deploy is set when d
+// remains of its wait: never beyond the heartbeat timeout, so that an agent
+// step that takes it over notices a silent agent as soon as with a timer
+// of its own.
+func (r *run) armFor(d time.Duration) time.Duration {
+	if hb := r.node.Policy.HeartbeatTimeout; hb > 0 && d > hb {
+		return hb
+	}
+	return d
 }
 
 // agentStepOnce runs one in-band step while watching the agent's heartbeats:

@@ -88,7 +88,7 @@ func TestDeploySecureBootOldPathUntouched(t *testing.T) {
 	f := newFakeCloud()
 	f.node.SecureBoot = true
 	env := newEnv(t, f)
-	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployIndexWithStep).Return(workflow.DefaultVersion) // covers changeDeploySecureBoot
+	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(workflow.DefaultVersion) // covers changeDeploySecureBoot
 	env.OnGetVersion(changeDeploySecureBoot, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	var recs []BootModeRecord
 	secureBootFake(env, f, nil, &recs)

@@ -1,0 +1,142 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+)
+
+// timerLog records the timers a workflow under test starts and cancels.
+type timerLog struct {
+	started   []time.Duration
+	cancelled int
+}
+
+func watchTimers(env *testsuite.TestWorkflowEnvironment) *timerLog {
+	l := &timerLog{}
+	env.SetOnTimerScheduledListener(func(_ string, d time.Duration) { l.started = append(l.started, d) })
+	env.SetOnTimerCanceledListener(func(string) { l.cancelled++ })
+	return l
+}
+
+// Since agent-deploy-baseline version 4 the callback wait's timer is the
+// agent steps' liveness timer too: a deploy whose agent calls back at once
+// starts one timer and cancels none, where version 3 started the wait's
+// timer, cancelled it at the call-back and started the liveness timer; the
+// node sees the same calls, states and history either way.
+func TestAgentDeployStartsOneTimerForItsWaitAndItsSteps(t *testing.T) {
+	run := func(version workflow.Version) (*fakeCloud, *timerLog) {
+		f := newFakeCloud()
+		env := newEnv(t, f)
+		if version != agentDeployOneTimer {
+			env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(version)
+		}
+		timers := watchTimers(env)
+		heartbeatAfter(env, 2*time.Minute)
+		env.ExecuteWorkflow(DeployNode, deployRequest())
+		if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+			t.Fatalf("version %d: workflow did not complete cleanly: %v", version, env.GetWorkflowError())
+		}
+		requireActive(t, f)
+		return f, timers
+	}
+	f3, t3 := run(agentDeployIndexWithStep)
+	f4, t4 := run(agentDeployOneTimer)
+	if len(t3.started) != 2 || t3.cancelled != 1 {
+		t.Fatalf("version 3 started %v and cancelled %d timers, want the wait's and the liveness timer, the wait's cancelled", t3.started, t3.cancelled)
+	}
+	// The one timer is armed for the heartbeat timeout (5 min), not the
+	// callback timeout (30 min), so that the steps can take it over.
+	if len(t4.started) != 1 || t4.started[0] != 5*time.Minute || t4.cancelled != 0 {
+		t.Fatalf("version 4 started %v and cancelled %d timers, want one of 5m0s and none cancelled", t4.started, t4.cancelled)
+	}
+	if a, b := strings.Join(f3.callList(), "|"), strings.Join(f4.callList(), "|"); a != b {
+		t.Fatalf("calls: version 3 %q, version 4 %q", a, b)
+	}
+	if a, b := strings.Join(stateNames(f3.states), " "), strings.Join(stateNames(f4.states), " "); a != b {
+		t.Fatalf("states: version 3 %s, version 4 %s", a, b)
+	}
+	if a, b := strings.Join(f3.events, "|"), strings.Join(f4.events, "|"); a != b {
+		t.Fatalf("node history: version 3 %q, version 4 %q", a, b)
+	}
+}
+
+// A one-timer wait re-arms its timer every heartbeat timeout and still
+// gives up at the callback timeout, not earlier and not later; a heartbeat
+// that does not end the wait (no callback URL) moves the deadline as a
+// timer reset did before.
+func TestOneTimerCallbackWaitEndsAtItsDeadline(t *testing.T) {
+	run := func(heartbeatAt time.Duration) (time.Duration, *fakeCloud, *timerLog) {
+		f := newFakeCloud()
+		env := newEnv(t, f)
+		timers := watchTimers(env)
+		start := env.Now()
+		var failedAt time.Duration
+		f.onState = func(s State) {
+			if s == DeployFailed && failedAt == 0 {
+				failedAt = env.Now().Sub(start)
+			}
+		}
+		if heartbeatAt > 0 {
+			env.RegisterDelayedCallback(func() {
+				env.SignalWorkflow(SignalHeartbeat, Heartbeat{AgentVersion: "1.0"}) // no callback URL: not the call-back
+			}, heartbeatAt)
+		}
+		env.ExecuteWorkflow(DeployNode, deployRequest())
+		if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+			t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+		}
+		f.requireTimedOut(t, DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
+		return failedAt, f, timers
+	}
+	quiet, _, timers := run(0)
+	if quiet != 30*time.Minute {
+		t.Fatalf("the wait failed after %s, want the callback timeout, 30m0s", quiet)
+	}
+	// Six of the heartbeat timeout, then the failed deploy's operator
+	// wait (an hour in these tests).
+	if got := fmt.Sprint(timers.started); got != "[5m0s 5m0s 5m0s 5m0s 5m0s 5m0s 1h0m0s]" || timers.cancelled != 0 {
+		t.Fatalf("timers %s, %d cancelled: want six of 5m0s before the operator wait's hour, none cancelled", got, timers.cancelled)
+	}
+	moved, _, _ := run(20*time.Minute + 30*time.Second)
+	if moved != 50*time.Minute+30*time.Second {
+		t.Fatalf("with a heartbeat at 20m30s the wait failed after %s, want 50m30s", moved)
+	}
+}
+
+// The steps take over the wait's timer, which was armed when the wait
+// began: an agent silent from its call-back on is still declared lost one
+// heartbeat timeout after the step began, as with a timer of the step's
+// own, not earlier (the timer fires at 5 min, a minute into the step, and
+// is armed again for what remains).
+func TestOneTimerSilentAgentIsLostOneHeartbeatTimeoutIntoTheStep(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	timers := watchTimers(env)
+	start := env.Now()
+	var failedAt time.Duration
+	f.onState = func(s State) {
+		if s == DeployFailed && failedAt == 0 {
+			failedAt = env.Now().Sub(start)
+		}
+	}
+	heartbeatAfter(env, 4*time.Minute)
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(10*time.Hour).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if env.GetWorkflowError() != nil {
+		t.Fatal(env.GetWorkflowError())
+	}
+	if last := f.states[len(f.states)-1]; last != DeployFailed || !strings.Contains(f.lastErr, "stopped heartbeating") {
+		t.Fatalf("final state %q (%q), want deploy failed by a silent agent", last, f.lastErr)
+	}
+	if failedAt != 9*time.Minute {
+		t.Fatalf("the silent agent was declared lost %s after the deploy began, want 9m0s (call-back at 4m, heartbeat timeout 5m)", failedAt)
+	}
+	if len(timers.started) != 2 || timers.started[0] != 5*time.Minute || timers.started[1] != 4*time.Minute {
+		t.Fatalf("timers %v, want the wait's 5m0s and, when it fired a minute into the step, 4m0s more", timers.started)
+	}
+}
