@@ -178,5 +178,11 @@ const (
 	// deploy.boot_instance write the plan's index with the step
 	// (RunningStep.Index), instead of a RecordStepPlan each: 15 local
 	// activities. Introduced by issue 21 after the histories of ec8bd9d.
+	//
+	// Version 4 (deploy.go agentDeployOneTimer) also gives the callback
+	// wait and the agent steps one timer, armed again rather than
+	// cancelled (run.go waitCallbackOneTimer): one TimerStarted where
+	// version 3 recorded two and a TimerCanceled. Introduced by issue 21
+	// after the histories of 3dfd3b7; recorded in 3c5e3fb.
 	changeAgentDeployBaseline = "agent-deploy-baseline"
 )
