@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,55 @@ func TestOneTimerSilentAgentIsLostOneHeartbeatTimeoutIntoTheStep(t *testing.T) {
 	}
 	if len(timers.started) != 2 || timers.started[0] != 5*time.Minute || timers.started[1] != 4*time.Minute {
 		t.Fatalf("timers %v, want the wait's 5m0s and, when it fired a minute into the step, 4m0s more", timers.started)
+	}
+}
+
+// A wait after the steps began (the call-back after a firmware update's
+// reboot) takes over the timer they left only if it fires by the wait's
+// deadline. Here the callback timeout (2 min) is shorter than the
+// heartbeat timeout (10 min): the first wait arms 2 min, the first agent
+// step (erase_devices_metadata, 10 s to 2m30s) re-arms the timer at 2 min
+// for 10 min after its start, to 10m10s; the wait after the update must
+// arm a timer of its own and fail 2 min after it began, not at 10m10s.
+func TestOneTimerLaterWaitEndsAtItsOwnDeadline(t *testing.T) {
+	const update = `[{"interface":"firmware","step":"update","priority":90,"args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}]`
+	f, b := firmwareCloud(map[string][]string{"bios": {"AwaitReset", "Completed"}})
+	f.node.ProvisionState = Available
+	f.node.Policy.CallbackTimeout = 2 * time.Minute
+	f.node.Policy.HeartbeatTimeout = 10 * time.Minute
+	req := deployRequest()
+	req.DeploySteps = []byte(update)
+	env := newEnv(t, f)
+	b.register(env)
+	timers := watchTimers(env)
+	start := env.Now()
+	var waits []time.Duration
+	var failedAt time.Duration
+	f.onState = func(s State) {
+		switch {
+		case s == DeployWait:
+			waits = append(waits, env.Now().Sub(start))
+		case s == DeployFailed && failedAt == 0:
+			failedAt = env.Now().Sub(start)
+		}
+	}
+	heartbeatAfter(env, 10*time.Second) // the first call-back; none after the reboot
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(140*time.Second).Return(AgentStepResult{Status: "SUCCEEDED"}, nil).Once()
+	env.OnActivity(ActRunAgentStep, mockAny, mockAny).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
+	env.ExecuteWorkflow(DeployNode, req)
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+	}
+	if !strings.Contains(f.lastErr, "wait call-back after firmware.update: Timeout reached while waiting for callback") {
+		t.Fatalf("last_error %q: want the callback timeout after the update", f.lastErr)
+	}
+	if len(waits) != 2 {
+		t.Fatalf("wait call-back recorded at %v, want twice (the boot and the reboot after the update)", waits)
+	}
+	if !slices.Contains(timers.started, 8*time.Minute+10*time.Second) || waits[1]+2*time.Minute >= 10*time.Minute+10*time.Second {
+		t.Fatalf("timers %v, second wait at %s: the steps' timer was not left to fire after the second wait's deadline, the test proves nothing", timers.started, waits[1])
+	}
+	if failedAt != waits[1]+2*time.Minute {
+		t.Fatalf("the deploy failed at %s, want its second wait's start (%s) plus the callback timeout, 2m0s (timers %v)", failedAt, waits[1], timers.started)
 	}
 }

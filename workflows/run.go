@@ -113,8 +113,9 @@ type run struct {
 	// change IDs it covers are then not asked one by one (implied).
 	baseline bool
 	// liveness is the agent-silence timer all agent steps share (nil until
-	// the first step); see agentStep.
-	liveness workflow.Future
+	// the first step); see agentStep. livenessAt is when it fires.
+	liveness   workflow.Future
+	livenessAt time.Time
 	// oneTimer is whether it took version agentDeployOneTimer: the
 	// callback wait's timer is liveness too (waitCallbackOneTimer), so an
 	// agent deploy starts one timer where it started three.
@@ -574,8 +575,11 @@ func (r *run) callbackTimedOut(state State, timeout time.Duration) error {
 // one workflow task more per heartbeat timeout.
 func (r *run) waitCallbackOneTimer(state State, timeout time.Duration, done func(Heartbeat) bool) (Heartbeat, error) {
 	deadline := workflow.Now(r.ctx).Add(timeout)
-	if r.liveness == nil {
-		r.liveness = workflow.NewTimer(r.ctx, r.armFor(timeout))
+	// A timer left by the steps before (a wait for the call-back after a
+	// reboot) serves if it fires by the deadline; otherwise a new one is
+	// armed, and the old one, no longer watched, fires unheeded.
+	if r.liveness == nil || r.livenessAt.After(deadline) {
+		r.armLiveness(r.armFor(timeout))
 	}
 	for {
 		var (
@@ -597,7 +601,7 @@ func (r *run) waitCallbackOneTimer(state State, timeout time.Duration, done func
 				r.liveness = nil
 				return Heartbeat{}, r.callbackTimedOut(state, timeout)
 			}
-			r.liveness = workflow.NewTimer(r.ctx, r.armFor(left))
+			r.armLiveness(r.armFor(left))
 		case got && done(hb):
 			return hb, nil
 		case got:
@@ -606,6 +610,12 @@ func (r *run) waitCallbackOneTimer(state State, timeout time.Duration, done func
 			deadline = workflow.Now(r.ctx).Add(timeout)
 		}
 	}
+}
+
+// armLiveness starts the liveness timer, to fire d from now.
+func (r *run) armLiveness(d time.Duration) {
+	r.liveness = workflow.NewTimer(r.ctx, d)
+	r.livenessAt = workflow.Now(r.ctx).Add(d)
 }
 
 // armFor is how far the shared timer of a one-timer deploy is set when d
@@ -650,7 +660,7 @@ func (r *run) agentStepOnce(kind StepKind, s Step) (AgentStepResult, error) {
 	// left running between steps: a workflow that ends drops it.
 	started := workflow.Now(r.ctx)
 	if r.liveness == nil {
-		r.liveness = workflow.NewTimer(r.ctx, p.HeartbeatTimeout)
+		r.armLiveness(p.HeartbeatTimeout)
 	}
 	for {
 		var (
@@ -681,7 +691,7 @@ func (r *run) agentStepOnce(kind StepKind, s Step) (AgentStepResult, error) {
 				last = r.lastHeartbeat
 			}
 			if left := last.Add(p.HeartbeatTimeout).Sub(workflow.Now(r.ctx)); left > 0 {
-				r.liveness = workflow.NewTimer(r.ctx, left)
+				r.armLiveness(left)
 				continue
 			}
 			r.liveness = nil
