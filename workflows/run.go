@@ -118,7 +118,7 @@ type run struct {
 	livenessAt time.Time
 	// oneTimer is whether it took version agentDeployOneTimer: the
 	// callback wait's timer is liveness too (waitCallbackOneTimer), so an
-	// agent deploy starts one timer where it started three.
+	// agent deploy starts one timer where it started two and cancelled one.
 	oneTimer bool
 
 	// holdAbort, when set, says whether an abort that arrives while agent
