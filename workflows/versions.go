@@ -183,6 +183,7 @@ const (
 	// wait and the agent steps one timer, armed again rather than
 	// cancelled (run.go waitCallbackOneTimer): one TimerStarted where
 	// version 3 recorded two and a TimerCanceled. Introduced by issue 21
-	// after the histories of 3dfd3b7; recorded in 3c5e3fb.
+	// after the histories of 3dfd3b7; recorded in 3c5e3fb, and with the
+	// later-wait rule (run.livenessAt) in fbbe02a.
 	changeAgentDeployBaseline = "agent-deploy-baseline"
 )
