@@ -96,22 +96,12 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finish(r.enter(Active, "", "Deploy finished"))
 	}
 
-	switch workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer) {
-	case agentDeployOneTimer:
-		r.oneTimer = true
-		r.indexWithStep = true
-		r.planInState = true
-		r.baseline = true
-	case agentDeployIndexWithStep:
-		r.indexWithStep = true
-		r.planInState = true
-		r.baseline = true
-	case agentDeployPlanInState:
-		r.planInState = true
-		r.baseline = true
-	case 1:
-		r.baseline = true
-	}
+	// Each version of the baseline keeps the paths of the ones before it.
+	v := workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer)
+	r.baseline = v >= 1
+	r.planInState = v >= agentDeployPlanInState
+	r.indexWithStep = v >= agentDeployIndexWithStep
+	r.oneTimer = v >= agentDeployOneTimer
 	if r.implied(changeDeployAgentSteps) || workflow.GetVersion(ctx, changeDeployAgentSteps, workflow.DefaultVersion, 1) == 1 {
 		return r.finish(r.deployWithAgentSteps())
 	}

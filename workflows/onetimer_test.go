@@ -24,6 +24,23 @@ func watchTimers(env *testsuite.TestWorkflowEnvironment) *timerLog {
 	return l
 }
 
+// stateTimes records, for each state the run records, how long after the
+// start it recorded it, in order.
+func stateTimes(env *testsuite.TestWorkflowEnvironment, f *fakeCloud) map[State][]time.Duration {
+	start := env.Now()
+	at := map[State][]time.Duration{}
+	f.onState = func(s State) { at[s] = append(at[s], env.Now().Sub(start)) }
+	return at
+}
+
+// firstAt is when s was first recorded (0: never).
+func firstAt(at map[State][]time.Duration, s State) time.Duration {
+	if len(at[s]) == 0 {
+		return 0
+	}
+	return at[s][0]
+}
+
 // Since agent-deploy-baseline version 4 the callback wait's timer is the
 // agent steps' liveness timer too: a deploy whose agent calls back at once
 // starts one timer and cancels none, where version 3 started the wait's
@@ -75,13 +92,7 @@ func TestOneTimerCallbackWaitEndsAtItsDeadline(t *testing.T) {
 		f := newFakeCloud()
 		env := newEnv(t, f)
 		timers := watchTimers(env)
-		start := env.Now()
-		var failedAt time.Duration
-		f.onState = func(s State) {
-			if s == DeployFailed && failedAt == 0 {
-				failedAt = env.Now().Sub(start)
-			}
-		}
+		at := stateTimes(env, f)
 		if heartbeatAt > 0 {
 			env.RegisterDelayedCallback(func() {
 				env.SignalWorkflow(SignalHeartbeat, Heartbeat{AgentVersion: "1.0"}) // no callback URL: not the call-back
@@ -92,7 +103,7 @@ func TestOneTimerCallbackWaitEndsAtItsDeadline(t *testing.T) {
 			t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 		}
 		f.requireTimedOut(t, DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
-		return failedAt, f, timers
+		return firstAt(at, DeployFailed), f, timers
 	}
 	quiet, _, timers := run(0)
 	if quiet != 30*time.Minute {
@@ -118,13 +129,7 @@ func TestOneTimerSilentAgentIsLostOneHeartbeatTimeoutIntoTheStep(t *testing.T) {
 	f := newFakeCloud()
 	env := newEnv(t, f)
 	timers := watchTimers(env)
-	start := env.Now()
-	var failedAt time.Duration
-	f.onState = func(s State) {
-		if s == DeployFailed && failedAt == 0 {
-			failedAt = env.Now().Sub(start)
-		}
-	}
+	at := stateTimes(env, f)
 	heartbeatAfter(env, 4*time.Minute)
 	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(10*time.Hour).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
@@ -134,7 +139,7 @@ func TestOneTimerSilentAgentIsLostOneHeartbeatTimeoutIntoTheStep(t *testing.T) {
 	if last := f.states[len(f.states)-1]; last != DeployFailed || !strings.Contains(f.lastErr, "stopped heartbeating") {
 		t.Fatalf("final state %q (%q), want deploy failed by a silent agent", last, f.lastErr)
 	}
-	if failedAt != 9*time.Minute {
+	if failedAt := firstAt(at, DeployFailed); failedAt != 9*time.Minute {
 		t.Fatalf("the silent agent was declared lost %s after the deploy began, want 9m0s (call-back at 4m, heartbeat timeout 5m)", failedAt)
 	}
 	if len(timers.started) != 2 || timers.started[0] != 5*time.Minute || timers.started[1] != 4*time.Minute {
@@ -160,17 +165,7 @@ func TestOneTimerLaterWaitEndsAtItsOwnDeadline(t *testing.T) {
 	env := newEnv(t, f)
 	b.register(env)
 	timers := watchTimers(env)
-	start := env.Now()
-	var waits []time.Duration
-	var failedAt time.Duration
-	f.onState = func(s State) {
-		switch {
-		case s == DeployWait:
-			waits = append(waits, env.Now().Sub(start))
-		case s == DeployFailed && failedAt == 0:
-			failedAt = env.Now().Sub(start)
-		}
-	}
+	at := stateTimes(env, f)
 	heartbeatAfter(env, 10*time.Second) // the first call-back; none after the reboot
 	env.OnActivity(ActRunAgentStep, mockAny, mockAny).After(140*time.Second).Return(AgentStepResult{Status: "SUCCEEDED"}, nil).Once()
 	env.OnActivity(ActRunAgentStep, mockAny, mockAny).Return(AgentStepResult{Status: "SUCCEEDED"}, nil)
@@ -181,6 +176,7 @@ func TestOneTimerLaterWaitEndsAtItsOwnDeadline(t *testing.T) {
 	if !strings.Contains(f.lastErr, "wait call-back after firmware.update: Timeout reached while waiting for callback") {
 		t.Fatalf("last_error %q: want the callback timeout after the update", f.lastErr)
 	}
+	waits, failedAt := at[DeployWait], firstAt(at, DeployFailed)
 	if len(waits) != 2 {
 		t.Fatalf("wait call-back recorded at %v, want twice (the boot and the reboot after the update)", waits)
 	}
