@@ -21,21 +21,17 @@ import (
 
 // agentFor connects to the agent that last heartbeated for the node, with
 // the token and CA the store holds (never passed through workflow history).
-func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*client.Client, *store.Node, []*store.Port, error) {
+func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*client.Client, *store.Node, error) {
 	n, err := a.Store.GetNode(ctx, in.NodeUUID)
 	if err != nil {
-		return nil, nil, nil, storeErr(err, "load node %s", in.NodeUUID)
-	}
-	ports, err := a.Store.ListPorts(ctx, store.PortFilter{NodeUUID: n.UUID})
-	if err != nil {
-		return nil, nil, nil, storeErr(err, "load ports of node %s", in.NodeUUID)
+		return nil, nil, storeErr(err, "load node %s", in.NodeUUID)
 	}
 	url := in.CallbackURL
 	if url == "" {
 		url, _ = n.DriverInternalInfo[store.KeyAgentURL].(string)
 	}
 	if url == "" {
-		return nil, nil, nil, temporal.NewNonRetryableApplicationError(
+		return nil, nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s has no agent: no heartbeat recorded a callback_url", n.UUID), workflows.ErrTypeAgentUnreachable, nil)
 	}
 	token, _ := n.DriverInternalInfo[store.KeyAgentToken].(string)
@@ -54,10 +50,17 @@ func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*cl
 		c, err = client.New(url, token, client.WithTimeout(time.Minute), client.WithHTTPClient(hc))
 	}
 	if err != nil {
-		return nil, nil, nil, temporal.NewNonRetryableApplicationError(
+		return nil, nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("agent of node %s at %s: %v", n.UUID, url, err), workflows.ErrTypeInvalidConfig, err)
 	}
-	return c, n, ports, nil
+	return c, n, nil
+}
+
+// portsOf lists the node's ports, which the agent's step calls carry (as
+// Ironic's do).
+func (a *Activities) portsOf(ctx context.Context, n *store.Node) ([]*store.Port, error) {
+	ports, err := a.Store.ListPorts(ctx, store.PortFilter{NodeUUID: n.UUID})
+	return ports, storeErr(err, "load ports of node %s", n.UUID)
 }
 
 // agentErr maps agent client failures: a failed command carries the
@@ -119,11 +122,15 @@ func agentPorts(ports []*store.Port) []map[string]any {
 func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
 	crashPoint(ctx, in.Agent.NodeUUID, "GetAgentSteps", "start")
 	defer keepAlive(ctx)()
-	c, n, ports, err := a.agentFor(ctx, in.Agent)
+	c, n, err := a.agentFor(ctx, in.Agent)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
+	ports, err := a.portsOf(ctx, n)
+	if err != nil {
+		return nil, err
+	}
 	var list client.StepList
 	switch in.Kind {
 	case workflows.StepKindClean:
@@ -165,7 +172,7 @@ func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInp
 	if err := a.showStep(ctx, in.Agent.NodeUUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step, Index: in.Index}); err != nil {
 		return workflows.AgentStepResult{}, err
 	}
-	c, n, ports, err := a.agentFor(ctx, in.Agent)
+	c, n, err := a.agentFor(ctx, in.Agent)
 	if err != nil {
 		return workflows.AgentStepResult{}, err
 	}
@@ -186,6 +193,10 @@ func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInp
 		beat.CommandID = a.findCommand(ctx, c, in)
 	}
 	if beat.CommandID == "" {
+		ports, err := a.portsOf(ctx, n)
+		if err != nil {
+			return workflows.AgentStepResult{}, err
+		}
 		res, err := a.startStep(ctx, c, n, ports, in)
 		if err != nil {
 			return workflows.AgentStepResult{}, agentErr(err, "start %s on the agent of node %s", name, n.UUID)
@@ -427,7 +438,7 @@ func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput)
 	if err := a.showStep(ctx, in.NodeUUID, in.Starts); err != nil {
 		return err
 	}
-	c, n, _, err := a.agentFor(ctx, in)
+	c, n, err := a.agentFor(ctx, in)
 	if err != nil {
 		return err
 	}

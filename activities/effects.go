@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"go.temporal.io/sdk/activity"
+
+	"github.com/ironflow/ironflow/store"
 )
 
 // Some actions cannot be repeated safely: a second reboot boots the agent
@@ -41,19 +43,35 @@ func callID(ctx context.Context) string {
 // repeated reports whether an earlier run of this very call recorded key on
 // the node; if not, it records it now, before the caller acts.
 func (a *Activities) repeated(ctx context.Context, nodeUUID, key string) (bool, error) {
-	id := callID(ctx)
-	if id == "" {
+	if callID(ctx) == "" {
 		return false, nil
 	}
 	n, err := a.Store.GetNode(ctx, nodeUUID)
 	if err != nil {
 		return false, storeErr(err, "load node %s", nodeUUID)
 	}
+	return a.repeatedIn(ctx, n, key, nil)
+}
+
+// repeatedIn is repeated for a node the activity has loaded already (its
+// driver_internal_info as read at the activity's start: only this call
+// writes key, and the node's workflow runs one call at a time). When the
+// call is not a repeat, the mark is written with drop removed from
+// driver_internal_info in the same statement: the caller's first change
+// then cannot be lost to a crash between two writes.
+func (a *Activities) repeatedIn(ctx context.Context, n *store.Node, key string, drop []string) (bool, error) {
+	id := callID(ctx)
+	if id == "" {
+		if len(drop) == 0 {
+			return false, nil
+		}
+		return false, storeErr(a.Store.DeleteDriverInternalInfoKeys(ctx, n.UUID, drop...), "update driver_internal_info of node %s", n.UUID)
+	}
 	if prev, _ := n.DriverInternalInfo[key].(string); prev == id {
 		return true, nil
 	}
-	if err := a.Store.MergeDriverInternalInfo(ctx, nodeUUID, map[string]any{key: id}); err != nil {
-		return false, storeErr(err, "record %s of node %s", key, nodeUUID)
+	if err := a.Store.MergeDropDriverInternalInfo(ctx, n.UUID, map[string]any{key: id}, drop...); err != nil {
+		return false, storeErr(err, "record %s of node %s", key, n.UUID)
 	}
 	return false, nil
 }
@@ -127,17 +145,15 @@ func localCallOf(ctx context.Context) (localCall, bool) {
 	return localCall{Run: info.WorkflowExecution.RunID, Seq: seq}, true
 }
 
-// completedLocalCall reports whether this local activity call, or a later
-// one of the same run, recorded key as completed: a worker died after it
-// and before its result was recorded, and the workflow task runs the local
-// activities after its last recorded point again. Regular activities are
-// never run again once completed: their results are recorded at once.
-func (a *Activities) completedLocalCall(ctx context.Context, nodeUUID, key string) (bool, error) {
+// completedLocalCallIn reports whether this local activity call, or a later
+// one of the same run, recorded key as completed on n (the node as the
+// activity loaded it): a worker died after it and before its result was
+// recorded, and the workflow task runs the local activities after its last
+// recorded point again. Regular activities are never run again once
+// completed: their results are recorded at once.
+func completedLocalCallIn(ctx context.Context, n *store.Node, key string) bool {
 	call, ok := localCallOf(ctx)
-	if !ok {
-		return false, nil
-	}
-	return a.completedCall(ctx, nodeUUID, key, call)
+	return ok && completedIn(n, key, call)
 }
 
 // completedCall reports whether call, or a later call of its run, recorded
@@ -147,13 +163,19 @@ func (a *Activities) completedCall(ctx context.Context, nodeUUID, key string, ca
 	if err != nil {
 		return false, storeErr(err, "load node %s", nodeUUID)
 	}
+	return completedIn(n, key, call), nil
+}
+
+// completedIn reports whether n records call, or a later call of its run,
+// under key.
+func completedIn(n *store.Node, key string, call localCall) bool {
 	raw, err := json.Marshal(n.DriverInternalInfo[key])
 	if err != nil {
-		return false, nil
+		return false
 	}
 	var last localCall
 	if json.Unmarshal(raw, &last) != nil {
-		return false, nil
+		return false
 	}
-	return last.Run == call.Run && call.Seq <= last.Seq, nil
+	return last.Run == call.Run && call.Seq <= last.Seq
 }

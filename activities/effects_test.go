@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"testing"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/store/storetest"
 	"github.com/ironflow/ironflow/workflows"
@@ -71,5 +74,63 @@ func TestMovedByThisRun(t *testing.T) {
 	}
 	if a.movedByThisRun(ctx, n.UUID, "r1") {
 		t.Error("a state another writer recorded is taken as the run's")
+	}
+}
+
+// An agent boot records its call and wipes the previous agent's session (one
+// write, repeatedIn); the same call run again after a worker crash finds its mark and
+// keeps the session its agent may have looked up since.
+func TestAgentBootCallWipesTheSessionAndARerunKeepsIt(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a := New(st, Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateDeploying,
+		DriverInternalInfo: map[string]any{store.KeyAgentToken: "old", store.KeyAgentURL: "http://192.0.2.9:9999", "kept": true}}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	// first: the call as it runs the first time; rerun: the same call after
+	// a crash that came after its write (the node records its identity).
+	env.RegisterActivityWithOptions(func(ctx context.Context, rerun bool) (bool, error) {
+		cur, err := st.GetNode(ctx, n.UUID)
+		if err != nil {
+			return false, err
+		}
+		if rerun {
+			if err := st.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{keyAgentBootCall: callID(ctx), store.KeyAgentToken: "looked-up"}); err != nil {
+				return false, err
+			}
+			if cur, err = st.GetNode(ctx, n.UUID); err != nil {
+				return false, err
+			}
+		}
+		return a.repeatedIn(ctx, cur, keyAgentBootCall, store.AgentSessionKeys())
+	}, activity.RegisterOptions{Name: "Mark"})
+
+	var again bool
+	v, err := env.ExecuteActivity("Mark", false)
+	if err != nil || v.Get(&again) != nil || again {
+		t.Fatalf("first run: again %v, %v", again, err)
+	}
+	got, err := st.GetNode(ctx, n.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dii := got.DriverInternalInfo
+	if _, ok := dii[store.KeyAgentToken]; ok || dii[store.KeyAgentURL] != nil || dii["kept"] != true {
+		t.Errorf("first run left %v; want the session wiped and the rest kept", dii)
+	}
+	if mark, _ := dii[keyAgentBootCall].(string); mark == "" {
+		t.Errorf("first run wrote no mark: %v", dii)
+	}
+
+	v, err = env.ExecuteActivity("Mark", true)
+	if err != nil || v.Get(&again) != nil || !again {
+		t.Fatalf("rerun: again %v, %v", again, err)
+	}
+	if got, err = st.GetNode(ctx, n.UUID); err != nil || got.DriverInternalInfo[store.KeyAgentToken] != "looked-up" {
+		t.Errorf("rerun: token %v (%v); want the session the agent looked up kept", got.DriverInternalInfo[store.KeyAgentToken], err)
 	}
 }

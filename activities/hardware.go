@@ -20,10 +20,24 @@ import (
 // from the store here, so that credentials never travel through workflow
 // history).
 func (a *Activities) driver(ctx context.Context, node workflows.NodeInfo) (bmc.Driver, error) {
+	_, d, err := a.nodeDriver(ctx, node)
+	return d, err
+}
+
+// nodeDriver is driver that also returns the node as it loaded it, for an
+// activity that reads more of it (the marks of effects.go) without loading
+// it again.
+func (a *Activities) nodeDriver(ctx context.Context, node workflows.NodeInfo) (*store.Node, bmc.Driver, error) {
 	n, err := a.Store.GetNode(ctx, node.UUID)
 	if err != nil {
-		return nil, storeErr(err, "load driver_info of node %s", node.UUID)
+		return nil, nil, storeErr(err, "load driver_info of node %s", node.UUID)
 	}
+	d, err := a.driverOf(n)
+	return n, d, err
+}
+
+// driverOf builds the BMC driver of a loaded node.
+func (a *Activities) driverOf(n *store.Node) (bmc.Driver, error) {
 	info := maps.Clone(n.DriverInfo)
 	if info == nil {
 		info = map[string]any{}
@@ -100,7 +114,7 @@ func (a *Activities) ValidateHardware(ctx context.Context, node workflows.NodeIn
 func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (string, error) {
 	point := "SetPower/" + in.Action
 	crashPoint(ctx, in.Node.UUID, point, "start")
-	d, err := a.driver(ctx, in.Node)
+	n, d, err := a.nodeDriver(ctx, in.Node)
 	if err != nil {
 		return "", err
 	}
@@ -115,14 +129,13 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 	if err != nil {
 		return "", bmcErr(err, "get power state of node %s", in.Node.UUID)
 	}
-	replayed, err := a.completedLocalCall(ctx, in.Node.UUID, keyPowerCall)
-	if err != nil {
-		return "", err
-	}
+	// The marks are read from the node as the driver loaded it: only this
+	// workflow's power calls write them, one at a time.
+	replayed := completedLocalCallIn(ctx, n, keyPowerCall)
 	reboot := action == bmc.ActionReboot || action == bmc.ActionSoftReboot
 	again := false
 	if reboot && !replayed {
-		if again, err = a.repeated(ctx, in.Node.UUID, keyRebootCall); err != nil {
+		if again, err = a.repeatedIn(ctx, n, keyRebootCall, nil); err != nil {
 			return "", err
 		}
 	}
@@ -200,16 +213,18 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	if err := a.showStep(ctx, node.UUID, in.Starts); err != nil {
 		return err
 	}
+	var loaded *store.Node
+	var err error
 	switch in.Kind {
 	case workflows.BootRamdisk:
 		return a.prepareRamdisk(ctx, node)
 	case workflows.BootAnaconda:
 		return a.prepareAnaconda(ctx, node)
 	case workflows.BootAgent, workflows.BootInspect, workflows.BootRescue:
-		if n, err := a.Store.GetNode(ctx, node.UUID); err != nil {
+		if loaded, err = a.Store.GetNode(ctx, node.UUID); err != nil {
 			return storeErr(err, "load node %s", node.UUID)
-		} else if in.Kind == workflows.BootAgent && deploying(n) {
-			if err := a.checkImage(ctx, n); err != nil {
+		} else if in.Kind == workflows.BootAgent && deploying(loaded) {
+			if err := a.checkImage(ctx, loaded); err != nil {
 				return err
 			}
 		}
@@ -224,15 +239,12 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 			fmt.Sprintf("node %s has no port with pxe_enabled: create one with the MAC of its boot interface", node.UUID),
 			workflows.ErrTypeInvalidConfig, nil)
 	}
-	// A new boot of the agent gets a new token on its first lookup. The
+	// A new boot of the agent gets a new token on its first lookup: the
+	// call's mark and the wipe of the previous session are one write. The
 	// same call run again after a worker crash keeps the session: the agent
 	// it booted may have looked up already (effects.go).
-	if again, err := a.repeated(ctx, node.UUID, keyAgentBootCall); err != nil {
+	if _, err := a.repeatedIn(ctx, loaded, keyAgentBootCall, store.AgentSessionKeys()); err != nil {
 		return err
-	} else if !again {
-		if err := a.Store.DeleteDriverInternalInfoKeys(ctx, node.UUID, store.AgentSessionKeys()...); err != nil {
-			return storeErr(err, "wipe agent token of node %s", node.UUID)
-		}
 	}
 	kernel, initrd, err := a.agentImages(ctx, node.UUID, in.Kind)
 	if err != nil {

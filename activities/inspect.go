@@ -34,7 +34,7 @@ func (a *Activities) RecordInspection(ctx context.Context, in workflows.Inspecti
 // stores it, for agents that heartbeat without posting it themselves.
 func (a *Activities) CollectInventory(ctx context.Context, in workflows.AgentInput) error {
 	defer keepAlive(ctx)()
-	c, n, _, err := a.agentFor(ctx, in)
+	c, n, err := a.agentFor(ctx, in)
 	if err != nil {
 		return err
 	}

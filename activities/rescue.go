@@ -13,7 +13,7 @@ import (
 // here, so that it never enters workflow history.
 func (a *Activities) FinalizeRescue(ctx context.Context, in workflows.AgentInput) error {
 	defer keepAlive(ctx)()
-	c, n, _, err := a.agentFor(ctx, in)
+	c, n, err := a.agentFor(ctx, in)
 	if err != nil {
 		return err
 	}
