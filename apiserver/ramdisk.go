@@ -37,9 +37,6 @@ var lookupStates = []string{
 // agentStatuses are the agent_status values a heartbeat may carry (1.72).
 var agentStatuses = []string{workflows.AgentStatusStart, workflows.AgentStatusEnd, workflows.AgentStatusError}
 
-// errTokenIssued stops the token-issuing update when another lookup won.
-var errTokenIssued = errors.New("agent token already issued")
-
 // lookup answers GET /v1/lookup: the agent finds its node by MAC or UUID
 // and, at ≥1.62, gets its one-time token.
 func (s *server) lookup(c *gin.Context) error {
@@ -107,8 +104,9 @@ func (s *server) lookupAnswer(c *gin.Context, n *store.Node) (map[string]any, er
 }
 
 // issueToken returns the token to hand out: a new one on the first lookup,
-// "******" once one exists. The check and the write are one row-locked
-// update, so two racing lookups never both get a token.
+// "******" once one exists. The check and the write are one conditional
+// update (store.IssueAgentToken), so two racing lookups never both get a
+// token.
 func (s *server) issueToken(c *gin.Context, n *store.Node) (string, error) {
 	if _, ok := n.DriverInternalInfo[keyAgentToken]; ok {
 		return masked, nil
@@ -117,21 +115,12 @@ func (s *server) issueToken(c *gin.Context, n *store.Node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	updated, err := s.store.UpdateNode(c.Request.Context(), n.UUID, func(cur *store.Node) error {
-		if _, ok := cur.DriverInternalInfo[keyAgentToken]; ok {
-			return errTokenIssued
-		}
-		if cur.DriverInternalInfo == nil {
-			cur.DriverInternalInfo = map[string]any{}
-		}
-		cur.DriverInternalInfo[keyAgentToken] = tok
-		return nil
-	})
-	if errors.Is(err, errTokenIssued) {
-		return masked, nil
-	}
+	updated, issued, err := s.store.IssueAgentToken(c.Request.Context(), n.UUID, tok)
 	if err != nil {
 		return "", fmt.Errorf("store agent token for node %s: %w", n.UUID, err)
+	}
+	if !issued {
+		return masked, nil
 	}
 	*n = *updated
 	s.log.Info("issued agent token", "node", n.UUID)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // NewAgentToken mints an agent token as Ironic does (secrets.token_urlsafe()):
@@ -32,4 +35,24 @@ func (s *Store) ClaimAgentURL(ctx context.Context, uuid, url string) (bool, erro
 		return false, dbError(err, "claim the agent URL of node %s", uuid)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// IssueAgentToken stores token as the node's agent token if it has none, in
+// one conditional write, and returns the node as written; issued is false
+// (and the node nil) when the node already holds a token or is gone. Of
+// lookups racing for one node, exactly one is issued a token.
+func (s *Store) IssueAgentToken(ctx context.Context, uuid, token string) (n *Node, issued bool, err error) {
+	u, _ := canonicalUUID(uuid)
+	rows, _ := s.pool.Query(ctx, `UPDATE nodes SET driver_internal_info = driver_internal_info || jsonb_build_object($2::text, $3::text),
+			updated_at = now()
+		WHERE uuid = $1 AND NOT driver_internal_info ? $2::text
+		RETURNING `+nodeColumns, u, KeyAgentToken, token)
+	n, err = pgx.CollectExactlyOneRow(rows, scanNode)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, dbError(err, "issue the agent token of node %s", uuid)
+	}
+	return n, true, nil
 }
