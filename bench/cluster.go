@@ -86,7 +86,8 @@ func startClusterStack(ctx context.Context, cfg config, dir string, log *slog.Lo
 	if err != nil {
 		return s, err
 	}
-	opts := client.Options{HostPort: c.temporal.Address(), Logger: quietLogger{}, ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}}
+	opts := client.Options{HostPort: c.temporal.Address(), Logger: quietLogger{},
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg, GrpcCompression: &client.GrpcCompressionNone{}}}
 	codec.Apply(&opts)
 	if s.tc, err = client.Dial(opts); err != nil {
 		return s, fmt.Errorf("dial the Temporal cluster: %w", err)

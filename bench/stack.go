@@ -56,7 +56,10 @@ func startStack(ctx context.Context, cfg config, dir string, log *slog.Logger) (
 	if err != nil {
 		return s, err
 	}
-	opts := client.Options{HostPort: s.Temporal.Address(), Logger: quietLogger{}}
+	// The ceiling's client connects as ironflow's processes do: payloads
+	// sealed by the same codec, no gRPC compression.
+	opts := client.Options{HostPort: s.Temporal.Address(), Logger: quietLogger{},
+		ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}}
 	codec.Apply(&opts)
 	if s.tc, err = client.Dial(opts); err != nil {
 		return s, fmt.Errorf("dial Temporal: %w", err)
