@@ -22,9 +22,12 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // crashCase is one row of the crash table: a point of a deploy, a cleaning
@@ -152,6 +155,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 	for _, c := range cases {
 		waitState(t, c.uuid, "manageable", 120*time.Second)
 	}
+	waitUnlocked(t, cases)
 	lab.KillWorker()
 	t.Cleanup(func() {
 		lab.KillWorker()
@@ -208,6 +212,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 	settle(t, append(append([]*crashCase{}, deploy...), undeploy...), "active")
 
 	// Round 3: undeploy, with cleaning.
+	waitUnlocked(t, undeploy)
 	lab.KillWorker()
 	for _, c := range undeploy {
 		patchNode(t, c.uuid, map[string]any{"op": "add", "path": "/automated_clean", "value": true})
@@ -222,6 +227,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 	// (which survives) holds each node at its step.
 	api, tmp := of("deploy", "api"), of("deploy", "temporal")
 	both := append(append([]*crashCase{}, api...), tmp...)
+	waitUnlocked(t, both)
 	lab.KillWorker()
 	stateDir := filepath.Join(dir, "round-api-temporal")
 	w = startCrashWorker(t, bin, stateDir, both, "pause")
@@ -426,6 +432,31 @@ func release(t *testing.T, stateDir string, from, to int) {
 	for i := from; i < to; i++ {
 		if err := os.WriteFile(filepath.Join(stateDir, strconv.Itoa(i)+".go"), nil, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// waitUnlocked waits until no workflow holds any case's node. A node's
+// workflow records its settled state (manageable, available, active) and
+// then closes: a worker killed in between leaves the workflow open until
+// the next worker finishes it, and a verb sent meanwhile is refused with
+// 409 NodeLocked once the API's lock retries run out, as Ironic's would
+// be. The rounds hand the nodes from one worker to the next only once
+// they are free.
+func waitUnlocked(t *testing.T, cs []*crashCase) {
+	t.Helper()
+	c := temporalClient(t)
+	deadline := time.Now().Add(120 * time.Second)
+	for _, cc := range cs {
+		for {
+			d, err := c.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(cc.uuid), "")
+			if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s (%s): its workflow still holds the node after 120s (describe: %v)", cc.name, cc.step, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }
