@@ -40,13 +40,17 @@ func callID(ctx context.Context) string {
 	return fmt.Sprintf("%s/%s", info.WorkflowExecution.RunID, info.ActivityID)
 }
 
+// marksColumns are what the marks of this file are read from: the node's
+// driver_internal_info, and its provision state for movedByThisRun.
+var marksColumns = store.MustNodeColumns("provision_state", "driver_internal_info")
+
 // repeated reports whether an earlier run of this very call recorded key on
 // the node; if not, it records it now, before the caller acts.
 func (a *Activities) repeated(ctx context.Context, nodeUUID, key string) (bool, error) {
 	if callID(ctx) == "" {
 		return false, nil
 	}
-	n, err := a.Store.GetNode(ctx, nodeUUID)
+	n, err := a.Store.GetNodeColumns(ctx, nodeUUID, marksColumns)
 	if err != nil {
 		return false, storeErr(err, "load node %s", nodeUUID)
 	}
@@ -103,7 +107,7 @@ func (a *Activities) movedByThisRun(ctx context.Context, nodeUUID, run string) b
 	if run == "" {
 		return false
 	}
-	n, err := a.Store.GetNode(ctx, nodeUUID)
+	n, err := a.Store.GetNodeColumns(ctx, nodeUUID, marksColumns)
 	if err != nil {
 		return false
 	}
@@ -159,7 +163,7 @@ func completedLocalCallIn(ctx context.Context, n *store.Node, key string) bool {
 // completedCall reports whether call, or a later call of its run, recorded
 // key on the node.
 func (a *Activities) completedCall(ctx context.Context, nodeUUID, key string, call localCall) (bool, error) {
-	n, err := a.Store.GetNode(ctx, nodeUUID)
+	n, err := a.Store.GetNodeColumns(ctx, nodeUUID, marksColumns)
 	if err != nil {
 		return false, storeErr(err, "load node %s", nodeUUID)
 	}

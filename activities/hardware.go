@@ -24,11 +24,17 @@ func (a *Activities) driver(ctx context.Context, node workflows.NodeInfo) (bmc.D
 	return d, err
 }
 
+// driverColumns are what nodeDriver reads of a node: its driver and
+// driver_info for the BMC, driver_internal_info for the marks of
+// effects.go. A BMC call (every power and boot-device change of a deploy)
+// leaves the node's other JSON columns undecoded.
+var driverColumns = store.MustNodeColumns("driver", "driver_info", "driver_internal_info")
+
 // nodeDriver is driver that also returns the node as it loaded it, for an
 // activity that reads more of it (the marks of effects.go) without loading
-// it again.
+// it again: only driverColumns are set.
 func (a *Activities) nodeDriver(ctx context.Context, node workflows.NodeInfo) (*store.Node, bmc.Driver, error) {
-	n, err := a.Store.GetNode(ctx, node.UUID)
+	n, err := a.Store.GetNodeColumns(ctx, node.UUID, driverColumns)
 	if err != nil {
 		return nil, nil, storeErr(err, "load driver_info of node %s", node.UUID)
 	}

@@ -330,6 +330,44 @@ func (s *Store) GetNode(ctx context.Context, uuidOrName string) (*Node, error) {
 	return getRow(ctx, s, nodeTable, nodeColumns, scanNode, uuidOrName, true)
 }
 
+// NodeColumns is a narrow read of nodes: the columns it names (id and uuid
+// always among them) and the scanner of those alone. Decoding a node's
+// JSON columns is most of what reading it costs, and an activity that
+// needs a few of them need not decode the rest.
+type NodeColumns struct {
+	cols string
+	scan pgx.RowToFunc[*Node]
+}
+
+// NewNodeColumns prepares a narrow read of the named columns; an unknown
+// name is ErrInvalidInput.
+func NewNodeColumns(names ...string) (NodeColumns, error) {
+	cols, fields, err := selectNodeFields(names)
+	if err != nil {
+		return NodeColumns{}, err
+	}
+	return NodeColumns{cols: cols, scan: nodeScanner(fields)}, nil
+}
+
+// MustNodeColumns is NewNodeColumns for the fixed lists of package-level
+// variables: an unknown name panics at start-up.
+func MustNodeColumns(names ...string) NodeColumns {
+	c, err := NewNodeColumns(names...)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// GetNodeColumns reads a node by UUID or name with only the columns of c;
+// the node's other fields stay zero.
+func (s *Store) GetNodeColumns(ctx context.Context, uuidOrName string, c NodeColumns) (*Node, error) {
+	if c.scan == nil {
+		return s.GetNode(ctx, uuidOrName)
+	}
+	return getRow(ctx, s, nodeTable, c.cols, c.scan, uuidOrName, true)
+}
+
 var nodeTable = table{name: "nodes", what: "node", whats: "nodes", sortKeys: NodeSortKeys}
 
 // NodeSortKeys are the accepted NodeFilter.SortKey values. Nullable columns
