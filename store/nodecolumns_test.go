@@ -33,21 +33,28 @@ func agentNode() *store.Node {
 	}
 }
 
+// storedAgentNode stores agentNode in a new store and gives the columns a
+// BMC call reads (activities' driverColumns).
+func storedAgentNode(tb testing.TB) (*store.Store, *store.Node, store.NodeColumns) {
+	tb.Helper()
+	s := storetest.New(tb)
+	in := agentNode()
+	if err := s.CreateNode(context.Background(), in); err != nil {
+		tb.Fatal(err)
+	}
+	return s, in, store.MustNodeColumns("driver", "driver_info", "driver_internal_info")
+}
+
 // TestGetNodeColumnsReadsOnlyItsColumns: a narrow read sets id, uuid and
 // the columns it names, as GetNode reads them, and leaves every other
 // field zero; by name as by UUID; an unknown column is refused.
 func TestGetNodeColumnsReadsOnlyItsColumns(t *testing.T) {
-	s := storetest.New(t)
+	s, in, cols := storedAgentNode(t)
 	ctx := context.Background()
-	in := agentNode()
-	if err := s.CreateNode(ctx, in); err != nil {
-		t.Fatal(err)
-	}
 	full, err := s.GetNode(ctx, in.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cols := store.MustNodeColumns("driver", "driver_info", "driver_internal_info")
 	for _, key := range []string{in.UUID, "narrow-0"} {
 		got, err := s.GetNodeColumns(ctx, key, cols)
 		if err != nil {
@@ -83,13 +90,8 @@ func TestGetNodeColumnsReadsOnlyItsColumns(t *testing.T) {
 // alternate in one loop, so that both meet the same state of the machine;
 // narrow/whole is the narrow read's time over the whole row's.
 func BenchmarkGetNodeForBMCCall(b *testing.B) {
-	s := storetest.New(b)
+	s, in, cols := storedAgentNode(b)
 	ctx := context.Background()
-	in := agentNode()
-	if err := s.CreateNode(ctx, in); err != nil {
-		b.Fatal(err)
-	}
-	cols := store.MustNodeColumns("driver", "driver_info", "driver_internal_info")
 	readWhole := func() {
 		if _, err := s.GetNode(ctx, in.UUID); err != nil {
 			b.Fatal(err)
