@@ -139,12 +139,12 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 	}
 	var (
 		rates, ceilRates, busy []float64
+		shapeRates, shapeCPU   []float64
 		serverBusy, ceilBusy   []float64
 		perRound               []string
 		used                   usage
 		ceilCPU                time.Duration
 		deploys                int
-		shape                  *ceilingResult
 	)
 	for round := range cfg.pinnedRounds {
 		// Taking the nodes back is not measured, and runs on both cores.
@@ -155,36 +155,45 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		if err != nil {
 			return nil, err
 		}
-		var c ceilingResult
+		var c, sc ceilingResult
 		ceiling := func() error {
 			var err error
 			c, err = runCeiling(ctx, st, len(nodes), cfg.clients, kinds, ceilingTimeout, false)
 			return err
 		}
+		// The deploy's whole shape in every round, on the same cores: a
+		// bare workflow with every command ironflow's deploy has (its
+		// search attributes, upserts, timers and signal), so that the
+		// shape's cost against the mix is a median of rounds too.
+		shapeErr := error(nil)
+		shapeCeiling := func() error {
+			sc, shapeErr = runCeiling(ctx, st, len(nodes), cfg.clients, mix.Shape, ceilingTimeout, false)
+			if shapeErr != nil {
+				log.Warn("pinned shape ceiling", "part", mode.part, "round", round+1, "err", shapeErr)
+			}
+			return nil
+		}
 		var tr deployTrial
 		var benchCPU time.Duration
-		err = alternate(round, ceiling, func() error {
+		err = rotate(round, ceiling, func() error {
 			self := procCPU(os.Getpid())
 			var err error
 			tr, err = runDeployTrial(ctx, st, nodes, cfg, agents)
 			benchCPU = procCPU(os.Getpid()) - self
 			return err
-		})
-		if err == nil && round == cfg.pinnedRounds-1 {
-			// The deploy's whole shape once, on the same cores.
-			if sc, serr := runCeiling(ctx, st, len(nodes), cfg.clients, mix.Shape, ceilingTimeout, false); serr != nil {
-				log.Warn("pinned shape ceiling", "part", mode.part, "err", serr)
-			} else {
-				shape = &sc
-			}
-		}
+		}, shapeCeiling)
 		p.undo()
 		if err != nil {
 			return nil, fmt.Errorf("pinned round %d: %w", round+1, err)
 		}
 		log.Info("pinned round done", "part", mode.part, "round", round+1, "rate", fmt.Sprintf("%.2f/s", tr.rate), "ceiling", fmt.Sprintf("%.2f/s", c.Rate),
-			"temporal_cpu_per_deploy", tr.used.TemporalCPU/time.Duration(max(1, tr.active+tr.failed)), "temporal_cpu_per_ceiling_workflow", c.TemporalCPU)
+			"shape_ceiling", fmt.Sprintf("%.2f/s", sc.Rate),
+			"temporal_cpu_per_deploy", tr.used.TemporalCPU/time.Duration(max(1, tr.active+tr.failed)), "temporal_cpu_per_ceiling_workflow", c.TemporalCPU,
+			"temporal_cpu_per_shape_workflow", sc.TemporalCPU)
 		rates, ceilRates = append(rates, tr.rate), append(ceilRates, c.Rate)
+		if shapeErr == nil {
+			shapeRates, shapeCPU = append(shapeRates, sc.Rate), append(shapeCPU, ms(sc.TemporalCPU))
+		}
 		perRound = append(perRound, fmt.Sprintf("%.1f/%.1f", tr.rate, c.Rate))
 		used = used.add(tr.used)
 		ceilCPU += c.TemporalCPU
@@ -203,11 +212,11 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		vs("the ceiling on the same cores, alternating", median(ceilRates)).
 		note(fmt.Sprintf("ironflow/ceiling per round: %s nodes/s; medians: the server's core %.0f %% busy during ironflow's deploys, %.0f %% during the ceiling's; the other core %.0f %% during ironflow's",
 			strings.Join(perRound, ", "), median(serverBusy), median(ceilBusy), median(busy)))}
-	if shape != nil {
-		rows = append(rows, row(mode.part, "pinned: ceiling of the deploy's history shape (one run, the last round)", shape.Rate, "nodes/s").
+	if len(shapeRates) > 0 {
+		rows = append(rows, row(mode.part, fmt.Sprintf("pinned: ceiling of the deploy's history shape (median of %d rounds, in turn with the mix's and ironflow's)", len(shapeRates)), median(shapeRates), "nodes/s").
 			vs("pinned ceiling of the activity mix alone (median)", median(ceilRates)).
-			note(fmt.Sprintf("ironflow pinned %.1f nodes/s = %.2f of the shape's; Temporal CPU per workflow %.1f ms",
-				median(rates), median(rates)/max(shape.Rate, 1e-9), ms(shape.TemporalCPU))))
+			note(fmt.Sprintf("per round %s nodes/s; ironflow pinned %.1f nodes/s = %.2f of the shape's; Temporal CPU per workflow %.1f ms (the mix's %.1f)",
+				joinRates(shapeRates), median(rates), median(rates)/max(median(shapeRates), 1e-9), median(shapeCPU), ms(ceilCPU/time.Duration(max(1, len(ceilRates)))))))
 	}
 	if deploys > 0 {
 		r := row(mode.part, "CPU per deploy, pinned: Temporal server", ms(used.TemporalCPU)/float64(deploys), "ms")
@@ -217,4 +226,26 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// rotate runs one pinned round of three sides, each first in turn (round
+// 0: the mix's ceiling, ironflow's deploys, the shape's ceiling; round 1
+// starts with ironflow's, round 2 with the shape's), since the server's
+// state moves over the rounds. The first error ends the round.
+func rotate(round int, sides ...func() error) error {
+	for i := range sides {
+		if err := sides[(i+round)%len(sides)](); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// joinRates prints rates as the per-round notes do.
+func joinRates(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.1f", x)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -61,5 +63,31 @@ func TestSetAffinityPinsEveryThreadAndUndoes(t *testing.T) {
 		if set != before {
 			t.Errorf("thread %d has %d cores after undo, want the %d it had", tid, set.Count(), before.Count())
 		}
+	}
+}
+
+// A pinned round runs its three sides once each, a different one first in
+// each round, and stops at the first error.
+func TestRotateRunsEachSideFirstInTurn(t *testing.T) {
+	for round, want := range []string{"mis", "ism", "smi", "mis"} {
+		var got string
+		side := func(name string) func() error {
+			return func() error { got += name; return nil }
+		}
+		if err := rotate(round, side("m"), side("i"), side("s")); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("round %d ran %q, want %q", round, got, want)
+		}
+	}
+	var ran []string
+	failing := errors.New("deploys failed")
+	err := rotate(1,
+		func() error { ran = append(ran, "mix"); return nil },
+		func() error { ran = append(ran, "ironflow"); return failing },
+		func() error { ran = append(ran, "shape"); return nil })
+	if !errors.Is(err, failing) || !slices.Equal(ran, []string{"ironflow"}) {
+		t.Errorf("rotate after a failing side: err %v, ran %v; want the side's error and nothing after it", err, ran)
 	}
 }
