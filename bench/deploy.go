@@ -146,7 +146,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 			used = used.add(tr.used)
 			return nil
 		}
-		if err := alternate(round, ceiling, trial); err != nil {
+		if err := rotate(round, ceiling, trial); err != nil {
 			return nil, err
 		}
 	}
@@ -323,20 +323,16 @@ func callRows(part string, trials []deployTrial, ceilings []ceilingResult, shape
 	return []Row{rpc, db}
 }
 
-// alternate runs one round of a deploy part: the ceiling first in even
-// rounds, after ironflow's deploys in odd ones, since the machine is shared
-// and the server's state moves over a part.
-func alternate(round int, ceiling, trial func() error) error {
-	if round%2 == 0 {
-		if err := ceiling(); err != nil {
+// rotate runs one round of a deploy part's sides (the ceiling and
+// ironflow's deploys; pinned, the shape's ceiling too), each first in turn:
+// round 0 in the order given, round 1 from the second side, and so on,
+// since the machine is shared and the server's state moves over a part. The
+// first error ends the round.
+func rotate(round int, sides ...func() error) error {
+	for i := range sides {
+		if err := sides[(i+round)%len(sides)](); err != nil {
 			return err
 		}
-	}
-	if err := trial(); err != nil {
-		return err
-	}
-	if round%2 == 1 {
-		return ceiling()
 	}
 	return nil
 }

@@ -165,7 +165,7 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		// bare workflow with every command ironflow's deploy has (its
 		// search attributes, upserts, timers and signal), so that the
 		// shape's cost against the mix is a median of rounds too.
-		shapeErr := error(nil)
+		var shapeErr error
 		shapeCeiling := func() error {
 			sc, shapeErr = runCeiling(ctx, st, len(nodes), cfg.clients, mix.Shape, ceilingTimeout, false)
 			if shapeErr != nil {
@@ -226,19 +226,6 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-// rotate runs one pinned round of three sides, each first in turn (round
-// 0: the mix's ceiling, ironflow's deploys, the shape's ceiling; round 1
-// starts with ironflow's, round 2 with the shape's), since the server's
-// state moves over the rounds. The first error ends the round.
-func rotate(round int, sides ...func() error) error {
-	for i := range sides {
-		if err := sides[(i+round)%len(sides)](); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // joinRates prints rates as the per-round notes do.

@@ -66,19 +66,28 @@ func TestSetAffinityPinsEveryThreadAndUndoes(t *testing.T) {
 	}
 }
 
-// A pinned round runs its three sides once each, a different one first in
-// each round, and stops at the first error.
+// A round runs its sides once each, a different one first in each round
+// (the rounds' two, the pinned rounds' three), and stops at the first error.
 func TestRotateRunsEachSideFirstInTurn(t *testing.T) {
-	for round, want := range []string{"mis", "ism", "smi", "mis"} {
-		var got string
-		side := func(name string) func() error {
-			return func() error { got += name; return nil }
-		}
-		if err := rotate(round, side("m"), side("i"), side("s")); err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Errorf("round %d ran %q, want %q", round, got, want)
+	for _, tc := range []struct {
+		sides string
+		want  []string
+	}{
+		{"ci", []string{"ci", "ic", "ci"}},
+		{"mis", []string{"mis", "ism", "smi", "mis"}},
+	} {
+		for round, want := range tc.want {
+			var got string
+			var sides []func() error
+			for _, name := range tc.sides {
+				sides = append(sides, func() error { got += string(name); return nil })
+			}
+			if err := rotate(round, sides...); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("sides %q, round %d ran %q, want %q", tc.sides, round, got, want)
+			}
 		}
 	}
 	var ran []string
