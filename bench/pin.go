@@ -140,6 +140,7 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 	var (
 		rates, ceilRates, busy []float64
 		shapeRates, shapeCPU   []float64
+		shapePerRound          []string
 		serverBusy, ceilBusy   []float64
 		perRound               []string
 		used                   usage
@@ -193,6 +194,7 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		rates, ceilRates = append(rates, tr.rate), append(ceilRates, c.Rate)
 		if shapeErr == nil {
 			shapeRates, shapeCPU = append(shapeRates, sc.Rate), append(shapeCPU, ms(sc.TemporalCPU))
+			shapePerRound = append(shapePerRound, fmt.Sprintf("%.1f", sc.Rate))
 		}
 		perRound = append(perRound, fmt.Sprintf("%.1f/%.1f", tr.rate, c.Rate))
 		used = used.add(tr.used)
@@ -208,6 +210,7 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 			ceilBusy = append(ceilBusy, 100*(c.TemporalCPU*time.Duration(c.Completed)).Seconds()/c.Wall.Seconds())
 		}
 	}
+	mixCPU := ceilCPU / time.Duration(max(1, len(ceilRates)))
 	rows := []Row{row(mode.part, fmt.Sprintf("%s, median of %d rounds", measure, len(rates)), median(rates), "nodes/s").
 		vs("the ceiling on the same cores, alternating", median(ceilRates)).
 		note(fmt.Sprintf("ironflow/ceiling per round: %s nodes/s; medians: the server's core %.0f %% busy during ironflow's deploys, %.0f %% during the ceiling's; the other core %.0f %% during ironflow's",
@@ -216,23 +219,14 @@ func pinnedRounds(ctx context.Context, cfg config, st *stack, nodes []*benchNode
 		rows = append(rows, row(mode.part, fmt.Sprintf("pinned: ceiling of the deploy's history shape (median of %d rounds, in turn with the mix's and ironflow's)", len(shapeRates)), median(shapeRates), "nodes/s").
 			vs("pinned ceiling of the activity mix alone (median)", median(ceilRates)).
 			note(fmt.Sprintf("per round %s nodes/s; ironflow pinned %.1f nodes/s = %.2f of the shape's; Temporal CPU per workflow %.1f ms (the mix's %.1f)",
-				joinRates(shapeRates), median(rates), median(rates)/max(median(shapeRates), 1e-9), median(shapeCPU), ms(ceilCPU/time.Duration(max(1, len(ceilRates)))))))
+				strings.Join(shapePerRound, ", "), median(rates), median(rates)/max(median(shapeRates), 1e-9), median(shapeCPU), ms(mixCPU))))
 	}
 	if deploys > 0 {
 		r := row(mode.part, "CPU per deploy, pinned: Temporal server", ms(used.TemporalCPU)/float64(deploys), "ms")
 		if ceilCPU > 0 {
-			r = r.vs("bare workflow", ms(ceilCPU/time.Duration(len(ceilRates))))
+			r = r.vs("bare workflow", ms(mixCPU))
 		}
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-// joinRates prints rates as the per-round notes do.
-func joinRates(xs []float64) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprintf("%.1f", x)
-	}
-	return strings.Join(parts, ", ")
 }
