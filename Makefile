@@ -78,9 +78,12 @@ deps-run:
 deps:
 	@scripts/install-deps.sh test
 
+# The commit `ironflow version` prints beside the release of VERSION.
+COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
 build: go-check
 	@mkdir -p $(BIN)
-	$(GO) build -o $(IRONFLOW) ./cmd/ironflow
+	$(GO) build -ldflags "-X github.com/ironflow/ironflow.commit=$(COMMIT)" -o $(IRONFLOW) ./cmd/ironflow
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(AGENT) ./cmd/ironflow-agent
 
 kernel:
@@ -133,10 +136,11 @@ bench: deps-bench tools build ramdisk
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 	$(GO) run ./bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
 
-# The workflow histories of this version, replayed by every later one's
-# go test (docs/versioning.md): a directory named for the commit.
+# The workflow histories of this release, replayed by every later build's
+# go test until the next release (docs/versioning.md): the only directory
+# of workflows/testdata/history, named for VERSION.
 record-histories: $(TEMPORAL)
-	$(GO) run ./workflows/testdata/record workflows/testdata/history/$$(git rev-parse --short HEAD)
+	rm -rf workflows/testdata/history && $(GO) run ./workflows/testdata/record workflows/testdata/history/$$(cat VERSION)
 
 # The soak (README, "Soak"; not part of make test): SOAK_NODES fake-hardware
 # nodes deployed at once with BMC and agent faults while the worker, the API

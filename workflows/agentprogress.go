@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 )
 
 // ErrTypeAgentCommandLost: the agent answers, but no longer knows the
@@ -68,9 +67,6 @@ func (r *run) agentStep(kind StepKind, s Step) error {
 		}
 		lost, ok := commandLost(err)
 		if !ok || resumes >= maxStepResumes {
-			return err
-		}
-		if workflow.GetVersion(r.ctx, changeResumeAgentStepAfterReboot, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			return err
 		}
 		next, from := withCheckpoint(s, lost.Progress)

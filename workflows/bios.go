@@ -16,13 +16,9 @@ const ActCacheBIOSSettings = "CacheBIOSSettings"
 // cacheBIOS refreshes the cached BIOS settings of a node whose bios
 // interface reads them (redfish), as Ironic does when a node is verified
 // and when cleaning starts. A failure is logged, not the operation's, as in
-// Ironic. The gate is asked only for such a node: another node's run is the
-// same on either side of it, and a marker and its search attribute upsert
-// are two events and a visibility write on every manage (docs/versioning.md,
-// "Asking a gate only where it changes something").
+// Ironic.
 func (r *run) cacheBIOS() {
-	if r.node.BIOSInterface != hardware.Redfish ||
-		workflow.GetVersion(r.ctx, changeCacheBIOSSettings, workflow.DefaultVersion, 1) != 1 {
+	if r.node.BIOSInterface != hardware.Redfish {
 		return
 	}
 	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
@@ -32,11 +28,9 @@ func (r *run) cacheBIOS() {
 
 // cacheBIOSManual is cacheBIOS when manual cleaning starts: Ironic's
 // do_node_clean caches the BIOS settings for manual and automated cleaning
-// alike. Behind changeCacheBIOSManualClean, asked only for a node whose
-// bios interface reads them, so no other history gains a marker.
+// alike.
 func (r *run) cacheBIOSManual() {
-	if r.node.BIOSInterface != hardware.Redfish ||
-		workflow.GetVersion(r.ctx, changeCacheBIOSManualClean, workflow.DefaultVersion, 1) != 1 {
+	if r.node.BIOSInterface != hardware.Redfish {
 		return
 	}
 	r.cacheBIOSNow()
@@ -46,11 +40,9 @@ func (r *run) cacheBIOSManual() {
 // settings an operator reads (GET /v1/nodes/{id}/bios) are the machine's
 // before its service steps change them; the bios steps refresh them again
 // once they ran (activities/bios.go), as Ironic's cache_bios_settings
-// decorator does after a bios step. Behind changeCacheBIOSService, asked
-// only for a node whose bios interface reads them.
+// decorator does after a bios step.
 func (r *run) cacheBIOSService() {
-	if r.node.BIOSInterface != hardware.Redfish ||
-		workflow.GetVersion(r.ctx, changeCacheBIOSService, workflow.DefaultVersion, 1) != 1 {
+	if r.node.BIOSInterface != hardware.Redfish {
 		return
 	}
 	r.cacheBIOSNow()
@@ -68,11 +60,9 @@ func (r *run) cacheBIOSNow() {
 // (redfish's apply_configuration and factory_reset: the firmware applies
 // them at the reboot) while the agent runs on it (underAgent: a manual
 // cleaning or a servicing that booted the agent, a deploy step between
-// deploy.deploy and deploy.tear_down_agent). Behind changeBIOSStepWaitsForAgent,
-// asked only for such a step, so no other history gains a marker.
+// deploy.deploy and deploy.tear_down_agent).
 func (r *run) biosStepUnderAgent(s Step, underAgent bool) bool {
-	return s.Interface == "bios" && r.node.BIOSInterface == hardware.Redfish && underAgent &&
-		workflow.GetVersion(r.ctx, changeBIOSStepWaitsForAgent, workflow.DefaultVersion, 1) == 1
+	return s.Interface == "bios" && r.node.BIOSInterface == hardware.Redfish && underAgent
 }
 
 // biosStepWithAgent runs a bios step that reboots the node while the agent

@@ -169,7 +169,7 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 // activity, the agent's in clean wait (where Ironic allows abort).
 func (r *run) manualStep(s Step) error {
 	if s.OutOfBand {
-		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
+		if s.StepID == StepFirmwareUpdate {
 			return r.firmwareStep(r.stepKind(), s, !r.req.DisableRamdisk) // workflows/firmware.go
 		}
 		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"go.temporal.io/sdk/workflow"
@@ -96,23 +95,11 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finish(r.enter(Active, "", "Deploy finished"))
 	}
 
-	// Each version of the baseline keeps the paths of the ones before it.
-	v := workflow.GetVersion(ctx, changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer)
-	r.baseline = v >= 1
-	r.planInState = v >= agentDeployPlanInState
-	r.indexWithStep = v >= agentDeployIndexWithStep
-	r.oneTimer = v >= agentDeployOneTimer
-	if r.implied(changeDeployAgentSteps) || workflow.GetVersion(ctx, changeDeployAgentSteps, workflow.DefaultVersion, 1) == 1 {
-		return r.finish(r.deployWithAgentSteps())
-	}
-	steps, err := planSteps(builtinDeploySteps, req.DeploySteps)
-	if err != nil {
-		return r.finish(r.failNow("plan deploy steps", err))
-	}
-	if err := r.runPlan(directDeploy, steps); err != nil {
-		return r.finish(err)
-	}
-	return r.finish(r.record(RecordStateInput{To: Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true}))
+	// The callback wait shares the agent steps' one timer (run.go
+	// waitCallbackOneTimer): fewer commands per deploy
+	// (docs/architecture.md, "What a deploy costs").
+	r.oneTimer = true
+	return r.finish(r.deployWithAgentSteps())
 }
 
 // runPlan runs steps in order, each with its handler in table.
@@ -363,32 +350,4 @@ func planSteps(builtin []Step, user json.RawMessage) ([]Step, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Priority > out[j].Priority })
 	return out, nil
-}
-
-// agentDeployPlanInState is changeAgentDeployBaseline's version 2: the
-// step plan's writes ride on the writes next to them (deploy_steps.go).
-const agentDeployPlanInState workflow.Version = 2
-
-// agentDeployIndexWithStep is changeAgentDeployBaseline's version 3: the
-// built-in steps after write_image have their deploy_step_index written by
-// their first activity, with the step (deploy_steps.go indexWithStep).
-const agentDeployIndexWithStep workflow.Version = 3
-
-// agentDeployOneTimer is changeAgentDeployBaseline's version 4: the
-// callback wait and the agent steps share one timer (run.go
-// waitCallbackOneTimer).
-const agentDeployOneTimer workflow.Version = 4
-
-// agentDeployBaseline are the change IDs that changeAgentDeployBaseline
-// implies at version 1: every agent deploy asked each of them on the way,
-// and a deploy that started on code with the baseline gate has nothing to
-// replay on their old paths.
-var agentDeployBaseline = []string{changeDeployAgentSteps, changeVerifyHeartbeatSignal, changeRefuseReplayedHeartbeat, changeDeploySecureBoot}
-
-// implied reports whether the workflow took changeAgentDeployBaseline and
-// it covers id: the new path of id is then taken without id's own
-// GetVersion (no marker, no TemporalChangeVersion upsert). Other workflows,
-// and deploys whose history lacks the baseline marker, ask id as before.
-func (r *run) implied(id string) bool {
-	return r.baseline && slices.Contains(agentDeployBaseline, id)
 }

@@ -63,12 +63,9 @@ func (r *run) deployAgentPlan() error {
 	// right after it.
 	early = deployFirst(early)
 	first := deployIndex(early)
-	var index *int
-	if r.planInState {
-		// The plan and the index of its first step in one write.
-		index = new(int)
-		r.planIndexed = index
-	}
+	// The plan and the index of its first step in one write.
+	index := new(int)
+	r.planIndexed = index
 	if err := r.recordDeployPlan(early, nil, index); err != nil {
 		return err
 	}
@@ -94,23 +91,14 @@ func (r *run) deployAgentPlan() error {
 		// boot the agent.
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s left the plan", r.node.UUID, StepDeploy))
 	}
-	if r.planInState {
-		// The plan, the agent's steps and the index of the next step
-		// with the state that announces the plan, in one write.
-		rec := &StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Steps: plan, AgentSteps: agentSteps}
-		if next := first + 1; next < len(plan) {
-			rec.Index = &next
-			r.planIndexed = &next
-		}
-		if err := r.record(RecordStateInput{To: Deploying, Target: Active, Event: planEvent(plan), StepPlan: rec}); err != nil {
-			return err
-		}
-		return r.runDeployPlan(plan, first+1)
+	// The plan, the agent's steps and the index of the next step with the
+	// state that announces the plan, in one write.
+	rec := &StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Steps: plan, AgentSteps: agentSteps}
+	if next := first + 1; next < len(plan) {
+		rec.Index = &next
+		r.planIndexed = &next
 	}
-	if err := r.recordDeployPlan(plan, agentSteps, nil); err != nil {
-		return err
-	}
-	if err := r.enter(Deploying, Active, planEvent(plan)); err != nil {
+	if err := r.record(RecordStateInput{To: Deploying, Target: Active, Event: planEvent(plan), StepPlan: rec}); err != nil {
 		return err
 	}
 	return r.runDeployPlan(plan, first+1)
@@ -153,10 +141,8 @@ func deployIndex(plan []Step) int {
 
 // deployOutOfBandSteps are the node's interface steps a deploy offers
 // (InterfaceSteps, deploy kind: firmware.update, the bios steps), when the request or its
-// deploy templates name one: behind changeDeployInterfaceSteps, asked only
-// then, so that no other deploy's history gains a marker. Before the
-// change such a step was skipped before the agent ran and refused once it
-// had ("node does not support this deploy step").
+// deploy templates name one (none otherwise: the plan of a deploy that
+// names none stays the built-in one).
 func (r *run) deployOutOfBandSteps(user []UserStep) []Step {
 	oob := InterfaceSteps(StepKindDeploy, r.node.StepInterfaces())
 	named := false
@@ -165,7 +151,7 @@ func (r *run) deployOutOfBandSteps(user []UserStep) []Step {
 			named = named || s.StepID == u.StepID
 		}
 	}
-	if !named || workflow.GetVersion(r.ctx, changeDeployInterfaceSteps, workflow.DefaultVersion, 1) != 1 {
+	if !named {
 		return nil
 	}
 	return oob
@@ -279,14 +265,8 @@ func (r *run) runDeployPlan(plan []Step, from int) error {
 		return err
 	}
 	done := RecordStateInput{To: Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true}
-	if r.planInState {
-		// The plan cleared with active, in one write.
-		done.StepPlan = &StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}
-		return r.record(done)
-	}
-	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}, nil); err != nil {
-		return err
-	}
+	// The plan cleared with active, in one write.
+	done.StepPlan = &StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}
 	return r.record(done)
 }
 
@@ -296,7 +276,7 @@ func (r *run) runDeploySteps(steps []Step, base int) error {
 	for i, s := range steps {
 		idx := base + i
 		fn := deployHandler(s.StepID)
-		indexed := r.indexWithStep && stepIndexed[s.StepID]
+		indexed := stepIndexed[s.StepID]
 		if s.OutOfBand && deployInterfaceSteps[s.StepID] { // deployOutOfBandSteps
 			fn, indexed = (*run).deployInterfaceStep, false
 		}
@@ -325,8 +305,7 @@ func (r *run) runDeploySteps(steps []Step, base int) error {
 }
 
 // stepIndexed are the built-in deploy steps whose first activity records
-// the step (RunningStep or AgentStepInput): since agentDeployIndexWithStep
-// it records the plan's index too. deploy.prepare_instance_boot begins
+// the step (RunningStep or AgentStepInput), and with it the plan's index. deploy.prepare_instance_boot begins
 // with RunAgentStep (install_bootloader), deploy.tear_down_agent with
 // AgentPowerOff, deploy.boot_instance with CleanBoot; deploy.deploy and
 // deploy.write_image have theirs written with the plan.

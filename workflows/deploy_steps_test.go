@@ -6,19 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 )
-
-// oldDeployPath runs DeployNode as a workflow that started before
-// changeDeployAgentSteps: the fixed plan, no agent deploy steps.
-func oldDeployPath(env *testsuite.TestWorkflowEnvironment) {
-	// The old path of a change ID that changeAgentDeployBaseline covers
-	// exists only in a deploy that did not take the baseline.
-	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(workflow.DefaultVersion)
-	env.OnGetVersion(changeDeployAgentSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-}
 
 // inBandDeploy is an agent deploy step with a priority of its own (as
 // IPA's hardware managers offer them), between write_image (80) and
@@ -292,78 +280,44 @@ func TestDeployNodeStepAboveTheCoreStepRunsOnceTheAgentIsUp(t *testing.T) {
 	}
 }
 
-// Since agent-deploy-baseline version 2 an agent deploy writes its step
-// plan with the writes next to it: the plan before the agent boots with its
-// first index, the agent's plan with the state that announces it and the
-// next index, the clearing with active; since version 3 the indexes of the
-// last three of the five steps go with each step's first activity. A deploy
-// on version 1 makes eight RecordStepPlan writes, on version 2 four (the
-// plan before the agent boots and those three indexes), on version 3 one
-// (and on version 4, which changes only its timers); all leave the same
-// plan records in the same order.
+// An agent deploy writes its step plan with the writes next to it: the
+// plan before the agent boots with its first index, the agent's plan with
+// the state that announces it and the next index, the clearing with active;
+// the indexes of the last three of the five steps go with each step's first
+// activity. One RecordStepPlan write of its own is left: the index of
+// deploy.write_image, which no write of its own precedes.
 func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
-	run := func(version workflow.Version) *fakeCloud {
-		f := newFakeCloud()
-		env := newEnv(t, f)
-		if version != agentDeployOneTimer {
-			env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(version)
-		}
-		heartbeatAfter(env, 2*time.Minute)
-		env.ExecuteWorkflow(DeployNode, deployRequest())
-		if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
-			t.Fatalf("version %d: workflow did not complete cleanly: %v", version, env.GetWorkflowError())
-		}
-		requireActive(t, f)
-		return f
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, 2*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	v1, v2, v3, v4 := run(1), run(agentDeployPlanInState), run(agentDeployIndexWithStep), run(agentDeployOneTimer)
-	if v1.planWrites != 8 || v2.planWrites != 4 || v3.planWrites != 1 || v4.planWrites != 1 {
-		t.Fatalf("RecordStepPlan writes: version 1 %d (want 8), version 2 %d (want 4), version 3 %d (want 1), version 4 %d (want 1)",
-			v1.planWrites, v2.planWrites, v3.planWrites, v4.planWrites)
+	requireActive(t, f)
+	if f.planWrites != 1 {
+		t.Fatalf("RecordStepPlan writes: %d, want 1", f.planWrites)
 	}
-	// What the plan records leave: version 1's, an index that follows a
-	// plan merged into it, are version 2's.
-	summary := func(f *fakeCloud) string {
-		var out []string
-		lastPlan := false
-		for _, p := range f.plans {
-			idx := "-"
-			if p.Index != nil {
-				idx = fmt.Sprint(*p.Index)
-			}
-			switch {
-			case p.Clear:
-				out, lastPlan = append(out, "clear"), false
-			case p.OnlyIndex && lastPlan && strings.HasSuffix(out[len(out)-1], " index -"):
-				out[len(out)-1] = strings.TrimSuffix(out[len(out)-1], "-") + idx
-				lastPlan = false
-			case p.OnlyIndex:
-				out, lastPlan = append(out, "index "+idx), false
-			default:
-				out = append(out, fmt.Sprintf("plan [%s] agent %d index %s", names(p.Steps), len(p.AgentSteps), idx))
-				lastPlan = true
-			}
+	var out []string
+	for _, p := range f.plans {
+		idx := "-"
+		if p.Index != nil {
+			idx = fmt.Sprint(*p.Index)
 		}
-		return strings.Join(out, "; ")
-	}
-	for i, v := range []*fakeCloud{v2, v3, v4} {
-		if s1, s := summary(v1), summary(v); s1 != s {
-			t.Fatalf("plan records differ:\nversion 1 %s\nversion %d %s", s1, i+2, s)
-		}
-		if got := v.plans[len(v.plans)-1]; !got.Clear {
-			t.Fatalf("version %d does not clear the plan last: %+v", i+2, got)
-		}
-		if s1, s := v1.states, v.states; strings.Join(stateNames(s1), " ") != strings.Join(stateNames(s), " ") {
-			t.Fatalf("states: version 1 %v, version %d %v", s1, i+2, s)
-		}
-		if e1, e := strings.Join(v1.events, "|"), strings.Join(v.events, "|"); e1 != e {
-			t.Fatalf("node history: version 1 %q, version %d %q", e1, i+2, e)
-		}
-		if c1, c := strings.Join(v1.callList(), "|"), strings.Join(v.callList(), "|"); c1 != c {
-			t.Fatalf("calls: version 1 %q, version %d %q", c1, i+2, c)
+		switch {
+		case p.Clear:
+			out = append(out, "clear")
+		case p.OnlyIndex:
+			out = append(out, "index "+idx)
+		default:
+			out = append(out, fmt.Sprintf("plan [%s] agent %d index %s", names(p.Steps), len(p.AgentSteps), idx))
 		}
 	}
-	t.Log(summary(v3))
+	t.Log(strings.Join(out, "; "))
+	if len(out) < 3 || !strings.HasSuffix(out[0], " agent 0 index 0") || !strings.HasPrefix(out[0], "plan [deploy.deploy ") ||
+		!strings.HasSuffix(out[1], " agent 2 index 1") || out[len(out)-1] != "clear" {
+		t.Fatalf("plan records %q: want the plan before the agent boots (index 0), the agent's plan, ..., the clearing last", out)
+	}
 }
 
 func stateNames(ss []State) []string {

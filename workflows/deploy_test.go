@@ -294,7 +294,6 @@ func deployRequest() ProvisionRequest {
 func TestDeployNodeHappyPathRunsTheStepsInOrder(t *testing.T) {
 	f := newFakeCloud()
 	env := newEnv(t, f)
-	oldDeployPath(env) // the plan before changeDeployAgentSteps; deploy_steps_test.go has the new one
 	heartbeatAfter(env, 2*time.Minute)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
@@ -304,6 +303,8 @@ func TestDeployNodeHappyPathRunsTheStepsInOrder(t *testing.T) {
 		"RecordState deploying",
 		"PrepareBoot agent", "SetBootDevice pxe", "SetPower rebooting",
 		"RecordState wait call-back",
+		"RecordState deploying",
+		"GetAgentSteps deploy",
 		"RecordState deploying",
 		"RunAgentStep deploy.write_image @" + agentURL,
 		"RunAgentStep deploy.prepare_instance_boot @" + agentURL,

@@ -284,20 +284,17 @@ func (r *run) waitFirmwareTask(s Step, fs FirmwareSetting, ref FirmwareTaskRef, 
 			// The BMC applies the image when the host resets (a BIOS):
 			// reboot the node, as Ironic's update step does after it
 			// starts a component's update, and keep watching the task.
-			if workflow.GetVersion(r.ctx, changeFirmwareRebootOnReset, workflow.DefaultVersion, 1) == 1 {
-				rebooted = true
-				// With the agent on the node the reboot goes back into it
-				// (behind changeFirmwareRebootIntoAgent, asked only then).
-				if underAgent && workflow.GetVersion(r.ctx, changeFirmwareRebootIntoAgent, workflow.DefaultVersion, 1) == 1 {
-					intoAgent = true
-					if err := r.rebootIntoAgent(s, fmt.Sprintf("the BMC applies the %s image at the host's reset", fs.Component)); err != nil {
-						return intoAgent, err
-					}
-				} else if err := r.power("rebooting"); err != nil {
+			rebooted = true
+			// With the agent on the node the reboot goes back into it.
+			if underAgent {
+				intoAgent = true
+				if err := r.rebootIntoAgent(s, fmt.Sprintf("the BMC applies the %s image at the host's reset", fs.Component)); err != nil {
 					return intoAgent, err
 				}
-				r.status.Progress = fmt.Sprintf("firmware %s: task %s waits for the host's reset: node rebooted", fs.Component, ref.URI)
+			} else if err := r.power("rebooting"); err != nil {
+				return intoAgent, err
 			}
+			r.status.Progress = fmt.Sprintf("firmware %s: task %s waits for the host's reset: node rebooted", fs.Component, ref.URI)
 		}
 		if st.Done {
 			if st.Failed {

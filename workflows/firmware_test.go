@@ -10,7 +10,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
 )
@@ -263,22 +262,6 @@ func TestFirmwareUpdateAsADeployStep(t *testing.T) {
 				t.Fatalf("no history event for the out-of-band deploy step in %q", f.events)
 			}
 		})
-	}
-}
-
-// Before change deploy-interface-steps a deploy naming firmware.update
-// refused it once the agent reported its steps: that path is kept.
-func TestFirmwareUpdateDeployStepOldPathRefuses(t *testing.T) {
-	f := newFakeCloud()
-	f.node.FirmwareInterface = hardware.Redfish
-	env := newEnv(t, f)
-	env.OnGetVersion(changeDeployInterfaceSteps, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	heartbeatAfter(env, 2*time.Minute)
-	req := deployRequest()
-	req.DeploySteps = []byte(`[{"interface":"firmware","step":"update","priority":90,"args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}]`)
-	env.ExecuteWorkflow(DeployNode, req)
-	if !strings.Contains(f.lastErr, "Failed to validate the final deploy steps list") || !strings.Contains(f.lastErr, "node does not support this deploy step") {
-		t.Fatalf("last_error %q, want the old refusal", f.lastErr)
 	}
 }
 

@@ -72,29 +72,19 @@ var (
 	deployHolds  = holdStates{verb: "deploy", active: Deploying, wait: DeployWait, hold: DeployHold, goal: Active}
 )
 
-// flowStepsOf is FlowSteps behind changeFlowSteps: a plan of a workflow
-// that ran before reserved steps existed refused them ("node does not
-// support this clean step"), and replays so. The gate is taken only by a
-// plan that names a reserved step, so no other history gains a marker.
+// flowStepsOf is the reserved steps (FlowSteps) a user plan names.
 func (r *run) flowStepsOf(user []UserStep) []Step {
 	flow := FlowSteps(user)
 	if len(flow) == 0 {
-		return nil
-	}
-	if workflow.GetVersion(r.ctx, changeFlowSteps, workflow.DefaultVersion, 1) != 1 {
 		return nil
 	}
 	return flow
 }
 
 // deployFlowStep is the handler of a reserved step in a deploy plan (nil
-// for any other step, and for a workflow that ran before reserved steps,
-// which sent them to the agent).
+// for any other step).
 func (r *run) deployFlowStep(s Step) func(*run, Step) error {
 	if !IsFlowStep(s.StepID) {
-		return nil
-	}
-	if workflow.GetVersion(r.ctx, changeFlowSteps, workflow.DefaultVersion, 1) != 1 {
 		return nil
 	}
 	return func(r *run, s Step) error { return r.flowStep(deployHolds, s) }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 )
 
 // timerLog records the timers a workflow under test starts and cancels.
@@ -41,45 +40,22 @@ func firstAt(at map[State][]time.Duration, s State) time.Duration {
 	return at[s][0]
 }
 
-// Since agent-deploy-baseline version 4 the callback wait's timer is the
-// agent steps' liveness timer too: a deploy whose agent calls back at once
-// starts one timer and cancels none, where version 3 started the wait's
-// timer, cancelled it at the call-back and started the liveness timer; the
-// node sees the same calls, states and history either way.
+// An agent deploy's callback wait's timer is the agent steps' liveness
+// timer too: a deploy whose agent calls back at once starts one timer,
+// armed for the heartbeat timeout so that the steps can take it over, and
+// cancels none.
 func TestAgentDeployStartsOneTimerForItsWaitAndItsSteps(t *testing.T) {
-	run := func(version workflow.Version) (*fakeCloud, *timerLog) {
-		f := newFakeCloud()
-		env := newEnv(t, f)
-		if version != agentDeployOneTimer {
-			env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(version)
-		}
-		timers := watchTimers(env)
-		heartbeatAfter(env, 2*time.Minute)
-		env.ExecuteWorkflow(DeployNode, deployRequest())
-		if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
-			t.Fatalf("version %d: workflow did not complete cleanly: %v", version, env.GetWorkflowError())
-		}
-		requireActive(t, f)
-		return f, timers
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	timers := watchTimers(env)
+	heartbeatAfter(env, 2*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	f3, t3 := run(agentDeployIndexWithStep)
-	f4, t4 := run(agentDeployOneTimer)
-	if len(t3.started) != 2 || t3.cancelled != 1 {
-		t.Fatalf("version 3 started %v and cancelled %d timers, want the wait's and the liveness timer, the wait's cancelled", t3.started, t3.cancelled)
-	}
-	// The one timer is armed for the heartbeat timeout (5 min), not the
-	// callback timeout (30 min), so that the steps can take it over.
-	if len(t4.started) != 1 || t4.started[0] != 5*time.Minute || t4.cancelled != 0 {
-		t.Fatalf("version 4 started %v and cancelled %d timers, want one of 5m0s and none cancelled", t4.started, t4.cancelled)
-	}
-	if a, b := strings.Join(f3.callList(), "|"), strings.Join(f4.callList(), "|"); a != b {
-		t.Fatalf("calls: version 3 %q, version 4 %q", a, b)
-	}
-	if a, b := strings.Join(stateNames(f3.states), " "), strings.Join(stateNames(f4.states), " "); a != b {
-		t.Fatalf("states: version 3 %s, version 4 %s", a, b)
-	}
-	if a, b := strings.Join(f3.events, "|"), strings.Join(f4.events, "|"); a != b {
-		t.Fatalf("node history: version 3 %q, version 4 %q", a, b)
+	requireActive(t, f)
+	if len(timers.started) != 1 || timers.started[0] != 5*time.Minute || timers.cancelled != 0 {
+		t.Fatalf("started %v and cancelled %d timers, want one of 5m0s and none cancelled", timers.started, timers.cancelled)
 	}
 }
 

@@ -2,8 +2,6 @@ package workflows
 
 import (
 	"fmt"
-
-	"go.temporal.io/sdk/workflow"
 )
 
 // rebootAfterStep is what Ironic's agent_base does after an in-band step
@@ -12,13 +10,9 @@ import (
 // ramdisk again and rebooted, the agent's token and URL go (as Ironic's
 // power actions wipe them, so that the next boot looks up and gets a new
 // token), and the plan goes on only once the agent has called back from
-// the new boot. Behind changeRebootRequestedStep; taken only after such a
-// step, so no other history gains a marker.
+// the new boot.
 func (r *run) rebootAfterStep(s Step) error {
 	if !s.RebootRequested {
-		return nil
-	}
-	if workflow.GetVersion(r.ctx, changeRebootRequestedStep, workflow.DefaultVersion, 1) != 1 {
 		return nil
 	}
 	active, wait := Cleaning, CleanWait

@@ -2,18 +2,21 @@ package workflows
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow"
 )
 
 // ReplayAdvice is what a developer whose change broke a recorded history
 // reads (the guard test, replay_guard_test.go, expects it).
-const ReplayAdvice = "a recorded history no longer replays: put the change behind workflow.GetVersion with a new change ID " +
-	"in workflows/versions.go, keep the old path, see docs/versioning.md"
+const ReplayAdvice = "a recorded history no longer replays: put the change behind workflow.GetVersion with the change ID of its workflow type " +
+	"for the next release in workflows/versions.go, keep the last release's path, see docs/versioning.md"
 
 // ReplayedWorkflows are the workflow types the replay registers, by the
 // names the worker registers them under (worker.Workflows; the coverage
@@ -29,34 +32,45 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowChangeBootMode:     ChangeBootMode,
 }
 
-// Histories recorded by earlier versions of these workflows (one directory
-// per version, named for its commit; recorded by workflows/testdata/record
-// against fake activities; one file per scenario: deploys that succeed, time out, are
-// aborted, retried, skipped or given up on; ramdisk, anaconda and fake
-// deploys; undeploy with cleaning, provide, manage, inspect, power and boot
-// device; from 0aaab4f on, rescue and unrescue; later ones add the agent
-// lost mid-write, abort of a failed step, out-of-band inspection, plain
-// provide and a power sync's run up to its continue-as-new) replay without
-// a non-determinism error: a workflow in flight when
-// the worker is upgraded carries on. A change that alters the commands a
-// workflow issues fails here, and belongs behind workflow.GetVersion.
+// The histories of the last release (workflows/testdata/history/<VERSION>,
+// recorded by workflows/testdata/record against fake activities; one file
+// per scenario: deploys that succeed, time out, are aborted, retried,
+// skipped or given up on; ramdisk, anaconda and fake deploys; undeploy with
+// cleaning, provide, manage, inspect, power and boot device, rescue and
+// unrescue, manual cleaning, servicing, the power sync up to its
+// continue-as-new) replay without a non-determinism error: a workflow in
+// flight when the worker is upgraded carries on. A change that alters the
+// commands a workflow issues fails here, and belongs behind
+// workflow.GetVersion (docs/versioning.md). The release's directory is the
+// only one: older ones went with the gates they needed.
 func TestHistoriesOfTheEarlierVersionReplay(t *testing.T) {
+	release := ironflow.Version()
+	dir := filepath.Join("testdata", "history", release)
+	entries, err := os.ReadDir(filepath.Join("testdata", "history"))
+	if err != nil {
+		t.Fatalf("no recorded histories (workflows/testdata/history): %v: record the release's (make record-histories, docs/versioning.md)", err)
+	}
+	for _, e := range entries {
+		if e.Name() != release {
+			t.Errorf("workflows/testdata/history/%s: only the last release's histories (%s) are kept (docs/versioning.md)", e.Name(), release)
+		}
+	}
 	var files []string
-	err := filepath.WalkDir(filepath.Join("testdata", "history"), func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".json") {
 			files = append(files, path)
 		}
 		return err
 	})
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no recorded histories: %v", err)
+		t.Fatalf("no recorded histories of release %s in %s: %v: record them (make record-histories, docs/versioning.md)", release, dir, err)
 	}
 	r := worker.NewWorkflowReplayer()
 	for name, fn := range ReplayedWorkflows {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}
 	for _, f := range files {
-		name, _ := filepath.Rel(filepath.Join("testdata", "history"), f)
+		name, _ := filepath.Rel(dir, f)
 		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v\n%s", f, err, ReplayAdvice)

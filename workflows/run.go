@@ -90,35 +90,24 @@ type run struct {
 	// agent is the callback URL of the agent that last heartbeated.
 	agent         string
 	lastHeartbeat time.Time
-	// verifySignals is whether heartbeat signals are verified (nil until the
+	// signals remembers the signed heartbeats accepted (nil until the
 	// first heartbeat; see authentic).
-	verifySignals *bool
-	// signals remembers the signed heartbeats accepted, when replayed ones
-	// are refused (nil otherwise; see authentic).
 	signals *signalLedger
-	// planInState is whether this deploy took changeAgentDeployBaseline at
-	// agentDeployPlanInState: its step plan records ride on the writes
-	// next to them (deploy_steps.go), and planIndexed is the
-	// deploy_step_index such a write set last, which runDeploySteps does
-	// not record again (nil: none).
-	planInState bool
+	// planIndexed is the deploy_step_index that the agent deploy's plan
+	// write set last, which runDeploySteps does not record again (nil:
+	// none; deploy_steps.go).
 	planIndexed *int
-	// indexWithStep is whether it took version agentDeployIndexWithStep:
-	// the index of a step whose first activity records it (stepIndexed) is
-	// handed to that activity through pendingIndex, which the first
-	// running() or agent step input takes.
-	indexWithStep bool
-	pendingIndex  *int
-	// baseline is whether this deploy took changeAgentDeployBaseline: the
-	// change IDs it covers are then not asked one by one (implied).
-	baseline bool
+	// pendingIndex is the index of a deploy step whose first activity
+	// records it (stepIndexed), taken by the first running() or agent step
+	// input.
+	pendingIndex *int
 	// liveness is the agent-silence timer all agent steps share (nil until
 	// the first step); see agentStep. livenessAt is when it fires.
 	liveness   workflow.Future
 	livenessAt time.Time
-	// oneTimer is whether it took version agentDeployOneTimer: the
-	// callback wait's timer is liveness too (waitCallbackOneTimer), so an
-	// agent deploy starts one timer where it started two and cancelled one.
+	// oneTimer: the callback wait's timer is liveness too
+	// (waitCallbackOneTimer), so an agent deploy starts one timer where it
+	// would start two and cancel one. Only the agent deploy sets it.
 	oneTimer bool
 
 	// holdAbort, when set, says whether an abort that arrives while agent
@@ -463,23 +452,11 @@ func (r *run) takeHeartbeat(c workflow.ReceiveChannel) (Heartbeat, bool) {
 // The check is the local activity ActVerifySignal, not code of the workflow,
 // so that the key stays in the worker's configuration and out of workflow
 // code and history; its verdict is recorded, so replay never needs the key
-// (nor the same clock). The activity adds a marker per heartbeat, so
-// workflows whose history was written before it — taken at the first
-// heartbeat, by GetVersion — keep trusting their heartbeats as they did and
-// keep replaying (workflows/testdata, replay_test.go).
+// (nor the same clock). A signed heartbeat the run already accepted is
+// refused (signalLedger, workflow state only).
 func (r *run) authentic(hb Heartbeat) bool {
-	if r.verifySignals == nil {
-		v := r.implied(changeVerifyHeartbeatSignal) || workflow.GetVersion(r.ctx, changeVerifyHeartbeatSignal, workflow.DefaultVersion, 1) == 1
-		r.verifySignals = &v
-		// Replayed signals are refused from this version on; the ledger is
-		// workflow state only, so the gate keeps older histories (which
-		// accepted a repeated signal) replaying as they ran.
-		if v && (r.implied(changeRefuseReplayedHeartbeat) || workflow.GetVersion(r.ctx, changeRefuseReplayedHeartbeat, workflow.DefaultVersion, 1) == 1) {
-			r.signals = &signalLedger{}
-		}
-	}
-	if !*r.verifySignals {
-		return true
+	if r.signals == nil {
+		r.signals = &signalLedger{}
 	}
 	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
@@ -495,7 +472,7 @@ func (r *run) authentic(hb Heartbeat) bool {
 	}
 	// A signal without a MAC never passes the worker's check; only the
 	// workflow unit tests' stand-in verifier lets one through.
-	if r.signals != nil && hb.MAC != "" {
+	if hb.MAC != "" {
 		if why := r.signals.admit(hb); why != "" {
 			workflow.GetLogger(r.ctx).Warn("ignored a replayed heartbeat signal", "node", r.req.NodeUUID, "reason", why,
 				"callback_url", hb.CallbackURL, "agent_status", hb.AgentStatus)
@@ -562,8 +539,7 @@ func (r *run) callbackTimedOut(state State, timeout time.Duration) error {
 	return fmt.Errorf("Timeout reached while waiting for %s for node %s (%s without a heartbeat)", what, r.node.UUID, timeout)
 }
 
-// waitCallbackOneTimer is the callback wait of a deploy that took
-// agentDeployOneTimer: its timer is the liveness timer the agent steps
+// waitCallbackOneTimer is the callback wait of an agent deploy: its timer is the liveness timer the agent steps
 // after it share (agentStepOnce), started here if none runs, and never
 // cancelled. Each arming is at most the heartbeat timeout away, so the
 // timer the steps take over fires no later than their own would; when it

@@ -15,17 +15,12 @@ import (
 // SecureBoot), the deploy turns secure boot on through the BMC before the
 // instance's first boot, and the teardown turns it off again before the
 // agent boots to clean. A driver without secure boot support only logs a
-// warning, as Ironic does; any other BMC failure fails the step. Behind
-// changeDeploySecureBoot, asked only for an instance that asks for secure
-// boot (an agent deploy takes it with changeAgentDeployBaseline).
+// warning, as Ironic does; any other BMC failure fails the step.
 
 // secureBootIfRequested turns secure boot on (deploy) or off (teardown)
-// for an instance that asked for it; nothing for one that did not. The
-// gate is asked only for such an instance: another's run is the same on
-// either side of it (docs/versioning.md, "Asking a gate only where it
-// changes something").
+// for an instance that asked for it; nothing for one that did not.
 func (r *run) secureBootIfRequested(on bool) error {
-	if !r.node.SecureBoot || (!r.implied(changeDeploySecureBoot) && workflow.GetVersion(r.ctx, changeDeploySecureBoot, workflow.DefaultVersion, 1) != 1) {
+	if !r.node.SecureBoot {
 		return nil
 	}
 	name := "disable secure boot"
@@ -56,12 +51,8 @@ func (r *run) setSecureBoot(on bool) error {
 }
 
 // secureBootForNetbootDeploy is secureBootIfRequested(true) for the ramdisk
-// and anaconda deploys, behind changeNetbootDeploySecureBoot: a deploy
-// that passed this point before the change did not set secure boot. Asked
-// only for an instance that asks for secure boot.
+// and anaconda deploys (Ironic's ramdisk and anaconda deploys call
+// configure_secure_boot_if_needed too).
 func (r *run) secureBootForNetbootDeploy() error {
-	if !r.node.SecureBoot || workflow.GetVersion(r.ctx, changeNetbootDeploySecureBoot, workflow.DefaultVersion, 1) != 1 {
-		return nil
-	}
 	return r.secureBootIfRequested(true)
 }

@@ -9,7 +9,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
 )
@@ -79,26 +78,6 @@ func TestDeployWithoutSecureBootLeavesItAlone(t *testing.T) {
 	}
 	if n := countCalls(f.callList(), "SetSecureBoot on"); n != 0 || len(recs) != 0 {
 		t.Fatalf("secure boot set %d times, records %+v", n, recs)
-	}
-}
-
-// TestDeploySecureBootOldPathUntouched: a deploy that started before
-// changeDeploySecureBoot does not set secure boot, capability or not.
-func TestDeploySecureBootOldPathUntouched(t *testing.T) {
-	f := newFakeCloud()
-	f.node.SecureBoot = true
-	env := newEnv(t, f)
-	env.OnGetVersion(changeAgentDeployBaseline, workflow.DefaultVersion, agentDeployOneTimer).Return(workflow.DefaultVersion) // covers changeDeploySecureBoot
-	env.OnGetVersion(changeDeploySecureBoot, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	var recs []BootModeRecord
-	secureBootFake(env, f, nil, &recs)
-	heartbeatAfter(env, 2*time.Minute)
-	env.ExecuteWorkflow(DeployNode, deployRequest())
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	if n := countCalls(f.callList(), "SetSecureBoot on"); n != 0 {
-		t.Fatalf("old path set secure boot %d times", n)
 	}
 }
 
@@ -204,32 +183,6 @@ func TestRamdiskAndAnacondaDeploysTurnSecureBootOn(t *testing.T) {
 			}
 			if len(recs) != 1 || recs[0].SecureBoot == nil || !*recs[0].SecureBoot {
 				t.Fatalf("recorded %+v", recs)
-			}
-		})
-	}
-}
-
-// TestNetbootDeploySecureBootOldPathUntouched: a ramdisk or anaconda
-// deploy that passed the point before changeNetbootDeploySecureBoot does
-// not set secure boot.
-func TestNetbootDeploySecureBootOldPathUntouched(t *testing.T) {
-	for _, iface := range []string{"ramdisk", "anaconda"} {
-		t.Run(iface, func(t *testing.T) {
-			f := newFakeCloud()
-			f.node.DeployInterface, f.node.SecureBoot = hardware.Interface(iface), true
-			env := newEnv(t, f)
-			env.OnGetVersion(changeNetbootDeploySecureBoot, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-			var recs []BootModeRecord
-			secureBootFake(env, f, nil, &recs)
-			env.RegisterDelayedCallback(func() {
-				env.SignalWorkflow(SignalHeartbeat, Heartbeat{AgentStatus: "end", AgentStatusMessage: "installed"})
-			}, 5*time.Minute)
-			env.ExecuteWorkflow(DeployNode, deployRequest())
-			if err := env.GetWorkflowError(); err != nil {
-				t.Fatal(err)
-			}
-			if n := countCalls(f.callList(), "SetSecureBoot on"); n != 0 || len(recs) != 0 {
-				t.Fatalf("old path set secure boot %d times", n)
 			}
 		})
 	}

@@ -114,7 +114,7 @@ func (r *run) abortToActive() error {
 // activity, the agent's in service wait (where Ironic allows abort).
 func (r *run) serviceStep(s Step) error {
 	if s.OutOfBand {
-		if s.StepID == StepFirmwareUpdate && workflow.GetVersion(r.ctx, changeFirmwareTaskWait, workflow.DefaultVersion, 1) == 1 {
+		if s.StepID == StepFirmwareUpdate {
 			return r.firmwareStep(StepKindService, s, !r.req.DisableRamdisk) // workflows/firmware.go
 		}
 		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {

@@ -18,7 +18,6 @@ import (
 func TestDeployStepShowsTheStepThatRuns(t *testing.T) {
 	f := newFakeCloud()
 	env := newEnv(t, f)
-	oldDeployPath(env) // the plan before changeDeployAgentSteps; deploy_steps_test.go has the new one
 	heartbeatAfter(env, 2*time.Minute)
 	var during map[string]any
 	f.agentStep = func(_ context.Context, in AgentStepInput) (AgentStepResult, error) {
@@ -40,6 +39,8 @@ func TestDeployStepShowsTheStepThatRuns(t *testing.T) {
 		"SetPower rebooting → deploy.deploy",
 		"RecordState wait call-back → deploy.deploy",
 		"RecordState deploying → deploy.deploy",
+		"GetAgentSteps deploy → deploy.deploy",
+		"RecordState deploying → ", // the agent's plan, between two steps
 		"RunAgentStep deploy.write_image @" + agentURL + " → deploy.write_image",
 		"RunAgentStep deploy.prepare_instance_boot @" + agentURL + " → deploy.prepare_instance_boot",
 		"SetBootDevice disk → deploy.prepare_instance_boot",

@@ -8,6 +8,7 @@
 //	ironflow vbmc      a virtual BMC (Redfish, IPMI) for QEMU virtual machines
 //	ironflow timeline  a node's latest workflow, step by step with durations
 //	ironflow codec-server  decrypts workflow payloads for the Temporal Web UI's operators
+//	ironflow version   the release and the commit of this binary
 package main
 
 import (
@@ -31,6 +32,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"vbmc":         runVBMC,
 	"timeline":     runTimeline,
 	"codec-server": runCodecServer,
+	"version":      runVersion,
 }
 
 func usage(w io.Writer) {
@@ -45,6 +47,7 @@ commands:
   vbmc      a virtual BMC for QEMU virtual machines
   timeline  each step of a node's latest workflow with its start and duration
   codec-server  decrypt workflow payloads for the Temporal Web UI (authenticated)
+  version   the release and the commit of this binary
 
 'ironflow <command> -h' lists the command's flags; every flag can also be
 set from the environment as IRONFLOW_<FLAG_NAME>.

@@ -1,15 +1,15 @@
 // Command record writes the histories of workflows/replay_test.go: it runs
-// this version's workflows on a Temporal dev server against fake
+// this release's workflows on a Temporal dev server against fake
 // activities, one workflow per scenario, and saves each history as JSON.
-// Before a change to a workflow, and at each release, record with the
-// version before it, into a directory named for its commit:
+// At each release, after the gates against the release before were retired
+// (docs/versioning.md), record into the directory named for VERSION:
 //
 //	make record-histories
 //
 // (IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record
-// workflows/testdata/history/$(git rev-parse --short HEAD)), then make the
-// change; TestHistoriesOfTheEarlierVersionReplay proves that workflows in
-// flight replay on the new version (docs/versioning.md).
+// workflows/testdata/history/$(cat VERSION)); from then on
+// TestHistoriesOfTheEarlierVersionReplay proves that the release's
+// workflows in flight replay on every later build.
 package main
 
 import (
@@ -144,7 +144,7 @@ func acts() map[string]any {
 					{StepID: workflows.StepEraseDevicesMetadata}}, nil
 			}
 			return []workflows.Step{{StepID: workflows.StepEraseDevicesMetadata, Priority: 0}, {StepID: workflows.StepEraseDevices, Priority: 10},
-				// A step that asks for a reboot once done (change reboot-requested-step).
+				// A step that asks for a reboot once done.
 				{StepID: workflows.StepID{Interface: "deploy", Step: "apply_firmware"}, RebootRequested: true}}, nil
 		},
 		workflows.ActRunAgentStep: func(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
@@ -192,7 +192,7 @@ func acts() map[string]any {
 				return workflows.FirmwareTaskState{State: "Running", Percent: 50}, nil
 			}
 			if polls[in.Node.UUID] < 3 {
-				// The image waits for the host's reset (change firmware-reboot-on-reset).
+				// The image waits for the host's reset.
 				return workflows.FirmwareTaskState{State: "Running", Percent: 100, ResetRequired: true,
 					Messages: []string{"In order to complete the operation, a component reset is required"}}, nil
 			}
@@ -343,16 +343,14 @@ func main() {
 				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"erase_devices_metadata","priority":90},{"interface":"deploy","step":"write_image","priority":80,"args":{"configdrive":"H4sIAAAAAAAA"}}]`)}
 		}},
 		// firmware.update as a deploy step above deploy.deploy's priority:
-		// through the BMC before the agent boots (change
-		// deploy-interface-steps).
+		// through the BMC before the agent boots.
 		{name: "deploy-firmware-update-step", wf: workflows.WorkflowDeployNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true, drive: hb,
 			req: func(uuid string) any {
 				return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
 					DeploySteps: json.RawMessage(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[{"component":"bmc","url":"http://images.example/bmc.bin"}]}}]`)}
 			}},
 		// bios.apply_configuration as a deploy step while the agent runs: it
-		// reboots into the agent and waits for its second call-back
-		// (changes deploy-interface-steps, bios-step-waits-for-agent).
+		// reboots into the agent and waits for its second call-back.
 		{name: "deploy-bios-step-under-agent", wf: workflows.WorkflowDeployNode, deploy: "direct", bios: hardware.Redfish,
 			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) }),
 			req: func(uuid string) any {
@@ -412,9 +410,9 @@ func main() {
 		{name: "clean-manual-step-fails-abort", wf: workflows.WorkflowCleanNode, deploy: "direct", req: cleanReq(`[{"interface":"deploy","step":"erase_devices"}]`, false),
 			fails: map[string]int{"deploy.erase_devices": 1}, drive: both(hb, signalAfter(2*time.Second, workflows.SignalAbort))},
 		// The machine reboots under a step: it runs again from its
-		// checkpoint (changeResumeAgentStepAfterReboot).
+		// checkpoint.
 		// A reboot-requesting step: reboot into the agent, wait for its
-		// second call-back, then the next step (change reboot-requested-step).
+		// second call-back, then the next step.
 		{name: "clean-manual-reboot-requested-step", wf: workflows.WorkflowCleanNode, deploy: "direct",
 			req:   cleanReq(`[{"interface":"deploy","step":"apply_firmware"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
 			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) })},
@@ -424,18 +422,17 @@ func main() {
 		// boot, an interface's step without the agent, a failed step the
 		// operator retries, and one the operator aborts (back to active).
 		// Manual cleaning of a redfish-bios node caches its BIOS settings
-		// first (change cache-bios-settings-manual-clean).
+		// first.
 		{name: "clean-manual-redfish-bios", wf: workflows.WorkflowCleanNode, deploy: "direct", bios: hardware.Redfish,
 			req: cleanReq(`[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`, true)},
 		// A redfish bios step while the agent is up reboots into the agent
-		// and waits for its second call-back before the next step (change
-		// bios-step-waits-for-agent).
+		// and waits for its second call-back before the next step.
 		{name: "clean-manual-redfish-bios-under-agent", wf: workflows.WorkflowCleanNode, deploy: "direct", bios: hardware.Redfish,
 			req:   cleanReq(`[{"interface":"bios","step":"factory_reset"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
 			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) })},
 		// A firmware image applied at the host's reset while the agent runs:
 		// the reboot goes into the agent, whose second call-back the plan
-		// waits for (change firmware-reboot-into-agent).
+		// waits for.
 		{name: "clean-manual-firmware-update-under-agent", wf: workflows.WorkflowCleanNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true,
 			req:   cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}},{"interface":"deploy","step":"erase_devices_metadata"}]`, false),
 			drive: both(hb, func(c client.Client, id string) { time.Sleep(3 * time.Second); hb(c, id) })},
@@ -443,8 +440,7 @@ func main() {
 			req: cleanReq(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bios","url":"http://images.example/bios.bin"}]}}]`, true)},
 		{name: "service", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false), drive: hb},
 		{name: "service-disable-ramdisk", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"bios","step":"factory_reset"}]`, true)},
-		// Servicing of a redfish-bios node caches its BIOS settings first
-		// (change cache-bios-settings-service).
+		// Servicing of a redfish-bios node caches its BIOS settings first.
 		{name: "service-redfish-bios", wf: workflows.WorkflowServiceNode, deploy: "direct", bios: hardware.Redfish,
 			req: serviceReq(`[{"interface":"bios","step":"apply_configuration","args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`, true)},
 		{name: "service-step-fails-retry", wf: workflows.WorkflowServiceNode, deploy: "direct", req: serviceReq(`[{"interface":"deploy","step":"erase_pstore"}]`, false),
@@ -466,7 +462,7 @@ func main() {
 		{name: "vmedia-read", wf: workflows.WorkflowChangeVirtualMedia, deploy: "direct", req: func(uuid string) any {
 			return workflows.VirtualMediaRequest{NodeUUID: uuid, Read: true}
 		}},
-		// Hold steps (change flow-steps): unhold goes on, abort fails.
+		// Hold steps: unhold goes on, abort fails.
 		{name: "clean-hold-unhold", wf: workflows.WorkflowCleanNode, deploy: "direct",
 			req:   cleanReq(`[{"interface":"deploy","step":"hold"},{"interface":"deploy","step":"wait","args":{"seconds":1}},{"interface":"power","step":"power_off"},{"interface":"power","step":"power_on"}]`, true),
 			drive: signalAfter(time.Second, workflows.SignalUnhold)},
