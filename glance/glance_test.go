@@ -16,16 +16,16 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/glance"
 )
 
-func startGlance(t *testing.T) *devstack.Glance {
+func startGlance(t *testing.T) *embedded.Glance {
 	t.Helper()
-	if !devstack.GlanceAvailable() {
-		t.Skip(devstack.ErrNoGlance)
+	if !embedded.GlanceAvailable() {
+		t.Skip(embedded.ErrNoGlance)
 	}
-	g, err := devstack.StartGlance(context.Background(), t.TempDir())
+	g, err := embedded.StartGlance(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

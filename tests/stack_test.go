@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // lab is one ironflow installation shared by the package's tests: the
 // tests use distinct nodes and run one after another.
-var lab *devstack.Stack
+var lab *embedded.Stack
 
 // labHeartbeatTimeout is the API's ramdisk heartbeat timeout in the lab.
 const labHeartbeatTimeout = 10 * time.Second
@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 				_ = os.RemoveAll(dir)
 			}
 		}()
-		lab, err = devstack.StartStack(context.Background(), devstack.StackConfig{
+		lab, err = embedded.StartStack(context.Background(), embedded.StackConfig{
 			Dir:     dir,
 			Env:     []string{"IRONFLOW_LOG_LEVEL=debug"},
 			APIArgs: []string{"--ramdisk-heartbeat-timeout", labHeartbeatTimeout.String()},
@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 }
 
 // workerLog is the end of the lab worker's log, for failure messages.
-func workerLog() string { return devstack.Tail(lab.WorkerLog(), 4000) }
+func workerLog() string { return embedded.Tail(lab.WorkerLog(), 4000) }
 
 // call sends an API request at microversion 1.78 and decodes a JSON answer.
 func call(t testing.TB, method, path string, body any, out any) (int, http.Header) {

@@ -14,17 +14,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // glancePort is where the lab reaches Glance.
 const glancePort = 9292
 
-// labGlance is Debian's glance-api (devstack.StartGlance, on the host's
+// labGlance is Debian's glance-api (embedded.StartGlance, on the host's
 // loopback) made reachable inside a lab at http://LabAddress:glancePort by
 // a proxy that counts the image data downloads Glance serves.
 type labGlance struct {
-	*devstack.Glance
+	*embedded.Glance
 	// LabURL is Glance's endpoint as ironflow, in the lab, reaches it.
 	LabURL    string
 	downloads atomic.Int64 // GET /v2/images/{id}/file
@@ -32,10 +32,10 @@ type labGlance struct {
 
 func startLabGlance(t *testing.T, lab *Lab) *labGlance {
 	t.Helper()
-	if !devstack.GlanceAvailable() {
-		t.Skip(devstack.ErrNoGlance)
+	if !embedded.GlanceAvailable() {
+		t.Skip(embedded.ErrNoGlance)
 	}
-	g, err := devstack.StartGlance(context.Background(), t.TempDir())
+	g, err := embedded.StartGlance(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestDeployGlanceImage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
 	defer cancel()
 	if _, err := WaitSerial(ctx, vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware=bios", nil); err != nil {
-		t.Fatalf("the VM did not boot the Glance image from its disk: %v\n%s", err, devstack.Tail(vm.SerialLog, 3000))
+		t.Fatalf("the VM did not boot the Glance image from its disk: %v\n%s", err, embedded.Tail(vm.SerialLog, 3000))
 	}
 	t.Logf("glance: the VM booted the image from its disk %.1fs after node create", time.Since(begin).Seconds())
 	want, err := fileSHA256(ref)

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // Where ironflow listens inside a lab. Each lab is its own namespace, so
@@ -63,7 +63,7 @@ func ironflowBinary(t testing.TB) string {
 		if binDir, binErr = os.MkdirTemp("", "ironflow-e2e-bin-"); binErr != nil {
 			return
 		}
-		binPath, binErr = devstack.IronflowBinary("", binDir)
+		binPath, binErr = embedded.IronflowBinary("", binDir)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -71,10 +71,10 @@ func ironflowBinary(t testing.TB) string {
 	return binPath
 }
 
-// temporalCLI is the Temporal CLI devstack finds ($IRONFLOW_TEMPORAL_BIN,
+// temporalCLI is the Temporal CLI package embedded finds ($IRONFLOW_TEMPORAL_BIN,
 // ./bin/temporal from make tools, PATH).
 func temporalCLI() string {
-	bin, err := devstack.FindTemporalCLI("")
+	bin, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		return filepath.Join(RepoRoot(), "bin", "temporal")
 	}
@@ -142,7 +142,7 @@ type stack struct {
 	// (ironflow dev, BMC simulators), for log tails.
 	procs []*Process
 	// split is the split stack's parts (nil for ironflow dev).
-	split *devstack.Stack
+	split *embedded.Stack
 	// apiCA, when set, is the CA file of an HTTPS API: the CLI speaks
 	// https and trusts it.
 	apiCA string
@@ -248,10 +248,10 @@ func startSplitStack(t *testing.T, lab *Lab, cfg splitStackConfig) *stack {
 	t.Helper()
 	s := newStack(t, lab)
 	// Each wait of the start is bounded on its own (ReadyTimeout,
-	// devstack's PostgreSQL and Temporal start timeouts).
+	// package embedded's PostgreSQL and Temporal start timeouts).
 	ctx := context.Background()
 	port, _ := strconv.Atoi(temporalPort)
-	split, err := devstack.StartStack(ctx, devstack.StackConfig{
+	split, err := embedded.StartStack(ctx, embedded.StackConfig{
 		Dir:            s.dataDir,
 		Bin:            s.bin,
 		Log:            slog.New(slog.NewTextHandler(testLog{t}, nil)),
@@ -313,7 +313,7 @@ func (s *stack) waitHTTP(t *testing.T, url string, p *Process) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), stackReadyTimeout)
 	defer cancel()
-	if err := devstack.WaitReady(ctx, s.lab.probeHTTP, url, p); err != nil {
+	if err := embedded.WaitReady(ctx, s.lab.probeHTTP, url, p); err != nil {
 		t.Fatalf("%v\n%s", err, s.logTail())
 	}
 }
@@ -396,7 +396,7 @@ func (s *stack) deploy(t *testing.T, uuid string, vm *LabVM, hostname, pubKey st
 // the stack's logs and the VM's console.
 func (s *stack) failStep(t *testing.T, uuid, serialLog string, err error) {
 	t.Helper()
-	t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), devstack.Tail(serialLog, 3000))
+	t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), embedded.Tail(serialLog, 3000))
 }
 
 // publishImage puts src into the boot service's images directory as name

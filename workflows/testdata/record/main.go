@@ -35,7 +35,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
@@ -227,7 +227,7 @@ func main() {
 	must(os.MkdirAll(out, 0o755))
 	temporalBin := os.Getenv("IRONFLOW_TEMPORAL_BIN")
 	ctx := context.Background()
-	srv, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Bin: temporalBin, Port: 0, UIPort: -1,
+	srv, err := embedded.StartTemporal(ctx, embedded.TemporalConfig{Bin: temporalBin, Port: 0, UIPort: -1,
 		SearchAttributes: map[string]string{"NodeUUID": "Keyword", "ProvisionState": "Keyword", "Operation": "Keyword"}}, slog.Default())
 	if err != nil {
 		log.Fatal(err)
