@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/store/storetest"
 )
@@ -52,7 +52,7 @@ var ksPersonas = []ksPersona{pSA, pSR, pOM, pOR, pLM}
 
 type ksEnv struct {
 	t                 *testing.T
-	k                 *embedded.Keystone
+	k                 *devstack.Keystone
 	srv               *httptest.Server
 	st                *store.Store
 	tokens            map[ksPersona]string
@@ -61,11 +61,11 @@ type ksEnv struct {
 }
 
 func startKeystoneEnv(t *testing.T) *ksEnv {
-	if !embedded.KeystoneAvailable() {
-		t.Skip("SKIPPED LOUDLY: " + embedded.ErrNoKeystone.Error())
+	if !devstack.KeystoneAvailable() {
+		t.Skip("SKIPPED LOUDLY: " + devstack.ErrNoKeystone.Error())
 	}
 	ctx := context.Background()
-	k, err := embedded.StartKeystone(ctx, t.TempDir())
+	k, err := devstack.StartKeystone(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +101,12 @@ func startKeystoneEnv(t *testing.T) *ksEnv {
 	must(k.GrantProjectRole(ironic, svcP, "admin"))
 	must(k.GrantProjectRole(ironic, svcP, "service"))
 	for _, p := range append(ksPersonas, pOA, pOMgr) {
-		scope := embedded.Scope{System: true}
+		scope := devstack.Scope{System: true}
 		switch p {
 		case pOM, pOR, pOA, pOMgr:
-			scope = embedded.Scope{Project: "owner-proj"}
+			scope = devstack.Scope{Project: "owner-proj"}
 		case pLM:
-			scope = embedded.Scope{Project: "lessee-proj"}
+			scope = devstack.Scope{Project: "lessee-proj"}
 		}
 		tok, err := k.Token(string(p), string(p)+"-pw", scope)
 		must(err)
@@ -628,7 +628,7 @@ func TestKeystone(t *testing.T) {
 	})
 
 	t.Run("RevokedTokenRefusedWithinCacheCap", func(t *testing.T) {
-		tok, err := e.k.Token(string(pOM), string(pOM)+"-pw", embedded.Scope{Project: "owner-proj"})
+		tok, err := e.k.Token(string(pOM), string(pOM)+"-pw", devstack.Scope{Project: "owner-proj"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // TestValidateReportsUndeployableGlanceImages runs Debian's glance-api
-// (embedded.StartGlance) behind a proxy that counts requests: node validate
+// (devstack.StartGlance) behind a proxy that counts requests: node validate
 // reports, in the deploy interface's result, every Glance image an agent
 // deploy cannot write (missing, queued, deactivated, a container or disk
 // format the agent does not write, a partition image whose kernel_id names
@@ -24,10 +24,10 @@ import (
 // image_source is a URL never reaches Glance; without a Glance configured,
 // or with one that does not answer, validate says so.
 func TestValidateReportsUndeployableGlanceImages(t *testing.T) {
-	if !embedded.GlanceAvailable() {
-		t.Skip(embedded.ErrNoGlance)
+	if !devstack.GlanceAvailable() {
+		t.Skip(devstack.ErrNoGlance)
 	}
-	g, err := embedded.StartGlance(context.Background(), t.TempDir())
+	g, err := devstack.StartGlance(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestValidateReportsUndeployableGlanceImages(t *testing.T) {
 
 	data := make([]byte, 64<<10)
 	copy(data[510:], []byte{0x55, 0xaa})
-	create := func(spec embedded.ImageSpec) string {
+	create := func(spec devstack.ImageSpec) string {
 		t.Helper()
 		id, err := g.Create(spec)
 		if err != nil {
@@ -56,19 +56,19 @@ func TestValidateReportsUndeployableGlanceImages(t *testing.T) {
 		}
 		return id
 	}
-	active := create(embedded.ImageSpec{Name: "raw", DiskFormat: "raw", Data: data})
-	qcow := create(embedded.ImageSpec{Name: "qcow2", DiskFormat: "qcow2", Data: data})
-	queued := create(embedded.ImageSpec{Name: "queued", DiskFormat: "raw"})
-	deactivated := create(embedded.ImageSpec{Name: "deactivated", DiskFormat: "raw", Data: data})
+	active := create(devstack.ImageSpec{Name: "raw", DiskFormat: "raw", Data: data})
+	qcow := create(devstack.ImageSpec{Name: "qcow2", DiskFormat: "qcow2", Data: data})
+	queued := create(devstack.ImageSpec{Name: "queued", DiskFormat: "raw"})
+	deactivated := create(devstack.ImageSpec{Name: "deactivated", DiskFormat: "raw", Data: data})
 	if err := g.Deactivate(deactivated); err != nil {
 		t.Fatal(err)
 	}
-	ova := create(embedded.ImageSpec{Name: "ova", DiskFormat: "vmdk", ContainerFormat: "ova", Data: data})
-	vmdk := create(embedded.ImageSpec{Name: "vmdk", DiskFormat: "vmdk", Data: data})
+	ova := create(devstack.ImageSpec{Name: "ova", DiskFormat: "vmdk", ContainerFormat: "ova", Data: data})
+	vmdk := create(devstack.ImageSpec{Name: "vmdk", DiskFormat: "vmdk", Data: data})
 	const missing = "6f1d0a0e-0000-4000-8000-0000000000bb"
-	kernel := create(embedded.ImageSpec{Name: "vmlinuz", DiskFormat: "aki", ContainerFormat: "aki", Data: data})
-	partition := create(embedded.ImageSpec{Name: "root", DiskFormat: "raw", Data: data, Properties: map[string]string{"kernel_id": kernel}})
-	noKernel := create(embedded.ImageSpec{Name: "root-no-kernel", DiskFormat: "raw", Data: data, Properties: map[string]string{"kernel_id": missing}})
+	kernel := create(devstack.ImageSpec{Name: "vmlinuz", DiskFormat: "aki", ContainerFormat: "aki", Data: data})
+	partition := create(devstack.ImageSpec{Name: "root", DiskFormat: "raw", Data: data, Properties: map[string]string{"kernel_id": kernel}})
+	noKernel := create(devstack.ImageSpec{Name: "root-no-kernel", DiskFormat: "raw", Data: data, Properties: map[string]string{"kernel_id": missing}})
 
 	validateDeploy := func(e *env, src string) map[string]any {
 		t.Helper()

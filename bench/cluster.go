@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/store"
@@ -49,7 +50,7 @@ func startClusterStack(ctx context.Context, cfg config, dir string, log *slog.Lo
 	c := &clusterParts{dir: dir, signalKey: string(signature.Generate()), payloadKey: payload.GenerateKey(), workerArgs: append([]string{"--automated-clean=false"}, cfg.workerArgs...)}
 	s := &stack{cluster: c, dir: dir, log: log, http: newHTTPClient(256)}
 	var err error
-	if c.bin, err = embedded.IronflowBinary(cfg.ironflowBin, dir); err != nil {
+	if c.bin, err = devstack.IronflowBinary(cfg.ironflowBin, dir); err != nil {
 		return nil, err
 	}
 	if c.pg, err = embedded.StartPostgres(ctx, filepath.Join(dir, "pg"), nil); err != nil {
@@ -116,9 +117,9 @@ func (c *clusterParts) restart(ctx context.Context) error {
 	if c.api, err = c.spawn("ironflow-api", "api", "--listen", c.apiListen); err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, embedded.DefaultReadyTimeout)
+	rctx, cancel := context.WithTimeout(ctx, devstack.DefaultReadyTimeout)
 	defer cancel()
-	if err := embedded.WaitReady(rctx, func(ctx context.Context, url string) error {
+	if err := devstack.WaitReady(rctx, func(ctx context.Context, url string) error {
 		_, err := doJSON(ctx, newHTTPClient(1), "GET", url, nil, nil)
 		return err
 	}, "http://"+c.apiListen+"/", c.api); err != nil {
@@ -132,7 +133,7 @@ func (c *clusterParts) restart(ctx context.Context) error {
 func (c *clusterParts) stopParts() {
 	for _, p := range []**embedded.Process{&c.worker, &c.api} {
 		if *p != nil {
-			(*p).Stop(embedded.DefaultStopGrace)
+			(*p).Stop(devstack.DefaultStopGrace)
 			*p = nil
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // Debian's Ironic (python3-ironic) is the baseline of the ironic part. Its
@@ -144,7 +145,7 @@ func startIronic(ctx context.Context, dir string, log *slog.Logger) (*ironicServ
 	}
 	rctx, cancel := context.WithTimeout(ctx, ironicReadyTimeout)
 	defer cancel()
-	if err := embedded.WaitReady(rctx, func(ctx context.Context, url string) error {
+	if err := devstack.WaitReady(rctx, func(ctx context.Context, url string) error {
 		_, err := doJSON(ctx, newHTTPClient(1), "GET", url, nil, nil)
 		return err
 	}, s.URL+"/v1/nodes", s.proc); err != nil {

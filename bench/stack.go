@@ -15,7 +15,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -26,7 +26,7 @@ import (
 type stack struct {
 	// Stack is the dev server's stack; nil for the Temporal cluster's
 	// (cluster), which the benchmark runs itself.
-	*embedded.Stack
+	*devstack.Stack
 	cluster *clusterParts
 	// APIURL is the API's URL on either.
 	APIURL string
@@ -40,7 +40,7 @@ type stack struct {
 func startStack(ctx context.Context, cfg config, dir string, log *slog.Logger) (*stack, error) {
 	s := &stack{dir: dir, log: log, http: newHTTPClient(256)}
 	var err error
-	s.Stack, err = embedded.StartStack(ctx, embedded.StackConfig{
+	s.Stack, err = devstack.StartStack(ctx, devstack.StackConfig{
 		Dir:        dir,
 		Bin:        cfg.ironflowBin,
 		WorkerArgs: append([]string{"--automated-clean=false"}, cfg.workerArgs...),

@@ -1,7 +1,11 @@
-// Package embedded starts the embedded parts `ironflow dev` and the tests run
-// on: a throwaway PostgreSQL cluster under a data directory and the Temporal
-// dev server; and, for the integration tests, the VM tests and the
-// benchmark, the whole Stack with ironflow's parts as processes that can be
-// killed and restarted. Production deployments point ironflow at their own
-// database and Temporal cluster instead and never use this package.
+// Package embedded starts what `ironflow dev` (make run, make run-cluster)
+// runs beside ironflow on one machine: a throwaway PostgreSQL cluster under
+// the data directory, the Temporal dev server on a file-backed database or
+// the Temporal server built from go.temporal.io/server on that PostgreSQL
+// with mTLS, and the programs they are, each in a process group of its own.
+// It is product code: cmd/ironflow imports it. Production deployments point
+// ironflow at their own database and Temporal cluster and never start it.
+//
+// It must never import the project's tooling (internal/): the test stack
+// built on it lives in internal/testkit/devstack.
 package embedded

@@ -16,16 +16,16 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
-func startGlance(t *testing.T) *embedded.Glance {
+func startGlance(t *testing.T) *devstack.Glance {
 	t.Helper()
-	if !embedded.GlanceAvailable() {
-		t.Skip(embedded.ErrNoGlance)
+	if !devstack.GlanceAvailable() {
+		t.Skip(devstack.ErrNoGlance)
 	}
-	g, err := embedded.StartGlance(context.Background(), t.TempDir())
+	g, err := devstack.StartGlance(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,11 +21,12 @@ import (
 
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // glanceGroup is a worker and a boot service that know Glance.
 type glanceGroup struct {
-	glance    *embedded.Glance
+	glance    *devstack.Glance
 	downloads atomic.Int64 // GET /v2/images/{id}/file at Glance
 	bootURL   string
 }
@@ -35,10 +36,10 @@ type glanceGroup struct {
 // `ironflow worker` that resolves Glance images.
 func startGlanceGroup(t *testing.T, group string) *glanceGroup {
 	t.Helper()
-	if !embedded.GlanceAvailable() {
-		t.Skip(embedded.ErrNoGlance)
+	if !devstack.GlanceAvailable() {
+		t.Skip(devstack.ErrNoGlance)
 	}
-	g, err := embedded.StartGlance(context.Background(), t.TempDir())
+	g, err := devstack.StartGlance(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func (b *bootFileRecorder) get(url string) string {
 // kernel_id naming no image fails the deploy before the agent boots.
 func TestGlancePartitionImageKernelAndRamdisk(t *testing.T) {
 	gg := startGlanceGroup(t, "glance-partition")
-	upload := func(spec embedded.ImageSpec) (string, string) {
+	upload := func(spec devstack.ImageSpec) (string, string) {
 		t.Helper()
 		id, err := gg.glance.Create(spec)
 		if err != nil {
@@ -263,9 +264,9 @@ func TestGlancePartitionImageKernelAndRamdisk(t *testing.T) {
 		copy(b, fmt.Sprintf("%s %d", tag, time.Now().UnixNano()))
 		return b
 	}
-	kernel, kernelSum := upload(embedded.ImageSpec{Name: "vmlinuz", DiskFormat: "aki", ContainerFormat: "aki", Data: blob("kernel ", 300<<10)})
-	ramdisk, ramdiskSum := upload(embedded.ImageSpec{Name: "initrd", DiskFormat: "ari", ContainerFormat: "ari", Data: blob("ramdisk ", 700<<10)})
-	root, _ := upload(embedded.ImageSpec{Name: "root-fs", DiskFormat: "raw", Data: blob("root ", 2<<20),
+	kernel, kernelSum := upload(devstack.ImageSpec{Name: "vmlinuz", DiskFormat: "aki", ContainerFormat: "aki", Data: blob("kernel ", 300<<10)})
+	ramdisk, ramdiskSum := upload(devstack.ImageSpec{Name: "initrd", DiskFormat: "ari", ContainerFormat: "ari", Data: blob("ramdisk ", 700<<10)})
+	root, _ := upload(devstack.ImageSpec{Name: "root-fs", DiskFormat: "raw", Data: blob("root ", 2<<20),
 		Properties: map[string]string{"kernel_id": kernel, "ramdisk_id": ramdisk}})
 
 	rec := &bootFileRecorder{sums: map[string]string{}}
@@ -283,7 +284,7 @@ func TestGlancePartitionImageKernelAndRamdisk(t *testing.T) {
 	t.Logf("partition image from Glance: active, kernel and ramdisk fetched from the cache; provision_state %s", n.ProvisionState)
 
 	const missing = "6f1d0a0e-0000-4000-8000-0000000000cc"
-	bad, _ := upload(embedded.ImageSpec{Name: "root-fs-no-kernel", DiskFormat: "raw", Data: blob("root ", 1<<20),
+	bad, _ := upload(devstack.ImageSpec{Name: "root-fs-no-kernel", DiskFormat: "raw", Data: blob("root ", 1<<20),
 		Properties: map[string]string{"kernel_id": missing, "ramdisk_id": ramdisk}})
 	uuid = enrollGlanceNode(t, "glance-partition-no-kernel", "52:54:00:6a:03:02", map[string]any{
 		"image_source": bad, "root_gb": 1, "capabilities": map[string]any{"boot_mode": "uefi"}})

@@ -17,11 +17,12 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // lab is one ironflow installation shared by the package's tests: the
 // tests use distinct nodes and run one after another.
-var lab *embedded.Stack
+var lab *devstack.Stack
 
 // labHeartbeatTimeout is the API's ramdisk heartbeat timeout in the lab.
 const labHeartbeatTimeout = 10 * time.Second
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 				_ = os.RemoveAll(dir)
 			}
 		}()
-		lab, err = embedded.StartStack(context.Background(), embedded.StackConfig{
+		lab, err = devstack.StartStack(context.Background(), devstack.StackConfig{
 			Dir:     dir,
 			Env:     []string{"IRONFLOW_LOG_LEVEL=debug"},
 			APIArgs: []string{"--ramdisk-heartbeat-timeout", labHeartbeatTimeout.String()},

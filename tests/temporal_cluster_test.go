@@ -17,6 +17,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/workflows"
@@ -70,7 +71,7 @@ func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
 			_ = os.RemoveAll(dir)
 		}
 	})
-	if l.bin, err = embedded.IronflowBinary("", dir); err != nil {
+	if l.bin, err = devstack.IronflowBinary("", dir); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -106,7 +107,7 @@ func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
 		"--temporal-tls-cert", c.ClientCertFile, "--temporal-tls-key", c.ClientKey, "--temporal-tls-ca", c.CAFile); err != nil {
 		t.Fatal(err)
 	}
-	if err := embedded.WaitReady(ctx, probe, l.apiURL+"/", l.api); err != nil {
+	if err := devstack.WaitReady(ctx, probe, l.apiURL+"/", l.api); err != nil {
 		t.Fatalf("API on the cluster: %v\n%s", err, l.api.Tail(3000))
 	}
 	// Two APIs and two workers, as production runs them.
@@ -119,7 +120,7 @@ func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
 		"--temporal-tls-cert", c.ClientCertFile, "--temporal-tls-key", c.ClientKey, "--temporal-tls-ca", c.CAFile); err != nil {
 		t.Fatal(err)
 	}
-	if err := embedded.WaitReady(ctx, probe, l.api2URL+"/", l.api2); err != nil {
+	if err := devstack.WaitReady(ctx, probe, l.api2URL+"/", l.api2); err != nil {
 		t.Fatalf("second API on the cluster: %v\n%s", err, l.api2.Tail(3000))
 	}
 	for i, w := range []**embedded.Process{&l.worker, &l.worker2} {

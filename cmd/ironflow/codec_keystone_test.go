@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ironflow/ironflow/apiserver"
-	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/payload"
 )
 
@@ -39,10 +39,10 @@ func TestCodecServerKeystoneNeedsServiceUser(t *testing.T) {
 // keystone: a system reader's token (X-Auth-Token or Bearer) decodes; no
 // token, a bogus one, a project member's or a revoked one is 401.
 func TestCodecServerDecodesForKeystoneSystemUsers(t *testing.T) {
-	if !embedded.KeystoneAvailable() {
-		t.Skip("SKIPPED LOUDLY: " + embedded.ErrNoKeystone.Error())
+	if !devstack.KeystoneAvailable() {
+		t.Skip("SKIPPED LOUDLY: " + devstack.ErrNoKeystone.Error())
 	}
-	k, err := embedded.StartKeystone(context.Background(), t.TempDir())
+	k, err := devstack.StartKeystone(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +67,11 @@ func TestCodecServerDecodesForKeystoneSystemUsers(t *testing.T) {
 	must(err)
 	must(k.GrantProjectRole(ironic, svc, "admin"))
 	must(k.GrantProjectRole(ironic, svc, "service"))
-	readerTok, err := k.Token("codec-sysreader", "pw-r", embedded.Scope{System: true})
+	readerTok, err := k.Token("codec-sysreader", "pw-r", devstack.Scope{System: true})
 	must(err)
-	memberTok, err := k.Token("codec-member", "pw-m", embedded.Scope{Project: "codec-proj"})
+	memberTok, err := k.Token("codec-member", "pw-m", devstack.Scope{Project: "codec-proj"})
 	must(err)
-	revokedTok, err := k.Token("codec-sysreader", "pw-r", embedded.Scope{System: true})
+	revokedTok, err := k.Token("codec-sysreader", "pw-r", devstack.Scope{System: true})
 	must(err)
 	must(k.Revoke(revokedTok))
 

@@ -15,16 +15,17 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // glancePort is where the lab reaches Glance.
 const glancePort = 9292
 
-// labGlance is Debian's glance-api (embedded.StartGlance, on the host's
+// labGlance is Debian's glance-api (devstack.StartGlance, on the host's
 // loopback) made reachable inside a lab at http://LabAddress:glancePort by
 // a proxy that counts the image data downloads Glance serves.
 type labGlance struct {
-	*embedded.Glance
+	*devstack.Glance
 	// LabURL is Glance's endpoint as ironflow, in the lab, reaches it.
 	LabURL    string
 	downloads atomic.Int64 // GET /v2/images/{id}/file
@@ -32,10 +33,10 @@ type labGlance struct {
 
 func startLabGlance(t *testing.T, lab *Lab) *labGlance {
 	t.Helper()
-	if !embedded.GlanceAvailable() {
-		t.Skip(embedded.ErrNoGlance)
+	if !devstack.GlanceAvailable() {
+		t.Skip(devstack.ErrNoGlance)
 	}
-	g, err := embedded.StartGlance(context.Background(), t.TempDir())
+	g, err := devstack.StartGlance(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

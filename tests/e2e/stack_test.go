@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // Where ironflow listens inside a lab. Each lab is its own namespace, so
@@ -63,7 +64,7 @@ func ironflowBinary(t testing.TB) string {
 		if binDir, binErr = os.MkdirTemp("", "ironflow-e2e-bin-"); binErr != nil {
 			return
 		}
-		binPath, binErr = embedded.IronflowBinary("", binDir)
+		binPath, binErr = devstack.IronflowBinary("", binDir)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -142,7 +143,7 @@ type stack struct {
 	// (ironflow dev, BMC simulators), for log tails.
 	procs []*Process
 	// split is the split stack's parts (nil for ironflow dev).
-	split *embedded.Stack
+	split *devstack.Stack
 	// apiCA, when set, is the CA file of an HTTPS API: the CLI speaks
 	// https and trusts it.
 	apiCA string
@@ -251,7 +252,7 @@ func startSplitStack(t *testing.T, lab *Lab, cfg splitStackConfig) *stack {
 	// package embedded's PostgreSQL and Temporal start timeouts).
 	ctx := context.Background()
 	port, _ := strconv.Atoi(temporalPort)
-	split, err := embedded.StartStack(ctx, embedded.StackConfig{
+	split, err := devstack.StartStack(ctx, devstack.StackConfig{
 		Dir:            s.dataDir,
 		Bin:            s.bin,
 		Log:            slog.New(slog.NewTextHandler(testLog{t}, nil)),
@@ -313,7 +314,7 @@ func (s *stack) waitHTTP(t *testing.T, url string, p *Process) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), stackReadyTimeout)
 	defer cancel()
-	if err := embedded.WaitReady(ctx, s.lab.probeHTTP, url, p); err != nil {
+	if err := devstack.WaitReady(ctx, s.lab.probeHTTP, url, p); err != nil {
 		t.Fatalf("%v\n%s", err, s.logTail())
 	}
 }
