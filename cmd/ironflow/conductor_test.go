@@ -12,7 +12,7 @@ import (
 
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/embedded"
-	"github.com/ironflow/ironflow/store/storetest"
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

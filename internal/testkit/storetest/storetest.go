@@ -11,6 +11,8 @@
 //
 // A watchdog also stops it once the test process has exited, so a killed or
 // forgetful test binary does not leave a postmaster running.
+//
+// It is tooling beside the store, not part of it: only tests import it.
 package storetest
 
 import (
