@@ -124,14 +124,14 @@ fuzz: go-check
 
 # Go benchmarks once each, then the scale benchmark: one markdown table of
 # ironflow's figures against baselines measured in the same run, also
-# written as JSON. BENCH_FLAGS picks parts and sizes (go run ./bench -h).
+# written as JSON. BENCH_FLAGS picks parts and sizes (go run ./internal/bench -h).
 BENCH_FLAGS ?=
 deps-bench:
 	@scripts/install-deps.sh bench
 
 bench: deps-bench tools build ramdisk
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
-	$(GO) run ./bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
+	$(GO) run ./internal/bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
 
 # The workflow histories of this version, replayed by every later one's
 # go test (docs/versioning.md): a directory named for the commit.
