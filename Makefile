@@ -136,7 +136,7 @@ bench: deps-bench tools build ramdisk
 # The workflow histories of this version, replayed by every later one's
 # go test (docs/versioning.md): a directory named for the commit.
 record-histories: $(TEMPORAL)
-	$(GO) run ./workflows/testdata/record workflows/testdata/history/$$(git rev-parse --short HEAD)
+	$(GO) run ./internal/record-histories workflows/testdata/history/$$(git rev-parse --short HEAD)
 
 # The soak (README, "Soak"; not part of make test): SOAK_NODES fake-hardware
 # nodes deployed at once with BMC and agent faults while the worker, the API

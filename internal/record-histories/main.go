@@ -1,12 +1,12 @@
-// Command record writes the histories of workflows/replay_test.go: it runs
-// this version's workflows on a Temporal dev server against fake
+// Command record-histories writes the histories of workflows/replay_test.go:
+// it runs this version's workflows on a Temporal dev server against fake
 // activities, one workflow per scenario, and saves each history as JSON.
 // Before a change to a workflow, and at each release, record with the
 // version before it, into a directory named for its commit:
 //
 //	make record-histories
 //
-// (IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record
+// (IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./internal/record-histories
 // workflows/testdata/history/$(git rev-parse --short HEAD)), then make the
 // change; TestHistoriesOfTheEarlierVersionReplay proves that workflows in
 // flight replay on the new version (docs/versioning.md).
