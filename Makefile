@@ -127,20 +127,20 @@ fuzz: go-check
 
 # Go benchmarks once each, then the scale benchmark: one markdown table of
 # ironflow's figures against baselines measured in the same run, also
-# written as JSON. BENCH_FLAGS picks parts and sizes (go run ./bench -h).
+# written as JSON. BENCH_FLAGS picks parts and sizes (go run ./internal/bench -h).
 BENCH_FLAGS ?=
 deps-bench:
 	@scripts/install-deps.sh bench
 
 bench: deps-bench tools build ramdisk
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
-	$(GO) run ./bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
+	$(GO) run ./internal/bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
 
 # The workflow histories of this release, replayed by every later build's
 # go test until the next release (docs/versioning.md): the only directory
 # of workflows/testdata/history, named for VERSION.
 record-histories: $(TEMPORAL)
-	rm -rf workflows/testdata/history && $(GO) run ./workflows/testdata/record workflows/testdata/history/$$(cat VERSION)
+	rm -rf workflows/testdata/history && $(GO) run ./internal/record-histories workflows/testdata/history/$$(cat VERSION)
 
 # The soak (README, "Soak"; not part of make test): SOAK_NODES fake-hardware
 # nodes deployed at once with BMC and agent faults while the worker, the API

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 	"github.com/ironflow/ironflow/workflows"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 	"github.com/ironflow/ironflow/vbmc"
 	"github.com/ironflow/ironflow/workflows"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 // TestSecureBootRequestedReadsTheCapability: instance_info.capabilities

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 	"github.com/ironflow/ironflow/workflows"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 	"github.com/ironflow/ironflow/workflows"
 )
 

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // TestValidateReportsUndeployableGlanceImages runs Debian's glance-api

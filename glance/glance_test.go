@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ironflow/ironflow/devstack"
 	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 func startGlance(t *testing.T) *devstack.Glance {

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/nodelock"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -23,7 +23,7 @@ import (
 // on the real stack in tests/, through the power sync.)
 func TestHeldWhileTheNodeWorkflowRuns(t *testing.T) {
 	ctx := context.Background()
-	srv, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{UIPort: -1}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := embedded.StartTemporal(ctx, embedded.TemporalConfig{UIPort: -1}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		[/bin/busybox]=busybox-static
 		[curl]=curl
 		[glance-api]=glance-api
-		# Keystone for the keystone auth strategy's tests (devstack/keystone.go).
+		# Keystone for the keystone auth strategy's tests (internal/testkit/devstack/keystone.go).
 		[keystone-wsgi-public]=python3-keystone
 	)
 fi

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 // seedBenchNodes bulk-inserts count nodes with realistic JSON fields in one

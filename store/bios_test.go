@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 func TestBIOSSettingsCacheLikeIronic(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 func agentBoot(node string, macs ...string) *store.BootConfig {

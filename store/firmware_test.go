@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 // TestFirmwareComponentsKeepTheirInitialVersion: the first sync records

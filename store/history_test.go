@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 func TestHistoryKeepsNewestEntries(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 const leaseTTL = time.Hour

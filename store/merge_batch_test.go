@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 const missingNode = "6a1f0c4e-0000-4000-8000-000000000000"

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

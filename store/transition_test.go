@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 func TestRecordTransition(t *testing.T) {

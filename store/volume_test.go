@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 )
 
 func TestVolumeConnectorRoundTrip(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // The agent routes are open to the provisioning network and read their body
@@ -188,7 +188,7 @@ func TestSlowAndIdleConnectionsAreClosedByTheAPIProcess(t *testing.T) {
 
 // spawnAPI starts one more `ironflow api` of the lab on its own port and
 // returns it with its URL; it is killed when the test ends.
-func spawnAPI(t *testing.T, name string, extra ...string) (*devstack.Process, string) {
+func spawnAPI(t *testing.T, name string, extra ...string) (*embedded.Process, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/vbmc"
 )
 
@@ -71,7 +71,7 @@ func startBMCLab(t *testing.T) *bmcLab {
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); srv.Close() })
 	l.redfishURL = hs.URL
-	if l.ipmiPort, err = devstack.FreePort("127.0.0.1"); err != nil {
+	if l.ipmiPort, err = embedded.FreePort("127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 	stop, err := vbmc.StartIPMISim(context.Background(), vc, "ipmi0", "127.0.0.1:"+strconv.Itoa(l.ipmiPort), "admin", "password",

@@ -26,7 +26,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/bmc"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -291,7 +291,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 	}
 	t.Logf("crash at every step (%d cases, %s):\n%s", len(cases), time.Since(start).Round(time.Second), table.String())
 	if t.Failed() {
-		t.Logf("crashhook worker log:\n%s", devstack.Tail(filepath.Join(dir, "crashhook-worker.log"), 8000))
+		t.Logf("crashhook worker log:\n%s", embedded.Tail(filepath.Join(dir, "crashhook-worker.log"), 8000))
 	}
 }
 
@@ -351,7 +351,7 @@ func enrollCrashNode(t *testing.T, c crashCase) string {
 
 // startCrashWorker starts the crashhook worker in the lab worker's place,
 // with a rule per case (action hold or pause).
-func startCrashWorker(t *testing.T, bin, stateDir string, cs []*crashCase, action string) *devstack.Process {
+func startCrashWorker(t *testing.T, bin, stateDir string, cs []*crashCase, action string) *embedded.Process {
 	t.Helper()
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -364,7 +364,7 @@ func startCrashWorker(t *testing.T, bin, stateDir string, cs []*crashCase, actio
 	// The lab encrypts payloads: the crashhook worker gets its key, as lab.Spawn does.
 	cmd.Env = append(os.Environ(), "IRONFLOW_PAYLOAD_KEY="+lab.PayloadKey, "IRONFLOW_LOG_LEVEL=debug", "IRONFLOW_CRASH_AT="+strings.Join(rules, ";"), "IRONFLOW_CRASH_STATE="+stateDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p, err := devstack.StartProcess("ironflow-worker-crashhook", filepath.Join(filepath.Dir(stateDir), "crashhook-worker.log"), cmd)
+	p, err := embedded.StartProcess("ironflow-worker-crashhook", filepath.Join(filepath.Dir(stateDir), "crashhook-worker.log"), cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func startCrashWorker(t *testing.T, bin, stateDir string, cs []*crashCase, actio
 
 // waitReached waits until every case's rule is reached (its node is held
 // at its step).
-func waitReached(t *testing.T, w *devstack.Process, stateDir string, cs []*crashCase, timeout time.Duration) {
+func waitReached(t *testing.T, w *embedded.Process, stateDir string, cs []*crashCase, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -400,7 +400,7 @@ func waitReached(t *testing.T, w *devstack.Process, stateDir string, cs []*crash
 
 // waitHoldKill waits until the hook has killed its worker: once every
 // case's node is held at its step.
-func waitHoldKill(t *testing.T, w *devstack.Process, stateDir string, cs []*crashCase) {
+func waitHoldKill(t *testing.T, w *embedded.Process, stateDir string, cs []*crashCase) {
 	t.Helper()
 	if len(cs) == 0 {
 		w.Kill()

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestChecksumMismatchThenOperatorRetry: a wrong checksum fails the deploy
@@ -35,7 +35,7 @@ func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
 		t.Fatalf("last_error %q should name write_image and the checksum", deref(n.LastError))
 	}
 	// The operator's view: the status query says what it waits for.
-	cli, err := devstack.FindTemporalCLI("")
+	cli, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -100,7 +100,7 @@ func historySummary(t *testing.T, uuid string) string {
 
 func TestAbortOfAFailedStepWipesTheAgentToken(t *testing.T) {
 	uuid, st := failDeployAndWait(t, "token-abort-0", "52:54:00:bb:01:18", nil)
-	cli, err := devstack.FindTemporalCLI("")
+	cli, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -34,7 +34,7 @@ func TestForgedHeartbeatSignalChangesNothing(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(listener.Close)
-	cli, err := devstack.FindTemporalCLI("")
+	cli, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func resend(t *testing.T, cli, uuid string, s historySignal) {
 //     installation; the worker refuses it (another agent token) and the node
 //     keeps waiting, until its own installer reports the end.
 func TestReplayedHeartbeatSignalChangesNothing(t *testing.T) {
-	cli, err := devstack.FindTemporalCLI("")
+	cli, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		t.Fatal(err)
 	}

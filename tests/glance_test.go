@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // glanceGroup is a worker and a boot service that know Glance.
@@ -54,7 +55,7 @@ func startGlanceGroup(t *testing.T, group string) *glanceGroup {
 	}))
 	t.Cleanup(ps.Close)
 
-	port, err := devstack.FreePort("127.0.0.1")
+	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -39,7 +39,7 @@ func newTLSImageServer(t *testing.T, size int) (img *imageServer, caFile string)
 func startCacheGroup(t *testing.T, group string, extra ...string) (bootURL, cacheDir string) {
 	t.Helper()
 	cacheDir = t.TempDir()
-	port, err := devstack.FreePort("127.0.0.1")
+	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/worker"
 )
@@ -74,7 +74,7 @@ func labCodecServer(t testing.TB) (endpoint, authorization string) {
 		if codecServerErr = os.WriteFile(htpasswd, []byte("operator:"+string(hash)+"\n"), 0o600); codecServerErr != nil {
 			return
 		}
-		port, err := devstack.FreePort("127.0.0.1")
+		port, err := embedded.FreePort("127.0.0.1")
 		if err != nil {
 			codecServerErr = err
 			return
@@ -110,7 +110,7 @@ type exportedHistory struct {
 // temporal CLI, without a codec.
 func exportHistories(t *testing.T, uuid string) []exportedHistory {
 	t.Helper()
-	bin, err := devstack.FindTemporalCLI("")
+	bin, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestPayloadCodecHidesHistoryFromAnyoneWithoutTheKey(t *testing.T) {
 		}
 	}
 	// The temporal CLI through the same endpoint.
-	bin, _ := devstack.FindTemporalCLI("")
+	bin, _ := embedded.FindTemporalCLI("")
 	out, err := exec.Command(bin, "workflow", "show", "--address", lab.Temporal.Address(), "--workflow-id", histories[0].workflowID,
 		"--output", "json", "--codec-endpoint", endpoint, "--codec-auth", auth).CombinedOutput()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestScaleOutTwoAPIsTwoWorkersConductorGroups runs a second API process and
@@ -20,7 +20,7 @@ import (
 // API have their in-band steps run by the rack2 worker, the others by the
 // first worker, and both APIs see every node.
 func TestScaleOutTwoAPIsTwoWorkersConductorGroups(t *testing.T) {
-	port, err := devstack.FreePort("127.0.0.1")
+	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

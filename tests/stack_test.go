@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // lab is one ironflow installation shared by the package's tests: the
@@ -60,7 +61,7 @@ func TestMain(m *testing.M) {
 }
 
 // workerLog is the end of the lab worker's log, for failure messages.
-func workerLog() string { return devstack.Tail(lab.WorkerLog(), 4000) }
+func workerLog() string { return embedded.Tail(lab.WorkerLog(), 4000) }
 
 // call sends an API request at microversion 1.78 and decodes a JSON answer.
 func call(t testing.TB, method, path string, body any, out any) (int, http.Header) {

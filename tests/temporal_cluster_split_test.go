@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestTemporalClusterSeparateServices runs ironflow on Temporal's
@@ -27,7 +27,7 @@ func TestTemporalClusterSeparateServices(t *testing.T) {
 	l := startClusterLabWith(t, true)
 
 	pids := map[int]string{}
-	for _, svc := range devstack.TemporalServices {
+	for _, svc := range embedded.TemporalServices {
 		pid := l.temporal.ServicePID(svc)
 		if pid == 0 {
 			t.Fatalf("no process runs %s", svc)
@@ -115,7 +115,7 @@ func TestTemporalClusterSeparateServices(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if img.downloads.Load() == 0 {
-			t.Fatalf("write_image never started\n%s\nhistory:\n%s", l.worker.Tail(4000), devstack.Tail(l.temporal.ServiceLogFile("history"), 3000))
+			t.Fatalf("write_image never started\n%s\nhistory:\n%s", l.worker.Tail(4000), embedded.Tail(l.temporal.ServiceLogFile("history"), 3000))
 		}
 		killHistory()
 		l.waitState(t, n.UUID, "active", 3*time.Minute)

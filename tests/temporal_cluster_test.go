@@ -16,7 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/workflows"
@@ -30,10 +31,10 @@ type clusterLab struct {
 	// api2URL is a second API on the same cluster, the one agents use.
 	api2URL               string
 	signalKey, payloadKey string
-	pg                    *devstack.Postgres
-	temporal              *devstack.TemporalCluster
-	api, worker           *devstack.Process
-	api2, worker2         *devstack.Process
+	pg                    *embedded.Postgres
+	temporal              *embedded.TemporalCluster
+	api, worker           *embedded.Process
+	api2, worker2         *embedded.Process
 }
 
 func startClusterLab(t *testing.T) *clusterLab {
@@ -52,7 +53,7 @@ func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
 	_ = os.Chmod(dir, 0o755) // PostgreSQL runs as the postgres user when we are root
 	l := &clusterLab{dir: dir, signalKey: string(signature.Generate()), payloadKey: payload.GenerateKey()}
 	t.Cleanup(func() {
-		for _, p := range []*devstack.Process{l.worker, l.worker2, l.api2} {
+		for _, p := range []*embedded.Process{l.worker, l.worker2, l.api2} {
 			if p != nil {
 				p.Stop(5 * time.Second)
 			}
@@ -74,18 +75,18 @@ func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if l.pg, err = devstack.StartPostgres(ctx, filepath.Join(dir, "pg"), nil); err != nil {
+	if l.pg, err = embedded.StartPostgres(ctx, filepath.Join(dir, "pg"), nil); err != nil {
 		t.Fatal(err)
 	}
 	_ = l.pg.StopOnExit(true)
 	l.dbURL = l.pg.URL()
-	uiPort, err := devstack.FreePort("127.0.0.1")
+	uiPort, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	l.temporal, err = devstack.StartTemporalCluster(ctx, devstack.TemporalClusterConfig{
-		Dir: filepath.Join(dir, "temporal"), Postgres: l.pg, SearchAttributes: devstack.WorkflowSearchAttributes(), UIPort: uiPort,
+	l.temporal, err = embedded.StartTemporalCluster(ctx, embedded.TemporalClusterConfig{
+		Dir: filepath.Join(dir, "temporal"), Postgres: l.pg, SearchAttributes: embedded.WorkflowSearchAttributes(), UIPort: uiPort,
 		SeparateServices: separate,
 	}, nil)
 	if err != nil {
@@ -95,7 +96,7 @@ func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
 	if out, err := exec.Command(l.bin, "migrate", "--database-url", l.dbURL).CombinedOutput(); err != nil {
 		t.Fatalf("migrate: %v: %s", err, out)
 	}
-	port, err := devstack.FreePort("127.0.0.1")
+	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
 		t.Fatalf("API on the cluster: %v\n%s", err, l.api.Tail(3000))
 	}
 	// Two APIs and two workers, as production runs them.
-	if port, err = devstack.FreePort("127.0.0.1"); err != nil {
+	if port, err = embedded.FreePort("127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 	listen2 := fmt.Sprintf("127.0.0.1:%d", port)
@@ -122,7 +123,7 @@ func startClusterLabWith(t *testing.T, separate bool) *clusterLab {
 	if err := devstack.WaitReady(ctx, probe, l.api2URL+"/", l.api2); err != nil {
 		t.Fatalf("second API on the cluster: %v\n%s", err, l.api2.Tail(3000))
 	}
-	for i, w := range []**devstack.Process{&l.worker, &l.worker2} {
+	for i, w := range []**embedded.Process{&l.worker, &l.worker2} {
 		name := fmt.Sprintf("cluster-worker-%d", i+1)
 		if *w, err = l.spawn(name, "worker", "--agent-api-url", l.api2URL, "--boot-url", "http://127.0.0.1:1", "--agent-insecure",
 			"--deploy-callback-timeout", "3m", "--agent-heartbeat-timeout", "30s", "--conductor-hostname", name,
@@ -154,12 +155,12 @@ func (l *clusterLab) baremetal(t *testing.T, args ...string) {
 
 // spawn runs an ironflow command against the cluster's databases and
 // frontend; args follow the common ones.
-func (l *clusterLab) spawn(name, verb string, args ...string) (*devstack.Process, error) {
+func (l *clusterLab) spawn(name, verb string, args ...string) (*embedded.Process, error) {
 	full := append([]string{verb, "--database-url", l.dbURL, "--temporal-address", l.temporal.Address(), "--signal-key", l.signalKey}, args...)
 	cmd := exec.Command(l.bin, full...)
 	cmd.Env = append(os.Environ(), "IRONFLOW_PAYLOAD_KEY="+l.payloadKey, "IRONFLOW_LOG_LEVEL=debug")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return devstack.StartProcess(name, filepath.Join(l.dir, name+".log"), cmd)
+	return embedded.StartProcess(name, filepath.Join(l.dir, name+".log"), cmd)
 }
 
 func (l *clusterLab) call(t *testing.T, method, path string, body, out any) int {
@@ -211,7 +212,7 @@ func (l *clusterLab) waitState(t *testing.T, id, state string, timeout time.Dura
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("node still %q after %s waiting for %q (last_error %s)\nworker:\n%s\ntemporal:\n%s", n.ProvisionState, timeout, state,
-		deref(n.LastError), l.worker.Tail(4000), devstack.Tail(l.temporal.LogFile(), 3000))
+		deref(n.LastError), l.worker.Tail(4000), embedded.Tail(l.temporal.LogFile(), 3000))
 }
 
 // TestTemporalCluster runs ironflow (two APIs, two workers) on the
@@ -231,12 +232,12 @@ func TestTemporalCluster(t *testing.T) {
 	// Temporal's four, a task can wait in a partition no poll reaches. The
 	// CLI lists the partitions written to.
 	t.Run("task queues are written to one partition", func(t *testing.T) {
-		cli, err := devstack.FindTemporalCLI("")
+		cli, err := embedded.FindTemporalCLI("")
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := l.temporal.Certs()
-		wf, act, err := devstack.TaskQueuePartitionsWritten(context.Background(), cli, workflows.TaskQueue,
+		wf, act, err := embedded.TaskQueuePartitionsWritten(context.Background(), cli, workflows.TaskQueue,
 			"--address", l.temporal.Address(), "--tls-ca-path", c.CAFile, "--tls-cert-path", c.ClientCertFile,
 			"--tls-key-path", c.ClientKey, "--tls-server-name", c.ServerName)
 		if err != nil {
@@ -248,7 +249,7 @@ func TestTemporalCluster(t *testing.T) {
 	})
 
 	// The cluster's database is new, so it is read on the one partition it
-	// is written to, and the record beside it says so (devstack's
+	// is written to, and the record beside it says so (package embedded's
 	// ReadPartitions; docs/production.md, "Task-queue partitions").
 	t.Run("a new database is read on one partition", func(t *testing.T) {
 		dir := filepath.Dir(l.temporal.LogFile())
@@ -259,7 +260,7 @@ func TestTemporalCluster(t *testing.T) {
 		if !strings.Contains(string(dyn), "matching.numTaskqueueReadPartitions:\n  - value: 1\n") {
 			t.Errorf("dynamic config of a new cluster:\n%s", dyn)
 		}
-		if rec, err := os.ReadFile(devstack.PartitionsFile(filepath.Join(dir, devstack.TemporalDatabase))); err != nil || string(rec) != "1\n" {
+		if rec, err := os.ReadFile(embedded.PartitionsFile(filepath.Join(dir, embedded.TemporalDatabase))); err != nil || string(rec) != "1\n" {
 			t.Errorf("record of the partitions: %q, %v", rec, err)
 		}
 	})
@@ -321,7 +322,7 @@ func TestTemporalCluster(t *testing.T) {
 			uuids = append(uuids, nd.UUID)
 		}
 		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, l.pg.DatabaseURL(devstack.TemporalDatabase))
+		conn, err := pgx.Connect(ctx, l.pg.DatabaseURL(embedded.TemporalDatabase))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +330,7 @@ func TestTemporalCluster(t *testing.T) {
 		sample := func() (commits int64, wal int64) {
 			time.Sleep(1500 * time.Millisecond) // statistics reach pg_stat_database within a second
 			if err := conn.QueryRow(ctx, `SELECT xact_commit, pg_current_wal_lsn() - '0/0'::pg_lsn FROM pg_stat_database WHERE datname = $1`,
-				devstack.TemporalDatabase).Scan(&commits, &wal); err != nil {
+				embedded.TemporalDatabase).Scan(&commits, &wal); err != nil {
 				t.Fatal(err)
 			}
 			return commits, wal
@@ -347,7 +348,7 @@ func TestTemporalCluster(t *testing.T) {
 		took := time.Since(start)
 		c1, w1 := sample()
 		t.Logf("%d fake deploys through the cluster in %s (%.1f deploys/s); per deploy: %.0f transactions committed in database %s, %.0f KiB of WAL",
-			n, took.Round(time.Millisecond), float64(n)/took.Seconds(), float64(c1-c0)/n, devstack.TemporalDatabase, float64(w1-w0)/n/1024)
+			n, took.Round(time.Millisecond), float64(n)/took.Seconds(), float64(c1-c0)/n, embedded.TemporalDatabase, float64(w1-w0)/n/1024)
 	})
 
 	t.Run("the Web UI reads the cluster over mTLS", func(t *testing.T) {
@@ -397,7 +398,7 @@ func TestTemporalCluster(t *testing.T) {
 	}
 	c := l.temporal.Certs()
 	t.Run("certificate of another CA refused", func(t *testing.T) {
-		other, err := devstack.NewTestCA(filepath.Join(l.dir, "other-ca"), "another CA")
+		other, err := embedded.NewTestCA(filepath.Join(l.dir, "other-ca"), "another CA")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/agent/sim"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/payload"
 )
 
@@ -148,7 +148,7 @@ func TestUpgradeInTheMiddleOfADeploy(t *testing.T) {
 	// operator fixes the failed deploy's image and sends retry.
 	waitCB.machine = startSimMachine(t, waitCB.uuid, []string{waitCB.mac}, sim.Config{})
 	patchNode(t, failed.uuid, map[string]any{"op": "replace", "path": "/instance_info/image_source", "value": img.URL + "/disk.raw"})
-	cli, err := devstack.FindTemporalCLI("")
+	cli, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/hardware"
-	"github.com/ironflow/ironflow/store/storetest"
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

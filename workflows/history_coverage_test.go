@@ -208,7 +208,7 @@ func TestEveryWorkflowTypeHasARecordedHistory(t *testing.T) {
 			found = found || types[name]
 		}
 		if !found {
-			t.Errorf("workflow type %s has no recorded history: add a scenario to workflows/testdata/record and record "+
+			t.Errorf("workflow type %s has no recorded history: add a scenario to internal/record-histories and record "+
 				"(make record-histories)", name)
 		}
 	}

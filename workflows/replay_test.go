@@ -33,7 +33,7 @@ var ReplayedWorkflows = map[string]any{
 }
 
 // The histories of the last release (workflows/testdata/history/<VERSION>,
-// recorded by workflows/testdata/record against fake activities; one file
+// recorded by internal/record-histories against fake activities; one file
 // per scenario: deploys that succeed, time out, are aborted, retried,
 // skipped or given up on; ramdisk, anaconda and fake deploys; undeploy with
 // cleaning, provide, manage, inspect, power and boot device, rescue and

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ironflow/ironflow/apiserver"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/payload"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/apiserver"
-	"github.com/ironflow/ironflow/devstack"
-	"github.com/ironflow/ironflow/store/storetest"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
@@ -26,7 +26,7 @@ func TestWorkerRegistersAsConductor(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st := storetest.New(t)
-	srv, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{UIPort: -1}, log)
+	srv, err := embedded.StartTemporal(ctx, embedded.TemporalConfig{UIPort: -1}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

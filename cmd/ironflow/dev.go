@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/ironflow/ironflow/apiserver"
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/signature"
 )
 
@@ -66,9 +66,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 
 	// PostgreSQL: DATABASE_URL, or a cluster under .data/pg.
-	var pg *devstack.Postgres
+	var pg *embedded.Postgres
 	if *api.databaseURL == "" {
-		if pg, err = devstack.StartPostgres(ctx, filepath.Join(abs, "pg"), log.With("component", "postgres")); err != nil {
+		if pg, err = embedded.StartPostgres(ctx, filepath.Join(abs, "pg"), log.With("component", "postgres")); err != nil {
 			return err
 		}
 		defer pg.Stop()
@@ -84,13 +84,13 @@ func runDev(ctx context.Context, args []string) error {
 	// Temporal: TEMPORAL_ADDRESS, or the dev server with its SQLite file
 	// under .data so that workflows survive a restart.
 	if embeddedTemporal && *temporalKind == "dev" {
-		t, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{
+		t, err := embedded.StartTemporal(ctx, embedded.TemporalConfig{
 			DBFile:           filepath.Join(abs, "temporal", "temporal.db"),
 			Port:             *temporalPort,
 			UIPort:           *uiPort,
 			Namespace:        *api.namespace,
 			LogFile:          filepath.Join(abs, "temporal", "server.log"),
-			SearchAttributes: devstack.WorkflowSearchAttributes(),
+			SearchAttributes: embedded.WorkflowSearchAttributes(),
 			UICodecEndpoint:  "http://" + *codecFlags.listen,
 		}, log.With("component", "temporal"))
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // temporalTLSFlags are how an ironflow process authenticates to Temporal
@@ -154,7 +154,7 @@ func closed(msg string) bool {
 // points api (and the worker sharing its flags) at it with the client
 // certificate generated under dataDir/temporal-cluster/tls. stop ends the
 // cluster.
-func devTemporalCluster(ctx context.Context, kind, services string, embedded bool, pg *devstack.Postgres, dataDir string, port, uiPort int, codecURL string, api apiFlags, log *slog.Logger) (stop func(), uiURL string, err error) {
+func devTemporalCluster(ctx context.Context, kind, services string, embeddedTemporal bool, pg *embedded.Postgres, dataDir string, port, uiPort int, codecURL string, api apiFlags, log *slog.Logger) (stop func(), uiURL string, err error) {
 	if services != "all" && services != "split" {
 		return nil, "", fmt.Errorf("--temporal-services %q: want all or split", services)
 	}
@@ -165,7 +165,7 @@ func devTemporalCluster(ctx context.Context, kind, services string, embedded boo
 		return func() {}, "", nil
 	case kind != "cluster":
 		return nil, "", fmt.Errorf("--temporal %q: want dev or cluster", kind)
-	case !embedded:
+	case !embeddedTemporal:
 		return nil, "", errors.New("--temporal cluster starts an embedded cluster: drop --temporal-address/TEMPORAL_ADDRESS, or drop --temporal cluster to use that server")
 	case pg == nil:
 		return nil, "", errors.New("--temporal cluster keeps Temporal on the embedded PostgreSQL: unset DATABASE_URL")
@@ -173,9 +173,9 @@ func devTemporalCluster(ctx context.Context, kind, services string, embedded boo
 	if uiPort == 0 {
 		uiPort = port + 1000
 	}
-	t, err := devstack.StartTemporalCluster(ctx, devstack.TemporalClusterConfig{
+	t, err := embedded.StartTemporalCluster(ctx, embedded.TemporalClusterConfig{
 		Dir: filepath.Join(dataDir, "temporal-cluster"), Postgres: pg, Port: port,
-		Namespace: *api.namespace, SearchAttributes: devstack.WorkflowSearchAttributes(),
+		Namespace: *api.namespace, SearchAttributes: embedded.WorkflowSearchAttributes(),
 		UIPort: uiPort, UICodecEndpoint: codecURL, SeparateServices: services == "split",
 	}, log.With("component", "temporal"))
 	if err != nil {

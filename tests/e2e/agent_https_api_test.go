@@ -20,7 +20,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestAgentCallsBackOverHTTPSAPI runs the API with --tls-cert/--tls-key
@@ -113,11 +113,11 @@ func TestAgentCallsBackOverHTTPSAPI(t *testing.T) {
 	lastErr, _ := f["last_error"].(string)
 	if f["provision_state"] != "deploy failed" || !strings.Contains(lastErr, "Timeout reached while waiting for callback for node "+uuid) {
 		t.Fatalf("after the agent refused the API: %v, last_error %q; want deploy failed by the callback timeout\n%s\nVM console tail:\n%s",
-			f["provision_state"], lastErr, s.logTail(), devstack.Tail(vm.SerialLog, 3000))
+			f["provision_state"], lastErr, s.logTail(), embedded.Tail(vm.SerialLog, 3000))
 	}
 	console, _ := os.ReadFile(vm.SerialLog)
 	if !bytes.Contains(console, []byte("lookup failed")) || !bytes.Contains(console, []byte("x509")) {
-		t.Fatalf("the agent's console does not show the refused certificate:\n%s", devstack.Tail(vm.SerialLog, 3000))
+		t.Fatalf("the agent's console does not show the refused certificate:\n%s", embedded.Tail(vm.SerialLog, 3000))
 	}
 	t.Logf("untrusted API: deploy failed after %.0fs: %s", time.Since(begin).Seconds(), lastErr)
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // biosAPI sends one request to ironflow's API from inside the lab at
@@ -97,7 +97,7 @@ func TestServiceAppliesBIOSSettingOnActiveVM(t *testing.T) {
 	}
 	printTimeline(t, s, uuid, "service with a BIOS setting")
 	if f["provision_state"] != "active" {
-		t.Fatalf("after servicing the node is %v (last_error %v); vbmc log:\n%s", f["provision_state"], f["last_error"], devstack.Tail(bmc.proc.Log, 3000))
+		t.Fatalf("after servicing the node is %v (last_error %v); vbmc log:\n%s", f["provision_state"], f["last_error"], embedded.Tail(bmc.proc.Log, 3000))
 	}
 	t.Logf("bios: servicing took %.1fs", time.Since(serviceStart).Seconds())
 
@@ -192,7 +192,7 @@ func TestBootModeSwitchToUEFIThenDeploy(t *testing.T) {
 	if line, ok := findLine(vm.SerialLog, "EFI stub"); ok {
 		t.Logf("bmode: %s", line)
 	} else if _, ok := findLine(vm.SerialLog, "efi: EFI v"); !ok {
-		t.Errorf("the instance's kernel did not boot through UEFI; console tail:\n%s", devstack.Tail(vm.SerialLog, 2000))
+		t.Errorf("the instance's kernel did not boot through UEFI; console tail:\n%s", embedded.Tail(vm.SerialLog, 2000))
 	}
 	t.Logf("bmode: scenario took %.1fs", time.Since(begin).Seconds())
 }

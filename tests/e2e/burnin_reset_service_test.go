@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // resetVM presses the VM's reset button through its Redfish BMC
@@ -179,7 +179,7 @@ func TestBurninResumesAfterResetThenService(t *testing.T) {
 	for countLines(vm.SerialLog, marker) <= boots {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the instance did not boot from its disk again after servicing:\n%s", devstack.Tail(vm.SerialLog, 3000))
+			t.Fatalf("the instance did not boot from its disk again after servicing:\n%s", embedded.Tail(vm.SerialLog, 3000))
 		case <-time.After(2 * time.Second):
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/tests/installer"
 )
@@ -97,12 +97,12 @@ func TestDeployAnacondaKickstart(t *testing.T) {
 		installer.MarkerImage} {
 		i := strings.Index(string(console[at:]), m)
 		if i < 0 {
-			t.Fatalf("anaconda: no %q on the console after byte %d; console tail:\n%s", m, at, devstack.Tail(vm.SerialLog, 3000))
+			t.Fatalf("anaconda: no %q on the console after byte %d; console tail:\n%s", m, at, embedded.Tail(vm.SerialLog, 3000))
 		}
 		at += i + len(m)
 	}
 	if strings.Contains(string(console), installer.MarkerError) {
-		t.Errorf("anaconda: the installer reported an error; console tail:\n%s", devstack.Tail(vm.SerialLog, 3000))
+		t.Errorf("anaconda: the installer reported an error; console tail:\n%s", embedded.Tail(vm.SerialLog, 3000))
 	}
 	// The kickstart's inst.ks= came from the boot service; it held the
 	// token and is gone with the boot configuration.
@@ -169,7 +169,7 @@ func TestDeployAnacondaKickstart(t *testing.T) {
 	// second deploy began.
 	want := installer.MarkerError + " write " + missing
 	if line, err := serialAfter(vm.SerialLog, mark.Size(), want); err != nil {
-		t.Errorf("anaconda: %v; console tail:\n%s", err, devstack.Tail(vm.SerialLog, 3000))
+		t.Errorf("anaconda: %v; console tail:\n%s", err, embedded.Tail(vm.SerialLog, 3000))
 	} else {
 		t.Logf("anaconda: %s", line)
 	}

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // glancePort is where the lab reaches Glance.
@@ -136,7 +137,7 @@ func TestDeployGlanceImage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
 	defer cancel()
 	if _, err := WaitSerial(ctx, vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware=bios", nil); err != nil {
-		t.Fatalf("the VM did not boot the Glance image from its disk: %v\n%s", err, devstack.Tail(vm.SerialLog, 3000))
+		t.Fatalf("the VM did not boot the Glance image from its disk: %v\n%s", err, embedded.Tail(vm.SerialLog, 3000))
 	}
 	t.Logf("glance: the VM booted the image from its disk %.1fs after node create", time.Since(begin).Seconds())
 	want, err := fileSHA256(ref)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestDeployPartitionImageBIOS deploys a partition image on a SeaBIOS VM
@@ -147,9 +147,9 @@ func TestDeployPartitionImageBIOS(t *testing.T) {
 	// signature, partition 4) and kernel_append_params.
 	cmdline := "Command line: BOOT_IMAGE=/vmlinuz root=PARTUUID=" + strings.TrimPrefix(tbl.PartitionTable.ID, "0x") + "-04 console=ttyS0,115200"
 	if _, ok := findLine(vm.SerialLog, cmdline); !ok {
-		t.Errorf("no %q on the console: the instance kernel was not booted by GRUB from disk; console:\n%s", cmdline, devstack.Tail(vm.SerialLog, 3000))
+		t.Errorf("no %q on the console: the instance kernel was not booted by GRUB from disk; console:\n%s", cmdline, embedded.Tail(vm.SerialLog, 3000))
 	}
 	if _, ok := findLine(vm.SerialLog, "IRONFLOW-E2E config-drive=/dev/vda3"); !ok {
-		t.Errorf("the instance did not read its config drive from partition 3; console:\n%s", devstack.Tail(vm.SerialLog, 3000))
+		t.Errorf("the instance did not read its config drive from partition 3; console:\n%s", embedded.Tail(vm.SerialLog, 3000))
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestDeployPartitionImageUEFI deploys a partition image on an OVMF VM over
@@ -128,6 +128,6 @@ func TestDeployPartitionImageUEFI(t *testing.T) {
 		t.Errorf("the swap partition has no swap signature: %q", sig)
 	}
 	if _, ok := findLine(vm.SerialLog, "IRONFLOW-E2E config-drive=/dev/vda3"); !ok {
-		t.Errorf("the instance did not read its config drive from partition 3; console:\n%s", devstack.Tail(vm.SerialLog, 3000))
+		t.Errorf("the instance did not read its config drive from partition 3; console:\n%s", embedded.Tail(vm.SerialLog, 3000))
 	}
 }

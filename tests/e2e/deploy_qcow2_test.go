@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestDeployQcow2 deploys the test disk as a compressed qcow2 image
@@ -68,7 +68,7 @@ func TestDeployQcow2(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
 	defer cancel()
 	if _, err := WaitSerial(ctx, vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware=bios", nil); err != nil {
-		t.Fatalf("the VM did not boot the qcow2 image from its disk: %v\n%s", err, devstack.Tail(vm.SerialLog, 3000))
+		t.Fatalf("the VM did not boot the qcow2 image from its disk: %v\n%s", err, embedded.Tail(vm.SerialLog, 3000))
 	}
 	want, err := fileSHA256(ref)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestDeployRedfishVirtualMediaUEFIThenClean is scenario B then C on one OVMF VM
@@ -50,11 +50,11 @@ func TestDeployRedfishVirtualMediaUEFIThenClean(t *testing.T) {
 
 	// The agent came from the ISO ironflow built, inserted through the BMC.
 	if _, ok := findLine(bmc.proc.Log, "virtual media inserted"); !ok {
-		t.Errorf("B: the vbmc log shows no virtual media insertion:\n%s", devstack.Tail(bmc.proc.Log, 3000))
+		t.Errorf("B: the vbmc log shows no virtual media insertion:\n%s", embedded.Tail(bmc.proc.Log, 3000))
 	}
 	// The ISO holds the agent token: its URL carries a random key after the UUID.
 	if line, ok := findLine(bmc.proc.Log, "/iso/"+uuid+"-"); !ok {
-		t.Errorf("B: the inserted media is not ironflow's agent ISO /iso/%s-<key>.iso:\n%s", uuid, devstack.Tail(bmc.proc.Log, 3000))
+		t.Errorf("B: the inserted media is not ironflow's agent ISO /iso/%s-<key>.iso:\n%s", uuid, embedded.Tail(bmc.proc.Log, 3000))
 	} else {
 		t.Logf("B: %s", line)
 	}
@@ -66,7 +66,7 @@ func TestDeployRedfishVirtualMediaUEFIThenClean(t *testing.T) {
 		}
 		t.Logf("B: firmware used the agent's UEFI boot entry: %s", line)
 	} else {
-		t.Errorf("B: OVMF did not boot the UEFI entry the agent wrote (\"ironflow vda\"); console tail:\n%s", devstack.Tail(vm.SerialLog, 3000))
+		t.Errorf("B: OVMF did not boot the UEFI entry the agent wrote (\"ironflow vda\"); console tail:\n%s", embedded.Tail(vm.SerialLog, 3000))
 	}
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" || f["power_state"] != "power on" {
 		t.Errorf("B: node is %v / %v, want active / power on", f["provision_state"], f["power_state"])

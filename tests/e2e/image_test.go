@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 func TestBuildTestImageLayout(t *testing.T) {
@@ -110,7 +110,7 @@ func TestTestImageBootsFromDisk(t *testing.T) {
 			}
 			for _, w := range tc.want {
 				if _, ok := findLine(vm.SerialLog, w); !ok {
-					t.Errorf("serial console lacks %q; tail:\n%s", w, devstack.Tail(vm.SerialLog, 1500))
+					t.Errorf("serial console lacks %q; tail:\n%s", w, embedded.Tail(vm.SerialLog, 1500))
 				}
 			}
 		})

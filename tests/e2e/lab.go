@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // The lab's network: one bridge inside the namespace, the services'
@@ -145,7 +145,7 @@ func (l *Lab) probeHTTP(ctx context.Context, url string) error {
 }
 
 // Process is a long-running program the lab started in its namespace.
-type Process = devstack.Process
+type Process = embedded.Process
 
 // Start runs argv inside the namespace with env added, output into
 // <Dir>/<name>.log, and stops it (SIGTERM, then SIGKILL of its process
@@ -154,7 +154,7 @@ func (l *Lab) Start(name string, env []string, argv ...string) *Process {
 	l.t.Helper()
 	cmd := l.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	p, err := devstack.StartProcess(name, filepath.Join(l.Dir, name+".log"), cmd)
+	p, err := embedded.StartProcess(name, filepath.Join(l.Dir, name+".log"), cmd)
 	if err != nil {
 		l.t.Fatalf("lab: %v", err)
 	}

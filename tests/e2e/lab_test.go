@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestLabNetworkAndTeardown builds a lab, checks its bridge and tap, that
@@ -55,9 +55,9 @@ func TestLabNetworkAndTeardown(t *testing.T) {
 		for rxPackets(t, lab.Netns, vm.Tap) == 0 {
 			select {
 			case <-ctx.Done():
-				t.Fatalf("no frame from the VM on %s; console:\n%s", vm.Tap, devstack.Tail(qemu.SerialLog, 1500))
+				t.Fatalf("no frame from the VM on %s; console:\n%s", vm.Tap, embedded.Tail(qemu.SerialLog, 1500))
 			case <-qemu.Exited():
-				t.Fatalf("QEMU exited: %s", devstack.Tail(qemu.QEMULog, 1500))
+				t.Fatalf("QEMU exited: %s", embedded.Tail(qemu.QEMULog, 1500))
 			case <-time.After(serialPollInterval):
 			}
 		}

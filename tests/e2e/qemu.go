@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // Firmwares a VM can boot with.
@@ -270,7 +270,7 @@ func (v *VMProcess) Exited() <-chan struct{} { return v.exited }
 func WaitSerial(ctx context.Context, serialLog, substr string, done <-chan struct{}) (string, error) {
 	line, err := waitLine(ctx, serialLog, substr, done)
 	if err != nil {
-		return "", fmt.Errorf("%w; console tail:\n%s", err, devstack.Tail(serialLog, 2000))
+		return "", fmt.Errorf("%w; console tail:\n%s", err, embedded.Tail(serialLog, 2000))
 	}
 	return line, nil
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // rescueWait bounds a rescue or an unrescue: a power cycle and an agent
@@ -53,7 +53,7 @@ func TestRescueRedfishVirtualMediaUEFI(t *testing.T) {
 	inserted := countLines(bmc.proc.Log, "virtual media inserted")
 	rescueAndUnrescue(t, s, uuid, vm)
 	if n := countLines(bmc.proc.Log, "virtual media inserted"); n != inserted+1 {
-		t.Errorf("rescue inserted the agent ISO %d times, want once:\n%s", n-inserted, devstack.Tail(bmc.proc.Log, 3000))
+		t.Errorf("rescue inserted the agent ISO %d times, want once:\n%s", n-inserted, embedded.Tail(bmc.proc.Log, 3000))
 	}
 }
 
@@ -101,7 +101,7 @@ func rescueAndUnrescue(t *testing.T, s *stack, uuid string, vm *LabVM) {
 	begin := time.Now()
 	if _, err := s.runCLI(t, false, "node", "rescue", uuid, "--rescue-password", rescuePassword, "--wait", seconds(rescueWait)); err != nil {
 		t.Fatalf("rescue: %v\nnode: %s\n%s\nVM console tail:\n%s", strings.ReplaceAll(err.Error(), rescuePassword, "******"),
-			s.nodeShow(t, uuid), s.logTail(), devstack.Tail(vm.SerialLog, 3000))
+			s.nodeShow(t, uuid), s.logTail(), embedded.Tail(vm.SerialLog, 3000))
 	}
 	printTimeline(t, s, uuid, "rescue")
 	t.Logf("rescue: node in rescue %.1fs after the verb", time.Since(begin).Seconds())
@@ -124,7 +124,7 @@ func rescueAndUnrescue(t *testing.T, s *stack, uuid string, vm *LabVM) {
 
 	begin = time.Now()
 	if _, err := s.baremetal(t, "node", "unrescue", uuid, "--wait", seconds(rescueWait)); err != nil {
-		t.Fatalf("unrescue: %v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), devstack.Tail(vm.SerialLog, 3000))
+		t.Fatalf("unrescue: %v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), embedded.Tail(vm.SerialLog, 3000))
 	}
 	printTimeline(t, s, uuid, "unrescue")
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" || f["power_state"] != "power on" {
@@ -134,7 +134,7 @@ func rescueAndUnrescue(t *testing.T, s *stack, uuid string, vm *LabVM) {
 	deadline := time.Now().Add(DefaultBootTimeout)
 	for countLines(vm.SerialLog, "IRONFLOW-E2E booted-from-disk firmware="+vm.Firmware) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("unrescue: the VM did not boot its disk again; console tail:\n%s", devstack.Tail(vm.SerialLog, 3000))
+			t.Fatalf("unrescue: the VM did not boot its disk again; console tail:\n%s", embedded.Tail(vm.SerialLog, 3000))
 		}
 		time.Sleep(serialPollInterval)
 	}

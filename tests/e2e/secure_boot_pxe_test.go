@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/pxe"
 )
 
@@ -50,14 +50,14 @@ func TestSecureBootRamdiskDeployOverPXE(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
 	defer cancel()
 	if _, err := WaitSerial(ctx, vm.SerialLog, ramdiskInstanceMarker, nil); err != nil {
-		t.Fatalf("the ramdisk instance did not boot: %v; console tail:\n%s\n%s", err, devstack.Tail(vm.SerialLog, 3000), s.logTail())
+		t.Fatalf("the ramdisk instance did not boot: %v; console tail:\n%s\n%s", err, embedded.Tail(vm.SerialLog, 3000), s.logTail())
 	}
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" || f["secure_boot"] != true {
 		t.Errorf("node is %v with secure_boot %v, want active with secure_boot true", f["provision_state"], f["secure_boot"])
 	}
 	for _, want := range []string{"NBP filename is shimx64.efi", "Fetching Netboot Image grubx64.efi", "secureboot: Secure boot enabled"} {
 		if line, ok := findLineAfter(vm.SerialLog, mark, want); !ok {
-			t.Errorf("console lacks %q; tail:\n%s", want, devstack.Tail(vm.SerialLog, 3000))
+			t.Errorf("console lacks %q; tail:\n%s", want, embedded.Tail(vm.SerialLog, 3000))
 		} else {
 			t.Logf("console: %s", line)
 		}
@@ -106,7 +106,7 @@ func TestSecureBootAgentInspectionOverPXE(t *testing.T) {
 	}
 	for _, want := range []string{"NBP filename is shimx64.efi", "Fetching Netboot Image grubx64.efi", "secureboot: Secure boot enabled", "ipa-api-url="} {
 		if line, ok := findLineAfter(vm.SerialLog, mark, want); !ok {
-			t.Errorf("console lacks %q; tail:\n%s", want, devstack.Tail(vm.SerialLog, 3000))
+			t.Errorf("console lacks %q; tail:\n%s", want, embedded.Tail(vm.SerialLog, 3000))
 		} else {
 			t.Logf("console: %s", line)
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/pxe"
 )
 
@@ -71,7 +71,7 @@ func TestSecureBootDeploySignedAndUnsignedImage(t *testing.T) {
 	if line, ok := findLineAfter(vm.SerialLog, mark, "Secure boot enabled"); ok {
 		t.Logf("1: the instance's kernel: %s", line)
 	} else {
-		t.Errorf("1: the instance's kernel does not report secure boot on; console tail:\n%s", devstack.Tail(vm.SerialLog, 3000))
+		t.Errorf("1: the instance's kernel does not report secure boot on; console tail:\n%s", embedded.Tail(vm.SerialLog, 3000))
 	}
 	t.Logf("1: signed image booted with secure boot %.1fs after deploy", time.Since(begin).Seconds())
 
@@ -86,7 +86,7 @@ func TestSecureBootDeploySignedAndUnsignedImage(t *testing.T) {
 	waitBootedFromDisk(t, vm, "e2e-sb-rebuilt", pubKey)
 	if n := countLinesAfter(vm.SerialLog, mark, "secureboot: Secure boot enabled"); n < 2 {
 		t.Errorf("1b: %d kernels reported secure boot on during the rebuild, want 2 (the agent's, the instance's); console tail:\n%s",
-			n, devstack.Tail(vm.SerialLog, 3000))
+			n, embedded.Tail(vm.SerialLog, 3000))
 	}
 	if _, ok := findLineAfter(vm.SerialLog, mark, "ipa-api-url="); !ok {
 		t.Errorf("1b: the agent's kernel command line is not on the console")

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // Settings of the separate-process stack. Agents heartbeat every 0.3–0.6
@@ -262,7 +262,7 @@ func (s *stack) waitProvisionState(t *testing.T, uuid, state string, limit time.
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %s is %q, not %q, %s later\nnode: %s\n%s\nVM console tail:\n%s", uuid, last, state, limit, s.nodeShow(t, uuid), s.logTail(), devstack.Tail(vm.SerialLog, 3000))
+			t.Fatalf("node %s is %q, not %q, %s later\nnode: %s\n%s\nVM console tail:\n%s", uuid, last, state, limit, s.nodeShow(t, uuid), s.logTail(), embedded.Tail(vm.SerialLog, 3000))
 		}
 		time.Sleep(statePollInterval)
 	}

@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // Where ironflow listens inside a lab. Each lab is its own namespace, so
@@ -71,10 +72,10 @@ func ironflowBinary(t testing.TB) string {
 	return binPath
 }
 
-// temporalCLI is the Temporal CLI devstack finds ($IRONFLOW_TEMPORAL_BIN,
+// temporalCLI is the Temporal CLI package embedded finds ($IRONFLOW_TEMPORAL_BIN,
 // ./bin/temporal from make tools, PATH).
 func temporalCLI() string {
-	bin, err := devstack.FindTemporalCLI("")
+	bin, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		return filepath.Join(RepoRoot(), "bin", "temporal")
 	}
@@ -248,7 +249,7 @@ func startSplitStack(t *testing.T, lab *Lab, cfg splitStackConfig) *stack {
 	t.Helper()
 	s := newStack(t, lab)
 	// Each wait of the start is bounded on its own (ReadyTimeout,
-	// devstack's PostgreSQL and Temporal start timeouts).
+	// package embedded's PostgreSQL and Temporal start timeouts).
 	ctx := context.Background()
 	port, _ := strconv.Atoi(temporalPort)
 	split, err := devstack.StartStack(ctx, devstack.StackConfig{
@@ -396,7 +397,7 @@ func (s *stack) deploy(t *testing.T, uuid string, vm *LabVM, hostname, pubKey st
 // the stack's logs and the VM's console.
 func (s *stack) failStep(t *testing.T, uuid, serialLog string, err error) {
 	t.Helper()
-	t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), devstack.Tail(serialLog, 3000))
+	t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), embedded.Tail(serialLog, 3000))
 }
 
 // publishImage puts src into the boot service's images directory as name

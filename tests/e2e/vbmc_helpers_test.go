@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/vbmc"
 )
 
@@ -90,7 +90,7 @@ func startIPMISim(t *testing.T, s *stack, vm vbmc.VM, password string) *Process 
 	ctx, cancel := context.WithTimeout(context.Background(), ipmiSimReadyTimeout)
 	defer cancel()
 	if _, err := waitLine(ctx, p.Log, "ipmi_sim listening", p.Exited()); err != nil {
-		t.Fatalf("ironflow vbmc ipmi-sim: %v\n%s", err, devstack.Tail(p.Log, 2000))
+		t.Fatalf("ironflow vbmc ipmi-sim: %v\n%s", err, embedded.Tail(p.Log, 2000))
 	}
 	return p
 }

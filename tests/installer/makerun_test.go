@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // TestMakeRunInFreshCloneUnder0700Parent is the README's promise as a new
@@ -87,7 +87,7 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 
 	ports := make([]int, 5)
 	for i := range ports {
-		if ports[i], err = devstack.FreePort("127.0.0.1"); err != nil {
+		if ports[i], err = embedded.FreePort("127.0.0.1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,9 +144,9 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 	select {
 	case <-ready:
 	case err := <-exited:
-		t.Fatalf("make run exited before ironflow ran: %v\n%s", err, devstack.Tail(logPath, 6000))
+		t.Fatalf("make run exited before ironflow ran: %v\n%s", err, embedded.Tail(logPath, 6000))
 	case <-time.After(15 * time.Minute):
-		t.Fatalf("make run not running after 15 minutes\n%s", devstack.Tail(logPath, 6000))
+		t.Fatalf("make run not running after 15 minutes\n%s", embedded.Tail(logPath, 6000))
 	}
 	t.Logf("make run in a fresh clone under a 0700 parent: running after %s", time.Since(start).Round(time.Second))
 
@@ -155,9 +155,9 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 	}
 	// The path the README's PostgreSQL row promises: the
 	// postgres user cannot traverse the 0700 parent, so PostgreSQL runs as
-	// root mapped to it in a user namespace (devstack/postgres.go).
+	// root mapped to it in a user namespace (embedded/postgres.go).
 	if runLog, _ := os.ReadFile(logPath); !strings.Contains(string(runLog), "in a user namespace") || !strings.Contains(string(runLog), "postgres started") {
-		t.Errorf("make run's log does not show PostgreSQL started in a user namespace:\n%s", devstack.Tail(logPath, 4000))
+		t.Errorf("make run's log does not show PostgreSQL started in a user namespace:\n%s", embedded.Tail(logPath, 4000))
 	}
 	if !fileExists(filepath.Join(clone, ".data", "pg", "PG_VERSION")) && !dirHasPGVersion(filepath.Join(clone, ".data", "pg")) {
 		t.Errorf("no PostgreSQL cluster under the clone's .data/pg")
@@ -170,7 +170,7 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 		} `json:"versions"`
 	}
 	if code := getJSON(t, apiURL+"/", &apiRoot); code != 200 || len(apiRoot.Versions) == 0 {
-		t.Fatalf("API root: %d %+v\n%s", code, apiRoot, devstack.Tail(logPath, 4000))
+		t.Fatalf("API root: %d %+v\n%s", code, apiRoot, embedded.Tail(logPath, 4000))
 	}
 	// The baremetal CLI, as the banner says.
 	bm := func(args ...string) string {
@@ -179,7 +179,7 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 		c.Env = append(os.Environ(), "OS_ENDPOINT="+apiURL, "OS_AUTH_TYPE=none")
 		out, err := c.CombinedOutput()
 		if err != nil {
-			t.Fatalf("baremetal %s: %v\n%s\nmake run:\n%s", strings.Join(args, " "), err, out, devstack.Tail(logPath, 4000))
+			t.Fatalf("baremetal %s: %v\n%s\nmake run:\n%s", strings.Join(args, " "), err, out, embedded.Tail(logPath, 4000))
 		}
 		return string(out)
 	}
@@ -253,7 +253,7 @@ func fileExists(p string) bool {
 }
 
 // dirHasPGVersion reports whether a PostgreSQL cluster (PG_VERSION) lies
-// somewhere under dir (devstack may keep it one level down).
+// somewhere under dir (package embedded may keep it one level down).
 func dirHasPGVersion(dir string) bool {
 	found := false
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

@@ -1,4 +1,4 @@
-// Command record writes the histories of workflows/replay_test.go: it runs
+// Command record-histories writes the histories of workflows/replay_test.go: it runs
 // this release's workflows on a Temporal dev server against fake
 // activities, one workflow per scenario, and saves each history as JSON.
 // At each release, after the gates against the release before were retired
@@ -6,7 +6,7 @@
 //
 //	make record-histories
 //
-// (IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./workflows/testdata/record
+// (IRONFLOW_TEMPORAL_BIN=bin/temporal go run ./internal/record-histories
 // workflows/testdata/history/$(cat VERSION)); from then on
 // TestHistoriesOfTheEarlierVersionReplay proves that the release's
 // workflows in flight replay on every later build.
@@ -35,7 +35,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
@@ -227,7 +227,7 @@ func main() {
 	must(os.MkdirAll(out, 0o755))
 	temporalBin := os.Getenv("IRONFLOW_TEMPORAL_BIN")
 	ctx := context.Background()
-	srv, err := devstack.StartTemporal(ctx, devstack.TemporalConfig{Bin: temporalBin, Port: 0, UIPort: -1,
+	srv, err := embedded.StartTemporal(ctx, embedded.TemporalConfig{Bin: temporalBin, Port: 0, UIPort: -1,
 		SearchAttributes: map[string]string{"NodeUUID": "Keyword", "ProvisionState": "Keyword", "Operation": "Keyword"}}, slog.Default())
 	if err != nil {
 		log.Fatal(err)

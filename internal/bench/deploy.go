@@ -158,7 +158,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	if eagerErr != nil {
 		log.Warn("eager ceiling", "err", eagerErr)
 	}
-	// The same once more with the rest of the deploy's history (bench/ceiling.go,
+	// The same once more with the rest of the deploy's history (ceiling.go,
 	// ceilingWorkflowFn): what Temporal allows for the deploy's shape,
 	// its signals, timers and upserts included.
 	shapeCeil, shapeErr := runCeiling(ctx, st, n, cfg.clients, pilotMix.Shape, ceilingTimeout, false)

@@ -1,4 +1,4 @@
-package devstack
+package embedded
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // test runs as root (t.TempDir is 0700 and owned by root).
 func postgresTestDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "ironflow-devstack-test-")
+	dir, err := os.MkdirTemp("", "ironflow-embedded-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestPostgresUnderAPrivateRootDirectory(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only root hands the cluster to the postgres user; as another user the directory is ours (CI runs this as root)")
 	}
-	base, err := os.MkdirTemp("", "ironflow-devstack-test-")
+	base, err := os.MkdirTemp("", "ironflow-embedded-test-")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 //
 // With IRONFLOW_TEST_DATABASE_URL set, each test gets a fresh database on
 // that server. Without it, the first test of the process starts a throwaway
-// cluster under os.TempDir (devstack.StartPostgres) that all the tests of
+// cluster under os.TempDir (embedded.StartPostgres) that all the tests of
 // the process share, each in its own database. Packages using it should
 // stop that cluster when their tests end, with Main:
 //
@@ -11,6 +11,8 @@
 //
 // A watchdog also stops it once the test process has exited, so a killed or
 // forgetful test binary does not leave a postmaster running.
+//
+// It is tooling beside the store, not part of it: only tests import it.
 package storetest
 
 import (
@@ -28,7 +30,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -41,7 +43,7 @@ const setupTimeout = 2 * time.Minute
 
 var (
 	mu       sync.Mutex
-	cluster  *devstack.Postgres
+	cluster  *embedded.Postgres
 	startErr error
 	started  bool
 )
@@ -133,14 +135,14 @@ func serverURL(ctx context.Context) (string, error) {
 	return cluster.URL(), nil
 }
 
-func startCluster(ctx context.Context) (*devstack.Postgres, error) {
+func startCluster(ctx context.Context) (*embedded.Postgres, error) {
 	dir, err := os.MkdirTemp("", "ironflow-storetest-")
 	if err != nil {
 		return nil, fmt.Errorf("create cluster dir: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// StartPostgres hands dir to the postgres user when we are root.
-	p, err := devstack.StartPostgres(ctx, dir, log)
+	p, err := embedded.StartPostgres(ctx, dir, log)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start a PostgreSQL cluster for tests (or set %s): %w", EnvDatabaseURL, err)

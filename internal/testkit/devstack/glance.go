@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // Glance is Debian's glance-api as a test fixture: SQLite, the file store,
@@ -22,7 +24,7 @@ import (
 type Glance struct {
 	URL  string // http://127.0.0.1:<port>
 	Dir  string
-	proc *Process
+	proc *embedded.Process
 }
 
 // GlanceAvailable reports whether glance-api is installed.
@@ -35,7 +37,7 @@ func GlanceAvailable() bool {
 // StartGlance writes a configuration into dir, syncs the database and
 // starts glance-api, returning once it answers its healthcheck.
 func StartGlance(ctx context.Context, dir string) (*Glance, error) {
-	port, err := FreePort("127.0.0.1")
+	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,7 @@ lock_path = %[2]s/lock
 	if out, err := exec.CommandContext(ctx, "glance-manage", "--config-file", cfg, "db_sync").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("glance-manage db_sync: %w: %s", err, out)
 	}
-	p, err := StartProcess("glance-api", filepath.Join(dir, "stdout.log"), exec.Command("glance-api", "--config-file", cfg))
+	p, err := embedded.StartProcess("glance-api", filepath.Join(dir, "stdout.log"), exec.Command("glance-api", "--config-file", cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +102,7 @@ lock_path = %[2]s/lock
 		}
 		if !p.Running() || time.Now().After(deadline) {
 			p.Kill()
-			return nil, fmt.Errorf("glance-api did not start: %s%s", p.Tail(2000), Tail(filepath.Join(dir, "glance-api.log"), 2000))
+			return nil, fmt.Errorf("glance-api did not start: %s%s", p.Tail(2000), embedded.Tail(filepath.Join(dir, "glance-api.log"), 2000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

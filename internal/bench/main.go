@@ -21,7 +21,7 @@
 //	         downloads by 200 clients vs a plain http.FileServer
 //
 // Every part is bounded in time and requests, listens on 127.0.0.1 only and
-// stops by itself. Run: go run ./bench -nodes 500 -out .data/bench/results.json
+// stops by itself. Run: go run ./internal/bench -nodes 500 -out .data/bench/results.json
 package main
 
 import (

@@ -12,7 +12,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/store"
@@ -24,15 +25,15 @@ import (
 // worker` as processes.
 type clusterParts struct {
 	dir, bin                                string
-	pg                                      *devstack.Postgres
-	temporal                                *devstack.TemporalCluster
+	pg                                      *embedded.Postgres
+	temporal                                *embedded.TemporalCluster
 	dbURL, apiListen, signalKey, payloadKey string
 	workerArgs                              []string
-	api, worker                             *devstack.Process
+	api, worker                             *embedded.Process
 	serverPID                               int
 }
 
-func pidOf(p *devstack.Process) int {
+func pidOf(p *embedded.Process) int {
 	if p == nil {
 		return 0
 	}
@@ -52,20 +53,20 @@ func startClusterStack(ctx context.Context, cfg config, dir string, log *slog.Lo
 	if c.bin, err = devstack.IronflowBinary(cfg.ironflowBin, dir); err != nil {
 		return nil, err
 	}
-	if c.pg, err = devstack.StartPostgres(ctx, filepath.Join(dir, "pg"), nil); err != nil {
+	if c.pg, err = embedded.StartPostgres(ctx, filepath.Join(dir, "pg"), nil); err != nil {
 		return nil, err
 	}
 	_ = c.pg.StopOnExit(false)
 	c.dbURL = c.pg.URL()
-	if c.temporal, err = devstack.StartTemporalCluster(ctx, devstack.TemporalClusterConfig{
-		Dir: filepath.Join(dir, "temporal"), Postgres: c.pg, SearchAttributes: devstack.WorkflowSearchAttributes(),
+	if c.temporal, err = embedded.StartTemporalCluster(ctx, embedded.TemporalClusterConfig{
+		Dir: filepath.Join(dir, "temporal"), Postgres: c.pg, SearchAttributes: embedded.WorkflowSearchAttributes(),
 	}, nil); err != nil {
 		return s, err
 	}
 	if out, err := exec.CommandContext(ctx, c.bin, "migrate", "--database-url", c.dbURL).CombinedOutput(); err != nil {
 		return s, fmt.Errorf("ironflow migrate: %w: %s", err, out)
 	}
-	port, err := devstack.FreePort("127.0.0.1")
+	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		return s, err
 	}
@@ -99,14 +100,14 @@ func startClusterStack(ctx context.Context, cfg config, dir string, log *slog.Lo
 	return s, nil
 }
 
-func (c *clusterParts) spawn(name string, args ...string) (*devstack.Process, error) {
+func (c *clusterParts) spawn(name string, args ...string) (*embedded.Process, error) {
 	certs := c.temporal.Certs()
 	full := append(args, "--database-url", c.dbURL, "--temporal-address", c.temporal.Address(), "--signal-key", c.signalKey,
 		"--temporal-tls-cert", certs.ClientCertFile, "--temporal-tls-key", certs.ClientKey, "--temporal-tls-ca", certs.CAFile)
 	cmd := exec.Command(c.bin, full...)
 	cmd.Env = append(os.Environ(), "IRONFLOW_PAYLOAD_KEY="+c.payloadKey)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return devstack.StartProcess(name, filepath.Join(c.dir, name+".log"), cmd)
+	return embedded.StartProcess(name, filepath.Join(c.dir, name+".log"), cmd)
 }
 
 // restart (re)starts the api and the worker.
@@ -130,7 +131,7 @@ func (c *clusterParts) restart(ctx context.Context) error {
 }
 
 func (c *clusterParts) stopParts() {
-	for _, p := range []**devstack.Process{&c.worker, &c.api} {
+	for _, p := range []**embedded.Process{&c.worker, &c.api} {
 		if *p != nil {
 			(*p).Stop(devstack.DefaultStopGrace)
 			*p = nil
@@ -148,7 +149,7 @@ func (c *clusterParts) stop() {
 	}
 }
 
-// temporalPID finds the temporal-server this process started (devstack
+// temporalPID finds the temporal-server this process started (package embedded
 // does not expose it): a child of ours running that binary.
 func (c *clusterParts) temporalPID() int {
 	if c.serverPID != 0 {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/signature"
 )
@@ -77,7 +78,7 @@ type StackConfig struct {
 }
 
 // Stack is ironflow as production runs it, each part its own process:
-// PostgreSQL (devstack's cluster), the Temporal dev server on a file-backed
+// PostgreSQL (package embedded's cluster), the Temporal dev server on a file-backed
 // database (so that it can be killed and restarted without losing
 // workflows), `ironflow migrate`, `ironflow api`, `ironflow worker` and
 // optionally `ironflow pxe`. Tests, the VM tests and the benchmark all start
@@ -86,8 +87,8 @@ type Stack struct {
 	cfg StackConfig
 	// Bin is the ironflow binary the parts run.
 	Bin      string
-	Postgres *Postgres
-	Temporal *Temporal
+	Postgres *embedded.Postgres
+	Temporal *embedded.Temporal
 	// DatabaseURL is the URL the parts use (TCP or unix socket).
 	DatabaseURL string
 	// APIListen is the API's address, APIURL its URL.
@@ -99,8 +100,8 @@ type Stack struct {
 	// start; package payload). Clients of the stack's Temporal use Codec.
 	PayloadKey string
 	// API, Worker and PXE are the running parts (nil while stopped).
-	API, Worker, PXE *Process
-	temporalCfg      TemporalConfig
+	API, Worker, PXE *embedded.Process
+	temporalCfg      embedded.TemporalConfig
 	// logs are every log file of the stack, for LogTail.
 	logs []string
 }
@@ -138,7 +139,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 		return nil, err
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	if s.Postgres, err = StartPostgres(ctx, filepath.Join(cfg.Dir, "pg"), quiet); err != nil {
+	if s.Postgres, err = embedded.StartPostgres(ctx, filepath.Join(cfg.Dir, "pg"), quiet); err != nil {
 		return s, err
 	}
 	// A test binary killed by -timeout or a signal runs no cleanups.
@@ -149,18 +150,18 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if cfg.PostgresSocket {
 		s.DatabaseURL = s.Postgres.SocketURL()
 	}
-	s.temporalCfg = TemporalConfig{
+	s.temporalCfg = embedded.TemporalConfig{
 		Port:             cfg.TemporalPort,
 		UIPort:           -1,
 		DBFile:           filepath.Join(cfg.Dir, "temporal", "temporal.db"),
 		LogFile:          filepath.Join(cfg.Dir, "temporal.log"),
-		SearchAttributes: WorkflowSearchAttributes(),
+		SearchAttributes: embedded.WorkflowSearchAttributes(),
 	}
 	if ownCommand {
 		s.temporalCfg.Command = cfg.Command
 	}
 	s.logs = append(s.logs, s.temporalCfg.LogFile)
-	if s.Temporal, err = StartTemporal(ctx, s.temporalCfg, quiet); err != nil {
+	if s.Temporal, err = embedded.StartTemporal(ctx, s.temporalCfg, quiet); err != nil {
 		return s, err
 	}
 	// Restarts keep the port the first start chose.
@@ -170,7 +171,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	}
 	s.APIListen = cfg.APIListen
 	if s.APIListen == "" {
-		port, err := FreePort("127.0.0.1")
+		port, err := embedded.FreePort("127.0.0.1")
 		if err != nil {
 			return s, err
 		}
@@ -225,7 +226,7 @@ func (s *Stack) PXEArgs() []string {
 // Spawn starts the ironflow binary with args as a process of the stack
 // (one more API or worker, say), its output in <Dir>/<name>.log. It dies
 // with this process; Stop does not end it unless it is one of the parts.
-func (s *Stack) Spawn(name string, args []string) (*Process, error) {
+func (s *Stack) Spawn(name string, args []string) (*embedded.Process, error) {
 	cmd := s.cfg.Command(s.Bin, args...)
 	// The payload key goes in the environment, which every ironflow
 	// command reads (IRONFLOW_PAYLOAD_KEY) and a binary without the codec
@@ -233,7 +234,7 @@ func (s *Stack) Spawn(name string, args []string) (*Process, error) {
 	cmd.Env = append(append(os.Environ(), "IRONFLOW_PAYLOAD_KEY="+s.PayloadKey), s.cfg.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	log := filepath.Join(s.cfg.Dir, name+".log")
-	p, err := StartProcess(name, log, cmd)
+	p, err := embedded.StartProcess(name, log, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +285,7 @@ func (s *Stack) KillWorker() {
 // again on the same port and database file.
 func (s *Stack) RestartTemporal(ctx context.Context) error {
 	s.Temporal.Kill()
-	t, err := StartTemporal(ctx, s.temporalCfg, slog.New(slog.DiscardHandler))
+	t, err := embedded.StartTemporal(ctx, s.temporalCfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
@@ -303,7 +304,7 @@ func (s *Stack) Restart(ctx context.Context) error {
 }
 
 func (s *Stack) stopParts() {
-	for _, p := range []**Process{&s.Worker, &s.PXE, &s.API} {
+	for _, p := range []**embedded.Process{&s.Worker, &s.PXE, &s.API} {
 		if *p != nil {
 			(*p).Stop(s.cfg.StopGrace)
 			*p = nil
@@ -333,14 +334,14 @@ func (s *Stack) APILog() string { return filepath.Join(s.cfg.Dir, "ironflow-api.
 func (s *Stack) LogTail(n int64) string {
 	var b strings.Builder
 	for _, l := range s.logs {
-		fmt.Fprintf(&b, "--- %s log tail:\n%s\n", filepath.Base(l), Tail(l, n))
+		fmt.Fprintf(&b, "--- %s log tail:\n%s\n", filepath.Base(l), embedded.Tail(l, n))
 	}
 	return b.String()
 }
 
 // WaitHTTP waits until url serves (the stack's Probe), failing when p
 // exits first or the ready timeout passes.
-func (s *Stack) WaitHTTP(ctx context.Context, url string, p *Process) error {
+func (s *Stack) WaitHTTP(ctx context.Context, url string, p *embedded.Process) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	defer cancel()
 	return WaitReady(ctx, s.cfg.Probe, url, p)
@@ -348,7 +349,7 @@ func (s *Stack) WaitHTTP(ctx context.Context, url string, p *Process) error {
 
 // WaitReady polls probe(url) until it succeeds, failing when p exits first
 // or ctx ends.
-func WaitReady(ctx context.Context, probe func(ctx context.Context, url string) error, url string, p *Process) error {
+func WaitReady(ctx context.Context, probe func(ctx context.Context, url string) error, url string, p *embedded.Process) error {
 	for {
 		err := probe(ctx, url)
 		if err == nil {
@@ -378,7 +379,8 @@ func httpProbe(ctx context.Context, url string) error {
 }
 
 // IronflowBinary is bin if it exists, else $IRONFLOW_BIN (make test builds
-// it) if it exists, else a fresh `go build ./cmd/ironflow` into dir.
+// it) if it exists, else a fresh `go build` of cmd/ironflow into dir (the
+// working directory must lie in ironflow's module, as a test's does).
 func IronflowBinary(bin, dir string) (string, error) {
 	for _, b := range []string{bin, os.Getenv("IRONFLOW_BIN")} {
 		if b == "" {
@@ -388,13 +390,8 @@ func IronflowBinary(bin, dir string) (string, error) {
 			return b, nil
 		}
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return "", fmt.Errorf("build ironflow: %w", err)
-	}
 	out := filepath.Join(dir, "ironflow")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/ironflow")
-	cmd.Dir = root
+	cmd := exec.Command("go", "build", "-o", out, "github.com/ironflow/ironflow/cmd/ironflow")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build ironflow: %w\n%s", err, b)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkDHCPHandleBytes is the boot part's DHCP handler measure as a Go
-// benchmark, for -cpuprofile: go test ./bench -run '^$' -bench DHCP -cpuprofile cpu.out
+// benchmark, for -cpuprofile: go test ./internal/bench -run '^$' -bench DHCP -cpuprofile cpu.out
 func BenchmarkDHCPHandleBytes(b *testing.B) {
 	_, h, discovers, err := newDHCPSetup()
 	if err != nil {
@@ -34,7 +34,7 @@ func BenchmarkDHCPHandleBytes(b *testing.B) {
 
 // BenchmarkDHCPServerUDP is one client's DISCOVER → OFFER round trips with
 // the real pxe.DHCPServer on 127.0.0.1, for -cpuprofile of the socket path:
-// go test ./bench -run '^$' -bench DHCPServer -cpuprofile cpu.out
+// go test ./internal/bench -run '^$' -bench DHCPServer -cpuprofile cpu.out
 func BenchmarkDHCPServerUDP(b *testing.B) {
 	backend, _, discovers, err := newDHCPSetup()
 	if err != nil {

@@ -1,4 +1,4 @@
-package devstack
+package embedded
 
 import (
 	"context"
@@ -34,7 +34,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Databases of the Temporal cluster on the devstack PostgreSQL: its
+// Databases of the Temporal cluster on the embedded PostgreSQL: its
 // persistence and its SQL visibility store, beside ironflow's own database
 // (docs/production.md).
 const (

@@ -12,7 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ironflow/ironflow/devstack"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
 // Debian's Ironic (python3-ironic) is the baseline of the ironic part. Its
@@ -97,7 +98,7 @@ for i in range(n):
 // ironicServer is a running Ironic all-in-one (ironic.cmd.singleprocess).
 type ironicServer struct {
 	dir, conf, URL string
-	proc           *devstack.Process
+	proc           *embedded.Process
 }
 
 func ironicInstalled() bool {
@@ -121,7 +122,7 @@ func startIronic(ctx context.Context, dir string, log *slog.Logger) (*ironicServ
 	if err := os.MkdirAll(filepath.Join(dir, "lock"), 0o755); err != nil {
 		return nil, fmt.Errorf("create Ironic's directory: %w", err)
 	}
-	port, err := devstack.FreePort("127.0.0.1")
+	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func startIronic(ctx context.Context, dir string, log *slog.Logger) (*ironicServ
 	}
 	cmd := ironicPythonCmd(ctx, "import sys; from ironic.cmd.singleprocess import main; sys.argv[0] = 'ironic'; sys.exit(main())",
 		"--config-file", s.conf)
-	if s.proc, err = devstack.StartProcess("ironic", filepath.Join(dir, "ironic.log"), cmd); err != nil {
+	if s.proc, err = embedded.StartProcess("ironic", filepath.Join(dir, "ironic.log"), cmd); err != nil {
 		return nil, fmt.Errorf("start Ironic: %w", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, ironicReadyTimeout)

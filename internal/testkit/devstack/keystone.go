@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/ironflow/ironflow/embedded"
 )
 
 // Keystone is Debian's keystone (python3-keystone) as a test fixture:
@@ -23,7 +25,7 @@ type Keystone struct {
 	URL           string // http://127.0.0.1:<port>/v3
 	Dir           string
 	AdminPassword string
-	proc          *Process
+	proc          *embedded.Process
 	adminToken    string
 }
 
@@ -41,7 +43,7 @@ func KeystoneAvailable() bool {
 // StartKeystone configures keystone in dir, bootstraps it and serves it,
 // returning once it answers /v3.
 func StartKeystone(ctx context.Context, dir string) (*Keystone, error) {
-	port, err := FreePort("127.0.0.1")
+	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +103,7 @@ key_repository = %[1]s/credential-keys
 	}
 	cmd := exec.Command("keystone-wsgi-public", "--host", "127.0.0.1", "--port", fmt.Sprint(port))
 	cmd.Env = append(os.Environ(), "OS_KEYSTONE_CONFIG_FILES="+cfg)
-	p, err := StartProcess("keystone", filepath.Join(dir, "stdout.log"), cmd)
+	p, err := embedded.StartProcess("keystone", filepath.Join(dir, "stdout.log"), cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +119,7 @@ key_repository = %[1]s/credential-keys
 		}
 		if !p.Running() || time.Now().After(deadline) {
 			p.Kill()
-			return nil, fmt.Errorf("keystone did not start: %s%s", p.Tail(2000), Tail(filepath.Join(dir, "keystone.log"), 2000))
+			return nil, fmt.Errorf("keystone did not start: %s%s", p.Tail(2000), embedded.Tail(filepath.Join(dir, "keystone.log"), 2000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -1,0 +1,13 @@
+// Package internal is the root of ironflow's tooling: what builds, tests and
+// measures ironflow but never runs in it. Below it:
+//
+//	testkit/devstack   the whole stack as processes, Glance and Keystone, for tests and the benchmark
+//	testkit/storetest  a migrated, empty database per test
+//	bench              make bench: ironflow against baselines measured in the same run
+//	record-histories   make record-histories: the workflow histories later versions replay
+//
+// Product code (everything cmd/ironflow and cmd/ironflow-agent build from)
+// never imports a package below internal/ or tests/;
+// TestProductImportsNoTooling fails when it does. Tooling may import the
+// product, package embedded (what `ironflow dev` starts) above all.
+package internal
