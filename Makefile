@@ -19,8 +19,8 @@ TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
 TEMPORAL_UI := $(BIN)/temporal-ui-server
 # Go test flags; TEST_TIMEOUT bounds each test binary, the VM tests'
 # (tests/e2e, the longest) included. 70m: on a slow day of the 2-core CI
-# machine the VM tests took about 50 minutes (README, "make test"), and a
-# timeout kill reports no test's result.
+# machine the VM tests took about 50 minutes (docs/contributing.md, "How
+# long make test takes"), and a timeout kill reports no test's result.
 TEST_TIMEOUT ?= 70m
 # Executions per fuzz target in make test: a count, not a duration, because
 # a duration can end while a fuzz worker is busy and fail with "context
@@ -139,10 +139,10 @@ bench: deps-bench tools build ramdisk
 record-histories: $(TEMPORAL)
 	$(GO) run ./workflows/testdata/record workflows/testdata/history/$$(git rev-parse --short HEAD)
 
-# The soak (README, "Soak"; not part of make test): SOAK_NODES fake-hardware
-# nodes deployed at once with BMC and agent faults while the worker, the API
-# and Temporal are killed; every node must end active or failed with a
-# last_error.
+# The soak (docs/benchmarks.md, "Soak"; not part of make test): SOAK_NODES
+# fake-hardware nodes deployed at once with BMC and agent faults while the
+# worker, the API and Temporal are killed; every node must end active or
+# failed with a last_error.
 SOAK_NODES ?= 1000
 soak: deps $(TEMPORAL) build
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 150m ./tests/ -soak.nodes $(SOAK_NODES)

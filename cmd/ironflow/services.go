@@ -26,7 +26,7 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// Named defaults (README: configuration).
+// Named defaults (docs/configuration.md).
 const (
 	defaultTemporalAddress = "127.0.0.1:7233"
 	defaultNamespace       = "default"
@@ -64,7 +64,7 @@ func dialTemporal(address, namespace string, tlsFlags temporalTLSFlags, codec *p
 	// No gRPC compression: what ironflow sends is mostly payloads the codec
 	// has sealed (AES-GCM), which gzip cannot shrink, and compressing every
 	// request cost the worker about 6 % of its CPU in a profile of agent
-	// deploys (README, "What moved the figures").
+	// deploys (docs/benchmarks.md, "What moved the figures").
 	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	codec.Apply(&opts)
 	c, err := client.Dial(opts)
@@ -137,7 +137,7 @@ type apiFlags struct {
 }
 
 // signalKeyFlags name the key the API signs heartbeat signals with and the
-// worker verifies them with (package signature; README: configuration).
+// worker verifies them with (package signature; docs/configuration.md).
 type signalKeyFlags struct{ value, file, previous *string }
 
 func addSignalKeyFlags(s *settings) signalKeyFlags {
