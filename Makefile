@@ -19,8 +19,8 @@ TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
 TEMPORAL_UI := $(BIN)/temporal-ui-server
 # Go test flags; TEST_TIMEOUT bounds each test binary, the VM tests'
 # (tests/e2e, the longest) included. 70m: on a slow day of the 2-core CI
-# machine the VM tests took about 50 minutes (README, "make test"), and a
-# timeout kill reports no test's result.
+# machine the VM tests took about 50 minutes (docs/contributing.md, "How
+# long make test takes"), and a timeout kill reports no test's result.
 TEST_TIMEOUT ?= 70m
 # Executions per fuzz target in make test: a count, not a duration, because
 # a duration can end while a fuzz worker is busy and fail with "context
@@ -35,7 +35,7 @@ export IRONFLOW_TEMPORAL_SQL_TOOL_BIN := $(TEMPORAL_SQL_TOOL)
 export IRONFLOW_TEMPORAL_UI_BIN := $(TEMPORAL_UI)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-unit fuzz bench soak ramdisk kernel lint clean help record-histories
+.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-unit fuzz bench soak ramdisk kernel lint clean help record-histories docs
 
 all: build
 
@@ -48,6 +48,7 @@ help:
 	@echo "make soak     deploy SOAK_NODES=$(SOAK_NODES) fake nodes with faults and crashes (not in make test)"
 	@echo "make ramdisk  build the agent kernel + initramfs into .data/images"
 	@echo "make record-histories  record this version's workflow histories (docs/versioning.md)"
+	@echo "make docs     regenerate docs/configuration.md's flag table from the commands' flags"
 
 go-check:
 	@command -v $(GO) >/dev/null || { echo "ironflow needs Go 1.26 or newer (https://go.dev/dl/)"; exit 1; }
@@ -142,13 +143,18 @@ bench: deps-bench tools build ramdisk
 record-histories: $(TEMPORAL)
 	rm -rf workflows/testdata/history && $(GO) run ./internal/record-histories workflows/testdata/history/$$(cat VERSION)
 
-# The soak (README, "Soak"; not part of make test): SOAK_NODES fake-hardware
-# nodes deployed at once with BMC and agent faults while the worker, the API
-# and Temporal are killed; every node must end active or failed with a
-# last_error.
+# The soak (docs/benchmarks.md, "Soak"; not part of make test): SOAK_NODES
+# fake-hardware nodes deployed at once with BMC and agent faults while the
+# worker, the API and Temporal are killed; every node must end active or
+# failed with a last_error.
 SOAK_NODES ?= 1000
 soak: deps $(TEMPORAL) build
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 150m ./tests/ -soak.nodes $(SOAK_NODES)
+
+# docs/configuration.md's flag table, generated from the FlagSets the
+# commands build; TestConfigurationDocIsCurrent fails while it is stale.
+docs: go-check
+	$(GO) test ./cmd/ironflow -run '^TestConfigurationDocIsCurrent$$' -count=1 -args -update-docs
 
 lint: go-check
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -47,7 +47,7 @@ func TestDeployTemplateStepRunsOnDeploy(t *testing.T) {
 	uuid := enrollAgentNode(t, "template-node-0", "52:54:00:7e:01:01", img)
 	startSimMachine(t, uuid, []string{"52:54:00:7e:01:01"}, sim.Config{})
 	mustCLI(t, "node", "add", "trait", uuid, trait)
-	// The CLI deserializes the JSON list, as the README shows.
+	// The CLI deserializes the JSON list, as docs/api.md shows.
 	mustCLI(t, "node", "set", uuid, "--instance-info", `traits=["`+trait+`"]`)
 	if got, _ := getNode(t, uuid).InstanceInfo["traits"].([]any); len(got) != 1 || got[0] != trait {
 		t.Fatalf("instance_info/traits after node set: %v", getNode(t, uuid).InstanceInfo["traits"])

@@ -12,8 +12,8 @@ import (
 
 // TestChecksumMismatchThenOperatorRetry: a wrong checksum fails the deploy
 // with a last_error that names it; the operator fixes instance_info and sends
-// `temporal workflow signal --name retry` (the real temporal CLI, as the
-// README says); the deploy ends active.
+// `temporal workflow signal --name retry` (the real temporal CLI, as
+// docs/operator-guide.md says); the deploy ends active.
 func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
 	img := newImageServer(t, 2<<20)
 	uuid := enrollAgentNode(t, "checksum-node-0", "52:54:00:bb:00:05", img)

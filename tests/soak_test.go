@@ -20,7 +20,7 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// `make soak` (README, "Soak"): not part of make test.
+// `make soak` (docs/benchmarks.md, "Soak"): not part of make test.
 var (
 	soakNodes   = flag.Int("soak.nodes", 1000, "fake-hardware nodes the soak deploys")
 	soakTimeout = flag.Duration("soak.timeout", 90*time.Minute, "bound of the whole soak; a node not settled by then is stuck")

@@ -9,13 +9,14 @@ import (
 	"github.com/ironflow/ironflow/agent/sim"
 )
 
-// The baremetal CLI for issue 18's commands. Debian's client
+// The baremetal CLI for the step commands: manual cleaning, abort, deploy
+// templates and what needs a later API (docs/api.md). Debian's client
 // (python3-ironicclient 5.0.1) negotiates at most API 1.78: `node clean
 // --clean-steps`, `node abort` and `deploy template ...` run through it;
 // what needs a later version (service 1.87, unhold 1.85, runbooks 1.92,
 // children 1.83, port names 1.88, virtual media 1.89 and 1.93) has no
 // command in that client and goes to the API as plain HTTP (callAt, with
-// X-OpenStack-Ironic-API-Version), as the README tells users to.
+// X-OpenStack-Ironic-API-Version), as docs/api.md tells users to.
 
 // at sends a raw API request at version v.
 func at(t *testing.T, v, method, path string, body, out any) int {

@@ -151,10 +151,8 @@ func startCodecServer(ctx context.Context, f codecServerFlags, codec *payload.Co
 	return serveHTTP(ctx, "codec server", *f.listen, h, codecLimits(), log.With("component", "codec"))
 }
 
-// runCodecServer is `ironflow codec-server`: the endpoint the Temporal Web
-// UI (and `temporal workflow show --codec-endpoint`) decrypts payloads
-// through, for authenticated operators.
-func runCodecServer(ctx context.Context, args []string) error {
+// codecServerSettings builds ironflow codec-server's flags.
+func codecServerSettings() (*settings, codecServerFlags, keystoneFlags) {
 	s := newSettings("codec-server")
 	f := addCodecServerFlags(s, "listen")
 	f.namespace = s.String("temporal-namespace", defaultNamespace, "the Temporal namespace whose payloads this server decodes", "TEMPORAL_NAMESPACE")
@@ -163,6 +161,14 @@ func runCodecServer(ctx context.Context, args []string) error {
 	f.htpasswd = s.String("htpasswd-file", "", "bcrypt htpasswd file of the operators who may read decoded payloads")
 	f.insecureNoAuth = s.Bool("insecure-no-auth", false, "serve without authentication: only on a loopback address, for a single-user lab")
 	f.payload = addPayloadKeyFlags(s)
+	return s, f, ks
+}
+
+// runCodecServer is `ironflow codec-server`: the endpoint the Temporal Web
+// UI (and `temporal workflow show --codec-endpoint`) decrypts payloads
+// through, for authenticated operators.
+func runCodecServer(ctx context.Context, args []string) error {
+	s, f, ks := codecServerSettings()
 	if err := s.parse(args); err != nil {
 		return err
 	}

@@ -14,24 +14,45 @@ import (
 	"github.com/ironflow/ironflow/signature"
 )
 
+// devFlags are ironflow dev's settings: the API's, the worker's (sharing
+// the API's database, Temporal and keys), the boot services' and the
+// embedded parts'.
+type devFlags struct {
+	dataDir, temporalKind, temporalServices *string
+	temporalPort, uiPort                    *int
+	api                                     apiFlags
+	wf                                      workerFlags
+	boot                                    bootFlags
+	codec                                   codecServerFlags
+}
+
+// devSettings builds ironflow dev's flags.
+func devSettings() (*settings, devFlags) {
+	s := newSettings("dev")
+	var d devFlags
+	d.dataDir = s.String("data-dir", ".data", "where the embedded PostgreSQL, Temporal and boot files live")
+	d.api = addAPIFlags(s)
+	d.wf = addWorkerFlags(s, &d.api)
+	d.boot = addBootFlags(s)
+	d.boot.glance = d.wf.glance
+	d.temporalPort = s.Int("temporal-port", 7233, "embedded Temporal frontend port")
+	d.uiPort = s.Int("temporal-ui-port", 8233, "embedded Temporal Web UI port (-1: headless)")
+	d.temporalKind = s.String("temporal", "dev", "embedded Temporal: dev (the Temporal CLI's dev server) or cluster (the server built from go.temporal.io/server on the embedded PostgreSQL, mTLS; make tools builds it)")
+	d.temporalServices = s.String("temporal-services", "all", "with --temporal cluster: all (one server process) or split (frontend, history, matching and worker as four processes, mutual internode TLS; docs/production.md)")
+	d.codec = addCodecServerFlags(s, "codec-listen")
+	d.codec.namespace, d.codec.payload = d.api.namespace, d.api.payload
+	return s, d
+}
+
 // runDev starts the whole service on embedded defaults: a throwaway
 // PostgreSQL cluster and the Temporal dev server under the data directory
 // (unless DATABASE_URL / TEMPORAL_ADDRESS point elsewhere), migrations, the
 // API, a worker and the PXE HTTP service. Ctrl-C stops every part; a second
 // run reuses the data directory, so workflows and nodes survive.
 func runDev(ctx context.Context, args []string) error {
-	s := newSettings("dev")
-	dataDir := s.String("data-dir", ".data", "where the embedded PostgreSQL, Temporal and boot files live")
-	api := addAPIFlags(s)
-	wf := addWorkerFlags(s, &api)
-	boot := addBootFlags(s)
-	boot.glance = wf.glance
-	temporalPort := s.Int("temporal-port", 7233, "embedded Temporal frontend port")
-	uiPort := s.Int("temporal-ui-port", 8233, "embedded Temporal Web UI port (-1: headless)")
-	temporalKind := s.String("temporal", "dev", "embedded Temporal: dev (the Temporal CLI's dev server) or cluster (the server built from go.temporal.io/server on the embedded PostgreSQL, mTLS; make tools builds it)")
-	temporalServices := s.String("temporal-services", "all", "with --temporal cluster: all (one server process) or split (frontend, history, matching and worker as four processes, mutual internode TLS; docs/production.md)")
-	codecFlags := addCodecServerFlags(s, "codec-listen")
-	codecFlags.namespace, codecFlags.payload = api.namespace, api.payload
+	s, d := devSettings()
+	dataDir, api, wf, boot, codecFlags := d.dataDir, d.api, d.wf, d.boot, d.codec
+	temporalPort, uiPort, temporalKind, temporalServices := d.temporalPort, d.uiPort, d.temporalKind, d.temporalServices
 	if err := s.parse(args); err != nil {
 		return err
 	}

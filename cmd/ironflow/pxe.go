@@ -178,12 +178,19 @@ func (f bootFlags) dhcpConfig(httpBase string) (pxe.DHCPConfig, error) {
 	return cfg, nil
 }
 
-func runPXECommand(ctx context.Context, args []string) error {
-	s := newSettings("pxe")
-	f := addBootFlags(s)
+// pxeSettings builds ironflow pxe's flags: the boot services', the
+// directory the defaults hang from and the database.
+func pxeSettings() (s *settings, f bootFlags, dataDir, dbURL *string) {
+	s = newSettings("pxe")
+	f = addBootFlags(s)
 	f.glance = addGlanceFlags(s)
-	dataDir := s.String("data-dir", ".data", "default parent of the images and ISO directories")
-	dbURL := s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
+	dataDir = s.String("data-dir", ".data", "default parent of the images and ISO directories")
+	dbURL = s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
+	return s, f, dataDir, dbURL
+}
+
+func runPXECommand(ctx context.Context, args []string) error {
+	s, f, dataDir, dbURL := pxeSettings()
 	if err := s.parse(args); err != nil {
 		return err
 	}

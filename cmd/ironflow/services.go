@@ -26,7 +26,7 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// Named defaults (README: configuration).
+// Named defaults (docs/configuration.md).
 const (
 	defaultTemporalAddress = "127.0.0.1:7233"
 	defaultNamespace       = "default"
@@ -64,7 +64,7 @@ func dialTemporal(address, namespace string, tlsFlags temporalTLSFlags, codec *p
 	// No gRPC compression: what ironflow sends is mostly payloads the codec
 	// has sealed (AES-GCM), which gzip cannot shrink, and compressing every
 	// request cost the worker about 6 % of its CPU in a profile of agent
-	// deploys (README, "What moved the figures").
+	// deploys (docs/benchmarks.md, "What moved the figures").
 	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	codec.Apply(&opts)
 	c, err := client.Dial(opts)
@@ -137,7 +137,7 @@ type apiFlags struct {
 }
 
 // signalKeyFlags name the key the API signs heartbeat signals with and the
-// worker verifies them with (package signature; README: configuration).
+// worker verifies them with (package signature; docs/configuration.md).
 type signalKeyFlags struct{ value, file, previous *string }
 
 func addSignalKeyFlags(s *settings) signalKeyFlags {
@@ -231,10 +231,16 @@ func warnHostLinks(cfg apiserver.Config) bool {
 	return ip == nil || !ip.IsLoopback()
 }
 
-func runAPICommand(ctx context.Context, args []string) error {
+// apiSettings builds ironflow api's flags.
+func apiSettings() (*settings, apiFlags, glanceFlags) {
 	s := newSettings("api")
 	f := addAPIFlags(s)
 	g := addGlanceFlags(s) // validate asks Glance about image_source
+	return s, f, g
+}
+
+func runAPICommand(ctx context.Context, args []string) error {
+	s, f, g := apiSettings()
 	if err := s.parse(args); err != nil {
 		return err
 	}
@@ -303,6 +309,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	}
 	host, _ := os.Hostname()
 	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
+	s.defaultText("conductor-hostname", "the host name")
 	f.conductorInterval = s.Duration("conductor-heartbeat-interval", worker.DefaultHeartbeatInterval, "how often the worker records that it is alive")
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
@@ -402,9 +409,14 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	}, nil
 }
 
-func runWorkerCommand(ctx context.Context, args []string) error {
+// workerSettings builds ironflow worker's flags.
+func workerSettings() (*settings, workerFlags) {
 	s := newSettings("worker")
-	f := addWorkerFlags(s, nil)
+	return s, addWorkerFlags(s, nil)
+}
+
+func runWorkerCommand(ctx context.Context, args []string) error {
+	s, f := workerSettings()
 	if err := s.parse(args); err != nil {
 		return err
 	}
@@ -434,9 +446,14 @@ func runWorkerCommand(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runMigrate(ctx context.Context, args []string) error {
+// migrateSettings builds ironflow migrate's flags.
+func migrateSettings() (*settings, *string) {
 	s := newSettings("migrate")
-	url := s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
+	return s, s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
+}
+
+func runMigrate(ctx context.Context, args []string) error {
+	s, url := migrateSettings()
 	if err := s.parse(args); err != nil {
 		return err
 	}

@@ -20,14 +20,20 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
+// timelineSettings builds ironflow timeline's flags.
+func timelineSettings() (s *settings, temporal, namespace *string, keys payloadKeyFlags, tlsFlags temporalTLSFlags) {
+	s = newSettings("timeline")
+	temporal = s.String("temporal-address", defaultTemporalAddress, "Temporal frontend host:port", "TEMPORAL_ADDRESS")
+	namespace = s.String("temporal-namespace", defaultNamespace, "Temporal namespace", "TEMPORAL_NAMESPACE")
+	keys = addPayloadKeyFlags(s)
+	tlsFlags = addTemporalTLSFlags(s)
+	return s, temporal, namespace, keys, tlsFlags
+}
+
 // runTimeline prints each step of a node's latest workflow with its start
 // and duration, from the workflow history: a slow phase shows at a glance.
 func runTimeline(ctx context.Context, args []string) error {
-	s := newSettings("timeline")
-	temporal := s.String("temporal-address", defaultTemporalAddress, "Temporal frontend host:port", "TEMPORAL_ADDRESS")
-	namespace := s.String("temporal-namespace", defaultNamespace, "Temporal namespace", "TEMPORAL_NAMESPACE")
-	keys := addPayloadKeyFlags(s)
-	tlsFlags := addTemporalTLSFlags(s)
+	s, temporal, namespace, keys, tlsFlags := timelineSettings()
 	if err := s.parse(args); err != nil {
 		return err
 	}

@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// Manual cleaning and burn-in on a VM (issue 18): the agent's erase and
-// burn-in steps on a real (emulated) machine, through the baremetal CLI
-// and the API.
+// Manual cleaning and burn-in on a VM (docs/api.md, "Manual cleaning"):
+// the agent's erase and burn-in steps on a real (emulated) machine,
+// through the baremetal CLI and the API.
 
 // eraseMarker is written into the VM's disk before its first boot, at
 // each of markerOffsets: the first sector (what erasing the metadata

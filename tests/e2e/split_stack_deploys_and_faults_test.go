@@ -235,7 +235,7 @@ func (s *stack) setImage(t *testing.T, uuid, url, sum string) {
 }
 
 // signal sends an operator signal to the node's workflow with the
-// temporal CLI, as the README tells operators to.
+// temporal CLI, as docs/operator-guide.md tells operators to.
 func (s *stack) signal(t *testing.T, uuid, name string) {
 	t.Helper()
 	out, err := s.lab.Command(temporalCLI(), "workflow", "signal", "--address", "127.0.0.1:"+temporalPort,
