@@ -74,6 +74,7 @@ var commandSettings = []struct {
 	{"migrate", func() *settings { s, _ := migrateSettings(); return s }},
 	{"timeline", func() *settings { s, _, _, _, _ := timelineSettings(); return s }},
 	{"codec-server", func() *settings { s, _, _ := codecServerSettings(); return s }},
+	{"version", versionSettings},
 }
 
 // flagsDefinedElsewhere are the commands whose flags another package
