@@ -21,7 +21,7 @@ const ActCacheBIOSSettings = "CacheBIOSSettings"
 // are two events and a visibility write on every manage (docs/versioning.md,
 // "Asking a gate only where it changes something").
 func (r *run) cacheBIOS() {
-	if r.node.BIOSInterface != hardware.Redfish ||
+	if !hardware.BIOSOf(r.node.BIOSInterface).CachesSettings() ||
 		workflow.GetVersion(r.ctx, changeCacheBIOSSettings, workflow.DefaultVersion, 1) != 1 {
 		return
 	}
@@ -35,7 +35,7 @@ func (r *run) cacheBIOS() {
 // alike. Behind changeCacheBIOSManualClean, asked only for a node whose
 // bios interface reads them, so no other history gains a marker.
 func (r *run) cacheBIOSManual() {
-	if r.node.BIOSInterface != hardware.Redfish ||
+	if !hardware.BIOSOf(r.node.BIOSInterface).CachesSettings() ||
 		workflow.GetVersion(r.ctx, changeCacheBIOSManualClean, workflow.DefaultVersion, 1) != 1 {
 		return
 	}
@@ -49,7 +49,7 @@ func (r *run) cacheBIOSManual() {
 // decorator does after a bios step. Behind changeCacheBIOSService, asked
 // only for a node whose bios interface reads them.
 func (r *run) cacheBIOSService() {
-	if r.node.BIOSInterface != hardware.Redfish ||
+	if !hardware.BIOSOf(r.node.BIOSInterface).CachesSettings() ||
 		workflow.GetVersion(r.ctx, changeCacheBIOSService, workflow.DefaultVersion, 1) != 1 {
 		return
 	}
@@ -71,7 +71,7 @@ func (r *run) cacheBIOSNow() {
 // deploy.deploy and deploy.tear_down_agent). Behind changeBIOSStepWaitsForAgent,
 // asked only for such a step, so no other history gains a marker.
 func (r *run) biosStepUnderAgent(s Step, underAgent bool) bool {
-	return s.Interface == "bios" && r.node.BIOSInterface == hardware.Redfish && underAgent &&
+	return s.Interface == "bios" && hardware.BIOSOf(r.node.BIOSInterface).AppliesAtReboot() && underAgent &&
 		workflow.GetVersion(r.ctx, changeBIOSStepWaitsForAgent, workflow.DefaultVersion, 1) == 1
 }
 
