@@ -343,31 +343,31 @@ func Implemented(kind Kind, name Interface) (Implementation, bool) {
 	return impl, ok
 }
 
+// behaviourOf is what interface name of kind answers, or unknown when
+// ironflow does not implement it.
+func behaviourOf[B any](kind Kind, name Interface, unknown B) B {
+	if b, ok := implementations[kind][name].behaviour.(B); ok {
+		return b
+	}
+	return unknown
+}
+
 // BootOf answers for a boot interface. An unknown name boots from the
 // network.
 func BootOf(name Interface) Boot {
-	if b, ok := implementations[KindBoot][name].behaviour.(Boot); ok {
-		return b
-	}
-	return bootBehaviour{}
+	return behaviourOf[Boot](KindBoot, name, bootBehaviour{})
 }
 
 // DeployOf answers for a deploy interface. An unknown name writes nothing,
 // as fake does, but its boot is removed after a failure all the same.
 func DeployOf(name Interface) Deploy {
-	if d, ok := implementations[KindDeploy][name].behaviour.(Deploy); ok {
-		return d
-	}
-	return deployBehaviour{flow: FlowNone, preparesBoot: true}
+	return behaviourOf[Deploy](KindDeploy, name, deployBehaviour{flow: FlowNone, preparesBoot: true})
 }
 
 // RescueOf answers for a rescue interface. An unknown name refuses
 // rescue.
 func RescueOf(name Interface) Rescue {
-	if r, ok := implementations[KindRescue][name].behaviour.(Rescue); ok {
-		return r
-	}
-	return rescueBehaviour{RescueNothing, false}
+	return behaviourOf[Rescue](KindRescue, name, rescueBehaviour{RescueNothing, false})
 }
 
 // StepsOf says how the out-of-band steps of interface name of kind run.
@@ -379,26 +379,17 @@ func StepsOf(kind Kind, name Interface) StepMethod {
 // BIOSOf answers for a bios interface. An unknown name neither reads nor
 // applies settings.
 func BIOSOf(name Interface) BIOS {
-	if b, ok := implementations[KindBIOS][name].behaviour.(BIOS); ok {
-		return b
-	}
-	return biosBehaviour{}
+	return behaviourOf[BIOS](KindBIOS, name, biosBehaviour{})
 }
 
 // NetworkOf answers for a network interface. An unknown name records no
 // VIFs, as noop.
 func NetworkOf(name Interface) Network {
-	if n, ok := implementations[KindNetwork][name].behaviour.(Network); ok {
-		return n
-	}
-	return networkBehaviour{}
+	return behaviourOf[Network](KindNetwork, name, networkBehaviour{})
 }
 
 // InspectOf answers for an inspect interface. An unknown name inspects
 // in-band.
 func InspectOf(name Interface) Inspect {
-	if i, ok := implementations[KindInspect][name].behaviour.(Inspect); ok {
-		return i
-	}
-	return inspectBehaviour{InspectInBand}
+	return behaviourOf[Inspect](KindInspect, name, inspectBehaviour{InspectInBand})
 }
