@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -19,11 +20,12 @@ func unsupportedExtension(driver, extension string) error {
 }
 
 // SetBootMode sets the boot mode or the secure boot state through the BMC
-// and returns what it reads back (ActSetBootMode). fake-hardware keeps
-// what was asked, as Ironic's fake management interface does.
+// and returns what it reads back (ActSetBootMode). A type without a BMC
+// to set it in (fake-hardware) keeps what was asked, as Ironic's fake
+// management interface does.
 func (a *Activities) SetBootMode(ctx context.Context, in workflows.BootModeInput) (workflows.BootModeResult, error) {
 	var res workflows.BootModeResult
-	if in.Node.Driver == "fake-hardware" {
+	if ht, ok := hardware.Lookup(in.Node.Driver); ok && ht.RecordsBootModeAsAsked() {
 		res.BootMode, res.SecureBoot = in.BootMode, in.SecureBoot
 		return res, nil
 	}

@@ -26,7 +26,7 @@ func (a *Activities) recordAgentRAID(ctx context.Context, in workflows.AgentStep
 	if err != nil {
 		return storeErr(err, "read node %s", in.Agent.NodeUUID)
 	}
-	if hardware.Interface(n.RAIDInterface) != hardware.Agent {
+	if hardware.StepsOf(hardware.KindRAID, hardware.Interface(n.RAIDInterface)) != hardware.StepsInBand {
 		return nil
 	}
 	switch in.Step.Step {

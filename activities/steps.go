@@ -36,18 +36,20 @@ func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.Interfac
 		return err
 	}
 	impl := in.Node.StepInterfaces()[in.Step.Interface]
-	if in.Step.Interface == "bios" && impl == hardware.Redfish {
-		return a.runBIOSStep(ctx, in)
+	switch kind := hardware.Kind(in.Step.Interface); hardware.StepsOf(kind, impl) {
+	case hardware.StepsOutOfBand:
+		switch kind {
+		case hardware.KindBIOS:
+			return a.runBIOSStep(ctx, in)
+		case hardware.KindRAID:
+			return a.runRedfishRAID(ctx, in) // activities/raid.go
+		}
+	case hardware.StepsRecorded:
+		return a.history(ctx, in.Node.UUID, "", string(in.Kind), fmt.Sprintf("Step %s ran (fake %s interface: nothing to do)", in.Step.Name(), in.Step.Interface))
 	}
-	if in.Step.Interface == "raid" && impl == hardware.Redfish {
-		return a.runRedfishRAID(ctx, in) // activities/raid.go
-	}
-	if impl != hardware.Fake {
-		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s interface %q of node %s has no step %s", in.Step.Interface, impl, in.Node.UUID, in.Step.Step),
-			workflows.ErrTypeBMCUnsupported, nil)
-	}
-	return a.history(ctx, in.Node.UUID, "", string(in.Kind), fmt.Sprintf("Step %s ran (fake %s interface: nothing to do)", in.Step.Name(), in.Step.Interface))
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("%s interface %q of node %s has no step %s", in.Step.Interface, impl, in.Node.UUID, in.Step.Step),
+		workflows.ErrTypeBMCUnsupported, nil)
 }
 
 // stepPlanView is a plan's step as driver_internal_info keeps it (Ironic's

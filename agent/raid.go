@@ -10,6 +10,7 @@ import (
 	"github.com/diskfs/go-diskfs/partition/gpt"
 
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/hardware"
 )
 
 // Software RAID, as IPA's GenericHardwareManager does it
@@ -86,10 +87,10 @@ func (a *Agent) raidApplyConfiguration(ctx context.Context, cmd *command, args, 
 	return a.raidCreateConfiguration(ctx, cmd, map[string]any{"delete_existing": deleteExisting}, with)
 }
 
-// agentRAID reports whether the node the conductor sent uses the agent's
-// raid interface.
+// agentRAID reports whether the node the conductor sent uses a raid
+// interface whose steps the agent runs (raid agent).
 func agentRAID(node map[string]any) bool {
-	return str(node, "raid_interface") == "agent"
+	return hardware.StepsOf(hardware.KindRAID, hardware.Interface(str(node, "raid_interface"))) == hardware.StepsInBand
 }
 
 // raidVolume is one logical disk of target_raid_config.

@@ -123,14 +123,15 @@ func validateNode(n *store.Node, imageProblem string) map[string]map[string]any 
 	out["power"] = ok()
 	if known {
 		power := hardware.Interface(n.PowerInterface)
+		impl, _ := hardware.Implemented(hardware.KindPower, power)
 		if miss := ht.Missing(n.DriverInfo); len(miss) > 0 {
 			reason, worded := missingCredentials[power]
 			if !worded {
 				reason = missingProperties
 			}
 			out["power"] = fail(reason(n.UUID, miss))
-		} else if addr := str(n.DriverInfo, "redfish_address"); power == hardware.Redfish && !strings.Contains(addr, "://") && strings.ContainsAny(addr, " /") {
-			out["power"] = fail(fmt.Sprintf("Invalid Redfish address %s set in driver_info/redfish_address on node %s", addr, n.UUID))
+		} else if problem := impl.InfoProblem(n.UUID, n.DriverInfo); problem != "" {
+			out["power"] = fail(problem)
 		}
 	}
 	out["management"] = ok()
@@ -156,10 +157,10 @@ func validateNode(n *store.Node, imageProblem string) map[string]map[string]any 
 
 	// deploy: an image to write.
 	out["deploy"] = ok()
-	switch deploy := hardware.Interface(n.DeployInterface); hardware.DeployOf(deploy).Flow() {
+	switch flow := hardware.DeployOf(hardware.Interface(n.DeployInterface)).Flow(); flow {
 	case hardware.FlowAgent, hardware.FlowRamdisk, hardware.FlowInstaller:
 		key := "image_source"
-		if deploy == hardware.Ramdisk && (str(n.InstanceInfo, "boot_iso") != "" || str(n.InstanceInfo, "kernel") != "") {
+		if flow == hardware.FlowRamdisk && (str(n.InstanceInfo, "boot_iso") != "" || str(n.InstanceInfo, "kernel") != "") {
 			break
 		}
 		if str(n.InstanceInfo, key) == "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -54,10 +55,10 @@ func (s *server) setSecureBoot(c *gin.Context, n *store.Node) error {
 	if !ok {
 		return badRequest("Invalid secure boot state %s requested for node.", pyStr(body["target"]))
 	}
-	// IPMI has no secure boot: Ironic's ipmitool management refuses it
-	// with UnsupportedDriverExtension before anything is spawned.
-	if n.Driver == "ipmi" {
-		return badRequest("Driver ipmi does not support set_secure_boot_state (disabled or not implemented).")
+	// A type without secure boot (ipmi): Ironic's ipmitool management
+	// refuses it with UnsupportedDriverExtension before anything is spawned.
+	if ht, ok := hardware.Lookup(n.Driver); ok && !ht.SupportsSecureBoot() {
+		return unsupportedExtension(n, "set_secure_boot_state")
 	}
 	return s.startBootMode(c, n, workflows.BootModeRequest{NodeUUID: n.UUID, SecureBoot: &target, ConductorGroup: n.ConductorGroup},
 		fmt.Sprintf("Secure boot change to %v accepted", target))

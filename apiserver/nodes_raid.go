@@ -220,7 +220,8 @@ func wasWere(n int) string {
 // target RAID configuration (no-raid does not: Ironic's
 // UnsupportedDriverExtension).
 func raidSupported(iface string) bool {
-	return iface != "" && iface != string(hardware.NoRAID)
+	impl, _ := hardware.Implemented(hardware.KindRAID, hardware.Interface(iface))
+	return iface != "" && !impl.Refuses()
 }
 
 // setRAIDConfig is PUT /v1/nodes/{node}/states/raid (API 1.12): the body is
@@ -239,7 +240,7 @@ func (s *server) setRAIDConfig(c *gin.Context, n *store.Node) error {
 		if err := validateRAIDConfig(body); err != nil {
 			return err
 		}
-		if hardware.Interface(n.RAIDInterface) == hardware.Agent {
+		if hardware.StepsOf(hardware.KindRAID, hardware.Interface(n.RAIDInterface)) == hardware.StepsInBand {
 			if err := softwareRAIDOnly(n.UUID, body); err != nil {
 				return err
 			}

@@ -53,7 +53,7 @@ func vifOf(internal, extra map[string]any) string {
 
 func (s *server) listVIFs(c *gin.Context, n *store.Node) error {
 	vifs := []map[string]string{}
-	if networkInterface(n) == hardware.Flat {
+	if hardware.NetworkOf(networkInterface(n)).RecordsVIFs() {
 		ctx := c.Request.Context()
 		ports, err := s.store.ListPorts(ctx, store.PortFilter{NodeUUID: n.UUID})
 		if err != nil {
@@ -123,7 +123,7 @@ func (s *server) attachVIF(c *gin.Context, n *store.Node) error {
 	if err != nil {
 		return err
 	}
-	if networkInterface(n) != hardware.Flat {
+	if !hardware.NetworkOf(networkInterface(n)).RecordsVIFs() {
 		writeEmpty(c, http.StatusNoContent, "")
 		return nil
 	}
@@ -142,7 +142,7 @@ func (s *server) detachVIF(c *gin.Context, n *store.Node) error {
 	if !validVIFID(vif) {
 		return badRequest("Expected a logical name or UUID but received %s.", vif)
 	}
-	if networkInterface(n) != hardware.Flat {
+	if !hardware.NetworkOf(networkInterface(n)).RecordsVIFs() {
 		writeEmpty(c, http.StatusNoContent, "")
 		return nil
 	}

@@ -27,14 +27,10 @@ var vmediaDevices = []string{"disk", "cdrom", "floppy"}
 // vmediaSources are Ironic's image_download_source values.
 var vmediaSources = []string{"http", "local", "swift"}
 
-// supportsVirtualMedia: Ironic asks the node's management interface;
-// ironflow's redfish BMC driver inserts virtual media, and so does the
-// fake one (fake-hardware), as Ironic's fake management interface does.
+// supportsVirtualMedia: Ironic asks the node's management interface
+// (hardware.SupportsVirtualMedia).
 func supportsVirtualMedia(n *store.Node) bool {
-	if ht, ok := hardware.Lookup(n.Driver); ok && ht.Has(hardware.CapVirtualMedia) {
-		return true
-	}
-	return n.ManagementInterface == string(hardware.Fake)
+	return hardware.SupportsVirtualMedia(n.Driver, hardware.Interface(n.ManagementInterface))
 }
 
 // unsupportedExtension is Ironic's UnsupportedDriverExtension (400).

@@ -27,7 +27,7 @@ func (s *server) checkPortInGroup(ctx context.Context, p *store.Port, changed bo
 		return nil
 	}
 	n, err := s.store.GetNode(ctx, p.NodeUUID)
-	if err != nil || networkInterface(n) != hardware.Flat {
+	if err != nil || !hardware.NetworkOf(networkInterface(n)).RecordsVIFs() {
 		return nil // an unknown node is the store's error to report
 	}
 	g, err := s.store.GetPortgroup(ctx, *p.PortgroupUUID)
@@ -55,7 +55,7 @@ func (s *server) checkStandalonePorts(ctx context.Context, g *store.Portgroup) e
 	if err != nil {
 		return fmt.Errorf("get node %s: %w", g.NodeUUID, err)
 	}
-	if networkInterface(n) != hardware.Flat {
+	if !hardware.NetworkOf(networkInterface(n)).RecordsVIFs() {
 		return nil
 	}
 	ports, err := s.store.ListPorts(ctx, store.PortFilter{PortgroupUUID: g.UUID})

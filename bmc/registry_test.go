@@ -9,8 +9,10 @@ import (
 // TestEveryHardwareTypeHasItsBMCDriver checks the registry's power and
 // management interfaces against the code that serves them: each hardware
 // type has a BMC driver here (and each driver a hardware type), the driver
-// builds from the type's required keys alone, and a type that advertises
-// out-of-band inspection has a driver that implements Inspector.
+// builds from the type's required keys alone, a type that advertises
+// out-of-band inspection has a driver that implements Inspector, and one
+// that supports secure boot (and does not record it as asked) a driver that
+// implements SecureBooter.
 func TestEveryHardwareTypeHasItsBMCDriver(t *testing.T) {
 	for name := range factories {
 		if _, ok := hardware.Lookup(name); !ok {
@@ -34,6 +36,10 @@ func TestEveryHardwareTypeHasItsBMCDriver(t *testing.T) {
 		}
 		if _, ok := d.(Inspector); ok != ht.Has(hardware.CapOutOfBandInspection) {
 			t.Errorf("%s: driver implements Inspector %v, registry says out-of-band inspection %v", name, ok, !ok)
+		}
+		// A type that records the boot mode as asked needs no driver for it.
+		if _, ok := d.(SecureBooter); !ht.RecordsBootModeAsAsked() && ok != ht.SupportsSecureBoot() {
+			t.Errorf("%s: driver implements SecureBooter %v, registry says secure boot %v", name, ok, !ok)
 		}
 		d.Close()
 		if len(ht.Required()) > 0 {

@@ -6,7 +6,9 @@
 // implements is declared once with the code that serves it and what the
 // workflows may ask of it. The API (GET /v1/drivers, node validation,
 // enabled_*_interfaces), the BMC drivers, the activities and the workflows
-// all read this package instead of comparing names.
+// all read this package instead of comparing names; comparisons_test.go
+// fails when code outside hardware/, bmc/ and vbmc/ compares a driver or
+// an interface against a registered name.
 //
 // The package is a table and the questions asked of it: it does no I/O and
 // imports nothing of ironflow, so that the deterministic workflows can

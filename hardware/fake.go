@@ -21,6 +21,6 @@ func init() {
 			KindRescue: {Fake, NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {Fake, NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk"},
-		Capabilities: []Capability{CapInMemoryBMC},
+		Capabilities: []Capability{CapInMemoryBMC, CapSecureBoot},
 	})
 }

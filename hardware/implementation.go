@@ -17,9 +17,33 @@ type Implementation struct {
 	// Keys are the driver_info keys it reads; a hardware type that
 	// supports it shows them among its properties.
 	Keys []Key
-	// behaviour answers the kind's questions: a Boot, Deploy or Inspect
-	// for those kinds, nil for the others.
+	// behaviour answers the kind's questions: a Boot, Deploy, Rescue,
+	// Inspect, BIOS or Network for those kinds, nil for the others.
 	behaviour any
+	// steps is how the interface's out-of-band steps run (StepsOf).
+	steps StepMethod
+	// refuses: Ironic's no-<kind> interface, which refuses its kind's
+	// operations (Refuses).
+	refuses bool
+	// checkInfo words what is wrong with a node's driver_info for this
+	// interface, "" when nothing is (InfoProblem).
+	checkInfo func(node string, info map[string]any) string
+}
+
+// Refuses reports whether the implementation is Ironic's no-<kind>
+// interface (no-raid, no-bios, ...), which refuses the kind's operations
+// with UnsupportedDriverExtension. An unknown interface (the zero
+// Implementation) does not refuse.
+func (impl Implementation) Refuses() bool { return impl.refuses }
+
+// InfoProblem is what the implementation finds wrong with a node's
+// driver_info beyond missing keys, worded as Ironic's interface of that
+// name words it; "" when nothing is.
+func (impl Implementation) InfoProblem(node string, info map[string]any) string {
+	if impl.checkInfo == nil {
+		return ""
+	}
+	return impl.checkInfo(node, info)
 }
 
 // UsesBMC reports whether the implementation drives the hardware type's
@@ -96,6 +120,43 @@ type Inspect interface {
 	Method() InspectMethod
 }
 
+// StepMethod is how an interface's out-of-band steps (the bios, raid and
+// firmware interfaces' clean, service and deploy steps) run.
+type StepMethod int
+
+const (
+	// StepsNone: the interface has no steps of its own (no-bios, no-raid,
+	// no-firmware, and an unknown interface).
+	StepsNone StepMethod = iota
+	// StepsRecorded: its steps do nothing and say so in the node's
+	// history, as Ironic's fake interfaces' do (fake).
+	StepsRecorded
+	// StepsOutOfBand: the hardware type's BMC driver runs them (redfish).
+	StepsOutOfBand
+	// StepsInBand: the agent runs them on the machine (raid agent: the
+	// agent's software RAID steps).
+	StepsInBand
+)
+
+// BIOS is what the workflows ask of a node's bios interface.
+type BIOS interface {
+	// CachesSettings reports whether the interface reads the machine's
+	// BIOS settings, which the workflows cache when a node is verified,
+	// cleaned or serviced (Ironic's cache_bios_settings).
+	CachesSettings() bool
+	// AppliesAtReboot reports whether its steps (apply_configuration,
+	// factory_reset) reboot the machine for the firmware to apply them.
+	AppliesAtReboot() bool
+}
+
+// Network is what the API asks of a node's network interface.
+type Network interface {
+	// RecordsVIFs reports whether attaching a VIF records it on a port or
+	// port group (flat: internal_info.tenant_vif_port_id); otherwise
+	// attach and detach are accepted and do nothing (noop).
+	RecordsVIFs() bool
+}
+
 type bootBehaviour struct{ virtualMedia bool }
 
 func (b bootBehaviour) VirtualMedia() bool { return b.virtualMedia }
@@ -140,6 +201,15 @@ type inspectBehaviour struct{ method InspectMethod }
 
 func (i inspectBehaviour) Method() InspectMethod { return i.method }
 
+type biosBehaviour struct{ cachesSettings, appliesAtReboot bool }
+
+func (b biosBehaviour) CachesSettings() bool  { return b.cachesSettings }
+func (b biosBehaviour) AppliesAtReboot() bool { return b.appliesAtReboot }
+
+type networkBehaviour struct{ recordsVIFs bool }
+
+func (n networkBehaviour) RecordsVIFs() bool { return n.recordsVIFs }
+
 // implementations are every interface ironflow implements, per kind.
 // Interfaces Ironic has and ironflow does not run (vendor passthru,
 // consoles) are
@@ -158,13 +228,16 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 		}
 		impls[kind][name] = Implementation{Kind: kind, Name: name, Served: served, Needs: needs, Keys: keys, behaviour: behaviour}
 	}
+	// set changes what implement declared.
+	set := func(kind Kind, name Interface, change func(*Implementation)) {
+		impl := impls[kind][name]
+		change(&impl)
+		impls[kind][name] = impl
+	}
 	for kind, names := range map[Kind][]Interface{
 		KindBIOS: {NoBIOS, Fake}, KindConsole: {NoConsole, Fake}, KindFirmware: {NoFirmware, Fake},
 		KindRAID: {NoRAID, Fake}, KindVendor: {NoVendor, Fake},
 		KindStorage: {Noop},
-		// ironflow's DHCP and boot services serve one flat provisioning
-		// network: no port binding to do, which is what noop and flat mean.
-		KindNetwork: {Noop, Flat},
 		// noop management: boot devices are still set through the BMC
 		// driver when a workflow needs them.
 		KindManagement: {Noop},
@@ -173,6 +246,16 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 			implement(kind, name, servedByNothing, "", nil)
 		}
 	}
+	// The fake bios, raid and firmware interfaces' steps do nothing and
+	// say so (activities RunInterfaceStep), as Ironic's fake interfaces'.
+	for _, kind := range []Kind{KindBIOS, KindRAID, KindFirmware} {
+		set(kind, Fake, func(impl *Implementation) { impl.steps = StepsRecorded })
+	}
+	// ironflow's DHCP and boot services serve one flat provisioning
+	// network: no port binding to do, which is what noop and flat mean;
+	// flat records the VIFs attached to the node's ports.
+	implement(KindNetwork, Noop, servedByNothing, "", networkBehaviour{})
+	implement(KindNetwork, Flat, servedByNothing, "", networkBehaviour{recordsVIFs: true})
 	// The fake boot interface is served as network boot too; it declares no
 	// agent-image keys, so that validation checks none, as Ironic's fake
 	// boot interface does.
@@ -194,13 +277,25 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	implement(KindInspect, NoInspect, servedByNothing, "", inspectBehaviour{InspectNothing})
 	implement(KindInspect, Fake, servedByNothing, "", inspectBehaviour{InspectNothing})
 	implement(KindInspect, Agent, "workflows InspectNode: the agent's inventory", "", inspectBehaviour{InspectInBand})
-	implement(KindBIOS, Redfish, "activities RunInterfaceStep: the BMC driver's BIOS settings (bmc.BIOSConfigurer)", "", nil)
+	// The BMC reads the BIOS settings and applies new ones when the
+	// machine reboots (activities/bios.go).
+	implement(KindBIOS, Redfish, "activities RunInterfaceStep: the BMC driver's BIOS settings (bmc.BIOSConfigurer)", "", biosBehaviour{cachesSettings: true, appliesAtReboot: true})
+	set(KindBIOS, Redfish, func(impl *Implementation) { impl.steps = StepsOutOfBand })
 	// Software RAID built in-band by the agent's raid.create_configuration
 	// and delete_configuration clean steps (agent/raid.go), as Ironic's
 	// AgentRAID; the conductor records the agent's result in raid_config
 	// (activities/raid_agent.go).
 	implement(KindRAID, Agent, "activities RunAgentStep: the agent's software RAID steps (agent/raid.go)", "", nil)
+	set(KindRAID, Agent, func(impl *Implementation) { impl.steps = StepsInBand })
 	implement(KindInspect, Redfish, "workflows InspectNode: the BMC driver's inventory (bmc.Inspector)", CapOutOfBandInspection, inspectBehaviour{InspectOutOfBand})
+
+	// Ironic's no-<kind> interfaces refuse their kind's operations.
+	for kind, name := range map[Kind]Interface{
+		KindBIOS: NoBIOS, KindConsole: NoConsole, KindFirmware: NoFirmware, KindInspect: NoInspect,
+		KindRAID: NoRAID, KindRescue: NoRescue, KindVendor: NoVendor,
+	} {
+		set(kind, name, func(impl *Implementation) { impl.refuses = true })
+	}
 	return impls
 }
 
@@ -225,7 +320,20 @@ func ImplementBMCStep(kind Kind, name Interface) {
 	if implementations[kind] == nil {
 		implementations[kind] = map[Interface]Implementation{}
 	}
-	implementations[kind][name] = Implementation{Kind: kind, Name: name, Served: servedByBMC}
+	implementations[kind][name] = Implementation{Kind: kind, Name: name, Served: servedByBMC, steps: StepsOutOfBand}
+}
+
+// CheckInfo declares how the BMC interface name of kind words a problem
+// with a node's driver_info beyond missing keys (InfoProblem). Like
+// ImplementBMC it is called from the hardware type's init, after
+// ImplementBMC.
+func CheckInfo(kind Kind, name Interface, check func(node string, info map[string]any) string) {
+	impl, ok := implementations[kind][name]
+	if !ok {
+		panic("hardware: CheckInfo of " + string(kind) + " interface " + string(name) + ", which is not implemented")
+	}
+	impl.checkInfo = check
+	implementations[kind][name] = impl
 }
 
 // Implemented returns the implementation of interface name for kind, if
@@ -235,38 +343,53 @@ func Implemented(kind Kind, name Interface) (Implementation, bool) {
 	return impl, ok
 }
 
+// behaviourOf is what interface name of kind answers, or unknown when
+// ironflow does not implement it.
+func behaviourOf[B any](kind Kind, name Interface, unknown B) B {
+	if b, ok := implementations[kind][name].behaviour.(B); ok {
+		return b
+	}
+	return unknown
+}
+
 // BootOf answers for a boot interface. An unknown name boots from the
 // network.
 func BootOf(name Interface) Boot {
-	if b, ok := implementations[KindBoot][name].behaviour.(Boot); ok {
-		return b
-	}
-	return bootBehaviour{}
+	return behaviourOf[Boot](KindBoot, name, bootBehaviour{})
 }
 
 // DeployOf answers for a deploy interface. An unknown name writes nothing,
 // as fake does, but its boot is removed after a failure all the same.
 func DeployOf(name Interface) Deploy {
-	if d, ok := implementations[KindDeploy][name].behaviour.(Deploy); ok {
-		return d
-	}
-	return deployBehaviour{flow: FlowNone, preparesBoot: true}
+	return behaviourOf[Deploy](KindDeploy, name, deployBehaviour{flow: FlowNone, preparesBoot: true})
 }
 
 // RescueOf answers for a rescue interface. An unknown name refuses
 // rescue.
 func RescueOf(name Interface) Rescue {
-	if r, ok := implementations[KindRescue][name].behaviour.(Rescue); ok {
-		return r
-	}
-	return rescueBehaviour{RescueNothing, false}
+	return behaviourOf[Rescue](KindRescue, name, rescueBehaviour{RescueNothing, false})
+}
+
+// StepsOf says how the out-of-band steps of interface name of kind run.
+// An unknown name has none.
+func StepsOf(kind Kind, name Interface) StepMethod {
+	return implementations[kind][name].steps
+}
+
+// BIOSOf answers for a bios interface. An unknown name neither reads nor
+// applies settings.
+func BIOSOf(name Interface) BIOS {
+	return behaviourOf[BIOS](KindBIOS, name, biosBehaviour{})
+}
+
+// NetworkOf answers for a network interface. An unknown name records no
+// VIFs, as noop.
+func NetworkOf(name Interface) Network {
+	return behaviourOf[Network](KindNetwork, name, networkBehaviour{})
 }
 
 // InspectOf answers for an inspect interface. An unknown name inspects
 // in-band.
 func InspectOf(name Interface) Inspect {
-	if i, ok := implementations[KindInspect][name].behaviour.(Inspect); ok {
-		return i
-	}
-	return inspectBehaviour{InspectInBand}
+	return behaviourOf[Inspect](KindInspect, name, inspectBehaviour{InspectInBand})
 }

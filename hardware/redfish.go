@@ -1,5 +1,10 @@
 package hardware
 
+import (
+	"fmt"
+	"strings"
+)
+
 // redfish is Ironic's redfish hardware type: power, boot device, virtual
 // media and out-of-band inspection through the BMC's Redfish service
 // (bmc/redfish.go, bmc/redfish_inspect.go), BIOS settings as clean and
@@ -8,6 +13,7 @@ package hardware
 // through its Storage Volumes (bmc/redfish_raid.go).
 func init() {
 	ImplementBMC(Redfish)
+	CheckInfo(KindPower, Redfish, redfishAddressProblem)
 	ImplementBMCStep(KindFirmware, Redfish)
 	ImplementBMCStep(KindRAID, Redfish)
 	Register(Type{
@@ -31,6 +37,17 @@ func init() {
 			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk", "cdrom", "bios"},
-		Capabilities: []Capability{CapVirtualMedia, CapOutOfBandInspection},
+		Capabilities: []Capability{CapVirtualMedia, CapOutOfBandInspection, CapSecureBoot},
 	})
+}
+
+// redfishAddressProblem refuses a redfish_address that names no scheme yet
+// holds a space or a slash, which is no host, as Ironic's redfish power
+// interface does when it validates the node.
+func redfishAddressProblem(node string, info map[string]any) string {
+	addr, _ := Text(info, "redfish_address")
+	if strings.Contains(addr, "://") || !strings.ContainsAny(addr, " /") {
+		return ""
+	}
+	return fmt.Sprintf("Invalid Redfish address %s set in driver_info/redfish_address on node %s", addr, node)
 }

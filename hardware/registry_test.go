@@ -167,3 +167,77 @@ func TestBehaviourQueries(t *testing.T) {
 		}
 	}
 }
+
+// TestCapabilityQuestions: what the API, the activities and the workflows
+// ask of a hardware type or an interface instead of comparing its name.
+func TestCapabilityQuestions(t *testing.T) {
+	for name, want := range map[string]struct{ secureBoot, asAsked, vmedia, vmediaNoop bool }{
+		"ipmi":          {false, false, false, false},
+		"redfish":       {true, false, true, true},
+		"fake-hardware": {true, true, true, false},
+	} {
+		ht, _ := Lookup(name)
+		mgmt := ht.Default(KindManagement)
+		got := struct{ secureBoot, asAsked, vmedia, vmediaNoop bool }{
+			ht.SupportsSecureBoot(), ht.RecordsBootModeAsAsked(), SupportsVirtualMedia(name, mgmt), SupportsVirtualMedia(name, Noop),
+		}
+		if got != want {
+			t.Errorf("%s: secure boot, boot mode as asked, virtual media (%s, noop) %+v, want %+v", name, mgmt, got, want)
+		}
+	}
+	if !SupportsVirtualMedia("unknown", Fake) || SupportsVirtualMedia("unknown", IPMITool) {
+		t.Error("virtual media of an unknown type follows its management interface")
+	}
+
+	for _, c := range []struct {
+		kind Kind
+		name Interface
+		want StepMethod
+	}{
+		{KindBIOS, Fake, StepsRecorded}, {KindRAID, Fake, StepsRecorded}, {KindFirmware, Fake, StepsRecorded},
+		{KindBIOS, Redfish, StepsOutOfBand}, {KindRAID, Redfish, StepsOutOfBand}, {KindFirmware, Redfish, StepsOutOfBand},
+		{KindRAID, Agent, StepsInBand},
+		{KindBIOS, NoBIOS, StepsNone}, {KindRAID, NoRAID, StepsNone}, {KindFirmware, NoFirmware, StepsNone},
+		{KindRAID, "unknown", StepsNone}, {KindPower, Redfish, StepsNone},
+	} {
+		if got := StepsOf(c.kind, c.name); got != c.want {
+			t.Errorf("StepsOf(%s, %s) = %v, want %v", c.kind, c.name, got, c.want)
+		}
+	}
+
+	for iface, want := range map[Interface]bool{Redfish: true, Fake: false, NoBIOS: false, "unknown": false} {
+		if b := BIOSOf(iface); b.CachesSettings() != want || b.AppliesAtReboot() != want {
+			t.Errorf("bios %s: caches %v, applies at reboot %v, want %v", iface, b.CachesSettings(), b.AppliesAtReboot(), want)
+		}
+	}
+	for iface, want := range map[Interface]bool{Flat: true, Noop: false, "unknown": false} {
+		if got := NetworkOf(iface).RecordsVIFs(); got != want {
+			t.Errorf("network %s records VIFs %v, want %v", iface, got, want)
+		}
+	}
+
+	for _, c := range []struct {
+		kind Kind
+		name Interface
+		want bool
+	}{
+		{KindRAID, NoRAID, true}, {KindBIOS, NoBIOS, true}, {KindRescue, NoRescue, true},
+		{KindRAID, Fake, false}, {KindRAID, Agent, false}, {KindRAID, Redfish, false}, {KindRAID, "unknown", false},
+	} {
+		impl, _ := Implemented(c.kind, c.name)
+		if impl.Refuses() != c.want {
+			t.Errorf("%s %s refuses %v, want %v", c.kind, c.name, impl.Refuses(), c.want)
+		}
+	}
+
+	power, _ := Implemented(KindPower, Redfish)
+	for addr, bad := range map[string]bool{"10.0.0.1": false, "https://bmc/redfish": false, "bmc host": true, "bmc/x": true, "": false} {
+		got := power.InfoProblem("n1", map[string]any{"redfish_address": addr})
+		if want := "Invalid Redfish address " + addr + " set in driver_info/redfish_address on node n1"; (got != "") != bad || bad && got != want {
+			t.Errorf("redfish address %q: %q", addr, got)
+		}
+	}
+	if ipmi, _ := Implemented(KindPower, IPMITool); ipmi.InfoProblem("n1", map[string]any{"redfish_address": "a b"}) != "" {
+		t.Error("ipmitool checks redfish_address")
+	}
+}

@@ -24,6 +24,9 @@ const (
 	// machine in the worker's memory, so its calls run as local activities
 	// and a key marked DefaultsToNodeUUID tells the machines apart.
 	CapInMemoryBMC Capability = "in_memory_bmc"
+	// CapSecureBoot: the type's management sets the machine's UEFI secure
+	// boot state (Ironic's set_secure_boot_state; bmc.SecureBooter).
+	CapSecureBoot Capability = "secure_boot"
 )
 
 // Key is one driver_info key a hardware type reads.
@@ -72,6 +75,29 @@ func (t *Type) Supports(kind Kind, name Interface) bool {
 
 // Has reports whether the type has capability c.
 func (t *Type) Has(c Capability) bool { return slices.Contains(t.Capabilities, c) }
+
+// SupportsSecureBoot reports whether a node of this type may have its
+// secure boot state set (PUT .../states/secure_boot). ipmi may not: Ironic's
+// ipmitool management refuses it with UnsupportedDriverExtension.
+func (t *Type) SupportsSecureBoot() bool { return t.Has(CapSecureBoot) }
+
+// RecordsBootModeAsAsked reports whether a boot mode or secure boot change
+// is recorded as asked rather than set through a BMC and read back: an
+// in-memory BMC has no firmware to set it in, and Ironic's fake
+// management interface keeps what it is given.
+func (t *Type) RecordsBootModeAsAsked() bool { return t.Has(CapInMemoryBMC) }
+
+// SupportsVirtualMedia reports whether a node of hardware type driver,
+// managed through its management interface, inserts virtual media on
+// request (API 1.89's vmedia): the type's BMC does (redfish), or the
+// management interface is fake, which accepts it as Ironic's fake
+// management interface does. Ironic asks the node's management interface.
+func SupportsVirtualMedia(driver string, management Interface) bool {
+	if t, ok := Lookup(driver); ok && t.Has(CapVirtualMedia) {
+		return true
+	}
+	return management == Fake
+}
 
 // AllKeys returns every driver_info key a node of this type may use: the
 // type's own, then those of the interfaces it supports, in Ironic's kind

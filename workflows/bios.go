@@ -18,7 +18,7 @@ const ActCacheBIOSSettings = "CacheBIOSSettings"
 // and when cleaning starts. A failure is logged, not the operation's, as in
 // Ironic.
 func (r *run) cacheBIOS() {
-	if r.node.BIOSInterface != hardware.Redfish {
+	if !hardware.BIOSOf(r.node.BIOSInterface).CachesSettings() {
 		return
 	}
 	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
@@ -30,7 +30,7 @@ func (r *run) cacheBIOS() {
 // do_node_clean caches the BIOS settings for manual and automated cleaning
 // alike.
 func (r *run) cacheBIOSManual() {
-	if r.node.BIOSInterface != hardware.Redfish {
+	if !hardware.BIOSOf(r.node.BIOSInterface).CachesSettings() {
 		return
 	}
 	r.cacheBIOSNow()
@@ -42,7 +42,7 @@ func (r *run) cacheBIOSManual() {
 // once they ran (activities/bios.go), as Ironic's cache_bios_settings
 // decorator does after a bios step.
 func (r *run) cacheBIOSService() {
-	if r.node.BIOSInterface != hardware.Redfish {
+	if !hardware.BIOSOf(r.node.BIOSInterface).CachesSettings() {
 		return
 	}
 	r.cacheBIOSNow()
@@ -62,7 +62,7 @@ func (r *run) cacheBIOSNow() {
 // cleaning or a servicing that booted the agent, a deploy step between
 // deploy.deploy and deploy.tear_down_agent).
 func (r *run) biosStepUnderAgent(s Step, underAgent bool) bool {
-	return s.Interface == "bios" && r.node.BIOSInterface == hardware.Redfish && underAgent
+	return s.Interface == "bios" && hardware.BIOSOf(r.node.BIOSInterface).AppliesAtReboot() && underAgent
 }
 
 // biosStepWithAgent runs a bios step that reboots the node while the agent

@@ -223,7 +223,7 @@ func CheckDeploySteps(user []UserStep, cached []Step, ifaces map[string]hardware
 		return err
 	}
 	for _, u := range user {
-		if u.StepID != StepFirmwareUpdate || (u.HasPriority && u.Priority == 0) || ifaces["firmware"] != hardware.Redfish {
+		if u.StepID != StepFirmwareUpdate || (u.HasPriority && u.Priority == 0) || hardware.StepsOf(hardware.KindFirmware, ifaces["firmware"]) != hardware.StepsOutOfBand {
 			continue
 		}
 		if _, err := ParseFirmwareSettings(u.Args); err != nil {

@@ -146,7 +146,7 @@ func WithAgentInterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface
 	if kind == StepKindDeploy {
 		add = agentRAIDDeploySteps
 	}
-	if (kind != StepKindClean && kind != StepKindDeploy) || ifaces["raid"] != hardware.Agent {
+	if (kind != StepKindClean && kind != StepKindDeploy) || hardware.StepsOf(hardware.KindRAID, ifaces["raid"]) != hardware.StepsInBand {
 		return agentSteps
 	}
 	out := append([]Step(nil), agentSteps...)
