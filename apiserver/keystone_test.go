@@ -271,6 +271,31 @@ func ksRows(t *testing.T) []ksRow {
 	return rows
 }
 
+// The keystone rows' data names routes and rules of the table: a body
+// or a rule left behind by a changed route would go unused.
+func TestKeystoneRowsUseTheirData(t *testing.T) {
+	ops, rules := map[string]bool{}, map[string]bool{}
+	for _, rt := range (&server{}).routeTable() {
+		for _, o := range rt.ops {
+			ops[o.method+" "+rt.path] = rt.auth == authUser
+		}
+	}
+	for _, row := range ksRows(t) {
+		rules[row.rule] = true
+	}
+	for k := range ksBodies {
+		if !ops[k] {
+			t.Errorf("ksBodies: %s is no authenticated route of the table", k)
+		}
+	}
+	for r := range ksWho {
+		// node:delete's caller is told about delete:self_owned_node.
+		if !rules[r] && r != "baremetal:node:delete" {
+			t.Errorf("ksWho: no row is told about %s", r)
+		}
+	}
+}
+
 // ksRunbookRoute: the runbook routes, checked by RunbookByPersona.
 func ksRunbookRoute(rr routeRule) bool {
 	switch rr.kind {
@@ -848,7 +873,7 @@ func ksInvalidScope(rule string) (string, bool) {
 	return "", false
 }
 
-// routePattern turns a table path back into server.go's pattern.
+// routePattern turns a keystone table path back into its route pattern.
 func routePattern(p string) string {
 	parts := strings.Split(p, "/")
 	for i, s := range parts {
