@@ -18,9 +18,7 @@ import (
 type stepsKind[T any] struct {
 	what     string // "deploy template": messages
 	title    string // "Deploy template": the not-found message
-	plural   string // "deploy templates": the version message
 	path     string // "deploy_templates": under /v1/
-	since    int
 	res      *resource[T, stepListQuery]
 	defaults []string
 	blank    func() *T
@@ -41,8 +39,8 @@ type stepsKind[T any] struct {
 }
 
 var templateKind = &stepsKind[deployTemplate]{
-	what: "deploy template", title: "Deploy template", plural: "deploy templates", path: "deploy_templates",
-	since: v55DeployTemplates, res: templateResource, defaults: templateDefaultFields,
+	what: "deploy template", title: "Deploy template", path: "deploy_templates",
+	res: templateResource, defaults: templateDefaultFields,
 	blank: func() *deployTemplate { return &deployTemplate{Extra: map[string]any{}} },
 	uuid:  func(t *deployTemplate) string { return t.UUID },
 	name:  func(t *deployTemplate) string { return t.Name },
@@ -66,20 +64,6 @@ var templateKind = &stepsKind[deployTemplate]{
 
 func (k *stepsKind[T]) notFound(ident string) *apiError {
 	return errorf(http.StatusNotFound, "%s %s could not be found.", k.title, ident)
-}
-
-// gate hides the resource below its microversion as Ironic's _route does:
-// 404 for a GET, 405 for the other methods.
-func (k *stepsKind[T]) gate(h handler) handler {
-	return func(c *gin.Context) error {
-		if ver(c) < k.since {
-			if c.Request.Method == http.MethodGet {
-				return resourceNotFound()
-			}
-			return errorf(http.StatusMethodNotAllowed, "The API version does not allow %s", k.plural)
-		}
-		return h(c)
-	}
 }
 
 // load finds the object /v1/{path}/{ident} names, by UUID or name.
@@ -191,21 +175,4 @@ func (k *stepsKind[T]) deleteHandler(s *server) handler {
 		writeEmpty(c, http.StatusNoContent, "")
 		return nil
 	}
-}
-
-// routes serves /v1/{path}[/{ident}].
-func (k *stepsKind[T]) routes(s *server, a *gin.RouterGroup) {
-	h := func(hd handler) gin.HandlerFunc { return s.handle(k.gate(hd)) }
-	a.GET("/"+k.path, h(k.listHandler(s)))
-	a.POST("/"+k.path, h(k.createHandler(s)))
-	a.GET("/"+k.path+"/:ident", h(k.show(s)))
-	a.PATCH("/"+k.path+"/:ident", h(k.patchHandler(s)))
-	a.DELETE("/"+k.path+"/:ident", h(k.deleteHandler(s)))
-}
-
-// deployTemplateRoutes serves the deploy templates (API 1.55) and the
-// runbooks (API 1.92).
-func (s *server) deployTemplateRoutes(a *gin.RouterGroup) {
-	templateKind.routes(s, a)
-	runbookKind.routes(s, a)
 }

@@ -74,6 +74,7 @@ const (
 	onRunbookCreate
 )
 
+// routeRule is the policy of one route's operation (its op in routes.go).
 type routeRule struct {
 	kind routeKind
 	rule string
@@ -82,155 +83,40 @@ type routeRule struct {
 	list string
 }
 
-// routeRules maps every authenticated route (method and gin pattern) to
-// Ironic's rule for it: the operations each rule of
-// ironic/common/policy.py lists. TestEveryRouteHasAPolicyRule fails for a
-// route missing here; under the keystone strategy such a route is refused.
-var routeRules = map[string]routeRule{
-	"GET /v1/nodes":                                        {kind: onNodeList, list: "baremetal:node:list"},
-	"GET /v1/nodes/detail":                                 {kind: onNodeList, list: "baremetal:node:list"},
-	"POST /v1/nodes":                                       {kind: onNodeCreate, rule: "baremetal:node:create"},
-	"GET /v1/nodes/:node":                                  {kind: onNode, rule: "baremetal:node:get"},
-	"PATCH /v1/nodes/:node":                                {kind: onNodePatch},
-	"DELETE /v1/nodes/:node":                               {kind: onNodeDelete, rule: "baremetal:node:delete"},
-	"GET /v1/nodes/:node/validate":                         {kind: onNode, rule: "baremetal:node:validate"},
-	"GET /v1/nodes/:node/states":                           {kind: onNode, rule: "baremetal:node:get_states"},
-	"PUT /v1/nodes/:node/states/provision":                 {kind: onNodeProvision, rule: "baremetal:node:set_provision_state"},
-	"PUT /v1/nodes/:node/states/power":                     {kind: onNode, rule: "baremetal:node:set_power_state"},
-	"PUT /v1/nodes/:node/states/boot_mode":                 {kind: onNode, rule: "baremetal:node:set_boot_mode"},
-	"PUT /v1/nodes/:node/states/secure_boot":               {kind: onNode, rule: "baremetal:node:set_secure_boot"},
-	"PUT /v1/nodes/:node/states/raid":                      {kind: onNode, rule: "baremetal:node:set_raid_state"},
-	"PUT /v1/nodes/:node/maintenance":                      {kind: onNode, rule: "baremetal:node:set_maintenance"},
-	"DELETE /v1/nodes/:node/maintenance":                   {kind: onNode, rule: "baremetal:node:clear_maintenance"},
-	"GET /v1/nodes/:node/management/boot_device":           {kind: onNode, rule: "baremetal:node:get_boot_device"},
-	"PUT /v1/nodes/:node/management/boot_device":           {kind: onNode, rule: "baremetal:node:set_boot_device"},
-	"GET /v1/nodes/:node/management/boot_device/supported": {kind: onNode, rule: "baremetal:node:get_boot_device"},
-	"GET /v1/nodes/:node/history":                          {kind: onNode, rule: "baremetal:node:history:get"},
-	"GET /v1/nodes/:node/history/:event":                   {kind: onNode, rule: "baremetal:node:history:get"},
-	"GET /v1/nodes/:node/inventory":                        {kind: onNode, rule: "baremetal:node:inventory:get"},
-	"GET /v1/nodes/:node/children":                         {kind: onNodeSubList, rule: "baremetal:node:get", list: "baremetal:node:list"},
-	"POST /v1/nodes/:node/vmedia":                          {kind: onNode, rule: "baremetal:node:vmedia:attach"},
-	"DELETE /v1/nodes/:node/vmedia":                        {kind: onNode, rule: "baremetal:node:vmedia:detach"},
-	"GET /v1/nodes/:node/vmedia":                           {kind: onNode, rule: "baremetal:node:get"},
-	"GET /v1/nodes/:node/traits":                           {kind: onNode, rule: "baremetal:node:traits:list"},
-	"PUT /v1/nodes/:node/traits":                           {kind: onNode, rule: "baremetal:node:traits:set"},
-	"DELETE /v1/nodes/:node/traits":                        {kind: onNode, rule: "baremetal:node:traits:delete"},
-	"PUT /v1/nodes/:node/traits/:trait":                    {kind: onNode, rule: "baremetal:node:traits:set"},
-	"DELETE /v1/nodes/:node/traits/:trait":                 {kind: onNode, rule: "baremetal:node:traits:delete"},
-	"GET /v1/nodes/:node/vifs":                             {kind: onNode, rule: "baremetal:node:vif:list"},
-	"POST /v1/nodes/:node/vifs":                            {kind: onNode, rule: "baremetal:node:vif:attach"},
-	"DELETE /v1/nodes/:node/vifs/:vif":                     {kind: onNode, rule: "baremetal:node:vif:detach"},
-	"GET /v1/nodes/:node/bios":                             {kind: onNode, rule: "baremetal:node:bios:get"},
-	"GET /v1/nodes/:node/bios/:setting":                    {kind: onNode, rule: "baremetal:node:bios:get"},
-	"GET /v1/nodes/:node/firmware":                         {kind: onNode, rule: "baremetal:node:firmware:get"},
-	"GET /v1/nodes/:node/ports":                            {kind: onNodeSubList, rule: "baremetal:port:get", list: "baremetal:port:list"},
-	"GET /v1/nodes/:node/ports/detail":                     {kind: onNodeSubList, rule: "baremetal:port:get", list: "baremetal:port:list"},
-	"GET /v1/nodes/:node/portgroups":                       {kind: onNodeSubList, rule: "baremetal:portgroup:get", list: "baremetal:portgroup:list"},
-	"GET /v1/nodes/:node/portgroups/detail":                {kind: onNodeSubList, rule: "baremetal:portgroup:get", list: "baremetal:portgroup:list"},
-	"GET /v1/nodes/:node/volume":                           {kind: onNode, rule: "baremetal:volume:get"},
-	"GET /v1/nodes/:node/volume/connectors":                {kind: onNodeSubList, rule: "baremetal:volume:get", list: "baremetal:volume:list"},
-	"GET /v1/nodes/:node/volume/targets":                   {kind: onNodeSubList, rule: "baremetal:volume:get", list: "baremetal:volume:list"},
-	// Ironic has no such routes (404 for everyone who may see the node).
-	"POST /v1/nodes/:node/volume/connectors":         {kind: onNode, rule: "baremetal:volume:get"},
-	"GET /v1/nodes/:node/volume/connectors/:uuid":    {kind: onNode, rule: "baremetal:volume:get"},
-	"PATCH /v1/nodes/:node/volume/connectors/:uuid":  {kind: onNode, rule: "baremetal:volume:get"},
-	"DELETE /v1/nodes/:node/volume/connectors/:uuid": {kind: onNode, rule: "baremetal:volume:get"},
-	"POST /v1/nodes/:node/volume/targets":            {kind: onNode, rule: "baremetal:volume:get"},
-	"GET /v1/nodes/:node/volume/targets/:uuid":       {kind: onNode, rule: "baremetal:volume:get"},
-	"PATCH /v1/nodes/:node/volume/targets/:uuid":     {kind: onNode, rule: "baremetal:volume:get"},
-	"DELETE /v1/nodes/:node/volume/targets/:uuid":    {kind: onNode, rule: "baremetal:volume:get"},
-
-	"GET /v1/ports":                              {kind: onNodeList, list: "baremetal:port:list"},
-	"GET /v1/ports/detail":                       {kind: onNodeList, list: "baremetal:port:list"},
-	"POST /v1/ports":                             {kind: onCreateForNode, rule: "baremetal:port:create"},
-	"GET /v1/ports/:port":                        {kind: onPort, rule: "baremetal:port:get"},
-	"PATCH /v1/ports/:port":                      {kind: onPort, rule: "baremetal:port:update"},
-	"DELETE /v1/ports/:port":                     {kind: onPort, rule: "baremetal:port:delete"},
-	"GET /v1/portgroups":                         {kind: onNodeList, list: "baremetal:portgroup:list"},
-	"GET /v1/portgroups/detail":                  {kind: onNodeList, list: "baremetal:portgroup:list"},
-	"POST /v1/portgroups":                        {kind: onCreateForNode, rule: "baremetal:portgroup:create"},
-	"GET /v1/portgroups/:portgroup":              {kind: onPortgroup, rule: "baremetal:portgroup:get"},
-	"PATCH /v1/portgroups/:portgroup":            {kind: onPortgroup, rule: "baremetal:portgroup:update"},
-	"DELETE /v1/portgroups/:portgroup":           {kind: onPortgroup, rule: "baremetal:portgroup:delete"},
-	"GET /v1/portgroups/:portgroup/ports":        {kind: onPortgroupSubList, rule: "baremetal:port:get", list: "baremetal:port:list"},
-	"GET /v1/portgroups/:portgroup/ports/detail": {kind: onPortgroupSubList, rule: "baremetal:port:get", list: "baremetal:port:list"},
-
-	"GET /v1/volume":                     {kind: onGlobal, rule: "baremetal:volume:get"},
-	"GET /v1/volume/connectors":          {kind: onNodeList, list: "baremetal:volume:list"},
-	"POST /v1/volume/connectors":         {kind: onCreateForNode, rule: "baremetal:volume:create"},
-	"GET /v1/volume/connectors/:uuid":    {kind: onConnector, rule: "baremetal:volume:get"},
-	"PATCH /v1/volume/connectors/:uuid":  {kind: onConnector, rule: "baremetal:volume:update"},
-	"DELETE /v1/volume/connectors/:uuid": {kind: onConnector, rule: "baremetal:volume:delete"},
-	"GET /v1/volume/targets":             {kind: onNodeList, list: "baremetal:volume:list"},
-	"POST /v1/volume/targets":            {kind: onCreateForNode, rule: "baremetal:volume:create"},
-	"GET /v1/volume/targets/:uuid":       {kind: onVolumeTarget, rule: "baremetal:volume:get"},
-	"PATCH /v1/volume/targets/:uuid":     {kind: onVolumeTarget, rule: "baremetal:volume:update"},
-	"DELETE /v1/volume/targets/:uuid":    {kind: onVolumeTarget, rule: "baremetal:volume:delete"},
-
-	"GET /v1/chassis":                       {kind: onGlobal, rule: "baremetal:chassis:get"},
-	"GET /v1/chassis/detail":                {kind: onGlobal, rule: "baremetal:chassis:get"},
-	"POST /v1/chassis":                      {kind: onGlobal, rule: "baremetal:chassis:create"},
-	"GET /v1/chassis/:chassis":              {kind: onGlobal, rule: "baremetal:chassis:get"},
-	"PATCH /v1/chassis/:chassis":            {kind: onGlobal, rule: "baremetal:chassis:update"},
-	"DELETE /v1/chassis/:chassis":           {kind: onGlobal, rule: "baremetal:chassis:delete"},
-	"GET /v1/chassis/:chassis/nodes":        {kind: onNodeList, list: "baremetal:node:list"},
-	"GET /v1/chassis/:chassis/nodes/detail": {kind: onNodeList, list: "baremetal:node:list"},
-	"GET /v1/shards":                        {kind: onGlobal, rule: "baremetal:shards:get"},
-
-	"GET /v1/deploy_templates":           {kind: onGlobal, rule: "baremetal:deploy_template:get"},
-	"POST /v1/deploy_templates":          {kind: onGlobal, rule: "baremetal:deploy_template:create"},
-	"GET /v1/deploy_templates/:ident":    {kind: onGlobal, rule: "baremetal:deploy_template:get"},
-	"PATCH /v1/deploy_templates/:ident":  {kind: onGlobal, rule: "baremetal:deploy_template:update"},
-	"DELETE /v1/deploy_templates/:ident": {kind: onGlobal, rule: "baremetal:deploy_template:delete"},
-	// Runbooks: Ironic's runbook rules, checked against the runbook's
-	// owner, with the public fallback of runbook.py (policy_runbooks.go).
-	"GET /v1/runbooks":           {kind: onNodeList, list: "baremetal:runbook:list"},
-	"POST /v1/runbooks":          {kind: onRunbookCreate, rule: "baremetal:runbook:create"},
-	"GET /v1/runbooks/:ident":    {kind: onRunbook, rule: "baremetal:runbook:get"},
-	"PATCH /v1/runbooks/:ident":  {kind: onRunbookPatch},
-	"DELETE /v1/runbooks/:ident": {kind: onRunbook, rule: "baremetal:runbook:delete"},
-
-	"GET /v1/drivers":                                    {kind: onGlobal, rule: "baremetal:driver:get"},
-	"GET /v1/drivers/:name":                              {kind: onGlobal, rule: "baremetal:driver:get"},
-	"GET /v1/drivers/:name/properties":                   {kind: onGlobal, rule: "baremetal:driver:get_properties"},
-	"GET /v1/drivers/:name/raid/logical_disk_properties": {kind: onGlobal, rule: "baremetal:driver:get_raid_logical_disk_properties"},
-	"GET /v1/conductors":                                 {kind: onGlobal, rule: "baremetal:conductor:get"},
-	"GET /v1/conductors/:name":                           {kind: onGlobal, rule: "baremetal:conductor:get"},
-}
-
 // forbidden is Ironic's HTTPForbidden for a rule (ironic.common.exception).
 func forbidden(rule string) *apiError {
 	return errorf(http.StatusForbidden, "Access was denied to the following resource: %s", rule)
 }
 
-// authorize enforces the policy on the authenticated routes under the
-// keystone strategy (no policy otherwise, as Ironic's authorize returns
-// true unless auth_strategy is keystone).
-func (s *server) authorize(c *gin.Context) {
-	if s.policy == nil || c.IsAborted() {
-		return
-	}
-	cr, _ := c.Get(ctxCreds)
-	cred, _ := cr.(*creds)
-	if cred == nil {
-		s.writeError(c, errorf(http.StatusUnauthorized, "Authentication required"))
-		return
-	}
-	key := c.Request.Method + " " + c.FullPath()
-	rr, ok := routeRules[key]
-	if !ok {
-		s.log.Error("route has no policy rule; refused", "route", key)
-		s.writeError(c, forbidden(key))
-		return
-	}
-	if err := s.enforce(c, cred, rr); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.status == http.StatusForbidden {
-			// oslo.policy's PolicyNotAuthorized, as Ironic logs it.
-			s.log.Warn("Rejecting authorization", "request_id", c.GetString(ctxRequestID),
-				"error", fmt.Sprintf("%s is disallowed by policy", strings.TrimPrefix(ae.msg, "Access was denied to the following resource: ")))
+// authorize enforces rr, the policy of an authenticated route (its op in
+// routes.go), under the keystone strategy (no policy otherwise, as Ironic's
+// authorize returns true unless auth_strategy is keystone).
+func (s *server) authorize(rr routeRule) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if s.policy == nil || c.IsAborted() {
+			return
 		}
-		s.writeError(c, err)
+		cr, _ := c.Get(ctxCreds)
+		cred, _ := cr.(*creds)
+		if cred == nil {
+			s.writeError(c, errorf(http.StatusUnauthorized, "Authentication required"))
+			return
+		}
+		if rr == (routeRule{}) {
+			key := c.Request.Method + " " + c.FullPath()
+			s.log.Error("route has no policy rule; refused", "route", key)
+			s.writeError(c, forbidden(key))
+			return
+		}
+		if err := s.enforce(c, cred, rr); err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) && ae.status == http.StatusForbidden {
+				// oslo.policy's PolicyNotAuthorized, as Ironic logs it.
+				s.log.Warn("Rejecting authorization", "request_id", c.GetString(ctxRequestID),
+					"error", fmt.Sprintf("%s is disallowed by policy", strings.TrimPrefix(ae.msg, "Access was denied to the following resource: ")))
+			}
+			s.writeError(c, err)
+		}
 	}
 }
 

@@ -150,15 +150,15 @@ func (s *server) agentConfig(token any, heartbeatTimeout time.Duration) map[stri
 	}
 }
 
-// continueInspectionGate is Ironic's version rule of the endpoint (API
-// 1.84): a request at 1.84 or later, or one that names no version at all
+// continueInspectionGate is Ironic's version rule of the endpoint (minor:
+// API 1.84): a request at 1.84 or later, or one that names no version at all
 // (1.1, what IPA's inspection callback sends), is served; ?node_uuid=
 // needs 1.84. Anything else is 404 with Ironic's message.
-func continueInspectionGate(h handler) handler {
+func continueInspectionGate(minor int, h handler) handler {
 	return func(c *gin.Context) error {
 		v := ver(c)
-		if (v != MinVersionMinor && v < v84ContinueInspection) || (c.Query("node_uuid") != "" && v < v84ContinueInspection) {
-			return errorf(http.StatusNotFound, "API version %s or newer is required", versionString(v84ContinueInspection))
+		if (v != MinVersionMinor && v < minor) || (c.Query("node_uuid") != "" && v < minor) {
+			return errorf(http.StatusNotFound, "API version %s or newer is required", versionString(minor))
 		}
 		return h(c)
 	}

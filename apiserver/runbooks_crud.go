@@ -9,8 +9,8 @@ import (
 // runbookKind: the runbook handlers are the deploy templates' (stepsKind,
 // deploy_templates_crud.go) with the runbook's table, messages and store.
 var runbookKind = &stepsKind[runbook]{
-	what: "runbook", title: "Runbook", plural: "runbooks", path: "runbooks",
-	since: v92Runbooks, res: runbookResource, defaults: runbookDefaultFields,
+	what: "runbook", title: "Runbook", path: "runbooks",
+	res: runbookResource, defaults: runbookDefaultFields,
 	blank: func() *runbook { return &runbook{Extra: map[string]any{}} },
 	uuid:  func(r *runbook) string { return r.UUID },
 	name:  func(r *runbook) string { return r.Name },

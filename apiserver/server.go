@@ -45,6 +45,10 @@ type server struct {
 	keystone *keystoneAuth
 	policy   *policyEngine
 	router   *gin.Engine
+	// table is the API's routes (routes.go); indexes the links of its
+	// index documents.
+	table   []route
+	indexes map[string][]indexEntry
 	// hbGate spares workflows the heartbeats they do not need.
 	hbGate *signalGate
 	// hbWrites records concurrent heartbeats in shared statements.
@@ -96,10 +100,9 @@ func (s *server) routes() http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.Use(s.requestIDAndLog, s.recovery)
 
-	r.GET("/", s.rootDocument)
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
-		if strings.HasPrefix(c.Request.URL.Path, "/v1") {
+		if strings.HasPrefix(c.Request.URL.Path, v1Root) {
 			versionMiddleware(c)
 			if c.IsAborted() {
 				return
@@ -107,100 +110,9 @@ func (s *server) routes() http.Handler {
 		}
 		s.writeError(c, errorf(http.StatusMethodNotAllowed, "The method %s is not allowed for this resource.", c.Request.Method))
 	})
-
-	v1 := r.Group("/v1", versionMiddleware, s.checkQuery)
-	// Public, as in Ironic: discovery and the ramdisk endpoints, which the
-	// agent calls with its token instead of user credentials.
-	v1.GET("", s.v1Document)
-	v1.GET("/lookup", s.handle(introducedIn(v22Ramdisk, s.lookup)))
-	v1.POST("/heartbeat/:node", s.handle(introducedIn(v22Ramdisk, s.heartbeat)))
-	v1.POST("/continue_inspection", s.handle(continueInspectionGate(s.continueInspection)))
-
-	a := v1.Group("", s.authenticate, s.authorize)
-	a.GET("/nodes", s.handle(s.listNodes))
-	a.GET("/nodes/detail", s.handle(s.listNodesDetail))
-	a.POST("/nodes", s.handle(s.createNode))
-	a.GET("/nodes/:node", s.handle(s.showNode))
-	a.PATCH("/nodes/:node", s.handle(s.onNode(s.patchNode)))
-	a.DELETE("/nodes/:node", s.handle(s.onNode(s.deleteNode)))
-	a.GET("/nodes/:node/validate", s.handle(s.onNode(s.validate)))
-	a.GET("/nodes/:node/states", s.handle(s.onNode(s.states)))
-	a.PUT("/nodes/:node/states/provision", s.handle(s.provision))
-	a.PUT("/nodes/:node/states/power", s.handle(s.power))
-	// Boot mode and secure boot (1.76): nodes_bootmode.go.
-	a.PUT("/nodes/:node/states/boot_mode", s.handle(introducedIn(v76BootModeChange, s.onNode(s.setBootMode))))
-	a.PUT("/nodes/:node/states/secure_boot", s.handle(introducedIn(v76BootModeChange, s.onNode(s.setSecureBoot))))
-	a.PUT("/nodes/:node/maintenance", s.handle(s.onNode(s.setMaintenance)))
-	a.DELETE("/nodes/:node/maintenance", s.handle(s.onNode(s.unsetMaintenance)))
-	a.GET("/nodes/:node/management/boot_device", s.handle(s.onNode(s.getBootDevice)))
-	a.PUT("/nodes/:node/management/boot_device", s.handle(s.onNode(s.setBootDevice)))
-	a.GET("/nodes/:node/management/boot_device/supported", s.handle(s.onNode(s.supportedBootDevices)))
-	a.GET("/nodes/:node/history", s.handle(introducedIn(v78History, s.onNode(s.listHistory))))
-	a.GET("/nodes/:node/history/:event", s.handle(introducedIn(v78History, s.onNode(s.showHistory))))
-	a.GET("/nodes/:node/inventory", s.handle(introducedIn(v81Inventory, s.onNode(s.inventory))))
-	// BIOS settings (1.40, registry fields 1.74): nodes_bios.go.
-	a.GET("/nodes/:node/bios", s.handle(introducedIn(v40BIOSIface, s.onNode(s.listBIOS))))
-	a.GET("/nodes/:node/bios/:setting", s.handle(introducedIn(v40BIOSIface, s.onNode(s.showBIOS))))
-	a.GET("/nodes/:node/firmware", s.handle(introducedIn(v86FirmwareInterface, s.onNode(s.listFirmware)))) // nodes_firmware.go
-	// RAID (1.12): nodes_raid.go.
-	a.PUT("/nodes/:node/states/raid", s.handle(introducedIn(v12RAIDConfig, s.onNode(s.setRAIDConfig))))
-	a.GET("/drivers/:name/raid/logical_disk_properties", s.handle(s.raidLogicalDiskProperties))
-	// API 1.83 to 1.89 (docs/api-versions.md).
-	a.GET("/nodes/:node/children", s.handle(introducedIn(v83ParentChildNodes, s.onNode(s.listChildren))))
-	a.POST("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.attachVirtualMedia))))
-	a.DELETE("/nodes/:node/vmedia", s.handle(introducedIn(v89AttachDetachVmedia, s.onNode(s.detachVirtualMedia))))
-	a.GET("/nodes/:node/vmedia", s.handle(introducedIn(v93GetVmedia, s.onNode(s.getVirtualMedia))))
-	// Node traits (1.37).
-	a.GET("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.listTraits))))
-	a.PUT("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.setTraits))))
-	a.DELETE("/nodes/:node/traits", s.handle(introducedIn(v37Traits, s.onNode(s.removeTraits))))
-	a.PUT("/nodes/:node/traits/:trait", s.handle(introducedIn(v37Traits, s.onNode(s.addTrait))))
-	a.DELETE("/nodes/:node/traits/:trait", s.handle(introducedIn(v37Traits, s.onNode(s.removeTraits))))
-	a.GET("/nodes/:node/ports", s.handle(s.onNode(s.listNodePorts)))
-	a.GET("/nodes/:node/ports/detail", s.handle(s.onNode(s.listNodePortsDetail)))
-
-	a.GET("/ports", s.handle(s.listPorts))
-	a.GET("/ports/detail", s.handle(s.listPortsDetail))
-	a.POST("/ports", s.handle(s.createPort))
-	a.GET("/ports/:port", s.handle(s.showPort))
-	a.PATCH("/ports/:port", s.handle(s.onPort(s.patchPort)))
-	a.DELETE("/ports/:port", s.handle(s.onPort(s.deletePort)))
-
-	// Port groups (API 1.23) and VIFs (1.28): portgroups_*.go, nodes_vifs.go.
-	a.GET("/portgroups", s.handle(introducedIn(v23Portgroups, s.listPortgroups)))
-	a.GET("/portgroups/detail", s.handle(introducedIn(v23Portgroups, s.listPortgroupsDetail)))
-	a.POST("/portgroups", s.handle(introducedIn(v23Portgroups, s.createPortgroup)))
-	a.GET("/portgroups/:portgroup", s.handle(introducedIn(v23Portgroups, s.showPortgroup)))
-	a.PATCH("/portgroups/:portgroup", s.handle(introducedIn(v23Portgroups, s.onPortgroup(s.patchPortgroup))))
-	a.DELETE("/portgroups/:portgroup", s.handle(introducedIn(v23Portgroups, s.onPortgroup(s.deletePortgroup))))
-	a.GET("/portgroups/:portgroup/ports", s.handle(introducedIn(v24PortgroupSub, s.onPortgroup(s.listPortgroupPorts))))
-	a.GET("/portgroups/:portgroup/ports/detail", s.handle(introducedIn(v24PortgroupSub, s.onPortgroup(s.listPortgroupPortsDetail))))
-	a.GET("/nodes/:node/portgroups", s.handle(introducedIn(v24PortgroupSub, s.onNode(s.listNodePortgroups))))
-	a.GET("/nodes/:node/portgroups/detail", s.handle(introducedIn(v24PortgroupSub, s.onNode(s.listNodePortgroupsDetail))))
-	a.GET("/nodes/:node/vifs", s.handle(introducedIn(v28VIFs, s.onNode(s.listVIFs))))
-	a.POST("/nodes/:node/vifs", s.handle(introducedIn(v28VIFs, s.onNode(s.attachVIF))))
-	a.DELETE("/nodes/:node/vifs/:vif", s.handle(introducedIn(v28VIFs, s.onNode(s.detachVIF))))
-
-	// Chassis (1.1) and shards (1.82).
-	a.GET("/chassis", s.handle(s.listChassis))
-	a.GET("/chassis/detail", s.handle(s.listChassisDetail))
-	a.POST("/chassis", s.handle(s.createChassis))
-	a.GET("/chassis/:chassis", s.handle(s.showChassis))
-	a.PATCH("/chassis/:chassis", s.handle(s.onChassis(s.patchChassis)))
-	a.DELETE("/chassis/:chassis", s.handle(s.onChassis(s.deleteChassis)))
-	a.GET("/chassis/:chassis/nodes", s.handle(s.onChassis(s.listChassisNodes)))
-	a.GET("/chassis/:chassis/nodes/detail", s.handle(s.onChassis(s.listChassisNodesDetail)))
-	a.GET("/shards", s.handle(introducedIn(v82Shard, s.listShards)))
-
-	s.volumeRoutes(a) // volume connectors and targets: volume_crud.go
-
-	s.deployTemplateRoutes(a) // deploy templates and runbooks: deploy_templates_crud.go
-
-	a.GET("/drivers", s.listDrivers)
-	a.GET("/drivers/:name", s.showDriver)
-	a.GET("/drivers/:name/properties", s.driverProperties)
-	a.GET("/conductors", s.handle(introducedIn(v49Conductors, s.listConductors)))
-	a.GET("/conductors/:name", s.handle(introducedIn(v49Conductors, s.showConductor)))
+	s.table = s.routeTable()
+	s.indexes = indexes(s.table)
+	s.register(r, s.table)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// Ironic serves "/v1/ports/" like "/v1/ports" (the CLI uses both).
@@ -218,7 +130,7 @@ func (s *server) routes() http.Handler {
 // noRoute answers unknown paths with Ironic's 404 (with the version headers
 // under /v1, as Ironic's v1 controller sets them before routing).
 func (s *server) noRoute(c *gin.Context) {
-	if strings.HasPrefix(c.Request.URL.Path, "/v1/") {
+	if strings.HasPrefix(c.Request.URL.Path, v1Root+"/") {
 		versionMiddleware(c)
 		if c.IsAborted() {
 			return

@@ -189,7 +189,7 @@ func versionObject(base string) map[string]any {
 }
 
 // rootDocument answers GET /: version discovery, no authentication.
-func (s *server) rootDocument(c *gin.Context) {
+func (s *server) rootDocument(c *gin.Context) error {
 	base := s.baseURL(c)
 	v := versionObject(base)
 	c.JSON(http.StatusOK, map[string]any{
@@ -198,50 +198,25 @@ func (s *server) rootDocument(c *gin.Context) {
 		"default_version": v,
 		"versions":        []any{v},
 	})
+	return nil
 }
 
-// v1Document answers GET /v1 with the resource links the version allows.
-func (s *server) v1Document(c *gin.Context) {
+// v1Document answers GET /v1 with the links of the resources the version
+// serves: those the route table indexes under /v1.
+func (s *server) v1Document(c *gin.Context) error {
 	base := s.baseURL(c)
-	res := func(name string) []link {
-		return []link{{Href: base + "/v1/" + name + "/", Rel: "self"}, {Href: base + "/" + name + "/", Rel: "bookmark"}}
-	}
 	doc := map[string]any{
 		"id": "v1",
 		"links": []link{
-			{Href: base + "/v1/", Rel: "self"},
+			{Href: base + v1Root + "/", Rel: "self"},
 			{Href: "https://docs.openstack.org//ironic/latest/contributor//webapi.html", Rel: "describedby", Type: "text/html"},
 		},
 		"media_types": map[string]string{"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"},
-		"chassis":     res("chassis"),
-		"nodes":       res("nodes"),
-		"ports":       res("ports"),
-		"drivers":     res("drivers"),
 		"version":     versionObject(base),
 	}
-	if ver(c) >= v22Ramdisk {
-		doc["lookup"] = res("lookup")
-		doc["heartbeat"] = res("heartbeat")
-	}
-	if ver(c) >= v23Portgroups {
-		doc["portgroups"] = res("portgroups")
-	}
-	if ver(c) >= v32Volume {
-		doc["volume"] = res("volume")
-	}
-	if ver(c) >= v49Conductors {
-		doc["conductors"] = res("conductors")
-	}
-	if ver(c) >= v55DeployTemplates {
-		doc["deploy_templates"] = res("deploy_templates")
-	}
-	// Chassis (above, every version) and shards (1.82) exist: the
-	// node-fields resources.
-	if ver(c) >= v82Shard {
-		doc["shards"] = res("shards")
-	}
-	if ver(c) >= v92Runbooks {
-		doc["runbooks"] = res("runbooks")
+	for _, name := range s.indexed(v1Root, ver(c)) {
+		doc[name] = []link{{Href: base + v1Root + "/" + name + "/", Rel: "self"}, {Href: base + "/" + name + "/", Rel: "bookmark"}}
 	}
 	c.JSON(http.StatusOK, doc)
+	return nil
 }

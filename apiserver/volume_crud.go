@@ -87,8 +87,8 @@ func operationNotPermitted() *apiError {
 }
 
 // volumeDocument answers GET /v1/volume and /v1/nodes/{node}/volume: links
-// to the connectors and targets (Ironic's volume.py; the node is not looked
-// up).
+// to what the route table indexes under the path, the connectors and
+// targets (Ironic's volume.py; the node is not looked up).
 func (s *server) volumeDocument(c *gin.Context) error {
 	base := s.baseURL(c)
 	prefix := "volume/"
@@ -98,7 +98,11 @@ func (s *server) volumeDocument(c *gin.Context) error {
 	mk := func(p string) []link {
 		return []link{{Href: base + "/v1/" + prefix + p, Rel: "self"}, {Href: base + "/" + prefix + p, Rel: "bookmark"}}
 	}
-	writeJSON(c, http.StatusOK, map[string]any{"links": mk(""), "connectors": mk("connectors"), "targets": mk("targets")})
+	doc := map[string]any{"links": mk("")}
+	for _, name := range s.indexed(c.FullPath(), ver(c)) {
+		doc[name] = mk(name)
+	}
+	writeJSON(c, http.StatusOK, doc)
 	return nil
 }
 
@@ -334,31 +338,3 @@ func (k *volumeKind[T]) listHandler(s *server, underNode bool) handler {
 
 // notUnderNode answers what Ironic refuses below a node.
 func notUnderNode(*gin.Context) error { return operationNotPermitted() }
-
-// volumeRoutes serves the volume resources (API 1.32; 404 below it).
-func (s *server) volumeRoutes(a *gin.RouterGroup) {
-	h := func(hd handler) gin.HandlerFunc { return s.handle(introducedIn(v32Volume, hd)) }
-	a.GET("/volume", h(s.volumeDocument))
-	a.GET("/nodes/:node/volume", h(s.volumeDocument))
-	a.GET("/volume/connectors", h(connectorKind.listHandler(s, false)))
-	a.POST("/volume/connectors", h(connectorKind.createHandler(s)))
-	a.GET("/volume/connectors/:uuid", h(connectorKind.show(s)))
-	a.PATCH("/volume/connectors/:uuid", h(connectorKind.patchHandler(s)))
-	a.DELETE("/volume/connectors/:uuid", h(connectorKind.deleteHandler(s)))
-	a.GET("/volume/targets", h(targetKind.listHandler(s, false)))
-	a.POST("/volume/targets", h(targetKind.createHandler(s)))
-	a.GET("/volume/targets/:uuid", h(targetKind.show(s)))
-	a.PATCH("/volume/targets/:uuid", h(targetKind.patchHandler(s)))
-	a.DELETE("/volume/targets/:uuid", h(targetKind.deleteHandler(s)))
-	for _, p := range []string{"connectors", "targets"} {
-		list := connectorKind.listHandler(s, true)
-		if p == "targets" {
-			list = targetKind.listHandler(s, true)
-		}
-		a.GET("/nodes/:node/volume/"+p, h(list))
-		a.POST("/nodes/:node/volume/"+p, h(notUnderNode))
-		a.GET("/nodes/:node/volume/"+p+"/:uuid", h(notUnderNode))
-		a.PATCH("/nodes/:node/volume/"+p+"/:uuid", h(notUnderNode))
-		a.DELETE("/nodes/:node/volume/"+p+"/:uuid", h(notUnderNode))
-	}
-}
