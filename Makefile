@@ -110,7 +110,8 @@ run-cluster: deps-run tools build
 
 test: deps tools build ramdisk
 	$(GO) vet ./...
-	$(GO) test -timeout $(TEST_TIMEOUT) -count=1 ./...
+	@mkdir -p $(DATA)
+	set -o pipefail; $(GO) test -json -timeout $(TEST_TIMEOUT) -count=1 ./... | tee $(DATA)/test.json | $(GO) run ./tools/slowest
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
 test-unit: go-check

@@ -39,12 +39,18 @@ func (s *server) heartbeat(c *gin.Context) error {
 		}
 		return err
 	}
+	// Every write below is conditional on the node still holding the token
+	// the heartbeat was checked against: the node's operation may end and
+	// wipe the agent's session between the read above and these writes,
+	// and a late write must not bring the session back. Such a heartbeat
+	// is answered as one that came after the wipe.
+	stored, _ := n.DriverInternalInfo[keyAgentToken].(string)
 	// The first callback_url is claimed by a conditional write, so that of
 	// heartbeats racing from different URLs only one is accepted.
 	if prev, _ := n.DriverInternalInfo[keyAgentURL].(string); prev == "" && *hb.CallbackURL != "" {
-		claimed, err := s.store.ClaimAgentURL(c.Request.Context(), n.UUID, *hb.CallbackURL)
+		claimed, err := s.store.ClaimAgentURL(c.Request.Context(), n.UUID, stored, *hb.CallbackURL)
 		if err != nil {
-			return err
+			return s.heartbeatWriteErr(n, ident, err)
 		}
 		if !claimed {
 			s.log.Warn("heartbeat refused: callback_url changed", "node", n.UUID)
@@ -52,22 +58,32 @@ func (s *server) heartbeat(c *gin.Context) error {
 		}
 	}
 	now := time.Now().UTC()
-	if err := s.recordHeartbeat(c.Request.Context(), n, hb, now); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nodeNotFound(ident)
-		}
-		return err
+	if err := s.recordHeartbeat(c.Request.Context(), n, stored, hb, now); err != nil {
+		return s.heartbeatWriteErr(n, ident, err)
 	}
 	sig := hb.signal(now)
 	// The signal names the token the node's operation holds, so that it
 	// cannot be sent again into a later operation (signature.CheckToken).
-	stored, _ := n.DriverInternalInfo[keyAgentToken].(string)
 	sig.AgentTokenRef = signature.TokenRef(stored)
 	if err := s.signalHeartbeat(c.Request.Context(), n, sig, now); err != nil {
 		return err
 	}
 	writeEmpty(c, http.StatusAccepted, "")
 	return nil
+}
+
+// heartbeatWriteErr answers a heartbeat whose write failed: the node gone,
+// or its agent session ended since the heartbeat was checked (Ironic's
+// answer to a heartbeat whose token the node no longer holds).
+func (s *server) heartbeatWriteErr(n *store.Node, ident string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nodeNotFound(ident)
+	case errors.Is(err, store.ErrAgentSessionEnded):
+		s.log.Info("heartbeat refused: the agent session ended while it was recorded", "node", n.UUID)
+		return badRequest("Invalid or missing agent token received.")
+	}
+	return err
 }
 
 // heartbeatBody is what the agent posts to /v1/heartbeat/{node}.
@@ -174,8 +190,9 @@ func checkHeartbeat(n *store.Node, hb heartbeatBody, tokenRequired bool) error {
 }
 
 // recordHeartbeat merges what the agent said into driver_internal_info
-// (concurrent heartbeats share statements: hbWrites).
-func (s *server) recordHeartbeat(ctx context.Context, n *store.Node, hb heartbeatBody, now time.Time) error {
+// while the node's agent token is still token (concurrent heartbeats share
+// statements: hbWrites).
+func (s *server) recordHeartbeat(ctx context.Context, n *store.Node, token string, hb heartbeatBody, now time.Time) error {
 	kv := map[string]any{
 		keyAgentLastHeartbeat: now.Format("2006-01-02T15:04:05.000000"),
 		keyAgentVersion:       *hb.AgentVersion,
@@ -186,8 +203,8 @@ func (s *server) recordHeartbeat(ctx context.Context, n *store.Node, hb heartbea
 	if hb.AgentVerifyCA != nil {
 		kv[keyAgentVerifyCA] = *hb.AgentVerifyCA
 	}
-	if err := s.hbWrites.Merge(ctx, n.UUID, kv); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+	if err := s.hbWrites.Merge(ctx, n.UUID, token, kv); err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAgentSessionEnded) {
 			return err
 		}
 		return fmt.Errorf("record heartbeat of node %s: %w", n.UUID, err)

@@ -34,6 +34,10 @@ var lookupStates = []string{
 	string(workflows.ServiceWait),
 }
 
+// inspectionStates are where an agent may send inspection data with
+// restrict_lookup.
+var inspectionStates = []string{workflows.StateInspecting, workflows.StateInspectWait}
+
 // agentStatuses are the agent_status values a heartbeat may carry (1.72).
 var agentStatuses = []string{workflows.AgentStatusStart, workflows.AgentStatusEnd, workflows.AgentStatusError}
 
@@ -69,7 +73,15 @@ func (s *server) lookup(c *gin.Context) error {
 		return resourceNotFound()
 	}
 
-	answer, err := s.lookupAnswer(c, n)
+	var states []string
+	if s.cfg.RestrictLookup {
+		states = lookupStates
+	}
+	answer, err := s.lookupAnswer(c, n, states)
+	if errors.Is(err, store.ErrStateConflict) {
+		s.log.Info("lookup refused: the node left the lookup states while it was looked up", "node", n.UUID)
+		return resourceNotFound()
+	}
 	if err != nil {
 		return err
 	}
@@ -79,11 +91,12 @@ func (s *server) lookup(c *gin.Context) error {
 
 // lookupAnswer is the body of a lookup (and, from API 1.84, of
 // continue_inspection): the node as the agent sees it and its config,
-// with the agent token issued if the node has none yet.
-func (s *server) lookupAnswer(c *gin.Context, n *store.Node) (map[string]any, error) {
+// with the agent token issued if the node has none yet and is still in one
+// of states (any state when empty; else store.ErrStateConflict).
+func (s *server) lookupAnswer(c *gin.Context, n *store.Node, states []string) (map[string]any, error) {
 	var token any // null below 1.62
 	if ver(c) >= v62AgentToken {
-		t, err := s.issueToken(c, n)
+		t, err := s.issueToken(c, n, states)
 		if err != nil {
 			return nil, err
 		}
@@ -106,8 +119,9 @@ func (s *server) lookupAnswer(c *gin.Context, n *store.Node) (map[string]any, er
 // issueToken returns the token to hand out: a new one on the first lookup,
 // "******" once one exists. The check and the write are one conditional
 // update (store.IssueAgentToken), so two racing lookups never both get a
-// token.
-func (s *server) issueToken(c *gin.Context, n *store.Node) (string, error) {
+// token, and a lookup that read the node before its operation ended (in a
+// state of states) does not hand a token to a node that left them.
+func (s *server) issueToken(c *gin.Context, n *store.Node, states []string) (string, error) {
 	if _, ok := n.DriverInternalInfo[keyAgentToken]; ok {
 		return masked, nil
 	}
@@ -115,7 +129,10 @@ func (s *server) issueToken(c *gin.Context, n *store.Node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	updated, issued, err := s.store.IssueAgentToken(c.Request.Context(), n.UUID, tok)
+	updated, issued, err := s.store.IssueAgentToken(c.Request.Context(), n.UUID, tok, states)
+	if errors.Is(err, store.ErrStateConflict) {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("store agent token for node %s: %w", n.UUID, err)
 	}
@@ -195,7 +212,7 @@ func (s *server) continueInspection(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if n == nil || (s.cfg.RestrictLookup && n.ProvisionState != workflows.StateInspecting && n.ProvisionState != workflows.StateInspectWait) {
+	if n == nil || (s.cfg.RestrictLookup && !slices.Contains(inspectionStates, n.ProvisionState)) {
 		return resourceNotFound()
 	}
 	// Inspection data comes only from the agent that looked up and holds
@@ -216,7 +233,15 @@ func (s *server) continueInspection(c *gin.Context) error {
 	// processed, as Ironic does; before, inspector's {"uuid": ...}.
 	var answer map[string]any
 	if ver(c) >= v84ContinueInspection {
-		if answer, err = s.lookupAnswer(c, n); err != nil {
+		var states []string
+		if s.cfg.RestrictLookup {
+			states = inspectionStates
+		}
+		answer, err = s.lookupAnswer(c, n, states)
+		if errors.Is(err, store.ErrStateConflict) {
+			return resourceNotFound()
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -15,10 +15,13 @@ const MaxMergeBatch = 256
 // waiting requests instead of holding them forever.
 const mergeBatchTimeout = 30 * time.Second
 
-// MergeBatcher merges into driver_internal_info like MergeDriverInternalInfo,
-// but gathers the merges that arrive while one statement runs into the next
-// statement: one round trip and one commit for many heartbeats (group
-// commit). A lone merge is written at once by its caller, so a quiet API
+// MergeBatcher records what agents' heartbeats say: it merges into
+// driver_internal_info like MergeDriverInternalInfo, but only while the
+// node's agent token is the one the heartbeat was checked against (a
+// heartbeat that read its node before the operation ended must not write
+// the wiped session back: ErrAgentSessionEnded), and it gathers the merges
+// that arrive while one statement runs into the next statement: one round
+// trip and one commit for many heartbeats (group commit). A lone merge is written at once by its caller, so a quiet API
 // adds no delay, and no goroutine runs while there is nothing to write.
 // Each caller returns only once its own merge is committed or has failed.
 //
@@ -32,9 +35,10 @@ type MergeBatcher struct {
 }
 
 type mergeReq struct {
-	uuid string
-	kv   map[string]any
-	done chan error
+	uuid  string
+	token string
+	kv    map[string]any
+	done  chan error
 }
 
 // NewMergeBatcher returns a batcher writing through s.
@@ -42,14 +46,15 @@ func (s *Store) NewMergeBatcher() *MergeBatcher {
 	return &MergeBatcher{s: s}
 }
 
-// Merge adds kv to the node's driver_internal_info. ErrNotFound when the
-// node does not exist.
-func (b *MergeBatcher) Merge(ctx context.Context, uuid string, kv map[string]any) error {
+// Merge adds kv to the node's driver_internal_info if the node's agent
+// token is token ("" for none). ErrAgentSessionEnded when it is not,
+// ErrNotFound when the node does not exist.
+func (b *MergeBatcher) Merge(ctx context.Context, uuid, token string, kv map[string]any) error {
 	if kv == nil {
 		kv = map[string]any{}
 	}
 	u, _ := canonicalUUID(uuid)
-	r := &mergeReq{uuid: u, kv: kv, done: make(chan error, 1)}
+	r := &mergeReq{uuid: u, token: token, kv: kv, done: make(chan error, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, r)
 	lead := !b.flushing
@@ -106,35 +111,50 @@ func (b *MergeBatcher) write(batch []*mergeReq) {
 		r := batch[0]
 		ctx, cancel := context.WithTimeout(context.Background(), mergeBatchTimeout)
 		defer cancel()
-		r.done <- b.s.MergeDriverInternalInfo(ctx, r.uuid, r.kv)
+		r.done <- b.s.mergeInSession(ctx, r.uuid, r.token, r.kv)
 		return
 	}
 	uuids := make([]string, len(batch))
+	tokens := make([]string, len(batch))
 	kvs := make([]map[string]any, len(batch))
 	for i, r := range batch {
-		uuids[i], kvs[i] = r.uuid, r.kv
+		uuids[i], tokens[i], kvs[i] = r.uuid, r.token, r.kv
 	}
-	// jsonb_object_agg over the batch's merges of one node, in arrival
-	// order, gives the later merge's value for a repeated key.
+	// jsonb_object_agg over the batch's merges of one node and token, in
+	// arrival order, gives the later merge's value for a repeated key. Of
+	// a node's groups (one per token its heartbeats were checked against)
+	// at most one holds the node's token and is written; the rows of
+	// nodes tell a session that ended from a node that is gone.
 	ctx, cancel := context.WithTimeout(context.Background(), mergeBatchTimeout)
 	defer cancel()
 	rows, err := b.s.pool.Query(ctx, `WITH v AS (
-			SELECT u AS uuid, jsonb_object_agg(e.key, e.value ORDER BY ord, e.key) AS kv
-			FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(u, kv, ord), jsonb_each(t.kv) AS e
-			GROUP BY u),
-		all_uuids AS (SELECT DISTINCT u AS uuid FROM unnest($1::text[]) AS u)
-		UPDATE nodes n SET driver_internal_info = n.driver_internal_info || COALESCE(v.kv, '{}'::jsonb), updated_at = now()
-		FROM all_uuids a LEFT JOIN v ON v.uuid = a.uuid
-		WHERE n.uuid = a.uuid
-		RETURNING n.uuid`, uuids, kvs)
-	found := map[string]bool{}
+			SELECT t.u AS uuid, t.tok,
+				COALESCE(jsonb_object_agg(e.key, e.value ORDER BY t.ord, e.key) FILTER (WHERE e.key IS NOT NULL), '{}'::jsonb) AS kv
+			FROM unnest($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS t(u, tok, kv, ord)
+				LEFT JOIN LATERAL jsonb_each(t.kv) AS e ON true
+			GROUP BY t.u, t.tok),
+		upd AS (
+			UPDATE nodes n SET driver_internal_info = n.driver_internal_info || v.kv, updated_at = now()
+			FROM v
+			WHERE n.uuid = v.uuid AND COALESCE(n.driver_internal_info->>$4::text, '') = v.tok
+			RETURNING n.uuid, v.tok)
+		SELECT uuid, tok FROM upd
+		UNION ALL
+		SELECT uuid, NULL FROM nodes WHERE uuid = ANY($1::text[])`, uuids, tokens, kvs, KeyAgentToken)
+	written := map[[2]string]bool{}
+	exists := map[string]bool{}
 	if err == nil {
 		for rows.Next() {
 			var u string
-			if err = rows.Scan(&u); err != nil {
+			var tok *string
+			if err = rows.Scan(&u, &tok); err != nil {
 				break
 			}
-			found[u] = true
+			if tok != nil {
+				written[[2]string{u, *tok}] = true
+			} else {
+				exists[u] = true
+			}
 		}
 		rows.Close()
 		if err == nil {
@@ -145,10 +165,32 @@ func (b *MergeBatcher) write(batch []*mergeReq) {
 		switch {
 		case err != nil:
 			r.done <- dbError(err, "merge driver_internal_info of node %s", r.uuid)
-		case !found[r.uuid]:
-			r.done <- fmt.Errorf("merge driver_internal_info of node %s: %w", r.uuid, ErrNotFound)
-		default:
+		case written[[2]string{r.uuid, r.token}]:
 			r.done <- nil
+		case exists[r.uuid]:
+			r.done <- fmt.Errorf("merge driver_internal_info of node %s: %w", r.uuid, ErrAgentSessionEnded)
+		default:
+			r.done <- fmt.Errorf("merge driver_internal_info of node %s: %w", r.uuid, ErrNotFound)
 		}
 	}
+}
+
+// mergeInSession is one merge alone: Merge's conditional write in the
+// plain statement, and whether the node exists, in one round trip.
+func (s *Store) mergeInSession(ctx context.Context, uuid, token string, kv map[string]any) error {
+	var written, exists bool
+	err := s.pool.QueryRow(ctx, `WITH upd AS (
+			UPDATE nodes SET driver_internal_info = driver_internal_info || $2::jsonb, updated_at = now()
+			WHERE uuid = $1 AND `+agentTokenIs(3)+`
+			RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM upd), EXISTS (SELECT 1 FROM nodes WHERE uuid = $1)`, uuid, kv, token).Scan(&written, &exists)
+	switch {
+	case err != nil:
+		return dbError(err, "merge driver_internal_info of node %s", uuid)
+	case written:
+		return nil
+	case exists:
+		return fmt.Errorf("merge driver_internal_info of node %s: %w", uuid, ErrAgentSessionEnded)
+	}
+	return fmt.Errorf("merge driver_internal_info of node %s: %w", uuid, ErrNotFound)
 }

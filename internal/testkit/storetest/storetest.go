@@ -184,3 +184,29 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// WaitForLockWaiter returns true once a session on s's database waits for a
+// lock (a row another transaction holds), false if finished is closed
+// first: tests that hold a row in an open transaction use it to know that
+// the code under test now waits in its write, before they commit. No
+// deadline of its own: the test binary's bounds it.
+func WaitForLockWaiter(t testing.TB, s *store.Store, finished <-chan struct{}) bool {
+	t.Helper()
+	for {
+		select {
+		case <-finished:
+			return false
+		default:
+		}
+		var waiting int
+		err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("storetest: look for a session waiting for a lock: %v", err)
+		}
+		if waiting > 0 {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
