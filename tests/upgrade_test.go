@@ -330,7 +330,7 @@ func buildPatchedWorker(dir string) (string, error) {
 		return os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644)
 	}
 	for _, e := range []struct{ file, old, new string }{
-		{"workflows/versions.go", "\nconst (\n", fmt.Sprintf("\nconst (\n\t// changeUpgradeTestPause: a timer before the deploy plan (the upgrade test's new worker).\n\tchangeUpgradeTestPause = %q\n", upgradeChangeID)},
+		{"workflows/versions.go", "\nconst (", fmt.Sprintf("\nconst (\n\t// changeUpgradeTestPause: a timer before the deploy plan (the upgrade test's new worker).\n\tchangeUpgradeTestPause = %q\n", upgradeChangeID)},
 		{"workflows/deploy.go", "\t\"sort\"\n", "\t\"sort\"\n\t\"time\"\n"},
 		{"workflows/deploy.go", "\tswitch hardware.DeployOf(r.node.DeployInterface).Flow() {\n", fmt.Sprintf(
 			"\tif workflow.GetVersion(ctx, changeUpgradeTestPause, workflow.DefaultVersion, 1) == 1 {\n"+
