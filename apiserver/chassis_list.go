@@ -29,16 +29,7 @@ func (s *server) writeChassisList(c *gin.Context, path string, detailPath bool) 
 	if err != nil {
 		return listError(err, p)
 	}
-	fields := p.fields
-	if !detailPath && !p.detail && fields == nil {
-		fields = chassisDefaultFields
-	}
-	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
-	next := ""
-	if len(list) == p.limit && len(list) > 0 {
-		next = nextLink(v.base, path, p, p.fields, q, list[len(list)-1].UUID, !detailPath && p.detail)
-	}
-	writeList(c, chassisResource, "chassis", list, v, fields, next)
+	writePage(s, c, chassisResource, "chassis", path, list, func(ch *store.Chassis) string { return ch.UUID }, p, q, detailPath, chassisDefaultFields)
 	return nil
 }
 

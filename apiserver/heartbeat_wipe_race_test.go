@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/store/storetest"
 	"github.com/ironflow/ironflow/workflows"
 )
 

@@ -119,6 +119,39 @@ func listError(err error, p listParams) error {
 	return fmt.Errorf("list: %w", err)
 }
 
+// showOne answers GET of one object: the request's fields checked against
+// the resource, then the object load finds, with those fields.
+func showOne[T, F any](s *server, c *gin.Context, r *resource[T, F], load func(*gin.Context) (*T, error)) error {
+	p, err := s.parseListParams(c, r.fieldSince)
+	if err != nil {
+		return err
+	}
+	obj, err := load(c)
+	if err != nil {
+		return err
+	}
+	r.writeOne(c, s.baseURL(c), http.StatusOK, obj, p.fields)
+	return nil
+}
+
+// writePage answers a list request of a resource keyed by UUID with one
+// page of items: its default fields unless the request asked for detail or
+// for fields, and the next page's link when the page is full (Ironic's
+// pagination: the last item's UUID is the next marker).
+func writePage[T, F any](s *server, c *gin.Context, r *resource[T, F], key, path string, items []*T, uuid func(*T) string,
+	p listParams, q url.Values, detailPath bool, defaults []string) {
+	fields := p.fields
+	if !detailPath && !p.detail && fields == nil {
+		fields = defaults
+	}
+	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
+	next := ""
+	if len(items) == p.limit && len(items) > 0 {
+		next = nextLink(v.base, path, p, p.fields, q, uuid(items[len(items)-1]), !detailPath && p.detail)
+	}
+	writeList(c, r, key, items, v, fields, next)
+}
+
 // writeList answers a page of a list: {"<key>": [...], "next": ...} with
 // next only when given (the page is full).
 func writeList[T, F any](c *gin.Context, r *resource[T, F], key string, items []*T, v viewCtx, fields []string, next string) {

@@ -43,16 +43,7 @@ func (s *server) writeOnePortgroup(c *gin.Context, status int, g *store.Portgrou
 }
 
 func (s *server) showPortgroup(c *gin.Context) error {
-	lp, err := s.parseListParams(c, portgroupResource.fieldSince)
-	if err != nil {
-		return err
-	}
-	g, err := s.loadPortgroup(c)
-	if err != nil {
-		return err
-	}
-	s.writeOnePortgroup(c, http.StatusOK, g, lp.fields)
-	return nil
+	return showOne(s, c, portgroupResource, s.loadPortgroup)
 }
 
 // portgroupWriteError maps store errors to Ironic's messages. A missing

@@ -58,16 +58,6 @@ func (s *server) writePortgroupList(c *gin.Context, path string, detailPath bool
 	if err != nil {
 		return listError(err, p)
 	}
-	detail := detailPath || p.detail
-	fields := p.fields
-	if !detail && fields == nil {
-		fields = portgroupDefaultFields
-	}
-	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
-	next := ""
-	if len(groups) == p.limit && len(groups) > 0 {
-		next = nextLink(v.base, path, p, p.fields, q, groups[len(groups)-1].UUID, !detailPath && p.detail)
-	}
-	writeList(c, portgroupResource, "portgroups", groups, v, fields, next)
+	writePage(s, c, portgroupResource, "portgroups", path, groups, func(g *store.Portgroup) string { return g.UUID }, p, q, detailPath, portgroupDefaultFields)
 	return nil
 }

@@ -45,18 +45,7 @@ func (s *server) writeOnePort(c *gin.Context, status int, p *store.Port, fields 
 	portResource.writeOne(c, s.baseURL(c), status, p, fields)
 }
 
-func (s *server) showPort(c *gin.Context) error {
-	lp, err := s.parseListParams(c, portResource.fieldSince)
-	if err != nil {
-		return err
-	}
-	p, err := s.loadPort(c)
-	if err != nil {
-		return err
-	}
-	s.writeOnePort(c, http.StatusOK, p, lp.fields)
-	return nil
-}
+func (s *server) showPort(c *gin.Context) error { return showOne(s, c, portResource, s.loadPort) }
 
 func portWriteError(err error, p *store.Port) error {
 	switch {

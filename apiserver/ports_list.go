@@ -79,16 +79,6 @@ func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nod
 	if err != nil {
 		return listError(err, p)
 	}
-	detail := detailPath || p.detail
-	fields := p.fields
-	if !detail && fields == nil {
-		fields = portDefaultFields
-	}
-	v := viewCtx{minor: ver(c), base: s.baseURL(c)}
-	next := ""
-	if len(ports) == p.limit && len(ports) > 0 {
-		next = nextLink(v.base, path, p, p.fields, q, ports[len(ports)-1].UUID, !detailPath && p.detail)
-	}
-	writeList(c, portResource, "ports", ports, v, fields, next)
+	writePage(s, c, portResource, "ports", path, ports, func(port *store.Port) string { return port.UUID }, p, q, detailPath, portDefaultFields)
 	return nil
 }

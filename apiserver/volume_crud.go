@@ -128,16 +128,7 @@ func (k *volumeKind[T]) load(s *server, c *gin.Context) (*T, error) {
 
 func (k *volumeKind[T]) show(s *server) handler {
 	return func(c *gin.Context) error {
-		p, err := s.parseListParams(c, k.res.fieldSince)
-		if err != nil {
-			return err
-		}
-		obj, err := k.load(s, c)
-		if err != nil {
-			return err
-		}
-		k.res.writeOne(c, s.baseURL(c), http.StatusOK, obj, p.fields)
-		return nil
+		return showOne(s, c, k.res, func(c *gin.Context) (*T, error) { return k.load(s, c) })
 	}
 }
 
