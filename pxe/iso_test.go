@@ -138,13 +138,7 @@ func TestMemoryLeases(t *testing.T) {
 // it; without, systemd-boot as before.
 func TestAgentISOSecureBootLayout(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
 	params := ISOParams{NodeUUID: testNode, APIURL: "http://a:1", AgentToken: "t0k",
 		ISOLinuxBin: write("isolinux.bin", strings.Repeat("i", 2048)) /* room for the boot info table */, LDLinuxC32: write("ldlinux.c32", "ldlinux"),
 		EFILoader: write("systemd-boot.efi", "systemd-boot"), Shim: write("shim.efi", "shim"), SignedGrub: write("grub.efi", "grub")}
@@ -245,13 +239,7 @@ func isoFile(t *testing.T, iso, name string) (string, error) {
 // the real loaders, so a missing one stands in for a Debian path.
 func TestAgentISOMissingFilesSayWhatInstallsThem(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
 	missingDefault := filepath.Join(dir, "usr", "lib", "ISOLINUX", "isolinux.bin")
 	ISOHostPackages[missingDefault] = "isolinux"
 	t.Cleanup(func() { delete(ISOHostPackages, missingDefault) })
@@ -290,4 +278,14 @@ func TestAgentISOMissingFilesSayWhatInstallsThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeTestFile writes content to dir/name and returns its path.
+func writeTestFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
