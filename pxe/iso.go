@@ -34,6 +34,19 @@ var (
 	DefaultSignedGrub = "/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed"
 )
 
+// ISOHostPackages names the Debian package that installs each default boot
+// loader. A missing one is named in BuildAgentISO's error with its
+// package; `make run` installs them all (scripts/install-deps.sh run),
+// since virtual media, the default boot of a Redfish node, boots this ISO.
+// tests/installer checks the script against this table.
+var ISOHostPackages = map[string]string{
+	DefaultISOLinuxBin: "isolinux",
+	DefaultLDLinuxC32:  "syslinux-common",
+	DefaultEFILoader:   "systemd-boot-efi",
+	DefaultShim:        "shim-signed",
+	DefaultSignedGrub:  "grub-efi-amd64-signed",
+}
+
 const (
 	// minEFIBootImage keeps efiboot.img above 65525 clusters of 512
 	// bytes: below that, firmware reads a FAT32 volume as FAT16 and fails.
@@ -164,12 +177,19 @@ func BuildAgentISO(ctx context.Context, out, kernel, initrd string, params ISOPa
 	if params.SignedGrub == "" {
 		params.SignedGrub = DefaultSignedGrub
 	}
-	need := []string{kernel, initrd, params.ISOLinuxBin, params.LDLinuxC32, params.EFILoader}
+	loaders := []string{params.ISOLinuxBin, params.LDLinuxC32, params.EFILoader}
 	if params.SecureBoot {
-		need = append(need[:4], params.Shim, params.SignedGrub)
+		loaders = []string{params.ISOLinuxBin, params.LDLinuxC32, params.Shim, params.SignedGrub}
 	}
-	for _, f := range need {
-		if _, err := os.Stat(f); err != nil {
+	for _, f := range []string{kernel, initrd} {
+		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("build agent ISO for node %s: the agent ramdisk is missing (make ramdisk builds it; make run does when it can): %w", params.NodeUUID, err)
+		} else if err != nil {
+			return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
+		}
+	}
+	for _, f := range loaders {
+		if err := bootLoaderPresent(f); err != nil {
 			return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
 		}
 	}
@@ -233,6 +253,20 @@ func BuildAgentISO(ctx context.Context, out, kernel, initrd string, params ISOPa
 		return fmt.Errorf("build agent ISO for node %s: %w", params.NodeUUID, err)
 	}
 	return nil
+}
+
+// bootLoaderPresent checks that the boot loader file f is there; a missing
+// default one is reported with the Debian package that installs it, the
+// fix an operator needs, rather than as a bare stat error.
+func bootLoaderPresent(f string) error {
+	_, err := os.Stat(f)
+	if err == nil {
+		return nil
+	}
+	if pkg, ok := ISOHostPackages[f]; ok && errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("a boot loader is missing: install Debian's %s (make run and scripts/install-deps.sh run install it): %w", pkg, err)
+	}
+	return fmt.Errorf("boot loader: %w", err)
 }
 
 // writeISO writes the directory tree as an ISO9660 image with Rock Ridge

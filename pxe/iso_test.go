@@ -2,6 +2,7 @@ package pxe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -137,13 +138,7 @@ func TestMemoryLeases(t *testing.T) {
 // it; without, systemd-boot as before.
 func TestAgentISOSecureBootLayout(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
 	params := ISOParams{NodeUUID: testNode, APIURL: "http://a:1", AgentToken: "t0k",
 		ISOLinuxBin: write("isolinux.bin", strings.Repeat("i", 2048)) /* room for the boot info table */, LDLinuxC32: write("ldlinux.c32", "ldlinux"),
 		EFILoader: write("systemd-boot.efi", "systemd-boot"), Shim: write("shim.efi", "shim"), SignedGrub: write("grub.efi", "grub")}
@@ -235,4 +230,62 @@ func isoFile(t *testing.T, iso, name string) (string, error) {
 	}
 	b, err := os.ReadFile(dst)
 	return string(b), err
+}
+
+// TestAgentISOMissingFilesSayWhatInstallsThem: a boot loader missing from
+// its Debian path is reported with the package that installs it and the
+// command that does (make run), a missing agent ramdisk with make ramdisk;
+// the error still wraps the stat error. The machine under test may have
+// the real loaders, so a missing one stands in for a Debian path.
+func TestAgentISOMissingFilesSayWhatInstallsThem(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
+	missingDefault := filepath.Join(dir, "usr", "lib", "ISOLINUX", "isolinux.bin")
+	ISOHostPackages[missingDefault] = "isolinux"
+	t.Cleanup(func() { delete(ISOHostPackages, missingDefault) })
+	present := ISOParams{NodeUUID: testNode, ISOLinuxBin: write("isolinux.bin", "i"), LDLinuxC32: write("ldlinux.c32", "l"),
+		EFILoader: write("systemd-boot.efi", "s"), Shim: write("shim.efi", "s"), SignedGrub: write("grub.efi", "g")}
+	k, i := write("vmlinuz", "kernel"), write("initrd", "initrd")
+	for _, c := range []struct {
+		name          string
+		kernel        string
+		change        func(*ISOParams)
+		want, wantNot []string
+	}{
+		{"default isolinux.bin missing", k, func(p *ISOParams) { p.ISOLinuxBin = missingDefault },
+			[]string{missingDefault, "Debian's isolinux", "make run", "scripts/install-deps.sh run"}, nil},
+		{"operator's own loader missing", k, func(p *ISOParams) { p.EFILoader = filepath.Join(dir, "mine.efi") },
+			[]string{"mine.efi"}, []string{"Debian's"}},
+		{"agent kernel missing", filepath.Join(dir, "agent.kernel"), func(*ISOParams) {},
+			[]string{"agent.kernel", "make ramdisk"}, []string{"Debian's"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := present
+			c.change(&p)
+			err := BuildAgentISO(context.Background(), filepath.Join(dir, "x.iso"), c.kernel, i, p)
+			if !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("got %v, want an error wrapping os.ErrNotExist", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\ndoes not say %q", err, w)
+				}
+			}
+			for _, w := range c.wantNot {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("%v\nsays %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// writeTestFile writes content to dir/name and returns its path.
+func writeTestFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

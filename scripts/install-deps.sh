@@ -6,16 +6,49 @@
 #   scripts/install-deps.sh test   what `make test` needs (VMs, BMCs, the CLI)
 #   scripts/install-deps.sh bench  what `make test` needs and Ironic, the
 #                                  baseline `make bench` measures against
+#   scripts/install-deps.sh --list run
+#                                  print the set's probes and their packages
+#                                  ("probe<TAB>package", sorted) and stop
+# The run set is what `make run`'s default paths use: the agent ramdisk it
+# builds, the agent ISO that virtual media boots (pxe/iso.go), and the
+# baremetal CLI of the README's first session. The test set holds it all.
+# tests/installer/install_deps_test.go checks the run set against the files
+# pxe and agent/ramdisk name (pxe.ISOHostPackages, ramdisk.HostPackages).
+# IRONFLOW_DEPS_ROOT (tests only) looks for the path probes under another
+# root, so that a test can see them missing on a machine that has them.
 set -euo pipefail
+list=
+if [[ "${1:-}" == --list ]]; then
+	list=1
+	shift
+fi
 what="${1:-test}"
+case "$what" in
+run | test | bench) ;;
+*)
+	echo "usage: scripts/install-deps.sh [--list] run|test|bench" >&2
+	exit 2
+	;;
+esac
+probe_root="${IRONFLOW_DEPS_ROOT:-}"
 
 # command-or-path → Debian package
 declare -A need=(
 	[/usr/lib/postgresql]=postgresql
+	# The README's first session.
+	[/usr/bin/baremetal]=python3-ironicclient
+	# The agent ISO that virtual media boots (pxe/iso.go): isolinux for
+	# BIOS, systemd-boot (below) for UEFI.
+	[/usr/lib/ISOLINUX/isolinux.bin]=isolinux
+	[/usr/lib/syslinux/modules/bios/ldlinux.c32]=syslinux-common
+	# The CA bundle the ramdisk's agent trusts for HTTPS (agent/ramdisk).
+	[/etc/ssl/certs/ca-certificates.crt]=ca-certificates
 	# The agent ramdisk carries the bootloaders it installs for partition
-	# images: systemd-boot (UEFI) and GRUB's BIOS images (grub-mkimage).
+	# images: systemd-boot (UEFI) and GRUB's BIOS images, whose core
+	# images the build makes with grub-mkimage.
 	[/usr/lib/systemd/boot/efi/systemd-bootx64.efi]=systemd-boot-efi
 	[/usr/lib/grub/i386-pc/boot.img]=grub-pc-bin
+	[grub-mkimage]=grub-common
 	# and mdadm for the software RAID steps (agent/raid.go).
 	[/sbin/mdadm]=mdadm
 	# The agent ISO's signed UEFI chain for secure boot (pxe/iso.go).
@@ -31,8 +64,6 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		[/usr/lib/ipxe/undionly.kpxe]=ipxe
 		[ipmi_sim]=openipmi
 		[ipmitool]=ipmitool
-		[/usr/lib/ISOLINUX/isolinux.bin]=isolinux
-		[/usr/lib/syslinux/modules/bios/ldlinux.c32]=syslinux-common
 		[syslinux]=syslinux
 		[mcopy]=mtools
 		[mkfs.vfat]=dosfstools
@@ -40,7 +71,6 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		[cpio]=cpio
 		[xorriso]=xorriso
 		[zstd]=zstd
-		[/usr/bin/baremetal]=python3-ironicclient
 		[/usr/bin/openstack]=python3-openstackclient
 		# Nova's own ironic driver as the client (tests/nova_driver_test.go);
 		# it builds config drives with genisoimage.
@@ -61,10 +91,17 @@ if [[ "$what" == bench ]]; then
 	need+=([/usr/lib/python3/dist-packages/ironic/cmd/singleprocess.py]=python3-ironic)
 fi
 
+if [[ -n "$list" ]]; then
+	for probe in "${!need[@]}"; do
+		printf '%s\t%s\n' "$probe" "${need[$probe]}"
+	done | LC_ALL=C sort
+	exit 0
+fi
+
 missing=()
 for probe in "${!need[@]}"; do
 	if [[ "$probe" == /* ]]; then
-		[[ -e "$probe" ]] && continue
+		[[ -e "$probe_root$probe" ]] && continue
 	else
 		command -v "$probe" >/dev/null 2>&1 && continue
 	fi
@@ -84,6 +121,9 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 echo "installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if ! apt-get update -qq >/dev/null || ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+	echo "ironflow could not install these Debian packages: ${missing[*]}" >&2
+	echo "apt-get said why above; install them, then run this again" >&2
+	exit 1
+fi
 echo "installed: ${missing[*]}"

@@ -97,6 +97,28 @@ const DefaultCABundle = "/etc/ssl/certs/ca-certificates.crt"
 // (and where the agent looks for it, agent.DefaultSystemdBoot).
 const DefaultSystemdBoot = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
 
+const (
+	// grubMkImage makes GRUB's core images (Debian's grub-common, which
+	// grub-pc-bin depends on).
+	grubMkImage = "grub-mkimage"
+	// grubBootImage is the build host's boot.img by default (grub-pc-bin).
+	grubBootImage = grub.DefaultDir + "/" + grub.BootImage
+)
+
+// HostPackages names the Debian package that installs each file or command
+// a default build takes from the build host: the bootloaders and mdadm the
+// agent installs and runs, the CA bundle it trusts, and grub-mkimage.
+// `make run` builds the ramdisk, so it installs them all
+// (scripts/install-deps.sh run; tests/installer checks the script against
+// this table).
+var HostPackages = map[string]string{
+	DefaultSystemdBoot: "systemd-boot-efi",
+	DefaultCABundle:    "ca-certificates",
+	DefaultMdadm:       "mdadm",
+	grubBootImage:      "grub-pc-bin",
+	grubMkImage:        "grub-common",
+}
+
 // Result says what was built.
 type Result struct {
 	Initramfs string
@@ -265,13 +287,14 @@ func Build(o Options) (Result, error) {
 // root.
 func grubImages(dir string) (map[string][]byte, error) {
 	missing := func(err error) error {
-		return fmt.Errorf("the BIOS bootloader of partition images needs GRUB's i386-pc images and grub-mkimage (Debian's grub-pc-bin; scripts/install-deps.sh installs it), or build without it (mkramdisk -grub ''), a ramdisk that deploys partition images in UEFI boot mode only: %w", err)
+		return fmt.Errorf("the BIOS bootloader of partition images needs GRUB's i386-pc images and %s (Debian's %s and %s; make run and scripts/install-deps.sh run install them), or build without it (mkramdisk -grub ''), a ramdisk that deploys partition images in UEFI boot mode only: %w",
+			grubMkImage, HostPackages[grubBootImage], HostPackages[grubMkImage], err)
 	}
 	boot, err := os.ReadFile(filepath.Join(dir, grub.BootImage))
 	if err != nil {
 		return nil, missing(err)
 	}
-	mkimage, err := exec.LookPath("grub-mkimage")
+	mkimage, err := exec.LookPath(grubMkImage)
 	if err != nil {
 		return nil, missing(err)
 	}

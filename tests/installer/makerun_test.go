@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +18,22 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/pxe"
+	"github.com/ironflow/ironflow/vbmc"
 )
 
 // TestMakeRunInFreshCloneUnder0700Parent is the README's promise as a new
 // user on Debian tries it first: `git clone` into a directory whose parent
 // is mode 0700 (root's home), then `make run` as root. The embedded
 // PostgreSQL must start although its user cannot traverse the parent, and
-// the API, the Temporal Web UI and the unmodified baremetal CLI must work.
+// the API, the Temporal Web UI and the unmodified baremetal CLI must work,
+// found on PATH as the README's first session runs it. make run must also
+// have built the agent ramdisk; manual cleaning of a Redfish node on its
+// default boot, virtual media, must reach clean wait with the agent ISO
+// built and in the BMC's virtual CD; and the ISO must build for secure
+// boot too. This machine may have had the Debian packages before;
+// TestInstallDepsRunSetWithFakeAptGet shows that make run's set asks for
+// them on one that has not.
 // Two prebuilt artefacts are lent to the clone to keep the test within
 // minutes, both outside what the 0700 parent decides: the Temporal CLI
 // (make's bin/temporal, else a `go install` of about a minute) and the
@@ -48,9 +59,9 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 	if _, err := os.Stat(temporalCLI); err != nil {
 		t.Fatalf("the Temporal CLI to lend the clone: %v (make tools, or IRONFLOW_TEMPORAL_BIN)", err)
 	}
-	for _, tool := range []string{"make", "git", "/usr/bin/baremetal"} {
+	for _, tool := range []string{"make", "git"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s: %v (scripts/install-deps.sh test)", tool, err)
+			t.Fatalf("%s: %v", tool, err)
 		}
 	}
 
@@ -172,10 +183,14 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 	if code := getJSON(t, apiURL+"/", &apiRoot); code != 200 || len(apiRoot.Versions) == 0 {
 		t.Fatalf("API root: %d %+v\n%s", code, apiRoot, embedded.Tail(logPath, 4000))
 	}
-	// The baremetal CLI, as the banner says.
+	// The baremetal CLI, as the banner says: make run installed it.
+	baremetal, err := exec.LookPath("baremetal")
+	if err != nil {
+		t.Fatalf("after make run, the README's first session finds no baremetal command: %v\n%s", err, embedded.Tail(logPath, 4000))
+	}
 	bm := func(args ...string) string {
 		t.Helper()
-		c := exec.Command("/usr/bin/python3", append([]string{"/usr/bin/baremetal"}, args...)...)
+		c := exec.Command(baremetal, args...)
 		c.Env = append(os.Environ(), "OS_ENDPOINT="+apiURL, "OS_AUTH_TYPE=none")
 		out, err := c.CombinedOutput()
 		if err != nil {
@@ -226,6 +241,82 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 	if code := getJSON(t, uiURL+"/api/v1/namespaces/default/workflows", &wfs); code != 200 || len(wfs.Executions) == 0 {
 		t.Errorf("the Web UI lists no workflow after manage: %d, %d executions", code, len(wfs.Executions))
 	}
+
+	// The agent ramdisk, which virtual media and PXE boot.
+	if runLog, _ := os.ReadFile(logPath); strings.Contains(string(runLog), "ramdisk could not be built") {
+		t.Errorf("make run did not build the agent ramdisk:\n%s", embedded.Tail(logPath, 4000))
+	}
+
+	// Manual cleaning of a Redfish node on its default boot, virtual
+	// media: the worker builds the agent ISO from the ramdisk make run
+	// built and the host's boot loaders, and the BMC (ironflow's vbmc on a
+	// QEMU VM without a network) fetches it from the boot service. The
+	// agent cannot call back, so cleaning waits in clean wait; that is
+	// where a missing boot loader used to fail it.
+	rf := startRedfishVM(t, home)
+	bm("node", "create", "--driver", "redfish", "--name", "fresh-clone-rf-7d1",
+		"--driver-info", "redfish_address="+rf.url, "--driver-info", "redfish_system_id=/redfish/v1/Systems/rf0",
+		"--driver-info", "redfish_username=admin", "--driver-info", "redfish_password=password")
+	rfUUID := strings.TrimSpace(bm("node", "show", "fresh-clone-rf-7d1", "-f", "value", "-c", "uuid"))
+	if out := bm("node", "show", rfUUID, "-f", "value", "-c", "boot_interface"); strings.TrimSpace(out) != "redfish-virtual-media" {
+		t.Errorf("a Redfish node's default boot interface is %q, want redfish-virtual-media", strings.TrimSpace(out))
+	}
+	bm("node", "manage", rfUUID, "--wait", "120")
+	bm("node", "clean", rfUUID, "--clean-steps", `[{"interface": "deploy", "step": "erase_devices_metadata"}]`)
+	cleanStart := time.Now()
+	var rfNode struct {
+		ProvisionState string  `json:"provision_state"`
+		LastError      *string `json:"last_error"`
+	}
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		out := bm("node", "show", rfUUID, "-f", "json", "-c", "provision_state", "-c", "last_error")
+		if err := json.Unmarshal([]byte(out), &rfNode); err != nil {
+			t.Fatalf("baremetal node show -f json: %v\n%s", err, out)
+		}
+		if rfNode.ProvisionState == "clean wait" || rfNode.ProvisionState == "clean failed" {
+			break
+		}
+	}
+	if rfNode.ProvisionState != "clean wait" || rfNode.LastError != nil {
+		lastError := ""
+		if rfNode.LastError != nil {
+			lastError = *rfNode.LastError
+		}
+		t.Errorf("manual cleaning of a Redfish node on virtual media: %s, last_error %q\nvbmc:\n%s\nmake run:\n%s",
+			rfNode.ProvisionState, lastError, embedded.Tail(rf.log, 3000), embedded.Tail(logPath, 4000))
+	} else {
+		t.Logf("manual cleaning of a Redfish node on virtual media: clean wait after %s", time.Since(cleanStart).Round(time.Second))
+		if !fileExists(filepath.Join(clone, ".data", "iso", rfUUID+".iso")) {
+			t.Errorf("in clean wait, but no agent ISO in the clone's .data/iso")
+		}
+		if size := rf.insertedISO(t); size == 0 {
+			t.Errorf("the BMC holds no ISO9660 image in its virtual CD\nvbmc:\n%s", embedded.Tail(rf.log, 3000))
+		} else {
+			t.Logf("the BMC's virtual CD holds the agent ISO, %d MiB", size>>20)
+		}
+		bm("node", "abort", rfUUID)
+	}
+
+	// The agent ISO, from the ramdisk make run built, as the worker builds
+	// it for a virtual-media boot (cmd/ironflow's isoService), plain and
+	// for secure boot.
+	images := filepath.Join(clone, ".data", "images")
+	isos := pxe.AgentISOs{Dir: filepath.Join(home, "iso")}
+	for _, secure := range []bool{false, true} {
+		p, err := isos.Build(context.Background(), filepath.Join(images, "agent.kernel"), filepath.Join(images, "agent.initramfs"),
+			pxe.ISOParams{NodeUUID: "0b5e6f4a-8c1d-4e2f-9a3b-7c6d5e4f3a2b", APIURL: apiURL, AgentToken: "fresh-clone-token", SecureBoot: secure})
+		if err != nil {
+			t.Errorf("agent ISO (secure boot %v) after make run: %v", secure, err)
+			continue
+		}
+		iso, err := os.Stat(p)
+		initrd, err2 := os.Stat(filepath.Join(images, "agent.initramfs"))
+		if err != nil || err2 != nil || iso.Size() <= initrd.Size() {
+			t.Errorf("agent ISO (secure boot %v) %s: %v, %v: no larger than the initramfs it carries", secure, p, err, err2)
+		} else {
+			t.Logf("agent ISO (secure boot %v) from make run's ramdisk: %d MiB", secure, iso.Size()>>20)
+		}
+	}
 }
 
 func getJSON(t *testing.T, url string, out any) int {
@@ -259,6 +350,74 @@ func dirHasPGVersion(dir string) bool {
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.Name() == "PG_VERSION" {
 			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
+// redfishVM is ironflow's virtual BMC (Redfish) in front of one QEMU VM,
+// rf0, with no network: enough for ironflow to power it and insert
+// virtual media, which the BMC downloads as a real one does.
+type redfishVM struct {
+	url, log, stateDir string
+}
+
+func startRedfishVM(t *testing.T, dir string) *redfishVM {
+	t.Helper()
+	for _, bin := range []string{"qemu-system-x86_64", "qemu-img"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("%s is missing: make test installs it (scripts/install-deps.sh test)", bin)
+		}
+	}
+	rf := &redfishVM{log: filepath.Join(dir, "vbmc.log"), stateDir: filepath.Join(dir, "vbmc")}
+	cfg, _ := json.Marshal(map[string]any{
+		"state_dir": rf.stateDir, "username": "admin", "password": "password",
+		"vms": []map[string]any{{"name": "rf0", "mac": "52:54:00:7d:10:01", "disk": filepath.Join(dir, "rf0.raw"),
+			"disk_size": "16M", "memory_mb": 256, "firmware": "bios", "netdev": "none"}},
+	})
+	cfgPath := filepath.Join(dir, "vbmc.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vc, err := vbmc.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(rf.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := vbmc.NewServer(vc, slog.New(slog.NewTextHandler(logFile, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close(); logFile.Close() })
+	rf.url = hs.URL
+	return rf
+}
+
+// insertedISO is the size of the ISO9660 image (its volume descriptor,
+// "CD001" at byte 0x8001) in the BMC's virtual CD, 0 if it holds none.
+func (rf *redfishVM) insertedISO(t *testing.T) int64 {
+	t.Helper()
+	var found int64
+	_ = filepath.WalkDir(rf.stateDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".iso") {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		magic := make([]byte, 5)
+		if _, err := f.ReadAt(magic, 0x8001); err == nil && string(magic) == "CD001" {
+			if st, err := f.Stat(); err == nil {
+				found = st.Size()
+			}
 			return filepath.SkipAll
 		}
 		return nil
