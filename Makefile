@@ -111,7 +111,7 @@ run-cluster: deps-run tools build
 test: deps tools build ramdisk
 	$(GO) vet ./...
 	@mkdir -p $(DATA)
-	set -o pipefail; $(GO) test -json -timeout $(TEST_TIMEOUT) -count=1 ./... | tee $(DATA)/test.json | $(GO) run ./tools/slowest
+	set -o pipefail; $(GO) test -json -timeout $(TEST_TIMEOUT) -count=1 ./... | tee $(DATA)/test.json | $(GO) run ./internal/slowest
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
 test-unit: go-check
