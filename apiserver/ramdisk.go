@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -28,10 +29,10 @@ const (
 )
 
 // lookupStates are where an agent may find its node with restrict_lookup.
-var lookupStates = []string{
-	workflows.StateDeploying, workflows.StateDeployWait, workflows.StateCleaning, workflows.StateCleanWait,
-	workflows.StateInspecting, workflows.StateInspectWait, string(workflows.Rescuing), string(workflows.RescueWait),
-	string(workflows.ServiceWait),
+var lookupStates = []provision.State{
+	provision.Deploying, provision.DeployWait, provision.Cleaning, provision.CleanWait,
+	provision.Inspecting, provision.InspectWait, provision.Rescuing, provision.RescueWait,
+	provision.ServiceWait,
 }
 
 // agentStatuses are the agent_status values a heartbeat may carry (1.72).
@@ -195,7 +196,7 @@ func (s *server) continueInspection(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if n == nil || (s.cfg.RestrictLookup && n.ProvisionState != workflows.StateInspecting && n.ProvisionState != workflows.StateInspectWait) {
+	if n == nil || (s.cfg.RestrictLookup && n.ProvisionState != provision.Inspecting && n.ProvisionState != provision.InspectWait) {
 		return resourceNotFound()
 	}
 	// Inspection data comes only from the agent that looked up and holds
