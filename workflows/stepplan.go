@@ -39,15 +39,9 @@ var interfaceSteps = map[string]map[hardware.Interface][]provision.Step{
 
 // raidSteps are the raid interface's steps, fake and redfish alike
 // (activities/raid.go runs redfish's through the BMC's Storage Volumes),
-// and the agent's in-band ones (WithAgentInterfaceSteps).
-var raidSteps = []provision.Step{
-	{StepID: provision.StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]provision.ArgInfo{
-		"create_root_volume":     {Description: "This specifies whether to create the root volume. Defaults to `True`."},
-		"create_nonroot_volumes": {Description: "This specifies whether to create the non-root volumes. Defaults to `True`."},
-		"delete_existing":        {Description: "Setting this to `True` indicates to delete RAID configuration prior to creating the new configuration. Default value is `False`."},
-	}},
-	{StepID: provision.StepID{Interface: "raid", Step: "delete_configuration"}},
-}
+// and the agent's in-band ones (WithAgentInterfaceSteps): the step
+// catalogue's (provision.RAIDSteps).
+var raidSteps = provision.RAIDSteps()
 
 // InterfaceSteps are the out-of-band steps of kind the node's interfaces
 // declare (bios and raid interfaces; Ironic runs interface steps the same
@@ -79,48 +73,27 @@ var deployInterfaceSteps = map[provision.StepID]bool{
 	{Interface: "bios", Step: "factory_reset"}:       true,
 }
 
-// ironflowAgentSteps are the in-band steps the ironflow agent advertises
-// (agent/steps.go, kept equal to it, argument names included, by agent's
-// TestAdvertisedStepsAreTheOnesTheAPIKnows): the API
-// checks a user's steps against them before the
-// agent boots, as Ironic checks them against the steps its agent last
-// reported (driver_internal_info agent_cached_clean_steps). Once the agent
-// is up, the list it returns is the one the workflow checks again.
-var ironflowAgentSteps = map[provision.StepKind][]provision.Step{
-	// The clean steps carry the agent's argsinfo (agent/stepargs.go, none
-	// required), so that a manual cleaning with arguments (burnin_disk's
-	// runtime, erase_devices' secure-erase options) is accepted before the
-	// node's agent has ever reported its clean steps.
-	provision.StepKindClean: {
-		{StepID: provision.StepEraseDevicesMetadata, Priority: 99, Abortable: true},
-		{StepID: provision.StepEraseDevices, Priority: 10, Abortable: true, ArgsInfo: optionalArgs("enable_ata_secure_erase", "enable_nvme_secure_erase",
-			"continue_if_secure_erase_failed", "shred_random_overwrite_iterations", "shred_final_overwrite_with_zeros")},
-		{StepID: provision.StepID{Interface: "deploy", Step: "erase_devices_express"}, Abortable: true, ArgsInfo: optionalArgs("enable_nvme_secure_erase")},
-		{StepID: provision.StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
-		{StepID: provision.StepID{Interface: "deploy", Step: "clean_uefi_nvram"}, Abortable: true, ArgsInfo: optionalArgs("match_patterns")},
-		{StepID: provision.StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "checkpoint")},
-		{StepID: provision.StepID{Interface: "deploy", Step: "burnin_disk"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "loops")},
-		{StepID: provision.StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "vm_bytes", "checkpoint")},
-		{StepID: provision.StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "role", "partner", "port", "checkpoint")},
-	},
-	// The agent's deploy steps: write_image is also the built-in step
-	// (deployAvailable gives it this argsinfo), erase_devices_metadata runs
-	// only when a user or a deploy template names it. DeployNode checks a
-	// request against them before the agent runs, and against the list
-	// the agent returns once it does.
-	provision.StepKindDeploy: {
-		{StepID: provision.StepWriteImage, Priority: 80, ArgsInfo: optionalArgs("image_info", "configdrive")},
-		{StepID: provision.StepEraseDevicesMetadata},
-	},
-	// The service steps carry the agent's argsinfo (agent/stepargs.go,
-	// none required), so that a servicing with arguments is accepted
-	// before the node's agent has ever reported its service steps.
-	provision.StepKindService: {
-		{StepID: provision.StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
-		{StepID: provision.StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "checkpoint")},
-		{StepID: provision.StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "vm_bytes", "checkpoint")},
-		{StepID: provision.StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "role", "partner", "port", "checkpoint")},
-	},
+// ironflowAgentSteps are the in-band steps the ironflow agent advertises,
+// from the step catalogue it advertises them from (provision.AgentSteps):
+// the API checks a user's steps against them before the agent boots, as
+// Ironic checks them against the steps its agent last reported
+// (driver_internal_info agent_cached_clean_steps). Once the agent is up,
+// the list it returns is the one the workflow checks again. Their
+// arguments are declared without descriptions, which are the agent's once
+// it reports them.
+func ironflowAgentSteps(kind provision.StepKind) []provision.Step {
+	steps := provision.AgentSteps(kind)
+	for i, s := range steps {
+		if s.ArgsInfo == nil {
+			continue
+		}
+		args := make(map[string]provision.ArgInfo, len(s.ArgsInfo))
+		for name, arg := range s.ArgsInfo {
+			args[name] = provision.ArgInfo{Required: arg.Required}
+		}
+		steps[i].ArgsInfo = args
+	}
+	return steps
 }
 
 // WithAgentInterfaceSteps is agentSteps (the agent's steps of kind, as
@@ -149,25 +122,11 @@ func WithAgentInterfaceSteps(kind provision.StepKind, ifaces map[string]hardware
 	return out
 }
 
-// agentRAIDDeploySteps is the agent's raid.apply_configuration (agent/raid.go
-// raidDeploySteps). A deploy checks it when the agent reports it: the plan
-// before the agent runs leaves a step it does not know for then.
-var agentRAIDDeploySteps = []provision.Step{
-	{StepID: provision.StepID{Interface: "raid", Step: "apply_configuration"}, ArgsInfo: map[string]provision.ArgInfo{
-		"raid_config":     {Description: "The RAID configuration to apply.", Required: true},
-		"delete_existing": {Description: "Setting this to 'True' indicates to delete existing RAID configuration prior to creating the new configuration. Default value is 'True'."},
-	}},
-}
-
-// optionalArgs declares arguments that are not required; their
-// descriptions are the agent's, once it reports them.
-func optionalArgs(names ...string) map[string]provision.ArgInfo {
-	out := make(map[string]provision.ArgInfo, len(names))
-	for _, n := range names {
-		out[n] = provision.ArgInfo{}
-	}
-	return out
-}
+// agentRAIDDeploySteps is the agent's raid.apply_configuration
+// (provision.RAIDDeploySteps). A deploy checks it when the agent reports
+// it: the plan before the agent runs leaves a step it does not know for
+// then.
+var agentRAIDDeploySteps = provision.RAIDDeploySteps()
 
 // KnownAgentSteps is ironflowAgentSteps of kind, unless cached (the steps
 // the node's agent last reported, driver_internal_info
@@ -176,7 +135,7 @@ func KnownAgentSteps(kind provision.StepKind, cached []provision.Step) []provisi
 	if len(cached) > 0 {
 		return cached
 	}
-	return append([]provision.Step(nil), ironflowAgentSteps[kind]...)
+	return ironflowAgentSteps(kind)
 }
 
 // UserStep is one step of a request's clean_steps, deploy_steps or
