@@ -157,7 +157,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		// The firmware update step (workflows/firmware.go).
 		FirmwareInterface: hardware.Interface(n.FirmwareInterface),
 		ConductorGroup:    n.ConductorGroup,
-		ProvisionState:    provision.State(n.ProvisionState),
+		ProvisionState:    n.ProvisionState,
 		BootMode:          "bios",
 		AutomatedClean:    a.Config.AutomatedClean,
 		Policy:            a.Config.Policy,

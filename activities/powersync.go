@@ -86,7 +86,7 @@ func (p *PowerSync) SyncPowerStates(ctx context.Context, in workflows.PowerSyncB
 		switch {
 		case n.TargetProvisionState != nil || n.TargetPowerState != nil:
 			res.Held++
-		case syncExcludedStates[provision.State(n.ProvisionState)]:
+		case syncExcludedStates[n.ProvisionState]:
 			res.Skipped++
 		case n.Maintenance && (!in.Recover || deref(n.Fault) != workflows.FaultPowerFailure):
 			res.Skipped++

@@ -17,7 +17,7 @@ func ManageNode(ctx workflow.Context, req provision.Request) error {
 	if err != nil {
 		return err
 	}
-	if provision.State(req.FromState) != provision.Enroll {
+	if req.FromState != provision.Enroll {
 		return ended(r.enter(provision.Manageable, "", fmt.Sprintf("Node moved to manageable from %s", req.FromState)))
 	}
 	if err := r.enter(provision.Verifying, provision.Manageable, "Verifying the node's BMC"); err != nil {

@@ -194,7 +194,7 @@ func loadFailureState(operation provision.Operation, from provision.State) provi
 func (r *run) refuseInvalidConfig(err error) {
 	msg := fmt.Sprintf("%s failed: %s", capitalize(string(r.status.Operation)), errorText(err))
 	var rerr error
-	if to := loadFailureState(r.status.Operation, provision.State(r.req.FromState)); to != "" {
+	if to := loadFailureState(r.status.Operation, r.req.FromState); to != "" {
 		rerr = r.local(ActRecordState, RecordStateInput{NodeUUID: r.req.NodeUUID, To: to, LastError: msg, Event: msg,
 			Severity: "ERROR", EventType: string(r.status.Operation)}, nil)
 	} else if r.status.Operation == provision.OpPower {
