@@ -499,8 +499,14 @@ func main() {
 		failsLeft[uuid] = maps.Clone(s.fails)
 		mu.Unlock()
 		id := workflows.WorkflowID(uuid)
+		req := s.req(uuid)
+		if pr, ok := req.(provision.Request); ok && pr.Verb != "" {
+			// As the API hands it: with the transition it decided.
+			pr.Transition, _ = provision.Accept(pr.FromState, pr.Verb)
+			req = pr
+		}
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-			TypedSearchAttributes: workflows.SearchAttributes(uuid, "op", "state")}, s.wf, s.req(uuid))
+			TypedSearchAttributes: workflows.SearchAttributes(uuid, "op", "state")}, s.wf, req)
 		must(err)
 		if s.drive != nil {
 			go s.drive(c, id)
