@@ -457,7 +457,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		return err
 	}
 	// The request carries no config drive: DeployNode finds it with the
-	// node (ProvisionRequest.ConfigDrive is for histories recorded before).
+	// node (provision.Request.ConfigDrive is for histories recorded before).
 	err = s.startProvision(ctx, n.UUID, t.Next, provision.Request{
 		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState, Transition: t,
 		DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps, ServiceSteps: req.serviceSteps,

@@ -21,7 +21,7 @@ import (
 // Ironic's conductor does (conductor/steps.py: _get_deployment_templates,
 // _get_steps_from_deployment_templates, _get_all_deployment_steps; the
 // runbook check of the provision API). The workflows see only user steps:
-// ProvisionRequest.DeploySteps and CleanSteps.
+// provision.Request.DeploySteps and CleanSteps.
 
 // instanceTraits are the node's instance_info/traits: the traits the
 // instance asked for (Nova's flavor or image, or the operator).

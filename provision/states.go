@@ -144,7 +144,7 @@ const (
 // Transition is what a verb does from a state: the state the API records
 // when it accepts the verb, and the goal recorded as target_provision_state.
 // The API decides it once (Accept) and hands it to the workflow in the
-// ProvisionRequest.
+// Request.
 type Transition struct {
 	Operation Operation `json:"operation"` // deploy, undeploy, manage, provide, inspect, clean, abort, ...
 	Next      State     `json:"next"`      // provision_state recorded with the 202
