@@ -16,6 +16,7 @@ import (
 	"github.com/ironflow/ironflow/configdrive"
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -156,7 +157,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		// The firmware update step (workflows/firmware.go).
 		FirmwareInterface: hardware.Interface(n.FirmwareInterface),
 		ConductorGroup:    n.ConductorGroup,
-		ProvisionState:    workflows.State(n.ProvisionState),
+		ProvisionState:    n.ProvisionState,
 		BootMode:          "bios",
 		AutomatedClean:    a.Config.AutomatedClean,
 		Policy:            a.Config.Policy,
@@ -235,14 +236,11 @@ func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateIn
 	point := "RecordState/" + string(in.To)
 	crashPoint(ctx, in.NodeUUID, point, "start")
 	t := store.Transition{
-		To: string(in.To), Target: optional(string(in.Target)), LastError: optional(in.LastError),
-		StepKind: string(in.StepKind),
+		To: in.To, Target: optional(in.Target), LastError: optional(in.LastError),
+		StepKind: in.StepKind, From: in.From,
 		History: store.HistoryEvent{
 			Severity: in.Severity, EventType: in.EventType, Event: in.Event, Conductor: a.Config.Conductor,
 		},
-	}
-	for _, s := range in.From {
-		t.From = append(t.From, string(s))
 	}
 	if in.Step != nil {
 		t.Step = in.Step.View()
@@ -252,7 +250,7 @@ func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateIn
 	}
 	run := runID(ctx)
 	if run != "" {
-		t.SetInternal = map[string]any{keyProvisionRun: provisionRun{Run: run, State: string(in.To)}}
+		t.SetInternal = map[string]any{keyProvisionRun: provisionRun{Run: run, State: in.To}}
 	}
 	if in.StepPlan != nil {
 		kv, drop := stepPlanChanges(*in.StepPlan)
@@ -281,8 +279,8 @@ func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateIn
 }
 
 // showStep records the step an activity begins as the node's deploy_step
-// or clean_step (workflows.RunningStep); nil records nothing.
-func (a *Activities) showStep(ctx context.Context, nodeUUID string, rs *workflows.RunningStep) error {
+// or clean_step (provision.RunningStep); nil records nothing.
+func (a *Activities) showStep(ctx context.Context, nodeUUID string, rs *provision.RunningStep) error {
 	if rs == nil {
 		return nil
 	}
@@ -375,7 +373,7 @@ func storeErr(err error, format string, args ...any) error {
 	return temporal.NewApplicationError(msg, "StoreError", err)
 }
 
-func optional(s string) *string {
+func optional[T ~string](s T) *T {
 	if s == "" {
 		return nil
 	}

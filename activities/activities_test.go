@@ -12,6 +12,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -20,20 +21,20 @@ func TestRecordStateWritesStateStepAgentKeysAndHistory(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{Conductor: "conductor-1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateDeploying,
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Deploying,
 		DriverInternalInfo: map[string]any{"agent_url": "http://127.0.0.1:9999", "agent_secret_token": "t", "is_whole_disk_image": true}}
 	if err := st.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}
 
-	err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: n.UUID, From: []workflows.State{workflows.Deploying},
-		To: workflows.DeployFailed, Target: workflows.Active, LastError: "write failed",
-		Step: &workflows.Step{StepID: workflows.StepWriteImage, Priority: 80}, StepKind: workflows.StepKindDeploy, Severity: "ERROR", EventType: "provisioning", Event: "Deploy failed at write_image"})
+	err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: n.UUID, From: []provision.State{provision.Deploying},
+		To: provision.DeployFailed, Target: provision.Active, LastError: "write failed",
+		Step: &provision.Step{StepID: provision.StepWriteImage, Priority: 80}, StepKind: provision.StepKindDeploy, Severity: "ERROR", EventType: "provisioning", Event: "Deploy failed at write_image"})
 	if err != nil {
 		t.Fatalf("RecordState: %v", err)
 	}
 	got, _ := st.GetNode(ctx, n.UUID)
-	if got.ProvisionState != workflows.StateDeployFailed || *got.TargetProvisionState != workflows.StateActive ||
+	if got.ProvisionState != provision.DeployFailed || *got.TargetProvisionState != provision.Active ||
 		*got.LastError != "write failed" || got.DeployStep["interface"] != "deploy" || got.DeployStep["step"] != "write_image" {
 		t.Fatalf("after a failed step: %+v", got)
 	}
@@ -43,7 +44,7 @@ func TestRecordStateWritesStateStepAgentKeysAndHistory(t *testing.T) {
 	}
 
 	// The end of an operation drops the agent's session keys only.
-	if err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: n.UUID, To: workflows.Active, ClearAgent: true}); err != nil {
+	if err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: n.UUID, To: provision.Active, ClearAgent: true}); err != nil {
 		t.Fatalf("RecordState active: %v", err)
 	}
 	got, _ = st.GetNode(ctx, n.UUID)
@@ -52,7 +53,7 @@ func TestRecordStateWritesStateStepAgentKeysAndHistory(t *testing.T) {
 	}
 
 	// A state that moved under the workflow is not retried.
-	err = a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: n.UUID, From: []workflows.State{workflows.Deploying}, To: workflows.Active})
+	err = a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: n.UUID, From: []provision.State{provision.Deploying}, To: provision.Active})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != workflows.ErrTypeStateConflict || !app.NonRetryable() {
 		t.Fatalf("from the wrong state: %v, want a non-retryable %s", err, workflows.ErrTypeStateConflict)
@@ -66,13 +67,13 @@ func TestActivitiesShowTheStepTheyBegin(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateDeploying}
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Deploying}
 	if err := st.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	boot := workflows.Step{StepID: workflows.StepBootInstance, Priority: 20}
+	boot := provision.Step{StepID: provision.StepBootInstance, Priority: 20}
 	err := a.CleanBoot(ctx, workflows.BootInput{Node: workflows.NodeInfo{UUID: n.UUID}, Kind: workflows.BootAgent,
-		Starts: &workflows.RunningStep{Kind: workflows.StepKindDeploy, Step: boot}})
+		Starts: &provision.RunningStep{Kind: provision.StepKindDeploy, Step: boot}})
 	if err != nil {
 		t.Fatalf("CleanBoot: %v", err)
 	}
@@ -81,8 +82,8 @@ func TestActivitiesShowTheStepTheyBegin(t *testing.T) {
 		t.Fatalf("after CleanBoot starting boot_instance: deploy_step %v, clean_step %v", got.DeployStep, got.CleanStep)
 	}
 
-	erase := workflows.Step{StepID: workflows.StepEraseDevicesMetadata, Priority: 99}
-	_, err = a.RunAgentStep(ctx, workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID}, Kind: workflows.StepKindClean, Step: erase})
+	erase := provision.Step{StepID: provision.StepEraseDevicesMetadata, Priority: 99}
+	_, err = a.RunAgentStep(ctx, workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID}, Kind: provision.StepKindClean, Step: erase})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != workflows.ErrTypeAgentUnreachable {
 		t.Fatalf("RunAgentStep without an agent: %v, want %s", err, workflows.ErrTypeAgentUnreachable)
@@ -95,21 +96,21 @@ func TestActivitiesShowTheStepTheyBegin(t *testing.T) {
 	// With the plan's index (agent-deploy-baseline version 3) the step's
 	// first activity moves the plan too: index set, the previous step's
 	// progress gone, with the step; RunAgentStep's input carries it too.
-	progress := workflows.StepProgressKey(workflows.StepKindDeploy)
+	progress := workflows.StepProgressKey(provision.StepKindDeploy)
 	if err := st.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{progress: map[string]any{"fraction": 1.0}, "deploy_step_index": 3}); err != nil {
 		t.Fatal(err)
 	}
 	four, five := 4, 5
 	if err := a.CleanBoot(ctx, workflows.BootInput{Node: workflows.NodeInfo{UUID: n.UUID}, Kind: workflows.BootAgent,
-		Starts: &workflows.RunningStep{Kind: workflows.StepKindDeploy, Step: boot, Index: &four}}); err != nil {
+		Starts: &provision.RunningStep{Kind: provision.StepKindDeploy, Step: boot, Index: &four}}); err != nil {
 		t.Fatalf("CleanBoot: %v", err)
 	}
 	got, _ = st.GetNode(ctx, n.UUID)
 	if _, left := got.DriverInternalInfo[progress]; left || got.DriverInternalInfo["deploy_step_index"] != float64(4) || got.DeployStep["step"] != "boot_instance" {
 		t.Fatalf("after CleanBoot at index 4: driver_internal_info %v, deploy_step %v", got.DriverInternalInfo, got.DeployStep)
 	}
-	write := workflows.Step{StepID: workflows.StepWriteImage, Priority: 80}
-	_, _ = a.RunAgentStep(ctx, workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID}, Kind: workflows.StepKindDeploy, Step: write, Index: &five})
+	write := provision.Step{StepID: provision.StepWriteImage, Priority: 80}
+	_, _ = a.RunAgentStep(ctx, workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID}, Kind: provision.StepKindDeploy, Step: write, Index: &five})
 	got, _ = st.GetNode(ctx, n.UUID)
 	if got.DriverInternalInfo["deploy_step_index"] != float64(5) || got.DeployStep["step"] != "write_image" {
 		t.Fatalf("after RunAgentStep at index 5: driver_internal_info %v, deploy_step %v", got.DriverInternalInfo, got.DeployStep)
@@ -125,11 +126,11 @@ func TestRecordStateWithAStepPlanWritesWhatRecordStepPlanWrites(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	plan := []workflows.Step{{StepID: workflows.StepDeploy, Priority: 100}, {StepID: workflows.StepWriteImage, Priority: 80}}
-	agentSteps := []workflows.Step{{StepID: workflows.StepWriteImage, Priority: 80}}
-	progress := workflows.StepProgressKey(workflows.StepKindDeploy)
+	plan := []provision.Step{{StepID: provision.StepDeploy, Priority: 100}, {StepID: provision.StepWriteImage, Priority: 80}}
+	agentSteps := []provision.Step{{StepID: provision.StepWriteImage, Priority: 80}}
+	progress := workflows.StepProgressKey(provision.StepKindDeploy)
 	newNode := func() *store.Node {
-		n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateDeploying,
+		n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Deploying,
 			DriverInternalInfo: map[string]any{progress: map[string]any{"fraction": 0.5}, "agent_url": "http://127.0.0.1:9999"}}
 		if err := st.CreateNode(ctx, n); err != nil {
 			t.Fatal(err)
@@ -140,17 +141,17 @@ func TestRecordStateWithAStepPlanWritesWhatRecordStepPlanWrites(t *testing.T) {
 
 	separate := newNode()
 	for _, err := range []error{
-		a.RecordStepPlan(ctx, workflows.StepPlanRecord{NodeUUID: separate.UUID, Kind: workflows.StepKindDeploy, Steps: plan, AgentSteps: agentSteps}),
-		a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: separate.UUID, To: workflows.Deploying, Target: workflows.Active, Event: "Deploy steps"}),
-		a.RecordStepPlan(ctx, workflows.StepPlanRecord{NodeUUID: separate.UUID, Kind: workflows.StepKindDeploy, Index: &one, OnlyIndex: true}),
+		a.RecordStepPlan(ctx, workflows.StepPlanRecord{NodeUUID: separate.UUID, Kind: provision.StepKindDeploy, Steps: plan, AgentSteps: agentSteps}),
+		a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: separate.UUID, To: provision.Deploying, Target: provision.Active, Event: "Deploy steps"}),
+		a.RecordStepPlan(ctx, workflows.StepPlanRecord{NodeUUID: separate.UUID, Kind: provision.StepKindDeploy, Index: &one, OnlyIndex: true}),
 	} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	folded := newNode()
-	if err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: folded.UUID, To: workflows.Deploying, Target: workflows.Active, Event: "Deploy steps",
-		StepPlan: &workflows.StepPlanRecord{NodeUUID: folded.UUID, Kind: workflows.StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: &one}}); err != nil {
+	if err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: folded.UUID, To: provision.Deploying, Target: provision.Active, Event: "Deploy steps",
+		StepPlan: &workflows.StepPlanRecord{NodeUUID: folded.UUID, Kind: provision.StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: &one}}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := st.GetNode(ctx, separate.UUID)
@@ -177,8 +178,8 @@ func TestRecordStateWithAStepPlanWritesWhatRecordStepPlanWrites(t *testing.T) {
 
 	// Cleared with active: the plan's keys and the agent's session go, the
 	// agent's cached steps stay for the next request's check.
-	if err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: folded.UUID, To: workflows.Active, ClearAgent: true,
-		StepPlan: &workflows.StepPlanRecord{NodeUUID: folded.UUID, Kind: workflows.StepKindDeploy, Clear: true}}); err != nil {
+	if err := a.RecordState(ctx, workflows.RecordStateInput{NodeUUID: folded.UUID, To: provision.Active, ClearAgent: true,
+		StepPlan: &workflows.StepPlanRecord{NodeUUID: folded.UUID, Kind: provision.StepKindDeploy, Clear: true}}); err != nil {
 		t.Fatal(err)
 	}
 	f, _ = st.GetNode(ctx, folded.UUID)
@@ -187,7 +188,7 @@ func TestRecordStateWithAStepPlanWritesWhatRecordStepPlanWrites(t *testing.T) {
 			t.Errorf("driver_internal_info %s = %v after active", key, v)
 		}
 	}
-	if _, ok := f.DriverInternalInfo["agent_cached_deploy_steps"]; !ok || f.ProvisionState != workflows.StateActive {
+	if _, ok := f.DriverInternalInfo["agent_cached_deploy_steps"]; !ok || f.ProvisionState != provision.Active {
 		t.Fatalf("after active: %s, driver_internal_info %v", f.ProvisionState, f.DriverInternalInfo)
 	}
 }

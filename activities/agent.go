@@ -15,6 +15,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent/client"
 	"github.com/ironflow/ironflow/imagecache"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -119,7 +120,7 @@ func agentPorts(ports []*store.Port) []map[string]any {
 }
 
 // GetAgentSteps lists the agent's deploy, clean or service steps.
-func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
+func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsInput) ([]provision.Step, error) {
 	crashPoint(ctx, in.Agent.NodeUUID, "GetAgentSteps", "start")
 	defer keepAlive(ctx)()
 	c, n, err := a.agentFor(ctx, in.Agent)
@@ -133,9 +134,9 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 	}
 	var list client.StepList
 	switch in.Kind {
-	case workflows.StepKindClean:
+	case provision.StepKindClean:
 		list, err = c.GetCleanSteps(ctx, agentNode(n), agentPorts(ports))
-	case workflows.StepKindService:
+	case provision.StepKindService:
 		list, err = c.GetServiceSteps(ctx, agentNode(n), agentPorts(ports))
 	default:
 		list, err = c.GetDeploySteps(ctx, agentNode(n), agentPorts(ports))
@@ -143,9 +144,9 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 	if err != nil {
 		return nil, agentErr(err, "get %s steps from the agent of node %s", in.Kind, n.UUID)
 	}
-	out := make([]workflows.Step, 0, len(list.Steps))
+	out := make([]provision.Step, 0, len(list.Steps))
 	for _, s := range list.Steps {
-		out = append(out, workflows.Step{StepID: workflows.StepID{Interface: s.Interface, Step: s.Step}, Priority: s.Priority,
+		out = append(out, provision.Step{StepID: provision.StepID{Interface: s.Interface, Step: s.Step}, Priority: s.Priority,
 			RebootRequested: s.RebootRequested, Abortable: s.Abortable, ArgsInfo: argsInfo(s.ArgsInfo)})
 	}
 	crashPoint(ctx, in.Agent.NodeUUID, "GetAgentSteps", "after")
@@ -169,7 +170,7 @@ func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInp
 func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
 	point := "RunAgentStep/" + in.Step.Step
 	crashPoint(ctx, in.Agent.NodeUUID, point, "start")
-	if err := a.showStep(ctx, in.Agent.NodeUUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step, Index: in.Index}); err != nil {
+	if err := a.showStep(ctx, in.Agent.NodeUUID, &provision.RunningStep{Kind: in.Kind, Step: in.Step, Index: in.Index}); err != nil {
 		return workflows.AgentStepResult{}, err
 	}
 	c, n, err := a.agentFor(ctx, in.Agent)
@@ -240,7 +241,7 @@ func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInp
 			}
 		}
 	}()
-	cached := in.Kind != workflows.StepKindClean && in.Step.Step == "write_image" && imagecache.Cached(n.InstanceInfo)
+	cached := in.Kind != provision.StepKindClean && in.Step.Step == "write_image" && imagecache.Cached(n.InstanceInfo)
 	keep := a.stepProgressKeeper(n.UUID, in.Kind)
 	res, err := c.WaitCommand(ctx, beat.CommandID, a.Config.AgentPollInterval, func(r client.CommandResult) {
 		p, ok := r.Progress()
@@ -316,7 +317,7 @@ const stepProgressEvery = 5 * time.Second
 // stepProgressKeeper writes a running step's progress into the node's
 // driver_internal_info (workflows.StepProgressKey), at most every
 // stepProgressEvery; a failed write is logged, the step goes on.
-func (a *Activities) stepProgressKeeper(nodeUUID string, kind workflows.StepKind) func(context.Context, *workflows.StepProgress) {
+func (a *Activities) stepProgressKeeper(nodeUUID string, kind provision.StepKind) func(context.Context, *workflows.StepProgress) {
 	var last time.Time
 	return func(ctx context.Context, sp *workflows.StepProgress) {
 		if time.Since(last) < stepProgressEvery {
@@ -339,13 +340,13 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 	// Only the image's own steps ask Glance (a clean step must not fail
 	// because the deployed image has gone from Glance since).
 	var partition bool
-	if in.Step.StepID == workflows.StepPrepareInstanceBoot || in.Step.StepID == workflows.StepWriteImage {
+	if in.Step.StepID == provision.StepPrepareInstanceBoot || in.Step.StepID == provision.StepWriteImage {
 		var err error
 		if partition, err = a.partitionImage(ctx, n); err != nil {
 			return client.CommandResult{}, err
 		}
 	}
-	if in.Step.StepID == workflows.StepPrepareInstanceBoot {
+	if in.Step.StepID == provision.StepPrepareInstanceBoot {
 		// A partition image has no boot code of its own: the agent
 		// installs its bootloader, or says why it cannot, in either mode.
 		if partition {
@@ -369,10 +370,10 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 			return client.CommandResult{}, fmt.Errorf("step args: %w", err)
 		}
 	}
-	if in.Step.StepID == workflows.StepWriteImage && partition {
+	if in.Step.StepID == provision.StepWriteImage && partition {
 		step.Args = withPartitionImageInfo(step.Args, n)
 	}
-	if in.Step.StepID == workflows.StepWriteImage && in.Kind != workflows.StepKindClean {
+	if in.Step.StepID == provision.StepWriteImage && in.Kind != provision.StepKindClean {
 		args, err := withImageTrust(step.Args, n)
 		if err != nil {
 			return client.CommandResult{}, err
@@ -380,9 +381,9 @@ func (a *Activities) startStep(ctx context.Context, c *client.Client, n *store.N
 		step.Args = args
 	}
 	switch in.Kind {
-	case workflows.StepKindClean:
+	case provision.StepKindClean:
 		return c.ExecuteCleanStep(ctx, step, agentNode(n), agentPorts(ports))
-	case workflows.StepKindService:
+	case provision.StepKindService:
 		return c.ExecuteServiceStep(ctx, step, agentNode(n), agentPorts(ports))
 	}
 	node, err := a.agentDeployNode(ctx, n)
@@ -401,12 +402,12 @@ func (a *Activities) findCommand(ctx context.Context, c *client.Client, in workf
 	}
 	want := "deploy.execute_deploy_step"
 	switch in.Kind {
-	case workflows.StepKindClean:
+	case provision.StepKindClean:
 		want = "clean.execute_clean_step"
-	case workflows.StepKindService:
+	case provision.StepKindService:
 		want = "service.execute_service_step"
 	}
-	if in.Step.StepID == workflows.StepPrepareInstanceBoot {
+	if in.Step.StepID == provision.StepPrepareInstanceBoot {
 		want = "image.install_bootloader"
 	}
 	for i := len(cmds) - 1; i >= 0; i-- {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -58,7 +59,7 @@ func TestAgentStepHeartbeatsOnlyWhileItRuns(t *testing.T) {
 	g := &commandAgent{list: `{"commands":[]}`}
 	agentSrv := httptest.NewServer(g)
 	defer agentSrv.Close()
-	n := &store.Node{Driver: "ipmi", ProvisionState: workflows.StateCleaning, DriverInternalInfo: agentSession(agentSrv.URL)}
+	n := &store.Node{Driver: "ipmi", ProvisionState: provision.Cleaning, DriverInternalInfo: agentSession(agentSrv.URL)}
 	env := agentStepEnv(t, st, n)
 	var beats []map[string]any
 	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
@@ -66,8 +67,8 @@ func TestAgentStepHeartbeatsOnlyWhileItRuns(t *testing.T) {
 		_ = details.Get(&d)
 		beats = append(beats, d)
 	})
-	in := workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID, CallbackURL: agentSrv.URL}, Kind: workflows.StepKindClean,
-		Step: workflows.Step{StepID: workflows.StepID{Interface: "deploy", Step: "erase_devices_metadata"}}}
+	in := workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID, CallbackURL: agentSrv.URL}, Kind: provision.StepKindClean,
+		Step: provision.Step{StepID: provision.StepID{Interface: "deploy", Step: "erase_devices_metadata"}}}
 	run := func() workflows.AgentStepResult {
 		t.Helper()
 		v, err := env.ExecuteActivity(workflows.ActRunAgentStep, in)

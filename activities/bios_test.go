@@ -17,6 +17,7 @@ import (
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -119,16 +120,16 @@ func biosLab(t *testing.T, m *biosMachine) (*activities.Activities, *store.Store
 	return a, st, workflows.NodeInfo{UUID: n.UUID, Driver: "fake-hardware", BIOSInterface: hardware.Redfish}
 }
 
-func biosStep(name string, args any) workflows.Step {
+func biosStep(name string, args any) provision.Step {
 	raw, _ := json.Marshal(args)
-	return workflows.Step{StepID: workflows.StepID{Interface: "bios", Step: name}, Args: raw, OutOfBand: true}
+	return provision.Step{StepID: provision.StepID{Interface: "bios", Step: name}, Args: raw, OutOfBand: true}
 }
 
 func TestRedfishBIOSStepAppliesRebootsVerifiesAndCaches(t *testing.T) {
 	m := &biosMachine{current: map[string]any{"ProcCores": float64(2), "ProcSMT": "Enabled"}, pending: map[string]any{}}
 	a, st, node := biosLab(t, m)
 	ctx := context.Background()
-	err := a.RunInterfaceStep(ctx, workflows.InterfaceStepInput{Node: node, Kind: workflows.StepKindService,
+	err := a.RunInterfaceStep(ctx, workflows.InterfaceStepInput{Node: node, Kind: provision.StepKindService,
 		Step: biosStep("apply_configuration", map[string]any{"settings": []any{map[string]any{"name": "ProcCores", "value": "4"}}})})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +149,7 @@ func TestRedfishBIOSStepAppliesRebootsVerifiesAndCaches(t *testing.T) {
 func TestRedfishBIOSStepRebootsIntoTheAgent(t *testing.T) {
 	m := &biosMachine{current: map[string]any{"ProcCores": float64(2)}, pending: map[string]any{}}
 	a, _, node := biosLab(t, m)
-	err := a.RunInterfaceStep(context.Background(), workflows.InterfaceStepInput{Node: node, Kind: workflows.StepKindClean, RebootInto: "pxe",
+	err := a.RunInterfaceStep(context.Background(), workflows.InterfaceStepInput{Node: node, Kind: provision.StepKindClean, RebootInto: "pxe",
 		Step: biosStep("apply_configuration", map[string]any{"settings": []any{map[string]any{"name": "ProcCores", "value": "4"}}})})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +174,7 @@ func TestRedfishBIOSStepFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &biosMachine{current: map[string]any{"ProcSMT": "Enabled", "SerialNumber": "S1"}, pending: map[string]any{}, ignore: tc.ignore}
 			a, _, node := biosLab(t, m)
-			err := a.RunInterfaceStep(ctx, workflows.InterfaceStepInput{Node: node, Kind: workflows.StepKindClean, Step: biosStep("apply_configuration", tc.args)})
+			err := a.RunInterfaceStep(ctx, workflows.InterfaceStepInput{Node: node, Kind: provision.StepKindClean, Step: biosStep("apply_configuration", tc.args)})
 			var app *temporal.ApplicationError
 			if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want a non-retryable failure naming %q", err, tc.want)

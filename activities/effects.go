@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -89,8 +90,8 @@ func (a *Activities) repeatedIn(ctx context.Context, n *store.Node, key string, 
 const keyProvisionRun = "provision_run"
 
 type provisionRun struct {
-	Run   string `json:"run"`
-	State string `json:"state"`
+	Run   string          `json:"run"`
+	State provision.State `json:"state"`
 }
 
 // runID is the workflow run of this activity; "" outside an activity.

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // A power call that completed, or any earlier call of the same run, is
@@ -21,7 +21,7 @@ func TestCompletedLocalCallsAreNotRunAgain(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := New(st, Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateDeploying}
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Deploying}
 	if err := st.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +54,12 @@ func TestMovedByThisRun(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := New(st, Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateCleaning}
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Cleaning}
 	if err := st.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RecordTransition(ctx, n.UUID, store.Transition{To: workflows.StateCleanWait,
-		SetInternal: map[string]any{keyProvisionRun: provisionRun{Run: "r1", State: workflows.StateCleanWait}}}); err != nil {
+	if err := st.RecordTransition(ctx, n.UUID, store.Transition{To: provision.CleanWait,
+		SetInternal: map[string]any{keyProvisionRun: provisionRun{Run: "r1", State: provision.CleanWait}}}); err != nil {
 		t.Fatal(err)
 	}
 	if !a.movedByThisRun(ctx, n.UUID, "r1") {
@@ -69,7 +69,7 @@ func TestMovedByThisRun(t *testing.T) {
 		t.Error("another run sees clean wait as its own")
 	}
 	// The API moves the node on (no mark): the state is no longer the run's.
-	if err := st.RecordTransition(ctx, n.UUID, store.Transition{To: workflows.StateCleanFailed}); err != nil {
+	if err := st.RecordTransition(ctx, n.UUID, store.Transition{To: provision.CleanFailed}); err != nil {
 		t.Fatal(err)
 	}
 	if a.movedByThisRun(ctx, n.UUID, "r1") {
@@ -84,7 +84,7 @@ func TestAgentBootCallWipesTheSessionAndARerunKeepsIt(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := New(st, Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateDeploying,
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Deploying,
 		DriverInternalInfo: map[string]any{store.KeyAgentToken: "old", store.KeyAgentURL: "http://192.0.2.9:9999", "kept": true}}
 	if err := st.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -106,7 +107,7 @@ func (a *Activities) StartFirmwareUpdate(ctx context.Context, in workflows.Firmw
 		}
 	}
 	if in.Index == 0 {
-		if err := a.showStep(ctx, in.Node.UUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
+		if err := a.showStep(ctx, in.Node.UUID, &provision.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
 			return ref, err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/vbmc"
 	"github.com/ironflow/ironflow/workflows"
@@ -40,7 +41,7 @@ func TestFirmwareActivitiesThroughTheVirtualBMC(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{Conductor: "c1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "redfish", ProvisionState: workflows.StateManageable, DriverInfo: map[string]any{
+	n := &store.Node{Driver: "redfish", ProvisionState: provision.Manageable, DriverInfo: map[string]any{
 		"redfish_address": hs.URL, "redfish_system_id": "vm0", "redfish_username": "admin", "redfish_password": "password",
 		"firmware_update_timeout": 120, "firmware_update_poll_interval": 2,
 	}}
@@ -48,8 +49,8 @@ func TestFirmwareActivitiesThroughTheVirtualBMC(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := workflows.NodeInfo{UUID: n.UUID, Driver: "redfish", FirmwareInterface: hardware.Redfish}
-	step := workflows.Step{StepID: workflows.StepFirmwareUpdate}
-	ref, err := a.StartFirmwareUpdate(ctx, workflows.FirmwareUpdateInput{Node: node, Kind: workflows.StepKindClean, Step: step,
+	step := provision.Step{StepID: provision.StepFirmwareUpdate}
+	ref, err := a.StartFirmwareUpdate(ctx, workflows.FirmwareUpdateInput{Node: node, Kind: provision.StepKindClean, Step: step,
 		Setting: workflows.FirmwareSetting{Component: "bios", URL: "http://images.example/bios-3.1.bin"}})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func TestFirmwareActivitiesThroughTheVirtualBMC(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := a.RecordFirmware(ctx, workflows.FirmwareRecordInput{Node: node, Kind: workflows.StepKindClean}); err != nil {
+	if err := a.RecordFirmware(ctx, workflows.FirmwareRecordInput{Node: node, Kind: provision.StepKindClean}); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := st.ListFirmwareComponents(ctx, n.UUID)
@@ -106,18 +107,18 @@ func TestFirmwareChecksumIsVerified(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{Conductor: "c1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "redfish", ProvisionState: workflows.StateManageable, DriverInfo: map[string]any{
+	n := &store.Node{Driver: "redfish", ProvisionState: provision.Manageable, DriverInfo: map[string]any{
 		"redfish_address": hs.URL, "redfish_system_id": "vm0", "redfish_username": "admin", "redfish_password": "password",
 	}}
 	if err := st.CreateNode(ctx, n); err != nil {
 		t.Fatal(err)
 	}
 	node := workflows.NodeInfo{UUID: n.UUID, Driver: "redfish", FirmwareInterface: hardware.Redfish}
-	step := workflows.Step{StepID: workflows.StepFirmwareUpdate}
+	step := provision.Step{StepID: provision.StepFirmwareUpdate}
 	sum := sha1.Sum([]byte("bios image 3.2"))
 	good := hex.EncodeToString(sum[:])
 	bad := strings.Repeat("0", 40)
-	_, err = a.StartFirmwareUpdate(ctx, workflows.FirmwareUpdateInput{Node: node, Kind: workflows.StepKindClean, Step: step,
+	_, err = a.StartFirmwareUpdate(ctx, workflows.FirmwareUpdateInput{Node: node, Kind: provision.StepKindClean, Step: step,
 		Setting: workflows.FirmwareSetting{Component: "bios", URL: images.URL + "/bios-3.2.bin", Checksum: bad}})
 	want := "checksums do not match. Expected: " + bad + ", calculated: " + good + "."
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -130,7 +131,7 @@ func TestFirmwareChecksumIsVerified(t *testing.T) {
 	if c, ok := mustNode(t, st, n.UUID).DriverInternalInfo["firmware_update_call"]; ok {
 		t.Fatalf("the BMC was asked after a checksum mismatch: %v", c)
 	}
-	ref, err := a.StartFirmwareUpdate(ctx, workflows.FirmwareUpdateInput{Node: node, Kind: workflows.StepKindClean, Step: step,
+	ref, err := a.StartFirmwareUpdate(ctx, workflows.FirmwareUpdateInput{Node: node, Kind: provision.StepKindClean, Step: step,
 		Setting: workflows.FirmwareSetting{Component: "bios", URL: images.URL + "/bios-3.2.bin", Checksum: "sha1:" + strings.ToUpper(good)}})
 	if err != nil || ref.URI == "" {
 		t.Fatalf("good checksum: %+v %v", ref, err)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/imagecache"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // checkImage refuses, before the agent boots, a deploy whose Glance image
@@ -168,7 +168,7 @@ func (a *Activities) agentDeployNode(ctx context.Context, n *store.Node) (map[st
 // deploying reports whether the node's workflow deploys an image (deploy or
 // rebuild), so that the image is checked before the agent boots.
 func deploying(n *store.Node) bool {
-	return n.ProvisionState == workflows.StateDeploying
+	return n.ProvisionState == provision.Deploying
 }
 
 // cacheProgress is the boot service's download of the node's image, as

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -53,7 +54,7 @@ func glanceActivities(t *testing.T, auth string) (*Activities, *store.Store) {
 }
 
 func deployingNode(t *testing.T, st *store.Store, ii map[string]any) *store.Node {
-	n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateDeploying, InstanceInfo: ii}
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Deploying, InstanceInfo: ii}
 	if err := st.CreateNode(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}

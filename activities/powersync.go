@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/nodelock"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -25,12 +26,12 @@ const keyPowerSyncFailures = "power_sync_failures"
 // syncExcludedStates are never read, as Ironic's SYNC_EXCLUDED_STATES: an
 // enrolled node's driver_info is not verified yet, and a node waiting for
 // its agent must not have its BMC raced.
-var syncExcludedStates = map[workflows.State]bool{
-	workflows.Enroll:     true,
-	workflows.DeployWait: true,
-	workflows.CleanWait:  true,
+var syncExcludedStates = map[provision.State]bool{
+	provision.Enroll:     true,
+	provision.DeployWait: true,
+	provision.CleanWait:  true,
 	// A node waiting for its agent during servicing, as in clean wait.
-	workflows.ServiceWait: true,
+	provision.ServiceWait: true,
 }
 
 // HeldFunc reports which of the given nodes a provisioning workflow holds
@@ -85,7 +86,7 @@ func (p *PowerSync) SyncPowerStates(ctx context.Context, in workflows.PowerSyncB
 		switch {
 		case n.TargetProvisionState != nil || n.TargetPowerState != nil:
 			res.Held++
-		case syncExcludedStates[workflows.State(n.ProvisionState)]:
+		case syncExcludedStates[n.ProvisionState]:
 			res.Skipped++
 		case n.Maintenance && (!in.Recover || deref(n.Fault) != workflows.FaultPowerFailure):
 			res.Skipped++

@@ -13,6 +13,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -44,7 +45,7 @@ func ptr[T any](v T) *T { return &v }
 
 // node creates a fake-hardware node; the stored power state is dbPower
 // ("" for None) and its machine's is machinePower.
-func (l *syncLab) node(group, provisionState, dbPower string, machinePower bmc.PowerState, edit func(n *store.Node)) *store.Node {
+func (l *syncLab) node(group string, provisionState provision.State, dbPower string, machinePower bmc.PowerState, edit func(n *store.Node)) *store.Node {
 	l.t.Helper()
 	n := &store.Node{Driver: "fake-hardware", ProvisionState: provisionState, ConductorGroup: group}
 	if dbPower != "" {
@@ -267,12 +268,12 @@ func TestSyncPowerStatesLeavesBusyAndExcludedNodesAlone(t *testing.T) {
 	// would change.
 	cases := []struct {
 		name  string
-		state string
+		state provision.State
 		edit  func(n *store.Node)
 		held  bool
 	}{
 		{"held by a workflow", "active", nil, true},
-		{"operation accepted", "deploying", func(n *store.Node) { n.TargetProvisionState = ptr("active") }, false},
+		{"operation accepted", "deploying", func(n *store.Node) { n.TargetProvisionState = ptr(provision.Active) }, false},
 		{"power change accepted", "active", func(n *store.Node) { n.TargetPowerState = ptr("power off") }, false},
 		{"enroll", "enroll", nil, false},
 		{"wait call-back", "wait call-back", nil, false},
@@ -307,7 +308,7 @@ func TestSyncPowerStatesNodeTakenDuringTheTickIsLeftAlone(t *testing.T) {
 	// The API accepts a deploy after the sync listed the node and before
 	// Temporal's visibility shows the new workflow.
 	l.sync.Held = func(ctx context.Context, uuids []string) (map[string]bool, error) {
-		if _, err := l.st.SetProvisionState(ctx, n.UUID, nil, "deploying", ptr("active"), nil); err != nil {
+		if _, err := l.st.SetProvisionState(ctx, n.UUID, nil, "deploying", ptr(provision.Active), nil); err != nil {
 			return nil, err
 		}
 		return nil, nil

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -154,7 +155,7 @@ func (a *Activities) recordRAID(ctx context.Context, in workflows.InterfaceStepI
 	return a.recordRAIDConfig(ctx, in.Node.UUID, in.Kind, cfg, event)
 }
 
-func (a *Activities) recordRAIDConfig(ctx context.Context, nodeUUID string, kind workflows.StepKind, cfg map[string]any, event string) error {
+func (a *Activities) recordRAIDConfig(ctx context.Context, nodeUUID string, kind provision.StepKind, cfg map[string]any, event string) error {
 	root := rootLogicalDisk(cfg)
 	if _, err := a.Store.UpdateNode(ctx, nodeUUID, func(n *store.Node) error {
 		n.RAIDConfig = cfg

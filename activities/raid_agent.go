@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -57,7 +58,7 @@ func (a *Activities) recordAgentRAID(ctx context.Context, in workflows.AgentStep
 
 // agentRAIDResult is the raid_config in the agent's answer to
 // execute_<kind>_step: {"<kind>_result": {"logical_disks": [...]}, ...}.
-func agentRAIDResult(kind workflows.StepKind, result string) (map[string]any, error) {
+func agentRAIDResult(kind provision.StepKind, result string) (map[string]any, error) {
 	var out map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(result), &out); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
@@ -72,11 +73,11 @@ func agentRAIDResult(kind workflows.StepKind, result string) (map[string]any, er
 	return cfg, nil
 }
 
-func kindGerund(kind workflows.StepKind) string {
+func kindGerund(kind provision.StepKind) string {
 	switch kind {
-	case workflows.StepKindDeploy:
+	case provision.StepKindDeploy:
 		return "deploying"
-	case workflows.StepKindService:
+	case provision.StepKindService:
 		return "servicing"
 	}
 	return "cleaning"

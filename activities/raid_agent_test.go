@@ -15,6 +15,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -70,7 +71,7 @@ func TestAgentRAIDResultBecomesTheRAIDConfig(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"c1","command_name":"execute_clean_step","command_status":"SUCCEEDED","command_error":null,"command_result":`+res+`}`)
 	}))
 	defer agentSrv.Close()
-	n := &store.Node{Driver: "ipmi", RAIDInterface: "agent", ProvisionState: workflows.StateCleaning,
+	n := &store.Node{Driver: "ipmi", RAIDInterface: "agent", ProvisionState: provision.Cleaning,
 		Properties:         map[string]any{"capabilities": "boot_mode:uefi", "local_gb": 40},
 		TargetRAIDConfig:   map[string]any{"logical_disks": []any{map[string]any{"controller": "software", "raid_level": "1", "size_gb": 10, "is_root_volume": true}}},
 		DriverInternalInfo: agentSession(agentSrv.URL)}
@@ -79,8 +80,8 @@ func TestAgentRAIDResultBecomesTheRAIDConfig(t *testing.T) {
 		_, err := env.ExecuteActivity(workflows.ActRunAgentStep, in)
 		return err
 	}
-	in := workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID, CallbackURL: agentSrv.URL}, Kind: workflows.StepKindClean,
-		Step: workflows.Step{StepID: workflows.StepID{Interface: "raid", Step: "create_configuration"}}}
+	in := workflows.AgentStepInput{Agent: workflows.AgentInput{NodeUUID: n.UUID, CallbackURL: agentSrv.URL}, Kind: provision.StepKindClean,
+		Step: provision.Step{StepID: provision.StepID{Interface: "raid", Step: "create_configuration"}}}
 	if err := run(in); err != nil {
 		t.Fatalf("create_configuration: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/vbmc"
 	"github.com/ironflow/ironflow/workflows"
@@ -47,7 +48,7 @@ func TestRedfishRAIDRootVolumeBecomesTheRootDevice(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{Conductor: "c1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "redfish", ProvisionState: workflows.StateManageable,
+	n := &store.Node{Driver: "redfish", ProvisionState: provision.Manageable,
 		Properties:       map[string]any{"capabilities": "boot_mode:uefi,raid_level:0", "local_gb": 40},
 		DriverInfo:       map[string]any{"redfish_address": hs.URL, "redfish_system_id": "vm0", "redfish_username": "admin", "redfish_password": "password"},
 		TargetRAIDConfig: map[string]any{"logical_disks": []any{map[string]any{"raid_level": "1", "size_gb": "MAX", "is_root_volume": true, "volume_name": "root"}}}}
@@ -55,8 +56,8 @@ func TestRedfishRAIDRootVolumeBecomesTheRootDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := workflows.NodeInfo{UUID: n.UUID, Driver: "redfish", RAIDInterface: hardware.Redfish}
-	if err := a.RunInterfaceStep(ctx, workflows.InterfaceStepInput{Node: node, Kind: workflows.StepKindClean,
-		Step: workflows.Step{StepID: workflows.StepID{Interface: "raid", Step: "create_configuration"}}}); err != nil {
+	if err := a.RunInterfaceStep(ctx, workflows.InterfaceStepInput{Node: node, Kind: provision.StepKindClean,
+		Step: provision.Step{StepID: provision.StepID{Interface: "raid", Step: "create_configuration"}}}); err != nil {
 		t.Fatal(err)
 	}
 	got := mustNode(t, st, n.UUID)

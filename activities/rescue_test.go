@@ -15,6 +15,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/shadow"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
@@ -38,7 +39,7 @@ func TestFinalizeRescueSendsTheStoredHashAndForgetRemovesIt(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"c1","command_name":"rescue.finalize_rescue","command_status":"SUCCEEDED","command_error":null,"command_result":null}`)
 	}))
 	defer agentSrv.Close()
-	n := &store.Node{Driver: "fake-hardware", ProvisionState: workflows.StateRescueWait,
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.RescueWait,
 		InstanceInfo:       map[string]any{store.KeyHashedRescuePassword: hash, "image_source": "http://x/img"},
 		DriverInternalInfo: map[string]any{store.KeyAgentToken: "tok-0123456789abcdefghijklmnopqrstuvwxyz", store.KeyAgentURL: agentSrv.URL}}
 	if err := st.CreateNode(ctx, n); err != nil {
@@ -82,7 +83,7 @@ func TestPrepareBootForRescueUsesTheRescueImages(t *testing.T) {
 		{map[string]any{}, "http://boot/images/agent.kernel", ""},
 		{map[string]any{"rescue_kernel": "http://r/k"}, "", "rescue_kernel and rescue_ramdisk go together"},
 	} {
-		n := &store.Node{Driver: "fake-hardware", ProvisionState: string(workflows.Rescuing), DriverInfo: c.info}
+		n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Rescuing, DriverInfo: c.info}
 		if err := st.CreateNode(ctx, n); err != nil {
 			t.Fatal(err)
 		}

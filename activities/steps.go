@@ -7,17 +7,18 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
 // argsInfo is the agent's argsinfo as the step engine reads it.
-func argsInfo(in map[string]any) map[string]workflows.ArgInfo {
+func argsInfo(in map[string]any) map[string]provision.ArgInfo {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make(map[string]workflows.ArgInfo, len(in))
+	out := make(map[string]provision.ArgInfo, len(in))
 	for name, v := range in {
-		var info workflows.ArgInfo
+		var info provision.ArgInfo
 		if m, ok := v.(map[string]any); ok {
 			info.Description, _ = m["description"].(string)
 			info.Required, _ = m["required"].(bool)
@@ -32,7 +33,7 @@ func argsInfo(in map[string]any) map[string]workflows.ArgInfo {
 // Ironic's fake interfaces do; the redfish bios interface's run in
 // runBIOSStep (bios.go).
 func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.InterfaceStepInput) error {
-	if err := a.showStep(ctx, in.Node.UUID, &workflows.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
+	if err := a.showStep(ctx, in.Node.UUID, &provision.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
 		return err
 	}
 	impl := in.Node.StepInterfaces()[in.Step.Interface]
@@ -54,7 +55,7 @@ func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.Interfac
 
 // stepPlanView is a plan's step as driver_internal_info keeps it (Ironic's
 // step dict).
-func stepPlanView(s workflows.Step) map[string]any {
+func stepPlanView(s provision.Step) map[string]any {
 	v := s.View()
 	v["abortable"] = s.Abortable
 	v["requires_ramdisk"] = !s.OutOfBand
@@ -77,7 +78,7 @@ func (a *Activities) RecordStepPlan(ctx context.Context, in workflows.StepPlanRe
 }
 
 // stepIndexKey is the driver_internal_info key of a plan's running index.
-func stepIndexKey(kind workflows.StepKind) string { return string(kind) + "_step_index" }
+func stepIndexKey(kind provision.StepKind) string { return string(kind) + "_step_index" }
 
 // stepPlanChanges are the driver_internal_info keys a step plan record sets
 // and removes: RecordStepPlan writes them alone, RecordState with the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/vbmc"
 	"github.com/ironflow/ironflow/workflows"
@@ -40,7 +41,7 @@ func TestReadVirtualMediaThroughRedfish(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{Conductor: "c1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "redfish", ProvisionState: workflows.StateManageable, DriverInfo: map[string]any{
+	n := &store.Node{Driver: "redfish", ProvisionState: provision.Manageable, DriverInfo: map[string]any{
 		"redfish_address": hs.URL, "redfish_system_id": "/redfish/v1/Systems/vm0",
 		"redfish_username": "admin", "redfish_password": "password",
 	}}
@@ -79,7 +80,7 @@ func TestReadVirtualMediaThroughRedfish(t *testing.T) {
 		t.Fatalf("after detach: %+v", d)
 	}
 
-	ipmi := &store.Node{Driver: "ipmi", ProvisionState: workflows.StateManageable, DriverInfo: map[string]any{
+	ipmi := &store.Node{Driver: "ipmi", ProvisionState: provision.Manageable, DriverInfo: map[string]any{
 		"ipmi_address": "127.0.0.1", "ipmi_username": "admin", "ipmi_password": "password",
 	}}
 	if err := st.CreateNode(ctx, ipmi); err != nil {

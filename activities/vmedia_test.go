@@ -12,6 +12,7 @@ import (
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/vbmc"
 	"github.com/ironflow/ironflow/workflows"
@@ -40,7 +41,7 @@ func TestVirtualMediaThroughRedfish(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{Conductor: "c1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	n := &store.Node{Driver: "redfish", ProvisionState: workflows.StateManageable, DriverInfo: map[string]any{
+	n := &store.Node{Driver: "redfish", ProvisionState: provision.Manageable, DriverInfo: map[string]any{
 		"redfish_address": hs.URL, "redfish_system_id": "/redfish/v1/Systems/vm0",
 		"redfish_username": "admin", "redfish_password": "password",
 	}}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent/client"
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // Software RAID, as IPA's GenericHardwareManager does it
@@ -39,29 +40,13 @@ const (
 // declares them; advertised only to a node whose raid_interface is
 // "agent" (Ironic's agent RAID interface takes only those; any other raid
 // interface runs its own create_configuration).
-func raidSteps() []client.Step {
-	return []client.Step{
-		{Step: "create_configuration", Priority: 0, Interface: "raid", ArgsInfo: map[string]any{
-			"create_root_volume":     map[string]any{"description": "This specifies whether to create the root volume. Defaults to `True`.", "required": false},
-			"create_nonroot_volumes": map[string]any{"description": "This specifies whether to create the non-root volumes. Defaults to `True`.", "required": false},
-			"delete_existing":        map[string]any{"description": "Setting this to `True` indicates to delete RAID configuration prior to creating the new configuration. Default value is `False`.", "required": false},
-		}},
-		{Step: "delete_configuration", Priority: 0, Interface: "raid"},
-	}
-}
+func raidSteps() []client.Step { return clientSteps(provision.RAIDSteps()) }
 
 // raidDeploySteps are the agent's raid deploy steps: IPA's
 // apply_configuration (priority 0: it runs when a deploy template or the
 // user's deploy_steps name it), with Ironic's
 // RAID_APPLY_CONFIGURATION_ARGSINFO.
-func raidDeploySteps() []client.Step {
-	return []client.Step{
-		{Step: "apply_configuration", Priority: 0, Interface: "raid", ArgsInfo: map[string]any{
-			"raid_config":     map[string]any{"description": "The RAID configuration to apply.", "required": true},
-			"delete_existing": map[string]any{"description": "Setting this to 'True' indicates to delete existing RAID configuration prior to creating the new configuration. Default value is 'True'.", "required": false},
-		}},
-	}
-}
+func raidDeploySteps() []client.Step { return clientSteps(provision.RAIDDeploySteps()) }
 
 // raidApplyConfiguration is the deploy step raid.apply_configuration, IPA's
 // apply_configuration: the raid_config argument is built as

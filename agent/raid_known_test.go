@@ -8,6 +8,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent/client"
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -16,15 +17,15 @@ import (
 // agent's clean steps for such a node (workflows.WithAgentInterfaceSteps),
 // with the same priorities and arguments.
 func TestRAIDStepsAreTheOnesTheAPIKnows(t *testing.T) {
-	for kind, steps := range map[workflows.StepKind][]client.Step{workflows.StepKindClean: raidSteps(), workflows.StepKindDeploy: raidDeploySteps()} {
+	for kind, steps := range map[provision.StepKind][]client.Step{provision.StepKindClean: raidSteps(), provision.StepKindDeploy: raidDeploySteps()} {
 		compareRAIDSteps(t, kind, steps)
 	}
-	if got := workflows.WithAgentInterfaceSteps(workflows.StepKindClean, map[string]hardware.Interface{"raid": hardware.Redfish}, nil); len(got) != 0 {
+	if got := workflows.WithAgentInterfaceSteps(provision.StepKindClean, map[string]hardware.Interface{"raid": hardware.Redfish}, nil); len(got) != 0 {
 		t.Errorf("raid_interface redfish: in-band raid steps %v", got)
 	}
 }
 
-func compareRAIDSteps(t *testing.T, kind workflows.StepKind, steps []client.Step) {
+func compareRAIDSteps(t *testing.T, kind provision.StepKind, steps []client.Step) {
 	var agent, api []string
 	for _, s := range steps {
 		var args []string

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // hardwareManager names the agent's single hardware manager in step lists
@@ -25,51 +26,30 @@ func managerVersion() map[string]any {
 	return map[string]any{hardwareManagerKey: hardwareManagerVersion}
 }
 
-// deploySteps are the in-band deploy steps, with Ironic's priorities.
-func deploySteps() []client.Step {
-	return []client.Step{
-		{Step: "write_image", Priority: 80, Interface: "deploy", ArgsInfo: map[string]any{
-			"image_info":  map[string]any{"description": "image to write: urls, checksum or os_hash_algo/os_hash_value, disk_format", "required": false},
-			"configdrive": map[string]any{"description": "gzip+base64 ISO 9660 config drive or its URL", "required": false},
-		}},
-		{Step: "erase_devices_metadata", Priority: 0, Interface: "deploy"},
-	}
-}
-
-// cleanSteps are the in-band clean steps with IPA's priorities: the two
-// automated erase steps, every other one manual (priority 0). Their
-// argsinfo is in stepArgsInfo.
-func cleanSteps() []client.Step {
-	return withArgsInfo([]client.Step{
-		{Step: "erase_devices_metadata", Priority: 99, Interface: "deploy", Abortable: true},
-		{Step: "erase_devices", Priority: 10, Interface: "deploy", Abortable: true},
-		{Step: "erase_devices_express", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "erase_pstore", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "clean_uefi_nvram", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "burnin_cpu", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "burnin_disk", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "burnin_memory", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "burnin_network", Priority: 0, Interface: "deploy", Abortable: true},
-	})
-}
-
-// serviceSteps are the steps offered on an active node (servicing): only
-// those that leave the instance's disks and boot entries alone. None runs
-// unless asked for (priority 0), as for every service step.
+// deploySteps, cleanSteps and serviceSteps are the in-band steps the agent
+// advertises: the step catalogue (provision.AgentSteps), which the API and
+// the workflows check a user's steps against too.
+func deploySteps() []client.Step { return clientSteps(provision.AgentSteps(provision.StepKindDeploy)) }
+func cleanSteps() []client.Step  { return clientSteps(provision.AgentSteps(provision.StepKindClean)) }
 func serviceSteps() []client.Step {
-	return withArgsInfo([]client.Step{
-		{Step: "erase_pstore", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "burnin_cpu", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "burnin_memory", Priority: 0, Interface: "deploy", Abortable: true},
-		{Step: "burnin_network", Priority: 0, Interface: "deploy", Abortable: true},
-	})
+	return clientSteps(provision.AgentSteps(provision.StepKindService))
 }
 
-func withArgsInfo(steps []client.Step) []client.Step {
-	for i := range steps {
-		steps[i].ArgsInfo = stepArgsInfo(steps[i].Step)
+// clientSteps are steps as IPA's step lists show them: argsinfo as
+// {description, required} objects.
+func clientSteps(steps []provision.Step) []client.Step {
+	out := make([]client.Step, 0, len(steps))
+	for _, s := range steps {
+		c := client.Step{Step: s.Step, Priority: s.Priority, Interface: s.Interface, Abortable: s.Abortable}
+		for name, arg := range s.ArgsInfo {
+			if c.ArgsInfo == nil {
+				c.ArgsInfo = map[string]any{}
+			}
+			c.ArgsInfo[name] = map[string]any{"description": arg.Description, "required": arg.Required}
+		}
+		out = append(out, c)
 	}
-	return steps
+	return out
 }
 
 type stepParams struct {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -18,9 +19,9 @@ import (
 // refused before the agent could offer it.
 func TestAdvertisedStepsAreTheOnesTheAPIKnows(t *testing.T) {
 	for _, c := range []struct {
-		kind workflows.StepKind
+		kind provision.StepKind
 		have []client.Step
-	}{{workflows.StepKindClean, cleanSteps()}, {workflows.StepKindService, serviceSteps()}, {workflows.StepKindDeploy, deploySteps()}} {
+	}{{provision.StepKindClean, cleanSteps()}, {provision.StepKindService, serviceSteps()}, {provision.StepKindDeploy, deploySteps()}} {
 		var agent, api []string
 		for _, s := range c.have {
 			var args []string

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/ironflow/ironflow/configdrive"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -64,16 +65,16 @@ func TestProvisionVerbs(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		state  string
+		state  provision.State
 		ver    string
 		body   map[string]any
 		status int
 		msg    string
 	}{
 		{"not allowed", "enroll", "1.78", map[string]any{"target": "active"}, 400,
-			workflows.NotAllowed("active", uuid, "enroll")},
+			provision.NotAllowed("active", uuid, "enroll")},
 		{"unknown verb", "available", "1.78", map[string]any{"target": "bogus"}, 400,
-			workflows.NotAllowed("bogus", uuid, "available")},
+			provision.NotAllowed("bogus", uuid, "available")},
 		{"undeploy alias below 1.73", "active", "1.72", map[string]any{"target": "undeploy"}, 406, "Request not acceptable."},
 		{"deploy steps below 1.69", "available", "1.68", map[string]any{"target": "active", "deploy_steps": []any{}}, 406, "Request not acceptable."},
 		{"clean without steps", "manageable", "1.78", map[string]any{"target": "clean"}, 400,
@@ -85,7 +86,7 @@ func TestProvisionVerbs(t *testing.T) {
 		{"unknown argument", "available", "1.78", map[string]any{"target": "active", "bogus": 1}, 400, `Unknown argument: "bogus"`},
 		{"no target", "available", "1.78", map[string]any{}, 400, `Missing argument: "target"`},
 		{"abort without workflow", "clean wait", "1.78", map[string]any{"target": "abort"}, 400,
-			workflows.NotAllowed("abort", uuid, "clean wait")},
+			provision.NotAllowed("abort", uuid, "clean wait")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -13,7 +14,7 @@ import (
 type Engine interface {
 	// StartProvision starts the workflow for a provision verb. It returns
 	// ErrNodeLocked when a workflow for the node is already running.
-	StartProvision(ctx context.Context, req workflows.ProvisionRequest) error
+	StartProvision(ctx context.Context, req provision.Request) error
 	// StartPower starts a power-state change (ErrNodeLocked as above).
 	StartPower(ctx context.Context, req workflows.PowerRequest) error
 	// SetBootDevice runs a boot-device change and waits for its result.

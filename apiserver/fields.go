@@ -475,11 +475,11 @@ func textFilter[F any](since int, p func(*F) *string) *listFilter[F] {
 }
 
 // oneOfFilter accepts only allowed values; refused builds the error.
-func oneOfFilter[F any](since int, p func(*F) *string, allowed []string, refused func(v string) error) *listFilter[F] {
+func oneOfFilter[F any, V ~string](since int, p func(*F) *V, allowed []V, refused func(v string) error) *listFilter[F] {
 	return &listFilter[F]{since: since, apply: func(f *F, _, v string) (string, error) {
 		for _, a := range allowed {
-			if a == v {
-				*p(f) = v
+			if string(a) == v {
+				*p(f) = a
 				return v, nil
 			}
 		}

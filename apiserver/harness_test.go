@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -27,7 +28,7 @@ type fakeEngine struct {
 
 	mu         sync.Mutex
 	running    map[string]bool
-	provisions []workflows.ProvisionRequest
+	provisions []provision.Request
 	powers     []workflows.PowerRequest
 	boots      []workflows.BootDeviceRequest
 	vmedia     []workflows.VirtualMediaRequest
@@ -50,13 +51,13 @@ func newFakeEngine(st *store.Store) *fakeEngine {
 }
 
 // verbEndState is where a verb leaves a node when everything succeeds.
-var verbEndState = map[string]string{
+var verbEndState = map[provision.Verb]provision.State{
 	"manage": "manageable", "provide": "available", "active": "active", "deploy": "active",
 	"rebuild": "active", "deleted": "available", "undeploy": "available", "inspect": "manageable",
 	"clean": "manageable",
 }
 
-func (e *fakeEngine) StartProvision(ctx context.Context, req workflows.ProvisionRequest) error {
+func (e *fakeEngine) StartProvision(ctx context.Context, req provision.Request) error {
 	e.mu.Lock()
 	if e.running[req.NodeUUID] {
 		e.mu.Unlock()
@@ -254,7 +255,7 @@ func (e *env) createNode(body map[string]any) map[string]any {
 }
 
 // setState puts a node straight into a provision state in the store.
-func (e *env) setState(uuid, state string) {
+func (e *env) setState(uuid string, state provision.State) {
 	e.t.Helper()
 	if _, err := e.st.SetProvisionState(context.Background(), uuid, nil, state, nil, nil); err != nil {
 		e.t.Fatalf("set state %s: %v", state, err)

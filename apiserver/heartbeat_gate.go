@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -23,9 +24,9 @@ const signalEveryFraction = 5
 
 // callbackStates are the states where a workflow waits for the agent's
 // call back: every heartbeat is signalled.
-var callbackStates = []string{
-	workflows.StateDeployWait, workflows.StateCleanWait, workflows.StateInspectWait, workflows.StateRescueWait,
-	string(workflows.ServiceWait),
+var callbackStates = []provision.State{
+	provision.DeployWait, provision.CleanWait, provision.InspectWait, provision.RescueWait,
+	provision.ServiceWait,
 }
 
 // gateSweepEvery bounds how often expired entries are dropped from the gate.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/provision"
 )
 
 func TestSignalGateOpensOncePerInterval(t *testing.T) {
@@ -44,7 +44,7 @@ func TestSignalGateOpensOncePerInterval(t *testing.T) {
 }
 
 // hbNode is a node in state with a port, looked up once: its token.
-func hbNode(t *testing.T, e *env, state string, driverInfo map[string]any) (uuid, token string) {
+func hbNode(t *testing.T, e *env, state provision.State, driverInfo map[string]any) (uuid, token string) {
 	t.Helper()
 	body := map[string]any{"driver": "fake-hardware"}
 	if driverInfo != nil {
@@ -64,7 +64,7 @@ func hbNode(t *testing.T, e *env, state string, driverInfo map[string]any) (uuid
 
 func TestHeartbeatSignalsWhatTheWorkflowNeeds(t *testing.T) {
 	e := newEnv(t)
-	uuid, token := hbNode(t, e, workflows.StateDeployWait, nil)
+	uuid, token := hbNode(t, e, provision.DeployWait, nil)
 	e.eng.hold(uuid, true)
 	beat := func(kv ...string) {
 		t.Helper()
@@ -86,11 +86,11 @@ func TestHeartbeatSignalsWhatTheWorkflowNeeds(t *testing.T) {
 	beat()
 	beat()
 	if n := signals(); n != 2 {
-		t.Fatalf("in %s: %d signals for 2 heartbeats, want 2", workflows.StateDeployWait, n)
+		t.Fatalf("in %s: %d signals for 2 heartbeats, want 2", provision.DeployWait, n)
 	}
 	// An agent step runs: one signal per interval, but every heartbeat is
 	// recorded.
-	e.setState(uuid, workflows.StateDeploying)
+	e.setState(uuid, provision.Deploying)
 	before := e.node(uuid).DriverInternalInfo["agent_last_heartbeat"]
 	time.Sleep(time.Millisecond) // agent_last_heartbeat has microseconds
 	beat()
@@ -112,7 +112,7 @@ func TestHeartbeatSignalsWhatTheWorkflowNeeds(t *testing.T) {
 func TestHeartbeatSignalGateFollowsTheNodesTimeoutAndReopensOnError(t *testing.T) {
 	e := newEnv(t)
 	// 0.05 s heartbeat timeout: the gate closes for 10 ms.
-	uuid, token := hbNode(t, e, workflows.StateCleaning, map[string]any{"ramdisk_heartbeat_timeout": "0.05"})
+	uuid, token := hbNode(t, e, provision.Cleaning, map[string]any{"ramdisk_heartbeat_timeout": "0.05"})
 	e.eng.hold(uuid, true)
 	body := map[string]any{"callback_url": "http://127.0.0.1:9999", "agent_token": token, "agent_version": "9.4.0"}
 	beat := func() int {
@@ -137,7 +137,7 @@ func TestHeartbeatSignalGateFollowsTheNodesTimeoutAndReopensOnError(t *testing.T
 func TestLookupSendsTheNodesHeartbeatTimeout(t *testing.T) {
 	e := newEnv(t)
 	uuid := e.createNode(map[string]any{"driver": "fake-hardware", "driver_info": map[string]any{"ramdisk_heartbeat_timeout": 60}})["uuid"].(string)
-	e.setState(uuid, workflows.StateDeployWait)
+	e.setState(uuid, provision.DeployWait)
 	r := e.do("GET", "/v1/lookup?node_uuid="+uuid, "1.78", nil)
 	if got := r.json(t)["config"].(map[string]any)["heartbeat_timeout"]; got != float64(60) {
 		t.Fatalf("heartbeat_timeout %v, want the node's 60 (driver_info ramdisk_heartbeat_timeout)", got)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -13,7 +14,7 @@ import (
 func TestHeartbeatSignalsAreSigned(t *testing.T) {
 	keys := signature.Keys{Current: []byte("api-test-signal-key-0123456789")}
 	e := newEnv(t, func(c *Config) { c.SignalKey = keys.Current })
-	uuid, token := hbNode(t, e, workflows.StateDeployWait, nil)
+	uuid, token := hbNode(t, e, provision.DeployWait, nil)
 	e.eng.hold(uuid, true)
 	b := map[string]any{"callback_url": "http://127.0.0.1:9999", "agent_token": token, "agent_version": "9.4.0"}
 	if r := e.do("POST", "/v1/heartbeat/"+uuid, "1.78", b); r.status != 202 {

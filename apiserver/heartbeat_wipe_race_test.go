@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // An agent request reads its node, checks it, then writes: a workflow that
@@ -30,31 +30,31 @@ func TestAgentRequestRacingTheSessionWipeLeavesItWiped(t *testing.T) {
 	cases := []struct {
 		name string
 		// state and internal are the node's before the request.
-		state    string
+		state    provision.State
 		internal map[string]any
 		request  func(uuid string) (method, path string, body any)
 		// failed is where the wipe takes the node (the workflow's r.fail).
-		failed string
+		failed provision.State
 	}{{
 		name:     "heartbeat of an agent whose URL is known",
-		state:    string(workflows.DeployFailed),
+		state:    provision.DeployFailed,
 		internal: map[string]any{store.KeyAgentToken: token, store.KeyAgentURL: url, store.KeyAgentVerifyCA: "ca"},
 		request:  heartbeat,
-		failed:   string(workflows.DeployFailed),
+		failed:   provision.DeployFailed,
 	}, {
 		name:     "first heartbeat, which claims the URL",
-		state:    workflows.StateDeployWait,
+		state:    provision.DeployWait,
 		internal: map[string]any{store.KeyAgentToken: token},
 		request:  heartbeat,
-		failed:   string(workflows.DeployFailed),
+		failed:   provision.DeployFailed,
 	}, {
 		name:     "lookup, which issues the token",
-		state:    workflows.StateDeployWait,
+		state:    provision.DeployWait,
 		internal: map[string]any{},
 		request: func(uuid string) (string, string, any) {
 			return "GET", "/v1/lookup?node_uuid=" + uuid, nil
 		},
-		failed: string(workflows.DeployFailed),
+		failed: provision.DeployFailed,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ironflow/ironflow/internal/testkit/devstack"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -694,7 +695,7 @@ func TestKeystone(t *testing.T) {
 		if r := e.req(e.tokens[pSA], "PATCH", "/v1/nodes/"+n.node, setOwner); r.status != 200 {
 			t.Errorf("system admin sets the owner of an enrolled node: %d %s", r.status, r.body)
 		}
-		active := "active"
+		active := provision.Active
 		if _, err := st.SetProvisionState(context.Background(), n.node, nil, active, nil, nil); err != nil {
 			t.Fatal(err)
 		}

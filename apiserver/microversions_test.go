@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -173,11 +174,11 @@ func TestUnholdVerb(t *testing.T) {
 	if r.status != http.StatusBadRequest || r.faultstring(t) != want {
 		t.Errorf("unhold in active: %d %s", r.status, r.body)
 	}
-	for _, st := range []string{"deploy hold", "clean hold", "service hold"} {
+	for _, st := range []provision.State{"deploy hold", "clean hold", "service hold"} {
 		e.setState(uuid, st)
 		e.eng.hold(uuid, false)
 		r := unhold("1.85")
-		want := `The requested action "unhold" can not be performed on node "` + uuid + `" while it is in state "` + st + `".`
+		want := fmt.Sprintf(`The requested action "unhold" can not be performed on node "%s" while it is in state "%s".`, uuid, st)
 		if r.status != http.StatusBadRequest || r.faultstring(t) != want {
 			t.Errorf("unhold in %s without a workflow: %d %s", st, r.status, r.body)
 		}

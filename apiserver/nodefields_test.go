@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -29,10 +30,11 @@ func TestDecideProvisionInMaintenance(t *testing.T) {
 		return "The " + op + " operation can't be performed on node " + nfID + " because it's in maintenance mode."
 	}
 	cases := []struct {
-		state, verb string
-		status      int
-		msg         string
-		operation   string
+		state     provision.State
+		verb      provision.Verb
+		status    int
+		msg       string
+		operation provision.Operation
 	}{
 		{state: "available", verb: "active", status: http.StatusBadRequest, msg: msg("provisioning")},
 		{state: "available", verb: "deploy", status: http.StatusBadRequest, msg: msg("provisioning")},
@@ -51,7 +53,7 @@ func TestDecideProvisionInMaintenance(t *testing.T) {
 		{state: "wait call-back", verb: "abort", operation: "abort"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.state+" × "+tc.verb, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s × %s", tc.state, tc.verb), func(t *testing.T) {
 			n := &store.Node{UUID: nfID, ProvisionState: tc.state, Maintenance: true}
 			plan, err := decideProvision(n, tc.verb, func() bool { return false })
 			if tc.status != 0 {
@@ -78,8 +80,8 @@ func TestDecideProvisionInMaintenance(t *testing.T) {
 func TestDecideProvisionInstanceTraits(t *testing.T) {
 	cases := []struct {
 		name      string
-		verb      string
-		state     string
+		verb      provision.Verb
+		state     provision.State
 		traits    []string
 		requested any
 		msg       string

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -29,7 +30,7 @@ type BootModeStarter interface {
 
 // StartBootMode implements BootModeStarter.
 func (e *TemporalEngine) StartBootMode(ctx context.Context, req workflows.BootModeRequest) error {
-	_, err := e.start(ctx, req.NodeUUID, string(workflows.OpBootMode), "", workflows.WorkflowChangeBootMode, req)
+	_, err := e.start(ctx, req.NodeUUID, provision.OpBootMode, "", workflows.WorkflowChangeBootMode, req)
 	return err
 }
 

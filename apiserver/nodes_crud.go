@@ -9,13 +9,14 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
 // Provision states a node may be deleted in (outside maintenance), in the
 // order Ironic's message prints them.
-var deletableStates = []string{workflows.StateManageable, workflows.StateEnroll, workflows.StateAdoptFailed, workflows.StateAvailable}
+var deletableStates = []provision.State{provision.Manageable, provision.Enroll, provision.AdoptFailed, provision.Available}
 
 // loadNode finds a node by UUID or name as Ironic's get_rpc_node does.
 func (s *server) loadNode(c *gin.Context, ident string) (*store.Node, error) {
@@ -112,9 +113,9 @@ func (s *server) createNode(c *gin.Context) error {
 	if o := c.GetString(ctxSelfOwner); o != "" {
 		n.Owner = &o
 	}
-	n.ProvisionState = workflows.StateEnroll
+	n.ProvisionState = provision.Enroll
 	if ver(c) < v11EnrollState {
-		n.ProvisionState = workflows.StateAvailable
+		n.ProvisionState = provision.Available
 	}
 	if err := s.applyInterfaces(n, explicitInterfaces(set)); err != nil {
 		return err
@@ -234,7 +235,7 @@ func (s *server) deleteNode(c *gin.Context, n *store.Node) error {
 	if !n.Maintenance && !slices.Contains(deletableStates, n.ProvisionState) {
 		q := make([]string, len(deletableStates))
 		for i, st := range deletableStates {
-			q[i] = "'" + st + "'"
+			q[i] = fmt.Sprintf("'%s'", st)
 		}
 		return errorf(http.StatusConflict,
 			"Can not delete node \"%s\" while it is in provision state \"%s\". Valid provision states to perform deletion are: \"(%s)\", or set the node into maintenance mode",

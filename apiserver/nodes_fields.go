@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 type (
@@ -69,7 +69,7 @@ var nodeFields = []nodeField{
 	{name: "protected", since: v48Protected, value: flag(func(n *node) *bool { return &n.Protected }, false), access: writable},
 	{name: "protected_reason", since: v48Protected, value: optText(func(n *node) **string { return &n.ProtectedReason }, 255), access: writable},
 	{name: "provision_state", since: 1, value: shown(func(n *node, v viewCtx) any { return provisionStateAt(n.ProvisionState, v.minor) }), sortable: true,
-		filter: oneOfFilter(v9ProvisionFilter, func(f *nodeQuery) *string { return &f.ProvisionState }, knownStates, unknownProvisionState)},
+		filter: oneOfFilter(v9ProvisionFilter, func(f *nodeQuery) *provision.State { return &f.ProvisionState }, provision.KnownStates(), unknownProvisionState)},
 	{name: "provision_updated_at", since: 1, value: optTime(func(n *node) *time.Time { return n.ProvisionUpdatedAt }), sortable: true},
 	{name: "raid_config", since: v12RAIDConfig, value: dict(func(n *node) *map[string]any { return &n.RAIDConfig })},
 	{name: "raid_interface", since: v31DynamicIfaces, value: ifaceName(func(n *node) *string { return &n.RAIDInterface }), access: writable},
@@ -113,15 +113,6 @@ var nodeResource = newResource("node", nodeFields, nil,
 // the order the "next" link repeats them.
 var nodeDefaultFields = []string{"instance_uuid", "maintenance", "power_state", "provision_state", "uuid", "name"}
 
-// knownStates are the provision states a list may filter by.
-var knownStates = func() []string {
-	var out []string
-	for _, st := range workflows.KnownStates() {
-		out = append(out, string(st))
-	}
-	return out
-}()
-
 // validFaults are Ironic's node faults.
 var validFaults = []string{"power failure", "clean failure", "rescue abort failure", "service failure"}
 
@@ -143,12 +134,12 @@ func filterConductorGroup(f *nodeQuery, _, v string) (string, error) {
 
 // provisionStateAt renames states for old clients: "available" was "no
 // state" (null) before 1.2, "inspect wait" was "inspecting" before 1.39.
-func provisionStateAt(state string, minor int) any {
-	if state == workflows.StateAvailable && minor < v2AvailableState {
+func provisionStateAt(state provision.State, minor int) any {
+	if state == provision.Available && minor < v2AvailableState {
 		return nil
 	}
-	if state == workflows.StateInspectWait && minor < v39InspectWait {
-		return workflows.StateInspecting
+	if state == provision.InspectWait && minor < v39InspectWait {
+		return provision.Inspecting
 	}
 	return state
 }

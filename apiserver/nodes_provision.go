@@ -12,25 +12,26 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/configdrive"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
 // verbSince are the microversions that introduced provision verbs; a verb
 // used below its version is 406, as Ironic's MIN_VERB_VERSIONS.
-var verbSince = map[workflows.Verb]int{
-	workflows.VerbManage: v4ManageableState, workflows.VerbProvide: v4ManageableState,
-	workflows.VerbInspect: v6InspectState, workflows.VerbAbort: v13AbortVerb, workflows.VerbClean: v15ManualClean,
-	workflows.VerbDeploy: v73DeployVerbs, workflows.VerbUndeploy: v73DeployVerbs,
-	workflows.VerbRescue: v38RescueIface, workflows.VerbUnrescue: v38RescueIface,
-	workflows.VerbUnhold: v85UnholdVerb, workflows.VerbService: v87Service,
+var verbSince = map[provision.Verb]int{
+	provision.VerbManage: v4ManageableState, provision.VerbProvide: v4ManageableState,
+	provision.VerbInspect: v6InspectState, provision.VerbAbort: v13AbortVerb, provision.VerbClean: v15ManualClean,
+	provision.VerbDeploy: v73DeployVerbs, provision.VerbUndeploy: v73DeployVerbs,
+	provision.VerbRescue: v38RescueIface, provision.VerbUnrescue: v38RescueIface,
+	provision.VerbUnhold: v85UnholdVerb, provision.VerbService: v87Service,
 }
 
 // deploysImage reports whether verb writes an instance: the verbs that take
 // a config drive and deploy steps.
-func deploysImage(verb string) bool {
-	switch workflows.Verb(verb) {
-	case workflows.VerbActive, workflows.VerbDeploy, workflows.VerbRebuild:
+func deploysImage(verb provision.Verb) bool {
+	switch verb {
+	case provision.VerbActive, provision.VerbDeploy, provision.VerbRebuild:
 		return true
 	}
 	return false
@@ -69,7 +70,7 @@ func stepsArg(body map[string]any, key string) (json.RawMessage, error) {
 	return raw, nil
 }
 
-func configDriveArg(c *gin.Context, body map[string]any, verb string) (json.RawMessage, error) {
+func configDriveArg(c *gin.Context, body map[string]any, verb provision.Verb) (json.RawMessage, error) {
 	v, ok := body["configdrive"]
 	if !ok || v == nil || v == "" {
 		return nil, nil
@@ -189,7 +190,7 @@ var errLostRace = errors.New("node held or moved by another request")
 
 // provisionBody is a parsed PUT .../states/provision body.
 type provisionBody struct {
-	verb        string
+	verb        provision.Verb
 	configDrive json.RawMessage
 	// storedConfigDrive is what the node keeps in instance_info.configdrive
 	// for configDrive: the API stores it before the workflow starts, so
@@ -222,12 +223,13 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if !ok || tv == nil {
 		return req, badRequest("Missing argument: \"target\"")
 	}
-	verb, ok := tv.(string)
+	target, ok := tv.(string)
 	if !ok {
 		return req, badRequest("Invalid target: %s is not a string", pyRepr(tv))
 	}
+	verb := provision.Verb(target) // the JSON body's string, typed once
 	req.verb = verb
-	if since, ok := verbSince[workflows.Verb(verb)]; ok && ver(c) < since {
+	if since, ok := verbSince[verb]; ok && ver(c) < since {
 		return req, notAcceptable()
 	}
 	if req.configDrive, err = configDriveArg(c, body, verb); err != nil {
@@ -256,16 +258,16 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if req.runbook, err = runbookArg(c, body, verb, given); err != nil {
 		return req, err
 	}
-	if workflows.Verb(verb) == workflows.VerbService && req.serviceSteps == nil && req.runbook == "" {
+	if verb == provision.VerbService && req.serviceSteps == nil && req.runbook == "" {
 		return req, badRequest("\"service_steps\" is required when setting target provision state to service")
 	}
-	if req.serviceSteps != nil && workflows.Verb(verb) != workflows.VerbService {
+	if req.serviceSteps != nil && verb != provision.VerbService {
 		return req, badRequest("\"service_steps\" is only valid when setting target provision state to service")
 	}
-	if workflows.Verb(verb) == workflows.VerbClean && req.cleanSteps == nil && req.runbook == "" {
+	if verb == provision.VerbClean && req.cleanSteps == nil && req.runbook == "" {
 		return req, badRequest("\"clean_steps\" is required when setting target provision state to clean")
 	}
-	if req.cleanSteps != nil && workflows.Verb(verb) != workflows.VerbClean {
+	if req.cleanSteps != nil && verb != provision.VerbClean {
 		return req, badRequest("\"clean_steps\" is only valid when setting target provision state to clean or service")
 	}
 	if req.deploySteps, err = stepsArg(body, "deploy_steps"); err != nil {
@@ -293,7 +295,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 		if req.disableRamdisk, err = boolValue(v); err != nil {
 			return req, badRequest("Invalid disable_ramdisk: %s", err.Error())
 		}
-		if req.disableRamdisk && workflows.Verb(verb) != workflows.VerbClean && workflows.Verb(verb) != workflows.VerbService {
+		if req.disableRamdisk && verb != provision.VerbClean && verb != provision.VerbService {
 			return req, badRequest("\"disable_ramdisk\" is only valid when setting target provision state to clean or service")
 		}
 	}
@@ -302,7 +304,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 
 // provisionPlan is what an accepted verb does.
 type provisionPlan struct {
-	transition workflows.Transition
+	transition provision.Transition
 	// abort: signal the running workflow to abort; nothing is started.
 	abort bool
 	// endWaitingFirst: the node is in a failure state, whose workflow may
@@ -317,22 +319,22 @@ type provisionPlan struct {
 // only when the state refuses the verb, since Ironic takes the node lock
 // before it checks the state: a verb that races a running operation is
 // told the node is locked.
-func decideProvision(n *store.Node, verb string, held func() bool) (provisionPlan, error) {
-	op, checked := maintenanceRefuses[workflows.Verb(verb)]
+func decideProvision(n *store.Node, verb provision.Verb, held func() bool) (provisionPlan, error) {
+	op, checked := maintenanceRefuses[verb]
 	if checked && op.beforeState && n.Maintenance {
 		return provisionPlan{}, inMaintenance(op.name, n.UUID)
 	}
-	t, ok := workflows.Accept(n.ProvisionState, verb)
+	t, ok := provision.Accept(n.ProvisionState, verb)
 	if !ok {
-		if workflows.Verb(verb) != workflows.VerbAbort && held() {
+		if verb != provision.VerbAbort && held() {
 			return provisionPlan{}, nodeLocked(n.UUID, lockHolder(n))
 		}
-		return provisionPlan{}, badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
+		return provisionPlan{}, badRequest("%s", provision.NotAllowed(verb, n.UUID, n.ProvisionState))
 	}
 	if checked && !op.beforeState && n.Maintenance {
 		return provisionPlan{}, inMaintenance(op.name, n.UUID)
 	}
-	if n.Protected && slices.Contains([]workflows.Verb{workflows.VerbDeleted, workflows.VerbUndeploy, workflows.VerbRebuild}, workflows.Verb(verb)) {
+	if n.Protected && slices.Contains([]provision.Verb{provision.VerbDeleted, provision.VerbUndeploy, provision.VerbRebuild}, verb) {
 		return provisionPlan{}, errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
 	}
 	if deploysImage(verb) {
@@ -341,10 +343,10 @@ func decideProvision(n *store.Node, verb string, held func() bool) (provisionPla
 			return provisionPlan{}, badRequest("Failed to validate deploy or power info for node %s: %s", n.UUID, msg)
 		}
 	}
-	if workflows.Operation(t.Operation) == workflows.OpAbort {
+	if t.Operation == provision.OpAbort {
 		return provisionPlan{transition: t, abort: true}, nil
 	}
-	return provisionPlan{transition: t, endWaitingFirst: workflows.IsFailureState(n.ProvisionState)}, nil
+	return provisionPlan{transition: t, endWaitingFirst: n.ProvisionState.Failed()}, nil
 }
 
 // maintenanceRefuses are the verbs Ironic refuses on a node in maintenance,
@@ -353,14 +355,14 @@ func decideProvision(n *store.Node, verb string, held func() bool) (provisionPla
 // at the state; its conductor refuses clean, rescue and unrescue once the
 // state machine accepted the verb. Every other verb (manage, provide,
 // inspect, deleted/undeploy, abort, ...) is allowed in maintenance.
-var maintenanceRefuses = map[workflows.Verb]struct {
+var maintenanceRefuses = map[provision.Verb]struct {
 	name        string
 	beforeState bool
 }{
-	workflows.VerbActive:  {"provisioning", true},
-	workflows.VerbDeploy:  {"provisioning", true},
-	workflows.VerbRebuild: {"provisioning", true},
-	workflows.VerbClean:   {"cleaning", false},
+	provision.VerbActive:  {"provisioning", true},
+	provision.VerbDeploy:  {"provisioning", true},
+	provision.VerbRebuild: {"provisioning", true},
+	provision.VerbClean:   {"cleaning", false},
 	"rescue":              {"rescuing", false},
 	"unrescue":            {"unrescuing", false},
 }
@@ -379,7 +381,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	if plan.abort {
 		err := s.eng.Signal(ctx, n.UUID, workflows.SignalAbort, nil)
 		if errors.Is(err, ErrNoWorkflow) {
-			return badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
+			return badRequest("%s", provision.NotAllowed(verb, n.UUID, n.ProvisionState))
 		}
 		if err != nil {
 			return fmt.Errorf("signal abort to node %s: %w", n.UUID, err)
@@ -388,7 +390,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		writeEmpty(c, http.StatusAccepted, location)
 		return nil
 	}
-	if workflows.Operation(t.Operation) == workflows.OpUnhold {
+	if t.Operation == provision.OpUnhold {
 		return s.unhold(c, n, verb, location) // nodes_unhold.go
 	}
 	if plan.endWaitingFirst {
@@ -396,17 +398,17 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 			return err
 		}
 	}
-	if _, ok := workflows.ProvisionWorkflow(t.Operation); !ok {
+	if _, ok := workflows.WorkflowFor(t.Operation); !ok {
 		return badRequest("The requested action \"%s\" is not supported by ironflow yet.", verb)
 	}
 	// A workflow that has just recorded the node's state may still be
 	// finishing: it holds the node until it ends. From a settled state
-	// (workflows.State.Settled) it writes the node no more, so the check
+	// (provision.State.Settled) it writes the node no more, so the check
 	// is the start's own: startProvision retries a start refused while it
 	// closes, keeping the transition. The check is a Temporal describe of
 	// the node's earlier run, the dearest call of a verb (the README's
 	// "Against Temporal's ceiling").
-	if !workflows.State(n.ProvisionState).Settled() {
+	if !n.ProvisionState.Settled() {
 		if running, err := s.eng.Running(ctx, n.UUID); err != nil {
 			return fmt.Errorf("read the lock of node %s: %w", n.UUID, err)
 		} else if running {
@@ -417,13 +419,13 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	// verbs that read the same state, one moves the node on and the others
 	// are decided again against the state it moved to. The workflow
 	// starts after this write and its first write is conditional on t.Next.
-	var target *string
+	var target *provision.State
 	if t.Target != "" {
 		target = &t.Target
 	}
 	event := fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target)
 	err := s.store.RecordTransition(ctx, n.UUID, store.Transition{
-		From: []string{n.ProvisionState}, To: t.Next, Target: target,
+		From: []provision.State{n.ProvisionState}, To: t.Next, Target: target,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
 			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
 	})
@@ -455,9 +457,9 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		return err
 	}
 	// The request carries no config drive: DeployNode finds it with the
-	// node (ProvisionRequest.ConfigDrive is for histories recorded before).
-	err = s.startProvision(ctx, n.UUID, t.Next, workflows.ProvisionRequest{
-		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState,
+	// node (provision.Request.ConfigDrive is for histories recorded before).
+	err = s.startProvision(ctx, n.UUID, t.Next, provision.Request{
+		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState, Transition: t,
 		DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps, ServiceSteps: req.serviceSteps,
 		DisableRamdisk: req.disableRamdisk, ConductorGroup: n.ConductorGroup,
 		RequestedAt: time.Now().UTC(),
@@ -484,10 +486,10 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 // revertTransition puts the node back in the state the verb was accepted
 // in when its workflow could not start, unless something else has moved it
 // on since.
-func (s *server) revertTransition(c *gin.Context, n *store.Node, verb string, t workflows.Transition, cause error) {
+func (s *server) revertTransition(c *gin.Context, n *store.Node, verb provision.Verb, t provision.Transition, cause error) {
 	event := fmt.Sprintf("Provision action \"%s\" not started (%v); back to state \"%s\"", verb, cause, n.ProvisionState)
 	err := s.store.RecordTransition(context.WithoutCancel(c.Request.Context()), n.UUID, store.Transition{
-		From: []string{t.Next}, To: n.ProvisionState, Target: n.TargetProvisionState, LastError: n.LastError,
+		From: []provision.State{t.Next}, To: n.ProvisionState, Target: n.TargetProvisionState, LastError: n.LastError,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
 			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
 	})
@@ -512,7 +514,7 @@ type closeWaiter interface {
 // next. As Ironic's node_locked_retry_attempts, a start refused because
 // the node is locked is retried (a power or boot-device change may hold
 // it), as long as the node is still in next.
-func (s *server) startProvision(ctx context.Context, nodeUUID, next string, req workflows.ProvisionRequest) error {
+func (s *server) startProvision(ctx context.Context, nodeUUID string, next provision.State, req provision.Request) error {
 	for attempt := 1; ; attempt++ {
 		err := s.eng.StartProvision(ctx, req)
 		if !errors.Is(err, ErrNodeLocked) || attempt >= nodeLockedRetryAttempts {
@@ -533,14 +535,14 @@ const abortWaitTimeout = 15 * time.Second
 
 // abortWaiting ends the workflow that waits for an operator on a failed
 // node, if there is one, and waits until it is gone. The abort names verb
-// (workflows.AbortRequest): the workflow keeps the failure's last_error and
+// (provision.AbortRequest): the workflow keeps the failure's last_error and
 // records that verb ended its wait, not that an operator aborted.
-func (s *server) abortWaiting(ctx context.Context, nodeUUID, verb string) error {
+func (s *server) abortWaiting(ctx context.Context, nodeUUID string, verb provision.Verb) error {
 	running, err := s.eng.Running(ctx, nodeUUID)
 	if err != nil || !running {
 		return nil
 	}
-	if err := s.eng.Signal(ctx, nodeUUID, workflows.SignalAbort, workflows.AbortRequest{SupersededBy: verb}); err != nil && !errors.Is(err, ErrNoWorkflow) {
+	if err := s.eng.Signal(ctx, nodeUUID, workflows.SignalAbort, provision.AbortRequest{SupersededBy: verb}); err != nil && !errors.Is(err, ErrNoWorkflow) {
 		return fmt.Errorf("abort the waiting workflow of node %s: %w", nodeUUID, err)
 	}
 	deadline := time.Now().Add(abortWaitTimeout)

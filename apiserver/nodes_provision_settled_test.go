@@ -9,7 +9,7 @@ import (
 )
 
 // TestVerbFromASettledStateStartsOnceTheClosingWorkflowEnds: a verb from a
-// settled state (workflows.State.Settled) asks no lock check before it
+// settled state (provision.State.Settled) asks no lock check before it
 // records its transition. A workflow that still holds the node (it has
 // recorded manageable and is closing) makes the start fail; the API keeps
 // the transition, retries the start once the holder is gone, and answers

@@ -2,12 +2,13 @@ package apiserver
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // TestDecideProvision is the state × verb table of PUT .../states/provision:
@@ -15,12 +16,12 @@ import (
 func TestDecideProvision(t *testing.T) {
 	const id = "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"
 	cases := []struct {
-		state     string
+		state     provision.State
 		protected bool
-		verb      string
+		verb      provision.Verb
 		held      bool
 		// want: the operation started, or the status of the refusal.
-		operation       string
+		operation       provision.Operation
 		abort           bool
 		endWaitingFirst bool
 		status          int
@@ -57,7 +58,7 @@ func TestDecideProvision(t *testing.T) {
 			msg: "Node " + id + " is protected and cannot be undeployed, rebuilt or deleted"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.state+" × "+tc.verb, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s × %s", tc.state, tc.verb), func(t *testing.T) {
 			n := &store.Node{UUID: id, ProvisionState: tc.state, Protected: tc.protected}
 			asked := false
 			plan, err := decideProvision(n, tc.verb, func() bool { asked = true; return tc.held })
@@ -103,7 +104,7 @@ func TestParallelVerbsOneAccepted(t *testing.T) {
 		switch {
 		case r.status == 202:
 			accepted++
-		case r.status == 400 && r.faultstring(t) == workflows.NotAllowed("provide", uuid, "cleaning"):
+		case r.status == 400 && r.faultstring(t) == provision.NotAllowed("provide", uuid, "cleaning"):
 		default:
 			t.Errorf("loser: %d %s", r.status, r.body)
 		}

@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/shadow"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // checkRescueArgs applies Ironic's rules for rescue_password and the rescue
@@ -17,15 +17,15 @@ import (
 // rescue_password only with rescue, non-empty for rescue, and a rescue
 // interface that rescues (no-rescue fails the conductor's validation).
 func checkRescueArgs(n *store.Node, req provisionBody) error {
-	verb := workflows.Verb(req.verb)
-	if req.rescuePassword != nil && verb != workflows.VerbRescue {
-		return badRequest("\"rescue_password\" is only valid when setting target provision state to %s", workflows.VerbRescue)
+	verb := req.verb
+	if req.rescuePassword != nil && verb != provision.VerbRescue {
+		return badRequest("\"rescue_password\" is only valid when setting target provision state to %s", provision.VerbRescue)
 	}
-	if verb != workflows.VerbRescue {
+	if verb != provision.VerbRescue {
 		return nil
 	}
 	if req.rescuePassword == nil || strings.TrimSpace(*req.rescuePassword) == "" {
-		return badRequest("A non-empty \"rescue_password\" is required when setting target provision state to %s", workflows.VerbRescue)
+		return badRequest("A non-empty \"rescue_password\" is required when setting target provision state to %s", provision.VerbRescue)
 	}
 	if !hardware.RescueOf(hardware.Interface(n.RescueInterface)).Supported() {
 		instance := "None"
@@ -44,7 +44,7 @@ func checkRescueArgs(n *store.Node, req provisionBody) error {
 // Ironic keeps it). The clear password is stored nowhere: the rescue
 // workflow's activity reads the hash and hands it to the agent.
 func (s *server) storeRescuePassword(ctx context.Context, nodeUUID string, req provisionBody) error {
-	if req.rescuePassword == nil || workflows.Verb(req.verb) != workflows.VerbRescue {
+	if req.rescuePassword == nil || req.verb != provision.VerbRescue {
 		return nil
 	}
 	hash, err := shadow.Hash(*req.rescuePassword)

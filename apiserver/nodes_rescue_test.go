@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/shadow"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
@@ -23,10 +24,12 @@ func TestRescueFollowsIronic(t *testing.T) {
 		return e.do("PUT", "/v1/nodes/"+node+"/states/provision", version, body)
 	}
 	for _, c := range []struct {
-		name, node, state, version string
-		body                       map[string]any
-		status                     int
-		msg                        string
+		name, node string
+		state      provision.State
+		version    string
+		body       map[string]any
+		status     int
+		msg        string
 	}{
 		{"rescue below 1.38", uuid, "active", "1.37", map[string]any{"target": "rescue", "rescue_password": password}, 406, ""},
 		{"unrescue below 1.38", uuid, "rescue", "1.37", map[string]any{"target": "unrescue"}, 406, ""},
@@ -39,9 +42,9 @@ func TestRescueFollowsIronic(t *testing.T) {
 		{"password not a string", uuid, "active", "1.78", map[string]any{"target": "rescue", "rescue_password": 7}, 400,
 			"Invalid rescue_password: 7 is not a string"},
 		{"rescue from available", uuid, "available", "1.78", map[string]any{"target": "rescue", "rescue_password": password}, 400,
-			workflows.NotAllowed("rescue", uuid, "available")},
+			provision.NotAllowed("rescue", uuid, "available")},
 		{"unrescue from active", uuid, "active", "1.78", map[string]any{"target": "unrescue"}, 400,
-			workflows.NotAllowed("unrescue", uuid, "active")},
+			provision.NotAllowed("unrescue", uuid, "active")},
 		{"no-rescue", norescue, "active", "1.78", map[string]any{"target": "rescue", "rescue_password": password}, 500,
 			"Failed to rescue instance None for node " + norescue + ": Validation failed: Driver fake-hardware does not support rescue (disabled or not implemented)."},
 	} {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // TestServiceVerb: the service verb (API 1.87) from active with
@@ -20,7 +20,7 @@ func TestServiceVerb(t *testing.T) {
 	steps := []any{map[string]any{"interface": "deploy", "step": "erase_pstore"}}
 	cases := []struct {
 		name   string
-		state  string
+		state  provision.State
 		ver    string
 		body   map[string]any
 		status int
@@ -32,7 +32,7 @@ func TestServiceVerb(t *testing.T) {
 		{"steps for clean", "manageable", "1.87", map[string]any{"target": "clean", "clean_steps": steps, "service_steps": steps}, 400,
 			`"service_steps" is only valid when setting target provision state to service`},
 		{"not active", "available", "1.87", map[string]any{"target": "service", "service_steps": steps}, 400,
-			workflows.NotAllowed("service", uuid, "available")},
+			provision.NotAllowed("service", uuid, "available")},
 		{"unknown step", "active", "1.87", map[string]any{"target": "service", "service_steps": []any{map[string]any{"interface": "deploy", "step": "erase_devices"}}}, 400,
 			"Cannot service node " + uuid + ": node does not support this service step: {'interface': 'deploy', 'step': 'erase_devices'}"},
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -60,7 +61,7 @@ func (s *server) power(c *gin.Context) error {
 		if n.PowerState != nil {
 			state = *n.PowerState
 		}
-		return badRequest("%s", workflows.NotAllowed(target, n.UUID, state))
+		return badRequest("%s", provision.NotAllowed(target, n.UUID, state))
 	}
 	final := "power on"
 	if target == "power off" || target == "soft power off" {

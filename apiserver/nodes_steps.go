@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -17,11 +18,11 @@ import (
 // ironflow agent advertises), with Ironic's messages. The workflow checks
 // again against the list the agent returns once it is up.
 func checkSteps(n *store.Node, req provisionBody) error {
-	kind, raw, what := workflows.StepKindClean, req.cleanSteps, "clean"
-	switch workflows.Verb(req.verb) {
-	case workflows.VerbClean:
-	case workflows.VerbService:
-		kind, raw, what = workflows.StepKindService, req.serviceSteps, "service"
+	kind, raw, what := provision.StepKindClean, req.cleanSteps, "clean"
+	switch req.verb {
+	case provision.VerbClean:
+	case provision.VerbService:
+		kind, raw, what = provision.StepKindService, req.serviceSteps, "service"
 	default:
 		return nil
 	}
@@ -48,7 +49,7 @@ func checkSteps(n *store.Node, req provisionBody) error {
 	// A firmware update's components and checksums are checked here too,
 	// so that a malformed one is the request's 400, not a failed step.
 	for _, u := range user {
-		if u.StepID != (workflows.StepID{Interface: "firmware", Step: "update"}) {
+		if u.StepID != (provision.StepID{Interface: "firmware", Step: "update"}) {
 			continue
 		}
 		if _, err := workflows.ParseFirmwareSettings(u.Args); err != nil {
@@ -60,8 +61,8 @@ func checkSteps(n *store.Node, req provisionBody) error {
 
 // cachedAgentSteps are the agent's steps of kind as the node's last
 // operation recorded them (driver_internal_info agent_cached_<kind>_steps).
-func cachedAgentSteps(n *store.Node, kind workflows.StepKind) []workflows.Step {
-	v, ok := n.DriverInternalInfo["agent_cached_"+string(kind)+"_steps"]
+func cachedAgentSteps(n *store.Node, kind provision.StepKind) []provision.Step {
+	v, ok := n.DriverInternalInfo[fmt.Sprintf("agent_cached_%s_steps", kind)]
 	if !ok || v == nil {
 		return nil
 	}
@@ -69,7 +70,7 @@ func cachedAgentSteps(n *store.Node, kind workflows.StepKind) []workflows.Step {
 	if err != nil {
 		return nil
 	}
-	var steps []workflows.Step
+	var steps []provision.Step
 	if json.Unmarshal(b, &steps) != nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -24,12 +25,12 @@ var unholdWait = 10 * time.Second
 // Ironic's conductor changes the state before it answers; the verb waits
 // (briefly) for the workflow to have done so, so that a client reading
 // the node after the 202 sees the wait state or later.
-func (s *server) unhold(c *gin.Context, n *store.Node, verb, location string) error {
+func (s *server) unhold(c *gin.Context, n *store.Node, verb provision.Verb, location string) error {
 	ctx := c.Request.Context()
 	err := s.eng.Signal(ctx, n.UUID, workflows.SignalUnhold, nil)
 	if errors.Is(err, ErrNoWorkflow) {
 		// A hold state that no workflow holds: nothing to resume.
-		return badRequest("%s", workflows.NotAllowed(verb, n.UUID, n.ProvisionState))
+		return badRequest("%s", provision.NotAllowed(verb, n.UUID, n.ProvisionState))
 	}
 	if err != nil {
 		return fmt.Errorf("signal unhold to node %s: %w", n.UUID, err)

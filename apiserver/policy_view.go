@@ -3,6 +3,7 @@ package apiserver
 import (
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -49,7 +50,7 @@ func (s *server) sanitizeNodes(c *gin.Context, nodes ...*store.Node) {
 // deployment takes the lessee away again (Ironic's deployments.py and
 // manager.py do both). It runs once the verb is accepted (the answer is
 // written), so a failure is logged, not answered.
-func (s *server) automaticLessee(c *gin.Context, nodeUUID, verb string) {
+func (s *server) automaticLessee(c *gin.Context, nodeUUID string, verb provision.Verb) {
 	if s.policy == nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -28,15 +29,15 @@ const (
 )
 
 // lookupStates are where an agent may find its node with restrict_lookup.
-var lookupStates = []string{
-	workflows.StateDeploying, workflows.StateDeployWait, workflows.StateCleaning, workflows.StateCleanWait,
-	workflows.StateInspecting, workflows.StateInspectWait, string(workflows.Rescuing), string(workflows.RescueWait),
-	string(workflows.ServiceWait),
+var lookupStates = []provision.State{
+	provision.Deploying, provision.DeployWait, provision.Cleaning, provision.CleanWait,
+	provision.Inspecting, provision.InspectWait, provision.Rescuing, provision.RescueWait,
+	provision.ServiceWait,
 }
 
 // inspectionStates are where an agent may send inspection data with
 // restrict_lookup.
-var inspectionStates = []string{workflows.StateInspecting, workflows.StateInspectWait}
+var inspectionStates = []provision.State{provision.Inspecting, provision.InspectWait}
 
 // agentStatuses are the agent_status values a heartbeat may carry (1.72).
 var agentStatuses = []string{workflows.AgentStatusStart, workflows.AgentStatusEnd, workflows.AgentStatusError}
@@ -73,7 +74,7 @@ func (s *server) lookup(c *gin.Context) error {
 		return resourceNotFound()
 	}
 
-	var states []string
+	var states []provision.State
 	if s.cfg.RestrictLookup {
 		states = lookupStates
 	}
@@ -93,7 +94,7 @@ func (s *server) lookup(c *gin.Context) error {
 // continue_inspection): the node as the agent sees it and its config,
 // with the agent token issued if the node has none yet and is still in one
 // of states (any state when empty; else store.ErrStateConflict).
-func (s *server) lookupAnswer(c *gin.Context, n *store.Node, states []string) (map[string]any, error) {
+func (s *server) lookupAnswer(c *gin.Context, n *store.Node, states []provision.State) (map[string]any, error) {
 	var token any // null below 1.62
 	if ver(c) >= v62AgentToken {
 		t, err := s.issueToken(c, n, states)
@@ -121,7 +122,7 @@ func (s *server) lookupAnswer(c *gin.Context, n *store.Node, states []string) (m
 // update (store.IssueAgentToken), so two racing lookups never both get a
 // token, and a lookup that read the node before its operation ended (in a
 // state of states) does not hand a token to a node that left them.
-func (s *server) issueToken(c *gin.Context, n *store.Node, states []string) (string, error) {
+func (s *server) issueToken(c *gin.Context, n *store.Node, states []provision.State) (string, error) {
 	if _, ok := n.DriverInternalInfo[keyAgentToken]; ok {
 		return masked, nil
 	}
@@ -233,7 +234,7 @@ func (s *server) continueInspection(c *gin.Context) error {
 	// processed, as Ironic does; before, inspector's {"uuid": ...}.
 	var answer map[string]any
 	if ver(c) >= v84ContinueInspection {
-		var states []string
+		var states []provision.State
 		if s.cfg.RestrictLookup {
 			states = inspectionStates
 		}

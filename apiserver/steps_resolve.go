@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -20,7 +21,7 @@ import (
 // Ironic's conductor does (conductor/steps.py: _get_deployment_templates,
 // _get_steps_from_deployment_templates, _get_all_deployment_steps; the
 // runbook check of the provision API). The workflows see only user steps:
-// ProvisionRequest.DeploySteps and CleanSteps.
+// provision.Request.DeploySteps and CleanSteps.
 
 // instanceTraits are the node's instance_info/traits: the traits the
 // instance asked for (Nova's flavor or image, or the operator).
@@ -129,7 +130,7 @@ func checkUserDeploySteps(n *store.Node, raw json.RawMessage) error {
 	if err != nil {
 		return badRequest("Invalid deploy_steps: %s", err.Error())
 	}
-	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, workflows.StepKindDeploy), stepInterfacesOf(n)),
+	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, provision.StepKindDeploy), stepInterfacesOf(n)),
 		`Validation of deploy steps from "deploy steps" argument failed.`)
 }
 
@@ -148,7 +149,7 @@ func checkTemplateDeploySteps(n *store.Node, names []string, steps []store.Deplo
 		}
 		user[i] = u
 	}
-	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, workflows.StepKindDeploy), stepInterfacesOf(n)),
+	return deployStepsError(n, workflows.CheckDeploySteps(user, cachedAgentSteps(n, provision.StepKindDeploy), stepInterfacesOf(n)),
 		"Validation of deploy steps from deploy templates matching this node's instance traits failed. "+
 			"Matching deploy templates: "+strings.Join(names, ",")+". Errors: ")
 }
@@ -214,7 +215,7 @@ func RunbookSteps(ctx context.Context, st *store.Store, n *store.Node, ident str
 
 // runbookArg reads the provision body's runbook (API 1.92): a string, for
 // clean or service only, instead of their steps.
-func runbookArg(c *gin.Context, body map[string]any, verb string, steps json.RawMessage) (string, error) {
+func runbookArg(c *gin.Context, body map[string]any, verb provision.Verb, steps json.RawMessage) (string, error) {
 	v, ok := body["runbook"]
 	if !ok || v == nil {
 		return "", nil
@@ -248,7 +249,7 @@ func (s *server) resolveSteps(ctx context.Context, n *store.Node, req provisionB
 		if err != nil {
 			return req, err
 		}
-		if req.verb == string(workflows.VerbService) {
+		if req.verb == provision.VerbService {
 			req.serviceSteps = rb.Steps
 		} else {
 			req.cleanSteps = rb.Steps

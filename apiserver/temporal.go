@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/nodelock"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -20,7 +21,7 @@ type TemporalEngine struct {
 	Client client.Client
 }
 
-func (e *TemporalEngine) start(ctx context.Context, nodeUUID, operation, state, workflowType string, arg any) (client.WorkflowRun, error) {
+func (e *TemporalEngine) start(ctx context.Context, nodeUUID string, operation provision.Operation, state provision.State, workflowType string, arg any) (client.WorkflowRun, error) {
 	opts := client.StartWorkflowOptions{
 		ID:                       workflows.WorkflowID(nodeUUID),
 		TaskQueue:                workflows.TaskQueue,
@@ -49,12 +50,14 @@ func (e *TemporalEngine) start(ctx context.Context, nodeUUID, operation, state, 
 }
 
 // StartProvision implements Engine.
-func (e *TemporalEngine) StartProvision(ctx context.Context, req workflows.ProvisionRequest) error {
-	t, ok := workflows.Accept(req.FromState, req.Verb)
-	if !ok {
-		return fmt.Errorf("verb %q not accepted in state %q", req.Verb, req.FromState)
+func (e *TemporalEngine) StartProvision(ctx context.Context, req provision.Request) error {
+	// The API decided the transition (provision.Accept); the workflow
+	// starts as it.
+	t := req.Transition
+	if t.Operation == "" {
+		return fmt.Errorf("verb %q from state %q: no transition decided", req.Verb, req.FromState)
 	}
-	wf, ok := workflows.ProvisionWorkflow(t.Operation)
+	wf, ok := workflows.WorkflowFor(t.Operation)
 	if !ok {
 		return fmt.Errorf("%w: provision verb %q", ErrNotImplemented, req.Verb)
 	}
@@ -64,13 +67,13 @@ func (e *TemporalEngine) StartProvision(ctx context.Context, req workflows.Provi
 
 // StartPower implements Engine.
 func (e *TemporalEngine) StartPower(ctx context.Context, req workflows.PowerRequest) error {
-	_, err := e.start(ctx, req.NodeUUID, string(workflows.OpPower), "", workflows.WorkflowSetPowerState, req)
+	_, err := e.start(ctx, req.NodeUUID, provision.OpPower, "", workflows.WorkflowSetPowerState, req)
 	return err
 }
 
 // SetBootDevice implements Engine: it waits for the BMC's answer.
 func (e *TemporalEngine) SetBootDevice(ctx context.Context, req workflows.BootDeviceRequest) error {
-	run, err := e.start(ctx, req.NodeUUID, string(workflows.OpBootDevice), "", workflows.WorkflowChangeBootDevice, req)
+	run, err := e.start(ctx, req.NodeUUID, provision.OpBootDevice, "", workflows.WorkflowChangeBootDevice, req)
 	if err != nil {
 		return err
 	}
@@ -82,7 +85,7 @@ func (e *TemporalEngine) SetBootDevice(ctx context.Context, req workflows.BootDe
 
 // ChangeVirtualMedia implements Engine: it waits for the BMC's answer.
 func (e *TemporalEngine) ChangeVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) error {
-	run, err := e.start(ctx, req.NodeUUID, string(workflows.OpVirtualMedia), "", workflows.WorkflowChangeVirtualMedia, req)
+	run, err := e.start(ctx, req.NodeUUID, provision.OpVirtualMedia, "", workflows.WorkflowChangeVirtualMedia, req)
 	if err != nil {
 		return err
 	}
@@ -102,7 +105,7 @@ func (e *TemporalEngine) ReadVirtualMedia(ctx context.Context, req workflows.Vir
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes:    workflows.SearchAttributes(req.NodeUUID, string(workflows.OpVirtualMedia), ""),
+		TypedSearchAttributes:    workflows.SearchAttributes(req.NodeUUID, provision.OpVirtualMedia, ""),
 	}
 	run, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowChangeVirtualMedia, req)
 	if err != nil {
@@ -161,10 +164,10 @@ var ErrNotImplemented = errors.New("not implemented")
 // worker's registration can be checked against it.
 func WorkflowTypes() []string {
 	var out []string
-	for _, op := range []workflows.Operation{workflows.OpManage, workflows.OpProvide, workflows.OpDeploy,
-		workflows.OpUndeploy, workflows.OpInspect, workflows.OpPower, workflows.OpBootDevice,
-		workflows.OpRescue, workflows.OpUnrescue, workflows.OpVirtualMedia} {
-		if wf, ok := op.Workflow(); ok {
+	for _, op := range []provision.Operation{provision.OpManage, provision.OpProvide, provision.OpDeploy,
+		provision.OpUndeploy, provision.OpInspect, provision.OpPower, provision.OpBootDevice,
+		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia} {
+		if wf, ok := workflows.WorkflowFor(op); ok {
 			out = append(out, wf)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -77,10 +78,11 @@ func (s *Store) ClaimAgentURL(ctx context.Context, uuid, token, url string) (boo
 // lookup's restrict_lookup states): a lookup that read the node before its
 // operation ended (and wiped the session) gets ErrStateConflict, not a
 // token on a node that no longer waits for an agent.
-func (s *Store) IssueAgentToken(ctx context.Context, uuid, token string, states []string) (n *Node, issued bool, err error) {
+func (s *Store) IssueAgentToken(ctx context.Context, uuid, token string, in []provision.State) (n *Node, issued bool, err error) {
 	u, _ := canonicalUUID(uuid)
-	if states == nil {
-		states = []string{}
+	states := make([]string, len(in))
+	for i, st := range in {
+		states[i] = string(st)
 	}
 	rows, _ := s.pool.Query(ctx, `UPDATE nodes SET driver_internal_info = driver_internal_info || jsonb_build_object($2::text, $3::text),
 			updated_at = now()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -35,10 +36,10 @@ type Node struct {
 	StorageInterface    string `json:"storage_interface" db:"storage_interface"`
 	VendorInterface     string `json:"vendor_interface" db:"vendor_interface"`
 
-	ProvisionState       string  `json:"provision_state" db:"provision_state"`
-	TargetProvisionState *string `json:"target_provision_state" db:"target_provision_state"`
-	PowerState           *string `json:"power_state" db:"power_state"`
-	TargetPowerState     *string `json:"target_power_state" db:"target_power_state"`
+	ProvisionState       provision.State  `json:"provision_state" db:"provision_state"`
+	TargetProvisionState *provision.State `json:"target_provision_state" db:"target_provision_state"`
+	PowerState           *string          `json:"power_state" db:"power_state"`
+	TargetPowerState     *string          `json:"target_power_state" db:"target_power_state"`
 
 	Maintenance       bool     `json:"maintenance" db:"maintenance"`
 	MaintenanceReason *string  `json:"maintenance_reason" db:"maintenance_reason"`
@@ -85,7 +86,7 @@ type Node struct {
 
 // NodeFilter selects nodes for ListNodes and CountNodes. Zero values match all.
 type NodeFilter struct {
-	ProvisionState string
+	ProvisionState provision.State
 	Driver         string
 	Maintenance    *bool
 	ConductorGroup *string // "" is a valid group, hence the pointer
@@ -294,7 +295,7 @@ func canonicalUUID(s string) (string, bool) {
 
 // DefaultProvisionState is a new node's state when the caller sets none:
 // Ironic's since API 1.11 (older microversions ask for "available").
-const DefaultProvisionState = "enroll"
+const DefaultProvisionState = provision.Enroll
 
 // CreateNode inserts n, filling UUID when empty and ID and CreatedAt from
 // the database. The caller sets ProvisionState (empty: "enroll").
@@ -596,10 +597,10 @@ func (s *Store) UpdateNode(ctx context.Context, uuid string, fn func(n *Node) er
 // written as given (nil clears them); provision_updated_at is set. It
 // returns ErrStateConflict (naming the current state) when the node is in
 // another state, ErrNotFound when the node does not exist.
-func (s *Store) SetProvisionState(ctx context.Context, uuid string, from []string, to string, target *string, lastError *string) (*Node, error) {
+func (s *Store) SetProvisionState(ctx context.Context, uuid string, from []provision.State, to provision.State, target *provision.State, lastError *string) (*Node, error) {
 	u, _ := canonicalUUID(uuid)
 	if from == nil {
-		from = []string{}
+		from = []provision.State{}
 	}
 	rows, _ := s.pool.Query(ctx, `UPDATE nodes SET provision_state = $2, target_provision_state = $3, last_error = $4,
 		provision_updated_at = now(), updated_at = now()
@@ -617,7 +618,7 @@ func (s *Store) SetProvisionState(ctx context.Context, uuid string, from []strin
 
 // notTransitioned explains a conditional state change that changed no row:
 // ErrNotFound, or ErrStateConflict naming the state the node is in.
-func (s *Store) notTransitioned(ctx context.Context, uuid, to string, from []string) error {
+func (s *Store) notTransitioned(ctx context.Context, uuid string, to provision.State, from []provision.State) error {
 	u, _ := canonicalUUID(uuid)
 	var current string
 	if err := s.pool.QueryRow(ctx, "SELECT provision_state FROM nodes WHERE uuid = $1", u).Scan(&current); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -145,7 +146,7 @@ func TestSetProvisionStateRaceHasOneWinner(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, errs[i] = s.SetProvisionState(ctx, n.UUID, []string{"available"}, "deploying", ptr("active"), nil)
+			_, errs[i] = s.SetProvisionState(ctx, n.UUID, []provision.State{"available"}, "deploying", ptr(provision.Active), nil)
 		}()
 	}
 	close(start)
@@ -175,9 +176,9 @@ func TestSetProvisionStateRaceHasOneWinner(t *testing.T) {
 func TestSetProvisionStateCases(t *testing.T) {
 	s := storetest.New(t)
 	ctx := context.Background()
-	n := newNode(t, s, &store.Node{ProvisionState: "deploying", TargetProvisionState: ptr("active")})
+	n := newNode(t, s, &store.Node{ProvisionState: "deploying", TargetProvisionState: ptr(provision.Active)})
 
-	got, err := s.SetProvisionState(ctx, n.UUID, []string{"wait call-back", "deploying"}, "deploy failed", ptr("active"), ptr("image checksum mismatch"))
+	got, err := s.SetProvisionState(ctx, n.UUID, []provision.State{"wait call-back", "deploying"}, "deploy failed", ptr(provision.Active), ptr("image checksum mismatch"))
 	if err != nil {
 		t.Fatalf("SetProvisionState: %v", err)
 	}
@@ -192,7 +193,7 @@ func TestSetProvisionStateCases(t *testing.T) {
 	if got.ProvisionState != "available" || got.TargetProvisionState != nil || got.LastError != nil {
 		t.Fatalf("after unconditional transition: %+v", got)
 	}
-	if _, err := s.SetProvisionState(ctx, n.UUID, []string{"manageable"}, "cleaning", nil, nil); !errors.Is(err, store.ErrStateConflict) {
+	if _, err := s.SetProvisionState(ctx, n.UUID, []provision.State{"manageable"}, "cleaning", nil, nil); !errors.Is(err, store.ErrStateConflict) {
 		t.Fatalf("from the wrong state: %v, want ErrStateConflict", err)
 	}
 	if _, err := s.SetProvisionState(ctx, "6a1f0c4e-0000-4000-8000-000000000000", nil, "available", nil, nil); !errors.Is(err, store.ErrNotFound) {
@@ -296,7 +297,7 @@ func TestMergeDropDriverInternalInfo(t *testing.T) {
 // so that sorting by them needs the id tie-breaker.
 func seedNodes(t testing.TB, s *store.Store, count int) []*store.Node {
 	t.Helper()
-	states := []string{"enroll", "available", "active", "deploy failed"}
+	states := []provision.State{"enroll", "available", "active", "deploy failed"}
 	var nodes []*store.Node
 	for i := 0; i < count; i++ {
 		n := &store.Node{
@@ -329,7 +330,7 @@ func TestListNodesPagination(t *testing.T) {
 	sortKeys := map[string]func(n *store.Node) string{
 		"id":              func(n *store.Node) string { return fmt.Sprintf("%020d", n.ID) },
 		"name":            func(n *store.Node) string { return deref(n.Name) },
-		"provision_state": func(n *store.Node) string { return n.ProvisionState },
+		"provision_state": func(n *store.Node) string { return string(n.ProvisionState) },
 		"driver":          func(n *store.Node) string { return n.Driver },
 		"uuid":            func(n *store.Node) string { return n.UUID },
 		"created_at":      func(n *store.Node) string { return n.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000") },

@@ -5,19 +5,20 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // Transition is one provision-state change a workflow records.
 type Transition struct {
 	// From, when not empty, are the states the node must be in.
-	From []string
-	To   string
+	From []provision.State
+	To   provision.State
 	// Target and LastError are written as given (nil clears them).
-	Target    *string
+	Target    *provision.State
 	LastError *string
 	// StepKind "clean", "deploy" or "service" sets that step field to Step
 	// (nil: {}); any other kind clears them all.
-	StepKind string
+	StepKind provision.StepKind
 	Step     map[string]any
 	// DropInternal are driver_internal_info keys to remove.
 	DropInternal []string
@@ -38,7 +39,7 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 	u, _ := canonicalUUID(nodeUUID)
 	from := t.From
 	if from == nil {
-		from = []string{}
+		from = []provision.State{}
 	}
 	step := t.Step
 	if step == nil {

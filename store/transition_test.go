@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -15,7 +16,7 @@ func TestRecordTransition(t *testing.T) {
 	s := storetest.New(t)
 	ctx := context.Background()
 	n := newNode(t, s, &store.Node{
-		ProvisionState: "available", TargetProvisionState: ptr("active"),
+		ProvisionState: "available", TargetProvisionState: ptr(provision.Active),
 		DriverInternalInfo: map[string]any{"agent_url": "http://127.0.0.1:9999", "agent_secret_token": "t", "kept": true},
 		CleanStep:          map[string]any{"interface": "deploy", "step": "erase_devices"},
 	})
@@ -23,7 +24,7 @@ func TestRecordTransition(t *testing.T) {
 
 	// A deploy step is recorded; the clean step stays; history is added.
 	err := s.RecordTransition(ctx, n.UUID, store.Transition{
-		From: []string{"available"}, To: "deploying", Target: ptr("active"),
+		From: []provision.State{"available"}, To: "deploying", Target: ptr(provision.Active),
 		StepKind: "deploy", Step: map[string]any{"interface": "deploy", "step": "write_image"},
 		History: store.HistoryEvent{EventType: "provisioning", Event: "Deploy requested", Conductor: "worker-1"},
 	})
@@ -62,7 +63,7 @@ func TestRecordTransition(t *testing.T) {
 	}
 
 	// From that does not hold: a conflict naming the state, nothing written.
-	err = s.RecordTransition(ctx, n.UUID, store.Transition{From: []string{"available"}, To: "active",
+	err = s.RecordTransition(ctx, n.UUID, store.Transition{From: []provision.State{"available"}, To: "active",
 		History: store.HistoryEvent{Event: "must not appear"}})
 	if !errors.Is(err, store.ErrStateConflict) || !strings.Contains(err.Error(), `"deploying"`) {
 		t.Fatalf("wrong from: %v, want ErrStateConflict naming deploying", err)
@@ -129,7 +130,7 @@ func TestRecordStepShowsTheRunningStepOnly(t *testing.T) {
 	s := storetest.New(t)
 	ctx := context.Background()
 	n := newNode(t, s, &store.Node{
-		ProvisionState: "deploying", TargetProvisionState: ptr("active"), LastError: ptr("kept"),
+		ProvisionState: "deploying", TargetProvisionState: ptr(provision.Active), LastError: ptr("kept"),
 		CleanStep: map[string]any{"interface": "deploy", "step": "erase_devices"},
 	})
 	step := map[string]any{"interface": "deploy", "step": "write_image", "priority": 80, "argsinfo": nil}
@@ -161,7 +162,7 @@ func TestRecordStepShowsTheRunningStepOnly(t *testing.T) {
 func TestServiceStepIsRecordedAndCleared(t *testing.T) {
 	s := storetest.New(t)
 	ctx := context.Background()
-	n := newNode(t, s, &store.Node{ProvisionState: "servicing", TargetProvisionState: ptr("active"),
+	n := newNode(t, s, &store.Node{ProvisionState: "servicing", TargetProvisionState: ptr(provision.Active),
 		DeployStep: map[string]any{"interface": "deploy", "step": "write_image"}})
 	step := map[string]any{"interface": "deploy", "step": "erase_pstore"}
 	if err := s.RecordStep(ctx, n.UUID, "service", step); err != nil {
@@ -170,7 +171,7 @@ func TestServiceStepIsRecordedAndCleared(t *testing.T) {
 	if got := mustGet(t, s, n.UUID); got.ServiceStep["step"] != "erase_pstore" || got.DeployStep["step"] != "write_image" {
 		t.Fatalf("after RecordStep service: service_step %v, deploy_step %v", got.ServiceStep, got.DeployStep)
 	}
-	if err := s.RecordTransition(ctx, n.UUID, store.Transition{To: "service wait", Target: ptr("active"), StepKind: "service",
+	if err := s.RecordTransition(ctx, n.UUID, store.Transition{To: "service wait", Target: ptr(provision.Active), StepKind: "service",
 		Step: map[string]any{"interface": "deploy", "step": "burnin_cpu"}}); err != nil {
 		t.Fatal(err)
 	}

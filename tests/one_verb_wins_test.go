@@ -17,16 +17,16 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/ironflow/ironflow/nodelock"
-	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // raceVerbs are the verbs the concurrency test sends at random.
-var raceVerbs = []string{"manage", "provide", "active", "deleted", "inspect", "abort"}
+var raceVerbs = []provision.Verb{"manage", "provide", "active", "deleted", "inspect", "abort"}
 
 // workflowMoves are the transitions the workflows record themselves on a
 // fake-hardware node (Ironic's state machine documentation), beyond the
 // state the API records when it accepts a verb.
-var workflowMoves = map[[2]string]bool{
+var workflowMoves = map[[2]provision.State]bool{
 	{"verifying", "manageable"}: true, {"verifying", "enroll"}: true,
 	{"cleaning", "available"}: true, {"cleaning", "manageable"}: true,
 	{"cleaning", "clean wait"}: true, {"clean wait", "cleaning"}: true,
@@ -36,14 +36,14 @@ var workflowMoves = map[[2]string]bool{
 }
 
 // validMove reports whether from→to is a transition of Ironic's state
-// machine: one a verb makes (workflows.Accept, the API's contract table)
+// machine: one a verb makes (provision.Accept, the API's contract table)
 // or one a workflow records.
-func validMove(from, to string) bool {
-	if workflowMoves[[2]string{from, to}] {
+func validMove(from, to provision.State) bool {
+	if workflowMoves[[2]provision.State{from, to}] {
 		return true
 	}
 	for _, v := range raceVerbs {
-		if t, ok := workflows.Accept(from, v); ok && t.Next == to {
+		if t, ok := provision.Accept(from, v); ok && t.Next == to {
 			return true
 		}
 	}
@@ -83,7 +83,7 @@ func openStateLog(t *testing.T) *stateLog {
 
 type move struct {
 	id       int64
-	from, to string
+	from, to provision.State
 }
 
 // since returns the node's moves after id.
@@ -168,7 +168,7 @@ func provisionRuns(t *testing.T, c client.Client, uuid string, since time.Time) 
 // raceRound sends n verbs at once to the node (verbs[i] or a random one)
 // and checks every answer: 202, or 409 NodeLocked, or 400 with Ironic's
 // "can not be performed" text. It returns how many were accepted.
-func raceRound(t *testing.T, uuid string, verbs []string) (accepted int, codes map[string]int) {
+func raceRound(t *testing.T, uuid string, verbs []provision.Verb) (accepted int, codes map[string]int) {
 	t.Helper()
 	var (
 		wg sync.WaitGroup
@@ -189,7 +189,7 @@ func raceRound(t *testing.T, uuid string, verbs []string) (accepted int, codes m
 			case code == 202:
 				accepted++
 			case code == 409 && strings.HasPrefix(msg, "Node "+uuid+" is locked by host "):
-			case code == 400 && strings.HasPrefix(msg, `The requested action "`+verb+`" can not be performed on node "`+uuid+`" while it is in state "`):
+			case code == 400 && strings.HasPrefix(msg, fmt.Sprintf(`The requested action "%s" can not be performed on node "%s" while it is in state "`, verb, uuid)):
 			default:
 				t.Errorf("%s on %s: %d %s", verb, uuid, code, msg)
 			}
@@ -204,7 +204,7 @@ func raceRound(t *testing.T, uuid string, verbs []string) (accepted int, codes m
 func checkRound(t *testing.T, c client.Client, log *stateLog, uuid string, logFrom int64, started time.Time, accepted int, codes map[string]int) {
 	t.Helper()
 	moves := log.since(t, uuid, logFrom)
-	var path []string
+	var path []provision.State
 	for i, m := range moves {
 		if i == 0 {
 			path = append(path, m.from)
@@ -250,8 +250,8 @@ func raceNode(t *testing.T, name string) string {
 	return uuid
 }
 
-func randomVerbs(r *rand.Rand, n int) []string {
-	out := make([]string, n)
+func randomVerbs(r *rand.Rand, n int) []provision.Verb {
+	out := make([]provision.Verb, n)
 	for i := range out {
 		out[i] = raceVerbs[r.IntN(len(raceVerbs))]
 	}
@@ -275,7 +275,7 @@ func TestParallelVerbsOneWins(t *testing.T) {
 	uuid := raceNode(t, "race-one-0")
 	// The two races the issue saw: 20 × provide on a manageable node, and
 	// active with four manage on an available node.
-	round := func(uuid string, verbs []string) (accepted int, codes map[string]int, from int64) {
+	round := func(uuid string, verbs []provision.Verb) (accepted int, codes map[string]int, from int64) {
 		waitQuiet(t, c, uuid)
 		from, started := log.last(t), time.Now()
 		time.Sleep(10 * time.Millisecond) // StartTime is compared at the server's clock
@@ -285,7 +285,7 @@ func TestParallelVerbsOneWins(t *testing.T) {
 		t.Logf("node %s: %v → %s", uuid, codes, n.ProvisionState)
 		return accepted, codes, from
 	}
-	provides := make([]string, 20)
+	provides := make([]provision.Verb, 20)
 	for i := range provides {
 		provides[i] = "provide"
 	}
@@ -303,7 +303,7 @@ func TestParallelVerbsOneWins(t *testing.T) {
 		case "manageable":
 			moveTo(t, uuid, [2]string{"provide", "available"})
 		}
-		if accepted, codes, _ := round(uuid, []string{"active", "manage", "manage", "manage", "manage"}); accepted != 1 {
+		if accepted, codes, _ := round(uuid, []provision.Verb{"active", "manage", "manage", "manage", "manage"}); accepted != 1 {
 			t.Errorf("active with four manage on an available node: %d accepted (%v), want 1", accepted, codes)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // Activity names. Workflows call activities by these names only, so that this
@@ -61,7 +62,7 @@ type NodeInfo struct {
 	// FirmwareInterface declares the firmware update step.
 	FirmwareInterface hardware.Interface `json:"firmware_interface,omitempty"`
 	ConductorGroup    string             `json:"conductor_group"`
-	ProvisionState    State              `json:"provision_state"`
+	ProvisionState    provision.State    `json:"provision_state"`
 	PowerState        string             `json:"power_state"`
 	BootMode          string             `json:"boot_mode"` // uefi or bios
 	// SecureBoot: the instance asks for secure boot (capability
@@ -134,18 +135,18 @@ func (n NodeInfo) VirtualMedia() bool { return hardware.BootOf(n.BootInterface).
 type RecordStateInput struct {
 	NodeUUID string `json:"node_uuid"`
 	// From lists the states the change may start from; empty means any.
-	From   []State `json:"from,omitempty"`
-	To     State   `json:"to"`
-	Target State   `json:"target"` // "" records null
+	From   []provision.State `json:"from,omitempty"`
+	To     provision.State   `json:"to"`
+	Target provision.State   `json:"target"` // "" records null
 	// LastError: "" clears it.
 	LastError string `json:"last_error"`
 	// StepKind names the step field Step is recorded in (deploy_step or
 	// clean_step; nil records {}), the other one is kept; "" clears both.
-	StepKind  StepKind `json:"step_kind,omitempty"`
-	Step      *Step    `json:"step,omitempty"`
-	Event     string   `json:"event"`
-	EventType string   `json:"event_type"`
-	Severity  string   `json:"severity"` // INFO or ERROR
+	StepKind  provision.StepKind `json:"step_kind,omitempty"`
+	Step      *provision.Step    `json:"step,omitempty"`
+	Event     string             `json:"event"`
+	EventType string             `json:"event_type"`
+	Severity  string             `json:"severity"` // INFO or ERROR
 	// ClearAgent wipes the agent token and URL (Ironic's wipe_token_and_url).
 	ClearAgent bool `json:"clear_agent,omitempty"`
 	// StepPlan, when set, is a step plan record (RecordStepPlan's) written
@@ -189,7 +190,7 @@ type BootInput struct {
 	// leaves nothing booting.
 	Kind BootKind `json:"kind"`
 	// Starts is the step this call begins, if any (see RunningStep).
-	Starts *RunningStep `json:"starts,omitempty"`
+	Starts *provision.RunningStep `json:"starts,omitempty"`
 }
 
 // BootDeviceInput is a boot-device change on a node's BMC.
@@ -213,16 +214,16 @@ type AgentInput struct {
 	NodeUUID    string `json:"node_uuid"`
 	CallbackURL string `json:"callback_url"`
 	// Starts is the step this call begins, if any (see RunningStep).
-	Starts *RunningStep `json:"starts,omitempty"`
+	Starts *provision.RunningStep `json:"starts,omitempty"`
 }
 
 // AgentStepInput runs one in-band step on the agent.
 type AgentStepInput struct {
-	Agent AgentInput `json:"agent"`
-	Kind  StepKind   `json:"kind"`
+	Agent AgentInput         `json:"agent"`
+	Kind  provision.StepKind `json:"kind"`
 	// Step is recorded as the node's running step (Kind says which field)
 	// before the agent is asked to run it.
-	Step Step `json:"step"`
+	Step provision.Step `json:"step"`
 	// Index, when set, is the step's index in the plan, recorded with it
 	// (RunningStep.Index).
 	Index *int `json:"index,omitempty"`
@@ -230,8 +231,8 @@ type AgentStepInput struct {
 
 // AgentStepsInput asks the agent for its steps.
 type AgentStepsInput struct {
-	Agent AgentInput `json:"agent"`
-	Kind  StepKind   `json:"kind"`
+	Agent AgentInput         `json:"agent"`
+	Kind  provision.StepKind `json:"kind"`
 }
 
 // AgentStepResult is what a finished agent step reported.

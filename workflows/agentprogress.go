@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -39,7 +40,7 @@ type StepProgress struct {
 // step's progress: clean_step_progress, service_step_progress or
 // deploy_step_progress, next to clean_step_index and its kin. It is reset
 // when the next step starts and removed with the plan.
-func StepProgressKey(kind StepKind) string { return string(kind) + "_step_progress" }
+func StepProgressKey(kind provision.StepKind) string { return string(kind) + "_step_progress" }
 
 // maxStepResumes bounds how often one step is re-run after the machine
 // rebooted under it: a machine that keeps resetting (a burn-in that
@@ -57,7 +58,7 @@ const maxResultInHistory = 1024
 // (README.md, "Step progress, resume after a reboot, results in the
 // history"). The step's result is kept in r.lastResult for the event that
 // ends it.
-func (r *run) agentStep(kind StepKind, s Step) error {
+func (r *run) agentStep(kind provision.StepKind, s provision.Step) error {
 	r.lastResult = ""
 	for resumes := 0; ; resumes++ {
 		res, err := r.agentStepOnce(kind, s)
@@ -74,7 +75,7 @@ func (r *run) agentStep(kind StepKind, s Step) error {
 		if from != "" {
 			event += " from its checkpoint (" + from + ")"
 		}
-		if err := r.record(RecordStateInput{To: r.status.ProvisionState, Target: r.req.target(), Event: event}); err != nil {
+		if err := r.record(RecordStateInput{To: r.status.ProvisionState, Target: r.req.Transition.Target, Event: event}); err != nil {
 			return err
 		}
 		s = next
@@ -102,7 +103,7 @@ func commandLost(err error) (AgentCommandLost, bool) {
 // withCheckpoint is s with its "checkpoint" argument set to p's checkpoint
 // when the step takes one (its argsinfo names it, or is unknown), and a
 // short account of where it resumes ("" when it resumes from nothing).
-func withCheckpoint(s Step, p *StepProgress) (Step, string) {
+func withCheckpoint(s provision.Step, p *StepProgress) (provision.Step, string) {
 	if p == nil || len(p.Checkpoint) == 0 || string(p.Checkpoint) == "null" {
 		return s, ""
 	}
@@ -131,7 +132,7 @@ func withCheckpoint(s Step, p *StepProgress) (Step, string) {
 // stepResultText is the part of an agent command's result that a history
 // event quotes: the step's own result (<kind>_result), bounded, never the
 // step's arguments.
-func stepResultText(kind StepKind, result string) string {
+func stepResultText(kind provision.StepKind, result string) string {
 	if result == "" {
 		return ""
 	}
@@ -153,7 +154,7 @@ func stepResultText(kind StepKind, result string) string {
 // stepFinished is the history event of an in-band step that finished: its
 // result quoted when the agent reported one (a burn-in's counts, an
 // erase's methods), so that the node's history keeps what the step found.
-func stepFinished(s Step, kind StepKind, result string) string {
+func stepFinished(s provision.Step, kind provision.StepKind, result string) string {
 	msg := fmt.Sprintf("Step %s finished", s.Name())
 	if text := stepResultText(kind, result); text != "" {
 		msg += ": " + text

@@ -7,16 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
 )
 
 // burninSteps are agent clean steps whose burn-in takes a checkpoint, as
 // the agent's argsinfo declares (agent/stepargs.go).
-var burninSteps = []Step{
-	{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true,
-		ArgsInfo: map[string]ArgInfo{"timeout": {Description: "seconds"}, "checkpoint": {Description: "resume"}}},
-	{StepID: StepID{Interface: "deploy", Step: "burnin_disk"}, Abortable: true,
-		ArgsInfo: map[string]ArgInfo{"runtime": {Description: "seconds"}}},
+var burninSteps = []provision.Step{
+	{StepID: provision.StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true,
+		ArgsInfo: map[string]provision.ArgInfo{"timeout": {Description: "seconds"}, "checkpoint": {Description: "resume"}}},
+	{StepID: provision.StepID{Interface: "deploy", Step: "burnin_disk"}, Abortable: true,
+		ArgsInfo: map[string]provision.ArgInfo{"runtime": {Description: "seconds"}}},
 }
 
 func lostAfter(elapsed float64, checkpoint string) error {
@@ -56,7 +57,7 @@ func TestCleanNodeResumesABurninFromItsCheckpointAfterAReboot(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if got := f.states[len(f.states)-1]; got != Manageable {
+	if got := f.states[len(f.states)-1]; got != provision.Manageable {
 		t.Fatalf("ended in %s (%s), want manageable", got, f.lastErr)
 	}
 	if len(args) != 2 {
@@ -106,7 +107,7 @@ func TestCleanNodeRerunsAStepThatKeepsItsOwnCheckpoint(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if len(runs) != 2 || runs[0] != runs[1] || f.states[len(f.states)-1] != Manageable {
+	if len(runs) != 2 || runs[0] != runs[1] || f.states[len(f.states)-1] != provision.Manageable {
 		t.Fatalf("runs %q, ended in %s", runs, f.states[len(f.states)-1])
 	}
 	if !strings.Contains(f.eventList(), "running it again from its checkpoint (12s done, kept by the step)") {
@@ -134,12 +135,12 @@ func TestCleanNodeFailsAStepTheMachineKeepsRebootingUnder(t *testing.T) {
 	if runs != 1+maxStepResumes {
 		t.Fatalf("the step ran %d times, want %d", runs, 1+maxStepResumes)
 	}
-	if !strings.Contains(f.eventList(), "the agent no longer knows command c1") || !slicesContain(f.states, CleanFailed) {
+	if !strings.Contains(f.eventList(), "the agent no longer knows command c1") || !slicesContain(f.states, provision.CleanFailed) {
 		t.Fatalf("states %v, history:\n%s", f.states, f.eventList())
 	}
 }
 
-func slicesContain(states []State, s State) bool {
+func slicesContain(states []provision.State, s provision.State) bool {
 	for _, x := range states {
 		if x == s {
 			return true
@@ -151,7 +152,7 @@ func slicesContain(states []State, s State) bool {
 // Servicing resumes a burn-in too, in service wait, and records its result.
 func TestServiceNodeResumesABurninAfterAReboot(t *testing.T) {
 	f := manualCleanCloud()
-	f.node.ProvisionState = Active
+	f.node.ProvisionState = provision.Active
 	f.agentSteps = burninSteps[:1]
 	var runs int
 	f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
@@ -167,12 +168,12 @@ func TestServiceNodeResumesABurninAfterAReboot(t *testing.T) {
 	env := newEnv(t, f)
 	env.RegisterWorkflow(ServiceNode)
 	heartbeatAfter(env, time.Minute)
-	env.ExecuteWorkflow(ServiceNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: string(VerbService), FromState: string(Active),
+	env.ExecuteWorkflow(ServiceNode, provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active,
 		ServiceSteps: json.RawMessage(`[{"interface":"deploy","step":"burnin_cpu","args":{"timeout":10}}]`)})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if runs != 2 || f.states[len(f.states)-1] != Active {
+	if runs != 2 || f.states[len(f.states)-1] != provision.Active {
 		t.Fatalf("runs %d, ended in %s (%s)", runs, f.states[len(f.states)-1], f.lastErr)
 	}
 	if !strings.Contains(f.eventList(), `Step deploy.burnin_cpu finished: {"ops":7}`) {
@@ -183,15 +184,15 @@ func TestServiceNodeResumesABurninAfterAReboot(t *testing.T) {
 // A history event quotes the step's own result, bounded, never its
 // arguments; nothing when the agent reported none.
 func TestStepFinishedQuotesTheResultOnly(t *testing.T) {
-	s := Step{StepID: StepID{Interface: "deploy", Step: "erase_devices"}}
-	if got := stepFinished(s, StepKindClean, ""); got != "Step deploy.erase_devices finished" {
+	s := provision.Step{StepID: provision.StepID{Interface: "deploy", Step: "erase_devices"}}
+	if got := stepFinished(s, provision.StepKindClean, ""); got != "Step deploy.erase_devices finished" {
 		t.Fatal(got)
 	}
-	if got := stepFinished(s, StepKindClean, `{"clean_result":null,"clean_step":{"args":{"secret":"x"}}}`); got != "Step deploy.erase_devices finished" {
+	if got := stepFinished(s, provision.StepKindClean, `{"clean_result":null,"clean_step":{"args":{"secret":"x"}}}`); got != "Step deploy.erase_devices finished" {
 		t.Fatal(got)
 	}
 	long := `{"clean_result":"` + strings.Repeat("a", 3*maxResultInHistory) + `"}`
-	if got := stepFinished(s, StepKindClean, long); len(got) > maxResultInHistory+64 || !strings.HasSuffix(got, "…") {
+	if got := stepFinished(s, provision.StepKindClean, long); len(got) > maxResultInHistory+64 || !strings.HasSuffix(got, "…") {
 		t.Fatalf("%d bytes: %.80s", len(got), got)
 	}
 }

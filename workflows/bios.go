@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // ActCacheBIOSSettings reads the node's BIOS settings through its bios
@@ -61,7 +62,7 @@ func (r *run) cacheBIOSNow() {
 // them at the reboot) while the agent runs on it (underAgent: a manual
 // cleaning or a servicing that booted the agent, a deploy step between
 // deploy.deploy and deploy.tear_down_agent).
-func (r *run) biosStepUnderAgent(s Step, underAgent bool) bool {
+func (r *run) biosStepUnderAgent(s provision.Step, underAgent bool) bool {
 	return s.Interface == "bios" && hardware.BIOSOf(r.node.BIOSInterface).AppliesAtReboot() && underAgent
 }
 
@@ -73,9 +74,9 @@ func (r *run) biosStepUnderAgent(s Step, underAgent bool) bool {
 // goes on only once the agent has called back from that boot, so that the
 // next in-band step finds it. A call-back that does not come fails the
 // operation with the callback timeout, naming the step.
-func (r *run) biosStepWithAgent(s Step) error {
+func (r *run) biosStepWithAgent(s provision.Step) error {
 	active, _ := r.agentStates()
-	if err := r.record(RecordStateInput{To: active, Target: r.req.target(), ClearAgent: true,
+	if err := r.record(RecordStateInput{To: active, Target: r.req.Transition.Target, ClearAgent: true,
 		Event: fmt.Sprintf("Step %s reboots the node to apply the BIOS settings: it boots into the agent again; the agent token is removed", s.Name())}); err != nil {
 		return err
 	}
@@ -92,24 +93,24 @@ func (r *run) biosStepWithAgent(s Step) error {
 
 // waitAgentAfter waits, in the operation's wait state, for the call-back of
 // the agent that out-of-band step s rebooted the node into.
-func (r *run) waitAgentAfter(s Step) error {
+func (r *run) waitAgentAfter(s provision.Step) error {
 	active, wait := r.agentStates()
 	return r.step("wait call-back after "+s.Name(), func() error {
 		_, err := r.waitCallback(wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(active, r.req.target(), fmt.Sprintf("Agent called back from %s after step %s rebooted the node", r.agent, s.Name()))
+			err = r.enter(active, r.req.Transition.Target, fmt.Sprintf("Agent called back from %s after step %s rebooted the node", r.agent, s.Name()))
 		}
 		return err
 	})
 }
 
 // agentStates are the operation's active and wait states.
-func (r *run) agentStates() (active, wait State) {
+func (r *run) agentStates() (active, wait provision.State) {
 	switch r.stepKind() {
-	case StepKindService:
-		return Servicing, ServiceWait
-	case StepKindDeploy:
-		return Deploying, DeployWait
+	case provision.StepKindService:
+		return provision.Servicing, provision.ServiceWait
+	case provision.StepKindDeploy:
+		return provision.Deploying, provision.DeployWait
 	}
-	return Cleaning, CleanWait
+	return provision.Cleaning, provision.CleanWait
 }

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // TestManageCachesBIOSSettingsOfRedfishBIOSNodes: verifying a node whose
@@ -39,7 +40,7 @@ func TestManageCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
 				f.appendCall("CacheBIOSSettings")
 				return c.fail
 			}, activity.RegisterOptions{Name: ActCacheBIOSSettings})
-			env.ExecuteWorkflow(ManageNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "manage", FromState: string(Enroll)})
+			env.ExecuteWorkflow(ManageNode, provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +114,7 @@ func TestServicingCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
 				f.appendCall("CacheBIOSSettings")
 				return nil
 			}, activity.RegisterOptions{Name: ActCacheBIOSSettings})
-			env.ExecuteWorkflow(ServiceNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: string(VerbService), FromState: string(Active),
+			env.ExecuteWorkflow(ServiceNode, provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active,
 				DisableRamdisk: true, ServiceSteps: []byte(`[{"interface":"bios","step":"factory_reset"}]`)})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
@@ -122,7 +123,7 @@ func TestServicingCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
 			if got := len(calls) > 1 && calls[0] == "RecordState servicing" && calls[1] == "CacheBIOSSettings"; got != c.cached {
 				t.Fatalf("calls %v: BIOS settings cached right after servicing started = %v, want %v", calls, got, c.cached)
 			}
-			if lastState(f) != Active {
+			if lastState(f) != provision.Active {
 				t.Fatalf("states %v, want active at the end", f.states)
 			}
 		})
@@ -140,11 +141,11 @@ func TestBIOSStepUnderTheAgentWaitsForItsCallBack(t *testing.T) {
 		name    string
 		service bool
 		next    string
-		active  State
-		wait    State
+		active  provision.State
+		wait    provision.State
 	}{
-		{name: "cleaning", next: "deploy.erase_devices_metadata", active: Cleaning, wait: CleanWait},
-		{name: "servicing", service: true, next: "deploy.erase_pstore", active: Servicing, wait: ServiceWait},
+		{name: "cleaning", next: "deploy.erase_devices_metadata", active: provision.Cleaning, wait: provision.CleanWait},
+		{name: "servicing", service: true, next: "deploy.erase_pstore", active: provision.Servicing, wait: provision.ServiceWait},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var f *fakeCloud
@@ -195,7 +196,7 @@ func TestBIOSStepUnderTheAgentWaitsForItsCallBack(t *testing.T) {
 			if !slices.Contains(f.clearedAgent, c.active) {
 				t.Fatalf("states recorded with the agent token removed: %v, want %s (before the BIOS reboot)", f.clearedAgent, c.active)
 			}
-			if lastState(f) != map[bool]State{false: Manageable, true: Active}[c.service] {
+			if lastState(f) != map[bool]provision.State{false: provision.Manageable, true: provision.Active}[c.service] {
 				t.Fatalf("states %v", f.states)
 			}
 		})
@@ -221,7 +222,7 @@ func TestBIOSStepUnderTheAgentFailsWhenTheAgentDoesNotReturn(t *testing.T) {
 			t.Fatalf("the next step ran without the agent's call-back: %v", f.callList())
 		}
 	}
-	if !slices.Contains(f.states, CleanFailed) ||
+	if !slices.Contains(f.states, provision.CleanFailed) ||
 		!strings.Contains(f.lastErr, "wait call-back after bios.factory_reset: Timeout reached while waiting for callback for node "+f.node.UUID) {
 		t.Fatalf("states %v, last_error %q: want clean failed on the callback timeout after the bios step", f.states, f.lastErr)
 	}
@@ -266,7 +267,7 @@ func TestBIOSStepAsADeployStep(t *testing.T) {
 			start := env.Now()
 			var writeAt time.Time
 			f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
-				if in.Step.StepID == StepWriteImage {
+				if in.Step.StepID == provision.StepWriteImage {
 					writeAt = env.Now()
 				}
 				return AgentStepResult{Status: "SUCCEEDED"}, nil
@@ -322,7 +323,7 @@ func TestBIOSStepUnderTheAgentAbortWhileWaiting(t *testing.T) {
 			t.Fatalf("the next step ran after the abort: %v", f.callList())
 		}
 	}
-	if lastState(f) != CleanFailed || !strings.Contains(f.lastErr, "By request, the clean operation was aborted") {
+	if lastState(f) != provision.CleanFailed || !strings.Contains(f.lastErr, "By request, the clean operation was aborted") {
 		t.Fatalf("states %v, last_error %q: want clean failed with the abort message", f.states, f.lastErr)
 	}
 }

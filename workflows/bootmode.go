@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -13,8 +14,6 @@ import (
 // boot_mode and secure_boot (or the failure in last_error).
 const (
 	WorkflowChangeBootMode = "ChangeBootMode"
-	// OpBootMode is the operation the workflow's search attributes name.
-	OpBootMode Operation = "boot mode"
 	// ActSetBootMode sets the boot mode or the secure boot state through
 	// the BMC and reads it back (a hardware activity).
 	ActSetBootMode = "SetBootMode"
@@ -57,7 +56,7 @@ type BootModeRecord struct {
 
 // ChangeBootMode sets the boot mode or secure boot state of a node.
 func ChangeBootMode(ctx workflow.Context, req BootModeRequest) error {
-	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, OpBootMode)
+	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpBootMode)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -20,25 +21,25 @@ const WorkflowCleanNode = "CleanNode"
 // clean_step_index while it runs, clean_step shows the running step. Abort
 // (allowed in clean wait) stops an abortable step at once; a step that is
 // not abortable finishes first, as Ironic's abort_after.
-func CleanNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, OpClean)
+func CleanNode(ctx workflow.Context, req provision.Request) error {
+	r, err := newRun(ctx, req, provision.OpClean)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = Cleaning, CleanFailed
-	r.holdAbort = func(s Step) bool { return !s.Abortable }
+	r.active, r.fail = provision.Cleaning, provision.CleanFailed
+	r.holdAbort = func(s provision.Step) bool { return !s.Abortable }
 	user, perr := ParseUserSteps(req.CleanSteps)
 	event := fmt.Sprintf("Manual cleaning: %d step(s)", len(user))
 	if req.DisableRamdisk {
 		event += ", without the agent (disable_ramdisk)"
 	}
-	if err := r.enter(Cleaning, Manageable, event); err != nil {
+	if err := r.enter(provision.Cleaning, provision.Manageable, event); err != nil {
 		return ended(err)
 	}
 	r.cacheBIOSManual() // workflows/bios.go
 	err = r.manualClean(user, perr)
 	if err != nil {
-		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Clear: true}, nil); cerr != nil {
+		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindClean, Clear: true}, nil); cerr != nil {
 			workflow.GetLogger(r.ctx).Warn("clear the clean steps of a failed cleaning", "node", r.node.UUID, "error", errorText(cerr))
 		}
 		if errors.Is(err, errAborted) && r.abortMessage == "" {
@@ -46,10 +47,10 @@ func CleanNode(ctx workflow.Context, req ProvisionRequest) error {
 		}
 		return r.finish(err)
 	}
-	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindClean, Clear: true}, nil); err != nil {
+	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindClean, Clear: true}, nil); err != nil {
 		return err
 	}
-	return r.record(RecordStateInput{To: Manageable, Event: "Manual cleaning finished", ClearAgent: true})
+	return r.record(RecordStateInput{To: provision.Manageable, Event: "Manual cleaning finished", ClearAgent: true})
 }
 
 func (r *run) manualClean(user []UserStep, perr error) error {
@@ -75,22 +76,22 @@ func (r *run) manualClean(user []UserStep, perr error) error {
 // manualOp is what a plan of the user's steps varies by: manual cleaning
 // (CleanNode) or servicing (ServiceNode).
 type manualOp struct {
-	kind         StepKind
-	verb         string // Ironic's messages: "Cannot <verb> node ..."
-	active, wait State  // cleaning and clean wait, or servicing and service wait
-	target       State  // where the operation returns: manageable or active
+	kind         provision.StepKind
+	verb         string          // Ironic's messages: "Cannot <verb> node ..."
+	active, wait provision.State // cleaning and clean wait, or servicing and service wait
+	target       provision.State // where the operation returns: manageable or active
 	// prepare and getSteps name the steps that boot the agent and ask it
 	// for its steps (they name the operation's steps in its history).
 	prepare, getSteps string
-	runOne            func(*run, Step) error
+	runOne            func(*run, provision.Step) error
 	// holds are the states a hold step moves between (workflows/hold.go).
 	holds holdStates
 }
 
 var (
-	manualCleaning = manualOp{kind: StepKindClean, verb: "clean", active: Cleaning, wait: CleanWait, target: Manageable,
+	manualCleaning = manualOp{kind: provision.StepKindClean, verb: "clean", active: provision.Cleaning, wait: provision.CleanWait, target: provision.Manageable,
 		prepare: "prepare cleaning", getSteps: "get clean steps", runOne: (*run).manualStep, holds: cleanHolds}
-	servicing = manualOp{kind: StepKindService, verb: "service", active: Servicing, wait: ServiceWait, target: Active,
+	servicing = manualOp{kind: provision.StepKindService, verb: "service", active: provision.Servicing, wait: provision.ServiceWait, target: provision.Active,
 		prepare: "prepare service", getSteps: "get service steps", runOne: (*run).serviceStep, holds: serviceHolds}
 )
 
@@ -106,7 +107,7 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 	if perr != nil {
 		return cannot(perr)
 	}
-	var agentSteps []Step
+	var agentSteps []provision.Step
 	if !r.req.DisableRamdisk {
 		if err := r.step(m.prepare, r.bootAgent); err != nil {
 			return err
@@ -152,7 +153,7 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 		}
 		runOne := m.runOne
 		if len(flow) > 0 && IsFlowStep(s.StepID) {
-			runOne = func(r *run, s Step) error { return r.flowStep(m.holds, s) }
+			runOne = func(r *run, s provision.Step) error { return r.flowStep(m.holds, s) }
 		}
 		if err := r.runStep(s, runOne); err != nil {
 			return err
@@ -167,9 +168,9 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 
 // manualStep runs one step of a manual plan: an interface's as an
 // activity, the agent's in clean wait (where Ironic allows abort).
-func (r *run) manualStep(s Step) error {
+func (r *run) manualStep(s provision.Step) error {
 	if s.OutOfBand {
-		if s.StepID == StepFirmwareUpdate {
+		if s.StepID == provision.StepFirmwareUpdate {
 			return r.firmwareStep(r.stepKind(), s, !r.req.DisableRamdisk) // workflows/firmware.go
 		}
 		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {
@@ -179,7 +180,7 @@ func (r *run) manualStep(s Step) error {
 			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s}, nil)
 		})
 	}
-	if err := r.enter(CleanWait, r.req.target(), fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
+	if err := r.enter(provision.CleanWait, r.req.Transition.Target, fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
 		return err
 	}
 	err := r.inBand(s)
@@ -189,7 +190,7 @@ func (r *run) manualStep(s Step) error {
 	if err != nil {
 		return err
 	}
-	return r.enter(Cleaning, r.req.target(), stepFinished(s, r.stepKind(), r.lastResult))
+	return r.enter(provision.Cleaning, r.req.Transition.Target, stepFinished(s, r.stepKind(), r.lastResult))
 }
 
 // failPlan ends an operation whose plan is refused: the failure state with

@@ -6,8 +6,9 @@
 package workflows
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // WorkflowID is the one workflow a node may have running at a time: Ironic's
@@ -38,18 +39,6 @@ const (
 	QueryStatus = "status"
 )
 
-// AbortRequest is the abort signal's payload when the API ends an
-// operator's wait on a failed node because a new provision verb arrived
-// (`baremetal node undeploy` of a node in deploy failed, say): the workflow
-// then cleans up as for an abort but keeps the failure's last_error and
-// records that the verb ended the wait, not an abort. An operator's own
-// abort carries none (`temporal workflow signal --name abort`), and any
-// other payload is an abort too.
-type AbortRequest struct {
-	// SupersededBy is the verb that ended the wait, as the user sent it.
-	SupersededBy string `json:"superseded_by,omitempty"`
-}
-
 // Search attributes kept current so that the Temporal Web UI finds a node's
 // workflows.
 const (
@@ -57,34 +46,6 @@ const (
 	SearchAttrProvisionState = "ProvisionState"
 	SearchAttrOperation      = "Operation"
 )
-
-// ProvisionRequest is what the API hands a provision workflow: the node and
-// Ironic's verb as the user sent it.
-type ProvisionRequest struct {
-	NodeUUID string `json:"node_uuid"`
-	// Verb is Ironic's target as the user sent it, one of the Verb values.
-	Verb string `json:"verb"`
-	// FromState is the provision state (a State) the API saw when it
-	// accepted the verb. The Next state of its transition (Accept) is what
-	// the API recorded before it started the workflow: the workflow's first
-	// write applies only while the node is still in it.
-	FromState string `json:"from_state"`
-	// ConfigDrive as sent: a string (gzip+base64 ISO or URL) or a JSON
-	// object. The API no longer sets it: it stores the drive with the node
-	// (instance_info.configdrive) before the start, so that its secrets
-	// never enter workflow history; DeployNode still stores one that a
-	// request recorded before carries.
-	ConfigDrive json.RawMessage `json:"configdrive,omitempty"`
-	DeploySteps json.RawMessage `json:"deploy_steps,omitempty"`
-	CleanSteps  json.RawMessage `json:"clean_steps,omitempty"`
-	// ServiceSteps are the service verb's steps (API 1.87).
-	ServiceSteps json.RawMessage `json:"service_steps,omitempty"`
-	// DisableRamdisk is Ironic's manual-cleaning and servicing flag (1.70).
-	DisableRamdisk bool `json:"disable_ramdisk,omitempty"`
-	// ConductorGroup routes hardware activities to HardwareQueue(ConductorGroup).
-	ConductorGroup string    `json:"conductor_group"`
-	RequestedAt    time.Time `json:"requested_at"`
-}
 
 // PowerRequest is a power-state change asked through the API.
 type PowerRequest struct {
@@ -143,8 +104,8 @@ const (
 
 // Status answers QueryStatus.
 type Status struct {
-	Operation      Operation `json:"operation"`
-	ProvisionState State     `json:"provision_state"`
+	Operation      provision.Operation `json:"operation"`
+	ProvisionState provision.State     `json:"provision_state"`
 	// Step names what runs: a step's interface.step, or a stage of the
 	// workflow between steps ("wait call-back", "clean up boot").
 	Step string `json:"step"`

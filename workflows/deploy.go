@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // directDeploy is the plan of deploy_interface direct: Ironic's built-in
@@ -18,34 +19,34 @@ import (
 // in-band on the agent.
 var directDeploy = []builtinStep{
 	// Steps 4-8: boot the agent, wait for its first heartbeat.
-	{Step{StepID: StepDeploy, Priority: 100}, (*run).bootAgentAndWait},
+	{provision.Step{StepID: provision.StepDeploy, Priority: 100}, (*run).bootAgentAndWait},
 	// Steps 9-11: the agent writes the image and the config drive.
-	{Step{StepID: StepWriteImage, Priority: 80}, (*run).inBand},
+	{provision.Step{StepID: provision.StepWriteImage, Priority: 80}, (*run).inBand},
 	// Step 12: bootloader in-band, boot device disk out-of-band.
-	{Step{StepID: StepPrepareInstanceBoot, Priority: 60}, (*run).prepareInstanceBoot},
+	{provision.Step{StepID: provision.StepPrepareInstanceBoot, Priority: 60}, (*run).prepareInstanceBoot},
 	// Step 12: the agent syncs and powers off.
-	{Step{StepID: StepTearDownAgent, Priority: 40}, (*run).tearDownAgent},
+	{provision.Step{StepID: provision.StepTearDownAgent, Priority: 40}, (*run).tearDownAgent},
 	// Step 13: no more network boot; power on from disk.
-	{Step{StepID: StepBootInstance, Priority: 20}, (*run).bootInstance},
+	{provision.Step{StepID: provision.StepBootInstance, Priority: 20}, (*run).bootInstance},
 }
 
 // fakeDeploy is the plan of deploy_interface fake: nothing to write; the
 // instance is powered on.
 var fakeDeploy = []builtinStep{
-	{Step{StepID: StepBootInstance, Priority: 20}, (*run).powerOnInstance},
+	{provision.Step{StepID: provision.StepBootInstance, Priority: 20}, (*run).powerOnInstance},
 }
 
 // builtinStep is a step ironflow knows and the handler that runs it.
 type builtinStep struct {
-	Step
-	run func(r *run, s Step) error
+	provision.Step
+	run func(r *run, s provision.Step) error
 }
 
 // builtinDeploySteps are directDeploy's steps with their default priorities.
 var builtinDeploySteps = stepsOf(directDeploy)
 
-func stepsOf(table []builtinStep) []Step {
-	out := make([]Step, len(table))
+func stepsOf(table []builtinStep) []provision.Step {
+	out := make([]provision.Step, len(table))
 	for i, b := range table {
 		out[i] = b.Step
 	}
@@ -63,15 +64,15 @@ func stepsOf(table []builtinStep) []Step {
 //	13   boot config removed, power on, active
 //
 // Steps 4 to 13 are the plan of directDeploy.
-func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, OpDeploy)
+func DeployNode(ctx workflow.Context, req provision.Request) error {
+	r, err := newRun(ctx, req, provision.OpDeploy)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = Deploying, DeployFailed
+	r.active, r.fail = provision.Deploying, provision.DeployFailed
 
 	// Step 3: record deploying; keep the config drive with the node.
-	if err := r.enter(Deploying, Active, fmt.Sprintf("Deploy requested (%s)", req.Verb)); err != nil {
+	if err := r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Deploy requested (%s)", req.Verb)); err != nil {
 		return ended(err)
 	}
 	if len(req.ConfigDrive) > 0 && string(req.ConfigDrive) != "null" {
@@ -92,7 +93,7 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 		if err := r.runPlan(fakeDeploy, stepsOf(fakeDeploy)); err != nil {
 			return r.finish(err)
 		}
-		return r.finish(r.enter(Active, "", "Deploy finished"))
+		return r.finish(r.enter(provision.Active, "", "Deploy finished"))
 	}
 
 	// The callback wait shares the agent steps' one timer (run.go
@@ -103,7 +104,7 @@ func DeployNode(ctx workflow.Context, req ProvisionRequest) error {
 }
 
 // runPlan runs steps in order, each with its handler in table.
-func (r *run) runPlan(table []builtinStep, steps []Step) error {
+func (r *run) runPlan(table []builtinStep, steps []provision.Step) error {
 	for _, s := range steps {
 		fn := handlerOf(table, s.StepID)
 		if h := r.deployFlowStep(s); h != nil { // hold, wait, power_on, ... (workflows/hold.go)
@@ -117,7 +118,7 @@ func (r *run) runPlan(table []builtinStep, steps []Step) error {
 }
 
 // handlerOf is what runs step id: its entry in table, else the agent.
-func handlerOf(table []builtinStep, id StepID) func(*run, Step) error {
+func handlerOf(table []builtinStep, id provision.StepID) func(*run, provision.Step) error {
 	for _, b := range table {
 		if b.StepID == id {
 			return b.run
@@ -131,7 +132,7 @@ func handlerOf(table []builtinStep, id StepID) func(*run, Step) error {
 // it as the node's deploy_step or clean_step. The stages the workflow runs
 // between steps (waiting for the agent, cleaning up boot) have no identity
 // of their own and record none.
-func (r *run) runStep(s Step, fn func(*run, Step) error) error {
+func (r *run) runStep(s provision.Step, fn func(*run, provision.Step) error) error {
 	r.current = &s
 	defer func() { r.current = nil }()
 	return fn(r, s)
@@ -139,11 +140,11 @@ func (r *run) runStep(s Step, fn func(*run, Step) error) error {
 
 // running is the step an activity begins, for its input's Starts; nil
 // between steps.
-func (r *run) running() *RunningStep {
+func (r *run) running() *provision.RunningStep {
 	if r.current == nil {
 		return nil
 	}
-	return &RunningStep{Kind: r.stepKind(), Step: *r.current, Index: r.takeIndex()}
+	return &provision.RunningStep{Kind: r.stepKind(), Step: *r.current, Index: r.takeIndex()}
 }
 
 // takeIndex hands the step's pending index to the first activity that
@@ -156,7 +157,7 @@ func (r *run) takeIndex() *int {
 
 // inBand runs s on the agent: steps 9-11, and every deploy or clean step the
 // agent offers.
-func (r *run) inBand(s Step) error {
+func (r *run) inBand(s provision.Step) error {
 	if err := r.step(s.Name(), func() error { return r.agentStep(r.stepKind(), s) }); err != nil {
 		return err
 	}
@@ -164,14 +165,14 @@ func (r *run) inBand(s Step) error {
 }
 
 // bootAgentAndWait is deploy.deploy: steps 4-8.
-func (r *run) bootAgentAndWait(s Step) error {
+func (r *run) bootAgentAndWait(s provision.Step) error {
 	if err := r.step(s.Name(), r.bootAgent); err != nil {
 		return err
 	}
 	return r.step("wait call-back", func() error {
-		_, err := r.waitCallback(DeployWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		_, err := r.waitCallback(provision.DeployWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(Deploying, Active, fmt.Sprintf("Agent called back from %s", r.agent))
+			err = r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Agent called back from %s", r.agent))
 		}
 		return err
 	})
@@ -179,7 +180,7 @@ func (r *run) bootAgentAndWait(s Step) error {
 
 // prepareInstanceBoot is deploy.prepare_instance_boot: step 12's bootloader
 // in-band, then boot device disk out-of-band.
-func (r *run) prepareInstanceBoot(s Step) error {
+func (r *run) prepareInstanceBoot(s provision.Step) error {
 	if err := r.inBand(s); err != nil {
 		return err
 	}
@@ -191,7 +192,7 @@ func (r *run) prepareInstanceBoot(s Step) error {
 
 // tearDownAgent is deploy.tear_down_agent: the agent syncs and powers off;
 // the BMC makes sure.
-func (r *run) tearDownAgent(s Step) error {
+func (r *run) tearDownAgent(s provision.Step) error {
 	return r.step(s.Name(), func() error {
 		if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent, Starts: r.running()}, nil); err != nil {
 			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
@@ -201,13 +202,13 @@ func (r *run) tearDownAgent(s Step) error {
 }
 
 // powerOnInstance is fake's deploy.boot_instance.
-func (r *run) powerOnInstance(s Step) error {
+func (r *run) powerOnInstance(s provision.Step) error {
 	return r.step(s.Name(), func() error { return r.power("power on") })
 }
 
 // bootInstance is deploy.boot_instance: step 13, no more network boot, power
 // on from disk.
-func (r *run) bootInstance(s Step) error {
+func (r *run) bootInstance(s provision.Step) error {
 	if err := r.step("clean up boot", func() error {
 		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil)
 	}); err != nil {
@@ -276,7 +277,7 @@ func (r *run) finish(err error) error {
 		// idempotent when there is nothing.
 		// (Rescue, unrescue and servicing always boot the agent.)
 		if hardware.DeployOf(r.node.DeployInterface).PreparesBoot() || r.node.VirtualMedia() ||
-			r.status.Operation == OpRescue || r.status.Operation == OpUnrescue || r.status.Operation == OpService {
+			r.status.Operation == provision.OpRescue || r.status.Operation == provision.OpUnrescue || r.status.Operation == provision.OpService {
 			if cerr := r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil); cerr != nil {
 				workflow.GetLogger(r.ctx).Warn("clean up boot after failure", "node", r.node.UUID, "error", errorText(cerr))
 			}
@@ -316,10 +317,10 @@ func (r *run) finish(err error) error {
 // built-in plan as Ironic does: a user step with the same interface and name
 // overrides priority and args (priority 0 disables it), other user steps are
 // added; the result runs from highest to lowest priority.
-func planSteps(builtin []Step, user json.RawMessage) ([]Step, error) {
-	steps := append([]Step(nil), builtin...)
+func planSteps(builtin []provision.Step, user json.RawMessage) ([]provision.Step, error) {
+	steps := append([]provision.Step(nil), builtin...)
 	if len(user) > 0 && string(user) != "null" {
-		var extra []Step
+		var extra []provision.Step
 		if err := json.Unmarshal(user, &extra); err != nil {
 			return nil, fmt.Errorf("deploy_steps: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // deployWithAgentSteps is the direct deploy with the agent's own deploy
@@ -31,7 +32,7 @@ import (
 func (r *run) deployWithAgentSteps() error {
 	err := r.deployAgentPlan()
 	if err != nil {
-		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}, nil); cerr != nil {
+		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Clear: true}, nil); cerr != nil {
 			workflow.GetLogger(r.ctx).Warn("clear the deploy steps of a failed deploy", "node", r.node.UUID, "error", errorText(cerr))
 		}
 	}
@@ -50,7 +51,7 @@ func (r *run) deployAgentPlan() error {
 	}
 	boots := false
 	for _, s := range early {
-		boots = boots || s.StepID == StepDeploy
+		boots = boots || s.StepID == provision.StepDeploy
 	}
 	if !boots {
 		// deploy.deploy disabled: no agent to ask; the known steps run as
@@ -72,33 +73,33 @@ func (r *run) deployAgentPlan() error {
 	if err := r.runDeploySteps(early[:first+1], 0); err != nil {
 		return err
 	}
-	var agentSteps []Step
+	var agentSteps []provision.Step
 	if err := r.step("get deploy steps", func() error {
-		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: StepKindDeploy}, &agentSteps)
+		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: provision.StepKindDeploy}, &agentSteps)
 	}); err != nil {
 		return err
 	}
-	plan, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: append(append(deployAvailable(agentSteps), oob...), FlowSteps(user)...), User: user, AnyArgs: builtinDeployIDs()})
+	plan, err := MergeSteps(PlanInput{Kind: provision.StepKindDeploy, Available: append(append(deployAvailable(agentSteps), oob...), FlowSteps(user)...), User: user, AnyArgs: builtinDeployIDs()})
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s", r.node.UUID, errorText(err)))
 	}
 	// The plan goes on after deploy.deploy, which ran (after the
 	// out-of-band steps above its priority, which ran too).
 	plan = deployFirst(plan)
-	if len(plan) <= first || plan[first].StepID != StepDeploy {
+	if len(plan) <= first || plan[first].StepID != provision.StepDeploy {
 		// The agent's list cannot take deploy.deploy out (a built-in
 		// step): only a plan without it lacks it, and that one did not
 		// boot the agent.
-		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s left the plan", r.node.UUID, StepDeploy))
+		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s left the plan", r.node.UUID, provision.StepDeploy))
 	}
 	// The plan, the agent's steps and the index of the next step with the
 	// state that announces the plan, in one write.
-	rec := &StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Steps: plan, AgentSteps: agentSteps}
+	rec := &StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Steps: plan, AgentSteps: agentSteps}
 	if next := first + 1; next < len(plan) {
 		rec.Index = &next
 		r.planIndexed = &next
 	}
-	if err := r.record(RecordStateInput{To: Deploying, Target: Active, Event: planEvent(plan), StepPlan: rec}); err != nil {
+	if err := r.record(RecordStateInput{To: provision.Deploying, Target: provision.Active, Event: planEvent(plan), StepPlan: rec}); err != nil {
 		return err
 	}
 	return r.runDeployPlan(plan, first+1)
@@ -109,20 +110,20 @@ func (r *run) deployAgentPlan() error {
 // BMC) ordered before it: they need no agent and stay before it, as
 // Ironic runs every step above deploy.deploy's priority before deploy.deploy
 // boots the agent.
-func deployFirst(plan []Step) []Step {
-	out := make([]Step, 0, len(plan))
+func deployFirst(plan []provision.Step) []provision.Step {
+	out := make([]provision.Step, 0, len(plan))
 	lead := 0
-	for lead < len(plan) && plan[lead].OutOfBand && plan[lead].StepID != StepDeploy {
+	for lead < len(plan) && plan[lead].OutOfBand && plan[lead].StepID != provision.StepDeploy {
 		lead++
 	}
 	out = append(out, plan[:lead]...)
 	for _, s := range plan[lead:] {
-		if s.StepID == StepDeploy {
+		if s.StepID == provision.StepDeploy {
 			out = append(out, s)
 		}
 	}
 	for _, s := range plan[lead:] {
-		if s.StepID != StepDeploy {
+		if s.StepID != provision.StepDeploy {
 			out = append(out, s)
 		}
 	}
@@ -130,9 +131,9 @@ func deployFirst(plan []Step) []Step {
 }
 
 // deployIndex is the index of deploy.deploy in a plan deployFirst ordered.
-func deployIndex(plan []Step) int {
+func deployIndex(plan []provision.Step) int {
 	for i, s := range plan {
-		if s.StepID == StepDeploy {
+		if s.StepID == provision.StepDeploy {
 			return i
 		}
 	}
@@ -143,8 +144,8 @@ func deployIndex(plan []Step) int {
 // (InterfaceSteps, deploy kind: firmware.update, the bios steps), when the request or its
 // deploy templates name one (none otherwise: the plan of a deploy that
 // names none stays the built-in one).
-func (r *run) deployOutOfBandSteps(user []UserStep) []Step {
-	oob := InterfaceSteps(StepKindDeploy, r.node.StepInterfaces())
+func (r *run) deployOutOfBandSteps(user []UserStep) []provision.Step {
+	oob := InterfaceSteps(provision.StepKindDeploy, r.node.StepInterfaces())
 	named := false
 	for _, u := range user {
 		for _, s := range oob {
@@ -160,7 +161,7 @@ func (r *run) deployOutOfBandSteps(user []UserStep) []Step {
 // tearDownAgentPriority is deploy.tear_down_agent's built-in priority.
 var tearDownAgentPriority = func() int {
 	for _, b := range directDeploy {
-		if b.StepID == StepTearDownAgent {
+		if b.StepID == provision.StepTearDownAgent {
 			return b.Priority
 		}
 	}
@@ -171,8 +172,8 @@ var tearDownAgentPriority = func() int {
 // bios.apply_configuration, bios.factory_reset) through the BMC, its start
 // and end in the node's history. One that reboots the node while the agent
 // runs on it reboots into the agent and waits for its call-back.
-func (r *run) deployInterfaceStep(s Step) error {
-	if err := r.enter(Deploying, Active, fmt.Sprintf("Running deploy step %s (priority %d) out of band", s.Name(), s.Priority)); err != nil {
+func (r *run) deployInterfaceStep(s provision.Step) error {
+	if err := r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Running deploy step %s (priority %d) out of band", s.Name(), s.Priority)); err != nil {
 		return err
 	}
 	// The agent runs on the node between deploy.deploy's call-back and
@@ -180,30 +181,30 @@ func (r *run) deployInterfaceStep(s Step) error {
 	underAgent := r.agent != "" && s.Priority > tearDownAgentPriority
 	var err error
 	switch {
-	case s.StepID == StepFirmwareUpdate:
-		err = r.firmwareStep(StepKindDeploy, s, underAgent) // workflows/firmware.go
+	case s.StepID == provision.StepFirmwareUpdate:
+		err = r.firmwareStep(provision.StepKindDeploy, s, underAgent) // workflows/firmware.go
 	case r.biosStepUnderAgent(s, underAgent):
 		err = r.biosStepWithAgent(s) // workflows/bios.go
 	default:
 		err = r.step(s.Name(), func() error {
-			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: StepKindDeploy, Step: s}, nil)
+			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: provision.StepKindDeploy, Step: s}, nil)
 		})
 	}
 	if err != nil {
 		return err
 	}
-	return r.enter(Deploying, Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
+	return r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
 }
 
 // earlyDeployPlan is the plan of a deploy before its agent runs: the user's
 // steps checked against the built-in ones and the agent's as cached
 // reports them (KnownAgentSteps), a step neither has left out (Ironic's
 // skip_missing).
-func earlyDeployPlan(user []UserStep, cached, oob []Step) ([]Step, error) {
+func earlyDeployPlan(user []UserStep, cached, oob []provision.Step) ([]provision.Step, error) {
 	// Reserved steps (hold, wait, power_on, ...: workflows/hold.go) are
 	// available to every plan that names them.
-	available := append(append(deployAvailable(KnownAgentSteps(StepKindDeploy, cached)), oob...), FlowSteps(user)...)
-	return MergeSteps(PlanInput{Kind: StepKindDeploy, Available: available, User: user,
+	available := append(append(deployAvailable(KnownAgentSteps(provision.StepKindDeploy, cached)), oob...), FlowSteps(user)...)
+	return MergeSteps(PlanInput{Kind: provision.StepKindDeploy, Available: available, User: user,
 		SkipMissing: true, AnyArgs: builtinDeployIDs()})
 }
 
@@ -217,13 +218,13 @@ func earlyDeployPlan(user []UserStep, cached, oob []Step) ([]Step, error) {
 // The node's interface deploy steps (ifaces: StepInterfaces' map) are
 // checked too, a firmware.update's components and checksums included
 // (ParseFirmwareSettings), so that a malformed one is the request's 400.
-func CheckDeploySteps(user []UserStep, cached []Step, ifaces map[string]hardware.Interface) error {
-	_, err := earlyDeployPlan(user, cached, InterfaceSteps(StepKindDeploy, ifaces))
+func CheckDeploySteps(user []UserStep, cached []provision.Step, ifaces map[string]hardware.Interface) error {
+	_, err := earlyDeployPlan(user, cached, InterfaceSteps(provision.StepKindDeploy, ifaces))
 	if err != nil {
 		return err
 	}
 	for _, u := range user {
-		if u.StepID != StepFirmwareUpdate || (u.HasPriority && u.Priority == 0) || hardware.StepsOf(hardware.KindFirmware, ifaces["firmware"]) != hardware.StepsOutOfBand {
+		if u.StepID != provision.StepFirmwareUpdate || (u.HasPriority && u.Priority == 0) || hardware.StepsOf(hardware.KindFirmware, ifaces["firmware"]) != hardware.StepsOutOfBand {
 			continue
 		}
 		if _, err := ParseFirmwareSettings(u.Args); err != nil {
@@ -236,8 +237,8 @@ func CheckDeploySteps(user []UserStep, cached []Step, ifaces map[string]hardware
 // deployAvailable are the built-in deploy steps and the agent's: a step
 // both have is the built-in one (ironflow runs it), with the agent's
 // argsinfo where the built-in declares none.
-func deployAvailable(agent []Step) []Step {
-	out := append([]Step(nil), builtinDeploySteps...)
+func deployAvailable(agent []provision.Step) []provision.Step {
+	out := append([]provision.Step(nil), builtinDeploySteps...)
 	for i := range out {
 		for _, a := range agent {
 			if a.StepID == out[i].StepID && out[i].ArgsInfo == nil {
@@ -251,8 +252,8 @@ func deployAvailable(agent []Step) []Step {
 // builtinDeployIDs are the built-in deploy steps: they declare no argsinfo
 // and take any args (MergeSteps AnyArgs), as they did before the plan was
 // checked; write_image has the agent's.
-func builtinDeployIDs() []StepID {
-	out := make([]StepID, len(builtinDeploySteps))
+func builtinDeployIDs() []provision.StepID {
+	out := make([]provision.StepID, len(builtinDeploySteps))
 	for i, s := range builtinDeploySteps {
 		out[i] = s.StepID
 	}
@@ -260,19 +261,19 @@ func builtinDeployIDs() []StepID {
 }
 
 // runDeployPlan runs plan from index from on, then records active.
-func (r *run) runDeployPlan(plan []Step, from int) error {
+func (r *run) runDeployPlan(plan []provision.Step, from int) error {
 	if err := r.runDeploySteps(plan[from:], from); err != nil {
 		return err
 	}
-	done := RecordStateInput{To: Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true}
+	done := RecordStateInput{To: provision.Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true}
 	// The plan cleared with active, in one write.
-	done.StepPlan = &StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Clear: true}
+	done.StepPlan = &StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Clear: true}
 	return r.record(done)
 }
 
 // runDeploySteps runs steps, the first of which is the plan's step at
 // index base, recording each one's index before it runs.
-func (r *run) runDeploySteps(steps []Step, base int) error {
+func (r *run) runDeploySteps(steps []provision.Step, base int) error {
 	for i, s := range steps {
 		idx := base + i
 		fn := deployHandler(s.StepID)
@@ -291,7 +292,7 @@ func (r *run) runDeploySteps(steps []Step, base int) error {
 			// The step's first activity writes it with the step.
 			r.pendingIndex = &idx
 		default:
-			if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
+			if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
 				return err
 			}
 		}
@@ -309,12 +310,12 @@ func (r *run) runDeploySteps(steps []Step, base int) error {
 // with RunAgentStep (install_bootloader), deploy.tear_down_agent with
 // AgentPowerOff, deploy.boot_instance with CleanBoot; deploy.deploy and
 // deploy.write_image have theirs written with the plan.
-var stepIndexed = map[StepID]bool{StepPrepareInstanceBoot: true, StepTearDownAgent: true, StepBootInstance: true}
+var stepIndexed = map[provision.StepID]bool{provision.StepPrepareInstanceBoot: true, provision.StepTearDownAgent: true, provision.StepBootInstance: true}
 
 // deployHandler runs a deploy step: its built-in handler, or, for a step
 // of the agent's own (named by the user, a deploy template or its
 // priority), agentDeployStep.
-func deployHandler(id StepID) func(*run, Step) error {
+func deployHandler(id provision.StepID) func(*run, provision.Step) error {
 	for _, b := range directDeploy {
 		if b.StepID == id {
 			return b.run
@@ -325,18 +326,18 @@ func deployHandler(id StepID) func(*run, Step) error {
 
 // agentDeployStep runs one of the agent's deploy steps, its start and end
 // in the node's history.
-func (r *run) agentDeployStep(s Step) error {
-	if err := r.enter(Deploying, Active, fmt.Sprintf("Running deploy step %s (priority %d) on the agent", s.Name(), s.Priority)); err != nil {
+func (r *run) agentDeployStep(s provision.Step) error {
+	if err := r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Running deploy step %s (priority %d) on the agent", s.Name(), s.Priority)); err != nil {
 		return err
 	}
 	if err := r.inBand(s); err != nil {
 		return err
 	}
-	return r.enter(Deploying, Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
+	return r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
 }
 
 // planEvent is the plan as the node's history shows it.
-func planEvent(plan []Step) string {
+func planEvent(plan []provision.Step) string {
 	parts := make([]string, len(plan))
 	for i, s := range plan {
 		parts[i] = fmt.Sprintf("%s (%d)", s.Name(), s.Priority)
@@ -347,8 +348,8 @@ func planEvent(plan []Step) string {
 // recordDeployPlan keeps the plan in driver_internal_info deploy_steps (and
 // the agent's steps in agent_cached_deploy_steps), deploy_step_index null
 // until a step starts.
-func (r *run) recordDeployPlan(plan, agentSteps []Step, index *int) error {
-	return r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: index}, nil)
+func (r *run) recordDeployPlan(plan, agentSteps []provision.Step, index *int) error {
+	return r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: index}, nil)
 }
 
 // failDeployPlan ends a deploy whose plan is refused: deploy failed with

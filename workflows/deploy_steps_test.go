@@ -6,23 +6,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // inBandDeploy is an agent deploy step with a priority of its own (as
 // IPA's hardware managers offer them), between write_image (80) and
 // prepare_instance_boot (60).
-var inBandDeploy = Step{StepID: StepID{Interface: "deploy", Step: "apply_firmware_settings"}, Priority: 70,
-	ArgsInfo: map[string]ArgInfo{"profile": {Description: "the settings profile", Required: true}}}
+var inBandDeploy = provision.Step{StepID: provision.StepID{Interface: "deploy", Step: "apply_firmware_settings"}, Priority: 70,
+	ArgsInfo: map[string]provision.ArgInfo{"profile": {Description: "the settings profile", Required: true}}}
 
 // agentDeploySteps are the agent's deploy steps with inBandDeploy.
-func agentDeploySteps() []Step {
-	return []Step{{StepID: StepWriteImage, Priority: 80, ArgsInfo: map[string]ArgInfo{"image_info": {}, "configdrive": {}}},
-		{StepID: StepEraseDevicesMetadata}, inBandDeploy}
+func agentDeploySteps() []provision.Step {
+	return []provision.Step{{StepID: provision.StepWriteImage, Priority: 80, ArgsInfo: map[string]provision.ArgInfo{"image_info": {}, "configdrive": {}}},
+		{StepID: provision.StepEraseDevicesMetadata}, inBandDeploy}
 }
 
 // runDeploy runs DeployNode with user deploy_steps (JSON, "" for none)
 // and the agent's steps agent (nil: the fake's default).
-func runDeploy(t *testing.T, user string, agent []Step) *fakeCloud {
+func runDeploy(t *testing.T, user string, agent []provision.Step) *fakeCloud {
 	t.Helper()
 	f := newFakeCloud()
 	f.agentSteps = agent
@@ -52,7 +54,7 @@ func (f *fakeCloud) agentStepsRun() []string {
 
 func requireActive(t *testing.T, f *fakeCloud) {
 	t.Helper()
-	if last := f.states[len(f.states)-1]; last != Active {
+	if last := f.states[len(f.states)-1]; last != provision.Active {
 		t.Fatalf("final state %q (last_error %q), want active", last, f.lastErr)
 	}
 }
@@ -83,7 +85,7 @@ func TestDeployNodeAsksTheAgentForItsDeploySteps(t *testing.T) {
 	var final *StepPlanRecord
 	var indexes []int
 	for i, p := range f.plans {
-		if p.Kind != StepKindDeploy {
+		if p.Kind != provision.StepKindDeploy {
 			t.Fatalf("plan record of kind %q", p.Kind)
 		}
 		if p.Index != nil {
@@ -166,7 +168,7 @@ func TestDeployNodeUserPriorityOverridesAndZeroDisables(t *testing.T) {
 // configuration removed and power off.
 func requireRefused(t *testing.T, f *fakeCloud, msg string, agentAsked bool) {
 	t.Helper()
-	if last := f.states[len(f.states)-1]; last != DeployFailed {
+	if last := f.states[len(f.states)-1]; last != provision.DeployFailed {
 		t.Fatalf("final state %q, want deploy failed", last)
 	}
 	if f.lastErr != msg {
@@ -229,7 +231,7 @@ func TestDeployNodeTemplateStepMerged(t *testing.T) {
 	if got, want := strings.Join(f.agentStepsRun(), " "), "deploy.erase_devices_metadata deploy.write_image deploy.prepare_instance_boot"; got != want {
 		t.Fatalf("agent steps ran %q, want %q", got, want)
 	}
-	var plan []Step
+	var plan []provision.Step
 	for _, p := range f.plans {
 		if p.AgentSteps != nil {
 			plan = p.Steps
@@ -248,13 +250,13 @@ func TestDeployNodeTemplateStepMerged(t *testing.T) {
 func TestDeployNodeBuiltinStepTakesArgs(t *testing.T) {
 	f := runDeploy(t, `[{"interface":"deploy","step":"prepare_instance_boot","priority":60,"args":{"bootloader":"grub"}}]`, nil)
 	requireActive(t, f)
-	var plan []Step
+	var plan []provision.Step
 	for _, p := range f.plans {
 		if p.AgentSteps != nil {
 			plan = p.Steps
 		}
 	}
-	if len(plan) != 5 || plan[2].StepID != StepPrepareInstanceBoot || string(plan[2].Args) != `{"bootloader":"grub"}` {
+	if len(plan) != 5 || plan[2].StepID != provision.StepPrepareInstanceBoot || string(plan[2].Args) != `{"bootloader":"grub"}` {
 		t.Fatalf("deploy_steps %+v", plan)
 	}
 }
@@ -269,7 +271,7 @@ func TestDeployNodeStepAboveTheCoreStepRunsOnceTheAgentIsUp(t *testing.T) {
 	if !strings.Contains(calls, "GetAgentSteps deploy\nRecordState deploying\nRecordState deploying\nRunAgentStep deploy.erase_devices_metadata @"+agentURL) {
 		t.Fatalf("erase_devices_metadata did not run first once the agent was up:\n%s", calls)
 	}
-	var plan []Step
+	var plan []provision.Step
 	for _, p := range f.plans {
 		if p.AgentSteps != nil {
 			plan = p.Steps
@@ -320,7 +322,7 @@ func TestAgentDeployWritesItsStepPlanWithTheStatesNextToIt(t *testing.T) {
 	}
 }
 
-func stateNames(ss []State) []string {
+func stateNames(ss []provision.State) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = string(s)

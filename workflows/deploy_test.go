@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -21,7 +22,7 @@ import (
 type fakeCloud struct {
 	mu       sync.Mutex
 	calls    []string
-	states   []State
+	states   []provision.State
 	lastErr  string
 	node     NodeInfo
 	failures map[string][]error // activity+detail -> errors returned on successive calls
@@ -32,8 +33,8 @@ type fakeCloud struct {
 	// store, when set, is the node's provision state as the store keeps
 	// it: RecordState refuses a change whose From it is not in, as
 	// store.RecordTransition does.
-	store State
-	froms [][]State
+	store provision.State
+	froms [][]provision.State
 	// deployStep and cleanStep are the node's fields as the store keeps
 	// them; shown has, for each call in calls, the steps the node showed
 	// once the call had run.
@@ -49,14 +50,14 @@ type fakeCloud struct {
 	// state is in plans, not here).
 	planWrites int
 	// agentSteps, when set, is what GetAgentSteps answers.
-	agentSteps []Step
+	agentSteps []provision.Step
 	// events are the RecordState history events, severities their
 	// severities.
 	events, severities []string
 	// clearedAgent lists the states recorded with ClearAgent.
-	clearedAgent []State
+	clearedAgent []provision.State
 	// onState, when set, is told each state RecordState records.
-	onState func(State)
+	onState func(provision.State)
 }
 
 // shownSteps are a node's deploy_step and clean_step as interface.step, ""
@@ -71,20 +72,20 @@ func newFakeCloud() *fakeCloud {
 	}
 	return &fakeCloud{
 		node: NodeInfo{UUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Driver: "ipmi", BootInterface: "ipxe",
-			DeployInterface: "direct", ProvisionState: Available, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"},
+			DeployInterface: "direct", ProvisionState: provision.Available, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"},
 			AutomatedClean: true, Policy: p},
 		failures: map[string][]error{},
 	}
 }
 
 // showStep records a step an activity begins, as activities.showStep does.
-func (f *fakeCloud) showStep(rs *RunningStep) {
+func (f *fakeCloud) showStep(rs *provision.RunningStep) {
 	if rs == nil {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if rs.Kind == StepKindClean {
+	if rs.Kind == provision.StepKindClean {
 		f.cleanStep = rs.Step.View()
 	} else {
 		f.deployStep = rs.Step.View()
@@ -102,9 +103,9 @@ func (f *fakeCloud) recordSteps(in RecordStateInput) {
 		v = in.Step.View()
 	}
 	switch in.StepKind {
-	case StepKindDeploy:
+	case provision.StepKindDeploy:
 		f.deployStep = v
-	case StepKindClean:
+	case provision.StepKindClean:
 		f.cleanStep = v
 	default:
 		f.deployStep, f.cleanStep = nil, nil
@@ -138,7 +139,7 @@ func (f *fakeCloud) log(call string) error {
 // requireTimedOut fails t unless the workflow ended in state want with a
 // last_error naming the timeout (its message msg and its length wait), and
 // the calls, one a line, hold cleanup.
-func (f *fakeCloud) requireTimedOut(t *testing.T, want State, msg, wait, cleanup string) {
+func (f *fakeCloud) requireTimedOut(t *testing.T, want provision.State, msg, wait, cleanup string) {
 	t.Helper()
 	if last := f.states[len(f.states)-1]; last != want {
 		t.Fatalf("final state %q, want %q (states %v)", last, want, f.states)
@@ -225,20 +226,20 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 		return "power on", nil
 	}, ActSetPower)
 	reg(func(ctx context.Context, n NodeInfo) (string, error) { return "power off", f.log("GetPowerState") }, ActGetPowerState)
-	reg(func(ctx context.Context, in AgentStepsInput) ([]Step, error) {
+	reg(func(ctx context.Context, in AgentStepsInput) ([]provision.Step, error) {
 		if f.agentSteps != nil {
 			return f.agentSteps, f.log("GetAgentSteps " + string(in.Kind))
 		}
-		if in.Kind == StepKindDeploy {
+		if in.Kind == provision.StepKindDeploy {
 			// The agent's deploy steps (agent/steps.go deploySteps).
-			return []Step{{StepID: StepWriteImage, Priority: 80, ArgsInfo: map[string]ArgInfo{"image_info": {}, "configdrive": {}}},
-				{StepID: StepEraseDevicesMetadata, Priority: 0}}, f.log("GetAgentSteps " + string(in.Kind))
+			return []provision.Step{{StepID: provision.StepWriteImage, Priority: 80, ArgsInfo: map[string]provision.ArgInfo{"image_info": {}, "configdrive": {}}},
+				{StepID: provision.StepEraseDevicesMetadata, Priority: 0}}, f.log("GetAgentSteps " + string(in.Kind))
 		}
-		return []Step{{StepID: StepEraseDevicesMetadata, Priority: 0}, {StepID: StepEraseDevices, Priority: 10}},
+		return []provision.Step{{StepID: provision.StepEraseDevicesMetadata, Priority: 0}, {StepID: provision.StepEraseDevices, Priority: 10}},
 			f.log("GetAgentSteps " + string(in.Kind))
 	}, ActGetAgentSteps)
 	reg(func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
-		f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step, Index: in.Index})
+		f.showStep(&provision.RunningStep{Kind: in.Kind, Step: in.Step, Index: in.Index})
 		if err := f.log("RunAgentStep " + in.Step.Name() + " @" + in.Agent.CallbackURL); err != nil {
 			return AgentStepResult{}, err
 		}
@@ -249,7 +250,7 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	}, ActRunAgentStep)
 	reg(func(ctx context.Context, in AgentInput) error { f.showStep(in.Starts); return f.log("AgentPowerOff") }, ActAgentPowerOff)
 	reg(func(ctx context.Context, in InterfaceStepInput) error {
-		f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step})
+		f.showStep(&provision.RunningStep{Kind: in.Kind, Step: in.Step})
 		call := "RunInterfaceStep " + in.Step.Name()
 		if in.RebootInto != "" {
 			call += " reboot into " + in.RebootInto
@@ -287,8 +288,8 @@ func heartbeatAfter(env *testsuite.TestWorkflowEnvironment, d time.Duration) {
 	}, d)
 }
 
-func deployRequest() ProvisionRequest {
-	return ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "active", FromState: string(Available)}
+func deployRequest() provision.Request {
+	return provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "active", FromState: provision.Available}
 }
 
 func TestDeployNodeHappyPathRunsTheStepsInOrder(t *testing.T) {
@@ -327,7 +328,7 @@ func TestDeployNodeCallbackTimeoutFailsNamingTheTimeout(t *testing.T) {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	// Nothing is left booting: boot config removed and power off.
-	f.requireTimedOut(t, DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
+	f.requireTimedOut(t, provision.DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
 }
 
 func TestDeployNodeHeartbeatsKeepALongWriteAlive(t *testing.T) {
@@ -351,7 +352,7 @@ func TestDeployNodeHeartbeatsKeepALongWriteAlive(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != Active {
+	if last := f.states[len(f.states)-1]; last != provision.Active {
 		t.Fatalf("final state %q (last_error %q), want active", last, f.lastErr)
 	}
 }
@@ -372,7 +373,7 @@ func TestDeployNodeHeartbeatsJustInsideTheTimeoutKeepTheStepAlive(t *testing.T) 
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != Active {
+	if last := f.states[len(f.states)-1]; last != provision.Active {
 		t.Fatalf("final state %q (last_error %q), want active", last, f.lastErr)
 	}
 }
@@ -387,7 +388,7 @@ func TestDeployNodeAgentSilentMidWriteFails(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != DeployFailed {
+	if last := f.states[len(f.states)-1]; last != provision.DeployFailed {
 		t.Fatalf("final state %q, want deploy failed", last)
 	}
 	if !strings.Contains(f.lastErr, "stopped heartbeating") || !strings.Contains(f.lastErr, "deploy.write_image") {
@@ -427,10 +428,10 @@ func TestDeployNodeChecksumMismatchThenRetryReachesActive(t *testing.T) {
 	if !strings.Contains(failedErr, "checksum mismatch") || !strings.Contains(failedErr, "write_image") {
 		t.Fatalf("last_error while failed = %q, want it to name write_image and the checksum", failedErr)
 	}
-	if !containsState(f.states, DeployFailed) {
+	if !containsState(f.states, provision.DeployFailed) {
 		t.Fatalf("never recorded deploy failed: %v", f.states)
 	}
-	if last := f.states[len(f.states)-1]; last != Active || writes != 2 {
+	if last := f.states[len(f.states)-1]; last != provision.Active || writes != 2 {
 		t.Fatalf("final state %q after %d writes, want active after 2", last, writes)
 	}
 }
@@ -443,7 +444,7 @@ func TestDeployNodeAbortInWaitCallback(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != DeployFailed {
+	if last := f.states[len(f.states)-1]; last != provision.DeployFailed {
 		t.Fatalf("final state %q, want deploy failed", last)
 	}
 	if !strings.Contains(f.lastErr, "aborted by operator") {
@@ -471,7 +472,7 @@ func TestDeployNodeSkipStep(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != Active {
+	if last := f.states[len(f.states)-1]; last != provision.Active {
 		t.Fatalf("final state %q, want active after skip-step", last)
 	}
 	// Only the failed in-band part was skipped: the bootloader is not
@@ -494,7 +495,7 @@ func TestDeployNodeBMCErrorsRetriedThenReported(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != Active {
+	if last := f.states[len(f.states)-1]; last != provision.Active {
 		t.Fatalf("two transient BMC errors should be retried through: final %q (%s)", last, f.lastErr)
 	}
 	if n := countCalls(f.callList(), "SetBootDevice pxe"); n != 3 {
@@ -515,7 +516,7 @@ func TestDeployNodeBMCErrorsRetriedThenReported(t *testing.T) {
 	if !strings.Contains(f2.lastErr, "BMC busy") || !strings.Contains(f2.lastErr, "deploy.deploy") {
 		t.Fatalf("last_error %q should name the step and the BMC's answer", f2.lastErr)
 	}
-	if !containsState(f2.states, DeployFailed) {
+	if !containsState(f2.states, provision.DeployFailed) {
 		t.Fatalf("states %v", f2.states)
 	}
 }
@@ -535,10 +536,10 @@ func TestDeployNodeAuthFailureIsNotRetried(t *testing.T) {
 
 func TestUndeployCleansThroughTheAgent(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState = Active
+	f.node.ProvisionState = provision.Active
 	env := newEnv(t, f)
 	heartbeatAfter(env, 3*time.Minute)
-	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: string(Active)})
+	env.ExecuteWorkflow(UndeployNode, provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -557,9 +558,9 @@ func TestUndeployCleansThroughTheAgent(t *testing.T) {
 func TestProvideSkipsCleaningWhenDisabled(t *testing.T) {
 	f := newFakeCloud()
 	f.node.AutomatedClean = false
-	f.node.ProvisionState = Manageable
+	f.node.ProvisionState = provision.Manageable
 	env := newEnv(t, f)
-	env.ExecuteWorkflow(ProvideNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "provide", FromState: string(Manageable)})
+	env.ExecuteWorkflow(ProvideNode, provision.Request{NodeUUID: f.node.UUID, Verb: "provide", FromState: provision.Manageable})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -574,17 +575,17 @@ func TestProvideSkipsCleaningWhenDisabled(t *testing.T) {
 // cleanly and changes nothing.
 func TestFirstWriteIsConditionalOnTheAPIsState(t *testing.T) {
 	for _, c := range []struct {
-		store State
+		store provision.State
 		calls string
 	}{
-		{Cleaning, "RecordState cleaning,RecordState available"},
-		{Available, ""},
+		{provision.Cleaning, "RecordState cleaning,RecordState available"},
+		{provision.Available, ""},
 	} {
 		f := newFakeCloud()
 		f.node.AutomatedClean = false
 		f.store = c.store
 		env := newEnv(t, f)
-		env.ExecuteWorkflow(ProvideNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "provide", FromState: string(Manageable)})
+		env.ExecuteWorkflow(ProvideNode, provision.Request{NodeUUID: f.node.UUID, Verb: "provide", FromState: provision.Manageable})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatalf("node in %s: %v", c.store, err)
 		}
@@ -602,7 +603,7 @@ func TestManageFailsBackToEnrollWithTheBMCError(t *testing.T) {
 	f.node.Policy.BMCAttempts = 1
 	f.failures["GetPowerState"] = []error{temporal.NewNonRetryableApplicationError("BMC authentication failed: wrong password", ErrTypeBMCAuth, nil)}
 	env := newEnv(t, f)
-	env.ExecuteWorkflow(ManageNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "manage", FromState: string(Enroll)})
+	env.ExecuteWorkflow(ManageNode, provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -635,30 +636,32 @@ func TestPlanStepsMergesUserSteps(t *testing.T) {
 
 func TestAcceptFollowsIronicStateMachine(t *testing.T) {
 	cases := []struct {
-		state, verb, next string
-		ok                bool
+		state provision.State
+		verb  provision.Verb
+		next  provision.State
+		ok    bool
 	}{
-		{StateEnroll, "manage", StateVerifying, true},
-		{StateManageable, "provide", StateCleaning, true},
-		{StateAvailable, "active", StateDeploying, true},
-		{StateAvailable, "deploy", StateDeploying, true},
-		{StateActive, "deleted", StateDeleting, true},
-		{StateActive, "rebuild", StateDeploying, true},
-		{StateDeployFailed, "active", StateDeploying, true},
-		{StateAvailable, "provide", "", false},
-		{StateActive, "active", "", false},
-		{StateEnroll, "provide", "", false},
-		{StateAvailable, "bogus", "", false},
+		{provision.Enroll, "manage", provision.Verifying, true},
+		{provision.Manageable, "provide", provision.Cleaning, true},
+		{provision.Available, "active", provision.Deploying, true},
+		{provision.Available, "deploy", provision.Deploying, true},
+		{provision.Active, "deleted", provision.Deleting, true},
+		{provision.Active, "rebuild", provision.Deploying, true},
+		{provision.DeployFailed, "active", provision.Deploying, true},
+		{provision.Available, "provide", "", false},
+		{provision.Active, "active", "", false},
+		{provision.Enroll, "provide", "", false},
+		{provision.Available, "bogus", "", false},
 	}
 	for _, c := range cases {
-		tr, ok := Accept(c.state, c.verb)
+		tr, ok := provision.Accept(c.state, c.verb)
 		if ok != c.ok || tr.Next != c.next {
 			t.Errorf("Accept(%q, %q) = %+v, %v; want next %q, %v", c.state, c.verb, tr, ok, c.next, c.ok)
 		}
 	}
 }
 
-func containsState(states []State, s State) bool {
+func containsState(states []provision.State, s provision.State) bool {
 	for _, v := range states {
 		if v == s {
 			return true
@@ -690,12 +693,12 @@ func TestUnreadableSettingsFailTheOperationClearly(t *testing.T) {
 		name     string
 		wf       any
 		req      any
-		want     State // state recorded; "kept" for a power change
-		startsIn State
+		want     provision.State // state recorded; "kept" for a power change
+		startsIn provision.State
 	}{
-		{"deploy", DeployNode, deployRequest(), DeployFailed, Available},
-		{"provide", ProvideNode, ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "provide", FromState: string(Manageable)}, CleanFailed, Manageable},
-		{"manage", ManageNode, ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "manage", FromState: string(Enroll)}, Enroll, Enroll},
+		{"deploy", DeployNode, deployRequest(), provision.DeployFailed, provision.Available},
+		{"provide", ProvideNode, provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "provide", FromState: provision.Manageable}, provision.CleanFailed, provision.Manageable},
+		{"manage", ManageNode, provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "manage", FromState: provision.Enroll}, provision.Enroll, provision.Enroll},
 		{"power", SetPowerState, PowerRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Target: "power on"}, "kept", ""},
 	}
 	for _, c := range cases {
@@ -738,7 +741,7 @@ func TestDeployNodeRetriedStepAfterALongWaitHasAFreshHeartbeatTimeout(t *testing
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != Active {
+	if last := f.states[len(f.states)-1]; last != provision.Active {
 		t.Fatalf("final state %q (last_error %q), want active: the retried step was taken for a lost agent", last, f.lastErr)
 	}
 }

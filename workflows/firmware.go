@@ -6,15 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
 )
-
-// The firmware interface's update step (API 1.86), as Ironic's redfish
-// firmware interface declares it (ironic/drivers/modules/redfish/
-// firmware.py): one argument, settings, a list of components to update in
-// order, each {"component": "bios"|"bmc"|"nic:<id>", "url": ..., "wait":
-// seconds to wait after it}.
-var StepFirmwareUpdate = StepID{Interface: "firmware", Step: "update"}
 
 // Activities of the firmware update (hardware activities, each short: the
 // wait for the BMC's task is a timer loop in the workflow, so that it
@@ -141,11 +135,11 @@ func anyList(l []map[string]any) []any {
 
 // FirmwareUpdateInput starts component Index of the step's settings.
 type FirmwareUpdateInput struct {
-	Node    NodeInfo        `json:"node"`
-	Kind    StepKind        `json:"kind"`
-	Step    Step            `json:"step"`
-	Index   int             `json:"index"`
-	Setting FirmwareSetting `json:"setting"`
+	Node    NodeInfo           `json:"node"`
+	Kind    provision.StepKind `json:"kind"`
+	Step    provision.Step     `json:"step"`
+	Index   int                `json:"index"`
+	Setting FirmwareSetting    `json:"setting"`
 }
 
 // FirmwareTaskRef is the BMC's task of one component's update and how long
@@ -180,8 +174,8 @@ type FirmwareTaskState struct {
 
 // FirmwareRecordInput reads the node's versions back.
 type FirmwareRecordInput struct {
-	Node NodeInfo `json:"node"`
-	Kind StepKind `json:"kind"`
+	Node NodeInfo           `json:"node"`
+	Kind provision.StepKind `json:"kind"`
 }
 
 // firmwareUpdate runs the update step: each component in order, its task
@@ -193,7 +187,7 @@ type FirmwareRecordInput struct {
 // With underAgent (the agent runs on the node) a reboot for the host's
 // reset goes into the agent (rebootIntoAgent), and intoAgent says so: the
 // caller then waits for the agent's call-back before the plan goes on.
-func (r *run) firmwareUpdate(kind StepKind, s Step, underAgent bool) (intoAgent bool, err error) {
+func (r *run) firmwareUpdate(kind provision.StepKind, s provision.Step, underAgent bool) (intoAgent bool, err error) {
 	settings, err := ParseFirmwareSettings(s.Args)
 	if err != nil {
 		return false, err
@@ -224,7 +218,7 @@ func (r *run) firmwareUpdate(kind StepKind, s Step, underAgent bool) (intoAgent 
 // rebooted the node into the agent (underAgent), the plan goes on only
 // once the agent has called back from that boot, as Ironic's update step
 // returns the wait state after reboot_to_finish_step.
-func (r *run) firmwareStep(kind StepKind, s Step, underAgent bool) error {
+func (r *run) firmwareStep(kind provision.StepKind, s provision.Step, underAgent bool) error {
 	intoAgent := false
 	if err := r.step(s.Name(), func() error {
 		rebooted, err := r.firmwareUpdate(kind, s, underAgent)
@@ -243,9 +237,9 @@ func (r *run) firmwareStep(kind StepKind, s Step, underAgent bool) error {
 // as Ironic's reboot_to_finish_step: the agent's token goes (the new boot
 // looks up and gets a new one), its boot is prepared again and the next
 // boot points at it.
-func (r *run) rebootIntoAgent(s Step, why string) error {
+func (r *run) rebootIntoAgent(s provision.Step, why string) error {
 	active, _ := r.agentStates()
-	if err := r.record(RecordStateInput{To: active, Target: r.req.target(), ClearAgent: true,
+	if err := r.record(RecordStateInput{To: active, Target: r.req.Transition.Target, ClearAgent: true,
 		Event: fmt.Sprintf("Step %s reboots the node (%s): it boots into the agent again; the agent token is removed", s.Name(), why)}); err != nil {
 		return err
 	}
@@ -262,7 +256,7 @@ func (r *run) rebootIntoAgent(s Step, why string) error {
 // Timeout passes. A BMC that does not answer for a while (it resets
 // itself) is no failure until the timeout. intoAgent reports a reboot into
 // the agent (underAgent, changeFirmwareRebootIntoAgent).
-func (r *run) waitFirmwareTask(s Step, fs FirmwareSetting, ref FirmwareTaskRef, underAgent bool) (intoAgent bool, err error) {
+func (r *run) waitFirmwareTask(s provision.Step, fs FirmwareSetting, ref FirmwareTaskRef, underAgent bool) (intoAgent bool, err error) {
 	deadline := workflow.Now(r.ctx).Add(ref.Timeout)
 	var last FirmwareTaskState
 	rebooted := false

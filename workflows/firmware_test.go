@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // fakeBMCTasks answers the firmware activities: each component's task
@@ -35,7 +36,7 @@ func (b *fakeBMCTasks) register(env *testsuite.TestWorkflowEnvironment) {
 		b.polls[in.Setting.Component] = 0
 		b.f.mu.Unlock()
 		if in.Index == 0 {
-			b.f.showStep(&RunningStep{Kind: in.Kind, Step: in.Step})
+			b.f.showStep(&provision.RunningStep{Kind: in.Kind, Step: in.Step})
 		}
 		return FirmwareTaskRef{URI: "/redfish/v1/TaskService/Tasks/" + in.Setting.Component, Timeout: 30 * time.Minute, PollInterval: time.Minute},
 			b.f.log(fmt.Sprintf("StartFirmwareUpdate %d %s %s", in.Index, in.Setting.Component, in.Setting.URL))
@@ -113,7 +114,7 @@ func TestFirmwareUpdateFailedTaskThenRetry(t *testing.T) {
 	b.failMsg = "The installation of the image failed: signature verification failed."
 	env := newEnv(t, f)
 	b.register(env)
-	var failed State
+	var failed provision.State
 	var failedErr string
 	env.RegisterDelayedCallback(func() {
 		failed, failedErr = lastState(f), f.lastErr
@@ -124,11 +125,11 @@ func TestFirmwareUpdateFailedTaskThenRetry(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if failed != CleanFailed || !strings.Contains(failedErr, "Clean failed at step firmware.update") ||
+	if failed != provision.CleanFailed || !strings.Contains(failedErr, "Clean failed at step firmware.update") ||
 		!strings.Contains(failedErr, "ended Exception: "+b.failMsg) {
 		t.Fatalf("while failed: %s with %q", failed, failedErr)
 	}
-	if lastState(f) != Manageable || b.starts != 2 {
+	if lastState(f) != provision.Manageable || b.starts != 2 {
 		t.Fatalf("ended in %s after %d starts, want manageable after 2", lastState(f), b.starts)
 	}
 }
@@ -139,7 +140,7 @@ func TestFirmwareUpdateStalledTaskFailsAtTheTimeout(t *testing.T) {
 	f, b := firmwareCloud(map[string][]string{"bios": {"Running"}})
 	env := newEnv(t, f)
 	b.register(env)
-	var failed State
+	var failed provision.State
 	var failedErr string
 	env.RegisterDelayedCallback(func() {
 		failed, failedErr = lastState(f), f.lastErr
@@ -149,7 +150,7 @@ func TestFirmwareUpdateStalledTaskFailsAtTheTimeout(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if failed != CleanFailed || !strings.Contains(failedErr, "did not finish within 30m0s") ||
+	if failed != provision.CleanFailed || !strings.Contains(failedErr, "did not finish within 30m0s") ||
 		!strings.Contains(failedErr, "last seen Running") || !strings.Contains(failedErr, "Flashing the image") {
 		t.Fatalf("while failed: %s with %q", failed, failedErr)
 	}
@@ -185,17 +186,17 @@ func TestParseFirmwareSettings(t *testing.T) {
 // firmware is updated out of band and the node is active again.
 func TestFirmwareUpdateInServicing(t *testing.T) {
 	f, b := firmwareCloud(map[string][]string{"bmc": {"Running", "unreachable", "Completed"}})
-	f.node.ProvisionState = Active
+	f.node.ProvisionState = provision.Active
 	env := newEnv(t, f)
 	env.RegisterWorkflow(ServiceNode)
 	b.register(env)
-	env.ExecuteWorkflow(ServiceNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: string(VerbService), FromState: string(Active), DisableRamdisk: true,
+	env.ExecuteWorkflow(ServiceNode, provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active, DisableRamdisk: true,
 		ServiceSteps: []byte(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}]`)})
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	calls := strings.Join(f.callList(), "\n")
-	if !strings.Contains(calls, "StartFirmwareUpdate 0 bmc http://images/bmc.bin\nRecordFirmware") || lastState(f) != Active || b.polls["bmc"] != 3 {
+	if !strings.Contains(calls, "StartFirmwareUpdate 0 bmc http://images/bmc.bin\nRecordFirmware") || lastState(f) != provision.Active || b.polls["bmc"] != 3 {
 		t.Fatalf("calls:\n%s\nended %s after %d polls", calls, lastState(f), b.polls["bmc"])
 	}
 }
@@ -302,12 +303,12 @@ func TestFirmwareUpdateUnderTheAgentRebootsIntoIt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f, b := firmwareCloud(map[string][]string{"bios": {"Running", "AwaitReset", "AwaitReset", "Completed"}})
 			req := cleanRequest("["+fmt.Sprintf(update, "")+`,{"interface":"deploy","step":"erase_devices_metadata"}]`, false)
-			wf, active, wait := any(CleanNode), Cleaning, CleanWait
+			wf, active, wait := any(CleanNode), provision.Cleaning, provision.CleanWait
 			if c.deploy {
-				f.node.ProvisionState = Available
+				f.node.ProvisionState = provision.Available
 				req = deployRequest()
 				req.DeploySteps = []byte("[" + fmt.Sprintf(update, `,"priority":90`) + "]")
-				wf, active, wait = DeployNode, Deploying, DeployWait
+				wf, active, wait = DeployNode, provision.Deploying, provision.DeployWait
 			}
 			env := newEnv(t, f)
 			b.register(env)
@@ -362,7 +363,7 @@ func TestFirmwareUpdateUnderTheAgentFailsWhenTheAgentDoesNotReturn(t *testing.T)
 			t.Fatalf("the next step ran without the agent's call-back: %v", f.callList())
 		}
 	}
-	if !slices.Contains(f.states, CleanFailed) ||
+	if !slices.Contains(f.states, provision.CleanFailed) ||
 		!strings.Contains(f.lastErr, "wait call-back after firmware.update: Timeout reached while waiting for callback for node "+f.node.UUID) {
 		t.Fatalf("states %v, last_error %q: want clean failed on the callback timeout after the update", f.states, f.lastErr)
 	}

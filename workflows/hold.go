@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -32,7 +33,7 @@ const (
 const MaxWaitStepSeconds = 30
 
 // IsFlowStep reports whether s is one of Ironic's reserved steps.
-func IsFlowStep(id StepID) bool {
+func IsFlowStep(id provision.StepID) bool {
 	switch id.Step {
 	case FlowStepHold, FlowStepWait, FlowStepPowerOn, FlowStepPowerOff, FlowStepReboot:
 		return true
@@ -44,15 +45,15 @@ func IsFlowStep(id StepID) bool {
 // hold (MergeSteps' Available): each under the interface the user named,
 // out-of-band (no ramdisk needed), priority 0, and wait with its optional
 // seconds argument.
-func FlowSteps(user []UserStep) []Step {
-	var out []Step
+func FlowSteps(user []UserStep) []provision.Step {
+	var out []provision.Step
 	for _, u := range user {
 		if !IsFlowStep(u.StepID) {
 			continue
 		}
-		s := Step{StepID: u.StepID, OutOfBand: true, Abortable: true}
+		s := provision.Step{StepID: u.StepID, OutOfBand: true, Abortable: true}
 		if u.StepID.Step == FlowStepWait {
-			s.ArgsInfo = map[string]ArgInfo{"seconds": {Description: "the number of seconds to wait"}}
+			s.ArgsInfo = map[string]provision.ArgInfo{"seconds": {Description: "the number of seconds to wait"}}
 		}
 		out = append(out, s)
 	}
@@ -63,17 +64,17 @@ func FlowSteps(user []UserStep) []Step {
 // operation's active, wait and hold states and its target.
 type holdStates struct {
 	verb                     string // Ironic's messages: "clean", "service", "deploy"
-	active, wait, hold, goal State
+	active, wait, hold, goal provision.State
 }
 
 var (
-	cleanHolds   = holdStates{verb: "clean", active: Cleaning, wait: CleanWait, hold: CleanHold, goal: Manageable}
-	serviceHolds = holdStates{verb: "service", active: Servicing, wait: ServiceWait, hold: ServiceHold, goal: Active}
-	deployHolds  = holdStates{verb: "deploy", active: Deploying, wait: DeployWait, hold: DeployHold, goal: Active}
+	cleanHolds   = holdStates{verb: "clean", active: provision.Cleaning, wait: provision.CleanWait, hold: provision.CleanHold, goal: provision.Manageable}
+	serviceHolds = holdStates{verb: "service", active: provision.Servicing, wait: provision.ServiceWait, hold: provision.ServiceHold, goal: provision.Active}
+	deployHolds  = holdStates{verb: "deploy", active: provision.Deploying, wait: provision.DeployWait, hold: provision.DeployHold, goal: provision.Active}
 )
 
 // flowStepsOf is the reserved steps (FlowSteps) a user plan names.
-func (r *run) flowStepsOf(user []UserStep) []Step {
+func (r *run) flowStepsOf(user []UserStep) []provision.Step {
 	flow := FlowSteps(user)
 	if len(flow) == 0 {
 		return nil
@@ -83,16 +84,16 @@ func (r *run) flowStepsOf(user []UserStep) []Step {
 
 // deployFlowStep is the handler of a reserved step in a deploy plan (nil
 // for any other step).
-func (r *run) deployFlowStep(s Step) func(*run, Step) error {
+func (r *run) deployFlowStep(s provision.Step) func(*run, provision.Step) error {
 	if !IsFlowStep(s.StepID) {
 		return nil
 	}
-	return func(r *run, s Step) error { return r.flowStep(deployHolds, s) }
+	return func(r *run, s provision.Step) error { return r.flowStep(deployHolds, s) }
 }
 
 // flowStep runs one reserved step, as Ironic's conductor does (Ironic's
 // steps documentation, "Reserved Functional Steps").
-func (r *run) flowStep(h holdStates, s Step) error {
+func (r *run) flowStep(h holdStates, s provision.Step) error {
 	switch s.StepID.Step {
 	case FlowStepHold:
 		return r.hold(h, s)
@@ -121,7 +122,7 @@ func (r *run) flowStep(h holdStates, s Step) error {
 // Ironic's state machine has it: clean hold --abort--> clean failed).
 // Heartbeats keep arriving meanwhile: they are noted (the agent's callback
 // URL, its liveness) and acted on only once the plan goes on.
-func (r *run) hold(h holdStates, s Step) error {
+func (r *run) hold(h holdStates, s provision.Step) error {
 	if r.pendingAbort() {
 		return errAborted
 	}
@@ -162,7 +163,7 @@ func (r *run) hold(h holdStates, s Step) error {
 // waitStep is Ironic's wait step: with a seconds argument it pauses that
 // long (at most MaxWaitStepSeconds), without one until the agent's next
 // heartbeat. Abort ends the pause.
-func (r *run) waitStep(s Step) error {
+func (r *run) waitStep(s provision.Step) error {
 	seconds, err := waitSeconds(s.Args)
 	if err != nil {
 		return r.step(s.Name(), func() error { return err })

@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // holdAt signals unhold (or abort) once the workflow has waited long in
 // its hold state, after noting the state and clean_step it showed.
-func holdAt(f *fakeCloud, signal func(), seen *State) func() {
+func holdAt(f *fakeCloud, signal func(), seen *provision.State) func() {
 	return func() {
 		f.mu.Lock()
 		*seen = f.states[len(f.states)-1]
@@ -26,7 +28,7 @@ func TestCleanNodeHoldThenUnholdContinues(t *testing.T) {
 	f := manualCleanCloud()
 	env := newEnv(t, f)
 	heartbeatAfter(env, time.Minute)
-	var held State
+	var held provision.State
 	var heldStep string
 	env.RegisterDelayedCallback(func() {
 		f.mu.Lock()
@@ -38,7 +40,7 @@ func TestCleanNodeHoldThenUnholdContinues(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if held != CleanHold || heldStep != "deploy.hold" {
+	if held != provision.CleanHold || heldStep != "deploy.hold" {
 		t.Fatalf("after an hour: %s showing clean_step %q, want clean hold showing deploy.hold", held, heldStep)
 	}
 	want := []string{
@@ -62,14 +64,14 @@ func TestCleanNodeHoldThenAbort(t *testing.T) {
 	f := manualCleanCloud()
 	env := newEnv(t, f)
 	heartbeatAfter(env, time.Minute)
-	var held State
+	var held provision.State
 	env.RegisterDelayedCallback(holdAt(f, func() { env.SignalWorkflow(SignalAbort, nil) }, &held), 30*time.Minute)
 	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"deploy","step":"hold"},{"interface":"bios","step":"factory_reset"}]`, false))
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	want := `By request, the clean operation was aborted on step "deploy.hold"`
-	if held != CleanHold || lastState(f) != CleanFailed || f.lastErr != want {
+	if held != provision.CleanHold || lastState(f) != provision.CleanFailed || f.lastErr != want {
 		t.Fatalf("held in %s, ended in %s with %q; want clean hold, clean failed with %q", held, lastState(f), f.lastErr, want)
 	}
 	if calls := strings.Join(f.callList(), "\n"); strings.Contains(calls, "factory_reset") {
@@ -83,14 +85,14 @@ func TestServiceNodeHoldThenUnhold(t *testing.T) {
 	f, newServiceEnv := serviceCloud()
 	env := newServiceEnv(t)
 	heartbeatAfter(env, time.Minute)
-	var held State
+	var held provision.State
 	env.RegisterDelayedCallback(holdAt(f, func() { env.SignalWorkflow(SignalUnhold, nil) }, &held), 2*time.Hour)
 	env.ExecuteWorkflow(ServiceNode, serviceRequest(`[{"interface":"deploy","step":"hold"},{"interface":"deploy","step":"erase_pstore"}]`))
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	calls := strings.Join(f.callList(), "\n")
-	if held != ServiceHold || lastState(f) != Active ||
+	if held != provision.ServiceHold || lastState(f) != provision.Active ||
 		!strings.Contains(calls, "RecordState service hold\nRecordState service wait\nRecordState servicing\nRecordState service wait\nRunAgentStep deploy.erase_pstore") {
 		t.Fatalf("held in %s, ended in %s; calls:\n%s", held, lastState(f), calls)
 	}
@@ -102,13 +104,13 @@ func TestServiceNodeHoldThenAbort(t *testing.T) {
 	f, newServiceEnv := serviceCloud()
 	env := newServiceEnv(t)
 	heartbeatAfter(env, time.Minute)
-	var held State
+	var held provision.State
 	env.RegisterDelayedCallback(holdAt(f, func() { env.SignalWorkflow(SignalAbort, nil) }, &held), 10*time.Minute)
 	env.ExecuteWorkflow(ServiceNode, serviceRequest(`[{"interface":"deploy","step":"hold"},{"interface":"deploy","step":"erase_pstore"}]`))
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if held != ServiceHold || lastState(f) != ServiceFailed || !strings.Contains(f.lastErr, "aborted") {
+	if held != provision.ServiceHold || lastState(f) != provision.ServiceFailed || !strings.Contains(f.lastErr, "aborted") {
 		t.Fatalf("held in %s, ended in %s with %q", held, lastState(f), f.lastErr)
 	}
 }
@@ -120,7 +122,7 @@ func TestDeployNodeHoldThenUnhold(t *testing.T) {
 	f := newFakeCloud()
 	env := newEnv(t, f)
 	heartbeatAfter(env, 2*time.Minute)
-	var held State
+	var held provision.State
 	env.RegisterDelayedCallback(holdAt(f, func() { env.SignalWorkflow(SignalUnhold, nil) }, &held), time.Hour)
 	req := deployRequest()
 	req.DeploySteps = json.RawMessage(`[{"interface":"deploy","step":"hold","priority":90}]`)
@@ -129,7 +131,7 @@ func TestDeployNodeHoldThenUnhold(t *testing.T) {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	calls := strings.Join(f.callList(), "\n")
-	if held != DeployHold || lastState(f) != Active ||
+	if held != provision.DeployHold || lastState(f) != provision.Active ||
 		!strings.Contains(calls, "RecordState deploying\nRecordState deploy hold\nRecordState wait call-back\nRecordState deploying\nRunAgentStep deploy.write_image") {
 		t.Fatalf("held in %s, ended in %s; calls:\n%s", held, lastState(f), calls)
 	}
@@ -140,7 +142,7 @@ func TestDeployNodeHoldThenAbort(t *testing.T) {
 	f := newFakeCloud()
 	env := newEnv(t, f)
 	heartbeatAfter(env, 2*time.Minute)
-	var held State
+	var held provision.State
 	env.RegisterDelayedCallback(holdAt(f, func() { env.SignalWorkflow(SignalAbort, nil) }, &held), time.Hour)
 	req := deployRequest()
 	req.DeploySteps = json.RawMessage(`[{"interface":"deploy","step":"hold","priority":90}]`)
@@ -149,7 +151,7 @@ func TestDeployNodeHoldThenAbort(t *testing.T) {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	calls := strings.Join(f.callList(), "\n")
-	if held != DeployHold || lastState(f) != DeployFailed || strings.Contains(calls, "write_image") {
+	if held != provision.DeployHold || lastState(f) != provision.DeployFailed || strings.Contains(calls, "write_image") {
 		t.Fatalf("held in %s, ended in %s; calls:\n%s", held, lastState(f), calls)
 	}
 }
@@ -189,7 +191,7 @@ func TestCleanNodeRunsTheReservedPowerAndWaitSteps(t *testing.T) {
 func TestCleanNodeWaitStepAboveTheMaximumFails(t *testing.T) {
 	f := manualCleanCloud()
 	env := newEnv(t, f)
-	var failed State
+	var failed provision.State
 	var failedErr string
 	env.RegisterDelayedCallback(func() {
 		failed, failedErr = lastState(f), f.lastErr
@@ -199,7 +201,7 @@ func TestCleanNodeWaitStepAboveTheMaximumFails(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if failed != CleanFailed || !strings.Contains(failedErr, "exceeds the maximum of 30 seconds") {
+	if failed != provision.CleanFailed || !strings.Contains(failedErr, "exceeds the maximum of 30 seconds") {
 		t.Fatalf("after the refused wait: %s with %q", failed, failedErr)
 	}
 }
@@ -211,7 +213,7 @@ func TestFlowStepsDeclareTheirArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = MergeSteps(PlanInput{Kind: StepKindClean, Available: FlowSteps(user), User: user, Manual: true, DisableRamdisk: true})
+	_, err = MergeSteps(PlanInput{Kind: provision.StepKindClean, Available: FlowSteps(user), User: user, Manual: true, DisableRamdisk: true})
 	if err == nil || !strings.Contains(err.Error(), "clean step {'interface': 'deploy', 'step': 'hold', 'args': {'x': 1}} has these unexpected arguments: x") ||
 		strings.Contains(err.Error(), "'wait'") {
 		t.Fatalf("plan error: %v", err)
@@ -221,24 +223,24 @@ func TestFlowStepsDeclareTheirArguments(t *testing.T) {
 // Ironic's state machine for unhold and for abort in the hold states.
 func TestHoldStateTransitions(t *testing.T) {
 	for _, c := range []struct {
-		from      State
-		verb      Verb
-		next      State
-		operation Operation
+		from      provision.State
+		verb      provision.Verb
+		next      provision.State
+		operation provision.Operation
 	}{
-		{CleanHold, VerbUnhold, CleanWait, OpUnhold},
-		{ServiceHold, VerbUnhold, ServiceWait, OpUnhold},
-		{DeployHold, VerbUnhold, DeployWait, OpUnhold},
-		{CleanHold, VerbAbort, CleanHold, OpAbort},
-		{ServiceHold, VerbAbort, ServiceHold, OpAbort},
-		{DeployHold, VerbAbort, DeployHold, OpAbort},
+		{provision.CleanHold, provision.VerbUnhold, provision.CleanWait, provision.OpUnhold},
+		{provision.ServiceHold, provision.VerbUnhold, provision.ServiceWait, provision.OpUnhold},
+		{provision.DeployHold, provision.VerbUnhold, provision.DeployWait, provision.OpUnhold},
+		{provision.CleanHold, provision.VerbAbort, provision.CleanHold, provision.OpAbort},
+		{provision.ServiceHold, provision.VerbAbort, provision.ServiceHold, provision.OpAbort},
+		{provision.DeployHold, provision.VerbAbort, provision.DeployHold, provision.OpAbort},
 	} {
-		tr, ok := Accept(string(c.from), string(c.verb))
-		if !ok || tr.Next != string(c.next) || tr.Operation != string(c.operation) {
+		tr, ok := provision.Accept(c.from, c.verb)
+		if !ok || tr.Next != c.next || tr.Operation != c.operation {
 			t.Errorf("%s in %s: %+v %v", c.verb, c.from, tr, ok)
 		}
 	}
-	if _, ok := Accept(string(CleanWait), string(VerbUnhold)); ok {
+	if _, ok := provision.Accept(provision.CleanWait, provision.VerbUnhold); ok {
 		t.Error("unhold accepted in clean wait")
 	}
 }
@@ -249,7 +251,7 @@ func TestHoldStateTransitions(t *testing.T) {
 func TestCleanNodeSecondHoldIgnoresAStaleUnhold(t *testing.T) {
 	f := manualCleanCloud()
 	env := newEnv(t, f)
-	var afterStale State
+	var afterStale provision.State
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(SignalUnhold, nil)
 		env.SignalWorkflow(SignalUnhold, nil)
@@ -259,7 +261,7 @@ func TestCleanNodeSecondHoldIgnoresAStaleUnhold(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if afterStale != CleanHold || lastState(f) != Manageable {
+	if afterStale != provision.CleanHold || lastState(f) != provision.Manageable {
 		t.Fatalf("after the double unhold: %s (want clean hold); ended in %s", afterStale, lastState(f))
 	}
 }

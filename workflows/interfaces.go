@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // ramdiskDeploy is the plan of deploy_interface ramdisk: the instance is a
@@ -14,7 +15,7 @@ import (
 // configuration stays in place while the node is active and is removed on
 // undeploy.
 var ramdiskDeploy = []builtinStep{
-	{Step{StepID: StepBootInstance, Priority: 20}, (*run).bootRamdisk},
+	{provision.Step{StepID: provision.StepBootInstance, Priority: 20}, (*run).bootRamdisk},
 }
 
 // anacondaDeploy is the plan of deploy_interface anaconda: the machine boots
@@ -23,27 +24,27 @@ var ramdiskDeploy = []builtinStep{
 // start, end and error. The workflow waits (durable timer, reset by every
 // heartbeat) for end, then boots the machine from its disk.
 var anacondaDeploy = []builtinStep{
-	{Step{StepID: StepDeploy, Priority: 100}, (*run).installAndWait},
-	{Step{StepID: StepBootInstance, Priority: 20}, (*run).bootInstalled},
+	{provision.Step{StepID: provision.StepDeploy, Priority: 100}, (*run).installAndWait},
+	{provision.Step{StepID: provision.StepBootInstance, Priority: 20}, (*run).bootInstalled},
 }
 
 func (r *run) deployRamdisk() error {
 	if err := r.runPlan(ramdiskDeploy, stepsOf(ramdiskDeploy)); err != nil {
 		return err
 	}
-	return r.enter(Active, "", "Deploy finished: the instance boots its ramdisk from the network")
+	return r.enter(provision.Active, "", "Deploy finished: the instance boots its ramdisk from the network")
 }
 
 func (r *run) deployAnaconda() error {
 	if err := r.runPlan(anacondaDeploy, stepsOf(anacondaDeploy)); err != nil {
 		return err
 	}
-	return r.record(RecordStateInput{To: Active, Event: "Deploy finished: the installed system boots from disk", ClearAgent: true})
+	return r.record(RecordStateInput{To: provision.Active, Event: "Deploy finished: the installed system boots from disk", ClearAgent: true})
 }
 
 // bootRamdisk is ramdisk's deploy.boot_instance: the instance's own boot,
 // on every boot.
-func (r *run) bootRamdisk(s Step) error {
+func (r *run) bootRamdisk(s provision.Step) error {
 	// Secure boot first: the instance's boot (ISO or PXE) is then prepared
 	// as the signed chain (workflows/secureboot.go).
 	if err := r.secureBootForNetbootDeploy(); err != nil {
@@ -54,12 +55,12 @@ func (r *run) bootRamdisk(s Step) error {
 
 // installAndWait is anaconda's deploy.deploy: boot the installer, wait for
 // its end.
-func (r *run) installAndWait(Step) error {
+func (r *run) installAndWait(provision.Step) error {
 	if err := r.step("boot the installer", func() error { return r.netboot(BootAnaconda, false) }); err != nil {
 		return err
 	}
 	return r.step("wait for the installer", func() error {
-		hb, err := r.waitCallback(DeployWait, func(hb Heartbeat) bool {
+		hb, err := r.waitCallback(provision.DeployWait, func(hb Heartbeat) bool {
 			if hb.AgentStatus == AgentStatusStart {
 				r.status.Progress = hb.AgentStatusMessage
 			}
@@ -71,13 +72,13 @@ func (r *run) installAndWait(Step) error {
 		if hb.AgentStatus == AgentStatusError {
 			return fmt.Errorf("the installer reported an error: %s", orDefault(hb.AgentStatusMessage, "no message"))
 		}
-		return r.enter(Deploying, Active, fmt.Sprintf("The installer finished: %s", orDefault(hb.AgentStatusMessage, AgentStatusEnd)))
+		return r.enter(provision.Deploying, provision.Active, fmt.Sprintf("The installer finished: %s", orDefault(hb.AgentStatusMessage, AgentStatusEnd)))
 	})
 }
 
 // bootInstalled is anaconda's deploy.boot_instance: the installer's boot
 // configuration removed, the installed system booted from disk.
-func (r *run) bootInstalled(s Step) error {
+func (r *run) bootInstalled(s provision.Step) error {
 	if err := r.step("clean up boot", func() error {
 		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAnaconda, Starts: r.running()}, nil)
 	}); err != nil {
@@ -108,22 +109,22 @@ func (r *run) netbootDevice() string {
 // inventory (POST /v1/continue_inspection, or ironflow asks it), the node's
 // properties and missing ports are filled in, and the machine is powered
 // off.
-func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, OpInspect)
+func InspectNode(ctx workflow.Context, req provision.Request) error {
+	r, err := newRun(ctx, req, provision.OpInspect)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = Inspecting, InspectFailed
+	r.active, r.fail = provision.Inspecting, provision.InspectFailed
 	if err := r.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Started: true}, nil); err != nil {
 		return err
 	}
-	if err := r.enter(Inspecting, Manageable, "Inspection started"); err != nil {
+	if err := r.enter(provision.Inspecting, provision.Manageable, "Inspection started"); err != nil {
 		return ended(err)
 	}
 	method := hardware.InspectOf(r.node.InspectInterface).Method()
 	if method == hardware.InspectNothing {
 		// Nothing to learn (fake-hardware): Ironic's fake inspection.
-		return r.record(RecordStateInput{To: Manageable, Event: "Inspection finished (" + string(r.node.InspectInterface) + ")"})
+		return r.record(RecordStateInput{To: provision.Manageable, Event: "Inspection finished (" + string(r.node.InspectInterface) + ")"})
 	}
 	if method == hardware.InspectOutOfBand {
 		if err := r.step("inspect out-of-band", func() error {
@@ -144,7 +145,7 @@ func InspectNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Finished: true}, nil); err != nil {
 		return err
 	}
-	return r.finishInspect(r.record(RecordStateInput{To: Manageable, Event: "Inspection finished", ClearAgent: true}))
+	return r.finishInspect(r.record(RecordStateInput{To: provision.Manageable, Event: "Inspection finished", ClearAgent: true}))
 }
 
 func (r *run) inspectInBand() error {
@@ -153,7 +154,7 @@ func (r *run) inspectInBand() error {
 	}
 	var reported bool
 	if err := r.step("wait for the agent", func() error {
-		hb, err := r.waitCallback(InspectWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" || hb.AgentStatus == AgentStatusEnd })
+		hb, err := r.waitCallback(provision.InspectWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" || hb.AgentStatus == AgentStatusEnd })
 		reported = hb.AgentStatus == AgentStatusEnd
 		return err
 	}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -30,7 +31,7 @@ func TestRamdiskDeployWithoutKernelFailsClearly(t *testing.T) {
 	f.failures["PrepareBoot ramdisk"] = []error{temporal.NewNonRetryableApplicationError("node x: deploy_interface ramdisk needs instance_info kernel and ramdisk (or boot_iso)", ErrTypeInvalidConfig, nil)}
 	env := newEnv(t, f)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
-	if !strings.Contains(f.lastErr, "needs instance_info kernel and ramdisk") || !containsState(f.states, DeployFailed) {
+	if !strings.Contains(f.lastErr, "needs instance_info kernel and ramdisk") || !containsState(f.states, provision.DeployFailed) {
 		t.Fatalf("last_error %q states %v", f.lastErr, f.states)
 	}
 }
@@ -66,7 +67,7 @@ func TestAnacondaErrorFailsTheDeployWithTheInstallersMessage(t *testing.T) {
 		env.SignalWorkflow(SignalHeartbeat, Heartbeat{AgentStatus: "error", AgentStatusMessage: "no space left on /dev/vda"})
 	}, 5*time.Minute)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
-	if !containsState(f.states, DeployFailed) || !strings.Contains(f.lastErr, "no space left on /dev/vda") {
+	if !containsState(f.states, provision.DeployFailed) || !strings.Contains(f.lastErr, "no space left on /dev/vda") {
 		t.Fatalf("states %v last_error %q", f.states, f.lastErr)
 	}
 }
@@ -83,12 +84,12 @@ func registerInspect(env interface {
 
 func TestInspectInBandBootsTheAgentAndAppliesItsInventory(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState = Manageable
+	f.node.ProvisionState = provision.Manageable
 	env := newEnv(t, f)
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
 	heartbeatAfter(env, 2*time.Minute)
-	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: string(Manageable)})
+	env.ExecuteWorkflow(InspectNode, provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -101,12 +102,12 @@ func TestInspectInBandBootsTheAgentAndAppliesItsInventory(t *testing.T) {
 
 func TestInspectOutOfBandBootsNothing(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState = Manageable
+	f.node.ProvisionState = provision.Manageable
 	f.node.InspectInterface = "redfish"
 	env := newEnv(t, f)
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
-	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: string(Manageable)})
+	env.ExecuteWorkflow(InspectNode, provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -117,12 +118,12 @@ func TestInspectOutOfBandBootsNothing(t *testing.T) {
 
 func TestInspectTimeoutEndsInInspectFailed(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState = Manageable
+	f.node.ProvisionState = provision.Manageable
 	env := newEnv(t, f)
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
-	env.ExecuteWorkflow(InspectNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "inspect", FromState: string(Manageable)})
-	if last := f.states[len(f.states)-1]; last != InspectFailed || !strings.Contains(f.lastErr, "Timeout reached") {
+	env.ExecuteWorkflow(InspectNode, provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable})
+	if last := f.states[len(f.states)-1]; last != provision.InspectFailed || !strings.Contains(f.lastErr, "Timeout reached") {
 		t.Fatalf("final %q last_error %q", last, f.lastErr)
 	}
 }
@@ -130,10 +131,10 @@ func TestInspectTimeoutEndsInInspectFailed(t *testing.T) {
 func TestUndeployOfAnAnacondaNodeCleansItsDisk(t *testing.T) {
 	f := newFakeCloud()
 	f.node.DeployInterface = "anaconda"
-	f.node.ProvisionState = Active
+	f.node.ProvisionState = provision.Active
 	env := newEnv(t, f)
 	heartbeatAfter(env, 3*time.Minute)
-	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: string(Active)})
+	env.ExecuteWorkflow(UndeployNode, provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active})
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -149,7 +150,7 @@ func TestAbortedAnacondaDeployRemovesItsBootConfiguration(t *testing.T) {
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, nil) }, 5*time.Minute)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
 	calls := strings.Join(f.callList(), ",")
-	if !strings.Contains(calls, "CleanBoot,SetPower power off") || f.states[len(f.states)-1] != DeployFailed {
+	if !strings.Contains(calls, "CleanBoot,SetPower power off") || f.states[len(f.states)-1] != provision.DeployFailed {
 		t.Fatalf("abort left the kickstart served: %s", calls)
 	}
 }

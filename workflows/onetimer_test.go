@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/testsuite"
 )
 
@@ -25,15 +26,15 @@ func watchTimers(env *testsuite.TestWorkflowEnvironment) *timerLog {
 
 // stateTimes records, for each state the run records, how long after the
 // start it recorded it, in order.
-func stateTimes(env *testsuite.TestWorkflowEnvironment, f *fakeCloud) map[State][]time.Duration {
+func stateTimes(env *testsuite.TestWorkflowEnvironment, f *fakeCloud) map[provision.State][]time.Duration {
 	start := env.Now()
-	at := map[State][]time.Duration{}
-	f.onState = func(s State) { at[s] = append(at[s], env.Now().Sub(start)) }
+	at := map[provision.State][]time.Duration{}
+	f.onState = func(s provision.State) { at[s] = append(at[s], env.Now().Sub(start)) }
 	return at
 }
 
 // firstAt is when s was first recorded (0: never).
-func firstAt(at map[State][]time.Duration, s State) time.Duration {
+func firstAt(at map[provision.State][]time.Duration, s provision.State) time.Duration {
 	if len(at[s]) == 0 {
 		return 0
 	}
@@ -78,8 +79,8 @@ func TestOneTimerCallbackWaitEndsAtItsDeadline(t *testing.T) {
 		if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 			t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 		}
-		f.requireTimedOut(t, DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
-		return firstAt(at, DeployFailed), f, timers
+		f.requireTimedOut(t, provision.DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
+		return firstAt(at, provision.DeployFailed), f, timers
 	}
 	quiet, _, timers := run(0)
 	if quiet != 30*time.Minute {
@@ -112,10 +113,10 @@ func TestOneTimerSilentAgentIsLostOneHeartbeatTimeoutIntoTheStep(t *testing.T) {
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != DeployFailed || !strings.Contains(f.lastErr, "stopped heartbeating") {
+	if last := f.states[len(f.states)-1]; last != provision.DeployFailed || !strings.Contains(f.lastErr, "stopped heartbeating") {
 		t.Fatalf("final state %q (%q), want deploy failed by a silent agent", last, f.lastErr)
 	}
-	if failedAt := firstAt(at, DeployFailed); failedAt != 9*time.Minute {
+	if failedAt := firstAt(at, provision.DeployFailed); failedAt != 9*time.Minute {
 		t.Fatalf("the silent agent was declared lost %s after the deploy began, want 9m0s (call-back at 4m, heartbeat timeout 5m)", failedAt)
 	}
 	if len(timers.started) != 2 || timers.started[0] != 5*time.Minute || timers.started[1] != 4*time.Minute {
@@ -133,7 +134,7 @@ func TestOneTimerSilentAgentIsLostOneHeartbeatTimeoutIntoTheStep(t *testing.T) {
 func TestOneTimerLaterWaitEndsAtItsOwnDeadline(t *testing.T) {
 	const update = `[{"interface":"firmware","step":"update","priority":90,"args":{"settings":[{"component":"bios","url":"http://images/bios.bin"}]}}]`
 	f, b := firmwareCloud(map[string][]string{"bios": {"AwaitReset", "Completed"}})
-	f.node.ProvisionState = Available
+	f.node.ProvisionState = provision.Available
 	f.node.Policy.CallbackTimeout = 2 * time.Minute
 	f.node.Policy.HeartbeatTimeout = 10 * time.Minute
 	req := deployRequest()
@@ -152,7 +153,7 @@ func TestOneTimerLaterWaitEndsAtItsOwnDeadline(t *testing.T) {
 	if !strings.Contains(f.lastErr, "wait call-back after firmware.update: Timeout reached while waiting for callback") {
 		t.Fatalf("last_error %q: want the callback timeout after the update", f.lastErr)
 	}
-	waits, failedAt := at[DeployWait], firstAt(at, DeployFailed)
+	waits, failedAt := at[provision.DeployWait], firstAt(at, provision.DeployFailed)
 	if len(waits) != 2 {
 		t.Fatalf("wait call-back recorded at %v, want twice (the boot and the reboot after the update)", waits)
 	}

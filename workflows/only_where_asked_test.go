@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // TestManageCachesBIOSSettingsOnlyForRedfishBIOS: a manage of a node whose
@@ -26,7 +27,7 @@ func TestManageCachesBIOSSettingsOnlyForRedfishBIOS(t *testing.T) {
 			cached := 0
 			env.RegisterActivityWithOptions(func(context.Context, NodeInfo) error { cached++; return nil },
 				activity.RegisterOptions{Name: ActCacheBIOSSettings})
-			env.ExecuteWorkflow(ManageNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "manage", FromState: string(Enroll)})
+			env.ExecuteWorkflow(ManageNode, provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -47,14 +48,14 @@ func TestSecureBootSetOnlyForSecureBoot(t *testing.T) {
 		call string
 		prep func(f *fakeCloud, env *testsuite.TestWorkflowEnvironment)
 		wf   any
-		req  ProvisionRequest
+		req  provision.Request
 	}{
 		{"teardown", "SetSecureBoot off",
 			func(f *fakeCloud, env *testsuite.TestWorkflowEnvironment) {
-				f.node.ProvisionState = Active
+				f.node.ProvisionState = provision.Active
 				heartbeatAfter(env, 3*time.Minute)
 			},
-			UndeployNode, ProvisionRequest{NodeUUID: newFakeCloud().node.UUID, Verb: "deleted", FromState: string(Active)}},
+			UndeployNode, provision.Request{NodeUUID: newFakeCloud().node.UUID, Verb: "deleted", FromState: provision.Active}},
 		{"ramdisk deploy", "SetSecureBoot on",
 			func(f *fakeCloud, _ *testsuite.TestWorkflowEnvironment) { f.node.DeployInterface = "ramdisk" },
 			DeployNode, deployRequest()},

@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"fmt"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // rebootAfterStep is what Ironic's agent_base does after an in-band step
@@ -11,18 +13,18 @@ import (
 // power actions wipe them, so that the next boot looks up and gets a new
 // token), and the plan goes on only once the agent has called back from
 // the new boot.
-func (r *run) rebootAfterStep(s Step) error {
+func (r *run) rebootAfterStep(s provision.Step) error {
 	if !s.RebootRequested {
 		return nil
 	}
-	active, wait := Cleaning, CleanWait
+	active, wait := provision.Cleaning, provision.CleanWait
 	switch r.stepKind() {
-	case StepKindService:
-		active, wait = Servicing, ServiceWait
-	case StepKindDeploy:
-		active, wait = Deploying, DeployWait
+	case provision.StepKindService:
+		active, wait = provision.Servicing, provision.ServiceWait
+	case provision.StepKindDeploy:
+		active, wait = provision.Deploying, provision.DeployWait
 	}
-	if err := r.record(RecordStateInput{To: active, Target: r.req.target(), ClearAgent: true,
+	if err := r.record(RecordStateInput{To: active, Target: r.req.Transition.Target, ClearAgent: true,
 		Event: fmt.Sprintf("Step %s requested a reboot: rebooting into the agent; the agent token is removed", s.Name())}); err != nil {
 		return err
 	}
@@ -32,7 +34,7 @@ func (r *run) rebootAfterStep(s Step) error {
 	return r.step("wait call-back after "+s.Name(), func() error {
 		_, err := r.waitCallback(wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(active, r.req.target(), fmt.Sprintf("Agent called back from %s after the reboot step %s requested", r.agent, s.Name()))
+			err = r.enter(active, r.req.Transition.Target, fmt.Sprintf("Agent called back from %s after the reboot step %s requested", r.agent, s.Name()))
 		}
 		return err
 	})

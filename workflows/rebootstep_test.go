@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // A step that declares reboot_requested: once it finishes, the agent token
@@ -11,7 +13,7 @@ import (
 // after the agent called back from that boot (Ironic's reboot_to_finish_step).
 func TestCleanNodeRebootsAfterARebootRequestingStep(t *testing.T) {
 	f := manualCleanCloud()
-	f.agentSteps = append([]Step{{StepID: StepID{Interface: "deploy", Step: "apply_firmware"}, Abortable: true, RebootRequested: true}}, agentCleanSteps...)
+	f.agentSteps = append([]provision.Step{{StepID: provision.StepID{Interface: "deploy", Step: "apply_firmware"}, Abortable: true, RebootRequested: true}}, agentCleanSteps...)
 	env := newEnv(t, f)
 	heartbeatAfter(env, time.Minute)
 	heartbeatAfter(env, 20*time.Minute)
@@ -31,7 +33,7 @@ func TestCleanNodeRebootsAfterARebootRequestingStep(t *testing.T) {
 	if got := f.callList(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if len(f.clearedAgent) == 0 || f.clearedAgent[0] != Cleaning {
+	if len(f.clearedAgent) == 0 || f.clearedAgent[0] != provision.Cleaning {
 		t.Fatalf("states recorded with the agent token removed: %v, want cleaning first (the reboot)", f.clearedAgent)
 	}
 	found := false
@@ -47,7 +49,7 @@ func TestCleanNodeRebootsAfterARebootRequestingStep(t *testing.T) {
 // the next step never runs.
 func TestCleanNodeFailsWhenTheAgentDoesNotReturnAfterTheReboot(t *testing.T) {
 	f := manualCleanCloud()
-	f.agentSteps = append([]Step{{StepID: StepID{Interface: "deploy", Step: "apply_firmware"}, Abortable: true, RebootRequested: true}}, agentCleanSteps...)
+	f.agentSteps = append([]provision.Step{{StepID: provision.StepID{Interface: "deploy", Step: "apply_firmware"}, Abortable: true, RebootRequested: true}}, agentCleanSteps...)
 	env := newEnv(t, f)
 	heartbeatAfter(env, time.Minute)
 	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"deploy","step":"apply_firmware"},{"interface":"deploy","step":"erase_devices_metadata"}]`, false))
@@ -61,7 +63,7 @@ func TestCleanNodeFailsWhenTheAgentDoesNotReturnAfterTheReboot(t *testing.T) {
 	}
 	failed := false
 	for _, st := range f.states {
-		failed = failed || st == CleanFailed
+		failed = failed || st == provision.CleanFailed
 	}
 	if !failed || !strings.Contains(f.lastErr, "wait call-back after deploy.apply_firmware: Timeout reached while waiting for callback") {
 		t.Fatalf("states %v, last_error %q: want clean failed on the reboot's callback timeout", f.states, f.lastErr)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // signedAt is a heartbeat as the API signs it (the stand-in verifier
@@ -45,7 +47,7 @@ func TestReplayedHeartbeatDoesNotKeepASilentAgentAlive(t *testing.T) {
 		if env.GetWorkflowError() != nil {
 			t.Fatal(env.GetWorkflowError())
 		}
-		if last := f.states[len(f.states)-1]; last != DeployFailed || !strings.Contains(f.lastErr, "stopped heartbeating") {
+		if last := f.states[len(f.states)-1]; last != provision.DeployFailed || !strings.Contains(f.lastErr, "stopped heartbeating") {
 			t.Fatalf("final state %q (%q), want deploy failed by a silent agent", last, f.lastErr)
 		}
 		return env.Now().Sub(start), f

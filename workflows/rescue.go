@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // RescueNode boots a deployed node into the agent for its rescue user
@@ -21,18 +22,18 @@ import (
 // does; the instance's disk is not touched. A failure records rescue failed
 // with a last_error and waits for retry, skip-step or abort, as every
 // provisioning workflow does.
-func RescueNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, OpRescue)
+func RescueNode(ctx workflow.Context, req provision.Request) error {
+	r, err := newRun(ctx, req, provision.OpRescue)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = Rescuing, RescueFailed
-	if err := r.enter(Rescuing, Rescue, "Rescue requested"); err != nil {
+	r.active, r.fail = provision.Rescuing, provision.RescueFailed
+	if err := r.enter(provision.Rescuing, provision.Rescue, "Rescue requested"); err != nil {
 		return ended(err)
 	}
 	if hardware.RescueOf(r.node.RescueInterface).Method() != hardware.RescueAgent {
 		// Ironic's fake rescue interface: rescued at once.
-		return r.finish(r.doneRescue(RecordStateInput{To: Rescue, Event: "Rescue finished (" + string(r.node.RescueInterface) + ")"}))
+		return r.finish(r.doneRescue(RecordStateInput{To: provision.Rescue, Event: "Rescue finished (" + string(r.node.RescueInterface) + ")"}))
 	}
 	if err := r.step("prepare rescue", func() error {
 		if err := r.power("power off"); err != nil {
@@ -43,9 +44,9 @@ func RescueNode(ctx workflow.Context, req ProvisionRequest) error {
 		return r.finishRescue(err)
 	}
 	if err := r.step("wait for the rescue agent", func() error {
-		_, err := r.waitCallbackFor(RescueWait, r.rescueCallbackTimeout(), func(hb Heartbeat) bool { return hb.CallbackURL != "" })
+		_, err := r.waitCallbackFor(provision.RescueWait, r.rescueCallbackTimeout(), func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(Rescuing, Rescue, fmt.Sprintf("Agent called back from %s", r.agent))
+			err = r.enter(provision.Rescuing, provision.Rescue, fmt.Sprintf("Agent called back from %s", r.agent))
 		}
 		return err
 	}); err != nil {
@@ -63,7 +64,7 @@ func RescueNode(ctx workflow.Context, req ProvisionRequest) error {
 	}); err != nil {
 		return r.finishRescue(err)
 	}
-	return r.finish(r.doneRescue(RecordStateInput{To: Rescue, Event: "Rescue finished: the rescue user can log in", ClearAgent: true}))
+	return r.finish(r.doneRescue(RecordStateInput{To: provision.Rescue, Event: "Rescue finished: the rescue user can log in", ClearAgent: true}))
 }
 
 // UnrescueNode boots a rescued node's instance again: rescue (or rescue
@@ -71,17 +72,17 @@ func RescueNode(ctx workflow.Context, req ProvisionRequest) error {
 // configuration removed, the instance's boot (disk, or the ramdisk of
 // deploy_interface ramdisk) → power on → active. A failure records
 // unrescue failed with a last_error.
-func UnrescueNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, OpUnrescue)
+func UnrescueNode(ctx workflow.Context, req provision.Request) error {
+	r, err := newRun(ctx, req, provision.OpUnrescue)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = Unrescuing, UnrescueFailed
-	if err := r.enter(Unrescuing, Active, "Unrescue requested"); err != nil {
+	r.active, r.fail = provision.Unrescuing, provision.UnrescueFailed
+	if err := r.enter(provision.Unrescuing, provision.Active, "Unrescue requested"); err != nil {
 		return ended(err)
 	}
 	if hardware.RescueOf(r.node.RescueInterface).Method() != hardware.RescueAgent {
-		return r.finish(r.doneRescue(RecordStateInput{To: Active, Event: "Unrescue finished (" + string(r.node.RescueInterface) + ")"}))
+		return r.finish(r.doneRescue(RecordStateInput{To: provision.Active, Event: "Unrescue finished (" + string(r.node.RescueInterface) + ")"}))
 	}
 	if err := r.step("power off", func() error { return r.power("power off") }); err != nil {
 		return r.finishRescue(err)
@@ -94,7 +95,7 @@ func UnrescueNode(ctx workflow.Context, req ProvisionRequest) error {
 	if err := r.step("boot instance", r.bootRescuedInstance); err != nil {
 		return r.finishRescue(err)
 	}
-	return r.finish(r.doneRescue(RecordStateInput{To: Active, Event: "Unrescue finished: the instance boots again", ClearAgent: true}))
+	return r.finish(r.doneRescue(RecordStateInput{To: provision.Active, Event: "Unrescue finished: the instance boots again", ClearAgent: true}))
 }
 
 // bootRescuedInstance boots what the deploy left: the instance's ramdisk

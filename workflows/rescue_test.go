@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -25,13 +26,13 @@ func newRescueEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment
 	env.RegisterActivityWithOptions(func(ctx context.Context, uuid string) error {
 		return f.log("ForgetRescuePassword")
 	}, activity.RegisterOptions{Name: ActForgetRescuePassword})
-	f.node.ProvisionState, f.node.RescueInterface = Active, "agent"
+	f.node.ProvisionState, f.node.RescueInterface = provision.Active, "agent"
 	f.node.Policy.RescueCallbackTimeout = 10 * time.Minute
 	return env
 }
 
-func rescueRequest(from State, verb Verb) ProvisionRequest {
-	return ProvisionRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: string(verb), FromState: string(from)}
+func rescueRequest(from provision.State, verb provision.Verb) provision.Request {
+	return provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: verb, FromState: from}
 }
 
 func assertCalls(t *testing.T, f *fakeCloud, want []string) {
@@ -45,7 +46,7 @@ func TestRescueNodeBootsTheAgentAndFinalizesTheRescue(t *testing.T) {
 	f := newFakeCloud()
 	env := newRescueEnv(t, f)
 	heartbeatAfter(env, 2*time.Minute)
-	env.ExecuteWorkflow(RescueNode, rescueRequest(Active, VerbRescue))
+	env.ExecuteWorkflow(RescueNode, rescueRequest(provision.Active, provision.VerbRescue))
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
@@ -64,12 +65,12 @@ func TestRescueNodeBootsTheAgentAndFinalizesTheRescue(t *testing.T) {
 func TestRescueWaitTimesOutAfterTheRescueCallbackTimeout(t *testing.T) {
 	f := newFakeCloud()
 	env := newRescueEnv(t, f)
-	env.ExecuteWorkflow(RescueNode, rescueRequest(Active, VerbRescue))
+	env.ExecuteWorkflow(RescueNode, rescueRequest(provision.Active, provision.VerbRescue))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
 	// After the operator wait: boot removed, power off, no password kept.
-	f.requireTimedOut(t, RescueFailed, "Timeout reached while waiting for rescue ramdisk callback", "10m0s",
+	f.requireTimedOut(t, provision.RescueFailed, "Timeout reached while waiting for rescue ramdisk callback", "10m0s",
 		"ForgetRescuePassword\nCleanBoot\nSetPower power off\nRecordState rescue failed")
 }
 
@@ -77,11 +78,11 @@ func TestAbortInRescueWaitEndsInRescueFailed(t *testing.T) {
 	f := newFakeCloud()
 	env := newRescueEnv(t, f)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, nil) }, 3*time.Minute)
-	env.ExecuteWorkflow(RescueNode, rescueRequest(Active, VerbRescue))
+	env.ExecuteWorkflow(RescueNode, rescueRequest(provision.Active, provision.VerbRescue))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if last := f.states[len(f.states)-1]; last != RescueFailed {
+	if last := f.states[len(f.states)-1]; last != provision.RescueFailed {
 		t.Fatalf("final state %q, want rescue failed (%v)", last, f.states)
 	}
 	if !strings.Contains(f.lastErr, "aborted by operator") || !strings.Contains(f.lastErr, "wait for agent") {
@@ -104,14 +105,14 @@ func TestFinalizeRescueFailureRecordsRescueFailedWithTheCause(t *testing.T) {
 		f.mu.Unlock()
 		env.SignalWorkflow(SignalRetry, nil)
 	}, 10*time.Minute)
-	env.ExecuteWorkflow(RescueNode, rescueRequest(Active, VerbRescue))
+	env.ExecuteWorkflow(RescueNode, rescueRequest(provision.Active, provision.VerbRescue))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
 	if !strings.Contains(during, "Rescue failed at step finalize rescue") || !strings.Contains(during, "no space left") {
 		t.Fatalf("last_error while failed: %q", during)
 	}
-	if last := f.states[len(f.states)-1]; last != Rescue {
+	if last := f.states[len(f.states)-1]; last != provision.Rescue {
 		t.Fatalf("after retry: %q, want rescue (%v)", last, f.states)
 	}
 }
@@ -119,8 +120,8 @@ func TestFinalizeRescueFailureRecordsRescueFailedWithTheCause(t *testing.T) {
 func TestUnrescueNodeBootsTheInstanceFromDisk(t *testing.T) {
 	f := newFakeCloud()
 	env := newRescueEnv(t, f)
-	f.node.ProvisionState = Rescue
-	env.ExecuteWorkflow(UnrescueNode, rescueRequest(Rescue, VerbUnrescue))
+	f.node.ProvisionState = provision.Rescue
+	env.ExecuteWorkflow(UnrescueNode, rescueRequest(provision.Rescue, provision.VerbUnrescue))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -136,12 +137,12 @@ func TestUnrescueOfARamdiskDeployBootsItsRamdiskAgain(t *testing.T) {
 	f := newFakeCloud()
 	env := newRescueEnv(t, f)
 	f.node.DeployInterface = "ramdisk"
-	env.ExecuteWorkflow(UnrescueNode, rescueRequest(RescueFailed, VerbUnrescue))
+	env.ExecuteWorkflow(UnrescueNode, rescueRequest(provision.RescueFailed, provision.VerbUnrescue))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
 	calls := strings.Join(f.callList(), "\n")
-	if !strings.Contains(calls, "CleanBoot\nPrepareBoot ramdisk\nSetBootDevice pxe\nSetPower rebooting") || f.states[len(f.states)-1] != Active {
+	if !strings.Contains(calls, "CleanBoot\nPrepareBoot ramdisk\nSetBootDevice pxe\nSetPower rebooting") || f.states[len(f.states)-1] != provision.Active {
 		t.Fatalf("unrescue of a ramdisk deploy:\n%s", calls)
 	}
 }
@@ -150,11 +151,11 @@ func TestUnrescueFailureRecordsUnrescueFailed(t *testing.T) {
 	f := newFakeCloud()
 	env := newRescueEnv(t, f)
 	f.failures["SetBootDevice disk"] = []error{temporal.NewNonRetryableApplicationError("BMC refused", ErrTypeBMCUnsupported, nil)}
-	env.ExecuteWorkflow(UnrescueNode, rescueRequest(Rescue, VerbUnrescue))
+	env.ExecuteWorkflow(UnrescueNode, rescueRequest(provision.Rescue, provision.VerbUnrescue))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
-	if !containsState(f.states, UnrescueFailed) || f.states[len(f.states)-1] != UnrescueFailed {
+	if !containsState(f.states, provision.UnrescueFailed) || f.states[len(f.states)-1] != provision.UnrescueFailed {
 		t.Fatalf("states %v, want unrescue failed", f.states)
 	}
 	if !strings.Contains(f.lastErr, "Unrescue") || !strings.Contains(f.lastErr, "boot instance") {
@@ -166,12 +167,12 @@ func TestUnrescueFailureRecordsUnrescueFailed(t *testing.T) {
 // Ironic's does: nothing is powered or booted.
 func TestFakeRescueInterfaceRescuesAtOnce(t *testing.T) {
 	for _, c := range []struct {
-		wf   func(workflow.Context, ProvisionRequest) error
-		req  ProvisionRequest
+		wf   func(workflow.Context, provision.Request) error
+		req  provision.Request
 		want []string
 	}{
-		{RescueNode, rescueRequest(Active, VerbRescue), []string{"RecordState rescuing", "ForgetRescuePassword", "RecordState rescue"}},
-		{UnrescueNode, rescueRequest(Rescue, VerbUnrescue), []string{"RecordState unrescuing", "ForgetRescuePassword", "RecordState active"}},
+		{RescueNode, rescueRequest(provision.Active, provision.VerbRescue), []string{"RecordState rescuing", "ForgetRescuePassword", "RecordState rescue"}},
+		{UnrescueNode, rescueRequest(provision.Rescue, provision.VerbUnrescue), []string{"RecordState unrescuing", "ForgetRescuePassword", "RecordState active"}},
 	} {
 		f := newFakeCloud()
 		env := newRescueEnv(t, f)
@@ -186,30 +187,30 @@ func TestFakeRescueInterfaceRescuesAtOnce(t *testing.T) {
 
 func TestAcceptRescueVerbsFollowIronicStateMachine(t *testing.T) {
 	for _, c := range []struct {
-		state State
-		verb  Verb
-		next  State
+		state provision.State
+		verb  provision.Verb
+		next  provision.State
 		ok    bool
 	}{
-		{Active, VerbRescue, Rescuing, true},
-		{Rescue, VerbRescue, Rescuing, true},
-		{RescueFailed, VerbRescue, Rescuing, true},
-		{UnrescueFailed, VerbRescue, Rescuing, true},
-		{Rescue, VerbUnrescue, Unrescuing, true},
-		{RescueFailed, VerbUnrescue, Unrescuing, true},
-		{UnrescueFailed, VerbUnrescue, Unrescuing, true},
-		{RescueWait, VerbAbort, RescueWait, true},
-		{Rescue, VerbDeleted, Deleting, true},
-		{Available, VerbRescue, "", false},
-		{Active, VerbUnrescue, "", false},
-		{RescueWait, VerbRescue, "", false},
-		{Rescuing, VerbAbort, "", false},
+		{provision.Active, provision.VerbRescue, provision.Rescuing, true},
+		{provision.Rescue, provision.VerbRescue, provision.Rescuing, true},
+		{provision.RescueFailed, provision.VerbRescue, provision.Rescuing, true},
+		{provision.UnrescueFailed, provision.VerbRescue, provision.Rescuing, true},
+		{provision.Rescue, provision.VerbUnrescue, provision.Unrescuing, true},
+		{provision.RescueFailed, provision.VerbUnrescue, provision.Unrescuing, true},
+		{provision.UnrescueFailed, provision.VerbUnrescue, provision.Unrescuing, true},
+		{provision.RescueWait, provision.VerbAbort, provision.RescueWait, true},
+		{provision.Rescue, provision.VerbDeleted, provision.Deleting, true},
+		{provision.Available, provision.VerbRescue, "", false},
+		{provision.Active, provision.VerbUnrescue, "", false},
+		{provision.RescueWait, provision.VerbRescue, "", false},
+		{provision.Rescuing, provision.VerbAbort, "", false},
 	} {
-		tr, ok := Accept(string(c.state), string(c.verb))
-		if ok != c.ok || State(tr.Next) != c.next {
+		tr, ok := provision.Accept(c.state, c.verb)
+		if ok != c.ok || tr.Next != c.next {
 			t.Errorf("Accept(%q, %q) = %+v, %v; want next %q, %v", c.state, c.verb, tr, ok, c.next, c.ok)
 		}
-		if ok && c.verb == VerbRescue && tr.Target != string(Rescue) || ok && c.verb == VerbUnrescue && tr.Target != string(Active) {
+		if ok && c.verb == provision.VerbRescue && tr.Target != provision.Rescue || ok && c.verb == provision.VerbUnrescue && tr.Target != provision.Active {
 			t.Errorf("Accept(%q, %q): target %q", c.state, c.verb, tr.Target)
 		}
 	}

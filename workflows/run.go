@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -17,11 +18,11 @@ var (
 )
 
 // SearchAttributes are the attributes a node's workflow starts with.
-func SearchAttributes(nodeUUID, operation, provisionState string) temporal.SearchAttributes {
+func SearchAttributes(nodeUUID string, operation provision.Operation, provisionState provision.State) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(
 		saNodeUUID.ValueSet(nodeUUID),
-		saOperation.ValueSet(operation),
-		saProvisionState.ValueSet(provisionState),
+		saOperation.ValueSet(string(operation)),
+		saProvisionState.ValueSet(string(provisionState)),
 	)
 }
 
@@ -66,15 +67,15 @@ const (
 // use.
 type run struct {
 	ctx    workflow.Context
-	req    ProvisionRequest
+	req    provision.Request
 	node   NodeInfo
 	status Status
 	// active is the state a retried step returns to; fail is the failure
 	// state a failed step records (deploy failed, clean failed, ...).
-	active, fail State
+	active, fail provision.State
 	// current is the deploy or clean step that runs (nil between steps):
 	// the node's deploy_step or clean_step shows it.
-	current *Step
+	current *provision.Step
 
 	heartbeats workflow.ReceiveChannel
 	abort      workflow.ReceiveChannel
@@ -82,7 +83,7 @@ type run struct {
 	skip       workflow.ReceiveChannel
 
 	// searchState is the ProvisionState search attribute as last written.
-	searchState State
+	searchState provision.State
 	// recorded is set once the workflow has written the node's state: its
 	// first write is conditional on the state the API recorded.
 	recorded bool
@@ -114,7 +115,7 @@ type run struct {
 	// step s runs waits for its end (a step that is not abortable): the
 	// run then notes abortAfter and lets the step finish. Only manual
 	// cleaning sets it.
-	holdAbort  func(s Step) bool
+	holdAbort  func(s provision.Step) bool
 	abortAfter bool
 	// abortMessage, when set, is the last_error finish records for an
 	// abort (Ironic's wording for the operation).
@@ -130,7 +131,12 @@ type run struct {
 // newRun registers the status query and the signal channels. It must be the
 // first thing a provisioning workflow does, so that signals sent right after
 // the start are never lost.
-func newRun(ctx workflow.Context, req ProvisionRequest, operation Operation) (*run, error) {
+func newRun(ctx workflow.Context, req provision.Request, operation provision.Operation) (*run, error) {
+	if req.Transition.Operation == "" && req.Verb != "" {
+		// A request started before the API handed its decision on: the
+		// same state machine decides it here.
+		req.Transition, _ = provision.Accept(req.FromState, req.Verb)
+	}
 	r := &run{
 		ctx:        ctx,
 		req:        req,
@@ -140,10 +146,8 @@ func newRun(ctx workflow.Context, req ProvisionRequest, operation Operation) (*r
 		skip:       workflow.GetSignalChannel(ctx, SignalSkipStep),
 	}
 	r.status.Operation = operation
-	r.status.ProvisionState = State(req.FromState)
-	if _, next, _, ok := decide(State(req.FromState), Verb(req.Verb)); ok {
-		r.searchState = next // what the API started the workflow with
-	}
+	r.status.ProvisionState = req.FromState
+	r.searchState = req.Transition.Next // what the API started the workflow with
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status, nil }); err != nil {
 		return nil, fmt.Errorf("register status query: %w", err)
 	}
@@ -162,24 +166,24 @@ func newRun(ctx workflow.Context, req ProvisionRequest, operation Operation) (*r
 
 // loadFailureState is where a provision operation leaves a node whose
 // settings it could not read; "" for operations without one.
-func loadFailureState(operation Operation, from State) State {
+func loadFailureState(operation provision.Operation, from provision.State) provision.State {
 	switch operation {
-	case OpDeploy:
-		return DeployFailed
-	case OpProvide, OpClean:
-		return CleanFailed
-	case OpInspect:
-		return InspectFailed
-	case OpUndeploy:
-		return Error
-	case OpManage:
+	case provision.OpDeploy:
+		return provision.DeployFailed
+	case provision.OpProvide, provision.OpClean:
+		return provision.CleanFailed
+	case provision.OpInspect:
+		return provision.InspectFailed
+	case provision.OpUndeploy:
+		return provision.Error
+	case provision.OpManage:
 		return from
-	case OpRescue:
-		return RescueFailed
-	case OpUnrescue:
-		return UnrescueFailed
-	case OpService:
-		return ServiceFailed
+	case provision.OpRescue:
+		return provision.RescueFailed
+	case provision.OpUnrescue:
+		return provision.UnrescueFailed
+	case provision.OpService:
+		return provision.ServiceFailed
 	}
 	return ""
 }
@@ -190,10 +194,10 @@ func loadFailureState(operation Operation, from State) State {
 func (r *run) refuseInvalidConfig(err error) {
 	msg := fmt.Sprintf("%s failed: %s", capitalize(string(r.status.Operation)), errorText(err))
 	var rerr error
-	if to := loadFailureState(r.status.Operation, State(r.req.FromState)); to != "" {
+	if to := loadFailureState(r.status.Operation, r.req.FromState); to != "" {
 		rerr = r.local(ActRecordState, RecordStateInput{NodeUUID: r.req.NodeUUID, To: to, LastError: msg, Event: msg,
 			Severity: "ERROR", EventType: string(r.status.Operation)}, nil)
-	} else if r.status.Operation == OpPower {
+	} else if r.status.Operation == provision.OpPower {
 		rerr = r.local(ActRecordPowerState, PowerStateRecord{NodeUUID: r.req.NodeUUID, KeepPowerState: true,
 			LastError: msg, Event: msg, Severity: "ERROR"}, nil)
 	}
@@ -295,7 +299,7 @@ func (r *run) record(in RecordStateInput) error {
 		// started this workflow: if the node has left it since, another verb
 		// won the node and this workflow must not touch it. Only the
 		// activity's input changes, so recorded histories replay as before.
-		in.From = []State{r.searchState}
+		in.From = []provision.State{r.searchState}
 	}
 	r.recorded = true
 	if err := r.local(ActRecordState, in, nil); err != nil {
@@ -319,7 +323,7 @@ func (r *run) record(in RecordStateInput) error {
 }
 
 // enter records a non-failure state with the operation's target.
-func (r *run) enter(state, target State, event string) error {
+func (r *run) enter(state, target provision.State, event string) error {
 	return r.record(RecordStateInput{To: state, Target: target, Event: event})
 }
 
@@ -361,13 +365,13 @@ func (r *run) step(name string, fn func() error) error {
 		}
 		switch r.waitForOperator() {
 		case SignalRetry:
-			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), Step: r.current, StepKind: r.stepKind(),
+			if err := r.record(RecordStateInput{To: r.active, Target: r.req.Transition.Target, Step: r.current, StepKind: r.stepKind(),
 				Event: fmt.Sprintf("Operator asked to retry step %s", name)}); err != nil {
 				return err
 			}
 			continue
 		case SignalSkipStep:
-			if err := r.record(RecordStateInput{To: r.active, Target: r.req.target(), Step: r.current, StepKind: r.stepKind(),
+			if err := r.record(RecordStateInput{To: r.active, Target: r.req.Transition.Target, Step: r.current, StepKind: r.stepKind(),
 				Event: fmt.Sprintf("Operator skipped step %s", name)}); err != nil {
 				return err
 			}
@@ -381,14 +385,14 @@ func (r *run) step(name string, fn func() error) error {
 }
 
 // stepKind is the step field this workflow's steps show in.
-func (r *run) stepKind() StepKind {
+func (r *run) stepKind() provision.StepKind {
 	switch r.fail {
-	case CleanFailed:
-		return StepKindClean
-	case ServiceFailed:
-		return StepKindService
+	case provision.CleanFailed:
+		return provision.StepKindClean
+	case provision.ServiceFailed:
+		return provision.StepKindService
 	}
-	return StepKindDeploy
+	return provision.StepKindDeploy
 }
 
 // waitForOperator blocks until retry, skip-step or abort arrives, or the
@@ -486,14 +490,14 @@ func (r *run) authentic(hb Heartbeat) bool {
 // heartbeat arrives. The durable timer is the callback timeout; every
 // heartbeat that does not satisfy done resets it, as Ironic's
 // touch_provisioning does.
-func (r *run) waitCallback(state State, done func(Heartbeat) bool) (Heartbeat, error) {
+func (r *run) waitCallback(state provision.State, done func(Heartbeat) bool) (Heartbeat, error) {
 	return r.waitCallbackFor(state, r.node.Policy.CallbackTimeout, done)
 }
 
 // waitCallbackFor is waitCallback with the callback timeout of the wait
 // (rescue wait has its own).
-func (r *run) waitCallbackFor(state State, timeout time.Duration, done func(Heartbeat) bool) (Heartbeat, error) {
-	if err := r.enter(state, r.req.target(), fmt.Sprintf("Waiting for the agent to call back (timeout %s)", timeout)); err != nil {
+func (r *run) waitCallbackFor(state provision.State, timeout time.Duration, done func(Heartbeat) bool) (Heartbeat, error) {
+	if err := r.enter(state, r.req.Transition.Target, fmt.Sprintf("Waiting for the agent to call back (timeout %s)", timeout)); err != nil {
 		return Heartbeat{}, err
 	}
 	r.status.Step = "wait for agent"
@@ -531,9 +535,9 @@ func (r *run) waitCallbackFor(state State, timeout time.Duration, done func(Hear
 }
 
 // callbackTimedOut is the error of a callback wait that ran out.
-func (r *run) callbackTimedOut(state State, timeout time.Duration) error {
+func (r *run) callbackTimedOut(state provision.State, timeout time.Duration) error {
 	what := "callback"
-	if state == RescueWait {
+	if state == provision.RescueWait {
 		what = "rescue ramdisk callback" // Ironic's words for rescue wait
 	}
 	return fmt.Errorf("Timeout reached while waiting for %s for node %s (%s without a heartbeat)", what, r.node.UUID, timeout)
@@ -549,7 +553,7 @@ func (r *run) callbackTimedOut(state State, timeout time.Duration) error {
 // instead of a TimerStarted and a TimerCanceled, and the first step no
 // TimerStarted of its own; a wait longer than the heartbeat timeout costs
 // one workflow task more per heartbeat timeout.
-func (r *run) waitCallbackOneTimer(state State, timeout time.Duration, done func(Heartbeat) bool) (Heartbeat, error) {
+func (r *run) waitCallbackOneTimer(state provision.State, timeout time.Duration, done func(Heartbeat) bool) (Heartbeat, error) {
 	deadline := workflow.Now(r.ctx).Add(timeout)
 	// A timer left by the steps before (a wait for the call-back after a
 	// reboot) serves if it fires by the deadline; otherwise a new one is
@@ -609,7 +613,7 @@ func (r *run) armFor(d time.Duration) time.Duration {
 // if the agent stays silent longer than the heartbeat timeout, the step
 // fails instead of waiting forever; abort cancels it. agentStep
 // (agentprogress.go) runs it again when the machine rebooted under it.
-func (r *run) agentStepOnce(kind StepKind, s Step) (AgentStepResult, error) {
+func (r *run) agentStepOnce(kind provision.StepKind, s provision.Step) (AgentStepResult, error) {
 	p := r.node.Policy
 	actCtx, cancelAct := workflow.WithCancel(r.ctx)
 	defer cancelAct()
@@ -676,12 +680,6 @@ func (r *run) agentStepOnce(kind StepKind, s Step) (AgentStepResult, error) {
 			return AgentStepResult{}, fmt.Errorf("%w: no heartbeat for %s while running step %s", errAgentLost, p.HeartbeatTimeout, s.Name())
 		}
 	}
-}
-
-// target is the target_provision_state the request aims for.
-func (req ProvisionRequest) target() State {
-	_, _, target, _ := decide(State(req.FromState), Verb(req.Verb))
-	return target
 }
 
 // errorText is the human part of an activity error: the application error's

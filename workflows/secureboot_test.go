@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // secureBootFake registers the boot mode activities on top of fakeCloud:
@@ -96,7 +97,7 @@ func TestDeploySecureBootUnsupportedWarnsAndGoesOn(t *testing.T) {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if f.states[len(f.states)-1] != Active {
+	if f.states[len(f.states)-1] != provision.Active {
 		t.Fatalf("states %v", f.states)
 	}
 	if len(recs) != 1 || recs[0].Severity != "WARNING" || recs[0].SecureBoot != nil ||
@@ -117,7 +118,7 @@ func TestDeploySecureBootBMCFailureFailsTheStep(t *testing.T) {
 	secureBootFake(env, f, temporal.NewNonRetryableApplicationError("PATCH SecureBoot: 500", ErrTypeBMCAuth, nil), &recs)
 	heartbeatAfter(env, 2*time.Minute)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
-	if !containsState(f.states, DeployFailed) {
+	if !containsState(f.states, provision.DeployFailed) {
 		t.Fatalf("states %v", f.states)
 	}
 	if !strings.Contains(f.lastErr, "enable secure boot") && !strings.Contains(strings.Join(f.events, "\n"), "enable secure boot") {
@@ -133,12 +134,12 @@ func TestDeploySecureBootBMCFailureFailsTheStep(t *testing.T) {
 // cleared and the agent boots to clean.
 func TestUndeployTurnsSecureBootOff(t *testing.T) {
 	f := newFakeCloud()
-	f.node.ProvisionState, f.node.SecureBoot = Active, true
+	f.node.ProvisionState, f.node.SecureBoot = provision.Active, true
 	env := newEnv(t, f)
 	var recs []BootModeRecord
 	secureBootFake(env, f, nil, &recs)
 	heartbeatAfter(env, 3*time.Minute)
-	env.ExecuteWorkflow(UndeployNode, ProvisionRequest{NodeUUID: f.node.UUID, Verb: "deleted", FromState: string(Active)})
+	env.ExecuteWorkflow(UndeployNode, provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -23,28 +24,28 @@ const WorkflowServiceNode = "ServiceNode"
 // service failed for retry, skip-step or abort; abort in service wait ends
 // in service failed (Ironic's state machine), abort in service failed
 // boots the instance again and returns the node to active.
-func ServiceNode(ctx workflow.Context, req ProvisionRequest) error {
-	r, err := newRun(ctx, req, OpService)
+func ServiceNode(ctx workflow.Context, req provision.Request) error {
+	r, err := newRun(ctx, req, provision.OpService)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = Servicing, ServiceFailed
-	r.holdAbort = func(s Step) bool { return !s.Abortable }
+	r.active, r.fail = provision.Servicing, provision.ServiceFailed
+	r.holdAbort = func(s provision.Step) bool { return !s.Abortable }
 	user, perr := ParseUserSteps(req.ServiceSteps)
 	event := fmt.Sprintf("Servicing: %d step(s)", len(user))
 	if req.DisableRamdisk {
 		event += ", without the agent (disable_ramdisk)"
 	}
-	if err := r.enter(Servicing, Active, event); err != nil {
+	if err := r.enter(provision.Servicing, provision.Active, event); err != nil {
 		return ended(err)
 	}
 	r.cacheBIOSService() // workflows/bios.go
 	err = r.service(user, perr)
 	if err != nil {
-		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Clear: true}, nil); cerr != nil {
+		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindService, Clear: true}, nil); cerr != nil {
 			workflow.GetLogger(r.ctx).Warn("clear the service steps of a failed servicing", "node", r.node.UUID, "error", errorText(cerr))
 		}
-		if errors.Is(err, errAborted) && r.status.ProvisionState == ServiceFailed && r.abortMessage == "" {
+		if errors.Is(err, errAborted) && r.status.ProvisionState == provision.ServiceFailed && r.abortMessage == "" {
 			// An operator's abort of a failed step: Ironic's state
 			// machine goes service failed --abort--> active. (A refused
 			// plan, failPlan, set abortMessage: it stays service failed.)
@@ -55,10 +56,10 @@ func ServiceNode(ctx workflow.Context, req ProvisionRequest) error {
 		}
 		return r.finish(err)
 	}
-	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: StepKindService, Clear: true}, nil); err != nil {
+	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindService, Clear: true}, nil); err != nil {
 		return err
 	}
-	return r.record(RecordStateInput{To: Active, Event: "Servicing finished", ClearAgent: true})
+	return r.record(RecordStateInput{To: provision.Active, Event: "Servicing finished", ClearAgent: true})
 }
 
 func (r *run) service(user []UserStep, perr error) error {
@@ -99,7 +100,7 @@ func (r *run) bootInstanceAfterService() error {
 // boot goes, the instance boots again, the node is active.
 func (r *run) abortToActive() error {
 	msg := "By request, the service operation was aborted; the instance boots again"
-	if err := r.enter(Servicing, Active, msg); err != nil {
+	if err := r.enter(provision.Servicing, provision.Active, msg); err != nil {
 		return err
 	}
 	if !r.req.DisableRamdisk {
@@ -107,32 +108,32 @@ func (r *run) abortToActive() error {
 			return r.finish(err)
 		}
 	}
-	return r.record(RecordStateInput{To: Active, Event: "Servicing aborted: the node is active again", ClearAgent: true})
+	return r.record(RecordStateInput{To: provision.Active, Event: "Servicing aborted: the node is active again", ClearAgent: true})
 }
 
 // serviceStep runs one step of a service plan: an interface's as an
 // activity, the agent's in service wait (where Ironic allows abort).
-func (r *run) serviceStep(s Step) error {
+func (r *run) serviceStep(s provision.Step) error {
 	if s.OutOfBand {
-		if s.StepID == StepFirmwareUpdate {
-			return r.firmwareStep(StepKindService, s, !r.req.DisableRamdisk) // workflows/firmware.go
+		if s.StepID == provision.StepFirmwareUpdate {
+			return r.firmwareStep(provision.StepKindService, s, !r.req.DisableRamdisk) // workflows/firmware.go
 		}
 		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {
 			return r.biosStepWithAgent(s) // workflows/bios.go
 		}
 		return r.step(s.Name(), func() error {
-			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: StepKindService, Step: s}, nil)
+			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: provision.StepKindService, Step: s}, nil)
 		})
 	}
-	if err := r.enter(ServiceWait, Active, fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
+	if err := r.enter(provision.ServiceWait, provision.Active, fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
 		return err
 	}
 	err := r.inBand(s)
-	if errors.Is(err, errAborted) && r.abortMessage == "" && r.status.ProvisionState != ServiceFailed {
+	if errors.Is(err, errAborted) && r.abortMessage == "" && r.status.ProvisionState != provision.ServiceFailed {
 		r.abortMessage = fmt.Sprintf("By request, the service operation was aborted on step \"%s\"", s.Name())
 	}
 	if err != nil {
 		return err
 	}
-	return r.enter(Servicing, Active, stepFinished(s, StepKindService, r.lastResult))
+	return r.enter(provision.Servicing, provision.Active, stepFinished(s, provision.StepKindService, r.lastResult))
 }

@@ -7,23 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 )
 
-var agentServiceSteps = []Step{
-	{StepID: StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
-	{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true},
+var agentServiceSteps = []provision.Step{
+	{StepID: provision.StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
+	{StepID: provision.StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true},
 }
 
-func serviceRequest(steps string) ProvisionRequest {
-	return ProvisionRequest{NodeUUID: deployRequest().NodeUUID, Verb: string(VerbService), FromState: string(Active),
+func serviceRequest(steps string) provision.Request {
+	return provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: provision.VerbService, FromState: provision.Active,
 		ServiceSteps: json.RawMessage(steps)}
 }
 
 func serviceCloud() (*fakeCloud, func(t *testing.T) *testsuite.TestWorkflowEnvironment) {
 	f := newFakeCloud()
-	f.node.ProvisionState = Active
+	f.node.ProvisionState = provision.Active
 	f.agentSteps = agentServiceSteps
 	return f, func(t *testing.T) *testsuite.TestWorkflowEnvironment {
 		env := newEnv(t, f)
@@ -32,7 +33,7 @@ func serviceCloud() (*fakeCloud, func(t *testing.T) *testsuite.TestWorkflowEnvir
 	}
 }
 
-func lastState(f *fakeCloud) State { return f.states[len(f.states)-1] }
+func lastState(f *fakeCloud) provision.State { return f.states[len(f.states)-1] }
 
 // Servicing boots the agent on the active node, runs the agent's service
 // step in service wait, and boots the instance again from disk: active.
@@ -53,7 +54,7 @@ func TestServiceNodeRunsTheStepsAndBootsTheInstanceAgain(t *testing.T) {
 	if got := f.callList(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if len(f.plans) != 3 || f.plans[0].Kind != StepKindService || names(f.plans[0].Steps) != "deploy.erase_pstore" ||
+	if len(f.plans) != 3 || f.plans[0].Kind != provision.StepKindService || names(f.plans[0].Steps) != "deploy.erase_pstore" ||
 		*f.plans[1].Index != 0 || !f.plans[2].Clear {
 		t.Fatalf("driver_internal_info records: %+v", f.plans)
 	}
@@ -63,7 +64,7 @@ func failFirstPstore(f *fakeCloud) *int {
 	runs := 0
 	f.agentStep = func(ctx context.Context, in AgentStepInput) (AgentStepResult, error) {
 		runs++
-		if in.Kind != StepKindService {
+		if in.Kind != provision.StepKindService {
 			return AgentStepResult{}, temporal.NewNonRetryableApplicationError("wrong kind "+string(in.Kind), ErrTypeAgentStepFailed, nil)
 		}
 		if runs == 1 {
@@ -81,7 +82,7 @@ func TestServiceNodeFailedStepThenRetry(t *testing.T) {
 	runs := failFirstPstore(f)
 	env := newServiceEnv(t)
 	heartbeatAfter(env, time.Minute)
-	var failed State
+	var failed provision.State
 	var failedErr string
 	env.RegisterDelayedCallback(func() {
 		failed, failedErr = lastState(f), f.lastErr
@@ -91,10 +92,10 @@ func TestServiceNodeFailedStepThenRetry(t *testing.T) {
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
-	if failed != ServiceFailed || !strings.Contains(failedErr, "Service failed at step deploy.erase_pstore") || !strings.Contains(failedErr, "pstore busy") {
+	if failed != provision.ServiceFailed || !strings.Contains(failedErr, "Service failed at step deploy.erase_pstore") || !strings.Contains(failedErr, "pstore busy") {
 		t.Fatalf("while failed: %s with %q", failed, failedErr)
 	}
-	if lastState(f) != Active || *runs != 2 {
+	if lastState(f) != provision.Active || *runs != 2 {
 		t.Fatalf("ended in %s after %d runs, want active after 2", lastState(f), *runs)
 	}
 }
@@ -106,7 +107,7 @@ func TestServiceNodeAbortInServiceFailedReturnsToActive(t *testing.T) {
 	failFirstPstore(f)
 	env := newServiceEnv(t)
 	heartbeatAfter(env, time.Minute)
-	var failed State
+	var failed provision.State
 	env.RegisterDelayedCallback(func() {
 		failed = lastState(f)
 		env.SignalWorkflow(SignalAbort, nil)
@@ -116,7 +117,7 @@ func TestServiceNodeAbortInServiceFailedReturnsToActive(t *testing.T) {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	calls := strings.Join(f.callList(), "\n")
-	if failed != ServiceFailed || lastState(f) != Active ||
+	if failed != provision.ServiceFailed || lastState(f) != provision.Active ||
 		!strings.HasSuffix(calls, "CleanBoot\nSetBootDevice disk\nSetPower power on\nRecordState active") {
 		t.Fatalf("failed state %s, ended in %s; calls:\n%s", failed, lastState(f), calls)
 	}
@@ -137,29 +138,29 @@ func TestServiceNodeAbortInServiceWait(t *testing.T) {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	want := `By request, the service operation was aborted on step "deploy.burnin_cpu"`
-	if lastState(f) != ServiceFailed || f.lastErr != want {
+	if lastState(f) != provision.ServiceFailed || f.lastErr != want {
 		t.Fatalf("ended in %s with %q, want service failed with %q", lastState(f), f.lastErr, want)
 	}
 }
 
 // Ironic's state machine for the service verb.
 func TestServiceVerbTransitions(t *testing.T) {
-	for _, from := range []State{Active, ServiceFailed} {
-		if tr, ok := Accept(string(from), "service"); !ok || tr.Operation != string(OpService) || tr.Next != string(Servicing) || tr.Target != string(Active) {
+	for _, from := range []provision.State{provision.Active, provision.ServiceFailed} {
+		if tr, ok := provision.Accept(from, "service"); !ok || tr.Operation != provision.OpService || tr.Next != provision.Servicing || tr.Target != provision.Active {
 			t.Fatalf("service from %s: %+v %v", from, tr, ok)
 		}
 	}
-	for _, from := range []State{Available, Manageable, DeployFailed, Servicing} {
-		if _, ok := Accept(string(from), "service"); ok {
+	for _, from := range []provision.State{provision.Available, provision.Manageable, provision.DeployFailed, provision.Servicing} {
+		if _, ok := provision.Accept(from, "service"); ok {
 			t.Fatalf("service accepted from %s", from)
 		}
 	}
-	for _, from := range []State{ServiceWait, ServiceFailed} {
-		if tr, ok := Accept(string(from), "abort"); !ok || tr.Operation != string(OpAbort) {
+	for _, from := range []provision.State{provision.ServiceWait, provision.ServiceFailed} {
+		if tr, ok := provision.Accept(from, "abort"); !ok || tr.Operation != provision.OpAbort {
 			t.Fatalf("abort from %s: %+v %v", from, tr, ok)
 		}
 	}
-	if tr, ok := Accept(string(ServiceFailed), "rescue"); !ok || tr.Operation != string(OpRescue) {
+	if tr, ok := provision.Accept(provision.ServiceFailed, "rescue"); !ok || tr.Operation != provision.OpRescue {
 		t.Fatalf("rescue from service failed: %+v %v", tr, ok)
 	}
 }

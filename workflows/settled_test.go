@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -47,7 +48,7 @@ func TestSettledStatesEndEveryRecordedHistory(t *testing.T) {
 		if err := json.Unmarshal(b, &h); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		settled := workflows.State("")
+		settled := provision.State("")
 		for _, e := range h.Events {
 			if e.Upsert != nil {
 				if p, ok := e.Upsert.SearchAttributes.IndexedFields[workflows.SearchAttrProvisionState]; ok {
@@ -62,8 +63,8 @@ func TestSettledStatesEndEveryRecordedHistory(t *testing.T) {
 					if settled != "" {
 						t.Errorf("%s: event %s moves the node to %q after it settled in %q", f, e.EventID, state, settled)
 					}
-					if workflows.State(state).Settled() {
-						settled = workflows.State(state)
+					if provision.State(state).Settled() {
+						settled = provision.State(state)
 						settledIn++
 					}
 				}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // macOnly is a stand-in for the worker's HMAC check (package signature has
@@ -54,7 +56,7 @@ func TestForgedHeartbeatSignalsChangeNothing(t *testing.T) {
 	if !strings.Contains(calls, "RunAgentStep deploy.write_image @"+agentURL) {
 		t.Fatalf("the signed heartbeat did not proceed with its URL:\n%s", calls)
 	}
-	if last := f.states[len(f.states)-1]; last != Active {
+	if last := f.states[len(f.states)-1]; last != provision.Active {
 		t.Fatalf("final state %q, want active", last)
 	}
 	if len(f.verdicts) < 3 || f.verdicts[0].Reason == "" || f.verdicts[1].Reason == "" {
@@ -76,7 +78,7 @@ func TestForgedHeartbeatsDoNotResetTheCallbackTimeout(t *testing.T) {
 		}
 		start := env.Now()
 		env.ExecuteWorkflow(DeployNode, deployRequest())
-		f.requireTimedOut(t, DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
+		f.requireTimedOut(t, provision.DeployFailed, "Timeout reached while waiting for callback", "30m0s", "CleanBoot\nSetPower power off")
 		return env.Now().Sub(start), f
 	}
 	quiet, _ := timeToFail(nil)

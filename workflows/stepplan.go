@@ -10,64 +10,49 @@ import (
 	"strings"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
-
-// StepKindService is the kind of a service step (API 1.87): shown in a
-// node's service_step, run through the agent's service namespace.
-const StepKindService StepKind = "service"
-
-// ArgInfo is what a step declares of one argument (Ironic's argsinfo).
-type ArgInfo struct {
-	Description string `json:"description,omitempty"`
-	Required    bool   `json:"required"`
-}
 
 // The out-of-band steps the node's interfaces declare, as Ironic's fake
 // BIOS and RAID interfaces declare them (Ironic's node cleaning
 // documentation): priority 0, so they run only when a user names them, and
 // no ramdisk needed. They run as the activity ActRunInterfaceStep.
-var interfaceSteps = map[string]map[hardware.Interface][]Step{
+var interfaceSteps = map[string]map[hardware.Interface][]provision.Step{
 	"bios": {hardware.Fake: {
-		{StepID: StepID{Interface: "bios", Step: "apply_configuration"}, ArgsInfo: map[string]ArgInfo{
+		{StepID: provision.StepID{Interface: "bios", Step: "apply_configuration"}, ArgsInfo: map[string]provision.ArgInfo{
 			"settings": {Description: "A list of BIOS settings to be applied", Required: true}}},
-		{StepID: StepID{Interface: "bios", Step: "factory_reset"}},
+		{StepID: provision.StepID{Interface: "bios", Step: "factory_reset"}},
 	}, hardware.Redfish: { // activities/bios.go: written, rebooted, verified
-		{StepID: StepID{Interface: "bios", Step: "apply_configuration"}, ArgsInfo: map[string]ArgInfo{
+		{StepID: provision.StepID{Interface: "bios", Step: "apply_configuration"}, ArgsInfo: map[string]provision.ArgInfo{
 			"settings": {Description: "A list of BIOS settings to be applied", Required: true}}},
-		{StepID: StepID{Interface: "bios", Step: "factory_reset"}},
+		{StepID: provision.StepID{Interface: "bios", Step: "factory_reset"}},
 	}},
 	"raid": {hardware.Fake: raidSteps, hardware.Redfish: raidSteps},
 	// Ironic's redfish firmware interface: update, priority 0, not
 	// abortable (workflows/firmware.go runs it). Out of band here: the
 	// BMC applies the images, the agent is not needed.
 	"firmware": {hardware.Redfish: {
-		{StepID: StepFirmwareUpdate, ArgsInfo: map[string]ArgInfo{
+		{StepID: provision.StepFirmwareUpdate, ArgsInfo: map[string]provision.ArgInfo{
 			"settings": {Description: "A list of dicts with firmware components to be updated", Required: true}}},
 	}},
 }
 
 // raidSteps are the raid interface's steps, fake and redfish alike
 // (activities/raid.go runs redfish's through the BMC's Storage Volumes),
-// and the agent's in-band ones (WithAgentInterfaceSteps).
-var raidSteps = []Step{
-	{StepID: StepID{Interface: "raid", Step: "create_configuration"}, ArgsInfo: map[string]ArgInfo{
-		"create_root_volume":     {Description: "This specifies whether to create the root volume. Defaults to `True`."},
-		"create_nonroot_volumes": {Description: "This specifies whether to create the non-root volumes. Defaults to `True`."},
-		"delete_existing":        {Description: "Setting this to `True` indicates to delete RAID configuration prior to creating the new configuration. Default value is `False`."},
-	}},
-	{StepID: StepID{Interface: "raid", Step: "delete_configuration"}},
-}
+// and the agent's in-band ones (WithAgentInterfaceSteps): the step
+// catalogue's (provision.RAIDSteps).
+var raidSteps = provision.RAIDSteps()
 
 // InterfaceSteps are the out-of-band steps of kind the node's interfaces
 // declare (bios and raid interfaces; Ironic runs interface steps the same
 // for clean and service). Of them, deploy has the ones deployInterfaceSteps
 // names (workflows/deploy_steps.go), at priority 0: they run only when a
 // request or a deploy template gives them a priority.
-func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step {
-	var out []Step
+func InterfaceSteps(kind provision.StepKind, ifaces map[string]hardware.Interface) []provision.Step {
+	var out []provision.Step
 	for _, name := range []string{"bios", "raid", "firmware"} {
 		for _, s := range interfaceSteps[name][ifaces[name]] {
-			if kind == StepKindDeploy && !deployInterfaceSteps[s.StepID] {
+			if kind == provision.StepKindDeploy && !deployInterfaceSteps[s.StepID] {
 				continue
 			}
 			s.OutOfBand = true
@@ -82,54 +67,33 @@ func InterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface) []Step 
 // its bios interfaces apply_configuration and factory_reset (priority 0,
 // the same argsinfo), so that a deploy template can set BIOS settings or
 // flash firmware for the instance.
-var deployInterfaceSteps = map[StepID]bool{
-	StepFirmwareUpdate: true,
+var deployInterfaceSteps = map[provision.StepID]bool{
+	provision.StepFirmwareUpdate:                     true,
 	{Interface: "bios", Step: "apply_configuration"}: true,
 	{Interface: "bios", Step: "factory_reset"}:       true,
 }
 
-// ironflowAgentSteps are the in-band steps the ironflow agent advertises
-// (agent/steps.go, kept equal to it, argument names included, by agent's
-// TestAdvertisedStepsAreTheOnesTheAPIKnows): the API
-// checks a user's steps against them before the
-// agent boots, as Ironic checks them against the steps its agent last
-// reported (driver_internal_info agent_cached_clean_steps). Once the agent
-// is up, the list it returns is the one the workflow checks again.
-var ironflowAgentSteps = map[StepKind][]Step{
-	// The clean steps carry the agent's argsinfo (agent/stepargs.go, none
-	// required), so that a manual cleaning with arguments (burnin_disk's
-	// runtime, erase_devices' secure-erase options) is accepted before the
-	// node's agent has ever reported its clean steps.
-	StepKindClean: {
-		{StepID: StepEraseDevicesMetadata, Priority: 99, Abortable: true},
-		{StepID: StepEraseDevices, Priority: 10, Abortable: true, ArgsInfo: optionalArgs("enable_ata_secure_erase", "enable_nvme_secure_erase",
-			"continue_if_secure_erase_failed", "shred_random_overwrite_iterations", "shred_final_overwrite_with_zeros")},
-		{StepID: StepID{Interface: "deploy", Step: "erase_devices_express"}, Abortable: true, ArgsInfo: optionalArgs("enable_nvme_secure_erase")},
-		{StepID: StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "clean_uefi_nvram"}, Abortable: true, ArgsInfo: optionalArgs("match_patterns")},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "checkpoint")},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_disk"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "loops")},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "vm_bytes", "checkpoint")},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "role", "partner", "port", "checkpoint")},
-	},
-	// The agent's deploy steps: write_image is also the built-in step
-	// (deployAvailable gives it this argsinfo), erase_devices_metadata runs
-	// only when a user or a deploy template names it. DeployNode checks a
-	// request against them before the agent runs, and against the list
-	// the agent returns once it does.
-	StepKindDeploy: {
-		{StepID: StepWriteImage, Priority: 80, ArgsInfo: optionalArgs("image_info", "configdrive")},
-		{StepID: StepEraseDevicesMetadata},
-	},
-	// The service steps carry the agent's argsinfo (agent/stepargs.go,
-	// none required), so that a servicing with arguments is accepted
-	// before the node's agent has ever reported its service steps.
-	StepKindService: {
-		{StepID: StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "checkpoint")},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_memory"}, Abortable: true, ArgsInfo: optionalArgs("timeout", "vm_bytes", "checkpoint")},
-		{StepID: StepID{Interface: "deploy", Step: "burnin_network"}, Abortable: true, ArgsInfo: optionalArgs("runtime", "role", "partner", "port", "checkpoint")},
-	},
+// ironflowAgentSteps are the in-band steps the ironflow agent advertises,
+// from the step catalogue it advertises them from (provision.AgentSteps):
+// the API checks a user's steps against them before the agent boots, as
+// Ironic checks them against the steps its agent last reported
+// (driver_internal_info agent_cached_clean_steps). Once the agent is up,
+// the list it returns is the one the workflow checks again. Their
+// arguments are declared without descriptions, which are the agent's once
+// it reports them.
+func ironflowAgentSteps(kind provision.StepKind) []provision.Step {
+	steps := provision.AgentSteps(kind)
+	for i, s := range steps {
+		if s.ArgsInfo == nil {
+			continue
+		}
+		args := make(map[string]provision.ArgInfo, len(s.ArgsInfo))
+		for name, arg := range s.ArgsInfo {
+			args[name] = provision.ArgInfo{Required: arg.Required}
+		}
+		steps[i].ArgsInfo = args
+	}
+	return steps
 }
 
 // WithAgentInterfaceSteps is agentSteps (the agent's steps of kind, as
@@ -141,58 +105,44 @@ var ironflowAgentSteps = map[StepKind][]Step{
 // raid.apply_configuration). The agent offers them only to such a node, so
 // a list it reported before the node's raid interface became agent lacks
 // them.
-func WithAgentInterfaceSteps(kind StepKind, ifaces map[string]hardware.Interface, agentSteps []Step) []Step {
+func WithAgentInterfaceSteps(kind provision.StepKind, ifaces map[string]hardware.Interface, agentSteps []provision.Step) []provision.Step {
 	add := raidSteps
-	if kind == StepKindDeploy {
+	if kind == provision.StepKindDeploy {
 		add = agentRAIDDeploySteps
 	}
-	if (kind != StepKindClean && kind != StepKindDeploy) || hardware.StepsOf(hardware.KindRAID, ifaces["raid"]) != hardware.StepsInBand {
+	if (kind != provision.StepKindClean && kind != provision.StepKindDeploy) || hardware.StepsOf(hardware.KindRAID, ifaces["raid"]) != hardware.StepsInBand {
 		return agentSteps
 	}
-	out := append([]Step(nil), agentSteps...)
+	out := append([]provision.Step(nil), agentSteps...)
 	for _, s := range add {
-		if !slices.ContainsFunc(out, func(a Step) bool { return a.StepID == s.StepID }) {
+		if !slices.ContainsFunc(out, func(a provision.Step) bool { return a.StepID == s.StepID }) {
 			out = append(out, s)
 		}
 	}
 	return out
 }
 
-// agentRAIDDeploySteps is the agent's raid.apply_configuration (agent/raid.go
-// raidDeploySteps). A deploy checks it when the agent reports it: the plan
-// before the agent runs leaves a step it does not know for then.
-var agentRAIDDeploySteps = []Step{
-	{StepID: StepID{Interface: "raid", Step: "apply_configuration"}, ArgsInfo: map[string]ArgInfo{
-		"raid_config":     {Description: "The RAID configuration to apply.", Required: true},
-		"delete_existing": {Description: "Setting this to 'True' indicates to delete existing RAID configuration prior to creating the new configuration. Default value is 'True'."},
-	}},
-}
-
-// optionalArgs declares arguments that are not required; their
-// descriptions are the agent's, once it reports them.
-func optionalArgs(names ...string) map[string]ArgInfo {
-	out := make(map[string]ArgInfo, len(names))
-	for _, n := range names {
-		out[n] = ArgInfo{}
-	}
-	return out
-}
+// agentRAIDDeploySteps is the agent's raid.apply_configuration
+// (provision.RAIDDeploySteps). A deploy checks it when the agent reports
+// it: the plan before the agent runs leaves a step it does not know for
+// then.
+var agentRAIDDeploySteps = provision.RAIDDeploySteps()
 
 // KnownAgentSteps is ironflowAgentSteps of kind, unless cached (the steps
 // the node's agent last reported, driver_internal_info
 // agent_cached_<kind>_steps) says otherwise.
-func KnownAgentSteps(kind StepKind, cached []Step) []Step {
+func KnownAgentSteps(kind provision.StepKind, cached []provision.Step) []provision.Step {
 	if len(cached) > 0 {
 		return cached
 	}
-	return append([]Step(nil), ironflowAgentSteps[kind]...)
+	return ironflowAgentSteps(kind)
 }
 
 // UserStep is one step of a request's clean_steps, deploy_steps or
 // service_steps, with what Ironic's checks need: whether the user gave a
 // priority, and the step as the user wrote it for messages.
 type UserStep struct {
-	Step
+	provision.Step
 	HasPriority bool           `json:"has_priority,omitempty"`
 	ArgsGiven   map[string]any `json:"-"`
 }
@@ -249,10 +199,10 @@ func ParseUserSteps(raw json.RawMessage) ([]UserStep, error) {
 
 // PlanInput is what MergeSteps builds a plan from.
 type PlanInput struct {
-	Kind StepKind
+	Kind provision.StepKind
 	// Available are the driver's steps: the interfaces' and the agent's,
 	// with their default priorities.
-	Available []Step
+	Available []provision.Step
 	// Priorities overrides the priority of available steps by
 	// interface.step (automated cleaning's configured priorities; 0
 	// disables a step).
@@ -272,7 +222,7 @@ type PlanInput struct {
 	// AnyArgs are available steps that take whatever args a user gives
 	// while they declare no argsinfo: ironflow's built-in deploy steps,
 	// which accepted args before their plan was checked.
-	AnyArgs []StepID
+	AnyArgs []provision.StepID
 }
 
 // PlanError is a refused plan: Ironic's InvalidParameterValue, whose
@@ -291,8 +241,8 @@ func (e *PlanError) Error() string { return strings.Join(e.Problems, "; ") }
 // declare, a required argument missing, or a step that needs the agent
 // with DisableRamdisk refuses the whole plan with Ironic's messages,
 // before anything runs.
-func MergeSteps(in PlanInput) ([]Step, error) {
-	byID := map[StepID]Step{}
+func MergeSteps(in PlanInput) ([]provision.Step, error) {
+	byID := map[provision.StepID]provision.Step{}
 	for _, s := range in.Available {
 		if p, ok := in.Priorities[s.Name()]; ok {
 			s.Priority = p
@@ -303,7 +253,7 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 	}
 	kind := string(in.Kind)
 	var problems []string
-	var checked []Step
+	var checked []provision.Step
 	for _, u := range in.User {
 		d, ok := byID[u.StepID]
 		if !ok && in.SkipMissing {
@@ -314,9 +264,9 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 			continue
 		}
 		if d.ArgsInfo == nil && slices.Contains(in.AnyArgs, d.StepID) {
-			d.ArgsInfo = map[string]ArgInfo{}
+			d.ArgsInfo = map[string]provision.ArgInfo{}
 			for k := range u.ArgsGiven {
-				d.ArgsInfo[k] = ArgInfo{}
+				d.ArgsInfo[k] = provision.ArgInfo{}
 			}
 		}
 		problems = append(problems, argProblems(kind, u, d, in.Manual, in.DisableRamdisk)...)
@@ -330,7 +280,7 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 		}
 		checked = append(checked, s)
 	}
-	if in.Kind == StepKindDeploy {
+	if in.Kind == provision.StepKindDeploy {
 		problems = append(problems, duplicateProblems(checked)...)
 	}
 	if len(problems) > 0 {
@@ -339,11 +289,11 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 	if in.Manual {
 		return checked, nil
 	}
-	overridden := map[StepID]bool{}
+	overridden := map[provision.StepID]bool{}
 	for _, s := range checked {
 		overridden[s.StepID] = true
 	}
-	var steps []Step
+	var steps []provision.Step
 	for _, s := range in.Available {
 		if overridden[s.StepID] {
 			continue
@@ -371,7 +321,7 @@ func MergeSteps(in PlanInput) ([]Step, error) {
 // duplicateProblems is Ironic's _validate_deploy_steps_unique: a deploy
 // step may be given once, whether by the request or by the deploy
 // templates (Ironic says templates in both cases).
-func duplicateProblems(steps []Step) []string {
+func duplicateProblems(steps []provision.Step) []string {
 	count := map[string]int{}
 	var dups []string
 	for _, s := range steps {
@@ -389,7 +339,7 @@ func duplicateProblems(steps []Step) []string {
 
 // argProblems is Ironic's _validate_user_step for one user step against
 // the step its driver declares.
-func argProblems(kind string, u UserStep, d Step, manual, disableRamdisk bool) []string {
+func argProblems(kind string, u UserStep, d provision.Step, manual, disableRamdisk bool) []string {
 	var out []string
 	var unexpected []string
 	for k := range u.ArgsGiven {
@@ -425,7 +375,7 @@ func argProblems(kind string, u UserStep, d Step, manual, disableRamdisk bool) [
 			out = append(out, fmt.Sprintf("%s step %s requires booting a ramdisk", kind, u.repr()))
 		}
 	}
-	if !manual && u.HasPriority && u.Priority > 0 && d.StepID == StepDeploy {
+	if !manual && u.HasPriority && u.Priority > 0 && d.StepID == provision.StepDeploy {
 		out = append(out, fmt.Sprintf("deploy step %s on interface %s is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0", u.StepID.Step, u.Interface))
 	}
 	return out
@@ -454,7 +404,7 @@ func interfaceOrder(iface string) int {
 }
 
 // NeedsAgent reports whether a plan has a step that runs on the agent.
-func NeedsAgent(plan []Step) bool {
+func NeedsAgent(plan []provision.Step) bool {
 	for _, s := range plan {
 		if !s.OutOfBand {
 			return true
@@ -529,9 +479,9 @@ const (
 
 // InterfaceStepInput runs one out-of-band step.
 type InterfaceStepInput struct {
-	Node NodeInfo `json:"node"`
-	Kind StepKind `json:"kind"`
-	Step Step     `json:"step"`
+	Node NodeInfo           `json:"node"`
+	Kind provision.StepKind `json:"kind"`
+	Step provision.Step     `json:"step"`
 	// RebootInto is the boot device ("pxe" or "cdrom") a step that
 	// reboots the node points the next boot at first, so that the machine
 	// comes back into the agent ramdisk it runs under (a redfish bios step
@@ -543,11 +493,11 @@ type InterfaceStepInput struct {
 // StepPlanRecord is ActRecordStepPlan's input. Steps nil with Clear
 // removes the keys (the operation ended); Index nil records null.
 type StepPlanRecord struct {
-	NodeUUID   string   `json:"node_uuid"`
-	Kind       StepKind `json:"kind"`
-	Steps      []Step   `json:"steps,omitempty"`
-	Index      *int     `json:"index,omitempty"`
-	AgentSteps []Step   `json:"agent_steps,omitempty"`
-	Clear      bool     `json:"clear,omitempty"`
-	OnlyIndex  bool     `json:"only_index,omitempty"`
+	NodeUUID   string             `json:"node_uuid"`
+	Kind       provision.StepKind `json:"kind"`
+	Steps      []provision.Step   `json:"steps,omitempty"`
+	Index      *int               `json:"index,omitempty"`
+	AgentSteps []provision.Step   `json:"agent_steps,omitempty"`
+	Clear      bool               `json:"clear,omitempty"`
+	OnlyIndex  bool               `json:"only_index,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 )
 
 func userSteps(t *testing.T, raw string) []UserStep {
@@ -22,7 +23,7 @@ func userSteps(t *testing.T, raw string) []UserStep {
 	return u
 }
 
-func names(steps []Step) string {
+func names(steps []provision.Step) string {
 	var out []string
 	for _, s := range steps {
 		out = append(out, s.Name())
@@ -30,10 +31,10 @@ func names(steps []Step) string {
 	return strings.Join(out, " ")
 }
 
-var agentCleanSteps = []Step{
-	{StepID: StepEraseDevicesMetadata, Priority: 99, Abortable: true},
-	{StepID: StepEraseDevices, Priority: 10, Abortable: true},
-	{StepID: StepID{Interface: "deploy", Step: "burnin_cpu"}, ArgsInfo: map[string]ArgInfo{"duration": {Description: "seconds", Required: true}}},
+var agentCleanSteps = []provision.Step{
+	{StepID: provision.StepEraseDevicesMetadata, Priority: 99, Abortable: true},
+	{StepID: provision.StepEraseDevices, Priority: 10, Abortable: true},
+	{StepID: provision.StepID{Interface: "deploy", Step: "burnin_cpu"}, ArgsInfo: map[string]provision.ArgInfo{"duration": {Description: "seconds", Required: true}}},
 }
 
 var fakeIfaces = map[string]hardware.Interface{"bios": hardware.Fake, "raid": hardware.Fake}
@@ -42,9 +43,9 @@ var fakeIfaces = map[string]hardware.Interface{"bios": hardware.Fake, "raid": ha
 // from configuration (0 disables), those above 0 highest first; at equal
 // priority Ironic's interface order decides.
 func TestMergeStepsAutomatedPrioritiesAndDisable(t *testing.T) {
-	avail := append(InterfaceSteps(StepKindClean, fakeIfaces), agentCleanSteps...)
-	avail = append(avail, Step{StepID: StepID{Interface: "raid", Step: "x"}, Priority: 50}, Step{StepID: StepID{Interface: "management", Step: "y"}, Priority: 50})
-	got, err := MergeSteps(PlanInput{Kind: StepKindClean, Available: avail, Priorities: map[string]int{"deploy.erase_devices_metadata": 0, "deploy.erase_devices": 60}})
+	avail := append(InterfaceSteps(provision.StepKindClean, fakeIfaces), agentCleanSteps...)
+	avail = append(avail, provision.Step{StepID: provision.StepID{Interface: "raid", Step: "x"}, Priority: 50}, provision.Step{StepID: provision.StepID{Interface: "management", Step: "y"}, Priority: 50})
+	got, err := MergeSteps(PlanInput{Kind: provision.StepKindClean, Available: avail, Priorities: map[string]int{"deploy.erase_devices_metadata": 0, "deploy.erase_devices": 60}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +57,9 @@ func TestMergeStepsAutomatedPrioritiesAndDisable(t *testing.T) {
 // Manual cleaning runs the user's steps in the user's order, each with the
 // declared step's priority and abortable, its args the user's.
 func TestMergeStepsManualKeepsTheUsersOrder(t *testing.T) {
-	avail := append(InterfaceSteps(StepKindClean, fakeIfaces), agentCleanSteps...)
+	avail := append(InterfaceSteps(provision.StepKindClean, fakeIfaces), agentCleanSteps...)
 	u := userSteps(t, `[{"interface":"bios","step":"factory_reset"},{"interface":"deploy","step":"erase_devices_metadata"},{"interface":"deploy","step":"burnin_cpu","args":{"duration":30}}]`)
-	got, err := MergeSteps(PlanInput{Kind: StepKindClean, Available: avail, User: u, Manual: true})
+	got, err := MergeSteps(PlanInput{Kind: provision.StepKindClean, Available: avail, User: u, Manual: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +75,14 @@ func TestMergeStepsManualKeepsTheUsersOrder(t *testing.T) {
 // identity (priority 0 disables it), the core step may only be disabled.
 func TestMergeStepsDeployUserOverrides(t *testing.T) {
 	u := userSteps(t, `[{"interface":"deploy","step":"tear_down_agent","priority":0},{"interface":"deploy","step":"write_image","priority":90}]`)
-	got, err := MergeSteps(PlanInput{Kind: StepKindDeploy, Available: builtinDeploySteps, User: u})
+	got, err := MergeSteps(PlanInput{Kind: provision.StepKindDeploy, Available: builtinDeploySteps, User: u})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "deploy.deploy deploy.write_image deploy.prepare_instance_boot deploy.boot_instance"; names(got) != want {
 		t.Fatalf("plan %q, want %q", names(got), want)
 	}
-	_, err = MergeSteps(PlanInput{Kind: StepKindDeploy, Available: builtinDeploySteps, User: userSteps(t, `[{"interface":"deploy","step":"deploy","priority":5}]`)})
+	_, err = MergeSteps(PlanInput{Kind: provision.StepKindDeploy, Available: builtinDeploySteps, User: userSteps(t, `[{"interface":"deploy","step":"deploy","priority":5}]`)})
 	want := "deploy step deploy on interface deploy is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0"
 	if err == nil || err.Error() != want {
 		t.Fatalf("core step override: %v, want %q", err, want)
@@ -91,7 +92,7 @@ func TestMergeStepsDeployUserOverrides(t *testing.T) {
 // Unknown steps, unexpected and missing arguments, and agent steps with
 // disable_ramdisk are refused with Ironic's messages, all at once.
 func TestMergeStepsRefusesWithIronicsMessages(t *testing.T) {
-	avail := append(InterfaceSteps(StepKindClean, fakeIfaces), agentCleanSteps...)
+	avail := append(InterfaceSteps(provision.StepKindClean, fakeIfaces), agentCleanSteps...)
 	cases := []struct {
 		name, steps string
 		disable     bool
@@ -110,7 +111,7 @@ func TestMergeStepsRefusesWithIronicsMessages(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := MergeSteps(PlanInput{Kind: StepKindClean, Available: avail, User: userSteps(t, c.steps), Manual: true, DisableRamdisk: c.disable})
+			_, err := MergeSteps(PlanInput{Kind: provision.StepKindClean, Available: avail, User: userSteps(t, c.steps), Manual: true, DisableRamdisk: c.disable})
 			var perr *PlanError
 			if !errors.As(err, &perr) || err.Error() != c.want {
 				t.Fatalf("error %v, want %q", err, c.want)
@@ -119,14 +120,14 @@ func TestMergeStepsRefusesWithIronicsMessages(t *testing.T) {
 	}
 }
 
-func cleanRequest(steps string, disableRamdisk bool) ProvisionRequest {
-	return ProvisionRequest{NodeUUID: deployRequest().NodeUUID, Verb: string(VerbClean), FromState: string(Manageable),
+func cleanRequest(steps string, disableRamdisk bool) provision.Request {
+	return provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: provision.VerbClean, FromState: provision.Manageable,
 		CleanSteps: json.RawMessage(steps), DisableRamdisk: disableRamdisk}
 }
 
 func manualCleanCloud() *fakeCloud {
 	f := newFakeCloud()
-	f.node.ProvisionState = Manageable
+	f.node.ProvisionState = provision.Manageable
 	f.node.BIOSInterface = hardware.Fake
 	f.agentSteps = agentCleanSteps
 	return f
@@ -182,7 +183,7 @@ func TestCleanNodeWithoutTheRamdisk(t *testing.T) {
 // Ironic's message before any step runs; the machine is left off.
 func TestCleanNodeRefusesAStepTheAgentLacks(t *testing.T) {
 	f := manualCleanCloud()
-	f.agentSteps = []Step{{StepID: StepEraseDevices, Priority: 10}}
+	f.agentSteps = []provision.Step{{StepID: provision.StepEraseDevices, Priority: 10}}
 	env := newEnv(t, f)
 	heartbeatAfter(env, time.Minute)
 	env.ExecuteWorkflow(CleanNode, cleanRequest(`[{"interface":"deploy","step":"erase_devices_metadata"}]`, false))
@@ -190,7 +191,7 @@ func TestCleanNodeRefusesAStepTheAgentLacks(t *testing.T) {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	want := "Cannot clean node " + f.node.UUID + ": node does not support this clean step: {'interface': 'deploy', 'step': 'erase_devices_metadata'}"
-	if f.states[len(f.states)-1] != CleanFailed || f.lastErr != want {
+	if f.states[len(f.states)-1] != provision.CleanFailed || f.lastErr != want {
 		t.Fatalf("ended in %s with %q, want clean failed with %q", f.states[len(f.states)-1], f.lastErr, want)
 	}
 	calls := strings.Join(f.callList(), "\n")
@@ -215,7 +216,7 @@ func TestCleanNodeAbortStopsAnAbortableStep(t *testing.T) {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	want := `By request, the clean operation was aborted on step "deploy.erase_devices"`
-	if f.states[len(f.states)-1] != CleanFailed || f.lastErr != want {
+	if f.states[len(f.states)-1] != provision.CleanFailed || f.lastErr != want {
 		t.Fatalf("ended in %s with %q, want clean failed with %q", f.states[len(f.states)-1], f.lastErr, want)
 	}
 }
@@ -242,7 +243,7 @@ func TestCleanNodeAbortWaitsForAStepThatIsNotAbortable(t *testing.T) {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}
 	want := `By request, the clean operation was aborted after the completion of step "deploy.burnin_cpu"`
-	if !finished || f.states[len(f.states)-1] != CleanFailed || f.lastErr != want {
+	if !finished || f.states[len(f.states)-1] != provision.CleanFailed || f.lastErr != want {
 		t.Fatalf("step finished %v; ended in %s with %q, want clean failed with %q", finished, f.states[len(f.states)-1], f.lastErr, want)
 	}
 	if strings.Contains(strings.Join(f.callList(), "\n"), "RunInterfaceStep") {

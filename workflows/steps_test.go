@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -21,7 +22,7 @@ func TestDeployStepShowsTheStepThatRuns(t *testing.T) {
 	heartbeatAfter(env, 2*time.Minute)
 	var during map[string]any
 	f.agentStep = func(_ context.Context, in AgentStepInput) (AgentStepResult, error) {
-		if in.Step.StepID == StepWriteImage {
+		if in.Step.StepID == provision.StepWriteImage {
 			f.mu.Lock()
 			during = f.deployStep
 			f.mu.Unlock()
@@ -94,24 +95,24 @@ func TestStepFieldsNeverShowAPseudoStep(t *testing.T) {
 		name  string
 		setup func(f *fakeCloud)
 		wf    any
-		req   ProvisionRequest
+		req   provision.Request
 		beats []time.Duration
 	}{
 		{"boot device disk fails", func(f *fakeCloud) { f.failures["SetBootDevice disk"] = []error{busy} }, DeployNode, deployRequest(), []time.Duration{time.Minute}},
 		{"clean up boot fails", func(f *fakeCloud) { f.failures["CleanBoot"] = []error{busy} }, DeployNode, deployRequest(), []time.Duration{time.Minute}},
 		{"config drive fails", func(f *fakeCloud) { f.failures["StoreConfigDrive"] = []error{busy} }, DeployNode,
-			ProvisionRequest{NodeUUID: deployRequest().NodeUUID, Verb: "active", FromState: string(Available), ConfigDrive: json.RawMessage(`"H4sI"`)}, nil},
+			provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "active", FromState: provision.Available, ConfigDrive: json.RawMessage(`"H4sI"`)}, nil},
 		{"ramdisk boot fails", func(f *fakeCloud) {
 			f.node.DeployInterface = "ramdisk"
 			f.failures["PrepareBoot ramdisk"] = []error{busy}
 		}, DeployNode, deployRequest(), nil},
 		{"anaconda times out", func(f *fakeCloud) { f.node.DeployInterface = "anaconda" }, DeployNode, deployRequest(), nil},
-		{"clean wait times out", func(f *fakeCloud) { f.node.ProvisionState = Manageable }, ProvideNode,
-			ProvisionRequest{NodeUUID: deployRequest().NodeUUID, Verb: "provide", FromState: string(Manageable)}, nil},
+		{"clean wait times out", func(f *fakeCloud) { f.node.ProvisionState = provision.Manageable }, ProvideNode,
+			provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "provide", FromState: provision.Manageable}, nil},
 		{"clean step fails", func(f *fakeCloud) {
-			f.node.ProvisionState = Active
+			f.node.ProvisionState = provision.Active
 			f.failures["RunAgentStep deploy.erase_devices_metadata @"+agentURL] = []error{busy}
-		}, UndeployNode, ProvisionRequest{NodeUUID: deployRequest().NodeUUID, Verb: "deleted", FromState: string(Active)}, []time.Duration{time.Minute}},
+		}, UndeployNode, provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "deleted", FromState: provision.Active}, []time.Duration{time.Minute}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,7 +126,7 @@ func TestStepFieldsNeverShowAPseudoStep(t *testing.T) {
 			if !env.IsWorkflowCompleted() {
 				t.Fatal("workflow did not complete")
 			}
-			if !containsState(f.states, DeployFailed) && !containsState(f.states, CleanFailed) && !containsState(f.states, Error) {
+			if !containsState(f.states, provision.DeployFailed) && !containsState(f.states, provision.CleanFailed) && !containsState(f.states, provision.Error) {
 				t.Fatalf("the case did not fail as it should: states %v", f.states)
 			}
 			assertOnlyRealSteps(t, f)
@@ -149,7 +150,7 @@ func (f *fakeCloud) deployStepsShown() []string {
 func assertOnlyRealSteps(t *testing.T, f *fakeCloud) {
 	t.Helper()
 	real := map[string]bool{"": true}
-	for _, id := range []StepID{StepDeploy, StepWriteImage, StepPrepareInstanceBoot, StepTearDownAgent, StepBootInstance, StepEraseDevicesMetadata, StepEraseDevices} {
+	for _, id := range []provision.StepID{provision.StepDeploy, provision.StepWriteImage, provision.StepPrepareInstanceBoot, provision.StepTearDownAgent, provision.StepBootInstance, provision.StepEraseDevicesMetadata, provision.StepEraseDevices} {
 		real[id.String()] = true
 	}
 	f.mu.Lock()
@@ -166,14 +167,14 @@ func assertOnlyRealSteps(t *testing.T, f *fakeCloud) {
 // A step is one flat object on the wire, as Ironic and the agent write it,
 // and its view on the node is Ironic's deploy_step.
 func TestStepWireFormIsIronics(t *testing.T) {
-	s := Step{StepID: StepWriteImage, Priority: 80, Args: json.RawMessage(`{"x":1}`)}
+	s := provision.Step{StepID: provision.StepWriteImage, Priority: 80, Args: json.RawMessage(`{"x":1}`)}
 	b, err := json.Marshal(s)
 	if err != nil || string(b) != `{"interface":"deploy","step":"write_image","priority":80,"args":{"x":1}}` {
 		t.Fatalf("marshal: %s, %v", b, err)
 	}
-	var back Step
+	var back provision.Step
 	if err := json.Unmarshal([]byte(`{"interface":"deploy","step":"erase_devices","priority":10,"reboot_requested":true}`), &back); err != nil ||
-		back.StepID != StepEraseDevices || back.Priority != 10 || !back.RebootRequested {
+		back.StepID != provision.StepEraseDevices || back.Priority != 10 || !back.RebootRequested {
 		t.Fatalf("unmarshal: %+v, %v", back, err)
 	}
 	v, _ := json.Marshal(s.View())
@@ -185,8 +186,8 @@ func TestStepWireFormIsIronics(t *testing.T) {
 // Every state has one constant, and every state ironflow's state machine
 // starts from or moves to is one of Ironic's.
 func TestKnownStatesAreIronicsAndDistinct(t *testing.T) {
-	known := map[State]bool{}
-	for _, s := range KnownStates() {
+	known := map[provision.State]bool{}
+	for _, s := range provision.KnownStates() {
 		if known[s] {
 			t.Errorf("state %q listed twice", s)
 		}
@@ -195,13 +196,14 @@ func TestKnownStatesAreIronicsAndDistinct(t *testing.T) {
 	if len(known) != 30 {
 		t.Errorf("%d states; an Ironic node can be in 30", len(known))
 	}
-	for _, from := range KnownStates() {
-		for _, v := range []Verb{VerbManage, VerbProvide, VerbActive, VerbDeploy, VerbRebuild, VerbDeleted, VerbUndeploy, VerbInspect, VerbClean, VerbAbort} {
-			op, next, target, ok := decide(from, v)
+	for _, from := range provision.KnownStates() {
+		for _, v := range []provision.Verb{provision.VerbManage, provision.VerbProvide, provision.VerbActive, provision.VerbDeploy, provision.VerbRebuild, provision.VerbDeleted, provision.VerbUndeploy, provision.VerbInspect, provision.VerbClean, provision.VerbAbort} {
+			tr, ok := provision.Accept(from, v)
 			if !ok {
 				continue
 			}
-			if _, has := op.Workflow(); !has && op != OpAbort && op != OpClean {
+			op, next, target := tr.Operation, tr.Next, tr.Target
+			if _, has := WorkflowFor(op); !has && op != provision.OpAbort && op != provision.OpClean {
 				t.Errorf("%s from %s starts operation %q, which has no workflow", v, from, op)
 			}
 			if !known[next] || (target != "" && !known[target]) {

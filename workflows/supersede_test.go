@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -31,12 +32,12 @@ func TestNewVerbEndsTheOperatorWaitWithoutAnAbort(t *testing.T) {
 	env := newEnv(t, f)
 	heartbeatAfter(env, time.Minute)
 	failWriteImage(f)
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, AbortRequest{SupersededBy: "deleted"}) }, 10*time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, provision.AbortRequest{SupersededBy: "deleted"}) }, 10*time.Minute)
 	env.ExecuteWorkflow(DeployNode, deployRequest())
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if last := f.states[len(f.states)-1]; last != DeployFailed {
+	if last := f.states[len(f.states)-1]; last != provision.DeployFailed {
 		t.Fatalf("final state %q, want deploy failed (the API then moves it on)", last)
 	}
 	if !strings.Contains(f.lastErr, "checksum mismatch") || strings.Contains(f.lastErr, "abort") {
@@ -60,7 +61,7 @@ func TestNewVerbEndsTheOperatorWaitWithoutAnAbort(t *testing.T) {
 // payload, or whatever `temporal workflow signal --input` sent: each is an
 // abort, with last_error saying so.
 func TestAbortWithAnyPayloadIsAnAbort(t *testing.T) {
-	for _, payload := range []any{nil, "now", 42, map[string]any{"reason": "bad image"}, AbortRequest{}} {
+	for _, payload := range []any{nil, "now", 42, map[string]any{"reason": "bad image"}, provision.AbortRequest{}} {
 		f := newFakeCloud()
 		env := newEnv(t, f)
 		heartbeatAfter(env, time.Minute)

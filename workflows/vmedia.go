@@ -1,15 +1,15 @@
 package workflows
 
-import "go.temporal.io/sdk/workflow"
+import (
+	"github.com/ironflow/ironflow/provision"
+	"go.temporal.io/sdk/workflow"
+)
 
 // Virtual media attached through the API (API 1.89, Ironic's
 // POST/DELETE /v1/nodes/{node}/vmedia): a short workflow that holds the
 // node's lock while its BMC inserts or ejects the image, on the node's
 // conductor-group hardware queue like every BMC call. The workflow and
 // activity names are recorded in histories and never change.
-
-// OpVirtualMedia is the operation of ChangeVirtualMedia.
-const OpVirtualMedia Operation = "virtual media"
 
 const (
 	// WorkflowChangeVirtualMedia is the name ChangeVirtualMedia is
@@ -66,7 +66,7 @@ type VirtualMediaInput struct {
 // A read is a request field no earlier request set, so histories of
 // attach and detach replay as they ran.
 func ChangeVirtualMedia(ctx workflow.Context, req VirtualMediaRequest) ([]VirtualMediaDevice, error) {
-	r, err := newRun(ctx, ProvisionRequest{NodeUUID: req.NodeUUID}, OpVirtualMedia)
+	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpVirtualMedia)
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/imagecache"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // glanceFlags say how to reach Glance, and whether the image cache converts
@@ -115,7 +115,7 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		if err != nil {
 			return nil, err
 		}
-		if n.ProvisionState != workflows.StateDeploying && n.ProvisionState != workflows.StateDeployWait {
+		if n.ProvisionState != provision.Deploying && n.ProvisionState != provision.DeployWait {
 			return nil, fmt.Errorf("node %s is not deploying", nodeUUID)
 		}
 		return n, nil

@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -127,7 +128,7 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 		// The common case in a fleet: the agent heartbeats while a long
 		// step (image write, disk erase) runs. The API then signals the
 		// workflow at most once per fifth of the heartbeat timeout.
-		if err := setRamdiskState(ctx, st.store, ramdisk, workflows.StateDeploying); err != nil {
+		if err := setRamdiskState(ctx, st.store, ramdisk, provision.Deploying); err != nil {
 			return rows, err
 		}
 		cpu0 = apiCPU()
@@ -136,7 +137,7 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 			return rows, err
 		}
 		stepBeatCPU := perRequest(apiCPU()-cpu0, stepBeats, cfg.apiDuration)
-		if err := setRamdiskState(ctx, st.store, ramdisk, workflows.StateDeployWait); err != nil {
+		if err := setRamdiskState(ctx, st.store, ramdisk, provision.DeployWait); err != nil {
 			return rows, err
 		}
 		clients := fmt.Sprintf("%d clients, %s", cfg.apiClients, label)
@@ -190,7 +191,7 @@ func benchAPI(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 func seedRamdiskNodes(ctx context.Context, s *store.Store, n int) ([]ramdiskNode, error) {
 	out := make([]ramdiskNode, n)
 	base := time.Now().UnixNano() % 1_000_000
-	target := workflows.StateActive
+	target := provision.Active
 	for i := range out {
 		tok := make([]byte, 32)
 		_, _ = crand.Read(tok)
@@ -201,7 +202,7 @@ func seedRamdiskNodes(ctx context.Context, s *store.Store, n int) ([]ramdiskNode
 		}
 		name := fmt.Sprintf("bench-ramdisk-%d-%d", base, i)
 		node := &store.Node{
-			Name: &name, Driver: "fake-hardware", DeployInterface: "direct", ProvisionState: workflows.StateDeployWait,
+			Name: &name, Driver: "fake-hardware", DeployInterface: "direct", ProvisionState: provision.DeployWait,
 			TargetProvisionState: &target,
 			DriverInternalInfo:   map[string]any{store.KeyAgentToken: rn.token, store.KeyAgentURL: rn.callback},
 			Properties:           map[string]any{"cpus": 2, "memory_mb": 2048, "local_gb": 20},
@@ -219,7 +220,7 @@ func seedRamdiskNodes(ctx context.Context, s *store.Store, n int) ([]ramdiskNode
 }
 
 // setRamdiskState moves the ramdisk nodes to state (setup, not measured).
-func setRamdiskState(ctx context.Context, s *store.Store, nodes []ramdiskNode, state string) error {
+func setRamdiskState(ctx context.Context, s *store.Store, nodes []ramdiskNode, state provision.State) error {
 	for _, n := range nodes {
 		if _, err := s.SetProvisionState(ctx, n.uuid, nil, state, nil, nil); err != nil {
 			return fmt.Errorf("move ramdisk node %s to %s: %w", n.uuid, state, err)
@@ -249,7 +250,7 @@ func seedNodes(ctx context.Context, s *store.Store, n int) error {
 				name := fmt.Sprintf("bench-fleet-%d-%d", base, i)
 				rc := "baremetal"
 				node := &store.Node{
-					Name: &name, Driver: "redfish", ProvisionState: []string{workflows.StateEnroll, workflows.StateManageable, workflows.StateAvailable, workflows.StateActive}[i%4],
+					Name: &name, Driver: "redfish", ProvisionState: []provision.State{provision.Enroll, provision.Manageable, provision.Available, provision.Active}[i%4],
 					ConductorGroup: fmt.Sprintf("rack%d", i%8), ResourceClass: &rc, DeployInterface: "direct",
 					DriverInfo: map[string]any{
 						"redfish_address": fmt.Sprintf("https://10.0.%d.%d", i/250%250, i%250), "redfish_username": "admin",

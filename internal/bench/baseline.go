@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ironflow/ironflow/workflows"
+	"github.com/ironflow/ironflow/provision"
 )
 
 // The ironic part: Debian's Ironic 21.4 all-in-one and ironflow (a stack of
@@ -47,15 +47,15 @@ const (
 // provision verb and the state that ends it.
 var lifecycleSteps = []struct {
 	name   string
-	verb   workflows.Verb
-	state  string
+	verb   provision.Verb
+	state  provision.State
 	detail string
 }{
 	{"enroll", "", "", "POST node + POST port"},
-	{"manage", workflows.VerbManage, workflows.StateManageable, "enroll → manageable (power read)"},
-	{"provide", workflows.VerbProvide, workflows.StateAvailable, "manageable → available, no cleaning"},
-	{"deploy", workflows.VerbActive, workflows.StateActive, "available → active, fake deploy"},
-	{"undeploy", workflows.VerbDeleted, workflows.StateAvailable, "active → available, no cleaning"},
+	{"manage", provision.VerbManage, provision.Manageable, "enroll → manageable (power read)"},
+	{"provide", provision.VerbProvide, provision.Available, "manageable → available, no cleaning"},
+	{"deploy", provision.VerbActive, provision.Active, "available → active, fake deploy"},
+	{"undeploy", provision.VerbDeleted, provision.Available, "active → available, no cleaning"},
 }
 
 // target is one service the part drives.
@@ -269,7 +269,7 @@ func runLifecycle(ctx context.Context, t *target, n, clients int, log *slog.Logg
 		res.steps[s.name] = r
 		log.Info("lifecycle step", "target", t.name, "nodes", n, "step", s.name, "rate", fmt.Sprintf("%.1f/s", r.rate),
 			"p50", r.p50.Round(time.Millisecond), "put_max", r.putMax.Round(time.Millisecond), "slowest", r.slowest.String())
-		if s.verb == workflows.VerbActive {
+		if s.verb == provision.VerbActive {
 			res.cpuByRole, res.deployCPU = r.cpuByRole, r.cpu
 			res.footprint = measureFootprint(t.procs())
 		}
@@ -284,7 +284,7 @@ func runLifecycle(ctx context.Context, t *target, n, clients int, log *slog.Logg
 // until each is in state (or failed). The step ends at the latest
 // provision_updated_at of the nodes, the server's own time of the change,
 // so that how often the client polls does not move the figure.
-func transition(ctx context.Context, t *target, nodes []*benchNode, verb workflows.Verb, state string, clients int) (stepResult, error) {
+func transition(ctx context.Context, t *target, nodes []*benchNode, verb provision.Verb, state provision.State, clients int) (stepResult, error) {
 	var r stepResult
 	for _, bn := range nodes {
 		bn.activeAt, bn.observedAt = time.Time{}, time.Time{}
@@ -405,7 +405,7 @@ func deleteNodes(ctx context.Context, t *target, nodes []*benchNode, clients int
 		if bn.uuid == "" {
 			return nil
 		}
-		if !slices.Contains([]string{workflows.StateAvailable, workflows.StateManageable, workflows.StateEnroll}, bn.state) && bn.state != "" {
+		if !slices.Contains([]provision.State{provision.Available, provision.Manageable, provision.Enroll}, bn.state) && bn.state != "" {
 			// A node left elsewhere by a failed step: out of the way first.
 			_, _ = t.call(ctx, http.MethodPatch, "/v1/nodes/"+bn.uuid, []map[string]any{{"op": "replace", "path": "/maintenance", "value": true}}, nil)
 		}

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -303,7 +304,7 @@ func runCeiling(ctx context.Context, st *stack, n, clients int, kinds []string, 
 				opts := client.StartWorkflowOptions{ID: ids[i], TaskQueue: ceilingQueue, EnableEagerStart: eager}
 				if shape {
 					// The search attributes ironflow's API starts a deploy with.
-					opts.TypedSearchAttributes = workflows.SearchAttributes(ids[i], string(workflows.OpDeploy), workflows.StateDeploying)
+					opts.TypedSearchAttributes = workflows.SearchAttributes(ids[i], provision.OpDeploy, provision.Deploying)
 				}
 				_, err := st.tc.ExecuteWorkflow(ctx, opts, ceilingWorkflow, kinds)
 				took := time.Since(t0)

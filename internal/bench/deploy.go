@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -52,7 +53,7 @@ type benchNode struct {
 	uuid, name, mac string
 	requested       time.Time     // before the PUT
 	accepted        time.Duration // PUT round trip
-	state           string
+	state           provision.State
 	lastError       string
 	activeAt        time.Time // provision_updated_at when active
 	observedAt      time.Time // first poll that saw it terminal
@@ -95,7 +96,7 @@ func benchDeploys(ctx context.Context, cfg config, st *stack, log *slog.Logger, 
 	if err := deployAll(ctx, st, pilot, cfg, agents); err != nil {
 		return nil, fmt.Errorf("pilot deploy: %w", err)
 	}
-	if pilot[0].state != workflows.StateActive {
+	if pilot[0].state != provision.Active {
 		return nil, fmt.Errorf("pilot deploy ended %q: %s", pilot[0].state, pilot[0].lastError)
 	}
 	pilotMix, err := readMix(ctx, st.tc, workflows.WorkflowID(pilot[0].uuid))
@@ -369,7 +370,7 @@ func runDeployTrial(ctx context.Context, st *stack, nodes []*benchNode, cfg conf
 	var ids []string
 	for _, bn := range nodes {
 		tr.accepts = append(tr.accepts, bn.accepted)
-		if bn.state != workflows.StateActive {
+		if bn.state != provision.Active {
 			tr.failed++
 			if tr.firstFailure == "" {
 				tr.firstFailure = fmt.Sprintf("%s %q: %s", bn.name, bn.state, bn.lastError)
@@ -406,22 +407,22 @@ func runDeployTrial(ctx context.Context, st *stack, nodes []*benchNode, cfg conf
 // again, which undeploy clears.
 func redeployable(ctx context.Context, st *stack, nodes []*benchNode, cfg config, mode deployMode) error {
 	errs := forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
-		if bn.state != workflows.StateActive && !isFailed(bn.state) {
+		if bn.state != provision.Active && !isFailed(bn.state) {
 			return nil
 		}
-		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": workflows.VerbDeleted}, nil)
+		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": provision.VerbDeleted}, nil)
 		return err
 	})
 	if len(errs) > 0 {
 		return fmt.Errorf("undeploy: %d refused, first: %w", len(errs), errs[0])
 	}
 	if err := waitStates(ctx, st, nodes, enrollTimeout, DefaultPollInterval, func(bn *benchNode) bool {
-		return bn.state == workflows.StateAvailable || isFailed(bn.state)
+		return bn.state == provision.Available || isFailed(bn.state)
 	}, nil); err != nil {
 		return fmt.Errorf("wait for available: %w", err)
 	}
 	for _, bn := range nodes {
-		if bn.state != workflows.StateAvailable {
+		if bn.state != provision.Available {
 			return fmt.Errorf("node %s went to %q instead of available: %s", bn.name, bn.state, bn.lastError)
 		}
 	}
@@ -490,8 +491,8 @@ func median(xs []float64) float64 {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-func isFailed(state string) bool {
-	return strings.HasSuffix(state, "failed") || state == workflows.StateError
+func isFailed(state provision.State) bool {
+	return state.Failed() || state == provision.Error
 }
 
 func meanEvents(ms []activityMix) float64 {
@@ -531,7 +532,7 @@ func sampleHistories(ctx context.Context, st *stack, nodes []*benchNode, k int) 
 	var out []activityMix
 	step := max(len(nodes)/k, 1)
 	for i := 0; i < len(nodes) && len(out) < k; i += step {
-		if nodes[i].state != workflows.StateActive {
+		if nodes[i].state != provision.Active {
 			continue
 		}
 		m, err := readMix(ctx, st.tc, workflows.WorkflowID(nodes[i].uuid))
@@ -583,9 +584,9 @@ func enrollNodes(ctx context.Context, st *stack, n int, mode deployMode, clients
 		return nil, fmt.Errorf("%d nodes not created, first: %w", len(errs), errs[0])
 	}
 	for _, step := range []struct {
-		verb  workflows.Verb
-		state string
-	}{{workflows.VerbManage, workflows.StateManageable}, {workflows.VerbProvide, workflows.StateAvailable}} {
+		verb  provision.Verb
+		state provision.State
+	}{{provision.VerbManage, provision.Manageable}, {provision.VerbProvide, provision.Available}} {
 		errs := forEach(ctx, nodes, clients, func(ctx context.Context, bn *benchNode) error {
 			_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": step.verb}, nil)
 			return err
@@ -641,10 +642,10 @@ func forEach(ctx context.Context, nodes []*benchNode, workers int, fn func(conte
 
 // listedNode is the part of a listed node the polling reads.
 type listedNode struct {
-	UUID               string  `json:"uuid"`
-	ProvisionState     string  `json:"provision_state"`
-	ProvisionUpdatedAt *string `json:"provision_updated_at"`
-	LastError          *string `json:"last_error"`
+	UUID               string          `json:"uuid"`
+	ProvisionState     provision.State `json:"provision_state"`
+	ProvisionUpdatedAt *string         `json:"provision_updated_at"`
+	LastError          *string         `json:"last_error"`
 }
 
 // listStates reads every node's state, a page of 1,000 at a time: one
@@ -800,7 +801,7 @@ func deployAll(ctx context.Context, st *stack, nodes []*benchNode, cfg config, a
 	}
 	errs := forEach(ctx, nodes, cfg.clients, func(ctx context.Context, bn *benchNode) error {
 		bn.requested = time.Now()
-		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": workflows.VerbActive}, nil)
+		_, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": provision.VerbActive}, nil)
 		bn.accepted = time.Since(bn.requested)
 		return err
 	})
@@ -812,7 +813,7 @@ func deployAll(ctx context.Context, st *stack, nodes []*benchNode, cfg config, a
 	// bench's own list requests from loading the API and PostgreSQL that
 	// the deploys use.
 	return waitStates(ctx, st, nodes, cfg.deployTimeout, deployPollInterval, func(bn *benchNode) bool {
-		return bn.state == workflows.StateActive || isFailed(bn.state)
+		return bn.state == provision.Active || isFailed(bn.state)
 	}, nil)
 }
 
@@ -820,7 +821,7 @@ func deployAll(ctx context.Context, st *stack, nodes []*benchNode, cfg config, a
 // call-back, checking every agentPollInterval until wctx ends; the agents
 // live on with ctx.
 func (b *agentBooter) watch(ctx, wctx context.Context, nodes map[string]*benchNode) {
-	q := url.Values{"provision_state": {workflows.StateDeployWait}, "fields": {"uuid"}, "limit": {"1000"}}
+	q := url.Values{"provision_state": {string(provision.DeployWait)}, "fields": {"uuid"}, "limit": {"1000"}}
 	for {
 		var page struct {
 			Nodes []listedNode `json:"nodes"`

@@ -24,8 +24,8 @@ import (
 
 	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/workflows"
 )
 
 // Bounds of the image part.
@@ -129,9 +129,9 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img imageSource, dis
 	token := base64.RawURLEncoding.EncodeToString(tok)
 	mac := fmt.Sprintf("52:56:00:%02x:%02x:%02x", tok[0], tok[1], tok[2])
 	name := "bench-image-" + hex.EncodeToString(tok[:4])
-	target := workflows.StateActive
+	target := provision.Active
 	node := &store.Node{
-		Name: &name, Driver: "fake-hardware", DeployInterface: "direct", ProvisionState: workflows.StateDeployWait,
+		Name: &name, Driver: "fake-hardware", DeployInterface: "direct", ProvisionState: provision.DeployWait,
 		TargetProvisionState: &target,
 		DriverInternalInfo:   map[string]any{store.KeyAgentToken: token},
 		InstanceInfo:         map[string]any{"image_source": img.URL, "image_os_hash_algo": "sha256", "image_os_hash_value": img.SHA256, "image_disk_format": img.Format},

@@ -14,6 +14,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -209,24 +210,24 @@ func benchLatency(ctx context.Context, cfg config, st *stack, log *slog.Logger) 
 func deployOne(ctx context.Context, st *stack, bn *benchNode) (time.Time, time.Time, error) {
 	sent := time.Now()
 	bn.requested = sent
-	if _, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": workflows.VerbActive}, nil); err != nil {
+	if _, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": provision.VerbActive}, nil); err != nil {
 		return sent, time.Time{}, err
 	}
-	if err := waitOne(ctx, st, bn, workflows.StateActive); err != nil {
+	if err := waitOne(ctx, st, bn, provision.Active); err != nil {
 		return sent, time.Time{}, err
 	}
 	return sent, bn.activeAt, nil
 }
 
 func undeployOne(ctx context.Context, st *stack, bn *benchNode) error {
-	if _, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": workflows.VerbDeleted}, nil); err != nil {
+	if _, err := st.call(ctx, http.MethodPut, "/v1/nodes/"+bn.uuid+"/states/provision", map[string]any{"target": provision.VerbDeleted}, nil); err != nil {
 		return err
 	}
-	return waitOne(ctx, st, bn, workflows.StateAvailable)
+	return waitOne(ctx, st, bn, provision.Available)
 }
 
 // waitOne reads bn every latencyPoll until it is in state (or failed).
-func waitOne(ctx context.Context, st *stack, bn *benchNode, state string) error {
+func waitOne(ctx context.Context, st *stack, bn *benchNode, state provision.State) error {
 	ctx, cancel := context.WithTimeout(ctx, latencyWait)
 	defer cancel()
 	for {

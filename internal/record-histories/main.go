@@ -38,6 +38,7 @@ import (
 	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/payload"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
@@ -134,18 +135,18 @@ func acts() map[string]any {
 			return "power on", nil
 		},
 		workflows.ActGetPowerState: func(ctx context.Context, n workflows.NodeInfo) (string, error) { return "power off", nil },
-		workflows.ActGetAgentSteps: func(ctx context.Context, in workflows.AgentStepsInput) ([]workflows.Step, error) {
-			if in.Kind == workflows.StepKindService {
-				return []workflows.Step{{StepID: workflows.StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true}}, nil
+		workflows.ActGetAgentSteps: func(ctx context.Context, in workflows.AgentStepsInput) ([]provision.Step, error) {
+			if in.Kind == provision.StepKindService {
+				return []provision.Step{{StepID: provision.StepID{Interface: "deploy", Step: "erase_pstore"}, Abortable: true}}, nil
 			}
-			if in.Kind == workflows.StepKindDeploy {
+			if in.Kind == provision.StepKindDeploy {
 				// The agent's deploy steps (agent/steps.go).
-				return []workflows.Step{{StepID: workflows.StepWriteImage, Priority: 80, ArgsInfo: map[string]workflows.ArgInfo{"image_info": {}, "configdrive": {}}},
-					{StepID: workflows.StepEraseDevicesMetadata}}, nil
+				return []provision.Step{{StepID: provision.StepWriteImage, Priority: 80, ArgsInfo: map[string]provision.ArgInfo{"image_info": {}, "configdrive": {}}},
+					{StepID: provision.StepEraseDevicesMetadata}}, nil
 			}
-			return []workflows.Step{{StepID: workflows.StepEraseDevicesMetadata, Priority: 0}, {StepID: workflows.StepEraseDevices, Priority: 10},
+			return []provision.Step{{StepID: provision.StepEraseDevicesMetadata, Priority: 0}, {StepID: provision.StepEraseDevices, Priority: 10},
 				// A step that asks for a reboot once done.
-				{StepID: workflows.StepID{Interface: "deploy", Step: "apply_firmware"}, RebootRequested: true}}, nil
+				{StepID: provision.StepID{Interface: "deploy", Step: "apply_firmware"}, RebootRequested: true}}, nil
 		},
 		workflows.ActRunAgentStep: func(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
 			if err := fail(in.Agent.NodeUUID, in.Step.Name()); err != nil {
@@ -316,21 +317,21 @@ func main() {
 			}
 		}
 	}
-	prov := func(verb workflows.Verb, from workflows.State) func(string) any {
+	prov := func(verb provision.Verb, from provision.State) func(string) any {
 		return func(uuid string) any {
-			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(verb), FromState: string(from)}
+			return provision.Request{NodeUUID: uuid, Verb: verb, FromState: from}
 		}
 	}
-	deploy := prov(workflows.VerbActive, workflows.Available)
+	deploy := prov(provision.VerbActive, provision.Available)
 	cleanReq := func(steps string, disableRamdisk bool) func(string) any {
 		return func(uuid string) any {
-			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbClean), FromState: string(workflows.Manageable),
+			return provision.Request{NodeUUID: uuid, Verb: provision.VerbClean, FromState: provision.Manageable,
 				CleanSteps: json.RawMessage(steps), DisableRamdisk: disableRamdisk}
 		}
 	}
 	serviceReq := func(steps string, disableRamdisk bool) func(string) any {
 		return func(uuid string) any {
-			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbService), FromState: string(workflows.Active),
+			return provision.Request{NodeUUID: uuid, Verb: provision.VerbService, FromState: provision.Active,
 				ServiceSteps: json.RawMessage(steps), DisableRamdisk: disableRamdisk}
 		}
 	}
@@ -338,7 +339,7 @@ func main() {
 		{name: "deploy-direct", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy, drive: hb},
 		{name: "deploy-direct-bmc-on-group-queue", wf: workflows.WorkflowDeployNode, deploy: "direct", remoteBMC: true, req: deploy, drive: hb},
 		{name: "deploy-direct-user-steps", wf: workflows.WorkflowDeployNode, deploy: "direct", drive: hb, req: func(uuid string) any {
-			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+			return provision.Request{NodeUUID: uuid, Verb: provision.VerbActive, FromState: provision.Available,
 				ConfigDrive: json.RawMessage(`"H4sIAAAAAAAA"`),
 				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"erase_devices_metadata","priority":90},{"interface":"deploy","step":"write_image","priority":80,"args":{"configdrive":"H4sIAAAAAAAA"}}]`)}
 		}},
@@ -346,7 +347,7 @@ func main() {
 		// through the BMC before the agent boots.
 		{name: "deploy-firmware-update-step", wf: workflows.WorkflowDeployNode, deploy: "direct", firmware: hardware.Redfish, remoteBMC: true, drive: hb,
 			req: func(uuid string) any {
-				return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+				return provision.Request{NodeUUID: uuid, Verb: provision.VerbActive, FromState: provision.Available,
 					DeploySteps: json.RawMessage(`[{"interface":"firmware","step":"update","priority":110,"args":{"settings":[{"component":"bmc","url":"http://images.example/bmc.bin"}]}}]`)}
 			}},
 		// bios.apply_configuration as a deploy step while the agent runs: it
@@ -354,7 +355,7 @@ func main() {
 		{name: "deploy-bios-step-under-agent", wf: workflows.WorkflowDeployNode, deploy: "direct", bios: hardware.Redfish,
 			drive: both(hb, func(c client.Client, id string) { time.Sleep(2 * time.Second); hb(c, id) }),
 			req: func(uuid string) any {
-				return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+				return provision.Request{NodeUUID: uuid, Verb: provision.VerbActive, FromState: provision.Available,
 					DeploySteps: json.RawMessage(`[{"interface":"bios","step":"apply_configuration","priority":90,"args":{"settings":[{"name":"ProcCores","value":"2"}]}}]`)}
 			}},
 		{name: "deploy-callback-timeout", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy},
@@ -369,7 +370,7 @@ func main() {
 		{name: "deploy-write-fails-undeploy", wf: workflows.WorkflowDeployNode, deploy: "direct", req: deploy,
 			fails: map[string]int{"deploy.write_image": 1}, drive: both(hb, func(c client.Client, id string) {
 				time.Sleep(2 * time.Second)
-				must(c.SignalWorkflow(ctx, id, "", workflows.SignalAbort, workflows.AbortRequest{SupersededBy: string(workflows.VerbDeleted)}))
+				must(c.SignalWorkflow(ctx, id, "", workflows.SignalAbort, provision.AbortRequest{SupersededBy: provision.VerbDeleted}))
 			})},
 		// The agent stops heartbeating while it writes the image: the
 		// liveness timer fires, the write is cancelled, the node is cleaned
@@ -387,21 +388,21 @@ func main() {
 			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, signed(id, workflows.Heartbeat{AgentStatus: workflows.AgentStatusStart, AgentStatusMessage: "pre"})))
 			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, signed(id, workflows.Heartbeat{AgentStatus: workflows.AgentStatusEnd, AgentStatusMessage: "done"})))
 		}},
-		{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, deploy: "direct", req: prov(workflows.VerbDeleted, workflows.Active), drive: hb},
-		{name: "provide-cleans", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(workflows.VerbProvide, workflows.Manageable), drive: hb},
-		{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(workflows.VerbProvide, workflows.Manageable),
+		{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, deploy: "direct", req: prov(provision.VerbDeleted, provision.Active), drive: hb},
+		{name: "provide-cleans", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(provision.VerbProvide, provision.Manageable), drive: hb},
+		{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(provision.VerbProvide, provision.Manageable),
 			fails: map[string]int{"deploy.erase_devices_metadata": 1}, drive: hb},
-		{name: "manage-enroll", wf: workflows.WorkflowManageNode, deploy: "direct", req: prov(workflows.VerbManage, workflows.Enroll)},
-		{name: "inspect-agent", wf: workflows.WorkflowInspectNode, deploy: "direct", req: prov(workflows.VerbInspect, workflows.Manageable), drive: hb},
+		{name: "manage-enroll", wf: workflows.WorkflowManageNode, deploy: "direct", req: prov(provision.VerbManage, provision.Enroll)},
+		{name: "inspect-agent", wf: workflows.WorkflowInspectNode, deploy: "direct", req: prov(provision.VerbInspect, provision.Manageable), drive: hb},
 		// Out-of-band inspection: the BMC (Redfish) answers, nothing boots.
-		{name: "inspect-redfish", wf: workflows.WorkflowInspectNode, deploy: "direct", inspect: hardware.Redfish, req: prov(workflows.VerbInspect, workflows.Manageable)},
-		{name: "rescue-agent", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbRescue, workflows.Active), drive: hb},
-		{name: "rescue-abort-in-wait", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbRescue, workflows.Active),
+		{name: "inspect-redfish", wf: workflows.WorkflowInspectNode, deploy: "direct", inspect: hardware.Redfish, req: prov(provision.VerbInspect, provision.Manageable)},
+		{name: "rescue-agent", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(provision.VerbRescue, provision.Active), drive: hb},
+		{name: "rescue-abort-in-wait", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(provision.VerbRescue, provision.Active),
 			drive: signalAfter(time.Second, workflows.SignalAbort)},
-		{name: "rescue-finalize-fails-retry", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbRescue, workflows.Active),
+		{name: "rescue-finalize-fails-retry", wf: workflows.WorkflowRescueNode, deploy: "direct", rescue: "agent", req: prov(provision.VerbRescue, provision.Active),
 			fails: map[string]int{"FinalizeRescue": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
-		{name: "rescue-fake", wf: workflows.WorkflowRescueNode, deploy: "fake", rescue: "fake", req: prov(workflows.VerbRescue, workflows.Active)},
-		{name: "unrescue-agent", wf: workflows.WorkflowUnrescueNode, deploy: "direct", rescue: "agent", req: prov(workflows.VerbUnrescue, workflows.Rescue)},
+		{name: "rescue-fake", wf: workflows.WorkflowRescueNode, deploy: "fake", rescue: "fake", req: prov(provision.VerbRescue, provision.Active)},
+		{name: "unrescue-agent", wf: workflows.WorkflowUnrescueNode, deploy: "direct", rescue: "agent", req: prov(provision.VerbUnrescue, provision.Rescue)},
 		// Manual cleaning: the agent's step, an interface's step without
 		// the agent, a failed step the operator aborts, and abort of a
 		// running abortable step.
@@ -469,7 +470,7 @@ func main() {
 		{name: "service-hold-abort", wf: workflows.WorkflowServiceNode, deploy: "direct",
 			req: serviceReq(`[{"interface":"deploy","step":"hold"}]`, true), drive: signalAfter(time.Second, workflows.SignalAbort)},
 		{name: "deploy-hold-unhold", wf: workflows.WorkflowDeployNode, deploy: "direct", drive: both(hb, signalAfter(time.Second, workflows.SignalUnhold)), req: func(uuid string) any {
-			return workflows.ProvisionRequest{NodeUUID: uuid, Verb: string(workflows.VerbActive), FromState: string(workflows.Available),
+			return provision.Request{NodeUUID: uuid, Verb: provision.VerbActive, FromState: provision.Available,
 				DeploySteps: json.RawMessage(`[{"interface":"deploy","step":"hold","priority":90}]`)}
 		}},
 		{name: "boot-mode", wf: workflows.WorkflowChangeBootMode, deploy: "direct", req: func(uuid string) any {
@@ -498,8 +499,14 @@ func main() {
 		failsLeft[uuid] = maps.Clone(s.fails)
 		mu.Unlock()
 		id := workflows.WorkflowID(uuid)
+		req := s.req(uuid)
+		if pr, ok := req.(provision.Request); ok && pr.Verb != "" {
+			// As the API hands it: with the transition it decided.
+			pr.Transition, _ = provision.Accept(pr.FromState, pr.Verb)
+			req = pr
+		}
 		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue,
-			TypedSearchAttributes: workflows.SearchAttributes(uuid, "op", "state")}, s.wf, s.req(uuid))
+			TypedSearchAttributes: workflows.SearchAttributes(uuid, "op", "state")}, s.wf, req)
 		must(err)
 		if s.drive != nil {
 			go s.drive(c, id)

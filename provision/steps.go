@@ -1,4 +1,4 @@
-package workflows
+package provision
 
 import "encoding/json"
 
@@ -12,6 +12,16 @@ const (
 	StepKindDeploy StepKind = "deploy"
 	StepKindClean  StepKind = "clean"
 )
+
+// StepKindService is the kind of a service step (API 1.87): shown in a
+// node's service_step, run through the agent's service namespace.
+const StepKindService StepKind = "service"
+
+// ArgInfo is what a step declares of one argument (Ironic's argsinfo).
+type ArgInfo struct {
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required"`
+}
 
 // StepID is a step's identity as Ironic names it: the hardware interface
 // that owns the step and the step's name, written "interface.step".
@@ -36,6 +46,13 @@ var (
 	StepEraseDevicesMetadata = StepID{Interface: "deploy", Step: "erase_devices_metadata"}
 	StepEraseDevices         = StepID{Interface: "deploy", Step: "erase_devices"}
 )
+
+// The firmware interface's update step (API 1.86), as Ironic's redfish
+// firmware interface declares it (ironic/drivers/modules/redfish/
+// firmware.py): one argument, settings, a list of components to update in
+// order, each {"component": "bios"|"bmc"|"nic:<id>", "url": ..., "wait":
+// seconds to wait after it}.
+var StepFirmwareUpdate = StepID{Interface: "firmware", Step: "update"}
 
 // Step is a deploy or clean step as Ironic describes it: its identity, its
 // priority, and the arguments it runs with. On the wire (the agent's step

@@ -1,6 +1,9 @@
-package workflows
+package provision
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // State is a provision state, spelled as Ironic spells it (Ironic's state
 // machine documentation): the value of a node's provision_state and
@@ -133,70 +136,19 @@ const (
 	OpUnhold Operation = "unhold"
 	// OpService is servicing (API 1.87): ServiceNode.
 	OpService Operation = "service"
+	// OpBootMode is ChangeBootMode's, OpVirtualMedia ChangeVirtualMedia's.
+	OpBootMode     Operation = "boot mode"
+	OpVirtualMedia Operation = "virtual media"
 )
-
-// Workflow type names: the names the worker registers each workflow under
-// and clients start it by. They are recorded in every workflow's history,
-// so they never change. They are plain strings because the SDK takes a
-// workflow's name as a string.
-const (
-	WorkflowManageNode       = "ManageNode"
-	WorkflowProvideNode      = "ProvideNode"
-	WorkflowDeployNode       = "DeployNode"
-	WorkflowUndeployNode     = "UndeployNode"
-	WorkflowInspectNode      = "InspectNode"
-	WorkflowSetPowerState    = "SetPowerState"
-	WorkflowChangeBootDevice = "ChangeBootDevice"
-	WorkflowRescueNode       = "RescueNode"
-	WorkflowUnrescueNode     = "UnrescueNode"
-	// WorkflowSyncPowerStates is the name SyncPowerStates is registered and
-	// started under.
-	WorkflowSyncPowerStates = "SyncPowerStates"
-)
-
-// Workflow is the workflow type an operation runs; ok is false for abort
-// (a signal to the running workflow) and for operations without one.
-func (op Operation) Workflow() (name string, ok bool) {
-	switch op {
-	case OpManage:
-		return WorkflowManageNode, true
-	case OpProvide:
-		return WorkflowProvideNode, true
-	case OpDeploy:
-		return WorkflowDeployNode, true
-	case OpUndeploy:
-		return WorkflowUndeployNode, true
-	case OpInspect:
-		return WorkflowInspectNode, true
-	case OpPower:
-		return WorkflowSetPowerState, true
-	case OpBootDevice:
-		return WorkflowChangeBootDevice, true
-	case OpRescue:
-		return WorkflowRescueNode, true
-	case OpUnrescue:
-		return WorkflowUnrescueNode, true
-	case OpVirtualMedia:
-		return WorkflowChangeVirtualMedia, true
-	case OpClean:
-		return WorkflowCleanNode, true
-	case OpService:
-		return WorkflowServiceNode, true
-	}
-	return "", false
-}
-
-// ProvisionWorkflow is Operation.Workflow for callers that hold the
-// operation as a string (Transition.Operation).
-func ProvisionWorkflow(operation string) (string, bool) { return Operation(operation).Workflow() }
 
 // Transition is what a verb does from a state: the state the API records
 // when it accepts the verb, and the goal recorded as target_provision_state.
-// Its fields are strings for the API, which holds states as strings.
+// The API decides it once (Accept) and hands it to the workflow in the
+// Request.
 type Transition struct {
-	Operation string // workflow operation: deploy, undeploy, manage, provide, inspect, clean, abort
-	Next      string // provision_state recorded with the 202
-	Target    string // target_provision_state recorded with the 202
+	Operation Operation `json:"operation"` // deploy, undeploy, manage, provide, inspect, clean, abort, ...
+	Next      State     `json:"next"`      // provision_state recorded with the 202
+	Target    State     `json:"target"`    // target_provision_state recorded with the 202 ("" keeps none)
 }
 
 // event is what a verb asks of Ironic's state machine: the aliases of API
@@ -292,19 +244,25 @@ func decide(state State, verb Verb) (op Operation, next, target State, ok bool) 
 // Accept says what verb does from state, following Ironic's state machine
 // (Ironic's state machine documentation). ok is false when Ironic would
 // answer 400 "The requested action ... can not be performed".
-func Accept(state, verb string) (t Transition, ok bool) {
-	op, next, target, ok := decide(State(state), Verb(verb))
+func Accept(state State, verb Verb) (t Transition, ok bool) {
+	decisions.Add(1)
+	op, next, target, ok := decide(state, verb)
 	if !ok {
 		return Transition{}, false
 	}
-	return Transition{Operation: string(op), Next: string(next), Target: string(target)}, true
+	return Transition{Operation: op, Next: next, Target: target}, true
 }
 
-// NotAllowed is Ironic's message for a verb refused in a state.
-func NotAllowed(verb, nodeUUID, state string) string {
+// decisions counts Accept's evaluations of the state machine.
+var decisions atomic.Uint64
+
+// Decisions is how many times Accept has evaluated the state machine in
+// this process. A provision request is decided once, by the API; tests
+// read this to check that nothing decides it again.
+func Decisions() uint64 { return decisions.Load() }
+
+// NotAllowed is Ironic's message for an action refused in a state: a verb
+// in a provision state, or a power target in a power state.
+func NotAllowed[A, S ~string](verb A, nodeUUID string, state S) string {
 	return fmt.Sprintf("The requested action \"%s\" can not be performed on node \"%s\" while it is in state \"%s\".", verb, nodeUUID, state)
 }
-
-// IsFailureState is State.Failed for callers that hold the state as a
-// string.
-func IsFailureState(state string) bool { return State(state).Failed() }
