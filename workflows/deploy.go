@@ -1,10 +1,8 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -247,15 +245,6 @@ func (r *run) power(action string) error {
 	return nil
 }
 
-// failNow records a failure that no operator action can fix in place.
-func (r *run) failNow(what string, err error) error {
-	msg := fmt.Sprintf("%s failed: %s: %s", capitalize(string(r.status.Operation)), what, errorText(err))
-	if rerr := r.record(RecordStateInput{To: r.fail, LastError: msg, Event: msg, Severity: "ERROR", EventType: string(r.status.Operation), ClearAgent: true}); rerr != nil {
-		return rerr
-	}
-	return errGaveUp
-}
-
 // finish turns the outcome into the node's final record. A workflow that
 // ends through abort or an operator wait that timed out leaves the node in
 // its failure state with a last_error that says so, boot config removed and
@@ -311,44 +300,4 @@ func (r *run) finish(err error) error {
 	default:
 		return err
 	}
-}
-
-// planSteps merges user-requested steps (API 1.69 deploy_steps) into the
-// built-in plan as Ironic does: a user step with the same interface and name
-// overrides priority and args (priority 0 disables it), other user steps are
-// added; the result runs from highest to lowest priority.
-func planSteps(builtin []provision.Step, user json.RawMessage) ([]provision.Step, error) {
-	steps := append([]provision.Step(nil), builtin...)
-	if len(user) > 0 && string(user) != "null" {
-		var extra []provision.Step
-		if err := json.Unmarshal(user, &extra); err != nil {
-			return nil, fmt.Errorf("deploy_steps: %w", err)
-		}
-		for _, u := range extra {
-			if u.Interface == "" || u.Step == "" {
-				return nil, fmt.Errorf("deploy_steps: every step needs interface and step, got %+v", u)
-			}
-			found := false
-			for i := range steps {
-				if steps[i].Interface == u.Interface && steps[i].Step == u.Step {
-					steps[i].Priority = u.Priority
-					if len(u.Args) > 0 {
-						steps[i].Args = u.Args
-					}
-					found = true
-				}
-			}
-			if !found {
-				steps = append(steps, u)
-			}
-		}
-	}
-	out := steps[:0]
-	for _, s := range steps {
-		if s.Priority > 0 {
-			out = append(out, s)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Priority > out[j].Priority })
-	return out, nil
 }

@@ -615,25 +615,6 @@ func TestManageFailsBackToEnrollWithTheBMCError(t *testing.T) {
 	}
 }
 
-func TestPlanStepsMergesUserSteps(t *testing.T) {
-	user := []byte(`[{"interface":"deploy","step":"write_image","priority":80,"args":{"x":1}},{"interface":"deploy","step":"burnin_cpu","priority":70},{"interface":"deploy","step":"tear_down_agent","priority":0}]`)
-	got, err := planSteps(builtinDeploySteps, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, s := range got {
-		names = append(names, fmt.Sprintf("%s:%d", s.Step, s.Priority))
-	}
-	want := "deploy:100,write_image:80,burnin_cpu:70,prepare_instance_boot:60,boot_instance:20"
-	if strings.Join(names, ",") != want {
-		t.Fatalf("plan %v, want %s", names, want)
-	}
-	if _, err := planSteps(builtinDeploySteps, []byte(`[{"step":"x"}]`)); err == nil {
-		t.Fatal("a step without interface was accepted")
-	}
-}
-
 func TestAcceptFollowsIronicStateMachine(t *testing.T) {
 	cases := []struct {
 		state provision.State

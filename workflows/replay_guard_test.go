@@ -32,7 +32,7 @@ func TestAnUnversionedReorderFailsTheReplay(t *testing.T) {
 		// prepare_instance_boot's default priority drops below
 		// tear_down_agent's: the two steps swap.
 		{"reorder prepare_instance_boot after tear_down_agent",
-			"{Step{StepID: StepPrepareInstanceBoot, Priority: 60}", "{Step{StepID: StepPrepareInstanceBoot, Priority: 30}"},
+			"{provision.Step{StepID: provision.StepPrepareInstanceBoot, Priority: 60}", "{provision.Step{StepID: provision.StepPrepareInstanceBoot, Priority: 30}"},
 		// boot_instance no longer removes the agent's boot configuration.
 		{"remove boot_instance's CleanBoot activity",
 			"return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil)", "return nil"},

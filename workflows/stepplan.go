@@ -403,16 +403,6 @@ func interfaceOrder(iface string) int {
 	return 0
 }
 
-// NeedsAgent reports whether a plan has a step that runs on the agent.
-func NeedsAgent(plan []provision.Step) bool {
-	for _, s := range plan {
-		if !s.OutOfBand {
-			return true
-		}
-	}
-	return false
-}
-
 func pyString(s string) string {
 	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
 		return `"` + s + `"`
