@@ -227,7 +227,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if !ok {
 		return req, badRequest("Invalid target: %s is not a string", pyRepr(tv))
 	}
-	verb := provision.Verb(target) // the JSON body's string, typed once
+	verb := provision.ParseVerb(target)
 	req.verb = verb
 	if since, ok := verbSince[verb]; ok && ver(c) < since {
 		return req, notAcceptable()

@@ -114,6 +114,11 @@ const (
 	VerbService Verb = "service"
 )
 
+// ParseVerb is the verb a provision request's "target" names, spelled as
+// the client sent it: Accept decides whether it applies to a node's state,
+// and answers Ironic's message when it does not.
+func ParseVerb(target string) Verb { return Verb(target) }
+
 // Operation is what a node's workflow does: the Operation search attribute,
 // the status query's operation and the event_type of its failure history.
 type Operation string
