@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+
 	"github.com/ironflow/ironflow/agent/client"
 )
 

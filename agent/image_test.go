@@ -18,9 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/agent/client"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/ironflow/ironflow/agent/client"
 )
 
 // imageServer serves files; cutAfter > 0 makes the first full GET drop the

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/ironflow/ironflow/shadow"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,9 +17,12 @@ import (
 	"strings"
 	"unicode/utf16"
 
+	"github.com/ironflow/ironflow/shadow"
+
 	"github.com/google/uuid"
-	"github.com/ironflow/ironflow/agent/client"
 	"golang.org/x/sys/unix"
+
+	"github.com/ironflow/ironflow/agent/client"
 )
 
 // LinuxHardware is the real machine: disks from /sys/block opened under

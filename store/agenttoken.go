@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ironflow/ironflow/provision"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // NewAgentToken mints an agent token as Ironic does (secrets.token_urlsafe()):

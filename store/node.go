@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/ironflow/ironflow/provision"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // Node is one bare-metal machine, with Ironic's field names.

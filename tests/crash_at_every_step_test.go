@@ -52,7 +52,7 @@ type crashCase struct {
 // The cases: every activity a direct deploy runs on fake-hardware with the
 // simulated agent, in order (workflows/deploy.go), at the start of the
 // activity or after its effect; the same for cleaning (provide) and
-// undeploy (workflows/lifecycle.go); a sample of steps for the API and the
+// undeploy (workflows/undeploynode.go); a sample of steps for the API and the
 // Temporal server.
 var crashCases = []crashCase{
 	{op: "deploy", step: "1-2 workflow started", rule: "LoadNode"},

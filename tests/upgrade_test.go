@@ -331,7 +331,7 @@ func buildPatchedWorker(dir string) (string, error) {
 	}
 	for _, e := range []struct{ file, old, new string }{
 		{"workflows/versions.go", "\nconst (", fmt.Sprintf("\nconst (\n\t// changeUpgradeTestPause: a timer before the deploy plan (the upgrade test's new worker).\n\tchangeUpgradeTestPause = %q\n", upgradeChangeID)},
-		{"workflows/deploy.go", "\t\"sort\"\n", "\t\"sort\"\n\t\"time\"\n"},
+		{"workflows/deploy.go", "\t\"fmt\"\n", "\t\"fmt\"\n\t\"time\"\n"},
 		{"workflows/deploy.go", "\tswitch hardware.DeployOf(r.node.DeployInterface).Flow() {\n", fmt.Sprintf(
 			"\tif workflow.GetVersion(ctx, changeUpgradeTestPause, workflow.DefaultVersion, 1) == 1 {\n"+
 				"\t\tif err := workflow.Sleep(ctx, %d*time.Millisecond); err != nil {\n\t\t\treturn r.finish(err)\n\t\t}\n\t}\n"+

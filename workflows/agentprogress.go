@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // ErrTypeAgentCommandLost: the agent answers, but no longer knows the

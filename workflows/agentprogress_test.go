@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // burninSteps are agent clean steps whose burn-in takes a checkpoint, as

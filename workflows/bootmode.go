@@ -3,8 +3,9 @@ package workflows
 import (
 	"fmt"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // Boot mode and secure boot changes (API 1.76 states/boot_mode and

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // WorkflowCleanNode is the name CleanNode is registered and started under.

@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // fakeCloud stands in for the activities: it records each call in order,

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // Activities of the firmware update (hardware activities, each short: the

@@ -6,8 +6,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // SignalUnhold is what PUT states/provision {"target":"unhold"} (API 1.85)

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 func TestRamdiskDeployBootsTheInstanceWithoutAnAgent(t *testing.T) {

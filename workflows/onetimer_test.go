@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // timerLog records the timers a workflow under test starts and cancels.

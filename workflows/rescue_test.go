@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // newRescueEnv is newEnv with the rescue workflows and their activities on

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 var agentServiceSteps = []provision.Step{

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // While a deploy runs, the node's deploy_step is the step that runs, in

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // failWriteImage makes the deploy's write_image fail for good, so that the

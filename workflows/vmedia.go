@@ -1,8 +1,9 @@
 package workflows
 
 import (
-	"github.com/ironflow/ironflow/provision"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // Virtual media attached through the API (API 1.89, Ironic's

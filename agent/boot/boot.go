@@ -15,8 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ironflow/ironflow/agent/kmod"
 	"golang.org/x/sys/unix"
+
+	"github.com/ironflow/ironflow/agent/kmod"
 )
 
 // Named defaults.

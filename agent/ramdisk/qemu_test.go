@@ -25,9 +25,10 @@ import (
 	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	"golang.org/x/sys/unix"
+
 	"github.com/ironflow/ironflow/agent/client"
 	"github.com/ironflow/ironflow/agent/ramdisk"
-	"golang.org/x/sys/unix"
 )
 
 // Addresses inside the network namespace the test creates; nothing leaves it.

@@ -24,9 +24,10 @@ import (
 	"strings"
 
 	"github.com/cavaliergopher/cpio"
+	"github.com/klauspost/compress/gzip"
+
 	"github.com/ironflow/ironflow/agent/grub"
 	"github.com/ironflow/ironflow/agent/kmod"
-	"github.com/klauspost/compress/gzip"
 )
 
 // builderVersion changes when the layout changes, invalidating caches.

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/gzip"
+
 	"github.com/ironflow/ironflow/agent/grub"
 	"github.com/ironflow/ironflow/agent/kmod"
 	"github.com/ironflow/ironflow/agent/ramdisk"
-	"github.com/klauspost/compress/gzip"
 )
 
 // newcEntry is one entry of a newc cpio archive.

@@ -1,0 +1,17 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
+)
+
+// ChangeBootDevice sets the boot device asked through the API; the API waits
+// for its result.
+func ChangeBootDevice(ctx workflow.Context, req BootDeviceRequest) error {
+	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpBootDevice)
+	if err != nil {
+		return err
+	}
+	return r.bootDevice(req.BootDevice, req.Persistent)
+}

@@ -1,0 +1,42 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
+)
+
+// UndeployNode tears an instance down: deleting → power off → boot config
+// removed → instance_info cleared → cleaning → available.
+func UndeployNode(ctx workflow.Context, req provision.Request) error {
+	r, err := newRun(ctx, req, provision.OpUndeploy)
+	if err != nil {
+		return err
+	}
+	r.active, r.fail = provision.Deleting, provision.Error
+	if err := r.enter(provision.Deleting, provision.Available, "Undeploy requested"); err != nil {
+		return ended(err)
+	}
+	if err := r.step("power off", func() error { return r.power("power off") }); err != nil {
+		return r.finish(err)
+	}
+	if err := r.step("clean up boot", func() error {
+		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootInstance}, nil)
+	}); err != nil {
+		return r.finish(err)
+	}
+	if err := r.secureBootIfRequested(false); err != nil { // workflows/secureboot.go
+		return r.finish(err)
+	}
+	if err := r.local(ActClearInstanceInfo, r.node.UUID, nil); err != nil {
+		return err
+	}
+	r.active, r.fail = provision.Cleaning, provision.CleanFailed
+	if err := r.enter(provision.Cleaning, provision.Available, r.cleaningEvent()); err != nil {
+		return err
+	}
+	if err := r.clean(provision.Available); err != nil {
+		return r.finish(err)
+	}
+	return r.finish(r.record(RecordStateInput{To: provision.Available, Event: "Undeploy finished: node available", ClearAgent: true}))
+}
