@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -23,35 +24,67 @@ const WorkflowCleanNode = "CleanNode"
 // (allowed in clean wait) stops an abortable step at once; a step that is
 // not abortable finishes first, as Ironic's abort_after.
 func CleanNode(ctx workflow.Context, req provision.Request) error {
-	r, err := newRun(ctx, req, provision.OpClean)
+	return runUserSteps(ctx, req, userStepsOperation{
+		op: provision.OpClean, kind: provision.StepKindClean, what: "Manual cleaning", noun: "clean", gerund: "cleaning",
+		active: provision.Cleaning, fail: provision.CleanFailed, goal: provision.Manageable,
+		steps: req.CleanSteps, cacheBIOS: (*run).cacheBIOSManual, run: (*run).manualClean,
+	})
+}
+
+// userStepsOperation is what tells manual cleaning and servicing apart: the
+// two operations that run a user's list of steps (runUserSteps).
+type userStepsOperation struct {
+	op   provision.Operation
+	kind provision.StepKind
+	// what, noun and gerund word its events and messages ("Manual
+	// cleaning", "clean", "cleaning").
+	what, noun, gerund string
+	active, fail, goal provision.State
+	steps              json.RawMessage
+	cacheBIOS          func(*run) // workflows/bios.go
+	run                func(r *run, user []UserStep, perr error) error
+	// abortInFailure, when set, ends an operator's abort of a failed
+	// step (servicing: back to active).
+	abortInFailure func(*run) error
+}
+
+// runUserSteps runs a manual cleaning or a servicing: the state recorded,
+// the BIOS settings cached, the user's steps run, the plan cleared and the
+// node's goal state recorded; a failure clears the plan and ends in the
+// failure state (finish).
+func runUserSteps(ctx workflow.Context, req provision.Request, m userStepsOperation) error {
+	r, err := newRun(ctx, req, m.op)
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = provision.Cleaning, provision.CleanFailed
+	r.active, r.fail = m.active, m.fail
 	r.holdAbort = func(s provision.Step) bool { return !s.Abortable }
-	user, perr := ParseUserSteps(req.CleanSteps)
-	event := fmt.Sprintf("Manual cleaning: %d step(s)", len(user))
+	user, perr := ParseUserSteps(m.steps)
+	event := fmt.Sprintf("%s: %d step(s)", m.what, len(user))
 	if req.DisableRamdisk {
 		event += ", without the agent (disable_ramdisk)"
 	}
-	if err := r.enter(provision.Cleaning, provision.Manageable, event); err != nil {
+	if err := r.enter(m.active, m.goal, event); err != nil {
 		return ended(err)
 	}
-	r.cacheBIOSManual() // workflows/bios.go
-	err = r.manualClean(user, perr)
+	m.cacheBIOS(r)
+	err = m.run(r, user, perr)
 	if err != nil {
-		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindClean, Clear: true}, nil); cerr != nil {
-			workflow.GetLogger(r.ctx).Warn("clear the clean steps of a failed cleaning", "node", r.node.UUID, "error", errorText(cerr))
+		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Clear: true}, nil); cerr != nil {
+			workflow.GetLogger(r.ctx).Warn(fmt.Sprintf("clear the %s steps of a failed %s", m.noun, m.gerund), "node", r.node.UUID, "error", errorText(cerr))
+		}
+		if m.abortInFailure != nil && errors.Is(err, errAborted) && r.status.ProvisionState == m.fail && r.abortMessage == "" {
+			return m.abortInFailure(r)
 		}
 		if errors.Is(err, errAborted) && r.abortMessage == "" {
-			r.abortMessage = "By request, the clean operation was aborted"
+			r.abortMessage = fmt.Sprintf("By request, the %s operation was aborted", m.noun)
 		}
 		return r.finish(err)
 	}
-	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindClean, Clear: true}, nil); err != nil {
+	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Clear: true}, nil); err != nil {
 		return err
 	}
-	return r.record(RecordStateInput{To: provision.Manageable, Event: "Manual cleaning finished", ClearAgent: true})
+	return r.record(RecordStateInput{To: m.goal, Event: m.what + " finished", ClearAgent: true})
 }
 
 func (r *run) manualClean(user []UserStep, perr error) error {

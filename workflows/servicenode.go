@@ -26,41 +26,15 @@ const WorkflowServiceNode = "ServiceNode"
 // in service failed (Ironic's state machine), abort in service failed
 // boots the instance again and returns the node to active.
 func ServiceNode(ctx workflow.Context, req provision.Request) error {
-	r, err := newRun(ctx, req, provision.OpService)
-	if err != nil {
-		return err
-	}
-	r.active, r.fail = provision.Servicing, provision.ServiceFailed
-	r.holdAbort = func(s provision.Step) bool { return !s.Abortable }
-	user, perr := ParseUserSteps(req.ServiceSteps)
-	event := fmt.Sprintf("Servicing: %d step(s)", len(user))
-	if req.DisableRamdisk {
-		event += ", without the agent (disable_ramdisk)"
-	}
-	if err := r.enter(provision.Servicing, provision.Active, event); err != nil {
-		return ended(err)
-	}
-	r.cacheBIOSService() // workflows/bios.go
-	err = r.service(user, perr)
-	if err != nil {
-		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindService, Clear: true}, nil); cerr != nil {
-			workflow.GetLogger(r.ctx).Warn("clear the service steps of a failed servicing", "node", r.node.UUID, "error", errorText(cerr))
-		}
-		if errors.Is(err, errAborted) && r.status.ProvisionState == provision.ServiceFailed && r.abortMessage == "" {
-			// An operator's abort of a failed step: Ironic's state
-			// machine goes service failed --abort--> active. (A refused
-			// plan, failPlan, set abortMessage: it stays service failed.)
-			return r.abortToActive()
-		}
-		if errors.Is(err, errAborted) && r.abortMessage == "" {
-			r.abortMessage = "By request, the service operation was aborted"
-		}
-		return r.finish(err)
-	}
-	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindService, Clear: true}, nil); err != nil {
-		return err
-	}
-	return r.record(RecordStateInput{To: provision.Active, Event: "Servicing finished", ClearAgent: true})
+	return runUserSteps(ctx, req, userStepsOperation{
+		op: provision.OpService, kind: provision.StepKindService, what: "Servicing", noun: "service", gerund: "servicing",
+		active: provision.Servicing, fail: provision.ServiceFailed, goal: provision.Active,
+		steps: req.ServiceSteps, cacheBIOS: (*run).cacheBIOSService, run: (*run).service,
+		// An operator's abort of a failed step: Ironic's state machine goes
+		// service failed --abort--> active. (A refused plan, failPlan, set
+		// abortMessage: it stays service failed.)
+		abortInFailure: (*run).abortToActive,
+	})
 }
 
 func (r *run) service(user []UserStep, perr error) error {
