@@ -125,24 +125,6 @@ func TestErrorBodiesByteExact(t *testing.T) {
 	}
 }
 
-func TestPyQuote(t *testing.T) {
-	cases := map[string]string{
-		"plain":              `"plain"`,
-		`a "q" \ b`:          `"a \"q\" \\ b"`,
-		"tab\tnl\n":          `"tab\tnl\n"`,
-		"é":                  `"\u00e9"`,
-		"\U0001F600":         `"\ud83d\ude00"`,
-		"<html>&":            `"<html>&"`,
-		"\x01":               `"\u0001"`,
-		string([]byte{0xff}): `"\ufffd"`,
-	}
-	for in, want := range cases {
-		if got := pyQuote(in); got != want {
-			t.Errorf("pyQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

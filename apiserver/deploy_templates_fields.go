@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -61,11 +62,11 @@ func traitName[T any](p func(*T) *string) fieldValue[T] {
 		case !ok:
 			return typeErr(v, "string")
 		case s == "":
-			return fmt.Errorf("%s is too short", pyRepr(s))
+			return fmt.Errorf("%s is too short", pyliteral.Repr(s))
 		case len(s) > 255:
-			return fmt.Errorf("%s is too long", pyRepr(s))
+			return fmt.Errorf("%s is too long", pyliteral.Repr(s))
 		case !standardTraits[s] && !customTraitRE.MatchString(s):
-			return fmt.Errorf("%s is not valid under any of the given schemas", pyRepr(s))
+			return fmt.Errorf("%s is not valid under any of the given schemas", pyliteral.Repr(s))
 		}
 		*p(r) = s
 		return nil
@@ -123,14 +124,14 @@ func parseStepList(v any, rankKey string) ([]userStep, error) {
 		if !contains(stepInterfaces, iface) {
 			q := make([]string, len(stepInterfaces))
 			for i, n := range stepInterfaces {
-				q[i] = pyRepr(n)
+				q[i] = pyliteral.Repr(n)
 			}
-			return nil, fmt.Errorf("%s is not one of [%s]", pyRepr(iface), strings.Join(q, ", "))
+			return nil, fmt.Errorf("%s is not one of [%s]", pyliteral.Repr(iface), strings.Join(q, ", "))
 		}
 		s.Interface = iface
 		rank, ok := stepRank(m[rankKey])
 		if !ok {
-			return nil, fmt.Errorf("%s is not valid under any of the given schemas", pyRepr(m[rankKey]))
+			return nil, fmt.Errorf("%s is not valid under any of the given schemas", pyliteral.Repr(m[rankKey]))
 		}
 		s.Rank = rank
 		name, ok := m["step"].(string)

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -63,7 +64,7 @@ func (s *server) applyInterfaces(n *store.Node, explicit map[string]bool) error 
 		}
 		if !ht.Supports(kind, name) {
 			return badRequest("Could not find the following interface in the 'ironic.hardware.interfaces.%s' entrypoint: %s. Valid interfaces are %s.",
-				kind, *p, pyList(interfaceNames(ht.Supported(kind))))
+				kind, *p, pyliteral.List(interfaceNames(ht.Supported(kind))))
 		}
 	}
 	return nil
@@ -77,28 +78,19 @@ func interfaceNames(ifs []hardware.Interface) []string {
 	return names
 }
 
-// pyList renders strings as Python prints a list: ['a', 'b'].
-func pyList(items []string) string {
-	q := make([]string, len(items))
-	for i, it := range items {
-		q[i] = "'" + it + "'"
-	}
-	return "[" + strings.Join(q, ", ") + "]"
-}
-
 // missingCredentials words a power interface's missing driver_info keys as
 // Ironic's interface of that name does; others get missingProperties.
 var missingCredentials = map[hardware.Interface]func(node string, miss []string) string{
 	hardware.IPMITool: func(_ string, miss []string) string {
-		return fmt.Sprintf("Missing the following IPMI credentials in node's driver_info: %s.", pyList(miss))
+		return fmt.Sprintf("Missing the following IPMI credentials in node's driver_info: %s.", pyliteral.List(miss))
 	},
 	hardware.Redfish: func(node string, miss []string) string {
-		return fmt.Sprintf("Missing the following Redfish properties in node %s driver_info: %s", node, pyList(miss))
+		return fmt.Sprintf("Missing the following Redfish properties in node %s driver_info: %s", node, pyliteral.List(miss))
 	},
 }
 
 func missingProperties(_ string, miss []string) string {
-	return fmt.Sprintf("Missing the following properties in node's driver_info: %s.", pyList(miss))
+	return fmt.Sprintf("Missing the following properties in node's driver_info: %s.", pyliteral.List(miss))
 }
 
 // validateNode answers GET /v1/nodes/{id}/validate: every interface
@@ -151,7 +143,7 @@ func validateNode(n *store.Node, imageProblem string) map[string]map[string]any 
 			}
 		}
 		if len(miss) == 1 {
-			out["boot"] = fail(fmt.Sprintf("Some parameters were missing in node's driver_info. Missing are: %s", pyList(miss)))
+			out["boot"] = fail(fmt.Sprintf("Some parameters were missing in node's driver_info. Missing are: %s", pyliteral.List(miss)))
 		}
 	}
 
@@ -164,7 +156,7 @@ func validateNode(n *store.Node, imageProblem string) map[string]map[string]any 
 			break
 		}
 		if str(n.InstanceInfo, key) == "" {
-			out["deploy"] = fail(fmt.Sprintf("Cannot validate image information for node %s because one or more parameters are missing from its instance_info. Missing are: %s", n.UUID, pyList([]string{key})))
+			out["deploy"] = fail(fmt.Sprintf("Cannot validate image information for node %s because one or more parameters are missing from its instance_info. Missing are: %s", n.UUID, pyliteral.List([]string{key})))
 		} else if imageProblem != "" {
 			out["deploy"] = fail(imageProblem)
 		}

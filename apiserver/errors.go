@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/pyliteral"
 )
 
 // apiError is an error answered with Ironic's error body. Handlers return it;
@@ -53,62 +55,15 @@ func errorBody(status int, msg string) []byte {
 	if status >= 500 {
 		fault = "Server"
 	}
-	inner := `{"faultcode": ` + pyQuote(fault) + `, "faultstring": ` + pyQuote(msg) + `, "debuginfo": null}`
-	return []byte(`{"error_message": ` + pyQuote(inner) + `}`)
+	inner := `{"faultcode": ` + pyliteral.JSONString(fault) + `, "faultstring": ` + pyliteral.JSONString(msg) + `, "debuginfo": null}`
+	return []byte(`{"error_message": ` + pyliteral.JSONString(inner) + `}`)
 }
 
 // versionErrorBody is the different inner shape of the 406 answered by
 // microversion negotiation.
 func versionErrorBody(description string) []byte {
-	inner := `{"code": 406, "title": "Not Acceptable", "description": ` + pyQuote(description) + `}`
-	return []byte(`{"error_message": ` + pyQuote(inner) + `}`)
-}
-
-// pyQuote encodes s as a JSON string the way Python's json.dumps does with
-// ensure_ascii: no HTML escaping, every non-ASCII rune as \uXXXX (surrogate
-// pairs above the BMP). Invalid UTF-8 becomes U+FFFD.
-func pyQuote(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			switch {
-			case r < 0x20 || (r >= 0x7f && r <= 0xffff):
-				writeU(&b, r)
-			case r > 0xffff:
-				r -= 0x10000
-				writeU(&b, 0xd800+(r>>10))
-				writeU(&b, 0xdc00+(r&0x3ff))
-			default:
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-func writeU(b *strings.Builder, r rune) {
-	h := strconv.FormatInt(int64(r), 16)
-	b.WriteString(`\u`)
-	b.WriteString(strings.Repeat("0", 4-len(h)))
-	b.WriteString(h)
+	inner := `{"code": 406, "title": "Not Acceptable", "description": ` + pyliteral.JSONString(description) + `}`
+	return []byte(`{"error_message": ` + pyliteral.JSONString(inner) + `}`)
 }
 
 // handler is an API endpoint: it writes its answer and returns nil, or

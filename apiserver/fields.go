@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/pyliteral"
 )
 
 // A resource's field table (nodes_fields.go, ports_fields.go) is the one
@@ -349,7 +351,7 @@ func optText[T any](p func(*T) **string, maxLen int) fieldValue[T] {
 				*p(r) = nil
 			case string:
 				if maxLen > 0 && len(t) > maxLen {
-					return fmt.Errorf("%s is too long", pyRepr(t))
+					return fmt.Errorf("%s is too long", pyliteral.Repr(t))
 				}
 				s := t
 				*p(r) = &s
@@ -505,7 +507,7 @@ func typeErr(v any, types ...string) error {
 	for i, t := range types {
 		q[i] = "'" + t + "'"
 	}
-	return fmt.Errorf("%s is not of type %s", pyRepr(v), strings.Join(q, ", "))
+	return fmt.Errorf("%s is not of type %s", pyliteral.Repr(v), strings.Join(q, ", "))
 }
 
 // boolValue accepts what Ironic's args.boolean accepts: JSON booleans and
@@ -517,7 +519,7 @@ func boolValue(v any) (bool, error) {
 	case string:
 		b, err := parseBool("value", t)
 		if err != nil {
-			return false, fmt.Errorf("Invalid boolean value: %s", pyRepr(t))
+			return false, fmt.Errorf("Invalid boolean value: %s", pyliteral.Repr(t))
 		}
 		return b, nil
 	}
@@ -538,7 +540,7 @@ func additionalProps(keys []string) error {
 	sort.Strings(keys)
 	q := make([]string, len(keys))
 	for i, k := range keys {
-		q[i] = pyRepr(k)
+		q[i] = pyliteral.Repr(k)
 	}
 	verb := "was"
 	if len(keys) > 1 {

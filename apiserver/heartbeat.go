@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
@@ -124,7 +125,7 @@ func parseHeartbeat(c *gin.Context) (heartbeatBody, error) {
 			s := t
 			*dst = &s
 		default:
-			return hb, badRequest("Invalid value for %s: %s is not a string", k, pyRepr(v))
+			return hb, badRequest("Invalid value for %s: %s is not a string", k, pyliteral.Repr(v))
 		}
 	}
 	if hb.AgentVersion != nil && ver(c) < v36AgentVersion {

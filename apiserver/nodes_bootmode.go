@@ -10,6 +10,7 @@ import (
 
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -41,7 +42,7 @@ func (s *server) setBootMode(c *gin.Context, n *store.Node) error {
 	}
 	target, ok := body["target"].(string)
 	if !ok || (target != "uefi" && target != "bios") {
-		return badRequest("Invalid boot mode %s requested for node.", pyStr(body["target"]))
+		return badRequest("Invalid boot mode %s requested for node.", pyliteral.Str(body["target"]))
 	}
 	return s.startBootMode(c, n, workflows.BootModeRequest{NodeUUID: n.UUID, BootMode: target, ConductorGroup: n.ConductorGroup},
 		fmt.Sprintf("Boot mode change to %s accepted", target))
@@ -54,7 +55,7 @@ func (s *server) setSecureBoot(c *gin.Context, n *store.Node) error {
 	}
 	target, ok := body["target"].(bool)
 	if !ok {
-		return badRequest("Invalid secure boot state %s requested for node.", pyStr(body["target"]))
+		return badRequest("Invalid secure boot state %s requested for node.", pyliteral.Str(body["target"]))
 	}
 	// A type without secure boot (ipmi): Ironic's ipmitool management
 	// refuses it with UnsupportedDriverExtension before anything is spawned.
@@ -80,12 +81,4 @@ func (s *server) startBootMode(c *gin.Context, n *store.Node, req workflows.Boot
 	s.addHistory(c, n.UUID, store.SeverityInfo, "management", event)
 	writeEmpty(c, http.StatusAccepted, s.baseURL(c)+"/v1/nodes/"+c.Param("node")+"/states")
 	return nil
-}
-
-// pyStr is a JSON value as Python's %s prints it in Ironic's messages.
-func pyStr(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	return pyRepr(v)
 }

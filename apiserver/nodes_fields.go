@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -121,7 +122,7 @@ func unknownProvisionState(v string) error {
 }
 
 func unknownFault(v string) error {
-	return badRequest("Unrecognized fault \"%s\" is specified, allowed faults are %s", v, pyList(validFaults))
+	return badRequest("Unrecognized fault \"%s\" is specified, allowed faults are %s", v, pyliteral.List(validFaults))
 }
 
 // filterConductorGroup: groups compare lowercased; an empty value selects
@@ -166,7 +167,7 @@ func setConductorGroup(n *node, v any) error {
 		n.ConductorGroup = ""
 	case string:
 		if !conductorGroupRE.MatchString(t) {
-			return badRequest("Invalid conductor_group %s: it may only contain letters, digits, '_', '-' and '.', up to 255 characters", pyRepr(t))
+			return badRequest("Invalid conductor_group %s: it may only contain letters, digits, '_', '-' and '.', up to 255 characters", pyliteral.Repr(t))
 		}
 		n.ConductorGroup = strings.ToLower(t)
 	default:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -21,7 +22,7 @@ func (s *server) setMaintenance(c *gin.Context, n *store.Node) error {
 	if r, ok := body["reason"]; ok && r != nil {
 		rs, ok := r.(string)
 		if !ok {
-			return badRequest("Invalid reason: %s is not a string", pyRepr(r))
+			return badRequest("Invalid reason: %s is not a string", pyliteral.Repr(r))
 		}
 		reason = &rs
 	} else if r := c.Query("reason"); r != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironflow/ironflow/configdrive"
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -50,12 +51,12 @@ func stepsArg(body map[string]any, key string) (json.RawMessage, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, badRequest("Invalid %s: %s is not of type 'array'", key, pyRepr(v))
+		return nil, badRequest("Invalid %s: %s is not of type 'array'", key, pyliteral.Repr(v))
 	}
 	for _, item := range list {
 		step, ok := item.(map[string]any)
 		if !ok {
-			return nil, badRequest("Invalid %s: %s is not of type 'object'", key, pyRepr(item))
+			return nil, badRequest("Invalid %s: %s is not of type 'object'", key, pyliteral.Repr(item))
 		}
 		for _, req := range []string{"interface", "step"} {
 			if s, ok := step[req].(string); !ok || s == "" {
@@ -98,12 +99,12 @@ func configDriveArg(c *gin.Context, body map[string]any, verb provision.Verb) (j
 		for _, k := range []string{"meta_data", "network_data", "vendor_data"} {
 			if e, ok := t[k]; ok && e != nil {
 				if _, ok := e.(map[string]any); !ok {
-					return nil, badRequest("Invalid configdrive format: %s is not of type 'object'", pyRepr(e))
+					return nil, badRequest("Invalid configdrive format: %s is not of type 'object'", pyliteral.Repr(e))
 				}
 			}
 		}
 	default:
-		return nil, badRequest("Invalid configdrive format: %s is not valid under any of the given schemas", pyRepr(v))
+		return nil, badRequest("Invalid configdrive format: %s is not valid under any of the given schemas", pyliteral.Repr(v))
 	}
 	raw, err := json.Marshal(normalizeNumbers(v))
 	if err != nil {
@@ -225,7 +226,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	}
 	target, ok := tv.(string)
 	if !ok {
-		return req, badRequest("Invalid target: %s is not a string", pyRepr(tv))
+		return req, badRequest("Invalid target: %s is not a string", pyliteral.Repr(tv))
 	}
 	verb := provision.ParseVerb(target)
 	req.verb = verb
@@ -284,7 +285,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if v, ok := body["rescue_password"]; ok && v != nil {
 		pw, ok := v.(string)
 		if !ok {
-			return req, badRequest("Invalid rescue_password: %s is not a string", pyRepr(v))
+			return req, badRequest("Invalid rescue_password: %s is not a string", pyliteral.Repr(v))
 		}
 		req.rescuePassword = &pw
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -30,9 +31,9 @@ func raidEnum(values ...string) func(any) string {
 		}
 		quoted := make([]string, len(values))
 		for i, s := range values {
-			quoted[i] = pyRepr(s)
+			quoted[i] = pyliteral.Repr(s)
 		}
-		return fmt.Sprintf("%s is not one of [%s]", pyRepr(v), strings.Join(quoted, ", "))
+		return fmt.Sprintf("%s is not one of [%s]", pyliteral.Repr(v), strings.Join(quoted, ", "))
 	}
 }
 
@@ -48,7 +49,7 @@ func raidType(typ string) func(any) string {
 		if ok {
 			return ""
 		}
-		return fmt.Sprintf("%s is not of type %s", pyRepr(v), pyRepr(typ))
+		return fmt.Sprintf("%s is not of type %s", pyliteral.Repr(v), pyliteral.Repr(typ))
 	}
 }
 
@@ -56,14 +57,14 @@ func raidType(typ string) func(any) string {
 func positiveInteger(v any) (ok bool, msg string) {
 	n, isNum := v.(json.Number)
 	if !isNum {
-		return false, fmt.Sprintf("%s is not of type 'integer'", pyRepr(v))
+		return false, fmt.Sprintf("%s is not of type 'integer'", pyliteral.Repr(v))
 	}
 	i, err := n.Int64()
 	if err != nil {
-		return false, fmt.Sprintf("%s is not of type 'integer'", pyRepr(v))
+		return false, fmt.Sprintf("%s is not of type 'integer'", pyliteral.Repr(v))
 	}
 	if i <= 0 {
-		return false, fmt.Sprintf("%s is less than or equal to the minimum of 0", pyRepr(v))
+		return false, fmt.Sprintf("%s is less than or equal to the minimum of 0", pyliteral.Repr(v))
 	}
 	return true, ""
 }
@@ -79,7 +80,7 @@ var raidProperties = map[string]raidProperty{
 			if ok, _ := positiveInteger(v); ok {
 				return ""
 			}
-			return fmt.Sprintf("%s is not valid under any of the given schemas", pyRepr(v))
+			return fmt.Sprintf("%s is not valid under any of the given schemas", pyliteral.Repr(v))
 		}},
 	"volume_name":    {"Name of the volume to be created. If this is not specified, it will be auto-generated. Optional.", raidType("string")},
 	"is_root_volume": {"Specifies whether this disk is a root volume. By default, this is False. Optional.", raidType("boolean")},
@@ -100,7 +101,7 @@ var raidProperties = map[string]raidProperty{
 		func(v any) string {
 			list, ok := v.([]any)
 			if !ok {
-				return fmt.Sprintf("%s is not valid under any of the given schemas", pyRepr(v))
+				return fmt.Sprintf("%s is not valid under any of the given schemas", pyliteral.Repr(v))
 			}
 			strs, objs := 0, 0
 			for _, e := range list {
@@ -114,7 +115,7 @@ var raidProperties = map[string]raidProperty{
 			if strs == len(list) || (objs == len(list) && objs >= 2) {
 				return ""
 			}
-			return fmt.Sprintf("%s is not valid under any of the given schemas", pyRepr(v))
+			return fmt.Sprintf("%s is not valid under any of the given schemas", pyliteral.Repr(v))
 		}},
 }
 
@@ -130,7 +131,7 @@ func validateRAIDConfig(cfg map[string]any) error {
 	var extra []string
 	for k := range cfg {
 		if k != "logical_disks" {
-			extra = append(extra, pyRepr(k))
+			extra = append(extra, pyliteral.Repr(k))
 		}
 	}
 	if len(extra) > 0 {
@@ -143,7 +144,7 @@ func validateRAIDConfig(cfg map[string]any) error {
 	}
 	disks, ok := raw.([]any)
 	if !ok {
-		return bad("%s is not of type 'array'", pyRepr(raw))
+		return bad("%s is not of type 'array'", pyliteral.Repr(raw))
 	}
 	if len(disks) == 0 {
 		return bad("[] is too short")
@@ -152,18 +153,18 @@ func validateRAIDConfig(cfg map[string]any) error {
 	for _, d := range disks {
 		ld, ok := d.(map[string]any)
 		if !ok {
-			return bad("%s is not of type 'object'", pyRepr(d))
+			return bad("%s is not of type 'object'", pyliteral.Repr(d))
 		}
 		for _, req := range []string{"raid_level", "size_gb"} {
 			if _, ok := ld[req]; !ok {
-				return bad("%s is a required property", pyRepr(req))
+				return bad("%s is a required property", pyliteral.Repr(req))
 			}
 		}
 		var extra []string
 		keys := make([]string, 0, len(ld))
 		for k := range ld {
 			if _, known := raidProperties[k]; !known {
-				extra = append(extra, pyRepr(k))
+				extra = append(extra, pyliteral.Repr(k))
 			}
 			keys = append(keys, k)
 		}
@@ -203,7 +204,7 @@ func softwareRAIDOnly(node string, cfg map[string]any) error {
 		if c, _ := ld["controller"].(string); c != "software" {
 			return badRequest("Software RAID configuration requires all logical disks to have 'controller'='software'. "+
 				"Logical disk %d of node %s has controller %s: the agent raid interface builds software RAID only; use a hardware RAID interface (redfish) for a RAID controller.",
-				i, node, pyRepr(ld["controller"]))
+				i, node, pyliteral.Repr(ld["controller"]))
 		}
 	}
 	return nil

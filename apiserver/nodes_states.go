@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -126,7 +127,7 @@ func parsePower(c *gin.Context) (powerBody, error) {
 		num, ok := tv.(json.Number)
 		i, err := num.Int64()
 		if !ok || err != nil || i <= 0 || i > 1<<31 {
-			return req, badRequest("Invalid timeout value %s. The timeout must be a positive integer.", pyRepr(tv))
+			return req, badRequest("Invalid timeout value %s. The timeout must be a positive integer.", pyliteral.Repr(tv))
 		}
 		req.timeout = int(i)
 	}

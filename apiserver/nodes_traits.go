@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -61,12 +62,12 @@ func (s *server) setTraits(c *gin.Context, n *store.Node) error {
 	}
 	for k := range body {
 		if k != "traits" {
-			return badRequest("Schema error for body: Additional properties are not allowed (%s was unexpected)", pyRepr(k))
+			return badRequest("Schema error for body: Additional properties are not allowed (%s was unexpected)", pyliteral.Repr(k))
 		}
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		return badRequest("Schema error for body: %s is not of type 'array'", pyRepr(raw))
+		return badRequest("Schema error for body: %s is not of type 'array'", pyliteral.Repr(raw))
 	}
 	var want []string
 	for _, v := range list {

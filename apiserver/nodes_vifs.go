@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -91,7 +92,7 @@ func parseVIF(body map[string]any, minor int) (vifRequest, error) {
 	}
 	id, ok := raw.(string)
 	if !ok {
-		return vifRequest{}, badRequest("Schema error for vif: %s is not of type 'string'", pyRepr(raw))
+		return vifRequest{}, badRequest("Schema error for vif: %s is not of type 'string'", pyliteral.Repr(raw))
 	}
 	if !validVIFID(id) {
 		return vifRequest{}, badRequest("Expected a logical name or UUID but received %s.", id)

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -44,7 +45,7 @@ func oneOf(v any, allowed []string) error {
 		return typeErr(v, "string")
 	}
 	if !slices.Contains(allowed, s) {
-		return fmt.Errorf("%s is not one of %s", pyRepr(s), pyList(allowed))
+		return fmt.Errorf("%s is not one of %s", pyliteral.Repr(s), pyliteral.List(allowed))
 	}
 	return nil
 }
@@ -63,7 +64,7 @@ func parseAttach(body map[string]any) (workflows.VirtualMediaRequest, string, er
 	}
 	for _, k := range []string{"device_type", "image_url"} {
 		if _, ok := body[k]; !ok {
-			return req, "", schemaError("vmedia", fmt.Errorf("%s is a required property", pyRepr(k)))
+			return req, "", schemaError("vmedia", fmt.Errorf("%s is a required property", pyliteral.Repr(k)))
 		}
 	}
 	if err := oneOf(body["device_type"], vmediaDevices); err != nil {
@@ -107,7 +108,7 @@ func (s *server) attachVirtualMedia(c *gin.Context, n *store.Node) error {
 		return badRequest("Virtual media device type \"%s\" is not supported by ironflow yet.", req.DeviceType)
 	}
 	if !strings.HasPrefix(req.ImageURL, "http://") && !strings.HasPrefix(req.ImageURL, "https://") {
-		return badRequest("Invalid image_url %s: the BMC fetches the image, so it must be an http or https URL.", pyRepr(req.ImageURL))
+		return badRequest("Invalid image_url %s: the BMC fetches the image, so it must be an http or https URL.", pyliteral.Repr(req.ImageURL))
 	}
 	return s.changeVirtualMedia(c, n, req, "attach")
 }

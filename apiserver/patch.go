@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ironflow/ironflow/pyliteral"
 )
 
 // patchOp is one RFC 6902 operation of the subset Ironic accepts.
@@ -110,17 +112,17 @@ func decodePatch(body []byte) ([]patchOp, error) {
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		return nil, badRequest("Schema error for patch: %s is not of type 'array'", pyRepr(raw))
+		return nil, badRequest("Schema error for patch: %s is not of type 'array'", pyliteral.Repr(raw))
 	}
 	ops := make([]patchOp, 0, len(list))
 	for _, item := range list {
 		m, ok := item.(map[string]any)
 		if !ok {
-			return nil, badRequest("Schema error for patch: %s is not of type 'object'", pyRepr(item))
+			return nil, badRequest("Schema error for patch: %s is not of type 'object'", pyliteral.Repr(item))
 		}
 		for k := range m {
 			if k != "op" && k != "path" && k != "value" && k != "from" {
-				return nil, badRequest("Schema error for patch: Additional properties are not allowed (%s was unexpected)", pyRepr(k))
+				return nil, badRequest("Schema error for patch: Additional properties are not allowed (%s was unexpected)", pyliteral.Repr(k))
 			}
 		}
 		opV, ok := m["op"]
@@ -133,14 +135,14 @@ func decodePatch(body []byte) ([]patchOp, error) {
 		}
 		op, _ := opV.(string)
 		if op != "add" && op != "replace" && op != "remove" {
-			return nil, badRequest("Schema error for patch: %s is not one of ['add', 'replace', 'remove']", pyRepr(opV))
+			return nil, badRequest("Schema error for patch: %s is not one of ['add', 'replace', 'remove']", pyliteral.Repr(opV))
 		}
 		path, ok := pathV.(string)
 		if !ok {
-			return nil, badRequest("Schema error for patch: %s is not of type 'string'", pyRepr(pathV))
+			return nil, badRequest("Schema error for patch: %s is not of type 'string'", pyliteral.Repr(pathV))
 		}
 		if !patchPathRE.MatchString(path) {
-			return nil, badRequest("Schema error for patch: %s does not match '^(/[\\\\w-]+)+$'", pyRepr(path))
+			return nil, badRequest("Schema error for patch: %s does not match '^(/[\\\\w-]+)+$'", pyliteral.Repr(path))
 		}
 		v, has := m["value"]
 		if op != "remove" && !has {
@@ -189,7 +191,7 @@ func (r patchRules) check(ops []patchOp) error {
 func applyPatch(doc map[string]any, ops []patchOp) error {
 	for _, op := range ops {
 		if err := applyOne(doc, op); err != nil {
-			return badRequest("Couldn't apply patch '%s'. Reason: %s", pyRepr(op.asMap()), err.Error())
+			return badRequest("Couldn't apply patch '%s'. Reason: %s", pyliteral.Repr(op.asMap()), err.Error())
 		}
 	}
 	return nil
@@ -229,7 +231,7 @@ func applyOne(doc map[string]any, op patchOp) error {
 			}
 			parent = p[i]
 		default:
-			return fmt.Errorf("member '%s' not found in %s", t, pyRepr(parent))
+			return fmt.Errorf("member '%s' not found in %s", t, pyliteral.Repr(parent))
 		}
 	}
 	last := toks[len(toks)-1]
@@ -255,7 +257,7 @@ func applyOne(doc map[string]any, op patchOp) error {
 		// Arrays live inside maps; rewrite the slice in its container.
 		return patchArray(doc, toks, p, last, op)
 	}
-	return fmt.Errorf("member '%s' not found in %s", last, pyRepr(parent))
+	return fmt.Errorf("member '%s' not found in %s", last, pyliteral.Repr(parent))
 }
 
 func arrayIndex(tok string, n int, forAdd bool) (int, error) {
@@ -307,63 +309,4 @@ func patchArray(doc map[string]any, toks []string, arr []any, last string, op pa
 		c[j] = out
 	}
 	return nil
-}
-
-// pyRepr renders a decoded JSON value as Python's repr() does, for messages
-// that quote the value the client sent.
-func pyRepr(v any) string {
-	switch t := v.(type) {
-	case nil:
-		return "None"
-	case bool:
-		if t {
-			return "True"
-		}
-		return "False"
-	case string:
-		if strings.Contains(t, "'") && !strings.Contains(t, `"`) {
-			return `"` + t + `"`
-		}
-		return "'" + strings.ReplaceAll(strings.ReplaceAll(t, `\`, `\\`), "'", `\'`) + "'"
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return strconv.FormatInt(i, 10)
-		}
-		if f, err := t.Float64(); err == nil {
-			return pyFloat(f)
-		}
-		return t.String()
-	case float64:
-		return pyFloat(t)
-	case int:
-		return strconv.Itoa(t)
-	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = pyRepr(k) + ": " + pyRepr(t[k])
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
-	case []any:
-		parts := make([]string, len(t))
-		for i, e := range t {
-			parts[i] = pyRepr(e)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	}
-	return fmt.Sprint(v)
-}
-
-func pyFloat(f float64) string {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return strconv.FormatFloat(f, 'g', -1, 64)
-	}
-	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
-		return strconv.FormatFloat(f, 'f', 1, 64)
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ironflow/ironflow/pyliteral"
 )
 
 // This file is the policy engine of the keystone auth strategy: oslo.policy's
@@ -358,7 +360,7 @@ func (e *policyEngine) authorize(rule string, c *creds, t policyTarget) error {
 		token := tokenScope(c)
 		if !slices.Contains(sc, token) {
 			return errorf(http.StatusForbidden, `"%s": "%s" requires a scope of %s, request was made with %s scope.`,
-				rule, e.defaults[rule], pyRepr(anyStrings(sc)), token)
+				rule, e.defaults[rule], pyliteral.Repr(anyStrings(sc)), token)
 		}
 	}
 	if !e.allowed(rule, c, t) {

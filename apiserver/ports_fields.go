@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -75,7 +76,7 @@ func invalidMAC(v any) *apiError {
 	if s, ok := v.(string); ok {
 		return badRequest("Expected a MAC address but received %s.", s)
 	}
-	return badRequest("Expected a MAC address but received %s.", pyRepr(v))
+	return badRequest("Expected a MAC address but received %s.", pyliteral.Repr(v))
 }
 
 func setPortAddress(p *port, v any) error {

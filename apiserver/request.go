@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/pyliteral"
 )
 
 // maxBodyBytes bounds request bodies: a config drive is the largest thing a
@@ -74,7 +76,7 @@ func decodeObjectLimit(c *gin.Context, limit int64) (map[string]any, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, badRequest("Invalid request body: expected a JSON object, got %s", pyRepr(v))
+		return nil, badRequest("Invalid request body: expected a JSON object, got %s", pyliteral.Repr(v))
 	}
 	return m, nil
 }

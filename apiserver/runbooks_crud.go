@@ -1,8 +1,7 @@
 package apiserver
 
 import (
-	"encoding/json"
-
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -52,39 +51,17 @@ func runbookOwnerPatch(r *runbook, ops []patchOp) error {
 		}
 	}
 	if len(owner) > 0 {
-		publicValue := len(public) > 0 && pyTruthy(public[0])
+		publicValue := len(public) > 0 && pyliteral.Truthy(public[0])
 		if r.Public && len(public) == 0 || publicValue {
 			patch := make([]any, len(ops))
 			for i, op := range ops {
 				patch[i] = op.asMap()
 			}
-			return badRequest("Couldn't apply patch '%s'. Reason: There cannot be an owner for a public runbook", pyRepr(patch))
+			return badRequest("Couldn't apply patch '%s'. Reason: There cannot be an owner for a public runbook", pyliteral.Repr(patch))
 		}
 	}
 	if len(public) > 0 {
 		r.Owner = nil
 	}
 	return nil
-}
-
-// pyTruthy is Python's truth value of a JSON value.
-func pyTruthy(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return x
-	case string:
-		return x != ""
-	case float64:
-		return x != 0
-	case json.Number:
-		f, err := x.Float64()
-		return err != nil || f != 0
-	case []any:
-		return len(x) > 0
-	case map[string]any:
-		return len(x) > 0
-	}
-	return true
 }

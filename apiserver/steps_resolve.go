@@ -13,6 +13,7 @@ import (
 
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -225,7 +226,7 @@ func runbookArg(c *gin.Context, body map[string]any, verb provision.Verb, steps 
 	}
 	ident, ok := v.(string)
 	if !ok || ident == "" {
-		return "", badRequest("Invalid runbook: %s is not a string", pyRepr(v))
+		return "", badRequest("Invalid runbook: %s is not a string", pyliteral.Repr(v))
 	}
 	if verb != "clean" && verb != "service" {
 		return "", badRequest("\"runbook\" is only valid when setting target provision state to clean or service")

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/pyliteral"
 )
 
 // Activities of the firmware update (hardware activities, each short: the
@@ -55,7 +56,7 @@ func ParseFirmwareSettings(args json.RawMessage) ([]FirmwareSetting, error) {
 	out := make([]FirmwareSetting, 0, len(a.Settings))
 	for i, m := range a.Settings {
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("Invalid firmware update %s. Errors: settings[%d]: %s", pyValue(anyList(a.Settings)), i, fmt.Sprintf(format, args...))
+			return fmt.Errorf("Invalid firmware update %s. Errors: settings[%d]: %s", pyliteral.ReprDecoded(anyList(a.Settings)), i, fmt.Sprintf(format, args...))
 		}
 		var s FirmwareSetting
 		for k, v := range m {

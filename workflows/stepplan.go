@@ -11,6 +11,7 @@ import (
 
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/pyliteral"
 )
 
 // The out-of-band steps the node's interfaces declare, as Ironic's fake
@@ -150,9 +151,9 @@ type UserStep struct {
 // repr is the step as Ironic's messages show it: the user's dict in
 // Python's notation.
 func (u UserStep) repr() string {
-	parts := []string{"'interface': " + pyString(u.Interface), "'step': " + pyString(u.StepID.Step)}
+	parts := []string{"'interface': " + pyliteral.Repr(u.Interface), "'step': " + pyliteral.Repr(u.StepID.Step)}
 	if u.ArgsGiven != nil {
-		parts = append(parts, "'args': "+pyValue(u.ArgsGiven))
+		parts = append(parts, "'args': "+pyliteral.ReprDecoded(u.ArgsGiven))
 	}
 	if u.HasPriority {
 		parts = append(parts, "'priority': "+strconv.Itoa(u.Priority))
@@ -401,52 +402,6 @@ func interfaceOrder(iface string) int {
 		return 1
 	}
 	return 0
-}
-
-func pyString(s string) string {
-	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-		return `"` + s + `"`
-	}
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
-}
-
-// pyValue is a JSON value in Python's notation, as Ironic's messages show
-// a step's args (keys sorted, for a stable message).
-func pyValue(v any) string {
-	switch t := v.(type) {
-	case nil:
-		return "None"
-	case bool:
-		if t {
-			return "True"
-		}
-		return "False"
-	case string:
-		return pyString(t)
-	case float64:
-		if t == math.Trunc(t) && math.Abs(t) < 1e15 {
-			return strconv.FormatInt(int64(t), 10)
-		}
-		return strconv.FormatFloat(t, 'g', -1, 64)
-	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = pyString(k) + ": " + pyValue(t[k])
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
-	case []any:
-		parts := make([]string, len(t))
-		for i, e := range t {
-			parts[i] = pyValue(e)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	}
-	return fmt.Sprint(v)
 }
 
 // StepInterfaces are the node's interfaces that declare steps, for
