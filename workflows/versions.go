@@ -15,11 +15,11 @@ package workflows
 // changes to one workflow type share one change ID named for the next
 // release (changeDeployNext = "deploy-0.2"), its version raised by each
 // change that needs a new branch. Every ID is declared here, never as a
-// literal at the call: TestEveryChangeIDHasARecordedHistory checks that no
-// GetVersion call in the package uses a literal, and, once the next release
-// records its histories, that each ID appears in one of them. A gate is
-// removed after the next release that no longer needs it (docs/versioning.md,
-// "Removing a gate"). Never reuse or rename an ID.
+// literal at the call: TestEveryGetVersionNamesADeclaredChangeID checks that
+// no GetVersion call in the package uses a literal, and that the recorded
+// histories carry no marker of a retired gate. A gate is removed after the
+// next release that no longer needs it (docs/versioning.md, "Removing a
+// gate"). Never reuse or rename an ID.
 //
 // None yet: the workflows are those of the last release, whose histories
 // are workflows/testdata/history.
