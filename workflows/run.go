@@ -92,9 +92,8 @@ type run struct {
 	// agent is the callback URL of the agent that last heartbeated.
 	agent         string
 	lastHeartbeat time.Time
-	// signals remembers the signed heartbeats accepted (nil until the
-	// first heartbeat; see authentic).
-	signals *signalLedger
+	// signals remembers the signed heartbeats accepted (see authentic).
+	signals signalLedger
 	// planIndexed is the deploy_step_index that the agent deploy's plan
 	// write set last, which runDeploySteps does not record again (nil:
 	// none; deploy_steps.go).
@@ -460,9 +459,6 @@ func (r *run) takeHeartbeat(c workflow.ReceiveChannel) (Heartbeat, bool) {
 // (nor the same clock). A signed heartbeat the run already accepted is
 // refused (signalLedger, workflow state only).
 func (r *run) authentic(hb Heartbeat) bool {
-	if r.signals == nil {
-		r.signals = &signalLedger{}
-	}
 	ctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
