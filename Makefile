@@ -35,7 +35,7 @@ export IRONFLOW_TEMPORAL_SQL_TOOL_BIN := $(TEMPORAL_SQL_TOOL)
 export IRONFLOW_TEMPORAL_UI_BIN := $(TEMPORAL_UI)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-unit fuzz bench soak ramdisk kernel lint clean help record-histories docs
+.PHONY: all build tools deps deps-run deps-bench run run-cluster test bench-compare test-unit fuzz bench soak ramdisk kernel lint clean help record-histories docs
 
 all: build
 
@@ -44,6 +44,7 @@ help:
 	@echo "make run-cluster  make run on a Temporal cluster (PostgreSQL, mTLS) instead of the dev server"
 	@echo "make test     run every test (unit, integration, baremetal CLI, VM end-to-end)"
 	@echo "make bench    run the benchmarks and print their tables"
+	@echo "make bench-compare BASE=<commit>  this build's deploy rate and CPU per deploy against another commit's, one run"
 	@echo "make fuzz     run every fuzz target longer (FUZZTIME=$(FUZZTIME))"
 	@echo "make soak     deploy SOAK_NODES=$(SOAK_NODES) fake nodes with faults and crashes (not in make test)"
 	@echo "make ramdisk  build the agent kernel + initramfs into .data/images"
@@ -137,6 +138,21 @@ deps-bench:
 bench: deps-bench tools build ramdisk
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 	$(GO) run ./internal/bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
+
+# This build against another commit's in one run (docs/benchmarks.md,
+# "Comparing two builds"): BASE's ironflow is built from a clean export of
+# that commit into .data/bench/base-<commit>, then the compare part deploys
+# with either build in turn on one stack.
+BASE ?= v0.1.0
+bench-compare: tools build
+	@test -n "$(BASE)" || { echo "make bench-compare: set BASE=<commit or tag>"; exit 2; }
+	@base=$$(git rev-parse --short "$(BASE)^{commit}") || { echo "make bench-compare: $(BASE) is not a commit of this clone"; exit 2; }; \
+	dir=$(DATA)/bench/base-$$base; \
+	if [ ! -x $$dir/ironflow ]; then \
+		rm -rf $$dir/src && mkdir -p $$dir/src && git archive $$base | tar -x -C $$dir/src && \
+		(cd $$dir/src && $(GO) build -o ../ironflow ./cmd/ironflow) || exit 1; \
+	fi; \
+	$(GO) run ./internal/bench -parts compare -compare-ironflow $$dir/ironflow -ironflow $(BIN)/ironflow -out $(DATA)/bench/compare.json $(BENCH_FLAGS)
 
 # The workflow histories of this release, replayed by every later build's
 # go test until the next release (docs/versioning.md): the only directory

@@ -103,6 +103,10 @@ type config struct {
 	// workerArgs are added to every `ironflow worker` the bench starts
 	// (a before/after of a worker option in one command).
 	workerArgs []string
+	// compareBin is another build's ironflow binary, which the compare part
+	// deploys with in turn with this one; compareRounds its rounds.
+	compareBin    string
+	compareRounds int
 }
 
 func main() {
@@ -161,6 +165,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.lifecycleRounds, "lifecycle-rounds", DefaultLifecycleRounds, "rounds per size of the ironic part (the targets' order alternates; medians are compared)")
 	fs.IntVar(&cfg.lifecycleOnceFrom, "lifecycle-once-from", DefaultLifecycleOnceFrom, "lifecycle sizes from this one up run a single round (0: every size runs -lifecycle-rounds)")
 	fs.BoolVar(&cfg.cluster, "cluster", true, "the ironic part drives ironflow on the Temporal cluster too (PostgreSQL-backed temporal-server, mTLS; make tools builds it); the cluster part measures its deploys against its ceiling either way")
+	fs.StringVar(&cfg.compareBin, "compare-ironflow", "", "the compare part (not run unless named in -parts): another build's ironflow binary whose control deploys alternate with this build's on one stack (make bench-compare BASE=<commit>)")
+	fs.IntVar(&cfg.compareRounds, "compare-rounds", 7, "rounds of the compare part, each one trial of either build (medians are compared)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -169,8 +175,8 @@ func parseFlags(args []string) (config, error) {
 		if p == "" {
 			continue
 		}
-		if !slices.Contains(strings.Split(allParts, ","), p) {
-			return cfg, fmt.Errorf("unknown part %q (want some of %s)", p, allParts)
+		if !slices.Contains(strings.Split(allParts, ","), p) && p != "compare" {
+			return cfg, fmt.Errorf("unknown part %q (want some of %s, or compare)", p, allParts)
 		}
 		cfg.parts = append(cfg.parts, p)
 	}
@@ -193,7 +199,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
 		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
 	}
-	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.latencyRuns <= 0 {
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
 	return cfg, nil
@@ -203,7 +209,7 @@ func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
 
 // needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
 func (c config) needsStack() bool {
-	return c.has("latency") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2")
+	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2")
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -260,6 +266,7 @@ func run(ctx context.Context, cfg config) error {
 		{"image", func(ctx context.Context) ([]Row, error) { return benchImage(ctx, cfg, st, dir, log) }},
 		{"qcow2", func(ctx context.Context) ([]Row, error) { return benchQcow2(ctx, cfg, st, dir, log) }},
 		{"boot", func(ctx context.Context) ([]Row, error) { return benchBoot(ctx, cfg, dir, log) }},
+		{"compare", func(ctx context.Context) ([]Row, error) { return benchCompare(ctx, cfg, st, log) }},
 	}
 	var failed []string
 	for _, p := range parts {
