@@ -120,4 +120,3 @@ func compareRows(cfg config, base, cur *compareBuild) []Row {
 			note("this build/baseline per round: " + pairs(curCPUs, baseCPUs, "%.1f") + " ms"),
 	}
 }
-
