@@ -141,7 +141,8 @@ bench: deps-bench tools build ramdisk
 
 # This build against another commit's in one run (docs/benchmarks.md,
 # "Comparing two builds"): BASE's ironflow is built from a clean export of
-# that commit into .data/bench/base-<commit>, then the compare part deploys
+# that commit into .data/bench/base-<commit> (the sources removed after),
+# then the compare part deploys
 # with either build in turn on one stack.
 BASE ?= v0.1.0
 bench-compare: tools build
@@ -151,6 +152,7 @@ bench-compare: tools build
 	if [ ! -x $$dir/ironflow ]; then \
 		rm -rf $$dir/src && mkdir -p $$dir/src && git archive $$base | tar -x -C $$dir/src && \
 		(cd $$dir/src && $(GO) build -o ../ironflow ./cmd/ironflow) || exit 1; \
+		rm -rf $$dir/src; \
 	fi; \
 	$(GO) run ./internal/bench -parts compare -compare-ironflow $$dir/ironflow -ironflow $(BIN)/ironflow -out $(DATA)/bench/compare.json $(BENCH_FLAGS)
 
