@@ -26,6 +26,13 @@ TEST_TIMEOUT ?= 70m
 # a duration can end while a fuzz worker is busy and fail with "context
 # deadline exceeded" on a loaded machine.
 FUZZTIME ?= 3000x
+# The order and number of test binaries at once. The VM tests (tests/e2e)
+# take longest, and the integration tests (tests/) and apiserver's next:
+# they start first, each in a slot of its own, and the other packages
+# share a third slot, so that the longest package is not left to start
+# after the short ones (go test runs the packages in the order given).
+TEST_FIRST := ./tests/e2e/ ./tests/ ./apiserver/
+TEST_P ?= 3
 
 export IRONFLOW_TEMPORAL_BIN := $(TEMPORAL)
 export IRONFLOW_BIN := $(IRONFLOW)
@@ -112,7 +119,7 @@ run-cluster: deps-run tools build
 test: deps tools build ramdisk
 	$(GO) vet ./...
 	@mkdir -p $(DATA)
-	set -o pipefail; $(GO) test -json -timeout $(TEST_TIMEOUT) -count=1 ./... | tee $(DATA)/test.json | $(GO) run ./internal/slowest
+	set -o pipefail; $(GO) test -json -p $(TEST_P) -timeout $(TEST_TIMEOUT) -count=1 $(TEST_FIRST) ./... | tee $(DATA)/test.json | $(GO) run ./internal/slowest
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
 test-unit: go-check

@@ -1,13 +1,14 @@
 package apiserver
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/internal/testkit/baremetalcli"
 )
 
 // baremetalCLI is the unmodified client from Debian's python3-ironicclient.
@@ -22,33 +23,22 @@ type cliResult struct {
 	exit           int
 }
 
-// runCLI runs `baremetal args...` against the test server.
+// runCLI runs `baremetal args...` against the test server, through the
+// test process's fork server of the unmodified CLI (baremetalcli: the
+// CLI's own entry point, its imports paid once).
 func (e *env) runCLI(args ...string) cliResult {
 	e.t.Helper()
-	cmd := exec.Command("/usr/bin/python3", append([]string{baremetalCLI}, args...)...)
-	cmd.Env = append(os.Environ(), "OS_ENDPOINT="+e.srv.URL, "OS_AUTH_TYPE=none", "OS_CLOUD=", "HOME="+e.t.TempDir())
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		e.t.Fatalf("start baremetal: %v", err)
+	cli, err := baremetalcli.Shared()
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(cliTimeout):
-		_ = cmd.Process.Kill()
-		<-done
-		e.t.Fatalf("baremetal %v: no answer within %v\nstdout: %s\nstderr: %s", args, cliTimeout, out.String(), errb.String())
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	r, err := cli.Run(ctx, append(os.Environ(), "OS_ENDPOINT="+e.srv.URL, "OS_AUTH_TYPE=none", "OS_CLOUD=", "HOME="+e.t.TempDir()), args...)
+	if err != nil {
+		e.t.Fatalf("baremetal %v: %v (no answer within %v?)", args, err, cliTimeout)
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		e.t.Fatalf("baremetal %v: %v", args, err)
-	}
-	return cliResult{stdout: out.String(), stderr: errb.String(), exit: code}
+	return cliResult{stdout: r.Stdout, stderr: r.Stderr, exit: r.Exit}
 }
 
 // mustCLI runs the CLI and fails the test unless it exits 0.

@@ -11,12 +11,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/baremetalcli"
 	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
@@ -154,19 +154,26 @@ func deref(s *string) string {
 	return *s
 }
 
-// baremetal runs the unmodified baremetal CLI against the stack.
+// baremetal runs the unmodified baremetal CLI against the stack, through
+// the test process's fork server of it (baremetalcli: the CLI's own entry
+// point, its imports paid once).
 func baremetal(t testing.TB, args ...string) (string, string, error) {
 	t.Helper()
-	cli := "/usr/bin/baremetal"
-	if _, err := os.Stat(cli); err != nil {
-		t.Fatalf("the baremetal CLI is missing: install Debian's python3-ironicclient (make test does): %v", err)
+	return baremetalAt(t, lab.APIURL, args...)
+}
+
+// baremetalAt is baremetal against the API at url.
+func baremetalAt(t testing.TB, url string, args ...string) (string, string, error) {
+	t.Helper()
+	cli, err := baremetalcli.Shared()
+	if err != nil {
+		t.Fatal(err)
 	}
-	cmd := exec.Command("/usr/bin/python3", append([]string{cli}, args...)...)
-	cmd.Env = append(os.Environ(), "OS_ENDPOINT="+lab.APIURL, "OS_AUTH_TYPE=none")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return stdout.String(), stderr.String(), err
+	r, err := cli.Run(context.Background(), append(os.Environ(), "OS_ENDPOINT="+url, "OS_AUTH_TYPE=none"), args...)
+	if err != nil {
+		t.Fatalf("baremetal %s: %v", strings.Join(args, " "), err)
+	}
+	return r.Stdout, r.Stderr, r.Err()
 }
 
 func mustCLI(t testing.TB, args ...string) string {

@@ -143,13 +143,12 @@ func probe(ctx context.Context, url string) error {
 }
 
 // baremetal runs the unmodified baremetal CLI against the cluster's
-// first API.
+// first API (through the test process's fork server of it, baremetalcli).
 func (l *clusterLab) baremetal(t *testing.T, args ...string) {
 	t.Helper()
-	cmd := exec.Command("/usr/bin/python3", append([]string{"/usr/bin/baremetal"}, args...)...)
-	cmd.Env = append(os.Environ(), "OS_ENDPOINT="+l.apiURL, "OS_AUTH_TYPE=none")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("baremetal %s: %v\n%s\nworker:\n%s", strings.Join(args, " "), err, out, l.worker.Tail(3000))
+	out, errOut, err := baremetalAt(t, l.apiURL, args...)
+	if err != nil {
+		t.Fatalf("baremetal %s: %v\n%s%s\nworker:\n%s", strings.Join(args, " "), err, out, errOut, l.worker.Tail(3000))
 	}
 }
 

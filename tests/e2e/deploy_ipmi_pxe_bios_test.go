@@ -6,13 +6,21 @@ import (
 	"time"
 )
 
-// TestDeployIPMIPXEBIOS deploys a SeaBIOS VM behind OpenIPMI's ipmi_sim
-// with the unmodified baremetal CLI: IPMI power and boot device, automated
-// cleaning through the agent on provide, DHCP + TFTP + iPXE network boot of
-// ironflow's agent, image streamed with its
-// sha256 checked, config drive written, boot from disk. The VM's own init
-// then prints what it read from the config drive.
-func TestDeployIPMIPXEBIOS(t *testing.T) {
+// TestDeployIPMIPXEBIOSThenRescue deploys a SeaBIOS VM behind OpenIPMI's
+// ipmi_sim with the unmodified baremetal CLI: IPMI power and boot device,
+// automated cleaning through the agent on provide, DHCP + TFTP + iPXE
+// network boot of ironflow's agent, image streamed with its sha256
+// checked, config drive written, boot from disk. The VM's own init then
+// prints what it read from the config drive.
+//
+// Then, on the same booted VM, `baremetal node rescue --wait`: the VM
+// network-boots ironflow's agent again, which sets the rescue user's
+// password from the hash ironflow sends and stops, as the console's
+// IRONFLOW-RESCUE marker shows; the disk is untouched. `baremetal node
+// unrescue --wait` then boots the deployed disk again (its booted-from-disk
+// marker a second time). The clear password is in no log of ironflow and
+// no workflow history (rescueAndUnrescue).
+func TestDeployIPMIPXEBIOSThenRescue(t *testing.T) {
 	RequireQEMU(t)
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=true")
@@ -25,7 +33,7 @@ func TestDeployIPMIPXEBIOS(t *testing.T) {
 	startIPMISim(t, s, agentVM(vm), password)
 
 	begin := time.Now()
-	uuid := createIPMINode(t, s, vm, "e2e-a", password, "--deploy-interface", "direct")
+	uuid := createIPMINode(t, s, vm, "e2e-a", password, "--deploy-interface", "direct", "--rescue-interface", "agent")
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
@@ -44,4 +52,6 @@ func TestDeployIPMIPXEBIOS(t *testing.T) {
 	// where the test image's init reads the config drive ironflow wrote.
 	waitBootedFromDisk(t, vm, "e2e-a", pubKey)
 	t.Logf("VM booted the deployed disk and read its config drive %.1fs after node create", time.Since(begin).Seconds())
+
+	rescueAndUnrescue(t, s, uuid, vm)
 }

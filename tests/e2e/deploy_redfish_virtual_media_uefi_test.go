@@ -10,17 +10,21 @@ import (
 	"github.com/ironflow/ironflow/embedded"
 )
 
-// TestDeployRedfishVirtualMediaUEFIThenClean is scenario B then C on one OVMF VM
-// behind `ironflow vbmc serve` (Redfish):
+// TestDeployRedfishVirtualMediaUEFIRescueThenClean is scenario B, a rescue,
+// then C on one OVMF VM behind `ironflow vbmc serve` (Redfish):
 //
 // B: deploy with boot interface redfish-virtual-media: ironflow builds the
 // agent ISO, the BMC downloads it from ironflow's boot service and inserts
 // it, the agent boots from the virtual CD, writes the image and the config
 // drive and adds a UEFI boot entry; the VM then boots from disk.
 //
+// Rescue: the rescue agent boots from the agent ISO the BMC inserts (once),
+// the ISO is ejected once the rescue user is set, and unrescue boots the
+// disk through its UEFI boot entry (rescueAndUnrescue).
+//
 // C: undeploy with automated cleaning: the agent erases the disk's
 // metadata, and the disk file no longer has a partition table.
-func TestDeployRedfishVirtualMediaUEFIThenClean(t *testing.T) {
+func TestDeployRedfishVirtualMediaUEFIRescueThenClean(t *testing.T) {
 	RequireQEMU(t)
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=true")
@@ -35,7 +39,7 @@ func TestDeployRedfishVirtualMediaUEFIThenClean(t *testing.T) {
 	// disk is blank, and C cleans the written one.
 	begin := time.Now()
 	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
-		"--deploy-interface", "direct", "--boot-interface", "redfish-virtual-media", "--no-automated-clean")
+		"--deploy-interface", "direct", "--boot-interface", "redfish-virtual-media", "--no-automated-clean", "--rescue-interface", "agent")
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
@@ -72,6 +76,12 @@ func TestDeployRedfishVirtualMediaUEFIThenClean(t *testing.T) {
 		t.Errorf("B: node is %v / %v, want active / power on", f["provision_state"], f["power_state"])
 	}
 	t.Logf("B: booted from disk %.1fs after node create", time.Since(begin).Seconds())
+
+	inserted := countLines(bmc.proc.Log, "virtual media inserted")
+	rescueAndUnrescue(t, s, uuid, vm)
+	if n := countLines(bmc.proc.Log, "virtual media inserted"); n != inserted+1 {
+		t.Errorf("rescue inserted the agent ISO %d times, want once:\n%s", n-inserted, embedded.Tail(bmc.proc.Log, 3000))
+	}
 
 	// Scenario C.
 	if !hasPartitionTable(t, vm.Disk) {

@@ -9,13 +9,19 @@
 // disk and what it read from the config drive. Scenario assertions read
 // those IRONFLOW-E2E markers from the VM's serial log.
 //
+// A scenario that needs a deployed, booted VM follows one that leaves it
+// so on the same VM and stack where it can (the rescues follow A and B):
+// a VM boot under software emulation is the suite's dearest step.
+//
 // The scenarios, each driven by the baremetal CLI and asserted on the VM's
 // console, the node's API fields and the workflow history (the letters
 // prefix their log lines):
 //
-//	A    IPMI (ipmi_sim) + PXE + direct deploy, SeaBIOS  deploy_ipmi_pxe_bios_test.go
+//	A    IPMI (ipmi_sim) + PXE + direct deploy, SeaBIOS, deploy_ipmi_pxe_bios_test.go
+//	     then rescue and unrescue of the booted VM
 //	B, C Redfish (ironflow vbmc) + virtual media + UEFI, deploy_redfish_virtual_media_uefi_test.go
-//	     then undeploy with cleaning (partition table gone)
+//	     then rescue and unrescue, then undeploy with
+//	     cleaning (partition table gone)
 //	D-G  on api, worker and pxe as separate processes:   split_stack_deploys_and_faults_test.go
 //	     two VMs at once (G), wrong checksum and retry (D),
 //	     worker SIGKILLed mid-write (E), machine lost mid-write (F)
@@ -23,8 +29,7 @@
 //	     deploy_interface anaconda (kickstart installer)  deploy_anaconda_kickstart_test.go
 //	     in-band (agent) and out-of-band (Redfish)        inspect_inband_and_redfish_test.go
 //	     inspection
-//	     rescue and unrescue, IPMI + PXE (SeaBIOS)       rescue_ipmi_pxe_and_redfish_uefi_test.go
-//	     and Redfish + virtual media (OVMF): the rescue
+//	     rescue and unrescue (in A and B): the rescue    rescue_test.go
 //	     agent sets the rescue user, the disk is
 //	     untouched and boots again
 //	     a Glance image (qcow2 on Debian's glance-api)   deploy_glance_test.go

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/baremetalcli"
 	"github.com/ironflow/ironflow/internal/testkit/devstack"
 )
 
@@ -147,6 +147,11 @@ type stack struct {
 	// apiCA, when set, is the CA file of an HTTPS API: the CLI speaks
 	// https and trusts it.
 	apiCA string
+	// cli is the fork server of the baremetal CLI inside the lab's
+	// namespace (baremetalcli), started at the first CLI run.
+	cliOnce sync.Once
+	cli     *baremetalcli.Server
+	cliErr  error
 }
 
 // logTail is the end of every stack process's log, for failure messages.
@@ -328,33 +333,40 @@ func (s *stack) baremetal(t *testing.T, args ...string) (string, error) {
 	return s.runCLI(t, true, args...)
 }
 
-// runCLI is baremetal, logged or not (polls are not).
+// runCLI is baremetal, logged or not (polls are not). It runs the CLI's
+// own entry point in the lab's namespace through a fork server that paid
+// its imports once (baremetalcli).
 func (s *stack) runCLI(t *testing.T, logIt bool, args ...string) (string, error) {
 	t.Helper()
-	cli := "/usr/bin/baremetal"
-	if _, err := os.Stat(cli); err != nil {
-		t.Fatalf("the baremetal CLI is missing: install Debian's python3-ironicclient: %v", err)
+	s.cliOnce.Do(func() {
+		s.cli, s.cliErr = baremetalcli.Start(filepath.Join(s.lab.Dir, "cli"), s.lab.Command)
+		if s.cliErr == nil {
+			t.Cleanup(s.cli.Close)
+		}
+	})
+	if s.cliErr != nil {
+		t.Fatal(s.cliErr)
 	}
-	cmd := s.lab.Command("/usr/bin/python3", append([]string{cli}, args...)...)
 	endpoint := "http://" + apiListen
 	if s.apiCA != "" { // an HTTPS API: agent_https_api_test.go
 		endpoint = "https://" + apiListen
 	}
-	cmd.Env = append(os.Environ(), "OS_ENDPOINT="+endpoint, "OS_AUTH_TYPE=none")
+	env := append(os.Environ(), "OS_ENDPOINT="+endpoint, "OS_AUTH_TYPE=none")
 	if s.apiCA != "" {
-		cmd.Env = append(cmd.Env, "OS_CACERT="+s.apiCA)
+		env = append(env, "OS_CACERT="+s.apiCA)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
+	r, err := s.cli.Run(context.Background(), env, args...)
 	if logIt {
 		t.Logf("baremetal %s (%.1fs)", maskArgs(args), time.Since(start).Seconds())
 	}
-	if err != nil {
-		return stdout.String(), fmt.Errorf("baremetal %s: %w\nstdout: %s\nstderr: %s", maskArgs(args), err, stdout.String(), stderr.String())
+	if err == nil {
+		err = r.Err()
 	}
-	return stdout.String(), nil
+	if err != nil {
+		return r.Stdout, fmt.Errorf("baremetal %s: %w\nstdout: %s\nstderr: %s", maskArgs(args), err, r.Stdout, r.Stderr)
+	}
+	return r.Stdout, nil
 }
 
 func maskArgs(args []string) string {

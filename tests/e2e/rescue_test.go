@@ -20,43 +20,6 @@ import (
 // boot under TCG.
 const rescueWait = 10 * time.Minute
 
-// TestRescueIPMIPXEBIOS deploys a SeaBIOS VM behind ipmi_sim, then
-// rescues it with `baremetal node rescue --wait`: the VM network-boots
-// ironflow's agent again, which sets the rescue user's password from the
-// hash ironflow sends and stops, as the console's IRONFLOW-RESCUE marker
-// shows; the disk is untouched. `baremetal node unrescue --wait` then boots
-// the deployed disk again (its booted-from-disk marker a second time). The
-// clear password is in no log of ironflow and no workflow history.
-func TestRescueIPMIPXEBIOS(t *testing.T) {
-	s, vm, sum := rescueLab(t, "node-rs", "52:54:00:e2:10:01", FirmwareBIOS)
-	bmcPassword := newBMCPassword()
-	startIPMISim(t, s, agentVM(vm), bmcPassword)
-	uuid := createIPMINode(t, s, vm, "e2e-rescue", bmcPassword,
-		"--deploy-interface", "direct", "--rescue-interface", "agent", "--no-automated-clean")
-	defer printNodeHistory(t, s, uuid)
-	deployBooted(t, s, uuid, vm, sum)
-	rescueAndUnrescue(t, s, uuid, vm)
-}
-
-// TestRescueRedfishVirtualMediaUEFI is the same on an OVMF VM behind
-// `ironflow vbmc serve` (Redfish) with boot interface
-// redfish-virtual-media: the rescue agent boots from the agent ISO the BMC
-// inserts, the ISO is ejected once the rescue user is set, and unrescue
-// boots the disk through its UEFI boot entry.
-func TestRescueRedfishVirtualMediaUEFI(t *testing.T) {
-	s, vm, sum := rescueLab(t, "node-rv", "52:54:00:e2:10:02", FirmwareUEFI)
-	bmc := startRedfishBMC(t, s, agentVM(vm))
-	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
-		"--boot-interface", "redfish-virtual-media", "--no-automated-clean", "--rescue-interface", "agent")
-	defer printNodeHistory(t, s, uuid)
-	deployBooted(t, s, uuid, vm, sum)
-	inserted := countLines(bmc.proc.Log, "virtual media inserted")
-	rescueAndUnrescue(t, s, uuid, vm)
-	if n := countLines(bmc.proc.Log, "virtual media inserted"); n != inserted+1 {
-		t.Errorf("rescue inserted the agent ISO %d times, want once:\n%s", n-inserted, embedded.Tail(bmc.proc.Log, 3000))
-	}
-}
-
 // rescueLab starts a lab and its stack, builds the test image and adds the
 // VM name (mac, firmware) on a disk of its own; it returns the stack, the
 // VM and the image's sha256 sum.
