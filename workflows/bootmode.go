@@ -57,7 +57,7 @@ type BootModeRecord struct {
 
 // ChangeBootMode sets the boot mode or secure boot state of a node.
 func ChangeBootMode(ctx workflow.Context, req BootModeRequest) error {
-	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpBootMode)
+	r, err := newNodeRun(ctx, req.NodeUUID, provision.OpBootMode)
 	if err != nil {
 		return err
 	}

@@ -128,15 +128,32 @@ type run struct {
 	lastResult string
 }
 
-// newRun registers the status query and the signal channels. It must be the
-// first thing a provisioning workflow does, so that signals sent right after
-// the start are never lost.
+// ErrTypeUndecidedRequest: a provision workflow was handed a request that
+// carries no transition. The API decides every verb once (provision.Accept)
+// and hands the decision on; a workflow never decides it again.
+const ErrTypeUndecidedRequest = "UndecidedRequest"
+
+// newRun starts the run of a provision verb's workflow: req must carry the
+// transition the API decided. It must be the first thing a provisioning
+// workflow does, so that signals sent right after the start are never lost.
 func newRun(ctx workflow.Context, req provision.Request, operation provision.Operation) (*run, error) {
-	if req.Transition.Operation == "" && req.Verb != "" {
-		// A request started before the API handed its decision on: the
-		// same state machine decides it here.
-		req.Transition, _ = provision.Accept(req.FromState, req.Verb)
+	if req.Transition.Operation == "" {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("node %s: the %s request (verb %q from %q) carries no decided transition: the API decides it (provision.Accept)",
+				req.NodeUUID, operation, req.Verb, req.FromState), ErrTypeUndecidedRequest, nil)
 	}
+	return startRun(ctx, req, operation)
+}
+
+// newNodeRun starts the run of a workflow no provision verb started (power,
+// boot device, boot mode, virtual media): it changes no provision state.
+func newNodeRun(ctx workflow.Context, nodeUUID string, operation provision.Operation) (*run, error) {
+	return startRun(ctx, provision.Request{NodeUUID: nodeUUID}, operation)
+}
+
+// startRun registers the status query and the signal channels, then loads
+// the node.
+func startRun(ctx workflow.Context, req provision.Request, operation provision.Operation) (*run, error) {
 	r := &run{
 		ctx:        ctx,
 		req:        req,

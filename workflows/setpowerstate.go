@@ -11,7 +11,7 @@ import (
 // SetPowerState performs a power change asked through the API and records
 // the state the BMC reports (or the error) with target_power_state cleared.
 func SetPowerState(ctx workflow.Context, req PowerRequest) error {
-	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpPower)
+	r, err := newNodeRun(ctx, req.NodeUUID, provision.OpPower)
 	if err != nil {
 		return err
 	}

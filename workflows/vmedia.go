@@ -67,7 +67,7 @@ type VirtualMediaInput struct {
 // A read is a request field no earlier request set, so histories of
 // attach and detach replay as they ran.
 func ChangeVirtualMedia(ctx workflow.Context, req VirtualMediaRequest) ([]VirtualMediaDevice, error) {
-	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpVirtualMedia)
+	r, err := newNodeRun(ctx, req.NodeUUID, provision.OpVirtualMedia)
 	if err != nil {
 		return nil, err
 	}
