@@ -13,5 +13,5 @@ func ChangeBootDevice(ctx workflow.Context, req BootDeviceRequest) error {
 	if err != nil {
 		return err
 	}
-	return r.bootDevice(req.BootDevice, req.Persistent)
+	return r.hw.bootDevice(req.BootDevice, req.Persistent)
 }

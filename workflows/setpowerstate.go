@@ -16,14 +16,14 @@ func SetPowerState(ctx workflow.Context, req PowerRequest) error {
 		return err
 	}
 	var state string
-	err = r.hardware(ActSetPower, PowerInput{Node: r.node, Action: req.Target, TimeoutSeconds: req.TimeoutSeconds}, &state)
+	err = r.hw.call(ActSetPower, PowerInput{Node: r.node, Action: req.Target, TimeoutSeconds: req.TimeoutSeconds}, &state)
 	rec := PowerStateRecord{NodeUUID: req.NodeUUID, PowerState: state, Event: fmt.Sprintf("Power %s: %s", req.Target, orUnknown(state)), Severity: "INFO"}
 	if err != nil {
 		rec.PowerState = r.node.PowerState
 		rec.LastError = fmt.Sprintf("Failed to change power state to '%s' for node %s: %s", req.Target, req.NodeUUID, errorText(err))
 		rec.Event, rec.Severity = rec.LastError, "ERROR"
 	}
-	return r.local(ActRecordPowerState, rec, nil)
+	return r.rec.local(ActRecordPowerState, rec, nil)
 }
 
 func orUnknown(s string) string {

@@ -74,10 +74,10 @@ func ChangeVirtualMedia(ctx workflow.Context, req VirtualMediaRequest) ([]Virtua
 	switch {
 	case req.Read:
 		var out []VirtualMediaDevice
-		err := r.hardware(ActReadVirtualMedia, VirtualMediaInput{Node: r.node}, &out)
+		err := r.hw.call(ActReadVirtualMedia, VirtualMediaInput{Node: r.node}, &out)
 		return out, err
 	case req.Attach:
-		return nil, r.hardware(ActAttachVirtualMedia, VirtualMediaInput{Node: r.node, DeviceType: req.DeviceType, ImageURL: req.ImageURL}, nil)
+		return nil, r.hw.call(ActAttachVirtualMedia, VirtualMediaInput{Node: r.node, DeviceType: req.DeviceType, ImageURL: req.ImageURL}, nil)
 	}
-	return nil, r.hardware(ActDetachVirtualMedia, VirtualMediaInput{Node: r.node}, nil)
+	return nil, r.hw.call(ActDetachVirtualMedia, VirtualMediaInput{Node: r.node}, nil)
 }
