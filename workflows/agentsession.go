@@ -51,19 +51,26 @@ type agentSession struct {
 // whole start-to-close timeout (docs/crash-safety.md). Timeouts are not part
 // of what replay compares: recorded histories replay unchanged.
 func (a *agentSession) call(name string, in, out any) error {
-	ctx := workflow.WithActivityOptions(a.ctx, workflow.ActivityOptions{
+	ctx := workflow.WithActivityOptions(a.ctx, a.options(2*time.Minute, 3))
+	return workflow.ExecuteActivity(ctx, name, in).Get(ctx, out)
+}
+
+// options are the activity options of an agent activity that may take
+// timeout, attempted at most attempts times: on the node's queue,
+// heartbeating, a failed agent command never retried.
+func (a *agentSession) options(timeout time.Duration, attempts int32) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
 		TaskQueue:           a.queue,
-		StartToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    a.policy.AgentActivityHeartbeat,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        2 * time.Second,
 			BackoffCoefficient:     2,
 			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        3,
+			MaximumAttempts:        attempts,
 			NonRetryableErrorTypes: []string{ErrTypeAgentStepFailed, ErrTypeInvalidConfig, ErrTypeNodeGone},
 		},
-	})
-	return workflow.ExecuteActivity(ctx, name, in).Get(ctx, out)
+	}
 }
 
 // powerOffAgent asks the agent to sync and power the machine off (starts:
@@ -264,18 +271,7 @@ func (r *run) agentStepOnce(kind provision.StepKind, s provision.Step) (AgentSte
 	p := a.policy
 	actCtx, cancelAct := workflow.WithCancel(r.ctx)
 	defer cancelAct()
-	actCtx = workflow.WithActivityOptions(actCtx, workflow.ActivityOptions{
-		TaskQueue:           a.queue,
-		StartToCloseTimeout: p.AgentCommandTimeout,
-		HeartbeatTimeout:    p.AgentActivityHeartbeat,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        2 * time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{ErrTypeAgentStepFailed, ErrTypeInvalidConfig, ErrTypeNodeGone},
-		},
-	})
+	actCtx = workflow.WithActivityOptions(actCtx, a.options(p.AgentCommandTimeout, 5))
 	fut := workflow.ExecuteActivity(actCtx, ActRunAgentStep, AgentStepInput{
 		Agent: a.input(nil), Kind: kind, Step: s, Index: r.steps.takeIndex(),
 	})
