@@ -57,14 +57,14 @@ const maxResultInHistory = 1024
 // argument set to the last checkpoint the step published, so that a
 // burn-in resumes where it was instead of failing or starting from zero
 // (README.md, "Step progress, resume after a reboot, results in the
-// history"). The step's result is kept in r.lastResult for the event that
-// ends it.
+// history"). The step's result is kept in the agent session's lastResult
+// for the event that ends it.
 func (r *run) agentStep(kind provision.StepKind, s provision.Step) error {
-	r.lastResult = ""
+	r.agent.lastResult = ""
 	for resumes := 0; ; resumes++ {
 		res, err := r.agentStepOnce(kind, s)
 		if err == nil {
-			r.lastResult = res.Result
+			r.agent.lastResult = res.Result
 			return nil
 		}
 		lost, ok := commandLost(err)
@@ -76,13 +76,13 @@ func (r *run) agentStep(kind provision.StepKind, s provision.Step) error {
 		if from != "" {
 			event += " from its checkpoint (" + from + ")"
 		}
-		if err := r.record(RecordStateInput{To: r.status.ProvisionState, Target: r.req.Transition.Target, Event: event}); err != nil {
+		if err := r.rec.record(RecordStateInput{To: r.rec.status.ProvisionState, Target: r.rec.target, Event: event}); err != nil {
 			return err
 		}
 		s = next
-		if r.current != nil {
+		if r.rec.current != nil {
 			cur := s
-			r.current = &cur
+			r.rec.current = &cur
 		}
 	}
 }

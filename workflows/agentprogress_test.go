@@ -169,8 +169,8 @@ func TestServiceNodeResumesABurninAfterAReboot(t *testing.T) {
 	env := newEnv(t, f)
 	env.RegisterWorkflow(ServiceNode)
 	heartbeatAfter(env, time.Minute)
-	env.ExecuteWorkflow(ServiceNode, provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active,
-		ServiceSteps: json.RawMessage(`[{"interface":"deploy","step":"burnin_cpu","args":{"timeout":10}}]`)})
+	env.ExecuteWorkflow(ServiceNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active,
+		ServiceSteps: json.RawMessage(`[{"interface":"deploy","step":"burnin_cpu","args":{"timeout":10}}]`)}))
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}

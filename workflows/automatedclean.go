@@ -3,8 +3,6 @@ package workflows
 import (
 	"fmt"
 
-	"go.temporal.io/sdk/workflow"
-
 	"github.com/ironflow/ironflow/provision"
 )
 
@@ -23,7 +21,7 @@ func (r *run) clean(target provision.State) error {
 	if err := r.step("wait call-back", func() error {
 		_, err := r.waitCallback(provision.CleanWait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(provision.Cleaning, target, fmt.Sprintf("Agent called back from %s", r.agent))
+			err = r.rec.enter(provision.Cleaning, target, fmt.Sprintf("Agent called back from %s", r.agent.url))
 		}
 		return err
 	}); err != nil {
@@ -31,7 +29,7 @@ func (r *run) clean(target provision.State) error {
 	}
 	var offered []provision.Step
 	if err := r.step("get clean steps", func() error {
-		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: provision.StepKindClean}, &offered)
+		return r.agent.call(ActGetAgentSteps, AgentStepsInput{Agent: r.agent.input(nil), Kind: provision.StepKindClean}, &offered)
 	}); err != nil {
 		return err
 	}
@@ -41,15 +39,12 @@ func (r *run) clean(target provision.State) error {
 		}
 	}
 	if err := r.step("tear down agent", func() error {
-		if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
-			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
-		}
-		return r.power("power off")
+		return r.powerOffAgent(nil)
 	}); err != nil {
 		return err
 	}
 	return r.step("clean up boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil)
+		return r.hw.cleanBoot(BootAgent, nil)
 	})
 }
 

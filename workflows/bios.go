@@ -22,7 +22,7 @@ func (r *run) cacheBIOS() {
 	if !hardware.BIOSOf(r.node.BIOSInterface).CachesSettings() {
 		return
 	}
-	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
+	if err := r.hw.call(ActCacheBIOSSettings, r.node, nil); err != nil {
 		workflow.GetLogger(r.ctx).Warn("cache BIOS settings", "node", r.node.UUID, "error", errorText(err))
 	}
 }
@@ -52,7 +52,7 @@ func (r *run) cacheBIOSService() {
 // cacheBIOSNow runs ActCacheBIOSSettings; a failure is logged, not the
 // operation's, as in Ironic.
 func (r *run) cacheBIOSNow() {
-	if err := r.hardware(ActCacheBIOSSettings, r.node, nil); err != nil {
+	if err := r.hw.call(ActCacheBIOSSettings, r.node, nil); err != nil {
 		workflow.GetLogger(r.ctx).Warn("cache BIOS settings", "node", r.node.UUID, "error", errorText(err))
 	}
 }
@@ -76,15 +76,15 @@ func (r *run) biosStepUnderAgent(s provision.Step, underAgent bool) bool {
 // operation with the callback timeout, naming the step.
 func (r *run) biosStepWithAgent(s provision.Step) error {
 	active, _ := r.agentStates()
-	if err := r.record(RecordStateInput{To: active, Target: r.req.Transition.Target, ClearAgent: true,
+	if err := r.rec.record(RecordStateInput{To: active, Target: r.rec.target, ClearAgent: true,
 		Event: fmt.Sprintf("Step %s reboots the node to apply the BIOS settings: it boots into the agent again; the agent token is removed", s.Name())}); err != nil {
 		return err
 	}
 	if err := r.step(s.Name(), func() error {
-		if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil); err != nil {
+		if err := r.hw.prepareBoot(BootAgent, r.running()); err != nil {
 			return err
 		}
-		return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s, RebootInto: r.netbootDevice()}, nil)
+		return r.hw.call(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.rec.stepKind(), Step: s, RebootInto: r.hw.netbootDevice()}, nil)
 	}); err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (r *run) waitAgentAfter(s provision.Step) error {
 	return r.step("wait call-back after "+s.Name(), func() error {
 		_, err := r.waitCallback(wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(active, r.req.Transition.Target, fmt.Sprintf("Agent called back from %s after step %s rebooted the node", r.agent, s.Name()))
+			err = r.rec.enter(active, r.rec.target, fmt.Sprintf("Agent called back from %s after step %s rebooted the node", r.agent.url, s.Name()))
 		}
 		return err
 	})
@@ -106,7 +106,7 @@ func (r *run) waitAgentAfter(s provision.Step) error {
 
 // agentStates are the operation's active and wait states.
 func (r *run) agentStates() (active, wait provision.State) {
-	switch r.stepKind() {
+	switch r.rec.stepKind() {
 	case provision.StepKindService:
 		return provision.Servicing, provision.ServiceWait
 	case provision.StepKindDeploy:

@@ -40,7 +40,7 @@ func TestManageCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
 				f.appendCall("CacheBIOSSettings")
 				return c.fail
 			}, activity.RegisterOptions{Name: ActCacheBIOSSettings})
-			env.ExecuteWorkflow(ManageNode, provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll})
+			env.ExecuteWorkflow(ManageNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll}))
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -114,8 +114,8 @@ func TestServicingCachesBIOSSettingsOfRedfishBIOSNodes(t *testing.T) {
 				f.appendCall("CacheBIOSSettings")
 				return nil
 			}, activity.RegisterOptions{Name: ActCacheBIOSSettings})
-			env.ExecuteWorkflow(ServiceNode, provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active,
-				DisableRamdisk: true, ServiceSteps: []byte(`[{"interface":"bios","step":"factory_reset"}]`)})
+			env.ExecuteWorkflow(ServiceNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active,
+				DisableRamdisk: true, ServiceSteps: []byte(`[{"interface":"bios","step":"factory_reset"}]`)}))
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}

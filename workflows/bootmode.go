@@ -57,7 +57,7 @@ type BootModeRecord struct {
 
 // ChangeBootMode sets the boot mode or secure boot state of a node.
 func ChangeBootMode(ctx workflow.Context, req BootModeRequest) error {
-	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpBootMode)
+	r, err := newNodeRun(ctx, req.NodeUUID, provision.OpBootMode)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func ChangeBootMode(ctx workflow.Context, req BootModeRequest) error {
 		what = fmt.Sprintf("secure boot state %v", *req.SecureBoot)
 	}
 	var res BootModeResult
-	err = r.hardware(ActSetBootMode, BootModeInput{Node: r.node, BootMode: req.BootMode, SecureBoot: req.SecureBoot}, &res)
+	err = r.hw.call(ActSetBootMode, BootModeInput{Node: r.node, BootMode: req.BootMode, SecureBoot: req.SecureBoot}, &res)
 	rec := BootModeRecord{NodeUUID: req.NodeUUID, BootMode: res.BootMode, SecureBoot: res.SecureBoot,
 		Event: fmt.Sprintf("Set %s", what)}
 	if err != nil {
@@ -75,5 +75,5 @@ func ChangeBootMode(ctx workflow.Context, req BootModeRequest) error {
 	}
 	// The failure is the node's last_error, as Ironic's conductor records
 	// it; the workflow itself ends.
-	return r.local(ActRecordBootMode, rec, nil)
+	return r.rec.local(ActRecordBootMode, rec, nil)
 }

@@ -9,9 +9,9 @@ import (
 // ChangeBootDevice sets the boot device asked through the API; the API waits
 // for its result.
 func ChangeBootDevice(ctx workflow.Context, req BootDeviceRequest) error {
-	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpBootDevice)
+	r, err := newNodeRun(ctx, req.NodeUUID, provision.OpBootDevice)
 	if err != nil {
 		return err
 	}
-	return r.bootDevice(req.BootDevice, req.Persistent)
+	return r.hw.bootDevice(req.BootDevice, req.Persistent)
 }

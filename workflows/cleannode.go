@@ -27,7 +27,7 @@ func CleanNode(ctx workflow.Context, req provision.Request) error {
 	return runUserSteps(ctx, req, userStepsOperation{
 		op: provision.OpClean, kind: provision.StepKindClean, what: "Manual cleaning", noun: "clean", gerund: "cleaning",
 		active: provision.Cleaning, fail: provision.CleanFailed, goal: provision.Manageable,
-		steps: req.CleanSteps, cacheBIOS: (*run).cacheBIOSManual, run: (*run).manualClean,
+		steps: req.CleanSteps, disableRamdisk: req.DisableRamdisk, cacheBIOS: (*run).cacheBIOSManual, run: (*run).manualClean,
 	})
 }
 
@@ -40,12 +40,15 @@ type userStepsOperation struct {
 	// cleaning", "clean", "cleaning").
 	what, noun, gerund string
 	active, fail, goal provision.State
-	steps              json.RawMessage
-	cacheBIOS          func(*run) // workflows/bios.go
-	run                func(r *run, user []UserStep, perr error) error
+	// steps and disableRamdisk are the request's: its clean_steps or
+	// service_steps, and whether the agent stays down.
+	steps          json.RawMessage
+	disableRamdisk bool
+	cacheBIOS      func(*run) // workflows/bios.go
+	run            func(r *run, user []UserStep, perr error, disableRamdisk bool) error
 	// abortInFailure, when set, ends an operator's abort of a failed
 	// step (servicing: back to active).
-	abortInFailure func(*run) error
+	abortInFailure func(r *run, disableRamdisk bool) error
 }
 
 // runUserSteps runs a manual cleaning or a servicing: the state recorded,
@@ -57,53 +60,50 @@ func runUserSteps(ctx workflow.Context, req provision.Request, m userStepsOperat
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = m.active, m.fail
-	r.holdAbort = func(s provision.Step) bool { return !s.Abortable }
+	r.rec.active, r.rec.fail, r.rec.target = m.active, m.fail, req.Transition.Target
+	r.operator.holdAbort = func(s provision.Step) bool { return !s.Abortable }
 	user, perr := ParseUserSteps(m.steps)
 	event := fmt.Sprintf("%s: %d step(s)", m.what, len(user))
-	if req.DisableRamdisk {
+	if m.disableRamdisk {
 		event += ", without the agent (disable_ramdisk)"
 	}
-	if err := r.enter(m.active, m.goal, event); err != nil {
+	if err := r.rec.enter(m.active, m.goal, event); err != nil {
 		return ended(err)
 	}
 	m.cacheBIOS(r)
-	err = m.run(r, user, perr)
+	err = m.run(r, user, perr, m.disableRamdisk)
 	if err != nil {
-		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Clear: true}, nil); cerr != nil {
+		if cerr := r.rec.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Clear: true}, nil); cerr != nil {
 			workflow.GetLogger(r.ctx).Warn(fmt.Sprintf("clear the %s steps of a failed %s", m.noun, m.gerund), "node", r.node.UUID, "error", errorText(cerr))
 		}
-		if m.abortInFailure != nil && errors.Is(err, errAborted) && r.status.ProvisionState == m.fail && r.abortMessage == "" {
-			return m.abortInFailure(r)
+		if m.abortInFailure != nil && errors.Is(err, errAborted) && r.rec.status.ProvisionState == m.fail && r.operator.abortMessage == "" {
+			return m.abortInFailure(r, m.disableRamdisk)
 		}
-		if errors.Is(err, errAborted) && r.abortMessage == "" {
-			r.abortMessage = fmt.Sprintf("By request, the %s operation was aborted", m.noun)
+		if errors.Is(err, errAborted) && r.operator.abortMessage == "" {
+			r.operator.abortMessage = fmt.Sprintf("By request, the %s operation was aborted", m.noun)
 		}
 		return r.finish(err)
 	}
-	if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Clear: true}, nil); err != nil {
+	if err := r.rec.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Clear: true}, nil); err != nil {
 		return err
 	}
-	return r.record(RecordStateInput{To: m.goal, Event: m.what + " finished", ClearAgent: true})
+	return r.rec.record(RecordStateInput{To: m.goal, Event: m.what + " finished", ClearAgent: true})
 }
 
-func (r *run) manualClean(user []UserStep, perr error) error {
-	if err := r.runManualPlan(manualCleaning, user, perr); err != nil {
+func (r *run) manualClean(user []UserStep, perr error, disableRamdisk bool) error {
+	if err := r.runManualPlan(manualCleaning, user, perr, disableRamdisk); err != nil {
 		return err
 	}
-	if r.req.DisableRamdisk {
+	if disableRamdisk {
 		return nil
 	}
 	if err := r.step("tear down agent", func() error {
-		if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
-			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
-		}
-		return r.power("power off")
+		return r.powerOffAgent(nil)
 	}); err != nil {
 		return err
 	}
 	return r.step("clean up boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil)
+		return r.hw.cleanBoot(BootAgent, nil)
 	})
 }
 
@@ -117,7 +117,9 @@ type manualOp struct {
 	// prepare and getSteps name the steps that boot the agent and ask it
 	// for its steps (they name the operation's steps in its history).
 	prepare, getSteps string
-	runOne            func(*run, provision.Step) error
+	// runOne runs a step that is not a reserved one; underAgent: the
+	// agent runs on the node (no disable_ramdisk).
+	runOne func(r *run, s provision.Step, underAgent bool) error
 	// holds are the states a hold step moves between (workflows/hold.go).
 	holds holdStates
 }
@@ -133,7 +135,7 @@ var (
 // user's steps with the interfaces' and the agent's, refusing a plan the
 // node cannot run, and runs it step by step, recording the plan and the
 // running step's index as Ironic does.
-func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
+func (r *run) runManualPlan(m manualOp, user []UserStep, perr error, disableRamdisk bool) error {
 	oob := InterfaceSteps(m.kind, r.node.StepInterfaces())
 	cannot := func(err error) error {
 		return r.failPlan(fmt.Sprintf("Cannot %s node %s: %s", m.verb, r.node.UUID, errorText(err)))
@@ -142,21 +144,21 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 		return cannot(perr)
 	}
 	var agentSteps []provision.Step
-	if !r.req.DisableRamdisk {
+	if !disableRamdisk {
 		if err := r.step(m.prepare, r.bootAgent); err != nil {
 			return err
 		}
 		if err := r.step("wait call-back", func() error {
 			_, err := r.waitCallback(m.wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 			if err == nil {
-				err = r.enter(m.active, m.target, fmt.Sprintf("Agent called back from %s", r.agent))
+				err = r.rec.enter(m.active, m.target, fmt.Sprintf("Agent called back from %s", r.agent.url))
 			}
 			return err
 		}); err != nil {
 			return err
 		}
 		if err := r.step(m.getSteps, func() error {
-			return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: m.kind}, &agentSteps)
+			return r.agent.call(ActGetAgentSteps, AgentStepsInput{Agent: r.agent.input(nil), Kind: m.kind}, &agentSteps)
 		}); err != nil {
 			return err
 		}
@@ -169,31 +171,31 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 	flow := r.flowStepsOf(user)
 	available := append(append(oob, agentSteps...), flow...)
 	plan, err := MergeSteps(PlanInput{Kind: m.kind, Available: available, User: user,
-		Manual: true, DisableRamdisk: r.req.DisableRamdisk})
+		Manual: true, DisableRamdisk: disableRamdisk})
 	if err != nil {
 		return cannot(err)
 	}
 	rec := StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Steps: plan}
-	if !r.req.DisableRamdisk {
+	if !disableRamdisk {
 		rec.AgentSteps = agentSteps
 	}
-	if err := r.local(ActRecordStepPlan, rec, nil); err != nil {
+	if err := r.rec.local(ActRecordStepPlan, rec, nil); err != nil {
 		return err
 	}
 	for i, s := range plan {
 		idx := i
-		if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Index: &idx, OnlyIndex: true}, nil); err != nil {
+		if err := r.rec.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: m.kind, Index: &idx, OnlyIndex: true}, nil); err != nil {
 			return err
 		}
-		runOne := m.runOne
+		runOne := func(r *run, s provision.Step) error { return m.runOne(r, s, !disableRamdisk) }
 		if len(flow) > 0 && IsFlowStep(s.StepID) {
 			runOne = func(r *run, s provision.Step) error { return r.flowStep(m.holds, s) }
 		}
 		if err := r.runStep(s, runOne); err != nil {
 			return err
 		}
-		if r.abortAfter {
-			r.abortMessage = fmt.Sprintf("By request, the %s operation was aborted after the completion of step \"%s\"", m.verb, s.Name())
+		if r.operator.abortAfter {
+			r.operator.abortMessage = fmt.Sprintf("By request, the %s operation was aborted after the completion of step \"%s\"", m.verb, s.Name())
 			return errAborted
 		}
 	}
@@ -202,36 +204,36 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error) error {
 
 // manualStep runs one step of a manual plan: an interface's as an
 // activity, the agent's in clean wait (where Ironic allows abort).
-func (r *run) manualStep(s provision.Step) error {
+func (r *run) manualStep(s provision.Step, underAgent bool) error {
 	if s.OutOfBand {
 		if s.StepID == provision.StepFirmwareUpdate {
-			return r.firmwareStep(r.stepKind(), s, !r.req.DisableRamdisk) // workflows/firmware.go
+			return r.firmwareStep(r.rec.stepKind(), s, underAgent) // workflows/firmware.go
 		}
-		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {
+		if r.biosStepUnderAgent(s, underAgent) {
 			return r.biosStepWithAgent(s) // workflows/bios.go
 		}
 		return r.step(s.Name(), func() error {
-			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.stepKind(), Step: s}, nil)
+			return r.hw.call(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: r.rec.stepKind(), Step: s}, nil)
 		})
 	}
-	if err := r.enter(provision.CleanWait, r.req.Transition.Target, fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
+	if err := r.rec.enter(provision.CleanWait, r.rec.target, fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
 		return err
 	}
 	err := r.inBand(s)
-	if errors.Is(err, errAborted) && r.abortMessage == "" {
-		r.abortMessage = fmt.Sprintf("By request, the clean operation was aborted on step \"%s\"", s.Name())
+	if errors.Is(err, errAborted) && r.operator.abortMessage == "" {
+		r.operator.abortMessage = fmt.Sprintf("By request, the clean operation was aborted on step \"%s\"", s.Name())
 	}
 	if err != nil {
 		return err
 	}
-	return r.enter(provision.Cleaning, r.req.Transition.Target, stepFinished(s, r.stepKind(), r.lastResult))
+	return r.rec.enter(provision.Cleaning, r.rec.target, stepFinished(s, r.rec.stepKind(), r.agent.lastResult))
 }
 
 // failPlan ends an operation whose plan is refused: the failure state with
 // msg, nothing to retry.
 func (r *run) failPlan(msg string) error {
-	r.abortMessage = msg
-	if err := r.record(RecordStateInput{To: r.fail, LastError: msg, Event: msg, Severity: "ERROR", EventType: string(r.status.Operation)}); err != nil {
+	r.operator.abortMessage = msg
+	if err := r.rec.record(RecordStateInput{To: r.rec.fail, LastError: msg, Event: msg, Severity: "ERROR", EventType: string(r.rec.status.Operation)}); err != nil {
 		return err
 	}
 	return errAborted

@@ -29,14 +29,14 @@ func (r *run) deployRamdisk() error {
 	if err := r.runPlan(ramdiskDeploy, stepsOf(ramdiskDeploy)); err != nil {
 		return err
 	}
-	return r.enter(provision.Active, "", "Deploy finished: the instance boots its ramdisk from the network")
+	return r.rec.enter(provision.Active, "", "Deploy finished: the instance boots its ramdisk from the network")
 }
 
 func (r *run) deployAnaconda() error {
 	if err := r.runPlan(anacondaDeploy, stepsOf(anacondaDeploy)); err != nil {
 		return err
 	}
-	return r.record(RecordStateInput{To: provision.Active, Event: "Deploy finished: the installed system boots from disk", ClearAgent: true})
+	return r.rec.record(RecordStateInput{To: provision.Active, Event: "Deploy finished: the installed system boots from disk", ClearAgent: true})
 }
 
 // bootRamdisk is ramdisk's deploy.boot_instance: the instance's own boot,
@@ -59,7 +59,7 @@ func (r *run) installAndWait(provision.Step) error {
 	return r.step("wait for the installer", func() error {
 		hb, err := r.waitCallback(provision.DeployWait, func(hb Heartbeat) bool {
 			if hb.AgentStatus == AgentStatusStart {
-				r.status.Progress = hb.AgentStatusMessage
+				r.rec.status.Progress = hb.AgentStatusMessage
 			}
 			return hb.AgentStatus == AgentStatusEnd || hb.AgentStatus == AgentStatusError
 		})
@@ -69,7 +69,7 @@ func (r *run) installAndWait(provision.Step) error {
 		if hb.AgentStatus == AgentStatusError {
 			return fmt.Errorf("the installer reported an error: %s", orDefault(hb.AgentStatusMessage, "no message"))
 		}
-		return r.enter(provision.Deploying, provision.Active, fmt.Sprintf("The installer finished: %s", orDefault(hb.AgentStatusMessage, AgentStatusEnd)))
+		return r.rec.enter(provision.Deploying, provision.Active, fmt.Sprintf("The installer finished: %s", orDefault(hb.AgentStatusMessage, AgentStatusEnd)))
 	})
 }
 
@@ -77,7 +77,7 @@ func (r *run) installAndWait(provision.Step) error {
 // configuration removed, the installed system booted from disk.
 func (r *run) bootInstalled(s provision.Step) error {
 	if err := r.step("clean up boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAnaconda, Starts: r.running()}, nil)
+		return r.hw.cleanBoot(BootAnaconda, r.running())
 	}); err != nil {
 		return err
 	}
@@ -85,10 +85,10 @@ func (r *run) bootInstalled(s provision.Step) error {
 		return err
 	}
 	return r.step(s.Name(), func() error {
-		if err := r.bootDevice("disk", true); err != nil {
+		if err := r.hw.bootDevice("disk", true); err != nil {
 			return err
 		}
-		return r.power("rebooting")
+		return r.hw.power("rebooting")
 	})
 }
 

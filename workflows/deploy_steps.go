@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -29,18 +30,20 @@ import (
 //     with a non-zero priority at its place, the node's deploy_step showing
 //     the running one and driver_internal_info deploy_steps and
 //     deploy_step_index the plan, as Ironic keeps them.
-func (r *run) deployWithAgentSteps() error {
-	err := r.deployAgentPlan()
+//
+// deploySteps are the request's deploy_steps.
+func (r *run) deployWithAgentSteps(deploySteps json.RawMessage) error {
+	err := r.deployAgentPlan(deploySteps)
 	if err != nil {
-		if cerr := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Clear: true}, nil); cerr != nil {
+		if cerr := r.rec.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Clear: true}, nil); cerr != nil {
 			workflow.GetLogger(r.ctx).Warn("clear the deploy steps of a failed deploy", "node", r.node.UUID, "error", errorText(cerr))
 		}
 	}
 	return err
 }
 
-func (r *run) deployAgentPlan() error {
-	user, err := ParseUserSteps(r.req.DeploySteps)
+func (r *run) deployAgentPlan(deploySteps json.RawMessage) error {
+	user, err := ParseUserSteps(deploySteps)
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
@@ -66,7 +69,7 @@ func (r *run) deployAgentPlan() error {
 	first := deployIndex(early)
 	// The plan and the index of its first step in one write.
 	index := new(int)
-	r.planIndexed = index
+	r.steps.planIndexed = index
 	if err := r.recordDeployPlan(early, nil, index); err != nil {
 		return err
 	}
@@ -75,7 +78,7 @@ func (r *run) deployAgentPlan() error {
 	}
 	var agentSteps []provision.Step
 	if err := r.step("get deploy steps", func() error {
-		return r.agentCall(ActGetAgentSteps, AgentStepsInput{Agent: AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, Kind: provision.StepKindDeploy}, &agentSteps)
+		return r.agent.call(ActGetAgentSteps, AgentStepsInput{Agent: r.agent.input(nil), Kind: provision.StepKindDeploy}, &agentSteps)
 	}); err != nil {
 		return err
 	}
@@ -97,9 +100,9 @@ func (r *run) deployAgentPlan() error {
 	rec := &StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Steps: plan, AgentSteps: agentSteps}
 	if next := first + 1; next < len(plan) {
 		rec.Index = &next
-		r.planIndexed = &next
+		r.steps.planIndexed = &next
 	}
-	if err := r.record(RecordStateInput{To: provision.Deploying, Target: provision.Active, Event: planEvent(plan), StepPlan: rec}); err != nil {
+	if err := r.rec.record(RecordStateInput{To: provision.Deploying, Target: provision.Active, Event: planEvent(plan), StepPlan: rec}); err != nil {
 		return err
 	}
 	return r.runDeployPlan(plan, first+1)
@@ -173,12 +176,12 @@ var tearDownAgentPriority = func() int {
 // and end in the node's history. One that reboots the node while the agent
 // runs on it reboots into the agent and waits for its call-back.
 func (r *run) deployInterfaceStep(s provision.Step) error {
-	if err := r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Running deploy step %s (priority %d) out of band", s.Name(), s.Priority)); err != nil {
+	if err := r.rec.enter(provision.Deploying, provision.Active, fmt.Sprintf("Running deploy step %s (priority %d) out of band", s.Name(), s.Priority)); err != nil {
 		return err
 	}
 	// The agent runs on the node between deploy.deploy's call-back and
 	// deploy.tear_down_agent (priority 40 unless a request changed it).
-	underAgent := r.agent != "" && s.Priority > tearDownAgentPriority
+	underAgent := r.agent.url != "" && s.Priority > tearDownAgentPriority
 	var err error
 	switch {
 	case s.StepID == provision.StepFirmwareUpdate:
@@ -187,13 +190,13 @@ func (r *run) deployInterfaceStep(s provision.Step) error {
 		err = r.biosStepWithAgent(s) // workflows/bios.go
 	default:
 		err = r.step(s.Name(), func() error {
-			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: provision.StepKindDeploy, Step: s}, nil)
+			return r.hw.call(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: provision.StepKindDeploy, Step: s}, nil)
 		})
 	}
 	if err != nil {
 		return err
 	}
-	return r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
+	return r.rec.enter(provision.Deploying, provision.Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
 }
 
 // earlyDeployPlan is the plan of a deploy before its agent runs: the user's
@@ -268,7 +271,7 @@ func (r *run) runDeployPlan(plan []provision.Step, from int) error {
 	done := RecordStateInput{To: provision.Active, Event: "Deploy finished: the instance is booting from disk", ClearAgent: true}
 	// The plan cleared with active, in one write.
 	done.StepPlan = &StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Clear: true}
-	return r.record(done)
+	return r.rec.record(done)
 }
 
 // runDeploySteps runs steps, the first of which is the plan's step at
@@ -285,19 +288,19 @@ func (r *run) runDeploySteps(steps []provision.Step, base int) error {
 			fn, indexed = h, false
 		}
 		switch {
-		case r.planIndexed != nil && *r.planIndexed == idx:
+		case r.steps.planIndexed != nil && *r.steps.planIndexed == idx:
 			// The plan's write before this step set its index.
-			r.planIndexed = nil
+			r.steps.planIndexed = nil
 		case indexed:
 			// The step's first activity writes it with the step.
-			r.pendingIndex = &idx
+			r.steps.pendingIndex = &idx
 		default:
-			if err := r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
+			if err := r.rec.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Index: &idx, OnlyIndex: true}, nil); err != nil {
 				return err
 			}
 		}
 		err := r.runStep(s, fn)
-		r.pendingIndex = nil // never the next step's
+		r.steps.pendingIndex = nil // never the next step's
 		if err != nil {
 			return err
 		}
@@ -327,13 +330,13 @@ func deployHandler(id provision.StepID) func(*run, provision.Step) error {
 // agentDeployStep runs one of the agent's deploy steps, its start and end
 // in the node's history.
 func (r *run) agentDeployStep(s provision.Step) error {
-	if err := r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Running deploy step %s (priority %d) on the agent", s.Name(), s.Priority)); err != nil {
+	if err := r.rec.enter(provision.Deploying, provision.Active, fmt.Sprintf("Running deploy step %s (priority %d) on the agent", s.Name(), s.Priority)); err != nil {
 		return err
 	}
 	if err := r.inBand(s); err != nil {
 		return err
 	}
-	return r.enter(provision.Deploying, provision.Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
+	return r.rec.enter(provision.Deploying, provision.Active, fmt.Sprintf("Deploy step %s finished", s.Name()))
 }
 
 // planEvent is the plan as the node's history shows it.
@@ -349,7 +352,7 @@ func planEvent(plan []provision.Step) string {
 // the agent's steps in agent_cached_deploy_steps), deploy_step_index null
 // until a step starts.
 func (r *run) recordDeployPlan(plan, agentSteps []provision.Step, index *int) error {
-	return r.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: index}, nil)
+	return r.rec.local(ActRecordStepPlan, StepPlanRecord{NodeUUID: r.node.UUID, Kind: provision.StepKindDeploy, Steps: plan, AgentSteps: agentSteps, Index: index}, nil)
 }
 
 // failDeployPlan ends a deploy whose plan is refused: deploy failed with

@@ -290,7 +290,7 @@ func heartbeatAfter(env *testsuite.TestWorkflowEnvironment, d time.Duration) {
 }
 
 func deployRequest() provision.Request {
-	return provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "active", FromState: provision.Available}
+	return decided(provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "active", FromState: provision.Available})
 }
 
 func TestDeployNodeHappyPathRunsTheStepsInOrder(t *testing.T) {
@@ -540,7 +540,7 @@ func TestUndeployCleansThroughTheAgent(t *testing.T) {
 	f.node.ProvisionState = provision.Active
 	env := newEnv(t, f)
 	heartbeatAfter(env, 3*time.Minute)
-	env.ExecuteWorkflow(UndeployNode, provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active})
+	env.ExecuteWorkflow(UndeployNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active}))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -561,7 +561,7 @@ func TestProvideSkipsCleaningWhenDisabled(t *testing.T) {
 	f.node.AutomatedClean = false
 	f.node.ProvisionState = provision.Manageable
 	env := newEnv(t, f)
-	env.ExecuteWorkflow(ProvideNode, provision.Request{NodeUUID: f.node.UUID, Verb: "provide", FromState: provision.Manageable})
+	env.ExecuteWorkflow(ProvideNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "provide", FromState: provision.Manageable}))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -586,7 +586,7 @@ func TestFirstWriteIsConditionalOnTheAPIsState(t *testing.T) {
 		f.node.AutomatedClean = false
 		f.store = c.store
 		env := newEnv(t, f)
-		env.ExecuteWorkflow(ProvideNode, provision.Request{NodeUUID: f.node.UUID, Verb: "provide", FromState: provision.Manageable})
+		env.ExecuteWorkflow(ProvideNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "provide", FromState: provision.Manageable}))
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatalf("node in %s: %v", c.store, err)
 		}
@@ -604,7 +604,7 @@ func TestManageFailsBackToEnrollWithTheBMCError(t *testing.T) {
 	f.node.Policy.BMCAttempts = 1
 	f.failures["GetPowerState"] = []error{temporal.NewNonRetryableApplicationError("BMC authentication failed: wrong password", ErrTypeBMCAuth, nil)}
 	env := newEnv(t, f)
-	env.ExecuteWorkflow(ManageNode, provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll})
+	env.ExecuteWorkflow(ManageNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll}))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -679,8 +679,8 @@ func TestUnreadableSettingsFailTheOperationClearly(t *testing.T) {
 		startsIn provision.State
 	}{
 		{"deploy", DeployNode, deployRequest(), provision.DeployFailed, provision.Available},
-		{"provide", ProvideNode, provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "provide", FromState: provision.Manageable}, provision.CleanFailed, provision.Manageable},
-		{"manage", ManageNode, provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "manage", FromState: provision.Enroll}, provision.Enroll, provision.Enroll},
+		{"provide", ProvideNode, decided(provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "provide", FromState: provision.Manageable}), provision.CleanFailed, provision.Manageable},
+		{"manage", ManageNode, decided(provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: "manage", FromState: provision.Enroll}), provision.Enroll, provision.Enroll},
 		{"power", SetPowerState, PowerRequest{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Target: "power on"}, "kept", ""},
 	}
 	for _, c := range cases {

@@ -196,7 +196,7 @@ func (r *run) firmwareUpdate(kind provision.StepKind, s provision.Step, underAge
 	}
 	for i, fs := range settings {
 		var ref FirmwareTaskRef
-		if err := r.hardware(ActStartFirmwareUpdate, FirmwareUpdateInput{Node: r.node, Kind: kind, Step: s, Index: i, Setting: fs}, &ref); err != nil {
+		if err := r.hw.call(ActStartFirmwareUpdate, FirmwareUpdateInput{Node: r.node, Kind: kind, Step: s, Index: i, Setting: fs}, &ref); err != nil {
 			return intoAgent, err
 		}
 		if !ref.Done {
@@ -212,8 +212,8 @@ func (r *run) firmwareUpdate(kind provision.StepKind, s provision.Step, underAge
 			}
 		}
 	}
-	r.status.Progress = ""
-	return intoAgent, r.hardware(ActRecordFirmware, FirmwareRecordInput{Node: r.node, Kind: kind}, nil)
+	r.rec.status.Progress = ""
+	return intoAgent, r.hw.call(ActRecordFirmware, FirmwareRecordInput{Node: r.node, Kind: kind}, nil)
 }
 
 // firmwareStep runs the update step s as the operation's step; when it
@@ -241,17 +241,11 @@ func (r *run) firmwareStep(kind provision.StepKind, s provision.Step, underAgent
 // boot points at it.
 func (r *run) rebootIntoAgent(s provision.Step, why string) error {
 	active, _ := r.agentStates()
-	if err := r.record(RecordStateInput{To: active, Target: r.req.Transition.Target, ClearAgent: true,
+	if err := r.rec.record(RecordStateInput{To: active, Target: r.rec.target, ClearAgent: true,
 		Event: fmt.Sprintf("Step %s reboots the node (%s): it boots into the agent again; the agent token is removed", s.Name(), why)}); err != nil {
 		return err
 	}
-	if err := r.hardware(ActPrepareBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil); err != nil {
-		return err
-	}
-	if err := r.bootDevice(r.netbootDevice(), false); err != nil {
-		return err
-	}
-	return r.power("rebooting")
+	return r.bootAgent()
 }
 
 // waitFirmwareTask polls the task every PollInterval until it ends or
@@ -267,14 +261,14 @@ func (r *run) waitFirmwareTask(s provision.Step, fs FirmwareSetting, ref Firmwar
 			return intoAgent, err
 		}
 		var st FirmwareTaskState
-		if err := r.hardware(ActPollFirmwareTask, FirmwareTaskInput{Node: r.node, Component: fs.Component, URI: ref.URI}, &st); err != nil {
+		if err := r.hw.call(ActPollFirmwareTask, FirmwareTaskInput{Node: r.node, Component: fs.Component, URI: ref.URI}, &st); err != nil {
 			return intoAgent, err
 		}
 		if st.Unreachable == "" {
 			last = st
-			r.status.Progress = fmt.Sprintf("firmware %s: task %s %s %d%%", fs.Component, ref.URI, st.State, st.Percent)
+			r.rec.status.Progress = fmt.Sprintf("firmware %s: task %s %s %d%%", fs.Component, ref.URI, st.State, st.Percent)
 		} else {
-			r.status.Progress = fmt.Sprintf("firmware %s: BMC not answering (%s)", fs.Component, st.Unreachable)
+			r.rec.status.Progress = fmt.Sprintf("firmware %s: BMC not answering (%s)", fs.Component, st.Unreachable)
 		}
 		if st.ResetRequired && !st.Done && !rebooted {
 			// The BMC applies the image when the host resets (a BIOS):
@@ -287,10 +281,10 @@ func (r *run) waitFirmwareTask(s provision.Step, fs FirmwareSetting, ref Firmwar
 				if err := r.rebootIntoAgent(s, fmt.Sprintf("the BMC applies the %s image at the host's reset", fs.Component)); err != nil {
 					return intoAgent, err
 				}
-			} else if err := r.power("rebooting"); err != nil {
+			} else if err := r.hw.power("rebooting"); err != nil {
 				return intoAgent, err
 			}
-			r.status.Progress = fmt.Sprintf("firmware %s: task %s waits for the host's reset: node rebooted", fs.Component, ref.URI)
+			r.rec.status.Progress = fmt.Sprintf("firmware %s: task %s waits for the host's reset: node rebooted", fs.Component, ref.URI)
 		}
 		if st.Done {
 			if st.Failed {

@@ -190,8 +190,8 @@ func TestFirmwareUpdateInServicing(t *testing.T) {
 	env := newEnv(t, f)
 	env.RegisterWorkflow(ServiceNode)
 	b.register(env)
-	env.ExecuteWorkflow(ServiceNode, provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active, DisableRamdisk: true,
-		ServiceSteps: []byte(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}]`)})
+	env.ExecuteWorkflow(ServiceNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: provision.VerbService, FromState: provision.Active, DisableRamdisk: true,
+		ServiceSteps: []byte(`[{"interface":"firmware","step":"update","args":{"settings":[{"component":"bmc","url":"http://images/bmc.bin"}]}}]`)}))
 	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
 		t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
 	}

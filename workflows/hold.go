@@ -101,17 +101,17 @@ func (r *run) flowStep(h holdStates, s provision.Step) error {
 	case FlowStepWait:
 		return r.waitStep(s)
 	case FlowStepPowerOn:
-		return r.step(s.Name(), func() error { return r.power("power on") })
+		return r.step(s.Name(), func() error { return r.hw.power("power on") })
 	case FlowStepPowerOff:
-		if err := r.step(s.Name(), func() error { return r.power("power off") }); err != nil {
+		if err := r.step(s.Name(), func() error { return r.hw.power("power off") }); err != nil {
 			return err
 		}
 		// As Ironic's power_off step, the agent's token and URL go, so
 		// that the machine's next boot looks up and gets a new one.
-		return r.record(RecordStateInput{To: r.status.ProvisionState, Target: h.goal, ClearAgent: true,
+		return r.rec.record(RecordStateInput{To: r.rec.status.ProvisionState, Target: h.goal, ClearAgent: true,
 			Event: fmt.Sprintf("Step %s: powered off; the agent token is removed", s.Name())})
 	case FlowStepReboot:
-		return r.step(s.Name(), func() error { return r.power("rebooting") })
+		return r.step(s.Name(), func() error { return r.hw.power("rebooting") })
 	}
 	return fmt.Errorf("%s is not a reserved step", s.Name())
 }
@@ -124,7 +124,7 @@ func (r *run) flowStep(h holdStates, s provision.Step) error {
 // Heartbeats keep arriving meanwhile: they are noted (the agent's callback
 // URL, its liveness) and acted on only once the plan goes on.
 func (r *run) hold(h holdStates, s provision.Step) error {
-	if r.pendingAbort() {
+	if r.operator.pendingAbort() {
 		return errAborted
 	}
 	// An unhold that came before this hold was recorded was meant for an
@@ -133,30 +133,30 @@ func (r *run) hold(h holdStates, s provision.Step) error {
 	unhold := workflow.GetSignalChannel(r.ctx, SignalUnhold)
 	for unhold.ReceiveAsync(nil) {
 	}
-	if err := r.enter(h.hold, h.goal, fmt.Sprintf("Step %s: holding until unhold", s.Name())); err != nil {
+	if err := r.rec.enter(h.hold, h.goal, fmt.Sprintf("Step %s: holding until unhold", s.Name())); err != nil {
 		return err
 	}
-	r.status.Step = s.Name()
-	r.status.WaitingFor = "unhold or abort"
-	defer func() { r.status.WaitingFor = "" }()
+	r.rec.status.Step = s.Name()
+	r.rec.status.WaitingFor = "unhold or abort"
+	defer func() { r.rec.status.WaitingFor = "" }()
 	for {
 		var resumed, aborted bool
 		sel := workflow.NewSelector(r.ctx)
 		sel.AddReceive(unhold, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); resumed = true })
-		sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
-		sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) { _, _ = r.takeHeartbeat(c) })
+		sel.AddReceive(r.operator.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
+		sel.AddReceive(r.agent.heartbeats, func(c workflow.ReceiveChannel, _ bool) { _, _ = r.agent.takeHeartbeat(c) })
 		sel.Select(r.ctx)
 		switch {
 		case aborted:
-			if r.abortMessage == "" {
-				r.abortMessage = fmt.Sprintf("By request, the %s operation was aborted on step \"%s\"", h.verb, s.Name())
+			if r.operator.abortMessage == "" {
+				r.operator.abortMessage = fmt.Sprintf("By request, the %s operation was aborted on step \"%s\"", h.verb, s.Name())
 			}
 			return errAborted
 		case resumed:
-			if err := r.enter(h.wait, h.goal, fmt.Sprintf("Unhold: step %s released", s.Name())); err != nil {
+			if err := r.rec.enter(h.wait, h.goal, fmt.Sprintf("Unhold: step %s released", s.Name())); err != nil {
 				return err
 			}
-			return r.enter(h.active, h.goal, fmt.Sprintf("Step %s finished", s.Name()))
+			return r.rec.enter(h.active, h.goal, fmt.Sprintf("Step %s finished", s.Name()))
 		}
 	}
 }
@@ -179,9 +179,9 @@ func (r *run) waitStep(s provision.Step) error {
 		for {
 			var done, aborted bool
 			sel := workflow.NewSelector(r.ctx)
-			sel.AddReceive(r.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
-			sel.AddReceive(r.heartbeats, func(c workflow.ReceiveChannel, _ bool) {
-				if _, ok := r.takeHeartbeat(c); ok && timer == nil {
+			sel.AddReceive(r.operator.abort, func(c workflow.ReceiveChannel, _ bool) { c.Receive(r.ctx, nil); aborted = true })
+			sel.AddReceive(r.agent.heartbeats, func(c workflow.ReceiveChannel, _ bool) {
+				if _, ok := r.agent.takeHeartbeat(c); ok && timer == nil {
 					done = true
 				}
 			})

@@ -18,21 +18,21 @@ func InspectNode(ctx workflow.Context, req provision.Request) error {
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = provision.Inspecting, provision.InspectFailed
-	if err := r.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Started: true}, nil); err != nil {
+	r.rec.active, r.rec.fail, r.rec.target = provision.Inspecting, provision.InspectFailed, req.Transition.Target
+	if err := r.rec.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Started: true}, nil); err != nil {
 		return err
 	}
-	if err := r.enter(provision.Inspecting, provision.Manageable, "Inspection started"); err != nil {
+	if err := r.rec.enter(provision.Inspecting, provision.Manageable, "Inspection started"); err != nil {
 		return ended(err)
 	}
 	method := hardware.InspectOf(r.node.InspectInterface).Method()
 	if method == hardware.InspectNothing {
 		// Nothing to learn (fake-hardware): Ironic's fake inspection.
-		return r.record(RecordStateInput{To: provision.Manageable, Event: "Inspection finished (" + string(r.node.InspectInterface) + ")"})
+		return r.rec.record(RecordStateInput{To: provision.Manageable, Event: "Inspection finished (" + string(r.node.InspectInterface) + ")"})
 	}
 	if method == hardware.InspectOutOfBand {
 		if err := r.step("inspect out-of-band", func() error {
-			return r.hardware(ActInspectOutOfBand, r.node, nil)
+			return r.hw.call(ActInspectOutOfBand, r.node, nil)
 		}); err != nil {
 			return r.finishInspect(err)
 		}
@@ -42,14 +42,14 @@ func InspectNode(ctx workflow.Context, req provision.Request) error {
 		}
 	}
 	if err := r.step("apply inventory", func() error {
-		return r.local(ActApplyInventory, r.node.UUID, nil)
+		return r.rec.local(ActApplyInventory, r.node.UUID, nil)
 	}); err != nil {
 		return r.finishInspect(err)
 	}
-	if err := r.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Finished: true}, nil); err != nil {
+	if err := r.rec.local(ActRecordInspection, InspectionRecord{NodeUUID: r.node.UUID, Finished: true}, nil); err != nil {
 		return err
 	}
-	return r.finishInspect(r.record(RecordStateInput{To: provision.Manageable, Event: "Inspection finished", ClearAgent: true}))
+	return r.finishInspect(r.rec.record(RecordStateInput{To: provision.Manageable, Event: "Inspection finished", ClearAgent: true}))
 }
 
 func (r *run) inspectInBand() error {
@@ -67,21 +67,21 @@ func (r *run) inspectInBand() error {
 	if !reported {
 		// The agent heartbeats but did not post its inventory: ask it.
 		if err := r.step("collect inventory", func() error {
-			return r.agentCall(ActCollectInventory, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil)
+			return r.agent.call(ActCollectInventory, r.agent.input(nil), nil)
 		}); err != nil {
 			return err
 		}
 	}
 	return r.step("power off", func() error {
-		if r.agent != "" {
-			if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
+		if r.agent.url != "" {
+			if err := r.agent.call(ActAgentPowerOff, r.agent.input(nil), nil); err != nil {
 				workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
 			}
 		}
-		if err := r.power("power off"); err != nil {
+		if err := r.hw.power("power off"); err != nil {
 			return err
 		}
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootInspect}, nil)
+		return r.hw.cleanBoot(BootInspect, nil)
 	})
 }
 

@@ -90,7 +90,7 @@ func TestInspectInBandBootsTheAgentAndAppliesItsInventory(t *testing.T) {
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
 	heartbeatAfter(env, 2*time.Minute)
-	env.ExecuteWorkflow(InspectNode, provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable})
+	env.ExecuteWorkflow(InspectNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable}))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -108,7 +108,7 @@ func TestInspectOutOfBandBootsNothing(t *testing.T) {
 	env := newEnv(t, f)
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
-	env.ExecuteWorkflow(InspectNode, provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable})
+	env.ExecuteWorkflow(InspectNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable}))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}
@@ -123,7 +123,7 @@ func TestInspectTimeoutEndsInInspectFailed(t *testing.T) {
 	env := newEnv(t, f)
 	env.RegisterWorkflow(InspectNode)
 	registerInspect(env, f)
-	env.ExecuteWorkflow(InspectNode, provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable})
+	env.ExecuteWorkflow(InspectNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "inspect", FromState: provision.Manageable}))
 	if last := f.states[len(f.states)-1]; last != provision.InspectFailed || !strings.Contains(f.lastErr, "Timeout reached") {
 		t.Fatalf("final %q last_error %q", last, f.lastErr)
 	}
@@ -135,7 +135,7 @@ func TestUndeployOfAnAnacondaNodeCleansItsDisk(t *testing.T) {
 	f.node.ProvisionState = provision.Active
 	env := newEnv(t, f)
 	heartbeatAfter(env, 3*time.Minute)
-	env.ExecuteWorkflow(UndeployNode, provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active})
+	env.ExecuteWorkflow(UndeployNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active}))
 	if env.GetWorkflowError() != nil {
 		t.Fatal(env.GetWorkflowError())
 	}

@@ -19,20 +19,20 @@ func ManageNode(ctx workflow.Context, req provision.Request) error {
 		return err
 	}
 	if req.FromState != provision.Enroll {
-		return ended(r.enter(provision.Manageable, "", fmt.Sprintf("Node moved to manageable from %s", req.FromState)))
+		return ended(r.rec.enter(provision.Manageable, "", fmt.Sprintf("Node moved to manageable from %s", req.FromState)))
 	}
-	if err := r.enter(provision.Verifying, provision.Manageable, "Verifying the node's BMC"); err != nil {
+	if err := r.rec.enter(provision.Verifying, provision.Manageable, "Verifying the node's BMC"); err != nil {
 		return ended(err)
 	}
 	var state string
-	err = r.hardware(ActGetPowerState, r.node, &state)
+	err = r.hw.call(ActGetPowerState, r.node, &state)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to get power state for node %s. Error: %s", r.node.UUID, errorText(err))
-		return r.record(RecordStateInput{To: provision.Enroll, LastError: msg, Event: msg, Severity: "ERROR", EventType: "verify"})
+		return r.rec.record(RecordStateInput{To: provision.Enroll, LastError: msg, Event: msg, Severity: "ERROR", EventType: "verify"})
 	}
-	if err := r.local(ActRecordPowerState, PowerStateRecord{NodeUUID: r.node.UUID, PowerState: state}, nil); err != nil {
+	if err := r.rec.local(ActRecordPowerState, PowerStateRecord{NodeUUID: r.node.UUID, PowerState: state}, nil); err != nil {
 		return err
 	}
 	r.cacheBIOS() // workflows/bios.go
-	return r.enter(provision.Manageable, "", fmt.Sprintf("Verified: the BMC reports %s", orUnknown(state)))
+	return r.rec.enter(provision.Manageable, "", fmt.Sprintf("Verified: the BMC reports %s", orUnknown(state)))
 }

@@ -27,7 +27,7 @@ func TestManageCachesBIOSSettingsOnlyForRedfishBIOS(t *testing.T) {
 			cached := 0
 			env.RegisterActivityWithOptions(func(context.Context, NodeInfo) error { cached++; return nil },
 				activity.RegisterOptions{Name: ActCacheBIOSSettings})
-			env.ExecuteWorkflow(ManageNode, provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll})
+			env.ExecuteWorkflow(ManageNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "manage", FromState: provision.Enroll}))
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +55,7 @@ func TestSecureBootSetOnlyForSecureBoot(t *testing.T) {
 				f.node.ProvisionState = provision.Active
 				heartbeatAfter(env, 3*time.Minute)
 			},
-			UndeployNode, provision.Request{NodeUUID: newFakeCloud().node.UUID, Verb: "deleted", FromState: provision.Active}},
+			UndeployNode, decided(provision.Request{NodeUUID: newFakeCloud().node.UUID, Verb: "deleted", FromState: provision.Active})},
 		{"ramdisk deploy", "SetSecureBoot on",
 			func(f *fakeCloud, _ *testsuite.TestWorkflowEnvironment) { f.node.DeployInterface = "ramdisk" },
 			DeployNode, deployRequest()},

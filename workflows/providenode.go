@@ -13,12 +13,12 @@ func ProvideNode(ctx workflow.Context, req provision.Request) error {
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = provision.Cleaning, provision.CleanFailed
-	if err := r.enter(provision.Cleaning, provision.Available, r.cleaningEvent()); err != nil {
+	r.rec.active, r.rec.fail, r.rec.target = provision.Cleaning, provision.CleanFailed, req.Transition.Target
+	if err := r.rec.enter(provision.Cleaning, provision.Available, r.cleaningEvent()); err != nil {
 		return ended(err)
 	}
 	if err := r.clean(provision.Available); err != nil {
 		return r.finish(err)
 	}
-	return r.finish(r.record(RecordStateInput{To: provision.Available, Event: "Node available", ClearAgent: true}))
+	return r.finish(r.rec.record(RecordStateInput{To: provision.Available, Event: "Node available", ClearAgent: true}))
 }

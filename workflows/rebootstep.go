@@ -17,14 +17,8 @@ func (r *run) rebootAfterStep(s provision.Step) error {
 	if !s.RebootRequested {
 		return nil
 	}
-	active, wait := provision.Cleaning, provision.CleanWait
-	switch r.stepKind() {
-	case provision.StepKindService:
-		active, wait = provision.Servicing, provision.ServiceWait
-	case provision.StepKindDeploy:
-		active, wait = provision.Deploying, provision.DeployWait
-	}
-	if err := r.record(RecordStateInput{To: active, Target: r.req.Transition.Target, ClearAgent: true,
+	active, wait := r.agentStates() // workflows/bios.go
+	if err := r.rec.record(RecordStateInput{To: active, Target: r.rec.target, ClearAgent: true,
 		Event: fmt.Sprintf("Step %s requested a reboot: rebooting into the agent; the agent token is removed", s.Name())}); err != nil {
 		return err
 	}
@@ -34,7 +28,7 @@ func (r *run) rebootAfterStep(s provision.Step) error {
 	return r.step("wait call-back after "+s.Name(), func() error {
 		_, err := r.waitCallback(wait, func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(active, r.req.Transition.Target, fmt.Sprintf("Agent called back from %s after the reboot step %s requested", r.agent, s.Name()))
+			err = r.rec.enter(active, r.rec.target, fmt.Sprintf("Agent called back from %s after the reboot step %s requested", r.agent.url, s.Name()))
 		}
 		return err
 	})

@@ -35,7 +35,7 @@ func TestAnUnversionedReorderFailsTheReplay(t *testing.T) {
 			"{provision.Step{StepID: provision.StepPrepareInstanceBoot, Priority: 60}", "{provision.Step{StepID: provision.StepPrepareInstanceBoot, Priority: 30}"},
 		// boot_instance no longer removes the agent's boot configuration.
 		{"remove boot_instance's CleanBoot activity",
-			"return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent, Starts: r.running()}, nil)", "return nil"},
+			"return r.hw.cleanBoot(BootAgent, r.running())", "return nil"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

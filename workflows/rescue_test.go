@@ -33,7 +33,7 @@ func newRescueEnv(t *testing.T, f *fakeCloud) *testsuite.TestWorkflowEnvironment
 }
 
 func rescueRequest(from provision.State, verb provision.Verb) provision.Request {
-	return provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: verb, FromState: from}
+	return decided(provision.Request{NodeUUID: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", Verb: verb, FromState: from})
 }
 
 func assertCalls(t *testing.T, f *fakeCloud, want []string) {

@@ -27,8 +27,8 @@ func RescueNode(ctx workflow.Context, req provision.Request) error {
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = provision.Rescuing, provision.RescueFailed
-	if err := r.enter(provision.Rescuing, provision.Rescue, "Rescue requested"); err != nil {
+	r.rec.active, r.rec.fail, r.rec.target = provision.Rescuing, provision.RescueFailed, req.Transition.Target
+	if err := r.rec.enter(provision.Rescuing, provision.Rescue, "Rescue requested"); err != nil {
 		return ended(err)
 	}
 	if hardware.RescueOf(r.node.RescueInterface).Method() != hardware.RescueAgent {
@@ -36,7 +36,7 @@ func RescueNode(ctx workflow.Context, req provision.Request) error {
 		return r.finish(r.doneRescue(RecordStateInput{To: provision.Rescue, Event: "Rescue finished (" + string(r.node.RescueInterface) + ")"}))
 	}
 	if err := r.step("prepare rescue", func() error {
-		if err := r.power("power off"); err != nil {
+		if err := r.hw.power("power off"); err != nil {
 			return err
 		}
 		return r.netboot(BootRescue, false)
@@ -46,21 +46,21 @@ func RescueNode(ctx workflow.Context, req provision.Request) error {
 	if err := r.step("wait for the rescue agent", func() error {
 		_, err := r.waitCallbackFor(provision.RescueWait, r.rescueCallbackTimeout(), func(hb Heartbeat) bool { return hb.CallbackURL != "" })
 		if err == nil {
-			err = r.enter(provision.Rescuing, provision.Rescue, fmt.Sprintf("Agent called back from %s", r.agent))
+			err = r.rec.enter(provision.Rescuing, provision.Rescue, fmt.Sprintf("Agent called back from %s", r.agent.url))
 		}
 		return err
 	}); err != nil {
 		return r.finishRescue(err)
 	}
 	if err := r.step("finalize rescue", func() error {
-		return r.agentCall(ActFinalizeRescue, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil)
+		return r.agent.call(ActFinalizeRescue, r.agent.input(nil), nil)
 	}); err != nil {
 		return r.finishRescue(err)
 	}
 	// The agent runs from memory: its boot configuration goes, as Ironic's
 	// rescue clean_up removes the rescue ramdisk's.
 	if err := r.step("clean up rescue boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootRescue}, nil)
+		return r.hw.cleanBoot(BootRescue, nil)
 	}); err != nil {
 		return r.finishRescue(err)
 	}
@@ -81,16 +81,16 @@ func (r *run) rescueCallbackTimeout() time.Duration {
 // password's hash removed from the node first, as Ironic's rescue clean_up
 // removes it.
 func (r *run) doneRescue(end RecordStateInput) error {
-	if err := r.local(ActForgetRescuePassword, r.node.UUID, nil); err != nil {
+	if err := r.rec.local(ActForgetRescuePassword, r.node.UUID, nil); err != nil {
 		return err
 	}
-	return r.record(end)
+	return r.rec.record(end)
 }
 
 // finishRescue is finish for a rescue or unrescue that failed: the rescue
 // password's hash leaves the node whatever happens next.
 func (r *run) finishRescue(err error) error {
-	if ferr := r.local(ActForgetRescuePassword, r.node.UUID, nil); ferr != nil {
+	if ferr := r.rec.local(ActForgetRescuePassword, r.node.UUID, nil); ferr != nil {
 		workflow.GetLogger(r.ctx).Error("remove the rescue password", "node", r.node.UUID, "error", ferr)
 	}
 	return r.finish(err)

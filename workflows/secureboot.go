@@ -32,13 +32,13 @@ func (r *run) secureBootIfRequested(on bool) error {
 
 func (r *run) setSecureBoot(on bool) error {
 	var res BootModeResult
-	err := r.hardware(ActSetBootMode, BootModeInput{Node: r.node, SecureBoot: &on}, &res)
+	err := r.hw.call(ActSetBootMode, BootModeInput{Node: r.node, SecureBoot: &on}, &res)
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.Type() == ErrTypeBMCUnsupported {
 		msg := fmt.Sprintf("Secure boot was requested for node %s but its management interface does not support it: %s",
 			r.node.UUID, errorText(err))
 		workflow.GetLogger(r.ctx).Warn(msg)
-		return r.local(ActRecordBootMode, BootModeRecord{NodeUUID: r.node.UUID, Event: msg, Severity: "WARNING"}, nil)
+		return r.rec.local(ActRecordBootMode, BootModeRecord{NodeUUID: r.node.UUID, Event: msg, Severity: "WARNING"}, nil)
 	}
 	if err != nil {
 		return err
@@ -47,7 +47,7 @@ func (r *run) setSecureBoot(on bool) error {
 	if on {
 		event = fmt.Sprintf("Secure boot has been enabled for node %s", r.node.UUID)
 	}
-	return r.local(ActRecordBootMode, BootModeRecord{NodeUUID: r.node.UUID, SecureBoot: res.SecureBoot, Event: event}, nil)
+	return r.rec.local(ActRecordBootMode, BootModeRecord{NodeUUID: r.node.UUID, SecureBoot: res.SecureBoot, Event: event}, nil)
 }
 
 // secureBootForNetbootDeploy is secureBootIfRequested(true) for the ramdisk

@@ -139,7 +139,7 @@ func TestUndeployTurnsSecureBootOff(t *testing.T) {
 	var recs []BootModeRecord
 	secureBootFake(env, f, nil, &recs)
 	heartbeatAfter(env, 3*time.Minute)
-	env.ExecuteWorkflow(UndeployNode, provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active})
+	env.ExecuteWorkflow(UndeployNode, decided(provision.Request{NodeUUID: f.node.UUID, Verb: "deleted", FromState: provision.Active}))
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func ServiceNode(ctx workflow.Context, req provision.Request) error {
 	return runUserSteps(ctx, req, userStepsOperation{
 		op: provision.OpService, kind: provision.StepKindService, what: "Servicing", noun: "service", gerund: "servicing",
 		active: provision.Servicing, fail: provision.ServiceFailed, goal: provision.Active,
-		steps: req.ServiceSteps, cacheBIOS: (*run).cacheBIOSService, run: (*run).service,
+		steps: req.ServiceSteps, disableRamdisk: req.DisableRamdisk, cacheBIOS: (*run).cacheBIOSService, run: (*run).service,
 		// An operator's abort of a failed step: Ironic's state machine goes
 		// service failed --abort--> active. (A refused plan, failPlan, set
 		// abortMessage: it stays service failed.)
@@ -37,11 +37,11 @@ func ServiceNode(ctx workflow.Context, req provision.Request) error {
 	})
 }
 
-func (r *run) service(user []UserStep, perr error) error {
-	if err := r.runManualPlan(servicing, user, perr); err != nil {
+func (r *run) service(user []UserStep, perr error, disableRamdisk bool) error {
+	if err := r.runManualPlan(servicing, user, perr, disableRamdisk); err != nil {
 		return err
 	}
-	if r.req.DisableRamdisk {
+	if disableRamdisk {
 		return nil
 	}
 	return r.bootInstanceAfterService()
@@ -53,62 +53,59 @@ func (r *run) service(user []UserStep, perr error) error {
 // prepare_instance_boot and boot_instance do.
 func (r *run) bootInstanceAfterService() error {
 	if err := r.step("tear down service", func() error {
-		if err := r.agentCall(ActAgentPowerOff, AgentInput{NodeUUID: r.node.UUID, CallbackURL: r.agent}, nil); err != nil {
-			workflow.GetLogger(r.ctx).Warn("agent power off failed, using the BMC", "node", r.node.UUID, "error", errorText(err))
-		}
-		return r.power("power off")
+		return r.powerOffAgent(nil)
 	}); err != nil {
 		return err
 	}
 	if err := r.step("clean up boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootAgent}, nil)
+		return r.hw.cleanBoot(BootAgent, nil)
 	}); err != nil {
 		return err
 	}
-	if err := r.step("set boot device disk", func() error { return r.bootDevice("disk", true) }); err != nil {
+	if err := r.step("set boot device disk", func() error { return r.hw.bootDevice("disk", true) }); err != nil {
 		return err
 	}
-	return r.step("boot instance", func() error { return r.power("power on") })
+	return r.step("boot instance", func() error { return r.hw.power("power on") })
 }
 
 // abortToActive ends a servicing aborted in service failed: the agent's
 // boot goes, the instance boots again, the node is active.
-func (r *run) abortToActive() error {
+func (r *run) abortToActive(disableRamdisk bool) error {
 	msg := "By request, the service operation was aborted; the instance boots again"
-	if err := r.enter(provision.Servicing, provision.Active, msg); err != nil {
+	if err := r.rec.enter(provision.Servicing, provision.Active, msg); err != nil {
 		return err
 	}
-	if !r.req.DisableRamdisk {
+	if !disableRamdisk {
 		if err := r.bootInstanceAfterService(); err != nil {
 			return r.finish(err)
 		}
 	}
-	return r.record(RecordStateInput{To: provision.Active, Event: "Servicing aborted: the node is active again", ClearAgent: true})
+	return r.rec.record(RecordStateInput{To: provision.Active, Event: "Servicing aborted: the node is active again", ClearAgent: true})
 }
 
 // serviceStep runs one step of a service plan: an interface's as an
 // activity, the agent's in service wait (where Ironic allows abort).
-func (r *run) serviceStep(s provision.Step) error {
+func (r *run) serviceStep(s provision.Step, underAgent bool) error {
 	if s.OutOfBand {
 		if s.StepID == provision.StepFirmwareUpdate {
-			return r.firmwareStep(provision.StepKindService, s, !r.req.DisableRamdisk) // workflows/firmware.go
+			return r.firmwareStep(provision.StepKindService, s, underAgent) // workflows/firmware.go
 		}
-		if r.biosStepUnderAgent(s, !r.req.DisableRamdisk) {
+		if r.biosStepUnderAgent(s, underAgent) {
 			return r.biosStepWithAgent(s) // workflows/bios.go
 		}
 		return r.step(s.Name(), func() error {
-			return r.hardware(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: provision.StepKindService, Step: s}, nil)
+			return r.hw.call(ActRunInterfaceStep, InterfaceStepInput{Node: r.node, Kind: provision.StepKindService, Step: s}, nil)
 		})
 	}
-	if err := r.enter(provision.ServiceWait, provision.Active, fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
+	if err := r.rec.enter(provision.ServiceWait, provision.Active, fmt.Sprintf("Running step %s on the agent", s.Name())); err != nil {
 		return err
 	}
 	err := r.inBand(s)
-	if errors.Is(err, errAborted) && r.abortMessage == "" && r.status.ProvisionState != provision.ServiceFailed {
-		r.abortMessage = fmt.Sprintf("By request, the service operation was aborted on step \"%s\"", s.Name())
+	if errors.Is(err, errAborted) && r.operator.abortMessage == "" && r.rec.status.ProvisionState != provision.ServiceFailed {
+		r.operator.abortMessage = fmt.Sprintf("By request, the service operation was aborted on step \"%s\"", s.Name())
 	}
 	if err != nil {
 		return err
 	}
-	return r.enter(provision.Servicing, provision.Active, stepFinished(s, provision.StepKindService, r.lastResult))
+	return r.rec.enter(provision.Servicing, provision.Active, stepFinished(s, provision.StepKindService, r.agent.lastResult))
 }

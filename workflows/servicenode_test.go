@@ -19,8 +19,8 @@ var agentServiceSteps = []provision.Step{
 }
 
 func serviceRequest(steps string) provision.Request {
-	return provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: provision.VerbService, FromState: provision.Active,
-		ServiceSteps: json.RawMessage(steps)}
+	return decided(provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: provision.VerbService, FromState: provision.Active,
+		ServiceSteps: json.RawMessage(steps)})
 }
 
 func serviceCloud() (*fakeCloud, func(t *testing.T) *testsuite.TestWorkflowEnvironment) {

@@ -11,19 +11,19 @@ import (
 // SetPowerState performs a power change asked through the API and records
 // the state the BMC reports (or the error) with target_power_state cleared.
 func SetPowerState(ctx workflow.Context, req PowerRequest) error {
-	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpPower)
+	r, err := newNodeRun(ctx, req.NodeUUID, provision.OpPower)
 	if err != nil {
 		return err
 	}
 	var state string
-	err = r.hardware(ActSetPower, PowerInput{Node: r.node, Action: req.Target, TimeoutSeconds: req.TimeoutSeconds}, &state)
+	err = r.hw.call(ActSetPower, PowerInput{Node: r.node, Action: req.Target, TimeoutSeconds: req.TimeoutSeconds}, &state)
 	rec := PowerStateRecord{NodeUUID: req.NodeUUID, PowerState: state, Event: fmt.Sprintf("Power %s: %s", req.Target, orUnknown(state)), Severity: "INFO"}
 	if err != nil {
 		rec.PowerState = r.node.PowerState
 		rec.LastError = fmt.Sprintf("Failed to change power state to '%s' for node %s: %s", req.Target, req.NodeUUID, errorText(err))
 		rec.Event, rec.Severity = rec.LastError, "ERROR"
 	}
-	return r.local(ActRecordPowerState, rec, nil)
+	return r.rec.local(ActRecordPowerState, rec, nil)
 }
 
 func orUnknown(s string) string {

@@ -121,8 +121,8 @@ func TestMergeStepsRefusesWithIronicsMessages(t *testing.T) {
 }
 
 func cleanRequest(steps string, disableRamdisk bool) provision.Request {
-	return provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: provision.VerbClean, FromState: provision.Manageable,
-		CleanSteps: json.RawMessage(steps), DisableRamdisk: disableRamdisk}
+	return decided(provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: provision.VerbClean, FromState: provision.Manageable,
+		CleanSteps: json.RawMessage(steps), DisableRamdisk: disableRamdisk})
 }
 
 func manualCleanCloud() *fakeCloud {

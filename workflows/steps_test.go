@@ -102,18 +102,18 @@ func TestStepFieldsNeverShowAPseudoStep(t *testing.T) {
 		{"boot device disk fails", func(f *fakeCloud) { f.failures["SetBootDevice disk"] = []error{busy} }, DeployNode, deployRequest(), []time.Duration{time.Minute}},
 		{"clean up boot fails", func(f *fakeCloud) { f.failures["CleanBoot"] = []error{busy} }, DeployNode, deployRequest(), []time.Duration{time.Minute}},
 		{"config drive fails", func(f *fakeCloud) { f.failures["StoreConfigDrive"] = []error{busy} }, DeployNode,
-			provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "active", FromState: provision.Available, ConfigDrive: json.RawMessage(`"H4sI"`)}, nil},
+			decided(provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "active", FromState: provision.Available, ConfigDrive: json.RawMessage(`"H4sI"`)}), nil},
 		{"ramdisk boot fails", func(f *fakeCloud) {
 			f.node.DeployInterface = "ramdisk"
 			f.failures["PrepareBoot ramdisk"] = []error{busy}
 		}, DeployNode, deployRequest(), nil},
 		{"anaconda times out", func(f *fakeCloud) { f.node.DeployInterface = "anaconda" }, DeployNode, deployRequest(), nil},
 		{"clean wait times out", func(f *fakeCloud) { f.node.ProvisionState = provision.Manageable }, ProvideNode,
-			provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "provide", FromState: provision.Manageable}, nil},
+			decided(provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "provide", FromState: provision.Manageable}), nil},
 		{"clean step fails", func(f *fakeCloud) {
 			f.node.ProvisionState = provision.Active
 			f.failures["RunAgentStep deploy.erase_devices_metadata @"+agentURL] = []error{busy}
-		}, UndeployNode, provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "deleted", FromState: provision.Active}, []time.Duration{time.Minute}},
+		}, UndeployNode, decided(provision.Request{NodeUUID: deployRequest().NodeUUID, Verb: "deleted", FromState: provision.Active}), []time.Duration{time.Minute}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,30 +13,30 @@ func UndeployNode(ctx workflow.Context, req provision.Request) error {
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = provision.Deleting, provision.Error
-	if err := r.enter(provision.Deleting, provision.Available, "Undeploy requested"); err != nil {
+	r.rec.active, r.rec.fail, r.rec.target = provision.Deleting, provision.Error, req.Transition.Target
+	if err := r.rec.enter(provision.Deleting, provision.Available, "Undeploy requested"); err != nil {
 		return ended(err)
 	}
-	if err := r.step("power off", func() error { return r.power("power off") }); err != nil {
+	if err := r.step("power off", func() error { return r.hw.power("power off") }); err != nil {
 		return r.finish(err)
 	}
 	if err := r.step("clean up boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootInstance}, nil)
+		return r.hw.cleanBoot(BootInstance, nil)
 	}); err != nil {
 		return r.finish(err)
 	}
 	if err := r.secureBootIfRequested(false); err != nil { // workflows/secureboot.go
 		return r.finish(err)
 	}
-	if err := r.local(ActClearInstanceInfo, r.node.UUID, nil); err != nil {
+	if err := r.rec.local(ActClearInstanceInfo, r.node.UUID, nil); err != nil {
 		return err
 	}
-	r.active, r.fail = provision.Cleaning, provision.CleanFailed
-	if err := r.enter(provision.Cleaning, provision.Available, r.cleaningEvent()); err != nil {
+	r.rec.active, r.rec.fail = provision.Cleaning, provision.CleanFailed
+	if err := r.rec.enter(provision.Cleaning, provision.Available, r.cleaningEvent()); err != nil {
 		return err
 	}
 	if err := r.clean(provision.Available); err != nil {
 		return r.finish(err)
 	}
-	return r.finish(r.record(RecordStateInput{To: provision.Available, Event: "Undeploy finished: node available", ClearAgent: true}))
+	return r.finish(r.rec.record(RecordStateInput{To: provision.Available, Event: "Undeploy finished: node available", ClearAgent: true}))
 }

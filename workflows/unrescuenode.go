@@ -17,18 +17,18 @@ func UnrescueNode(ctx workflow.Context, req provision.Request) error {
 	if err != nil {
 		return err
 	}
-	r.active, r.fail = provision.Unrescuing, provision.UnrescueFailed
-	if err := r.enter(provision.Unrescuing, provision.Active, "Unrescue requested"); err != nil {
+	r.rec.active, r.rec.fail, r.rec.target = provision.Unrescuing, provision.UnrescueFailed, req.Transition.Target
+	if err := r.rec.enter(provision.Unrescuing, provision.Active, "Unrescue requested"); err != nil {
 		return ended(err)
 	}
 	if hardware.RescueOf(r.node.RescueInterface).Method() != hardware.RescueAgent {
 		return r.finish(r.doneRescue(RecordStateInput{To: provision.Active, Event: "Unrescue finished (" + string(r.node.RescueInterface) + ")"}))
 	}
-	if err := r.step("power off", func() error { return r.power("power off") }); err != nil {
+	if err := r.step("power off", func() error { return r.hw.power("power off") }); err != nil {
 		return r.finishRescue(err)
 	}
 	if err := r.step("clean up rescue boot", func() error {
-		return r.hardware(ActCleanBoot, BootInput{Node: r.node, Kind: BootRescue}, nil)
+		return r.hw.cleanBoot(BootRescue, nil)
 	}); err != nil {
 		return r.finishRescue(err)
 	}
@@ -46,10 +46,10 @@ func (r *run) bootRescuedInstance() error {
 	case hardware.FlowRamdisk:
 		return r.netboot(BootRamdisk, true)
 	case hardware.FlowNone:
-		return r.power("power on")
+		return r.hw.power("power on")
 	}
-	if err := r.bootDevice("disk", true); err != nil {
+	if err := r.hw.bootDevice("disk", true); err != nil {
 		return err
 	}
-	return r.power("power on")
+	return r.hw.power("power on")
 }

@@ -67,17 +67,17 @@ type VirtualMediaInput struct {
 // A read is a request field no earlier request set, so histories of
 // attach and detach replay as they ran.
 func ChangeVirtualMedia(ctx workflow.Context, req VirtualMediaRequest) ([]VirtualMediaDevice, error) {
-	r, err := newRun(ctx, provision.Request{NodeUUID: req.NodeUUID}, provision.OpVirtualMedia)
+	r, err := newNodeRun(ctx, req.NodeUUID, provision.OpVirtualMedia)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case req.Read:
 		var out []VirtualMediaDevice
-		err := r.hardware(ActReadVirtualMedia, VirtualMediaInput{Node: r.node}, &out)
+		err := r.hw.call(ActReadVirtualMedia, VirtualMediaInput{Node: r.node}, &out)
 		return out, err
 	case req.Attach:
-		return nil, r.hardware(ActAttachVirtualMedia, VirtualMediaInput{Node: r.node, DeviceType: req.DeviceType, ImageURL: req.ImageURL}, nil)
+		return nil, r.hw.call(ActAttachVirtualMedia, VirtualMediaInput{Node: r.node, DeviceType: req.DeviceType, ImageURL: req.ImageURL}, nil)
 	}
-	return nil, r.hardware(ActDetachVirtualMedia, VirtualMediaInput{Node: r.node}, nil)
+	return nil, r.hw.call(ActDetachVirtualMedia, VirtualMediaInput{Node: r.node}, nil)
 }
