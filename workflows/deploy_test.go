@@ -727,3 +727,24 @@ func TestDeployNodeRetriedStepAfterALongWaitHasAFreshHeartbeatTimeout(t *testing
 		t.Fatalf("final state %q (last_error %q), want active: the retried step was taken for a lost agent", last, f.lastErr)
 	}
 }
+
+// Every deploy step but deploy.deploy runs on the agent: a step above
+// deploy.deploy's priority runs right after it, once the agent is up, and
+// deploy_steps shows that order.
+func TestDeployNodeStepAboveTheCoreStepRunsOnceTheAgentIsUp(t *testing.T) {
+	f := runDeploy(t, `[{"interface":"deploy","step":"erase_devices_metadata","priority":150}]`, nil)
+	requireActive(t, f)
+	calls := strings.Join(f.callList(), "\n")
+	if !strings.Contains(calls, "GetAgentSteps deploy\nRecordState deploying\nRecordState deploying\nRunAgentStep deploy.erase_devices_metadata @"+agentURL) {
+		t.Fatalf("erase_devices_metadata did not run first once the agent was up:\n%s", calls)
+	}
+	var plan []provision.Step
+	for _, p := range f.plans {
+		if p.AgentSteps != nil {
+			plan = p.Steps
+		}
+	}
+	if got := names(plan); got != "deploy.deploy deploy.erase_devices_metadata deploy.write_image deploy.prepare_instance_boot deploy.tear_down_agent deploy.boot_instance" {
+		t.Fatalf("deploy_steps %q", got)
+	}
+}
