@@ -44,6 +44,10 @@ const (
 	gateNotAllowed
 	// gateInspection: continueInspectionGate's rule (ramdisk.go).
 	gateInspection
+	// gateInHandler: the handler answers below since itself, after it
+	// checked the request's body, as Ironic's events controller validates
+	// the body before the version (events.go).
+	gateInHandler
 )
 
 // route is one path and the operations served on it.
@@ -84,6 +88,10 @@ func (s *server) routeTable() []route {
 		{path: "/v1/lookup", auth: authRamdisk, since: v22Ramdisk, listed: true, ops: []op{{"GET", s.lookup, none, 0}}},
 		{path: "/v1/heartbeat/:node", auth: authRamdisk, since: v22Ramdisk, listed: true, ops: []op{{"POST", s.heartbeat, none, 0}}},
 		{path: "/v1/continue_inspection", auth: authRamdisk, since: v84ContinueInspection, gate: gateInspection, ops: []op{{"POST", s.continueInspection, none, 0}}},
+		// Neutron's port events: events.go.
+		{path: "/v1/events", auth: authUser, since: v54Events, gate: gateInHandler, listed: true, ops: []op{
+			{"POST", s.postEvents, routeRule{onGlobal, "baremetal:events:post", ""}, 0},
+		}},
 
 		{path: "/v1/nodes", auth: authUser, listed: true, ops: []op{
 			{"GET", s.listNodes, routeRule{onNodeList, "", "baremetal:node:list"}, 0},
@@ -364,7 +372,7 @@ func (rt route) gated(o op) handler {
 	switch {
 	case rt.gate == gateInspection:
 		return continueInspectionGate(since, o.h)
-	case since == 0:
+	case since == 0 || rt.gate == gateInHandler:
 		return o.h
 	case rt.gate == gateNotAllowed:
 		return notAllowedBelow(since, strings.ReplaceAll(rt.resource(), "_", " "), o.h)
