@@ -44,6 +44,13 @@ const (
 	gateNotAllowed
 	// gateInspection: continueInspectionGate's rule (ramdisk.go).
 	gateInspection
+	// gateNotAcceptable: 406 for every method (Ironic's RAID routes,
+	// allow_raid_config).
+	gateNotAcceptable
+	// gateAsNode: below since the path reaches Ironic's nodes controller
+	// itself, "the behaviour of previous releases" (node.py _lookup, for
+	// traits): GET 406, PUT 405, other methods 404.
+	gateAsNode
 	// gateInHandler: the handler answers below since itself, after it
 	// checked the request's body, as Ironic's events controller validates
 	// the body before the version (events.go).
@@ -125,7 +132,7 @@ func (s *server) routeTable() []route {
 			{"PUT", s.onNode(s.setSecureBoot), routeRule{onNode, "baremetal:node:set_secure_boot", ""}, 0},
 		}},
 		// RAID: nodes_raid.go.
-		{path: "/v1/nodes/:node/states/raid", auth: authUser, since: v12RAIDConfig, ops: []op{
+		{path: "/v1/nodes/:node/states/raid", auth: authUser, since: v12RAIDConfig, gate: gateNotAcceptable, ops: []op{
 			{"PUT", s.onNode(s.setRAIDConfig), routeRule{onNode, "baremetal:node:set_raid_state", ""}, 0},
 		}},
 		{path: "/v1/nodes/:node/maintenance", auth: authUser, ops: []op{
@@ -167,12 +174,12 @@ func (s *server) routeTable() []route {
 			{"DELETE", s.onNode(s.detachVirtualMedia), routeRule{onNode, "baremetal:node:vmedia:detach", ""}, 0},
 			{"GET", s.onNode(s.getVirtualMedia), routeRule{onNode, "baremetal:node:get", ""}, v93GetVmedia},
 		}},
-		{path: "/v1/nodes/:node/traits", auth: authUser, since: v37Traits, ops: []op{
+		{path: "/v1/nodes/:node/traits", auth: authUser, since: v37Traits, gate: gateAsNode, ops: []op{
 			{"GET", s.onNode(s.listTraits), routeRule{onNode, "baremetal:node:traits:list", ""}, 0},
 			{"PUT", s.onNode(s.setTraits), routeRule{onNode, "baremetal:node:traits:set", ""}, 0},
 			{"DELETE", s.onNode(s.removeTraits), routeRule{onNode, "baremetal:node:traits:delete", ""}, 0},
 		}},
-		{path: "/v1/nodes/:node/traits/:trait", auth: authUser, since: v37Traits, ops: []op{
+		{path: "/v1/nodes/:node/traits/:trait", auth: authUser, since: v37Traits, gate: gateAsNode, ops: []op{
 			{"PUT", s.onNode(s.addTrait), routeRule{onNode, "baremetal:node:traits:set", ""}, 0},
 			{"DELETE", s.onNode(s.removeTraits), routeRule{onNode, "baremetal:node:traits:delete", ""}, 0},
 		}},
@@ -330,7 +337,7 @@ func (s *server) routeTable() []route {
 		{path: "/v1/drivers/:name/properties", auth: authUser, ops: []op{
 			{"GET", writesOwnErrors(s.driverProperties), routeRule{onGlobal, "baremetal:driver:get_properties", ""}, 0},
 		}},
-		{path: "/v1/drivers/:name/raid/logical_disk_properties", auth: authUser, ops: []op{
+		{path: "/v1/drivers/:name/raid/logical_disk_properties", auth: authUser, since: v12RAIDConfig, gate: gateNotAcceptable, ops: []op{
 			{"GET", s.raidLogicalDiskProperties, routeRule{onGlobal, "baremetal:driver:get_raid_logical_disk_properties", ""}, 0},
 		}},
 		{path: "/v1/conductors", auth: authUser, since: v49Conductors, listed: true, ops: []op{
@@ -376,6 +383,15 @@ func (rt route) gated(o op) handler {
 		return o.h
 	case rt.gate == gateNotAllowed:
 		return notAllowedBelow(since, strings.ReplaceAll(rt.resource(), "_", " "), o.h)
+	case rt.gate == gateNotAcceptable:
+		return refusedBelow(since, notAcceptable(), o.h)
+	case rt.gate == gateAsNode:
+		switch o.method {
+		case http.MethodGet:
+			return refusedBelow(since, notAcceptable(), o.h)
+		case http.MethodPut:
+			return refusedBelow(since, methodNotAllowed(o.method), o.h)
+		}
 	}
 	return introducedIn(since, o.h)
 }
@@ -396,6 +412,16 @@ func notAllowedBelow(minor int, what string, h handler) handler {
 				return resourceNotFound()
 			}
 			return errorf(http.StatusMethodNotAllowed, "The API version does not allow %s", what)
+		}
+		return h(c)
+	}
+}
+
+// refusedBelow answers refusal below minor.
+func refusedBelow(minor int, refusal *apiError, h handler) handler {
+	return func(c *gin.Context) error {
+		if ver(c) < minor {
+			return refusal
 		}
 		return h(c)
 	}

@@ -108,7 +108,7 @@ func (s *server) routes() http.Handler {
 				return
 			}
 		}
-		s.writeError(c, errorf(http.StatusMethodNotAllowed, "The method %s is not allowed for this resource.", c.Request.Method))
+		s.writeError(c, methodNotAllowed(c.Request.Method))
 	})
 	s.table = s.routeTable()
 	s.indexes = indexes(s.table)
