@@ -94,6 +94,10 @@ func TestNetworkEventsGoToTheNodesHistory(t *testing.T) {
 	if r := e.do("GET", "/v1/events", "1.54", nil); r.status != 405 {
 		t.Errorf("GET /v1/events: %d, want 405", r.status)
 	}
+	// Below 1.54 the path is unknown to every method, as in Ironic.
+	if r := e.do("GET", "/v1/events", "1.53", nil); r.status != 404 || r.faultstring(t) != "Resource could not be found." {
+		t.Errorf("GET /v1/events at 1.53: %d %s, want 404", r.status, r.body)
+	}
 }
 
 // The event schema's errors are jsonschema's best match, as Ironic words

@@ -396,6 +396,46 @@ func (rt route) gated(o op) handler {
 	return introducedIn(since, o.h)
 }
 
+// hiddenBelow reports whether rt answers as an unknown path at minor: a
+// 404 for any method, where Ironic hides the endpoint below its version.
+func (rt route) hiddenBelow(minor int) bool {
+	return minor < rt.since && (rt.gate == gateNotFound || rt.gate == gateInHandler)
+}
+
+// matchRoute finds the table's route of a request path, the one with the
+// most literal segments when patterns overlap ("/v1/nodes/detail" over
+// "/v1/nodes/:node").
+func matchRoute(table []route, path string) (route, bool) {
+	segs := strings.Split(path, "/")
+	best, bestLiterals := -1, -1
+	for i, rt := range table {
+		pat := strings.Split(rt.path, "/")
+		if len(pat) != len(segs) {
+			continue
+		}
+		literals := 0
+		for j, p := range pat {
+			switch {
+			case strings.HasPrefix(p, ":") && segs[j] != "":
+			case p == segs[j]:
+				literals++
+			default:
+				literals = -1
+			}
+			if literals < 0 {
+				break
+			}
+		}
+		if literals > bestLiterals {
+			best, bestLiterals = i, literals
+		}
+	}
+	if best < 0 {
+		return route{}, false
+	}
+	return table[best], true
+}
+
 // resource is the first segment of the path below /v1: "nodes".
 func (rt route) resource() string {
 	seg, _, _ := strings.Cut(strings.TrimPrefix(rt.path, v1Root+"/"), "/")

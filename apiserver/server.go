@@ -108,6 +108,11 @@ func (s *server) routes() http.Handler {
 				return
 			}
 		}
+		// A path hidden below its version is hidden for every method.
+		if rt, ok := matchRoute(s.table, c.Request.URL.Path); ok && rt.hiddenBelow(ver(c)) {
+			s.writeError(c, resourceNotFound())
+			return
+		}
 		s.writeError(c, methodNotAllowed(c.Request.Method))
 	})
 	s.table = s.routeTable()

@@ -25,8 +25,11 @@ import (
 // Debian's Ironic loads only under Debian's own interpreter.
 const (
 	pythonBin = "/usr/bin/python3"
-	// Probe is a file of the package: its all-in-one entry point.
-	Probe        = "/usr/lib/python3/dist-packages/ironic/cmd/singleprocess.py"
+	// Probe is a file of Package: its all-in-one entry point.
+	Probe = "/usr/lib/python3/dist-packages/ironic/cmd/singleprocess.py"
+	// Package is Debian's package of Ironic; the test set of
+	// scripts/install-deps.sh installs it.
+	Package      = "python3-ironic"
 	readyTimeout = 2 * time.Minute
 	stopGrace    = 10 * time.Second
 )
@@ -106,7 +109,8 @@ func Python(ctx context.Context, code string, args ...string) *exec.Cmd {
 }
 
 // Start writes the config, creates the SQLite schema with Ironic's dbsync
-// and starts the all-in-one in dir, waiting until its API answers.
+// and starts the all-in-one in dir, waiting until its API answers (at most
+// two minutes). The process is killed when ctx is done.
 func Start(ctx context.Context, dir string, log *slog.Logger) (*Server, error) {
 	if !Installed() {
 		return nil, ErrNotInstalled
