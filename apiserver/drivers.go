@@ -221,21 +221,91 @@ func (s *server) driverBody(c *gin.Context, ht *hardware.Type, detail bool, host
 	return d
 }
 
-func (s *server) listDrivers(c *gin.Context) {
-	detail := false
-	if v := c.Query("detail"); v != "" {
-		if ver(c) < v30DynamicDrivers {
-			s.writeError(c, notAcceptable())
-			return
+// driverQuery is what GET /v1/drivers[/{name}] reads from its query,
+// checked in the order of Ironic's DriversController (driver.py).
+type driverQuery struct {
+	detail bool
+	// fields: ?fields= (1.77), lowercased and without repeats, as
+	// args.string_list gives them; nil when absent.
+	fields []string
+	// none: ?type= names no type ironflow has (classic drivers are gone).
+	none bool
+}
+
+func readDriverQuery(c *gin.Context, list bool) (driverQuery, error) {
+	var q driverQuery
+	if v, ok := c.GetQuery("fields"); ok {
+		q.fields = []string{}
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.ToLower(strings.TrimSpace(f)); f != "" && !slices.Contains(q.fields, f) {
+				q.fields = append(q.fields, f)
+			}
 		}
-		b, err := parseBool("detail", v)
-		if err != nil {
-			s.writeError(c, err)
-			return
-		}
-		detail = b
 	}
-	if t := c.Query("type"); t != "" && t != "dynamic" {
+	if list {
+		vals, hasDetail := c.GetQueryArray("detail")
+		if hasDetail {
+			var err error
+			if q.detail, err = argsBoolean("detail", vals); err != nil {
+				return q, err
+			}
+		}
+		if len(q.fields) > 0 && q.detail {
+			return q, badRequest("Can not specify ?detail=True and fields in the same request.")
+		}
+		t, hasType := c.GetQuery("type")
+		if (hasDetail || hasType) && ver(c) < v30DynamicDrivers {
+			return q, errorf(http.StatusNotAcceptable, "Request not acceptable. The minimal required API version should be %s", versionString(v30DynamicDrivers))
+		}
+		if q.fields != nil && ver(c) < v77DriverFields {
+			return q, notAcceptable()
+		}
+		switch t {
+		case "", "dynamic":
+		case "classic":
+			q.none = true
+		default:
+			return q, badRequest(`"type" filter must be one of "classic" or "dynamic", if specified.`)
+		}
+		return q, nil
+	}
+	if q.fields != nil && ver(c) < v77DriverFields {
+		return q, notAcceptable()
+	}
+	return q, nil
+}
+
+// selectDriverFields keeps the requested fields of a driver's body and its
+// links, as Ironic's driver_sanitize does, and refuses a field the body
+// does not have.
+func selectDriverFields(d map[string]any, fields []string) error {
+	if fields == nil {
+		return nil
+	}
+	var bad []string
+	for _, f := range fields {
+		if _, ok := d[f]; !ok {
+			bad = append(bad, f)
+		}
+	}
+	if len(bad) > 0 {
+		return badRequest("Field(s) \"%s\" are not valid", strings.Join(bad, ", "))
+	}
+	for k := range d {
+		if k != "links" && !slices.Contains(fields, k) {
+			delete(d, k)
+		}
+	}
+	return nil
+}
+
+func (s *server) listDrivers(c *gin.Context) {
+	q, err := readDriverQuery(c, true)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if q.none {
 		writeJSON(c, http.StatusOK, map[string]any{"drivers": []any{}})
 		return
 	}
@@ -247,13 +317,23 @@ func (s *server) listDrivers(c *gin.Context) {
 	out := []any{}
 	for _, name := range hardware.Names() {
 		if ht, ok := s.driver(name); ok {
-			out = append(out, s.driverBody(c, ht, detail, hosts))
+			d := s.driverBody(c, ht, q.detail, hosts)
+			if err := selectDriverFields(d, q.fields); err != nil {
+				s.writeError(c, err)
+				return
+			}
+			out = append(out, d)
 		}
 	}
 	writeJSON(c, http.StatusOK, map[string]any{"drivers": out})
 }
 
 func (s *server) showDriver(c *gin.Context) {
+	q, err := readDriverQuery(c, false)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	ht, ok := s.driver(c.Param("name"))
 	if !ok {
 		s.writeError(c, errorf(http.StatusNotFound, "Could not find the following driver(s) or hardware type(s): %s.", c.Param("name")))
@@ -264,7 +344,12 @@ func (s *server) showDriver(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, s.driverBody(c, ht, true, hosts))
+	d := s.driverBody(c, ht, true, hosts)
+	if err := selectDriverFields(d, q.fields); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, d)
 }
 
 // driverHosts maps each driver to the sorted hostnames of the live

@@ -36,6 +36,11 @@ func notAcceptable() *apiError {
 	return &apiError{status: http.StatusNotAcceptable, msg: "Request not acceptable."}
 }
 
+// methodNotAllowed is the 405 of a method a path does not serve.
+func methodNotAllowed(method string) *apiError {
+	return errorf(http.StatusMethodNotAllowed, "The method %s is not allowed for this resource.", method)
+}
+
 // resourceNotFound is Ironic's generic 404 (unknown routes, lookups, features
 // hidden below their version).
 func resourceNotFound() *apiError {

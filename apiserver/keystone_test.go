@@ -370,6 +370,8 @@ var (
 		"PATCH /v1/chassis/:chassis":                 ksExtraPatch,
 		"POST /v1/deploy_templates":                  map[string]any{"name": "CUSTOM_KS"},
 		"PATCH /v1/deploy_templates/:ident":          []map[string]any{},
+		"POST /v1/events": map[string]any{"events": []any{map[string]any{"event": "network.bind_port",
+			"port_id": "0f7f2b3a-7d1e-4c55-9f0e-5a1b2c3d4e5f", "mac_address": "{mac}", "status": "ACTIVE"}}},
 	}
 )
 
@@ -453,6 +455,7 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:driver:get_properties":                   sysReader,
 	"baremetal:driver:get_raid_logical_disk_properties": sysReader,
 	"baremetal:conductor:get":                           sysReader,
+	"baremetal:events:post":                             sysAdmin,
 }
 
 func ksWhoMay(t *testing.T, rule string) []ksPersona {

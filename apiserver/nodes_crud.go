@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -174,8 +175,24 @@ func nodeWriteError(err error, n *store.Node) error {
 }
 
 func (s *server) patchNode(c *gin.Context, n *store.Node) error {
-	ops, err := nodeResource.readPatch(c)
+	reset, err := resetInterfaces(c)
 	if err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	ops, err := decodePatch(body)
+	if err != nil {
+		return err
+	}
+	// Ironic's _validate_patch refuses reset_interfaces without a new
+	// driver before the patch's fields are checked.
+	if reset && !slices.ContainsFunc(ops, func(op patchOp) bool { return op.Path == "/driver" && op.Op != "remove" }) {
+		return badRequest("The reset_interfaces parameter can only be used when changing the node's driver.")
+	}
+	if err := nodeResource.checkPatch(ops, ver(c)); err != nil {
 		return err
 	}
 	touched := map[string]bool{}
@@ -207,6 +224,18 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 		if wasMaintenance && !cur.Maintenance {
 			cur.MaintenanceReason, cur.Fault = nil, nil
 		}
+		// ?reset_interfaces=true: the new driver's defaults for every
+		// interface the patch does not set (Ironic's conductor
+		// update_node), where otherwise only those it does not support
+		// change.
+		if reset && cur.Driver != n.Driver {
+			explicit := explicitInterfaces(touched)
+			for kind, p := range nodeIfaces(cur) {
+				if !explicit[string(kind)] {
+					*p = ""
+				}
+			}
+		}
 		return s.applyInterfaces(cur, explicitInterfaces(touched))
 	})
 	// A patch refused by the callback is an *apiError inside the store's
@@ -216,6 +245,43 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 	}
 	s.writeOneNode(c, http.StatusOK, updated, nil)
 	return nil
+}
+
+// resetInterfaces reads PATCH's ?reset_interfaces= (API 1.45) as Ironic's
+// node controller does: its value checked as args.boolean first, at any
+// version, then 406 below 1.45.
+func resetInterfaces(c *gin.Context) (bool, error) {
+	vals, set := c.GetQueryArray("reset_interfaces")
+	if !set {
+		return false, nil
+	}
+	reset, err := argsBoolean("reset_interfaces", vals)
+	if err != nil {
+		return false, err
+	}
+	if ver(c) < v45ResetInterfaces {
+		return false, notAcceptable()
+	}
+	return reset, nil
+}
+
+// argsBoolean is Ironic's args.boolean of a query parameter (oslo's
+// strutils.bool_from_string, strict): a repeated parameter reaches it as
+// a Python list, refused as such.
+func argsBoolean(name string, vals []string) (bool, error) {
+	if len(vals) == 1 {
+		switch strings.ToLower(strings.TrimSpace(vals[0])) {
+		case "1", "t", "true", "on", "y", "yes":
+			return true, nil
+		case "0", "f", "false", "off", "n", "no":
+			return false, nil
+		}
+	}
+	shown := vals[0]
+	if len(vals) > 1 {
+		shown = pyliteral.List(vals)
+	}
+	return false, badRequest("Invalid %s: Unrecognized value '%s', acceptable values are: '0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'", name, shown)
 }
 
 // checkInstanceReplaced is Ironic's guard against overwriting a node's

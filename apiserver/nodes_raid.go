@@ -265,9 +265,6 @@ func (s *server) setRAIDConfig(c *gin.Context, n *store.Node) error {
 // logical_disk_properties (1.12): the properties a logical disk of the
 // driver's default RAID interface takes, with their descriptions.
 func (s *server) raidLogicalDiskProperties(c *gin.Context) error {
-	if ver(c) < v12RAIDConfig {
-		return resourceNotFound()
-	}
 	ht, ok := s.driver(c.Param("name"))
 	if !ok {
 		return errorf(http.StatusNotFound, "Could not find the following driver(s) or hardware type(s): %s.", c.Param("name"))

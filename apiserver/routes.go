@@ -44,6 +44,17 @@ const (
 	gateNotAllowed
 	// gateInspection: continueInspectionGate's rule (ramdisk.go).
 	gateInspection
+	// gateNotAcceptable: 406 for every method (Ironic's RAID routes,
+	// allow_raid_config).
+	gateNotAcceptable
+	// gateAsNode: below since the path reaches Ironic's nodes controller
+	// itself, "the behaviour of previous releases" (node.py _lookup, for
+	// traits): GET 406, PUT 405, other methods 404.
+	gateAsNode
+	// gateInHandler: the handler answers below since itself, after it
+	// checked the request's body, as Ironic's events controller validates
+	// the body before the version (events.go).
+	gateInHandler
 )
 
 // route is one path and the operations served on it.
@@ -84,6 +95,10 @@ func (s *server) routeTable() []route {
 		{path: "/v1/lookup", auth: authRamdisk, since: v22Ramdisk, listed: true, ops: []op{{"GET", s.lookup, none, 0}}},
 		{path: "/v1/heartbeat/:node", auth: authRamdisk, since: v22Ramdisk, listed: true, ops: []op{{"POST", s.heartbeat, none, 0}}},
 		{path: "/v1/continue_inspection", auth: authRamdisk, since: v84ContinueInspection, gate: gateInspection, ops: []op{{"POST", s.continueInspection, none, 0}}},
+		// Neutron's port events: events.go.
+		{path: "/v1/events", auth: authUser, since: v54Events, gate: gateInHandler, listed: true, ops: []op{
+			{"POST", s.postEvents, routeRule{onGlobal, "baremetal:events:post", ""}, 0},
+		}},
 
 		{path: "/v1/nodes", auth: authUser, listed: true, ops: []op{
 			{"GET", s.listNodes, routeRule{onNodeList, "", "baremetal:node:list"}, 0},
@@ -117,7 +132,7 @@ func (s *server) routeTable() []route {
 			{"PUT", s.onNode(s.setSecureBoot), routeRule{onNode, "baremetal:node:set_secure_boot", ""}, 0},
 		}},
 		// RAID: nodes_raid.go.
-		{path: "/v1/nodes/:node/states/raid", auth: authUser, since: v12RAIDConfig, ops: []op{
+		{path: "/v1/nodes/:node/states/raid", auth: authUser, since: v12RAIDConfig, gate: gateNotAcceptable, ops: []op{
 			{"PUT", s.onNode(s.setRAIDConfig), routeRule{onNode, "baremetal:node:set_raid_state", ""}, 0},
 		}},
 		{path: "/v1/nodes/:node/maintenance", auth: authUser, ops: []op{
@@ -159,12 +174,12 @@ func (s *server) routeTable() []route {
 			{"DELETE", s.onNode(s.detachVirtualMedia), routeRule{onNode, "baremetal:node:vmedia:detach", ""}, 0},
 			{"GET", s.onNode(s.getVirtualMedia), routeRule{onNode, "baremetal:node:get", ""}, v93GetVmedia},
 		}},
-		{path: "/v1/nodes/:node/traits", auth: authUser, since: v37Traits, ops: []op{
+		{path: "/v1/nodes/:node/traits", auth: authUser, since: v37Traits, gate: gateAsNode, ops: []op{
 			{"GET", s.onNode(s.listTraits), routeRule{onNode, "baremetal:node:traits:list", ""}, 0},
 			{"PUT", s.onNode(s.setTraits), routeRule{onNode, "baremetal:node:traits:set", ""}, 0},
 			{"DELETE", s.onNode(s.removeTraits), routeRule{onNode, "baremetal:node:traits:delete", ""}, 0},
 		}},
-		{path: "/v1/nodes/:node/traits/:trait", auth: authUser, since: v37Traits, ops: []op{
+		{path: "/v1/nodes/:node/traits/:trait", auth: authUser, since: v37Traits, gate: gateAsNode, ops: []op{
 			{"PUT", s.onNode(s.addTrait), routeRule{onNode, "baremetal:node:traits:set", ""}, 0},
 			{"DELETE", s.onNode(s.removeTraits), routeRule{onNode, "baremetal:node:traits:delete", ""}, 0},
 		}},
@@ -322,7 +337,7 @@ func (s *server) routeTable() []route {
 		{path: "/v1/drivers/:name/properties", auth: authUser, ops: []op{
 			{"GET", writesOwnErrors(s.driverProperties), routeRule{onGlobal, "baremetal:driver:get_properties", ""}, 0},
 		}},
-		{path: "/v1/drivers/:name/raid/logical_disk_properties", auth: authUser, ops: []op{
+		{path: "/v1/drivers/:name/raid/logical_disk_properties", auth: authUser, since: v12RAIDConfig, gate: gateNotAcceptable, ops: []op{
 			{"GET", s.raidLogicalDiskProperties, routeRule{onGlobal, "baremetal:driver:get_raid_logical_disk_properties", ""}, 0},
 		}},
 		{path: "/v1/conductors", auth: authUser, since: v49Conductors, listed: true, ops: []op{
@@ -364,12 +379,61 @@ func (rt route) gated(o op) handler {
 	switch {
 	case rt.gate == gateInspection:
 		return continueInspectionGate(since, o.h)
-	case since == 0:
+	case since == 0 || rt.gate == gateInHandler:
 		return o.h
 	case rt.gate == gateNotAllowed:
 		return notAllowedBelow(since, strings.ReplaceAll(rt.resource(), "_", " "), o.h)
+	case rt.gate == gateNotAcceptable:
+		return refusedBelow(since, notAcceptable(), o.h)
+	case rt.gate == gateAsNode:
+		switch o.method {
+		case http.MethodGet:
+			return refusedBelow(since, notAcceptable(), o.h)
+		case http.MethodPut:
+			return refusedBelow(since, methodNotAllowed(o.method), o.h)
+		}
 	}
 	return introducedIn(since, o.h)
+}
+
+// hiddenBelow reports whether rt answers as an unknown path at minor: a
+// 404 for any method, where Ironic hides the endpoint below its version.
+func (rt route) hiddenBelow(minor int) bool {
+	return minor < rt.since && (rt.gate == gateNotFound || rt.gate == gateInHandler)
+}
+
+// matchRoute finds the table's route of a request path, the one with the
+// most literal segments when patterns overlap ("/v1/nodes/detail" over
+// "/v1/nodes/:node").
+func matchRoute(table []route, path string) (route, bool) {
+	segs := strings.Split(path, "/")
+	best, bestLiterals := -1, -1
+	for i, rt := range table {
+		pat := strings.Split(rt.path, "/")
+		if len(pat) != len(segs) {
+			continue
+		}
+		literals := 0
+		for j, p := range pat {
+			switch {
+			case strings.HasPrefix(p, ":") && segs[j] != "":
+			case p == segs[j]:
+				literals++
+			default:
+				literals = -1
+			}
+			if literals < 0 {
+				break
+			}
+		}
+		if literals > bestLiterals {
+			best, bestLiterals = i, literals
+		}
+	}
+	if best < 0 {
+		return route{}, false
+	}
+	return table[best], true
 }
 
 // resource is the first segment of the path below /v1: "nodes".
@@ -388,6 +452,16 @@ func notAllowedBelow(minor int, what string, h handler) handler {
 				return resourceNotFound()
 			}
 			return errorf(http.StatusMethodNotAllowed, "The API version does not allow %s", what)
+		}
+		return h(c)
+	}
+}
+
+// refusedBelow answers refusal below minor.
+func refusedBelow(minor int, refusal *apiError, h handler) handler {
+	return func(c *gin.Context) error {
+		if ver(c) < minor {
+			return refusal
 		}
 		return h(c)
 	}

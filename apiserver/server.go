@@ -108,7 +108,12 @@ func (s *server) routes() http.Handler {
 				return
 			}
 		}
-		s.writeError(c, errorf(http.StatusMethodNotAllowed, "The method %s is not allowed for this resource.", c.Request.Method))
+		// A path hidden below its version is hidden for every method.
+		if rt, ok := matchRoute(s.table, c.Request.URL.Path); ok && rt.hiddenBelow(ver(c)) {
+			s.writeError(c, resourceNotFound())
+			return
+		}
+		s.writeError(c, methodNotAllowed(c.Request.Method))
 	})
 	s.table = s.routeTable()
 	s.indexes = indexes(s.table)

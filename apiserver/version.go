@@ -68,6 +68,7 @@ const (
 	v42Fault            = 42
 	v43NodeDetail       = 43
 	v44DeployStep       = 44
+	v45ResetInterfaces  = 45
 	v46ConductorGroup   = 46
 	v47AutomatedClean   = 47
 	v48Protected        = 48
@@ -76,6 +77,7 @@ const (
 	v51Description      = 51
 	v52Allocation       = 52
 	v53SmartNIC         = 53
+	v54Events           = 54
 	v56BuildConfigdrive = 56
 	v59VendorData       = 59
 	v61Retired          = 61
@@ -90,6 +92,7 @@ const (
 	v72AgentStatus      = 72
 	v73DeployVerbs      = 73
 	v75BootMode         = 75
+	v77DriverFields     = 77
 	v78History          = 78
 	v81Inventory        = 81
 	v82Shard            = 82

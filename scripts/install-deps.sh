@@ -3,9 +3,10 @@
 # they are missing. As root it runs apt-get; otherwise it prints the one
 # command to run. Idempotent and quiet when everything is present.
 #   scripts/install-deps.sh run    what `make run` needs
-#   scripts/install-deps.sh test   what `make test` needs (VMs, BMCs, the CLI)
-#   scripts/install-deps.sh bench  what `make test` needs and Ironic, the
-#                                  baseline `make bench` measures against
+#   scripts/install-deps.sh test   what `make test` needs (VMs, BMCs, the CLI,
+#                                  Debian's Ironic as the differential tests' oracle)
+#   scripts/install-deps.sh bench  what `make bench` needs: the test set (Ironic,
+#                                  the baseline it measures against, is in it)
 #   scripts/install-deps.sh --list run
 #                                  print the set's probes and their packages
 #                                  ("probe<TAB>package", sorted) and stop
@@ -83,12 +84,10 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		[glance-api]=glance-api
 		# Keystone for the keystone auth strategy's tests (internal/testkit/devstack/keystone.go).
 		[keystone-wsgi-public]=python3-keystone
+		# Debian's Ironic all-in-one (ironic.cmd.singleprocess, internal/testkit/ironic):
+		# the oracle of tests/ironic_oracle_test.go and bench's ironic part.
+		[/usr/lib/python3/dist-packages/ironic/cmd/singleprocess.py]=python3-ironic
 	)
-fi
-
-if [[ "$what" == bench ]]; then
-	# Debian's Ironic all-in-one (ironic.cmd.singleprocess), bench's ironic part.
-	need+=([/usr/lib/python3/dist-packages/ironic/cmd/singleprocess.py]=python3-ironic)
 fi
 
 if [[ -n "$list" ]]; then

@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 		if lab != nil {
 			defer lab.Stop()
 		}
+		defer stopIronicOracle()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "tests: the integration stack did not start: %v\n", err)
 			return 1

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ironflow/ironflow/agent/ramdisk"
+	"github.com/ironflow/ironflow/internal/testkit/ironic"
 	"github.com/ironflow/ironflow/pxe"
 )
 
@@ -42,7 +43,7 @@ func depsSet(t *testing.T, set string) map[string]string {
 // ISO's boot loaders (virtual media, a Redfish node's default boot), the
 // ramdisk's bootloaders, mdadm, CA bundle and grub-mkimage, and the
 // baremetal CLI of the README's first session. The test set holds the run
-// set, and the bench set the test set.
+// set and Debian's Ironic, and the bench set the test set.
 func TestInstallDepsRunSetCoversTheAgentISOAndRamdisk(t *testing.T) {
 	run := depsSet(t, "run")
 	want := map[string]string{"/usr/bin/baremetal": "python3-ironicclient"}
@@ -56,6 +57,10 @@ func TestInstallDepsRunSetCoversTheAgentISOAndRamdisk(t *testing.T) {
 		}
 	}
 	test, bench := depsSet(t, "test"), depsSet(t, "bench")
+	// The differential tests' oracle (tests/ironic_oracle_test.go).
+	if got := test[ironic.Probe]; got != ironic.Package {
+		t.Errorf("install-deps.sh test installs %q for %s, want Debian's Ironic, %s", got, ironic.Probe, ironic.Package)
+	}
 	for _, sub := range []struct {
 		name      string
 		set, over map[string]string
