@@ -39,7 +39,7 @@ type fakeEngine struct {
 	// read answers.
 	manageErr  error
 	indicators []workflows.Indicator
-	signals   []sentSignal
+	signals    []sentSignal
 	// signalErr, when set, is what Signal returns for a running node.
 	signalErr error
 	// runningCalls counts the lock checks (Running) asked.

@@ -127,9 +127,14 @@ func (e *TemporalEngine) Manage(ctx context.Context, req workflows.ManagementReq
 	}
 	var out []workflows.Indicator
 	if err := run.Get(ctx, &out); err != nil {
+		// The activity's own message names the call and the BMC's
+		// answer; its causes are only the typed sentinels of bmc.
 		var app *temporal.ApplicationError
-		if errors.As(err, &app) && app.Type() == workflows.ErrTypeInvalidParameter {
+		switch {
+		case errors.As(err, &app) && app.Type() == workflows.ErrTypeInvalidParameter:
 			return nil, fmt.Errorf("%w: %s", ErrInvalidParameter, app.Message())
+		case app != nil:
+			return nil, fmt.Errorf("%w: %s", ErrHardware, app.Message())
 		}
 		return nil, fmt.Errorf("%w: %w", ErrHardware, unwrapWorkflowError(err))
 	}
