@@ -22,7 +22,9 @@ func TestInjectNMIAndIndicators(t *testing.T) {
 	ipmi := e.createNode(map[string]any{"driver": "ipmi", "name": "nmi-ipmi"})["uuid"].(string)
 	rf := e.createNode(map[string]any{"driver": "redfish", "name": "nmi-rf", "driver_info": map[string]any{"redfish_address": "http://127.0.0.1:1"}})["uuid"].(string)
 	fake := e.createNode(map[string]any{"driver": "fake-hardware", "name": "nmi-fake"})["uuid"].(string)
-	nmi := func(node, v string, body any) resp { return e.do("PUT", "/v1/nodes/"+node+"/management/inject_nmi", v, body) }
+	nmi := func(node, v string, body any) resp {
+		return e.do("PUT", "/v1/nodes/"+node+"/management/inject_nmi", v, body)
+	}
 	fault := func(r resp, status int, want string) {
 		t.Helper()
 		if r.status != status || r.faultstring(t) != want {
