@@ -17,7 +17,7 @@ import (
 func TestRedfishNMIAndIndicatorsOnRecordedServices(t *testing.T) {
 	for _, c := range []struct {
 		dir, system, chassis, chassisState string
-		systemURI, chassisURI             string
+		systemURI, chassisURI              string
 	}{
 		{"dmtf-public-rackmount1", "38947555-7742-3448-3784-823347823834", "1U", IndicatorOn,
 			"/redfish/v1/Systems/437XR1138R2", "/redfish/v1/Chassis/1U"},
