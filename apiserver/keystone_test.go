@@ -901,6 +901,8 @@ func routePattern(p string) string {
 			parts[i] = ":vif"
 		case i == 5 && parts[4] == "bios":
 			parts[i] = ":setting"
+		case i == 6 && parts[5] == "indicators":
+			parts[i] = ":indicator"
 		}
 	}
 	return strings.Join(parts, "/")
