@@ -25,6 +25,11 @@ type Engine interface {
 	// ReadVirtualMedia reads the node's virtual media devices from its BMC
 	// (API 1.93) without the node lock; a BMC failure wraps ErrHardware.
 	ReadVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) ([]workflows.VirtualMediaDevice, error)
+	// Manage runs a management call (API 1.29's NMI, 1.63's indicators)
+	// under the node's lock and waits for its result: the indicators for
+	// a read. ErrNodeLocked as above; a refused request wraps
+	// ErrInvalidParameter, a BMC failure ErrHardware.
+	Manage(ctx context.Context, req workflows.ManagementRequest) ([]workflows.Indicator, error)
 	// Signal sends a named signal (workflows.Signal*) to the node's running
 	// workflow. It returns ErrNoWorkflow when none is running.
 	Signal(ctx context.Context, nodeUUID, name string, arg any) error

@@ -34,7 +34,12 @@ type fakeEngine struct {
 	vmedia     []workflows.VirtualMediaRequest
 	// vmediaErr, when set, is what ChangeVirtualMedia returns.
 	vmediaErr error
-	signals   []sentSignal
+	manages   []workflows.ManagementRequest
+	// manageErr, when set, is what Manage returns; indicators is what a
+	// read answers.
+	manageErr  error
+	indicators []workflows.Indicator
+	signals    []sentSignal
 	// signalErr, when set, is what Signal returns for a running node.
 	signalErr error
 	// runningCalls counts the lock checks (Running) asked.
@@ -120,6 +125,22 @@ func (e *fakeEngine) ReadVirtualMedia(ctx context.Context, req workflows.Virtual
 		}
 	}
 	return []workflows.VirtualMediaDevice{dev}, nil
+}
+
+func (e *fakeEngine) Manage(ctx context.Context, req workflows.ManagementRequest) ([]workflows.Indicator, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[req.NodeUUID] {
+		return nil, ErrNodeLocked
+	}
+	e.manages = append(e.manages, req)
+	if e.manageErr != nil {
+		return nil, e.manageErr
+	}
+	if req.Action == workflows.ManagementReadIndicators {
+		return e.indicators, nil
+	}
+	return nil, nil
 }
 
 func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {

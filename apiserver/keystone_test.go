@@ -319,7 +319,7 @@ var ksHides = map[routeKind]ksHide{
 var ksParams = map[string]string{
 	"chassis": "6c1f1c55-0f0b-4b8a-8a77-3b1d0c9e7a01", "ident": "CUSTOM_KS", "trait": "CUSTOM_KS", "setting": "ProcCores",
 	"event": "0d2b9c4e-6f25-4a77-9b3c-5ee1d1a0c0de", "vif": "0f7f2b3a-7d1e-4c55-9f0e-5a1b2c3d4e5f",
-	"drivers/name": "ipmi", "conductors/name": "ironflow",
+	"drivers/name": "ipmi", "conductors/name": "ironflow", "indicator": "led@system",
 }
 
 // ksPath is a route pattern with the fixture's placeholders ({node},
@@ -372,6 +372,7 @@ var (
 		"PATCH /v1/deploy_templates/:ident":          []map[string]any{},
 		"POST /v1/events": map[string]any{"events": []any{map[string]any{"event": "network.bind_port",
 			"port_id": "0f7f2b3a-7d1e-4c55-9f0e-5a1b2c3d4e5f", "mac_address": "{mac}", "status": "ACTIVE"}}},
+		"PUT /v1/nodes/:node/management/indicators/:indicator": map[string]any{"state": "on"},
 	}
 )
 
@@ -415,6 +416,9 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:node:clear_maintenance":                  sysOrOwnerMemberAndLesseeAdmin,
 	"baremetal:node:get_boot_device":                    sysMemberOrOwnerAdmin,
 	"baremetal:node:set_boot_device":                    sysMemberOrOwnerAdmin,
+	"baremetal:node:inject_nmi":                         sysMemberOrOwnerAdmin,
+	"baremetal:node:get_indicator_state":                sysOrProjectReader,
+	"baremetal:node:set_indicator_state":                sysMemberOrOwnerMember,
 	"baremetal:node:history:get":                        sysOrOwnerReader,
 	"baremetal:node:inventory:get":                      sysOrOwnerReader,
 	"baremetal:node:vmedia:attach":                      sysOrProjectMember,
@@ -900,6 +904,8 @@ func routePattern(p string) string {
 			parts[i] = ":vif"
 		case i == 5 && parts[4] == "bios":
 			parts[i] = ":setting"
+		case i == 6 && parts[5] == "indicators":
+			parts[i] = ":indicator"
 		}
 	}
 	return strings.Join(parts, "/")

@@ -146,6 +146,19 @@ func (s *server) routeTable() []route {
 		{path: "/v1/nodes/:node/management/boot_device/supported", auth: authUser, ops: []op{
 			{"GET", s.onNode(s.supportedBootDevices), routeRule{onNode, "baremetal:node:get_boot_device", ""}, 0},
 		}},
+		{path: "/v1/nodes/:node/management/inject_nmi", auth: authUser, since: v29InjectNMI, ops: []op{
+			{"PUT", s.onNode(s.injectNMI), routeRule{onNode, "baremetal:node:inject_nmi", ""}, 0},
+		}},
+		// Indicators: Ironic's API reference says 1.63, but its indicator
+		// controller never checks the version, so Ironic serves them at
+		// every version (the route contract, apiserver/testdata/ironic-routes.tsv).
+		{path: "/v1/nodes/:node/management/indicators", auth: authUser, ops: []op{
+			{"GET", s.onNode(s.listIndicators), routeRule{onNode, "baremetal:node:get_indicator_state", ""}, 0},
+		}},
+		{path: "/v1/nodes/:node/management/indicators/:indicator", auth: authUser, ops: []op{
+			{"GET", s.onNode(s.getIndicator), routeRule{onNode, "baremetal:node:get_indicator_state", ""}, 0},
+			{"PUT", s.onNode(s.setIndicator), routeRule{onNode, "baremetal:node:set_indicator_state", ""}, 0},
+		}},
 		{path: "/v1/nodes/:node/history", auth: authUser, since: v78History, ops: []op{
 			{"GET", s.onNode(s.listHistory), routeRule{onNode, "baremetal:node:history:get", ""}, 0},
 		}},

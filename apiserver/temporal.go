@@ -9,6 +9,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/nodelock"
 	"github.com/ironflow/ironflow/provision"
@@ -118,6 +119,32 @@ func (e *TemporalEngine) ReadVirtualMedia(ctx context.Context, req workflows.Vir
 	return out, nil
 }
 
+// Manage implements Engine: it waits for the BMC's answer.
+func (e *TemporalEngine) Manage(ctx context.Context, req workflows.ManagementRequest) ([]workflows.Indicator, error) {
+	run, err := e.start(ctx, req.NodeUUID, provision.OpManagement, "", workflows.WorkflowNodeManagement, req)
+	if err != nil {
+		return nil, err
+	}
+	var out []workflows.Indicator
+	if err := run.Get(ctx, &out); err != nil {
+		// The activity's own message names the call and the BMC's
+		// answer; its causes are only the typed sentinels of bmc.
+		var app *temporal.ApplicationError
+		switch {
+		case errors.As(err, &app) && app.Type() == workflows.ErrTypeInvalidParameter:
+			return nil, fmt.Errorf("%w: %s", ErrInvalidParameter, app.Message())
+		case app != nil:
+			return nil, fmt.Errorf("%w: %s", ErrHardware, app.Message())
+		}
+		return nil, fmt.Errorf("%w: %w", ErrHardware, unwrapWorkflowError(err))
+	}
+	return out, nil
+}
+
+// ErrInvalidParameter: the BMC's answer shows the request to be wrong
+// (Ironic's InvalidParameterValue, a 400); the message follows it.
+var ErrInvalidParameter = errors.New("invalid parameter")
+
 // ErrHardware: the BMC refused or failed an operation the API waited for.
 var ErrHardware = errors.New("hardware operation failed")
 
@@ -166,7 +193,7 @@ func WorkflowTypes() []string {
 	var out []string
 	for _, op := range []provision.Operation{provision.OpManage, provision.OpProvide, provision.OpDeploy,
 		provision.OpUndeploy, provision.OpInspect, provision.OpPower, provision.OpBootDevice,
-		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia} {
+		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia, provision.OpManagement} {
 		if wf, ok := workflows.WorkflowFor(op); ok {
 			out = append(out, wf)
 		}

@@ -55,6 +55,7 @@ const (
 	v26PortgroupMode    = 26
 	v27SoftPower        = 27
 	v28VIFs             = 28
+	v29InjectNMI        = 29
 	v30DynamicDrivers   = 30
 	v31DynamicIfaces    = 31
 	v32Volume           = 32
@@ -82,6 +83,7 @@ const (
 	v59VendorData       = 59
 	v61Retired          = 61
 	v62AgentToken       = 62
+	v63Indicators       = 63
 	v64LLCNetworkType   = 64
 	v65Lessee           = 65
 	v66NetworkData      = 66

@@ -292,6 +292,16 @@ func (b *recordedBMC) serve(w http.ResponseWriter, r *http.Request) {
 		b.insert(w, vm, body)
 	case r.Method == http.MethodPost && strings.HasSuffix(p, "/Actions/VirtualMedia.EjectMedia"):
 		b.eject(w, strings.TrimSuffix(p, "/Actions/VirtualMedia.EjectMedia"))
+	case r.Method == http.MethodPatch && body["IndicatorLED"] != nil:
+		// A system's or a chassis' light (redfish_management_test.go).
+		doc, ok := b.docs[p]
+		if !ok || doc["IndicatorLED"] == nil {
+			redfishErr(w, http.StatusBadRequest, "Base.1.8.PropertyUnknown", "IndicatorLED is not a property of "+p)
+			return
+		}
+		doc["IndicatorLED"] = body["IndicatorLED"]
+		b.actions = append(b.actions, fmt.Sprintf("IndicatorLED %s %v", p, body["IndicatorLED"]))
+		w.WriteHeader(http.StatusNoContent)
 	case r.Method == http.MethodPatch && p == b.systemPath():
 		b.patchBoot(w, p, body)
 	case r.Method == http.MethodPatch && strings.Contains(p, "/VirtualMedia/"):

@@ -144,6 +144,8 @@ const (
 	// OpBootMode is ChangeBootMode's, OpVirtualMedia ChangeVirtualMedia's.
 	OpBootMode     Operation = "boot mode"
 	OpVirtualMedia Operation = "virtual media"
+	// OpManagement is NodeManagement's: an NMI, the indicators.
+	OpManagement Operation = "management"
 )
 
 // Transition is what a verb does from a state: the state the API records

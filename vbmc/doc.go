@@ -17,6 +17,10 @@
 // the guest sees, from qemu-img info), all answered from the configuration and
 // the disk file without starting QEMU.
 //
+// The system and its chassis show a writable IndicatorLED and each drive a
+// writable LocationIndicatorActive (indicators.go), kept in state_dir/NAME;
+// a ComputerSystem.Reset with ResetType Nmi is QEMU's inject-nmi.
+//
 // It owns QEMU processes and their state directories. It never reaches the
 // network beyond 127.0.0.1 or the lab networks named in the configuration
 // (virtual media downloads), and it never logs the BMC password or session

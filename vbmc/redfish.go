@@ -144,7 +144,8 @@ func (s *Server) routes() {
 	mux.HandleFunc("POST "+redfishRoot+"/Managers/{id}/VirtualMedia/{dev}/Actions/VirtualMedia.EjectMedia", s.withCD(s.handleEjectMedia))
 	mux.HandleFunc("GET "+redfishRoot+"/Chassis", s.handleChassisCollection)
 	mux.HandleFunc("GET "+redfishRoot+"/Chassis/{id}", s.withMachine(s.handleChassis))
-	s.biosRoutes(mux) // BIOS, SecureBoot, Registries: bios.go
+	mux.HandleFunc("PATCH "+redfishRoot+"/Chassis/{id}", s.withMachine(s.handlePatchChassis)) // indicators.go
+	s.biosRoutes(mux)                                                                         // BIOS, SecureBoot, Registries: bios.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", fmt.Sprintf("The resource at the URI %s was not found.", r.URL.Path))
 	})
@@ -430,6 +431,7 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 		"UUID":         m.UUID(),
 		"BiosVersion":  s.firmwareVersion(m, "BIOS"),
 		"PowerState":   power,
+		"IndicatorLED": m.indicator("system"), // indicators.go
 		"Status":       okStatus(),
 		"Boot": map[string]any{
 			"BootSourceOverrideTarget":  boot.Target,
@@ -485,8 +487,17 @@ func (s *Server) handlePatchSystem(w http.ResponseWriter, r *http.Request, m *Ma
 		return
 	}
 	for k := range body {
-		if k != "Boot" {
+		if k != "Boot" && k != "IndicatorLED" {
 			writeError(w, http.StatusBadRequest, "PropertyNotWritable", fmt.Sprintf("The property %s is a read only property and cannot be assigned a value.", k))
+			return
+		}
+	}
+	if raw, ok := body["IndicatorLED"]; ok {
+		if !s.patchIndicatorLED(w, m, "system", raw) {
+			return
+		}
+		if _, boot := body["Boot"]; !boot {
+			s.handleSystem(w, r, m)
 			return
 		}
 	}
@@ -731,13 +742,15 @@ func (s *Server) handleChassis(w http.ResponseWriter, r *http.Request, m *Machin
 		return
 	}
 	writeJSONResponse(w, http.StatusOK, map[string]any{
-		odataID:       redfishRoot + "/Chassis/" + m.vm.Name,
-		odataType:     "#Chassis.v1_14_0.Chassis",
-		"Id":          m.vm.Name,
-		"Name":        m.vm.Name,
-		"ChassisType": "RackMount",
-		"PowerState":  power,
-		"Status":      okStatus(),
+		odataID:        redfishRoot + "/Chassis/" + m.vm.Name,
+		odataType:      "#Chassis.v1_14_0.Chassis",
+		"Id":           m.vm.Name,
+		"Name":         m.vm.Name,
+		"ChassisType":  "RackMount",
+		"UUID":         nameUUID("chassis/" + m.vm.Name),
+		"PowerState":   power,
+		"IndicatorLED": m.indicator("chassis"),
+		"Status":       okStatus(),
 		"Links": map[string]any{
 			"ComputerSystems": []any{link(redfishRoot + "/Systems/" + m.vm.Name)},
 			"ManagedBy":       []any{link(redfishRoot + "/Managers/" + m.vm.Name)},

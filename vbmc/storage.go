@@ -104,6 +104,7 @@ func (s *Server) routeStorage(mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("GET "+base+"/{st}", s.withStorage(s.handleStorage))
 	mux.HandleFunc("GET "+base+"/{st}/Drives/{drive}", s.withStorage(s.handleDrive))
+	mux.HandleFunc("PATCH "+base+"/{st}/Drives/{drive}", s.withStorage(s.handlePatchDrive)) // indicators.go
 	mux.HandleFunc("GET "+base+"/{st}/Volumes", s.withStorage(s.handleVolumes))
 	mux.HandleFunc("POST "+base+"/{st}/Volumes", s.withStorage(s.handleCreateVolume))
 	mux.HandleFunc("GET "+base+"/{st}/Volumes/{vol}", s.withStorage(s.handleVolume))
@@ -138,15 +139,22 @@ func (s *Server) handleStorage(w http.ResponseWriter, r *http.Request, m *Machin
 	})
 }
 
+// driveIndex is the index of the drive with Id id, or -1.
+func (s *Server) driveIndex(m *Machine, id string) int {
+	for j := range m.drivePaths() {
+		if id == "Disk"+strconv.Itoa(j) {
+			return j
+		}
+	}
+	return -1
+}
+
+func (s *Server) driveExists(m *Machine, id string) bool { return s.driveIndex(m, id) >= 0 }
+
 func (s *Server) handleDrive(w http.ResponseWriter, r *http.Request, m *Machine) {
 	paths := m.drivePaths()
 	id := r.PathValue("drive")
-	i := -1
-	for j := range paths {
-		if id == "Disk"+strconv.Itoa(j) {
-			i = j
-		}
-	}
+	i := s.driveIndex(m, id)
 	if i < 0 {
 		writeError(w, http.StatusNotFound, "ResourceMissingAtURI", "No such drive "+id+".")
 		return
@@ -166,6 +174,7 @@ func (s *Server) handleDrive(w http.ResponseWriter, r *http.Request, m *Machine)
 	writeJSONResponse(w, http.StatusOK, map[string]any{
 		odataID: s.drivePath(m, i), odataType: "#Drive.v1_17_0.Drive", "Id": id, "Name": "disk" + strconv.Itoa(i),
 		"Model": "virtio-blk", "Manufacturer": "QEMU", "CapacityBytes": size, "MediaType": "SSD", "Protocol": "PCIe", "Status": okStatus(),
+		"LocationIndicatorActive": m.indicator("drive/"+id) == "Lit",
 	})
 }
 

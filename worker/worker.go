@@ -73,6 +73,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowServiceNode:        workflows.ServiceNode,
 		// API 1.76 boot mode and secure boot (workflows/bootmode.go).
 		workflows.WorkflowChangeBootMode: workflows.ChangeBootMode,
+		// API 1.29 NMI and 1.63 indicators (workflows/nodemanagement.go).
+		workflows.WorkflowNodeManagement: workflows.NodeManagement,
 	}
 }
 
@@ -113,6 +115,10 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActStartFirmwareUpdate: a.StartFirmwareUpdate,
 		workflows.ActPollFirmwareTask:    a.PollFirmwareTask,
 		workflows.ActRecordFirmware:      a.RecordFirmware,
+		// API 1.29 NMI and 1.63 indicators.
+		workflows.ActInjectNMI:      a.InjectNMI,
+		workflows.ActReadIndicators: a.ReadIndicators,
+		workflows.ActSetIndicator:   a.SetIndicator,
 	}
 }
 

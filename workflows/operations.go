@@ -45,6 +45,8 @@ func WorkflowFor(op provision.Operation) (name string, ok bool) {
 		return WorkflowUnrescueNode, true
 	case provision.OpVirtualMedia:
 		return WorkflowChangeVirtualMedia, true
+	case provision.OpManagement:
+		return WorkflowNodeManagement, true
 	case provision.OpClean:
 		return WorkflowCleanNode, true
 	case provision.OpService:

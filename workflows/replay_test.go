@@ -27,6 +27,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowChangeBootDevice: ChangeBootDevice, WorkflowSyncPowerStates: SyncPowerStates,
 	WorkflowRescueNode: RescueNode, WorkflowUnrescueNode: UnrescueNode,
 	WorkflowChangeVirtualMedia: ChangeVirtualMedia,
+	WorkflowNodeManagement:     NodeManagement,
 	WorkflowCleanNode:          CleanNode,
 	WorkflowServiceNode:        ServiceNode,
 	WorkflowChangeBootMode:     ChangeBootMode,

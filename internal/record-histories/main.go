@@ -123,6 +123,11 @@ func acts() map[string]any {
 		workflows.ActReadVirtualMedia: func(ctx context.Context, in workflows.VirtualMediaInput) ([]workflows.VirtualMediaDevice, error) {
 			return []workflows.VirtualMediaDevice{{MediaTypes: []string{"CD", "DVD"}, Inserted: true, Image: "http://images.example/boot.iso", ImageName: "boot.iso"}}, nil
 		},
+		workflows.ActInjectNMI: func(ctx context.Context, in workflows.IndicatorInput) error { return nil },
+		workflows.ActReadIndicators: func(ctx context.Context, in workflows.IndicatorInput) ([]workflows.Indicator, error) {
+			return []workflows.Indicator{{Component: "system", Name: "led", States: []string{"blinking", "off", "on"}, State: "on"}}, nil
+		},
+		workflows.ActSetIndicator: func(ctx context.Context, in workflows.IndicatorInput) error { return nil },
 		workflows.ActSetBootMode: func(ctx context.Context, in workflows.BootModeInput) (workflows.BootModeResult, error) {
 			return workflows.BootModeResult{BootMode: in.BootMode, SecureBoot: in.SecureBoot}, nil
 		},
@@ -462,6 +467,16 @@ func main() {
 		}},
 		{name: "vmedia-read", wf: workflows.WorkflowChangeVirtualMedia, deploy: "direct", req: func(uuid string) any {
 			return workflows.VirtualMediaRequest{NodeUUID: uuid, Read: true}
+		}},
+		// API 1.29 and 1.63 (workflows/nodemanagement.go).
+		{name: "management-inject-nmi", wf: workflows.WorkflowNodeManagement, deploy: "direct", req: func(uuid string) any {
+			return workflows.ManagementRequest{NodeUUID: uuid, Action: workflows.ManagementInjectNMI}
+		}},
+		{name: "management-read-indicators", wf: workflows.WorkflowNodeManagement, deploy: "direct", req: func(uuid string) any {
+			return workflows.ManagementRequest{NodeUUID: uuid, Action: workflows.ManagementReadIndicators}
+		}},
+		{name: "management-set-indicator", wf: workflows.WorkflowNodeManagement, deploy: "direct", req: func(uuid string) any {
+			return workflows.ManagementRequest{NodeUUID: uuid, Action: workflows.ManagementSetIndicator, Component: "system", Indicator: "led", State: "blinking"}
 		}},
 		// Hold steps: unhold goes on, abort fails.
 		{name: "clean-hold-unhold", wf: workflows.WorkflowCleanNode, deploy: "direct",

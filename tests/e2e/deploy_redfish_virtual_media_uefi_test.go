@@ -63,6 +63,7 @@ func TestDeployRedfishVirtualMediaUEFIRescueThenClean(t *testing.T) {
 		t.Logf("B: %s", line)
 	}
 	waitBootedFromDisk(t, vm, "e2e-b", pubKey)
+	injectNMIAndSeeTheKernel(t, s, uuid, vm)
 	// OVMF names the entry it boots; the agent's is "ironflow <disk>".
 	if line, ok := findLine(vm.SerialLog, `"ironflow vda"`); ok {
 		if i := strings.Index(line, "BdsDxe"); i >= 0 {
@@ -103,5 +104,30 @@ func TestDeployRedfishVirtualMediaUEFIRescueThenClean(t *testing.T) {
 	}
 	if hasPartitionTable(t, vm.Disk) {
 		t.Errorf("C: the disk %s still has a partition table after cleaning", vm.Disk)
+	}
+}
+
+// injectNMIAndSeeTheKernel sends an NMI to the booted instance with the
+// baremetal CLI (`node inject nmi`, API 1.29): ironflow's Redfish driver
+// resets the system with ResetType Nmi, the vbmc passes it to QEMU
+// (inject-nmi), and the test image's kernel, which has no handler for an
+// NMI it did not cause, says so on its serial console (arch/x86/kernel/nmi.c:
+// "Uhhuh. NMI received for unknown reason ...").
+func injectNMIAndSeeTheKernel(t *testing.T, s *stack, uuid string, vm *LabVM) {
+	t.Helper()
+	if _, ok := findLine(vm.SerialLog, "NMI received for unknown reason"); ok {
+		t.Fatalf("the console shows an NMI before one was injected:\n%s", embedded.Tail(vm.SerialLog, 2000))
+	}
+	s.mustCLI(t, "node", "inject", "nmi", uuid)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if line, ok := findLine(vm.SerialLog, "NMI received for unknown reason"); ok {
+			t.Logf("NMI: the guest kernel said %q", strings.TrimSpace(line))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NMI: no kernel NMI message on the console 30s after node inject nmi; console tail:\n%s", embedded.Tail(vm.SerialLog, 3000))
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

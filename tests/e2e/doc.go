@@ -20,7 +20,8 @@
 //	A    IPMI (ipmi_sim) + PXE + direct deploy, SeaBIOS, deploy_ipmi_pxe_bios_test.go
 //	     then rescue and unrescue of the booted VM
 //	B, C Redfish (ironflow vbmc) + virtual media + UEFI, deploy_redfish_virtual_media_uefi_test.go
-//	     then rescue and unrescue, then undeploy with
+//	     then rescue and unrescue, then an NMI (`node inject nmi`)
+//	     the booted kernel reports, then undeploy with
 //	     cleaning (partition table gone)
 //	D-G  on api, worker and pxe as separate processes:   split_stack_deploys_and_faults_test.go
 //	     two VMs at once (G), wrong checksum and retry (D),
