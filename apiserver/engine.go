@@ -25,6 +25,10 @@ type Engine interface {
 	// ReadVirtualMedia reads the node's virtual media devices from its BMC
 	// (API 1.93) without the node lock; a BMC failure wraps ErrHardware.
 	ReadVirtualMedia(ctx context.Context, req workflows.VirtualMediaRequest) ([]workflows.VirtualMediaDevice, error)
+	// VendorPassthru runs a vendor method on the node's BMC under the node
+	// lock (ErrNodeLocked as above) and waits for its return value; a
+	// failure carries the activity's *temporal.ApplicationError.
+	VendorPassthru(ctx context.Context, req workflows.VendorPassthruRequest) (any, error)
 	// Signal sends a named signal (workflows.Signal*) to the node's running
 	// workflow. It returns ErrNoWorkflow when none is running.
 	Signal(ctx context.Context, nodeUUID, name string, arg any) error

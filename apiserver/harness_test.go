@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -120,6 +121,12 @@ func (e *fakeEngine) ReadVirtualMedia(ctx context.Context, req workflows.Virtual
 		}
 	}
 	return []workflows.VirtualMediaDevice{dev}, nil
+}
+
+// VendorPassthru: the fake engine runs no vendor method; the vendor
+// passthru tests run on the real stack (nodes_passthru_test.go).
+func (e *fakeEngine) VendorPassthru(ctx context.Context, req workflows.VendorPassthruRequest) (any, error) {
+	return nil, errors.New("the fake engine runs no vendor method " + req.Method)
 }
 
 func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {

@@ -426,6 +426,7 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:node:bios:get":                           sysOrProjectReader,
 	"baremetal:node:firmware:get":                       sysOrProjectReader,
 	"baremetal:node:vif:list":                           sysOrProjectReader,
+	"baremetal:node:vendor_passthru":                    sysAdmin,
 	"baremetal:node:vif:attach":                         sysOrOwnerMemberAndLesseeAdmin,
 	"baremetal:node:vif:detach":                         sysOrOwnerMemberAndLesseeAdmin,
 	"baremetal:port:create":                             sysAdminOrOwnerAdmin,
@@ -453,6 +454,7 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:driver:get_properties":                   sysReader,
 	"baremetal:driver:get_raid_logical_disk_properties": sysReader,
 	"baremetal:conductor:get":                           sysReader,
+	"baremetal:driver:vendor_passthru":                  sysAdmin,
 }
 
 func ksWhoMay(t *testing.T, rule string) []ksPersona {

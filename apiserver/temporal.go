@@ -118,6 +118,19 @@ func (e *TemporalEngine) ReadVirtualMedia(ctx context.Context, req workflows.Vir
 	return out, nil
 }
 
+// VendorPassthru implements Engine: it waits for the BMC's answer.
+func (e *TemporalEngine) VendorPassthru(ctx context.Context, req workflows.VendorPassthruRequest) (any, error) {
+	run, err := e.start(ctx, req.NodeUUID, provision.OpVendorPassthru, "", workflows.WorkflowVendorPassthru, req)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	if err := run.Get(ctx, &out); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHardware, err)
+	}
+	return out, nil
+}
+
 // ErrHardware: the BMC refused or failed an operation the API waited for.
 var ErrHardware = errors.New("hardware operation failed")
 
@@ -166,7 +179,7 @@ func WorkflowTypes() []string {
 	var out []string
 	for _, op := range []provision.Operation{provision.OpManage, provision.OpProvide, provision.OpDeploy,
 		provision.OpUndeploy, provision.OpInspect, provision.OpPower, provision.OpBootDevice,
-		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia} {
+		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia, provision.OpVendorPassthru} {
 		if wf, ok := workflows.WorkflowFor(op); ok {
 			out = append(out, wf)
 		}

@@ -144,6 +144,9 @@ const (
 	// OpBootMode is ChangeBootMode's, OpVirtualMedia ChangeVirtualMedia's.
 	OpBootMode     Operation = "boot mode"
 	OpVirtualMedia Operation = "virtual media"
+	// OpVendorPassthru is a vendor passthru method run on the node's BMC
+	// (API 1.1): VendorPassthru.
+	OpVendorPassthru Operation = "vendor passthru"
 )
 
 // Transition is what a verb does from a state: the state the API records
