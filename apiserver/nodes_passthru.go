@@ -46,11 +46,12 @@ func (s *server) callVendorMethod(c *gin.Context, n *store.Node) error {
 	if err != nil {
 		return err
 	}
-	m, err := vendorMethod(hardware.VendorOf(hardware.Interface(n.VendorInterface)).Methods(), name, c.Request.Method)
+	vendor := hardware.VendorOf(hardware.Interface(n.VendorInterface))
+	m, err := vendorMethod(vendor.Methods(), name, c.Request.Method)
 	if err != nil {
 		return err
 	}
-	if hardware.Interface(n.VendorInterface) == hardware.Fake {
+	if vendor.TouchesNoHardware() {
 		return fakeVendorCall(c, name, m, args)
 	}
 	if err := validateVendorArgs(name, args); err != nil {

@@ -289,7 +289,9 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	implement(KindInspect, Redfish, "workflows InspectNode: the BMC driver's inventory (bmc.Inspector)", CapOutOfBandInspection, inspectBehaviour{InspectOutOfBand})
 	// Vendor passthru (hardware/vendor.go): the fake methods answer in the
 	// API; the redfish methods run on the BMC (workflows VendorPassthru).
-	set(KindVendor, Fake, func(impl *Implementation) { impl.behaviour = vendorBehaviour{methods: fakeVendorMethods} })
+	set(KindVendor, Fake, func(impl *Implementation) {
+		impl.behaviour = vendorBehaviour{methods: fakeVendorMethods, noHardware: true}
+	})
 	implement(KindVendor, Redfish, "workflows VendorPassthru: the BMC driver's event subscriptions and virtual media (bmc.EventSubscriber)", "", vendorBehaviour{methods: redfishVendorMethods})
 
 	// Ironic's no-<kind> interfaces refuse their kind's operations.

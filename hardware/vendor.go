@@ -25,9 +25,17 @@ type Vendor interface {
 	// DriverMethods are the methods of /v1/drivers/{driver}/vendor_passthru
 	// (Ironic's @driver_passthru), by name.
 	DriverMethods() map[string]VendorMethod
+	// TouchesNoHardware reports whether the methods answer without the
+	// BMC (the fake interface's), so that the API answers them itself.
+	TouchesNoHardware() bool
 }
 
-type vendorBehaviour struct{ methods, driverMethods map[string]VendorMethod }
+type vendorBehaviour struct {
+	methods, driverMethods map[string]VendorMethod
+	noHardware             bool
+}
+
+func (v vendorBehaviour) TouchesNoHardware() bool { return v.noHardware }
 
 func (v vendorBehaviour) Methods() map[string]VendorMethod       { return clone(v.methods) }
 func (v vendorBehaviour) DriverMethods() map[string]VendorMethod { return clone(v.driverMethods) }

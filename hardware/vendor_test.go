@@ -42,6 +42,9 @@ func TestVendorMethodsAreIronics(t *testing.T) {
 			t.Errorf("%s has driver methods", name)
 		}
 	}
+	if !VendorOf(Fake).TouchesNoHardware() || VendorOf(Redfish).TouchesNoHardware() {
+		t.Error("only the fake methods answer without hardware")
+	}
 	// The table handed out is a copy.
 	got["create_subscription"].HTTPMethods[0] = "PUT"
 	if VendorOf(Redfish).Methods()["create_subscription"].HTTPMethods[0] != "POST" {
