@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -40,6 +39,14 @@ type fakeEngine struct {
 	signalErr error
 	// runningCalls counts the lock checks (Running) asked.
 	runningCalls int
+	// passthru are the vendor methods asked, each with the node's
+	// driver_internal_info when it was asked.
+	passthru []passthruCall
+}
+
+type passthruCall struct {
+	req      workflows.VendorPassthruRequest
+	internal map[string]any
 }
 
 type sentSignal struct {
@@ -123,10 +130,21 @@ func (e *fakeEngine) ReadVirtualMedia(ctx context.Context, req workflows.Virtual
 	return []workflows.VirtualMediaDevice{dev}, nil
 }
 
-// VendorPassthru: the fake engine runs no vendor method; the vendor
-// passthru tests run on the real stack (nodes_passthru_test.go).
+// VendorPassthru records the request and what the node's
+// driver_internal_info held then; it runs nothing (the vendor passthru
+// tests that reach a BMC run on the real stack, tests/vendor_passthru_test.go).
 func (e *fakeEngine) VendorPassthru(ctx context.Context, req workflows.VendorPassthruRequest) (any, error) {
-	return nil, errors.New("the fake engine runs no vendor method " + req.Method)
+	n, err := e.st.GetNode(ctx, req.NodeUUID)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[req.NodeUUID] {
+		return nil, ErrNodeLocked
+	}
+	e.passthru = append(e.passthru, passthruCall{req, n.DriverInternalInfo})
+	return map[string]any{"Id": "1"}, nil
 }
 
 func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {
