@@ -319,7 +319,7 @@ var ksHides = map[routeKind]ksHide{
 var ksParams = map[string]string{
 	"chassis": "6c1f1c55-0f0b-4b8a-8a77-3b1d0c9e7a01", "ident": "CUSTOM_KS", "trait": "CUSTOM_KS", "setting": "ProcCores",
 	"event": "0d2b9c4e-6f25-4a77-9b3c-5ee1d1a0c0de", "vif": "0f7f2b3a-7d1e-4c55-9f0e-5a1b2c3d4e5f",
-	"drivers/name": "ipmi", "conductors/name": "ironflow",
+	"drivers/name": "ipmi", "conductors/name": "ironflow", "method": "no_such_method",
 }
 
 // ksPath is a route pattern with the fixture's placeholders ({node},
@@ -899,6 +899,8 @@ func routePattern(p string) string {
 			parts[i] = ":vif"
 		case i == 5 && parts[4] == "bios":
 			parts[i] = ":setting"
+		case i == 5 && parts[4] == "vendor_passthru" && s != "methods":
+			parts[i] = ":method"
 		}
 	}
 	return strings.Join(parts, "/")
