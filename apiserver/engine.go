@@ -30,6 +30,10 @@ type Engine interface {
 	// a read. ErrNodeLocked as above; a refused request wraps
 	// ErrInvalidParameter, a BMC failure ErrHardware.
 	Manage(ctx context.Context, req workflows.ManagementRequest) ([]workflows.Indicator, error)
+	// VendorPassthru runs a vendor method on the node's BMC under the node
+	// lock (ErrNodeLocked as above) and waits for its return value; a
+	// failure carries the activity's *temporal.ApplicationError.
+	VendorPassthru(ctx context.Context, req workflows.VendorPassthruRequest) (any, error)
 	// Signal sends a named signal (workflows.Signal*) to the node's running
 	// workflow. It returns ErrNoWorkflow when none is running.
 	Signal(ctx context.Context, nodeUUID, name string, arg any) error

@@ -44,6 +44,14 @@ type fakeEngine struct {
 	signalErr error
 	// runningCalls counts the lock checks (Running) asked.
 	runningCalls int
+	// passthru are the vendor methods asked, each with the node's
+	// driver_internal_info when it was asked.
+	passthru []passthruCall
+}
+
+type passthruCall struct {
+	req      workflows.VendorPassthruRequest
+	internal map[string]any
 }
 
 type sentSignal struct {
@@ -141,6 +149,23 @@ func (e *fakeEngine) Manage(ctx context.Context, req workflows.ManagementRequest
 		return e.indicators, nil
 	}
 	return nil, nil
+}
+
+// VendorPassthru records the request and what the node's
+// driver_internal_info held then; it runs nothing (the vendor passthru
+// tests that reach a BMC run on the real stack, tests/vendor_passthru_test.go).
+func (e *fakeEngine) VendorPassthru(ctx context.Context, req workflows.VendorPassthruRequest) (any, error) {
+	n, err := e.st.GetNode(ctx, req.NodeUUID)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[req.NodeUUID] {
+		return nil, ErrNodeLocked
+	}
+	e.passthru = append(e.passthru, passthruCall{req, n.DriverInternalInfo})
+	return map[string]any{"Id": "1"}, nil
 }
 
 func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any) error {

@@ -319,7 +319,7 @@ var ksHides = map[routeKind]ksHide{
 var ksParams = map[string]string{
 	"chassis": "6c1f1c55-0f0b-4b8a-8a77-3b1d0c9e7a01", "ident": "CUSTOM_KS", "trait": "CUSTOM_KS", "setting": "ProcCores",
 	"event": "0d2b9c4e-6f25-4a77-9b3c-5ee1d1a0c0de", "vif": "0f7f2b3a-7d1e-4c55-9f0e-5a1b2c3d4e5f",
-	"drivers/name": "ipmi", "conductors/name": "ironflow", "indicator": "led@system",
+	"drivers/name": "ipmi", "conductors/name": "ironflow", "indicator": "led@system", "method": "no_such_method",
 }
 
 // ksPath is a route pattern with the fixture's placeholders ({node},
@@ -432,6 +432,7 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:node:bios:get":                           sysOrProjectReader,
 	"baremetal:node:firmware:get":                       sysOrProjectReader,
 	"baremetal:node:vif:list":                           sysOrProjectReader,
+	"baremetal:node:vendor_passthru":                    sysAdmin,
 	"baremetal:node:vif:attach":                         sysOrOwnerMemberAndLesseeAdmin,
 	"baremetal:node:vif:detach":                         sysOrOwnerMemberAndLesseeAdmin,
 	"baremetal:port:create":                             sysAdminOrOwnerAdmin,
@@ -460,6 +461,7 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:driver:get_raid_logical_disk_properties": sysReader,
 	"baremetal:conductor:get":                           sysReader,
 	"baremetal:events:post":                             sysAdmin,
+	"baremetal:driver:vendor_passthru":                  sysAdmin,
 }
 
 func ksWhoMay(t *testing.T, rule string) []ksPersona {
@@ -906,6 +908,8 @@ func routePattern(p string) string {
 			parts[i] = ":setting"
 		case i == 6 && parts[5] == "indicators":
 			parts[i] = ":indicator"
+		case i == 5 && parts[4] == "vendor_passthru" && s != "methods":
+			parts[i] = ":method"
 		}
 	}
 	return strings.Join(parts, "/")

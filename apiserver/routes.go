@@ -187,6 +187,14 @@ func (s *server) routeTable() []route {
 			{"DELETE", s.onNode(s.detachVirtualMedia), routeRule{onNode, "baremetal:node:vmedia:detach", ""}, 0},
 			{"GET", s.onNode(s.getVirtualMedia), routeRule{onNode, "baremetal:node:get", ""}, v93GetVmedia},
 		}},
+		// Vendor passthru: nodes_passthru.go. A method answers the HTTP
+		// methods it declares (hardware/vendor.go).
+		{path: "/v1/nodes/:node/vendor_passthru", auth: authUser, ops: vendorOps(s.onNode(s.callVendorMethod), routeRule{onNode, "baremetal:node:vendor_passthru", ""})},
+		{path: "/v1/nodes/:node/vendor_passthru/methods", auth: authUser, ops: []op{
+			{"GET", s.onNode(s.listVendorMethods), routeRule{onNode, "baremetal:node:vendor_passthru", ""}, 0},
+		}},
+		// The method as a path segment, as python-ironicclient calls it.
+		{path: "/v1/nodes/:node/vendor_passthru/:method", auth: authUser, ops: vendorOps(s.onNode(s.callVendorMethod), routeRule{onNode, "baremetal:node:vendor_passthru", ""})},
 		{path: "/v1/nodes/:node/traits", auth: authUser, since: v37Traits, gate: gateAsNode, ops: []op{
 			{"GET", s.onNode(s.listTraits), routeRule{onNode, "baremetal:node:traits:list", ""}, 0},
 			{"PUT", s.onNode(s.setTraits), routeRule{onNode, "baremetal:node:traits:set", ""}, 0},
@@ -350,6 +358,11 @@ func (s *server) routeTable() []route {
 		{path: "/v1/drivers/:name/properties", auth: authUser, ops: []op{
 			{"GET", writesOwnErrors(s.driverProperties), routeRule{onGlobal, "baremetal:driver:get_properties", ""}, 0},
 		}},
+		{path: "/v1/drivers/:name/vendor_passthru", auth: authUser, ops: vendorOps(s.callDriverVendorMethod, routeRule{onGlobal, "baremetal:driver:vendor_passthru", ""})},
+		{path: "/v1/drivers/:name/vendor_passthru/methods", auth: authUser, ops: []op{
+			{"GET", s.listDriverVendorMethods, routeRule{onGlobal, "baremetal:driver:vendor_passthru", ""}, 0},
+		}},
+		{path: "/v1/drivers/:name/vendor_passthru/:method", auth: authUser, ops: vendorOps(s.callDriverVendorMethod, routeRule{onGlobal, "baremetal:driver:vendor_passthru", ""})},
 		{path: "/v1/drivers/:name/raid/logical_disk_properties", auth: authUser, since: v12RAIDConfig, gate: gateNotAcceptable, ops: []op{
 			{"GET", s.raidLogicalDiskProperties, routeRule{onGlobal, "baremetal:driver:get_raid_logical_disk_properties", ""}, 0},
 		}},
@@ -468,6 +481,16 @@ func notAllowedBelow(minor int, what string, h handler) handler {
 		}
 		return h(c)
 	}
+}
+
+// vendorOps is a vendor passthru path: every HTTP method a vendor method
+// may declare reaches h, which checks it against the method's.
+func vendorOps(h handler, rule routeRule) []op {
+	var ops []op
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		ops = append(ops, op{m, h, rule, 0})
+	}
+	return ops
 }
 
 // refusedBelow answers refusal below minor.

@@ -141,6 +141,19 @@ func (e *TemporalEngine) Manage(ctx context.Context, req workflows.ManagementReq
 	return out, nil
 }
 
+// VendorPassthru implements Engine: it waits for the BMC's answer.
+func (e *TemporalEngine) VendorPassthru(ctx context.Context, req workflows.VendorPassthruRequest) (any, error) {
+	run, err := e.start(ctx, req.NodeUUID, provision.OpVendorPassthru, "", workflows.WorkflowVendorPassthru, req)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	if err := run.Get(ctx, &out); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHardware, err)
+	}
+	return out, nil
+}
+
 // ErrInvalidParameter: the BMC's answer shows the request to be wrong
 // (Ironic's InvalidParameterValue, a 400); the message follows it.
 var ErrInvalidParameter = errors.New("invalid parameter")
@@ -193,7 +206,7 @@ func WorkflowTypes() []string {
 	var out []string
 	for _, op := range []provision.Operation{provision.OpManage, provision.OpProvide, provision.OpDeploy,
 		provision.OpUndeploy, provision.OpInspect, provision.OpPower, provision.OpBootDevice,
-		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia, provision.OpManagement} {
+		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia, provision.OpManagement, provision.OpVendorPassthru} {
 		if wf, ok := workflows.WorkflowFor(op); ok {
 			out = append(out, wf)
 		}

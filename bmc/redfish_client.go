@@ -586,8 +586,19 @@ func httpError(what, method, path string, status int, payload []byte) error {
 	if what != "" {
 		prefix = what + ": "
 	}
-	return fmt.Errorf("%w: %s%s %s: HTTP %d: %s", kind, prefix, method, path, status, bmcMessage(payload))
+	return &HTTPError{Status: status, err: fmt.Errorf("%w: %s%s %s: HTTP %d: %s", kind, prefix, method, path, status, bmcMessage(payload))}
 }
+
+// HTTPError is a BMC's answer with an error status, for callers that
+// answer by it (a vendor passthru method passes the BMC's 400 or 404 on to
+// its client); it wraps the sentinel error of the status.
+type HTTPError struct {
+	Status int
+	err    error
+}
+
+func (e *HTTPError) Error() string { return e.err.Error() }
+func (e *HTTPError) Unwrap() error { return e.err }
 
 // bmcMessage extracts the Redfish error message (and its extended info)
 // from a response body, falling back to the start of the raw text.

@@ -56,6 +56,8 @@ type recordedBMC struct {
 	// forbidPath answers 403 for this one document, as BMCs do for
 	// resources a role may not read.
 	forbidPath string
+
+	headers []any // the HttpHeaders of each subscription created, in order
 }
 
 const (
@@ -302,6 +304,10 @@ func (b *recordedBMC) serve(w http.ResponseWriter, r *http.Request) {
 		doc["IndicatorLED"] = body["IndicatorLED"]
 		b.actions = append(b.actions, fmt.Sprintf("IndicatorLED %s %v", p, body["IndicatorLED"]))
 		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodPost && strings.HasSuffix(p, "/EventService/Subscriptions"):
+		b.subscribe(w, p, body, r.Header.Get("Content-Type"))
+	case r.Method == http.MethodDelete && strings.Contains(p, "/EventService/Subscriptions/"):
+		b.unsubscribe(w, p)
 	case r.Method == http.MethodPatch && p == b.systemPath():
 		b.patchBoot(w, p, body)
 	case r.Method == http.MethodPatch && strings.Contains(p, "/VirtualMedia/"):
@@ -471,5 +477,62 @@ func (b *recordedBMC) eject(w http.ResponseWriter, vm string) {
 	doc["Inserted"] = false
 	b.justEjected = true
 	b.actions = append(b.actions, "EjectMedia "+vm)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// subscribe adds an EventDestination to the collection at col, as the DMTF
+// mockup server does: the next free Id, 201 with its Location. The
+// HttpHeaders it was given are kept in the test's record (b.headers), and
+// never shown, as the EventDestination schema requires of responses.
+func (b *recordedBMC) subscribe(w http.ResponseWriter, col string, body map[string]any, ctype string) {
+	dest, _ := body["Destination"].(string)
+	if dest == "" {
+		redfishErr(w, http.StatusBadRequest, "Base.1.8.PropertyMissing", "The property Destination is a required property and must be included in the request.")
+		return
+	}
+	if proto, _ := body["Protocol"].(string); proto != "Redfish" {
+		redfishErr(w, http.StatusBadRequest, "Base.1.8.PropertyValueNotInList", fmt.Sprintf("The value %v for the property Protocol is not in the list of acceptable values.", body["Protocol"]))
+		return
+	}
+	id := 1
+	for b.docs[fmt.Sprintf("%s/%d", col, id)] != nil {
+		id++
+	}
+	uri := fmt.Sprintf("%s/%d", col, id)
+	doc := map[string]any{"@odata.id": uri, "@odata.type": "#EventDestination.v1_13_0.EventDestination",
+		"Id": fmt.Sprint(id), "Name": "EventSubscription " + fmt.Sprint(id), "SubscriptionType": "RedfishEvent"}
+	for _, k := range []string{"Destination", "EventTypes", "Context", "Protocol"} {
+		if v, ok := body[k]; ok {
+			doc[k] = v
+		}
+	}
+	b.docs[uri] = doc
+	b.headers = append(b.headers, body["HttpHeaders"])
+	members, _ := b.docs[col]["Members"].([]any)
+	b.docs[col]["Members"] = append(members, map[string]any{"@odata.id": uri})
+	b.docs[col]["Members@odata.count"] = len(members) + 1
+	b.actions = append(b.actions, "Subscribe "+dest)
+	w.Header().Set("Location", uri)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(doc)
+}
+
+func (b *recordedBMC) unsubscribe(w http.ResponseWriter, p string) {
+	if b.docs[p] == nil {
+		redfishErr(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "The resource at the URI "+p+" was not found.")
+		return
+	}
+	delete(b.docs, p)
+	col := p[:strings.LastIndex(p, "/")]
+	members, _ := b.docs[col]["Members"].([]any)
+	kept := []any{}
+	for _, m := range members {
+		if m.(map[string]any)["@odata.id"] != p {
+			kept = append(kept, m)
+		}
+	}
+	b.docs[col]["Members"], b.docs[col]["Members@odata.count"] = kept, len(kept)
+	b.actions = append(b.actions, "Unsubscribe "+p)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -211,9 +211,8 @@ type networkBehaviour struct{ recordsVIFs bool }
 func (n networkBehaviour) RecordsVIFs() bool { return n.recordsVIFs }
 
 // implementations are every interface ironflow implements, per kind.
-// Interfaces Ironic has and ironflow does not run (vendor passthru,
-// consoles) are
-// absent on purpose: add one here with the code that serves
+// Interfaces Ironic has and ironflow does not run (the ipmitool vendor
+// interface, consoles) are absent on purpose: add one here with the code that serves
 // it before a hardware type advertises it.
 //
 // It is a variable initialised before any init function runs, so that the
@@ -288,6 +287,12 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	implement(KindRAID, Agent, "activities RunAgentStep: the agent's software RAID steps (agent/raid.go)", "", nil)
 	set(KindRAID, Agent, func(impl *Implementation) { impl.steps = StepsInBand })
 	implement(KindInspect, Redfish, "workflows InspectNode: the BMC driver's inventory (bmc.Inspector)", CapOutOfBandInspection, inspectBehaviour{InspectOutOfBand})
+	// Vendor passthru (hardware/vendor.go): the fake methods answer in the
+	// API; the redfish methods run on the BMC (workflows VendorPassthru).
+	set(KindVendor, Fake, func(impl *Implementation) {
+		impl.behaviour = vendorBehaviour{methods: fakeVendorMethods, noHardware: true}
+	})
+	implement(KindVendor, Redfish, "workflows VendorPassthru: the BMC driver's event subscriptions and virtual media (bmc.EventSubscriber)", "", vendorBehaviour{methods: redfishVendorMethods})
 
 	// Ironic's no-<kind> interfaces refuse their kind's operations.
 	for kind, name := range map[Kind]Interface{

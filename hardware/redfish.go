@@ -10,7 +10,9 @@ import (
 // (bmc/redfish.go, bmc/redfish_inspect.go), BIOS settings as clean and
 // service steps (bmc/redfish_bios.go, activities/bios.go), firmware
 // updates through its UpdateService (bmc/redfish_firmware.go), RAID
-// through its Storage Volumes (bmc/redfish_raid.go).
+// through its Storage Volumes (bmc/redfish_raid.go), event subscriptions
+// as vendor passthru methods (bmc/redfish_events.go; the redfish vendor
+// interface is the default, as Ironic's RedfishHardware lists it first).
 func init() {
 	ImplementBMC(Redfish)
 	CheckInfo(KindPower, Redfish, redfishAddressProblem)
@@ -34,7 +36,7 @@ func init() {
 			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware, Redfish},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID, Redfish, Agent},
-			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},
+			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {Redfish, NoVendor},
 		},
 		BootDevices:  []string{"pxe", "disk", "cdrom", "bios"},
 		Capabilities: []Capability{CapVirtualMedia, CapOutOfBandInspection, CapSecureBoot},

@@ -146,6 +146,9 @@ const (
 	OpVirtualMedia Operation = "virtual media"
 	// OpManagement is NodeManagement's: an NMI, the indicators.
 	OpManagement Operation = "management"
+	// OpVendorPassthru is a vendor passthru method run on the node's BMC
+	// (API 1.1): VendorPassthru.
+	OpVendorPassthru Operation = "vendor passthru"
 )
 
 // Transition is what a verb does from a state: the state the API records

@@ -87,4 +87,14 @@
 // whose WWN is the volume's NAA name, in place of its member drives; a
 // volume that holds the VM's disk takes the disk's place in the boot order.
 // A RAID level is not simulated: the image is the volume, not its drives.
+//
+// # Event subscriptions
+//
+// The EventService (events.go) keeps Redfish event subscriptions (create,
+// list, read, delete) for the life of the server, refusing a Destination
+// that is not an http(s) URL, a Protocol other than Redfish, a Context
+// longer than 256 characters or an event type it does not send. Its one
+// event is EventService.SubmitTestEvent's Alert, POSTed to each
+// subscription's Destination with the subscription's HttpHeaders, which
+// no response shows.
 package vbmc

@@ -58,6 +58,7 @@ type Server struct {
 	machines map[string]*Machine
 	mux      *http.ServeMux
 	updates  *updates // the UpdateService's tasks (update.go)
+	events   *events  // the EventService's subscriptions (events.go)
 
 	mu       sync.Mutex
 	sessions map[string]*session // by id
@@ -136,6 +137,7 @@ func (s *Server) routes() {
 	s.routeSystemResources(mux)
 	s.routeUpdateService(mux)
 	s.routeStorage(mux)
+	s.routeEventService(mux)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers", s.handleManagers)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}", s.withMachine(s.handleManager))
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}/VirtualMedia", s.withMachine(s.handleVirtualMedias))
@@ -285,6 +287,7 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 		"Registries":     link(registriesPath),
 		"UpdateService":  link(updateServicePath),
 		"TaskService":    link(taskServicePath),
+		"EventService":   link(eventServicePath),
 		"Links":          map[string]any{"Sessions": link(sessionsPath)},
 		"Vendor":         "ironflow",
 	})

@@ -69,6 +69,7 @@ func Workflows() map[string]any {
 		workflows.WorkflowSyncPowerStates:  workflows.SyncPowerStates,
 		// API 1.89 (docs/api-versions.md).
 		workflows.WorkflowChangeVirtualMedia: workflows.ChangeVirtualMedia,
+		workflows.WorkflowVendorPassthru:     workflows.VendorPassthru,
 		workflows.WorkflowCleanNode:          workflows.CleanNode,
 		workflows.WorkflowServiceNode:        workflows.ServiceNode,
 		// API 1.76 boot mode and secure boot (workflows/bootmode.go).
@@ -105,6 +106,7 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActAttachVirtualMedia: a.AttachVirtualMedia,
 		workflows.ActDetachVirtualMedia: a.DetachVirtualMedia,
 		workflows.ActReadVirtualMedia:   a.ReadVirtualMedia,
+		workflows.ActCallVendorMethod:   a.CallVendorMethod,
 		workflows.ActRunInterfaceStep:   a.RunInterfaceStep,
 		workflows.ActRecordStepPlan:     a.RecordStepPlan,
 		// API 1.76 boot mode and secure boot.

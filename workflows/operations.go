@@ -51,6 +51,8 @@ func WorkflowFor(op provision.Operation) (name string, ok bool) {
 		return WorkflowCleanNode, true
 	case provision.OpService:
 		return WorkflowServiceNode, true
+	case provision.OpVendorPassthru:
+		return WorkflowVendorPassthru, true
 	}
 	return "", false
 }

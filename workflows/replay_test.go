@@ -31,6 +31,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowCleanNode:          CleanNode,
 	WorkflowServiceNode:        ServiceNode,
 	WorkflowChangeBootMode:     ChangeBootMode,
+	WorkflowVendorPassthru:     VendorPassthru,
 }
 
 // The histories of the last release (workflows/testdata/history/<VERSION>,
