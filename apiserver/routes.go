@@ -174,6 +174,10 @@ func (s *server) routeTable() []route {
 			{"DELETE", s.onNode(s.detachVirtualMedia), routeRule{onNode, "baremetal:node:vmedia:detach", ""}, 0},
 			{"GET", s.onNode(s.getVirtualMedia), routeRule{onNode, "baremetal:node:get", ""}, v93GetVmedia},
 		}},
+		{path: "/v1/nodes/:node/allocation", auth: authUser, since: v52Allocation, ops: []op{
+			{"GET", s.onNode(s.showNodeAllocation), routeRule{onNodeAllocation, "baremetal:allocation:get", ""}, 0},
+			{"DELETE", s.onNode(s.deleteNodeAllocation), routeRule{onNodeAllocation, "baremetal:allocation:delete", ""}, 0},
+		}},
 		{path: "/v1/nodes/:node/traits", auth: authUser, since: v37Traits, gate: gateAsNode, ops: []op{
 			{"GET", s.onNode(s.listTraits), routeRule{onNode, "baremetal:node:traits:list", ""}, 0},
 			{"PUT", s.onNode(s.setTraits), routeRule{onNode, "baremetal:node:traits:set", ""}, 0},
@@ -326,6 +330,17 @@ func (s *server) routeTable() []route {
 			{"GET", runbookKind.show(s), routeRule{onRunbook, "baremetal:runbook:get", ""}, 0},
 			{"PATCH", runbookKind.patchHandler(s), routeRule{onRunbookPatch, "", ""}, 0},
 			{"DELETE", runbookKind.deleteHandler(s), routeRule{onRunbook, "baremetal:runbook:delete", ""}, 0},
+		}},
+
+		// Allocations: allocations_*.go, policy_allocations.go.
+		{path: "/v1/allocations", auth: authUser, since: v52Allocation, gate: gateNotAllowed, listed: true, ops: []op{
+			{"GET", s.listAllocations, routeRule{onNodeList, "", "baremetal:allocation:list"}, 0},
+			{"POST", s.createAllocation, routeRule{onAllocationCreate, "baremetal:allocation:create", ""}, 0},
+		}},
+		{path: "/v1/allocations/:ident", auth: authUser, since: v52Allocation, gate: gateNotAllowed, ops: []op{
+			{"GET", s.showAllocation, routeRule{onAllocation, "baremetal:allocation:get", ""}, 0},
+			{"PATCH", s.patchAllocation, routeRule{onAllocation, "baremetal:allocation:update", ""}, 0},
+			{"DELETE", s.deleteAllocation, routeRule{onAllocation, "baremetal:allocation:delete", ""}, 0},
 		}},
 
 		{path: "/v1/drivers", auth: authUser, listed: true, ops: []op{

@@ -73,6 +73,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowServiceNode:        workflows.ServiceNode,
 		// API 1.76 boot mode and secure boot (workflows/bootmode.go).
 		workflows.WorkflowChangeBootMode: workflows.ChangeBootMode,
+		// API 1.52 allocations (workflows/allocate.go).
+		workflows.WorkflowAllocate: workflows.Allocate,
 	}
 }
 
@@ -84,6 +86,7 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActStoreConfigDrive:     a.StoreConfigDrive,
 		workflows.ActRecordPowerState:     a.RecordPowerState,
 		workflows.ActClearInstanceInfo:    a.ClearInstanceInfo,
+		workflows.ActAllocateNode:         a.AllocateNode,
 		workflows.ActPrepareBoot:          a.PrepareBoot,
 		workflows.ActCleanBoot:            a.CleanBoot,
 		workflows.ActSetBootDevice:        a.SetBootDevice,

@@ -30,6 +30,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowCleanNode:          CleanNode,
 	WorkflowServiceNode:        ServiceNode,
 	WorkflowChangeBootMode:     ChangeBootMode,
+	WorkflowAllocate:           Allocate,
 }
 
 // The histories of the last release (workflows/testdata/history/<VERSION>,
