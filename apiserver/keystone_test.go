@@ -512,7 +512,8 @@ func TestKeystone(t *testing.T) {
 			covered[row.method+" "+routePattern(row.path)] = true
 		}
 		covered["GET /v1/runbooks"], covered["POST /v1/runbooks"] = true, true // RunbookByPersona
-		for _, r := range ksAllocationRoutes {                                 // AllocationByPersona
+		// AllocationByPersona.
+		for _, r := range ksAllocationRoutes {
 			covered[r] = true
 		}
 		for _, r := range registeredRoutes(t) {
