@@ -1,10 +1,7 @@
 package apiserver
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -102,16 +99,11 @@ func (s *server) allocationCreateAllowed(c *gin.Context, cr *creds, rule string)
 	}
 	owner, _ := obj["owner"].(string)
 	switch {
-	case owner == "":
+	case owner == "" && cr.ProjectID != "":
 		c.Set(ctxAllocationOwner, cr.ProjectID)
-	case !restricted && owner != cr.ProjectID:
+	case owner != "" && !restricted && owner != cr.ProjectID:
 		return errorf(http.StatusForbidden, "Cannot create allocation with an owner Project ID value %s not matching the requestor "+
 			"Project ID %s. Policy baremetal:allocation:create_restricted is required for this capability.", owner, cr.ProjectID)
 	}
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return fmt.Errorf("allocation body: %w", err)
-	}
-	c.Request.Body = io.NopCloser(bytes.NewReader(out))
 	return nil
 }
