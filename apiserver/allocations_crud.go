@@ -119,6 +119,9 @@ func (s *server) createAllocation(c *gin.Context) error {
 		if err := s.backfill(ctx, a, node.UUID); err != nil {
 			return err
 		}
+		if a, err = s.store.GetAllocation(ctx, a.UUID); err != nil {
+			return fmt.Errorf("read allocation: %w", err)
+		}
 	} else if err := s.eng.StartAllocation(ctx, a.UUID); err != nil {
 		msg := fmt.Sprintf("Unexpected exception during allocation: %v", err)
 		if ferr := s.store.FailAllocation(ctx, a.UUID, msg); ferr != nil {
@@ -126,9 +129,8 @@ func (s *server) createAllocation(c *gin.Context) error {
 		}
 		return fmt.Errorf("start allocation %s: %w", a.UUID, err)
 	}
-	if a, err = s.store.GetAllocation(ctx, a.UUID); err != nil {
-		return fmt.Errorf("read allocation: %w", err)
-	}
+	// Otherwise the allocation as created, allocating, as Ironic answers
+	// before its conductor's worker picks the node.
 	c.Header("Location", s.baseURL(c)+"/v1/allocations/"+a.UUID)
 	allocationResource.writeOne(c, s.baseURL(c), http.StatusCreated, a, nil)
 	return nil

@@ -106,7 +106,9 @@ func checkTraitItem(v any) error {
 	case len(s) > 255:
 		return fmt.Errorf("%s is too long", pyliteral.Repr(s))
 	case !standardTraits[s] && !customTraitRE.MatchString(s):
-		return fmt.Errorf("%s is not valid under any of the given schemas", pyliteral.Repr(s))
+		// Ironic's args.schema names the best match of the anyOf.
+		return fmt.Errorf("%[1]s is not valid under any of the given schemas. Possible root cause: %[1]s does not match '%[2]s'",
+			pyliteral.Repr(s), customTraitRE.String())
 	}
 	return nil
 }

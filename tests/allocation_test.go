@@ -230,7 +230,7 @@ func TestAllocationsOnRealStack(t *testing.T) {
 		}{
 			{map[string]any{}, 400, "The resource_class field is mandatory when not backfilling"},
 			{map[string]any{"resource_class": rc, "candidate_nodes": []string{"alloc-life-1", "nope-node"}}, 400, "Nodes cannot be found: nope-node"},
-			{map[string]any{"resource_class": rc, "traits": []string{"GPU"}}, 400, "Schema error for allocation: 'GPU' is not valid under any of the given schemas"},
+			{map[string]any{"resource_class": rc, "traits": []string{"GPU"}}, 400, "Schema error for allocation: 'GPU' is not valid under any of the given schemas. Possible root cause: 'GPU' does not match '^CUSTOM_[A-Z0-9_]+$'"},
 			{map[string]any{"resource_class": rc, "name": "bad name"}, 400, "Cannot create allocation with invalid name 'bad name'"},
 			{map[string]any{"resource_class": rc, "bogus": 1}, 400, "Schema error for allocation: Additional properties are not allowed ('bogus' was unexpected)"},
 			{map[string]any{"resource_class": rc, "uuid": "not-a-uuid"}, 400, "Expected UUID for uuid: not-a-uuid"},
