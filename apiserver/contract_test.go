@@ -16,13 +16,6 @@ import (
 // for an entry that is served by now, so that whoever merges the route
 // removes its entry in the same commit.
 var pendingRoutes = map[string]string{
-	"POST /v1/allocations":                      "allocations",
-	"GET /v1/allocations":                       "allocations",
-	"GET /v1/allocations/{allocation_id}":       "allocations",
-	"PATCH /v1/allocations/{allocation_id}":     "allocations",
-	"DELETE /v1/allocations/{allocation_id}":    "allocations",
-	"GET /v1/nodes/{node_ident}/allocation":     "allocations",
-	"DELETE /v1/nodes/{node_ident}/allocation":  "allocations",
 	"GET /v1/nodes/{node_ident}/states/console": "consoles",
 	"PUT /v1/nodes/{node_ident}/states/console": "consoles",
 }

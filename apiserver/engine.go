@@ -39,6 +39,9 @@ type Engine interface {
 	Signal(ctx context.Context, nodeUUID, name string, arg any) error
 	// Running reports whether a workflow holds the node.
 	Running(ctx context.Context, nodeUUID string) (bool, error)
+	// StartAllocation starts filling an allocation (API 1.52,
+	// workflows.Allocate) and returns at once.
+	StartAllocation(ctx context.Context, allocationUUID string) error
 }
 
 var (

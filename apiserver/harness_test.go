@@ -32,6 +32,8 @@ type fakeEngine struct {
 	powers     []workflows.PowerRequest
 	boots      []workflows.BootDeviceRequest
 	vmedia     []workflows.VirtualMediaRequest
+	// allocations are the allocations StartAllocation was asked to fill.
+	allocations []string
 	// vmediaErr, when set, is what ChangeVirtualMedia returns.
 	vmediaErr error
 	manages   []workflows.ManagementRequest
@@ -85,6 +87,14 @@ func (e *fakeEngine) StartProvision(ctx context.Context, req provision.Request) 
 			}
 		}
 	}
+	return nil
+}
+
+// StartAllocation records the allocation; the unit tests fill none.
+func (e *fakeEngine) StartAllocation(ctx context.Context, allocationUUID string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.allocations = append(e.allocations, allocationUUID)
 	return nil
 }
 

@@ -239,7 +239,7 @@ func ksRows(t *testing.T) []ksRow {
 		path := ksPath(rt.path)
 		for _, o := range rt.ops {
 			rr := o.policy
-			if ksRunbookRoute(rr) {
+			if ksRunbookRoute(rr) || ksAllocationRoute(rr) {
 				continue
 			}
 			if rr.kind == onNodePatch {
@@ -518,6 +518,10 @@ func TestKeystone(t *testing.T) {
 			covered[row.method+" "+routePattern(row.path)] = true
 		}
 		covered["GET /v1/runbooks"], covered["POST /v1/runbooks"] = true, true // RunbookByPersona
+		// AllocationByPersona.
+		for _, r := range ksAllocationRoutes {
+			covered[r] = true
+		}
 		for _, r := range registeredRoutes(t) {
 			if !covered[r] {
 				t.Errorf("route %s has no row in ksRows", r)
@@ -527,6 +531,7 @@ func TestKeystone(t *testing.T) {
 	})
 
 	t.Run("RunbookByPersona", e.runbookByPersona)
+	t.Run("AllocationByPersona", e.allocationByPersona)
 
 	t.Run("ListsAndFilters", func(t *testing.T) {
 		owned := e.fixture(e.ownerPID, "", false)

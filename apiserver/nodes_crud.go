@@ -217,6 +217,9 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 		if err := checkInstanceReplaced(cur, wasInstance); err != nil {
 			return err
 		}
+		if err := checkAllocationKept(cur, wasInstance); err != nil {
+			return err
+		}
 		// Ironic lets a node leave its chassis from 1.25 on.
 		if wasChassis != nil && cur.ChassisUUID == nil && ver(c) < v25UnsetChassis {
 			return notAcceptable()
@@ -294,9 +297,36 @@ func checkInstanceReplaced(n *store.Node, was *string) error {
 	return nil
 }
 
+// nodeUpdateStates are the provision states in which Ironic's update_node
+// lets a node with an allocation lose its instance_uuid (and with it the
+// allocation, store.UpdateNode) outside maintenance.
+var nodeUpdateStates = []provision.State{provision.Enroll, provision.Inspecting, provision.InspectWait,
+	provision.Manageable, provision.Available}
+
+// checkAllocationKept is Ironic's guard in update_node: removing the
+// instance_uuid of a node that has an allocation is 409 unless the node
+// is in maintenance or in one of nodeUpdateStates.
+func checkAllocationKept(n *store.Node, was *string) error {
+	if was == nil || n.InstanceUUID != nil || n.AllocationUUID == nil || n.Maintenance || slices.Contains(nodeUpdateStates, n.ProvisionState) {
+		return nil
+	}
+	q := make([]string, len(nodeUpdateStates))
+	for i, st := range nodeUpdateStates {
+		q[i] = string(st)
+	}
+	return errorf(http.StatusConflict, "Node %s with an allocation can not have instance_uuid removed unless it is in one of allowed (%s) states or in maintenance mode.",
+		n.UUID, strings.Join(q, ", "))
+}
+
 func (s *server) deleteNode(c *gin.Context, n *store.Node) error {
 	if n.Protected {
 		return errorf(http.StatusForbidden, "Node %s is protected and cannot be undeployed, rebuilt or deleted", n.UUID)
+	}
+	// Ironic's destroy_node: a node with an instance (an allocation's
+	// too) is deleted only in maintenance; its allocation goes with it
+	// (the foreign key of store/migrations/0011_allocations.sql).
+	if !n.Maintenance && n.InstanceUUID != nil {
+		return errorf(http.StatusConflict, "Node %s is associated with instance %s.", n.UUID, *n.InstanceUUID)
 	}
 	if !n.Maintenance && !slices.Contains(deletableStates, n.ProvisionState) {
 		q := make([]string, len(deletableStates))

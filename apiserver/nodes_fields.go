@@ -95,7 +95,7 @@ var nodeFields = []nodeField{
 	{name: "links", since: 1, value: links(func(n *node) string { return "nodes/" + n.UUID })},
 	// conductor: a live worker serving the node's group (conductors.go).
 	{name: "conductor", since: v49Conductors, value: computed(func(n *node, v viewCtx) any { return v.ring.pick(n) })},
-	{name: "allocation_uuid", since: v52Allocation, value: computed(func(*node, viewCtx) any { return nil })},
+	{name: "allocation_uuid", since: v52Allocation, value: optText(func(n *node) **string { return &n.AllocationUUID }, 0)},
 	{name: "chassis_uuid", since: 1, value: optText(func(n *node) **string { return &n.ChassisUUID }, 0).setBy(setChassisUUID), access: writable,
 		filter: &nodeFilter{since: 1, apply: filterChassisUUID}},
 	{name: "ports", since: 1, value: links(func(n *node) string { return "nodes/" + n.UUID + "/ports" })},

@@ -72,6 +72,13 @@ const (
 	onRunbook
 	onRunbookPatch
 	onRunbookCreate
+	// onAllocation, onAllocationCreate: an allocation's rules with its
+	// owner as the target; onNodeAllocation: /nodes/{node}/allocation,
+	// node:get of the node, then the allocation's rule
+	// (policy_allocations.go). Their lists are onNodeList's check.
+	onAllocation
+	onAllocationCreate
+	onNodeAllocation
 )
 
 // routeRule is the policy of one route's operation (its op in routes.go).
@@ -208,6 +215,8 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 		return s.runbookUseAllowed(c, cr)
 	case onRunbook, onRunbookPatch, onRunbookCreate:
 		return s.runbookAllowed(c, cr, rr)
+	case onAllocation, onAllocationCreate, onNodeAllocation:
+		return s.allocationRouteAllowed(c, cr, rr)
 	case onPort, onPortgroup, onConnector, onVolumeTarget:
 		nodeUUID, notFound, err := s.objectNode(c, rr.kind)
 		if err != nil {

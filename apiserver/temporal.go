@@ -158,6 +158,21 @@ func (e *TemporalEngine) VendorPassthru(ctx context.Context, req workflows.Vendo
 // (Ironic's InvalidParameterValue, a 400); the message follows it.
 var ErrInvalidParameter = errors.New("invalid parameter")
 
+// StartAllocation implements Engine: the allocation's own workflow, not a
+// node's lock (workflows/allocate.go).
+func (e *TemporalEngine) StartAllocation(ctx context.Context, allocationUUID string) error {
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.AllocationWorkflowID(allocationUUID),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		EnableEagerStart:         true,
+	}
+	if _, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowAllocate, workflows.AllocationRequest{AllocationUUID: allocationUUID}); err != nil {
+		return fmt.Errorf("start the allocation %s: %w", allocationUUID, err)
+	}
+	return nil
+}
+
 // ErrHardware: the BMC refused or failed an operation the API waited for.
 var ErrHardware = errors.New("hardware operation failed")
 
@@ -211,5 +226,5 @@ func WorkflowTypes() []string {
 			out = append(out, wf)
 		}
 	}
-	return out
+	return append(out, workflows.WorkflowAllocate)
 }

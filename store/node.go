@@ -66,6 +66,11 @@ type Node struct {
 	ParentNode        *string  `json:"parent_node" db:"parent_node"`
 	Traits            []string `json:"traits" db:"traits"`
 
+	// AllocationUUID is the allocation that holds the node (API 1.52),
+	// written only by the allocation's claim and release
+	// (allocation.go), never by UpdateNode.
+	AllocationUUID *string `json:"allocation_uuid" db:"allocation_uuid"`
+
 	DriverInfo         map[string]any `json:"driver_info" db:"driver_info"`
 	DriverInternalInfo map[string]any `json:"driver_internal_info" db:"driver_internal_info"`
 	InstanceInfo       map[string]any `json:"instance_info" db:"instance_info"`
@@ -176,6 +181,7 @@ var nodeFields = []nodeField{
 	{"retired", func(n *Node) any { return &n.Retired }, true},
 	{"retired_reason", func(n *Node) any { return &n.RetiredReason }, true},
 	{"instance_uuid", func(n *Node) any { return &n.InstanceUUID }, true},
+	{"allocation_uuid", func(n *Node) any { return &n.AllocationUUID }, false},
 	{"chassis_uuid", func(n *Node) any { return &n.ChassisUUID }, true},
 	{"console_enabled", func(n *Node) any { return &n.ConsoleEnabled }, true},
 	{"boot_mode", func(n *Node) any { return &n.BootMode }, true},
@@ -572,6 +578,15 @@ func (s *Store) DeleteNode(ctx context.Context, uuid string) error {
 func (s *Store) UpdateNode(ctx context.Context, uuid string, fn func(n *Node) error) (*Node, error) {
 	u, _ := canonicalUUID(uuid)
 	return updateRow(ctx, s, nodeTable, nodeColumns, scanNode, uuid, "uuid", u, fn, func(tx pgx.Tx, locked Node, n *Node) (*Node, error) {
+		// A node whose instance_uuid goes away loses its allocation with
+		// it, as Ironic's update_node and do_node_tear_down destroy it:
+		// undeploy (ClearInstanceInfo) and a PATCH removing
+		// instance_uuid both come through here.
+		if locked.AllocationUUID != nil && locked.InstanceUUID != nil && n.InstanceUUID == nil {
+			if err := releaseAllocation(ctx, tx, *locked.AllocationUUID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return nil, err
+			}
+		}
 		cols, vals := writableNodeValues(n)
 		sets := make([]string, len(cols))
 		for i, c := range cols {

@@ -76,6 +76,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowChangeBootMode: workflows.ChangeBootMode,
 		// API 1.29 NMI and 1.63 indicators (workflows/nodemanagement.go).
 		workflows.WorkflowNodeManagement: workflows.NodeManagement,
+		// API 1.52 allocations (workflows/allocate.go).
+		workflows.WorkflowAllocate: workflows.Allocate,
 	}
 }
 
@@ -87,6 +89,7 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActStoreConfigDrive:     a.StoreConfigDrive,
 		workflows.ActRecordPowerState:     a.RecordPowerState,
 		workflows.ActClearInstanceInfo:    a.ClearInstanceInfo,
+		workflows.ActAllocateNode:         a.AllocateNode,
 		workflows.ActPrepareBoot:          a.PrepareBoot,
 		workflows.ActCleanBoot:            a.CleanBoot,
 		workflows.ActSetBootDevice:        a.SetBootDevice,

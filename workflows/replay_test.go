@@ -32,6 +32,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowServiceNode:        ServiceNode,
 	WorkflowChangeBootMode:     ChangeBootMode,
 	WorkflowVendorPassthru:     VendorPassthru,
+	WorkflowAllocate:           Allocate,
 }
 
 // The histories of the last release (workflows/testdata/history/<VERSION>,

@@ -140,7 +140,10 @@ func acts() map[string]any {
 		workflows.ActSetBootMode: func(ctx context.Context, in workflows.BootModeInput) (workflows.BootModeResult, error) {
 			return workflows.BootModeResult{BootMode: in.BootMode, SecureBoot: in.SecureBoot}, nil
 		},
-		workflows.ActRecordBootMode:    func(ctx context.Context, in workflows.BootModeRecord) error { return nil },
+		workflows.ActRecordBootMode: func(ctx context.Context, in workflows.BootModeRecord) error { return nil },
+		workflows.ActAllocateNode: func(ctx context.Context, in workflows.AllocationRequest) (workflows.AllocationResult, error) {
+			return workflows.AllocationResult{NodeUUID: "00000000-0000-4000-8000-000000000000"}, nil
+		},
 		workflows.ActCacheBIOSSettings: func(ctx context.Context, n workflows.NodeInfo) error { return nil },
 		workflows.ActSetPower: func(ctx context.Context, in workflows.PowerInput) (string, error) {
 			if in.Action == "power off" {
@@ -509,6 +512,9 @@ func main() {
 			fails: map[string]int{"CallVendorMethod": 1}, req: func(uuid string) any {
 				return workflows.VendorPassthruRequest{NodeUUID: uuid, Method: hardware.VendorDeleteSubscription, HTTPMethod: "DELETE", Args: map[string]any{"id": "7"}}
 			}},
+		{name: "allocate", wf: workflows.WorkflowAllocate, deploy: "direct", req: func(uuid string) any {
+			return workflows.AllocationRequest{AllocationUUID: uuid}
+		}},
 	}
 
 	for i, s := range sc {
