@@ -12,8 +12,8 @@ import (
 //go:embed VERSION
 var version string
 
-// Version is the release this tree is, from VERSION: "0.1.0", or
-// "0.1.0-dev" between the commit that opened a release and its tag.
+// Version is the release this tree is, from VERSION: "0.1.0" at the
+// release, "0.2.0-dev" on the way to the next (docs/versioning.md).
 func Version() string { return strings.TrimSpace(version) }
 
 // commit is set by the build (make build: -ldflags "-X

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ironflow/ironflow"
 	"github.com/ironflow/ironflow/worker"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -202,17 +203,30 @@ func TestEveryWorkflowTypeHasARecordedHistory(t *testing.T) {
 			full = append(full, dir)
 		}
 	}
+	// Between releases (a -dev VERSION), a type added since the release
+	// has no history yet: its scenario must be in the recorder, and the
+	// next release records it (docs/versioning.md).
+	dev := strings.HasSuffix(ironflow.Version(), "-dev")
+	recorder, err := os.ReadFile(filepath.Join("..", "internal", "record-histories", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name := range registered {
 		found := false
 		for _, types := range dirs {
 			found = found || types[name]
 		}
-		if !found {
+		switch {
+		case found:
+		case dev && strings.Contains(string(recorder), "wf: workflows.Workflow"+name+","):
+			t.Logf("workflow type %s is newer than the release: the next release records its scenario", name)
+			full = nil
+		default:
 			t.Errorf("workflow type %s has no recorded history: add a scenario to internal/record-histories and record "+
 				"(make record-histories)", name)
 		}
 	}
-	if len(full) == 0 {
+	if len(full) == 0 && !dev {
 		t.Errorf("no recorded version has a history of every workflow type; record one (make record-histories)")
 	}
 	slices.Sort(full)

@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -35,7 +37,57 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowAllocate:           Allocate,
 }
 
-// The histories of the last release (workflows/testdata/history/<VERSION>,
+// lastRelease is the one directory of workflows/testdata/history: the last
+// release's, named for it, which VERSION is (at the release) or follows (a
+// "-dev" version of a later one, between releases).
+func lastRelease(t *testing.T) string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join("testdata", "history"))
+	if err != nil {
+		t.Fatalf("no recorded histories (workflows/testdata/history): %v: record the release's (make record-histories, docs/versioning.md)", err)
+	}
+	if len(entries) != 1 || !entries[0].IsDir() {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("workflows/testdata/history holds %q: only the last release's histories are kept, one directory named for it (docs/versioning.md)", names)
+	}
+	release, current := entries[0].Name(), ironflow.Version()
+	rel, ok := releaseNumbers(release)
+	if !ok {
+		t.Fatalf("workflows/testdata/history/%s: the directory is named for a release (X.Y.Z), which %q is not", release, release)
+	}
+	cur, ok := releaseNumbers(strings.TrimSuffix(current, "-dev"))
+	switch {
+	case !ok:
+		t.Fatalf("VERSION %q is neither a release (X.Y.Z) nor the next one's -dev", current)
+	case current == release:
+	case strings.HasSuffix(current, "-dev") && slices.Compare(cur, rel) > 0:
+	default:
+		t.Fatalf("VERSION is %s, but the recorded histories are release %s's: a release records its own (make record-histories), and between releases VERSION is the next one's -dev", current, release)
+	}
+	return release
+}
+
+// releaseNumbers are X, Y and Z of "X.Y.Z".
+func releaseNumbers(v string) ([]int, bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return nil, false
+	}
+	var out []int
+	for _, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, false
+		}
+		out = append(out, n)
+	}
+	return out, true
+}
+
+// The histories of the last release (workflows/testdata/history/<release>,
 // recorded by internal/record-histories against fake activities; one file
 // per scenario: deploys that succeed, time out, are aborted, retried,
 // skipped or given up on; ramdisk, anaconda and fake deploys; undeploy with
@@ -47,19 +99,10 @@ var ReplayedWorkflows = map[string]any{
 // workflow.GetVersion (docs/versioning.md). The release's directory is the
 // only one: older ones went with the gates they needed.
 func TestHistoriesOfTheEarlierVersionReplay(t *testing.T) {
-	release := ironflow.Version()
+	release := lastRelease(t)
 	dir := filepath.Join("testdata", "history", release)
-	entries, err := os.ReadDir(filepath.Join("testdata", "history"))
-	if err != nil {
-		t.Fatalf("no recorded histories (workflows/testdata/history): %v: record the release's (make record-histories, docs/versioning.md)", err)
-	}
-	for _, e := range entries {
-		if e.Name() != release {
-			t.Errorf("workflows/testdata/history/%s: only the last release's histories (%s) are kept (docs/versioning.md)", e.Name(), release)
-		}
-	}
 	var files []string
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".json") {
 			files = append(files, path)
 		}
