@@ -40,7 +40,7 @@ func (s *server) listVendorMethods(c *gin.Context, n *store.Node) error {
 func (s *server) callVendorMethod(c *gin.Context, n *store.Node) error {
 	name := vendorMethodName(c)
 	if name == "" {
-		return badRequest("Method not specified")
+		return missingVendorMethod()
 	}
 	args, err := decodeObject(c)
 	if err != nil {
@@ -250,7 +250,7 @@ func randomHex(n int) string {
 func (s *server) listDriverVendorMethods(c *gin.Context) error {
 	ht, ok := s.driver(c.Param("name"))
 	if !ok {
-		return errorf(http.StatusNotFound, "Could not find the following driver(s) or hardware type(s): %s.", c.Param("name"))
+		return unknownDriver(c.Param("name"))
 	}
 	writeJSON(c, http.StatusOK, hardware.VendorOf(ht.Default(hardware.KindVendor)).DriverMethods())
 	return nil
@@ -260,17 +260,39 @@ func (s *server) listDriverVendorMethods(c *gin.Context) error {
 // No vendor interface of ironflow's has driver methods, as none of
 // Ironic's redfish, fake or no-vendor has: every call is "No handler".
 func (s *server) callDriverVendorMethod(c *gin.Context) error {
-	ht, ok := s.driver(c.Param("name"))
-	if !ok {
-		return errorf(http.StatusNotFound, "Could not find the following driver(s) or hardware type(s): %s.", c.Param("name"))
-	}
 	name := vendorMethodName(c)
 	if name == "" {
-		return badRequest("Method not specified")
+		return missingVendorMethod()
+	}
+	ht, ok := s.driver(c.Param("name"))
+	if !ok {
+		return unknownDriver(c.Param("name"))
 	}
 	if _, err := decodeObject(c); err != nil {
 		return err
 	}
 	_, err := vendorMethod(hardware.VendorOf(ht.Default(hardware.KindVendor)).DriverMethods(), name, c.Request.Method)
 	return err
+}
+
+// missingVendorMethod is Ironic's answer to a passthru call without a
+// method: its controllers take method as a mandatory argument, checked
+// before the node or driver is looked up (requireVendorMethod).
+func missingVendorMethod() error { return badRequest("Missing mandatory parameter: method") }
+
+// requireVendorMethod answers a passthru call without a method before h
+// looks the node up, as Ironic's controller does.
+func requireVendorMethod(h handler) handler {
+	return func(c *gin.Context) error {
+		if vendorMethodName(c) == "" {
+			return missingVendorMethod()
+		}
+		return h(c)
+	}
+}
+
+// unknownDriver is Ironic's 404 for a driver no conductor has, as its hash
+// ring says it on a driver's vendor passthru.
+func unknownDriver(name string) error {
+	return errorf(http.StatusNotFound, "The driver '%s' is unknown.", name)
 }

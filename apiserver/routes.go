@@ -189,7 +189,7 @@ func (s *server) routeTable() []route {
 		}},
 		// Vendor passthru: nodes_passthru.go. A method answers the HTTP
 		// methods it declares (hardware/vendor.go).
-		{path: "/v1/nodes/:node/vendor_passthru", auth: authUser, ops: vendorOps(s.onNode(s.callVendorMethod), routeRule{onNode, "baremetal:node:vendor_passthru", ""})},
+		{path: "/v1/nodes/:node/vendor_passthru", auth: authUser, ops: vendorOps(requireVendorMethod(s.onNode(s.callVendorMethod)), routeRule{onNode, "baremetal:node:vendor_passthru", ""})},
 		{path: "/v1/nodes/:node/vendor_passthru/methods", auth: authUser, ops: []op{
 			{"GET", s.onNode(s.listVendorMethods), routeRule{onNode, "baremetal:node:vendor_passthru", ""}, 0},
 		}},

@@ -36,6 +36,27 @@ func allocationNodes(t *testing.T, prefix, rc string, n int) []string {
 		}
 		uuids = append(uuids, uuid)
 	}
+	// The stack is the package's: the nodes and their allocations go when
+	// the test ends, so that no later test (Nova's driver lists every node
+	// with an instance) meets them.
+	t.Cleanup(func() {
+		for _, uuid := range uuids {
+			var n struct {
+				ProvisionState string `json:"provision_state"`
+			}
+			if code, _ := callAt(t, lab.APIURL, "1.52", "GET", "/v1/nodes/"+uuid, nil, &n); code == 404 {
+				continue
+			}
+			if n.ProvisionState == "active" {
+				_, _ = callAt(t, lab.APIURL, "1.52", "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "deleted"}, nil)
+				waitState(t, uuid, "available", 2*time.Minute)
+			}
+			_, _ = callAt(t, lab.APIURL, "1.52", "DELETE", "/v1/nodes/"+uuid+"/allocation", nil, nil)
+			if code, _ := callAt(t, lab.APIURL, "1.52", "DELETE", "/v1/nodes/"+uuid, nil, nil); code != 204 && code != 404 {
+				t.Errorf("clean up node %s: DELETE answered %d", uuid, code)
+			}
+		}
+	})
 	for _, uuid := range uuids {
 		deadline := time.Now().Add(60 * time.Second)
 		for getNode(t, uuid).PowerState == nil {

@@ -83,8 +83,7 @@ type oracleCase struct {
 	statusOnly bool
 }
 
-// oracleTables are the differential cases, by feature. Allocations,
-// vendor passthru, NMI and indicators add their tables here once served.
+// oracleTables are the differential cases, by feature.
 var oracleTables = []struct {
 	feature string
 	cases   []oracleCase
@@ -92,10 +91,10 @@ var oracleTables = []struct {
 	{"events", eventCases},
 	{"reset_interfaces", resetInterfacesCases},
 	{"driver fields", driverFieldsCases},
-	// {"allocations", allocationCases},
-	// {"vendor passthru", passthruCases},
-	// {"inject_nmi", nmiCases},
-	// {"indicators", indicatorCases},
+	{"allocations", allocationCases},
+	{"vendor passthru", passthruCases},
+	{"inject_nmi", nmiCases},
+	{"indicators", indicatorCases},
 }
 
 const oracleEvent = `{"event": "network.bind_port", "port_id": "7a1c3f1e-6a3b-4b2a-9d6c-0e5f8a1b2c3d", "mac_address": "{mac}", "status": "ACTIVE"`
@@ -138,6 +137,93 @@ var eventCases = []oracleCase{
 		body: `{"events": [` + oracleEvent + `}, {"event": "network.delete_port", "port_id": "x"}]}`},
 	{name: "GET", method: "GET", path: "/v1/events", version: "1.54", statusOnly: true},
 	{name: "GET below 1.54", method: "GET", path: "/v1/events", version: "1.53", statusOnly: true},
+}
+
+// allocationCases: the allocation API (1.52, 1.57) on requests both
+// decide before any node is chosen; what an allocation ends with, on
+// ironflow's own stack, is tests/allocation_test.go's.
+var allocationCases = []oracleCase{
+	{name: "create below 1.52", method: "POST", path: "/v1/allocations", version: "1.51", body: `{"resource_class": "oracle"}`},
+	{name: "list below 1.52", method: "GET", path: "/v1/allocations", version: "1.51", statusOnly: true},
+	{name: "no resource class", method: "POST", path: "/v1/allocations", version: "1.52", body: `{}`},
+	{name: "resource class not a string", method: "POST", path: "/v1/allocations", version: "1.52", body: `{"resource_class": 5}`},
+	{name: "bad trait", method: "POST", path: "/v1/allocations", version: "1.52", body: `{"resource_class": "oracle", "traits": ["not a trait"]}`},
+	{name: "unknown candidate", method: "POST", path: "/v1/allocations", version: "1.52", body: `{"resource_class": "oracle", "candidate_nodes": ["oracle-no-such-node"]}`},
+	{name: "unexpected field", method: "POST", path: "/v1/allocations", version: "1.52", body: `{"resource_class": "oracle", "x": 1}`},
+	{name: "owner below 1.60", method: "POST", path: "/v1/allocations", version: "1.59", body: `{"resource_class": "oracle", "owner": "p"}`},
+	{name: "backfill below 1.58", method: "POST", path: "/v1/allocations", version: "1.57", body: `{"resource_class": "oracle", "node": "{node}"}`},
+	{name: "show unknown", method: "GET", path: "/v1/allocations/oracle-no-such-allocation", version: "1.52"},
+	{name: "patch below 1.57", method: "PATCH", path: "/v1/allocations/oracle-no-such-allocation", version: "1.56", body: `[]`},
+	{name: "delete unknown", method: "DELETE", path: "/v1/allocations/oracle-no-such-allocation", version: "1.52"},
+	{name: "node without an allocation", method: "GET", path: "/v1/nodes/{node}/allocation", version: "1.52"},
+	{name: "node allocation below 1.52", method: "GET", path: "/v1/nodes/{node}/allocation", version: "1.51", statusOnly: true},
+}
+
+// passthruCases: vendor passthru on a fake-hardware node, whose vendor
+// interface is fake (Ironic's FakeVendorB: second_method, async;
+// third_method_sync, sync), and on the fake-hardware driver.
+var passthruCases = []oracleCase{
+	{name: "methods", method: "GET", path: "/v1/nodes/{node}/vendor_passthru/methods", version: "1.1",
+		shape: func(b map[string]any) any { return sortedKeys(b) }},
+	{name: "no method", method: "POST", path: "/v1/nodes/{node}/vendor_passthru", version: "1.1", body: `{"bar": "meow"}`},
+	{name: "unknown method", method: "POST", path: "/v1/nodes/{node}/vendor_passthru?method=no_such_method", version: "1.1", body: `{}`},
+	{name: "wrong HTTP method", method: "GET", path: "/v1/nodes/{node}/vendor_passthru?method=third_method_sync", version: "1.1"},
+	{name: "sync method", method: "POST", path: "/v1/nodes/{node}/vendor_passthru?method=third_method_sync", version: "1.1", body: `{"bar": "meow"}`},
+	{name: "sync method, false", method: "POST", path: "/v1/nodes/{node}/vendor_passthru?method=third_method_sync", version: "1.1", body: `{"bar": "woof"}`},
+	{name: "async method", method: "POST", path: "/v1/nodes/{node}/vendor_passthru?method=second_method", version: "1.1", body: `{"bar": "kazoo"}`},
+	{name: "unknown node", method: "GET", path: "/v1/nodes/oracle-no-such-node/vendor_passthru/methods", version: "1.1"},
+	{name: "driver methods", method: "GET", path: "/v1/drivers/fake-hardware/vendor_passthru/methods", version: "1.1",
+		shape: func(b map[string]any) any { return sortedKeys(b) }},
+	{name: "driver unknown method", method: "POST", path: "/v1/drivers/fake-hardware/vendor_passthru?method=no_such_method", version: "1.1", body: `{}`},
+	{name: "unknown driver", method: "GET", path: "/v1/drivers/no-such-driver/vendor_passthru/methods", version: "1.1"},
+}
+
+// nmiCases: PUT inject_nmi (1.29) on a fake-hardware node, whose fake
+// management interface cannot inject one.
+var nmiCases = []oracleCase{
+	{name: "below 1.29", method: "PUT", path: "/v1/nodes/{node}/management/inject_nmi", version: "1.28", body: `{}`, statusOnly: true},
+	{name: "fake management", method: "PUT", path: "/v1/nodes/{node}/management/inject_nmi", version: "1.29", body: `{}`},
+	{name: "unexpected argument", method: "PUT", path: "/v1/nodes/{node}/management/inject_nmi", version: "1.29", body: `{"x": 1}`},
+	{name: "unknown node", method: "PUT", path: "/v1/nodes/oracle-no-such-node/management/inject_nmi", version: "1.29", body: `{}`},
+}
+
+// indicatorCases: the indicators of a fake-hardware node (Ironic's
+// FakeManagement: led-0 and led-1 on the system, the chassis and a disk).
+var indicatorCases = []oracleCase{
+	{name: "list", method: "GET", path: "/v1/nodes/{node}/management/indicators", version: "1.63",
+		shape: func(b map[string]any) any { return indicatorNames(b) }},
+	{name: "list below 1.63", method: "GET", path: "/v1/nodes/{node}/management/indicators", version: "1.62",
+		shape: func(b map[string]any) any { return indicatorNames(b) }},
+	{name: "one", method: "GET", path: "/v1/nodes/{node}/management/indicators/led-0@system", version: "1.63",
+		shape: func(b map[string]any) any { return b["state"] }},
+	{name: "malformed name", method: "GET", path: "/v1/nodes/{node}/management/indicators/led-0", version: "1.63"},
+	{name: "unknown component", method: "GET", path: "/v1/nodes/{node}/management/indicators/led-0@nowhere", version: "1.63"},
+	{name: "set without state", method: "PUT", path: "/v1/nodes/{node}/management/indicators/led-0@system", version: "1.63", body: `{}`},
+	{name: "set state not a string", method: "PUT", path: "/v1/nodes/{node}/management/indicators/led-0@system", version: "1.63", body: `{"state": 5}`},
+	{name: "set", method: "PUT", path: "/v1/nodes/{node}/management/indicators/led-0@system", version: "1.63", body: `{"state": "on"}`},
+}
+
+// sortedKeys are a JSON object's keys, sorted.
+func sortedKeys(b map[string]any) any {
+	var ks []string
+	for k := range b {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// indicatorNames are the names in an indicator list, sorted.
+func indicatorNames(b map[string]any) any {
+	var names []string
+	list, _ := b["indicators"].([]any)
+	for _, i := range list {
+		if m, ok := i.(map[string]any); ok {
+			names = append(names, fmt.Sprint(m["name"]))
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // interfacesOf is the part of a node a driver change sets.

@@ -146,7 +146,7 @@ func TestVendorPassthruRedfishSubscriptionsOnTheVbmc(t *testing.T) {
 		body          any
 		want          string
 	}{
-		{"POST", "", map[string]any{}, "Method not specified"},
+		{"POST", "", map[string]any{}, "Missing mandatory parameter: method"},
 		{"POST", "?method=no_such", map[string]any{}, "No handler for method no_such"},
 		{"GET", "?method=create_subscription", nil, "The method create_subscription does not support HTTP GET"},
 		{"POST", "?method=create_subscription", map[string]any{"Destination": "not a url"}, "Destination not a url is not a valid URI"},
@@ -221,7 +221,7 @@ func TestVendorPassthruRedfishSubscriptionsOnTheVbmc(t *testing.T) {
 	if code, body := passthru(t, "POST", "/v1/drivers/redfish/vendor_passthru?method=anything", map[string]any{}); code != 400 || faultOf(t, body) != "No handler for method anything" {
 		t.Errorf("driver call: %d %s", code, body)
 	}
-	if code, body := passthru(t, "GET", "/v1/drivers/acme/vendor_passthru/methods", nil); code != 404 || faultOf(t, body) != "Could not find the following driver(s) or hardware type(s): acme." {
+	if code, body := passthru(t, "GET", "/v1/drivers/acme/vendor_passthru/methods", nil); code != 404 || faultOf(t, body) != "The driver 'acme' is unknown." {
 		t.Errorf("unknown driver: %d %s", code, body)
 	}
 }

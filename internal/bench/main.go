@@ -60,7 +60,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "latency,ironic,control,cluster,agent,api,image,qcow2,boot"
+	allParts               = "latency,ironic,allocation,control,cluster,agent,api,image,qcow2,boot"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -259,6 +259,7 @@ func run(ctx context.Context, cfg config) error {
 	parts := []part{
 		{"latency", func(ctx context.Context) ([]Row, error) { return benchLatency(ctx, cfg, st, log) }},
 		{"ironic", func(ctx context.Context) ([]Row, error) { return benchIronic(ctx, cfg, dir, log) }},
+		{"allocation", func(ctx context.Context) ([]Row, error) { return benchAllocation(ctx, cfg, dir, log) }},
 		{"control", func(ctx context.Context) ([]Row, error) { return benchControl(ctx, cfg, st, log) }},
 		{"cluster", func(ctx context.Context) ([]Row, error) { return benchCluster(ctx, cfg, dir, log) }},
 		{"agent", func(ctx context.Context) ([]Row, error) { return benchAgent(ctx, cfg, st, log) }},

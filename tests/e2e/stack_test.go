@@ -341,7 +341,8 @@ func (s *stack) runCLI(t *testing.T, logIt bool, args ...string) (string, error)
 	s.cliOnce.Do(func() {
 		s.cli, s.cliErr = baremetalcli.Start(filepath.Join(s.lab.Dir, "cli"), s.lab.Command)
 		if s.cliErr == nil {
-			t.Cleanup(s.cli.Close)
+			// The lab's test, not the subtest that ran the first CLI.
+			s.lab.t.Cleanup(s.cli.Close)
 		}
 	})
 	if s.cliErr != nil {
