@@ -136,32 +136,13 @@ func benchAllocation(ctx context.Context, cfg config, dir string, log *slog.Logg
 // seedAvailableNodes adds n available, powered-off nodes of the
 // allocation class through the store (setup, not measured).
 func seedAvailableNodes(ctx context.Context, s *store.Store, n int) error {
-	var wg sync.WaitGroup
-	errs := make([]error, seedWorkers)
-	for w := range seedWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += seedWorkers {
-				name := fmt.Sprintf("bench-allocation-%d", i)
-				rc, power := allocationClass, "power off"
-				node := &store.Node{Name: &name, Driver: "fake-hardware", ProvisionState: provision.Available, ResourceClass: &rc,
-					PowerState: &power, DeployInterface: "fake",
-					Properties: map[string]any{"cpus": 64, "memory_mb": 262144, "local_gb": 960, "cpu_arch": "x86_64"}}
-				if err := s.CreateNode(ctx, node); err != nil {
-					errs[w] = fmt.Errorf("seed node %s: %w", name, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return createNodes(ctx, s, n, func(i int) *store.Node {
+		name := fmt.Sprintf("bench-allocation-%d", i)
+		rc, power := allocationClass, "power off"
+		return &store.Node{Name: &name, Driver: "fake-hardware", ProvisionState: provision.Available, ResourceClass: &rc,
+			PowerState: &power, DeployInterface: "fake",
+			Properties: map[string]any{"cpus": 64, "memory_mb": 262144, "local_gb": 960, "cpu_arch": "x86_64"}}
+	})
 }
 
 // allocate runs the singles, then the burst, on one target.

@@ -231,10 +231,30 @@ func setRamdiskState(ctx context.Context, s *store.Store, nodes []ramdiskNode, s
 
 // seedNodes adds n enrolled nodes with realistic fields through CreateNode.
 func seedNodes(ctx context.Context, s *store.Store, n int) error {
+	base := time.Now().UnixNano() % 1_000_000
+	return createNodes(ctx, s, n, func(i int) *store.Node {
+		name := fmt.Sprintf("bench-fleet-%d-%d", base, i)
+		rc := "baremetal"
+		return &store.Node{
+			Name: &name, Driver: "redfish", ProvisionState: []provision.State{provision.Enroll, provision.Manageable, provision.Available, provision.Active}[i%4],
+			ConductorGroup: fmt.Sprintf("rack%d", i%8), ResourceClass: &rc, DeployInterface: "direct",
+			DriverInfo: map[string]any{
+				"redfish_address": fmt.Sprintf("https://10.0.%d.%d", i/250%250, i%250), "redfish_username": "admin",
+				"redfish_password": "secret", "redfish_system_id": fmt.Sprintf("/redfish/v1/Systems/%d", i),
+			},
+			Properties:   map[string]any{"cpus": 64, "memory_mb": 262144, "local_gb": 960, "cpu_arch": "x86_64"},
+			InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.raw", "root_gb": 100},
+			Traits:       []string{fmt.Sprintf("CUSTOM_RACK_%d", i%8)},
+		}
+	})
+}
+
+// createNodes adds the n nodes node(0..n-1) makes through CreateNode, with
+// seedWorkers at once (setup, not measured).
+func createNodes(ctx context.Context, s *store.Store, n int, node func(i int) *store.Node) error {
 	if n <= 0 {
 		return nil
 	}
-	base := time.Now().UnixNano() % 1_000_000
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, seedWorkers)
@@ -247,33 +267,16 @@ func seedNodes(ctx context.Context, s *store.Store, n int) error {
 				if i >= int64(n) || ctx.Err() != nil {
 					return
 				}
-				name := fmt.Sprintf("bench-fleet-%d-%d", base, i)
-				rc := "baremetal"
-				node := &store.Node{
-					Name: &name, Driver: "redfish", ProvisionState: []provision.State{provision.Enroll, provision.Manageable, provision.Available, provision.Active}[i%4],
-					ConductorGroup: fmt.Sprintf("rack%d", i%8), ResourceClass: &rc, DeployInterface: "direct",
-					DriverInfo: map[string]any{
-						"redfish_address": fmt.Sprintf("https://10.0.%d.%d", i/250%250, i%250), "redfish_username": "admin",
-						"redfish_password": "secret", "redfish_system_id": fmt.Sprintf("/redfish/v1/Systems/%d", i),
-					},
-					Properties:   map[string]any{"cpus": 64, "memory_mb": 262144, "local_gb": 960, "cpu_arch": "x86_64"},
-					InstanceInfo: map[string]any{"image_source": "http://images.example/ubuntu.raw", "root_gb": 100},
-					Traits:       []string{fmt.Sprintf("CUSTOM_RACK_%d", i%8)},
-				}
-				if err := s.CreateNode(ctx, node); err != nil {
-					errs[w] = fmt.Errorf("seed node %s: %w", name, err)
+				nd := node(int(i))
+				if err := s.CreateNode(ctx, nd); err != nil {
+					errs[w] = fmt.Errorf("seed node %s: %w", deref(nd.Name), err)
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func nodeUUIDs(ctx context.Context, s *store.Store) ([]string, error) {
