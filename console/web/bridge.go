@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,10 @@ import (
 // text as text messages, noVNC binary ones) goes to the endpoint as bytes.
 func (s *server) bridge(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if !isUpgrade(r) {
+			writeError(w, http.StatusBadRequest, "This console URL takes a websocket; open the console's page instead.")
+			return
+		}
 		if !s.originAllowed(r) {
 			s.res.Rejected(r.Context(), r.URL.Query().Get("token"), kind, r.RemoteAddr, errBadOrigin)
 			writeError(w, http.StatusForbidden, "The request's Origin is not allowed to open this console.")
@@ -55,6 +60,12 @@ func (s *server) bridge(kind string) http.HandlerFunc {
 		why := s.copyBoth(r.Context(), ws, tcp)
 		s.opt.Log.Info("console session closed", "node", t.NodeUUID, "kind", kind, "remote", r.RemoteAddr, "why", why)
 	}
+}
+
+// isUpgrade: the request asks for a websocket (RFC 6455 section 4.1).
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
+		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
 }
 
 // Close reasons the browser sees.

@@ -116,6 +116,13 @@ func Handler(res Resolver, o Options) http.Handler {
 	mux.HandleFunc("GET /console/vnc/ws", s.bridge(KindGraphical))
 	mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", files(assetFS())))
 	mux.Handle("GET /console/novnc/", http.StripPrefix("/console/novnc/", files(os.DirFS(s.opt.NoVNCDir))))
+	// The paths above with another method: Ironic's 405.
+	for _, p := range []string{"/console/terminal", "/console/vnc", "/console/terminal/ws", "/console/vnc/ws"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "The method "+r.Method+" is not allowed for this resource.")
+		})
+	}
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Resource could not be found.")
 	})

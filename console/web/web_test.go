@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -443,6 +444,18 @@ func TestPagesAndAssets(t *testing.T) {
 	if resp, body = get("/console/assets/xterm/xterm.js"); resp.StatusCode != 200 || body != string(xterm) || len(body) < 100000 {
 		t.Fatalf("xterm.js: %d, %d bytes", resp.StatusCode, len(body))
 	}
+	if resp, body = get("/console/terminal/ws?token=serial-token"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("websocket path without an upgrade: %d %s, want 400", resp.StatusCode, body)
+	}
+	presp, err := http.Post(ts.URL+"/console/vnc?token=vnc-token", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pbody, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	if code, msg := ironicFault(t, pbody); presp.StatusCode != http.StatusMethodNotAllowed || code != "Client" || msg != "The method POST is not allowed for this resource." {
+		t.Errorf("POST to a page: %d %s", presp.StatusCode, pbody)
+	}
 	for _, p := range []string{"/console/assets/terminal.html", "/console/assets/xterm/", "/console/novnc/core/", "/console/nothing"} {
 		if resp, body = get(p); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", p, resp.StatusCode)
@@ -492,4 +505,25 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestSessionOutlivesServerTimeouts: the API's http.Server has read and
+// write timeouts of minutes, which must not cut a console session that
+// lasts longer (they bound a request, and a session is not one).
+func TestSessionOutlivesServerTimeouts(t *testing.T) {
+	res := &tokens{targets: map[string]Target{"serial-token": {NodeUUID: "n", Kind: KindSerial, Addr: endpoint(t, echo)}}}
+	ts := httptest.NewUnstartedServer(Handler(res, Options{Log: quietLog()}))
+	ts.Config.ReadTimeout = 300 * time.Millisecond
+	ts.Config.WriteTimeout = 300 * time.Millisecond
+	ts.Start()
+	t.Cleanup(ts.Close)
+	c := dialWS(t, wsURL(ts, "/console/terminal/ws?token=serial-token"))
+	for i := range 4 {
+		time.Sleep(250 * time.Millisecond)
+		msg := fmt.Sprintf("k%d", i)
+		if err := c.Write(context.Background(), websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatalf("write after %d ms: %v", (i+1)*250, err)
+		}
+		readUntil(t, c, msg)
+	}
 }
