@@ -193,7 +193,7 @@ func TestConsolesOfAVbmcVM(t *testing.T) {
 		if _, err := q.do("system_reset", nil); err != nil {
 			t.Fatal(err)
 		}
-		readUntil(t, c, "SeaBIOS")
+		readUntilWithin(t, c, "SeaBIOS", 120*time.Second)
 		c.Close(websocket.StatusNormalClosure, "")
 		// With a client the log still gets everything.
 		if err := waitFor(ctx, "the second boot's banner in the console log", banners(2)); err != nil {

@@ -120,7 +120,14 @@ func dialWS(t *testing.T, url string) *websocket.Conn {
 // readUntil reads binary messages until their concatenation holds want.
 func readUntil(t *testing.T, c *websocket.Conn, want string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return readUntilWithin(t, c, want, 10*time.Second)
+}
+
+// readUntilWithin is readUntil with a deadline of its own, for a VM's
+// firmware on a loaded host.
+func readUntilWithin(t *testing.T, c *websocket.Conn, want string, d time.Duration) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var got []byte
 	for !bytes.Contains(got, []byte(want)) {
