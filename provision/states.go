@@ -149,6 +149,9 @@ const (
 	// OpVendorPassthru is a vendor passthru method run on the node's BMC
 	// (API 1.1): VendorPassthru.
 	OpVendorPassthru Operation = "vendor passthru"
+	// OpConsole enables or disables a node's console (API 1.1):
+	// SetConsoleNode.
+	OpConsole Operation = "console"
 )
 
 // Transition is what a verb does from a state: the state the API records

@@ -53,6 +53,8 @@ func WorkflowFor(op provision.Operation) (name string, ok bool) {
 		return WorkflowServiceNode, true
 	case provision.OpVendorPassthru:
 		return WorkflowVendorPassthru, true
+	case provision.OpConsole:
+		return WorkflowSetConsoleNode, true
 	}
 	return "", false
 }

@@ -35,6 +35,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowChangeBootMode:     ChangeBootMode,
 	WorkflowVendorPassthru:     VendorPassthru,
 	WorkflowAllocate:           Allocate,
+	WorkflowSetConsoleNode:     SetConsoleNode,
 }
 
 // lastRelease is the one directory of workflows/testdata/history: the last

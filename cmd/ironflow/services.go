@@ -18,6 +18,7 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/console"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/signature"
@@ -277,6 +278,7 @@ type workerFlags struct {
 	syncInterval                                                                   *time.Duration
 	isoDir, imagesDir                                                              *string
 	hostname                                                                       *string
+	consoleListen, consolePorts                                                    *string
 	conductorInterval                                                              *time.Duration
 	bmcAttempts, maxActivities, wfPollers, actPollers                              *int
 	automatedClean, agentInsecure                                                  *bool
@@ -311,6 +313,8 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
 	s.defaultText("conductor-hostname", "the host name")
 	f.conductorInterval = s.Duration("conductor-heartbeat-interval", worker.DefaultHeartbeatInterval, "how often the worker records that it is alive")
+	f.consoleListen = s.String("console-listen", "127.0.0.1", "the address the worker's node console endpoints listen on (docs/console.md)")
+	f.consolePorts = s.String("console-port-range", "", "MIN:MAX ports of the console endpoints, as Ironic's [console] port_range (empty: any free port)")
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
 		f.signal, f.payload, f.temporalTLS = shared.signal, shared.payload, shared.temporalTLS
@@ -366,7 +370,13 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	cfg.Glance, cfg.GlanceAuth = gc, *f.glance.auth
 	cfg.ForceRawImages = *f.glance.forceRaw
 	acts := activities.New(st, cfg, log.With("component", "activities"))
+	ports, err := console.ParsePortRange(*f.consolePorts)
+	if err != nil {
+		return nil, err
+	}
+	acts.Consoles = &console.Manager{Host: *f.consoleListen, Ports: ports, Log: log.With("component", "console")}
 	opts := f.options()
+	opts.ConsoleHolder = *f.hostname
 	if opts.SignalKeys, err = f.signal.load(); err != nil {
 		return nil, err
 	}
@@ -374,7 +384,11 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	if err != nil {
 		return nil, err
 	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	worker.RestoreConsoles(rctx, acts, opts.ConductorGroups, log.With("component", "console"))
+	rcancel()
 	if err := worker.Start(ws); err != nil {
+		acts.Consoles.StopAll()
 		return nil, err
 	}
 	log.Info("worker started", "conductor_groups", *f.groups)
@@ -401,6 +415,9 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	return func() {
 		unannounce()
 		worker.Stop(ws)
+		// The consoles end with the process; the next worker of the group
+		// to start takes them over (docs/console.md).
+		acts.Consoles.StopAll()
 		// Log out of the Redfish sessions this worker kept open, so that
 		// BMCs do not hold them until they time out.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
