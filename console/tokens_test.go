@@ -54,7 +54,7 @@ func TestTokensBoundToNodeKindAndTime(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, token, kind string
-		at              time.Time
+		at                time.Time
 	}{
 		{"unknown", "not-a-token", KindSerial, now},
 		{"empty", "", KindSerial, now},
