@@ -282,7 +282,24 @@ func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateIn
 		return storeErr(err, "record state %q for node %s", in.To, in.NodeUUID)
 	}
 	crashPoint(ctx, in.NodeUUID, point, "after")
+	if waitsForAgent(in.To) {
+		// Where the console is, while the machine boots the agent
+		// (docs/console.md); nothing for a node without one.
+		if err := a.Store.AddConsoleWhereabouts(ctx, in.NodeUUID, string(in.To), a.Config.Conductor); err != nil {
+			a.Log.Warn("record where the console is", "node", in.NodeUUID, "error", err)
+		}
+	}
 	return nil
+}
+
+// waitsForAgent: the states in which a node waits for its agent to boot
+// and call back.
+func waitsForAgent(s provision.State) bool {
+	switch s {
+	case provision.DeployWait, provision.CleanWait, provision.InspectWait, provision.RescueWait, provision.ServiceWait:
+		return true
+	}
+	return false
 }
 
 // showStep records the step an activity begins as the node's deploy_step

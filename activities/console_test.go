@@ -10,6 +10,7 @@ import (
 
 	"github.com/ironflow/ironflow/console"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -88,6 +89,26 @@ func TestConsoleRestoredByItsHolderOrTakenOverWhenGone(t *testing.T) {
 	hs, _ := st.ListHistory(ctx, gone)
 	if len(hs) == 0 || !strings.HasPrefix(hs[len(hs)-1].Event, "Console taken over from worker w-gone on worker w1") {
 		t.Errorf("history of the taken-over console: %+v", hs)
+	}
+
+	// The deploy timeline says where the console is while the node waits
+	// for its agent, and says nothing for a node without a console.
+	plain := mk("plain")
+	for _, node := range []string{mine, plain} {
+		if err := w1again.RecordState(ctx, workflows.RecordStateInput{NodeUUID: node, To: provision.DeployWait, Event: "waiting"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, _ := st.GetNode(ctx, mine)
+	hs, _ = st.ListHistory(ctx, mine)
+	if want := "Console of the node during wait call-back: worker w1, serial endpoint tcp://" + heldOf(n).Serial; hs[len(hs)-1].Event != want {
+		t.Errorf("history in wait call-back: %q, want %q", hs[len(hs)-1].Event, want)
+	}
+	hs, _ = st.ListHistory(ctx, plain)
+	for _, h := range hs {
+		if h.EventType == "console" {
+			t.Errorf("a node without a console has a console event: %+v", h)
+		}
 	}
 
 	// A claim against a stale holder loses.

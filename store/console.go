@@ -126,3 +126,19 @@ func (s *Store) RevokeConsoleTokens(ctx context.Context, node string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE console_tokens SET revoked = true WHERE node_uuid = $1 AND NOT revoked`, u)
 	return dbError(err, "revoke the console tokens of node %s", node)
 }
+
+// AddConsoleWhereabouts writes, only when the node's console is enabled,
+// a history event saying where its console is while the node waits in
+// state (docs/console.md, "Consoles in the deploy timeline"): one
+// statement that inserts nothing for a node without a console.
+func (s *Store) AddConsoleWhereabouts(ctx context.Context, node, state, conductor string) error {
+	u, _ := canonicalUUID(node)
+	_, err := s.pool.Exec(ctx, `INSERT INTO node_history (uuid, node_uuid, severity, event_type, event, conductor, user_name)
+		SELECT gen_random_uuid()::text, uuid, 'INFO', 'console',
+			'Console of the node during ' || $2 || ': worker ' || COALESCE(driver_internal_info->>'console_holder', '(none yet)') ||
+			COALESCE(', serial endpoint tcp://' || (driver_internal_info->>'console_address'), '') ||
+			COALESCE(', graphical endpoint ' || (driver_internal_info->>'console_graphical_address'), ''),
+			$3, ''
+		FROM nodes WHERE uuid = $1 AND console_enabled`, u, state, conductor)
+	return dbError(err, "record the console of node %s", node)
+}

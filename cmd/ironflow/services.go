@@ -129,6 +129,7 @@ type apiFlags struct {
 	maxLimit                                                            *int
 	inspectionWithoutToken                                              *bool
 	conductorTimeout                                                    *time.Duration
+	consoleTokenTTL                                                     *time.Duration
 	limits                                                              httpLimits
 	tls                                                                 httpTLS
 	signal                                                              signalKeyFlags
@@ -167,6 +168,7 @@ func addAPIFlags(s *settings) apiFlags {
 		inspectionWithoutToken: s.Bool("inspection-without-agent-token", false,
 			"accept continue_inspection from an agent that did not look up (no agent token): anyone on the provisioning network can then write inventories"),
 		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
+		consoleTokenTTL:  s.Duration("console-token-ttl", console.DefaultTokenTTL, "how long the token of a node console's browser page is valid (docs/console.md)"),
 		// A 64 MiB config drive must upload within the read timeout.
 		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
 		tls:    addHTTPTLS(s, "", "API"),
@@ -197,6 +199,7 @@ func (f apiFlags) config() apiserver.Config {
 	cfg.MaxLimit = *f.maxLimit
 	cfg.InspectionWithoutToken = *f.inspectionWithoutToken
 	cfg.ConductorHeartbeatTimeout = *f.conductorTimeout
+	cfg.ConsoleTokenTTL = *f.consoleTokenTTL
 	if h, err := os.Hostname(); err == nil {
 		cfg.ConductorName = h
 	}
