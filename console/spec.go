@@ -24,7 +24,12 @@ func SpecFor(iface, node string, info map[string]any) (Spec, error) {
 		}
 		sol.Username, _ = hardware.Text(info, "ipmi_username")
 		sol.Password, _ = hardware.Text(info, "ipmi_password")
-		sol.CipherSuite, _ = hardware.Text(info, "ipmi_cipher_suite")
+		// Cipher suite 3 unless the node says otherwise, as ironflow's
+		// IPMI driver (hardware/ipmi.go): ipmitool's own default (17,
+		// after asking the BMC's suites) fails on BMCs that do not list them.
+		if sol.CipherSuite, _ = hardware.Text(info, "ipmi_cipher_suite"); sol.CipherSuite == "" {
+			sol.CipherSuite = "3"
+		}
 		sol.PrivLevel, _ = hardware.Text(info, "ipmi_priv_level")
 		var err error
 		if sol.Port, err = port(info, "ipmi_port"); err != nil {

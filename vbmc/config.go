@@ -66,15 +66,19 @@ type Config struct {
 
 // VM is one virtual machine acting as a bare-metal server.
 type VM struct {
-	Name      string   `json:"name"`
-	MAC       string   `json:"mac"`
-	Disk      string   `json:"disk,omitempty"`
-	DiskSize  string   `json:"disk_size,omitempty"`
-	MemoryMB  int      `json:"memory_mb,omitempty"`
-	CPUs      int      `json:"cpus,omitempty"`
-	Firmware  string   `json:"firmware,omitempty"`
-	Netdev    string   `json:"netdev,omitempty"`
-	SerialLog string   `json:"serial_log,omitempty"`
+	Name      string `json:"name"`
+	MAC       string `json:"mac"`
+	Disk      string `json:"disk,omitempty"`
+	DiskSize  string `json:"disk_size,omitempty"`
+	MemoryMB  int    `json:"memory_mb,omitempty"`
+	CPUs      int    `json:"cpus,omitempty"`
+	Firmware  string `json:"firmware,omitempty"`
+	Netdev    string `json:"netdev,omitempty"`
+	SerialLog string `json:"serial_log,omitempty"`
+	// SerialTCP, host:port, also serves the serial line over TCP (QEMU's
+	// socket chardev, the log still written): the IPMI BMC's serial over
+	// LAN connects to it (docs/console.md).
+	SerialTCP string   `json:"serial_tcp,omitempty"`
 	QEMUExtra []string `json:"qemu_extra,omitempty"`
 	// Drives are more disk images the Storage controller shows (with the
 	// disk as Disk0) for RAID volumes (storage.go); QEMU does not attach
@@ -185,6 +189,11 @@ func (c *Config) normalize() error {
 		if vm.Disk != "" {
 			if vm.Disk, err = filepath.Abs(vm.Disk); err != nil {
 				return fmt.Errorf("vm %s: resolve disk: %w", vm.Name, err)
+			}
+		}
+		if vm.SerialTCP != "" {
+			if _, _, err := net.SplitHostPort(vm.SerialTCP); err != nil {
+				return fmt.Errorf("vm %s: serial_tcp %q is not host:port", vm.Name, vm.SerialTCP)
 			}
 		}
 		if vm.SerialLog == "" {

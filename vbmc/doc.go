@@ -50,6 +50,7 @@
 //	    "firmware": "bios",                    // "bios" (SeaBIOS) or "uefi" (OVMF)
 //	    "netdev": "tap:tap0",                  // "tap:IFNAME", "user" or "none"
 //	    "serial_log": "/path/console.log",     // default state_dir/NAME/console.log
+//	    "serial_tcp": "127.0.0.1:9003",        // also serve the serial line here; ipmi_sim's SOL connects to it
 //	    "qemu_extra": ["-cpu", "max"],         // appended to the QEMU command line
 //	    "drives": ["/path/vm0-d1.raw"]         // more Storage drives for RAID volumes (storage.go)
 //	  }]

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -758,7 +759,7 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 		"-daemonize",
 		"-pidfile", m.pidFile(),
 		"-qmp", "unix:"+m.qmpSocket()+",server=on,wait=off",
-		"-chardev", "file,id=s0,path="+m.vm.SerialLog+",append=on",
+		"-chardev", m.serialChardev(),
 		"-serial", "chardev:s0",
 		"-device", "virtio-rng-pci",
 	)
@@ -882,4 +883,14 @@ func tail(path string, n int64) string {
 	b := make([]byte, st.Size()-off)
 	_, _ = f.ReadAt(b, off)
 	return strings.TrimSpace(string(b))
+}
+
+// serialChardev is the VM's serial line: a file, or a TCP server (for the
+// BMC's serial over LAN) that still writes the file (QEMU's logfile).
+func (m *Machine) serialChardev() string {
+	if m.vm.SerialTCP == "" {
+		return "file,id=s0,path=" + m.vm.SerialLog + ",append=on"
+	}
+	host, port, _ := net.SplitHostPort(m.vm.SerialTCP)
+	return "socket,id=s0,host=" + host + ",port=" + port + ",server=on,wait=off,logfile=" + m.vm.SerialLog + ",logappend=on"
 }
