@@ -96,6 +96,10 @@ func TestConsoleAPI(t *testing.T) {
 	if !e.node(socat).ConsoleEnabled {
 		t.Error("a refused PATCH changed console_enabled")
 	}
+	r = e.do("PATCH", "/v1/nodes/con-socat", "1.78", []map[string]any{{"op": "replace", "path": "/driver", "value": "fake-hardware"}})
+	if r.status != http.StatusConflict || r.faultstring(t) != "Node con-socat can not update the driver while the console is enabled. Please stop the console first." {
+		t.Errorf("PATCH driver with the console enabled: %d %s", r.status, r.body)
+	}
 
 	// A web terminal: a page URL with a token that leads to the endpoint.
 	if err := e.st.SetConsoleEnabled(ctx, web, true, held); err != nil {
