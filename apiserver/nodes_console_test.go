@@ -118,4 +118,19 @@ func TestConsoleAPI(t *testing.T) {
 	if _, err := tokens.Resolve(ctx, u.Query().Get("token"), console.KindGraphical); !errors.Is(err, console.ErrBadToken) {
 		t.Errorf("the serial token resolves for the graphical console: %v", err)
 	}
+
+	// The graphical console: the noVNC page with a graphical token.
+	vnc := e.createNode(map[string]any{"driver": "redfish", "name": "con-vnc", "console_interface": "redfish-graphical",
+		"driver_info": map[string]any{"redfish_address": "http://127.0.0.1:1", "console_vnc_address": "127.0.0.1:5900"}})["uuid"].(string)
+	if err := e.st.SetConsoleEnabled(ctx, vnc, true, map[string]any{store.KeyConsoleHolder: "w1", store.KeyConsoleGraphicalAddress: "127.0.0.1:23456"}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ = get(vnc)["console_info"].(map[string]any)
+	if u, err = url.Parse(info["url"].(string)); info["type"] != "vnc" || err != nil || u.Path != "/console/vnc" {
+		t.Fatalf("console_info of a graphical console: %v", info)
+	}
+	target, err = tokens.Resolve(ctx, u.Query().Get("token"), console.KindGraphical)
+	if err != nil || target != (console.Target{NodeUUID: vnc, Kind: console.KindGraphical, Addr: "127.0.0.1:23456"}) {
+		t.Errorf("Resolve the VNC page's token = %+v, %v", target, err)
+	}
 }

@@ -182,3 +182,44 @@ func TestSpecForReadsTheConsoleInterface(t *testing.T) {
 		t.Errorf("without ipmi_address: %v", err)
 	}
 }
+
+// TestGraphicalEndpointRelaysVNC: redfish-graphical's endpoint relays the
+// BMC's VNC server byte for byte (an RFB greeting here) and a second client
+// is closed without a word, which a VNC client would misread.
+func TestGraphicalEndpointRelaysVNC(t *testing.T) {
+	vnc, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vnc.Close()
+	go func() {
+		for {
+			c, err := vnc.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "RFB 003.008\n")
+			_, _ = io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	spec, err := SpecFor("redfish-graphical", "n1", map[string]any{"console_vnc_address": vnc.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Manager{}
+	defer m.StopAll()
+	eps, err := m.Start(spec)
+	if err != nil || eps.Serial != "" || eps.Graphical == "" {
+		t.Fatalf("Start = %+v, %v", eps, err)
+	}
+	c := dial(t, eps.Graphical)
+	buf := make([]byte, 12)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "RFB 003.008\n" {
+		t.Fatalf("through the relay: %q, %v", buf, err)
+	}
+	second := dial(t, eps.Graphical)
+	if got, err := io.ReadAll(second); err != nil || len(got) != 0 {
+		t.Errorf("a second VNC client read %q, %v; want nothing and EOF", got, err)
+	}
+}
