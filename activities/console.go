@@ -210,3 +210,40 @@ func (a *Activities) RestoreConsoles(ctx context.Context, group string) ([]strin
 	}
 	return restored, nil
 }
+
+// DefaultConsoleReconcileInterval is how often a worker checks the consoles
+// it holds against the store (ReconcileConsoles).
+const DefaultConsoleReconcileInterval = time.Minute
+
+// ReconcileConsoles closes the endpoints this worker opened more than
+// grace ago whose node no longer records it as the holder of an enabled
+// console: a node deleted with its console enabled (Ironic's destroy_node
+// stops the console), a console another worker took over, an enable whose
+// workflow failed after the endpoints opened. grace leaves an enable the
+// time to record its holder. It answers the nodes closed.
+func (a *Activities) ReconcileConsoles(ctx context.Context, grace time.Duration) ([]string, error) {
+	m, err := a.consoles()
+	if err != nil {
+		return nil, err
+	}
+	held := m.HeldSince(time.Now().Add(-grace))
+	if len(held) == 0 {
+		return nil, nil
+	}
+	still, err := a.Store.ConsolesStillHeld(ctx, a.Config.Conductor, held)
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	for _, n := range still {
+		keep[n] = true
+	}
+	var closed []string
+	for _, n := range held {
+		if !keep[n] {
+			m.Stop(n)
+			closed = append(closed, n)
+		}
+	}
+	return closed, nil
+}

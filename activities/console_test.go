@@ -132,3 +132,43 @@ func TestConsoleRestoredByItsHolderOrTakenOverWhenGone(t *testing.T) {
 	}
 	w1again.Consoles.StopAll()
 }
+
+// TestReconcileClosesConsolesNoNodeRecords: a node deleted with its
+// console enabled, and a console another worker took over, are closed by
+// the holder's next check; a console still recorded stays, and so does
+// one younger than the grace (its enable has not recorded it yet).
+func TestReconcileClosesConsolesNoNodeRecords(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	w := consoleWorker(st, "w1")
+	defer w.Consoles.StopAll()
+	var nodes []string
+	for _, name := range []string{"kept", "deleted", "taken"} {
+		n := &store.Node{Name: &name, Driver: "fake-hardware", ConsoleInterface: "fake"}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		held, err := w.StartConsole(ctx, workflows.ConsoleInput{NodeUUID: n.UUID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.RecordConsole(ctx, workflows.RecordConsoleInput{NodeUUID: n.UUID, Enabled: true, Held: held}); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n.UUID)
+	}
+	if closed, err := w.ReconcileConsoles(ctx, time.Hour); err != nil || len(closed) != 0 {
+		t.Fatalf("within the grace: closed %v, %v", closed, err)
+	}
+	if err := st.DeleteNode(ctx, nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.ClaimConsole(ctx, nodes[2], "w1", "w2", nil); err != nil || !ok {
+		t.Fatalf("take over: %v, %v", ok, err)
+	}
+	closed, err := w.ReconcileConsoles(ctx, 0)
+	if err != nil || len(closed) != 2 || w.Consoles.Held(nodes[1]) || w.Consoles.Held(nodes[2]) || !w.Consoles.Held(nodes[0]) {
+		t.Errorf("closed %v, %v; held: kept %v deleted %v taken %v", closed, err,
+			w.Consoles.Held(nodes[0]), w.Consoles.Held(nodes[1]), w.Consoles.Held(nodes[2]))
+	}
+}

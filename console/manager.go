@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Kinds of endpoint, as tokens and the browser pages name them.
@@ -62,6 +63,7 @@ type Manager struct {
 
 	mu    sync.Mutex
 	held  map[string][]*Endpoint
+	since map[string]time.Time
 	next  int
 	ports map[int]bool
 }
@@ -75,7 +77,7 @@ func (m *Manager) Start(spec Spec) (Endpoints, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.held == nil {
-		m.held, m.ports = map[string][]*Endpoint{}, map[int]bool{}
+		m.held, m.ports, m.since = map[string][]*Endpoint{}, map[int]bool{}, map[string]time.Time{}
 	}
 	if eps, ok := m.held[spec.Node]; ok {
 		return endpointsOf(eps), nil
@@ -102,6 +104,7 @@ func (m *Manager) Start(spec Spec) (Endpoints, error) {
 		eps = append(eps, Serve(spec.Node, ln, logged{spec.Graphical, m.log(), spec.Node}, false))
 	}
 	m.held[spec.Node] = eps
+	m.since[spec.Node] = time.Now()
 	return endpointsOf(eps), nil
 }
 
@@ -125,6 +128,7 @@ func (m *Manager) Stop(node string) {
 	m.mu.Lock()
 	eps := m.held[node]
 	delete(m.held, node)
+	delete(m.since, node)
 	m.mu.Unlock()
 	for _, e := range eps {
 		m.release(e)
@@ -137,6 +141,20 @@ func (m *Manager) Held(node string) bool {
 	defer m.mu.Unlock()
 	_, ok := m.held[node]
 	return ok
+}
+
+// HeldSince lists the nodes whose consoles are held here and started
+// before t.
+func (m *Manager) HeldSince(t time.Time) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for n, at := range m.since {
+		if at.Before(t) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // StopAll closes every endpoint (the worker stops).

@@ -142,3 +142,16 @@ func (s *Store) AddConsoleWhereabouts(ctx context.Context, node, state, conducto
 		FROM nodes WHERE uuid = $1 AND console_enabled`, u, state, conductor)
 	return dbError(err, "record the console of node %s", node)
 }
+
+// ConsolesStillHeld answers which of nodes still have their console enabled
+// and recorded as held by holder (a worker checks the endpoints it holds
+// against it: a node deleted or taken over since is closed).
+func (s *Store) ConsolesStillHeld(ctx context.Context, holder string, nodes []string) ([]string, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT uuid FROM nodes WHERE uuid = ANY($1) AND console_enabled
+		AND driver_internal_info->>'console_holder' = $2`, nodes, holder)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, dbError(err, "read the consoles held by %s", holder)
+	}
+	return out, nil
+}

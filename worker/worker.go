@@ -299,3 +299,34 @@ func RestoreConsoles(ctx context.Context, a *activities.Activities, groups []str
 		}
 	}
 }
+
+// WatchConsoles checks, every interval, the consoles this process holds
+// against the store and closes those no node records it holding any more
+// (activities ReconcileConsoles), until stop is called.
+func WatchConsoles(a *activities.Activities, interval time.Duration, log *slog.Logger) (stop func()) {
+	if a.Consoles == nil || interval <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			closed, err := a.ReconcileConsoles(ctx, interval)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("consoles not checked", "error", err)
+			}
+			if len(closed) > 0 {
+				log.Info("consoles closed: their nodes no longer record this worker holding them", "nodes", closed)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

@@ -394,12 +394,15 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 		acts.Consoles.StopAll()
 		return nil, err
 	}
+	unwatch := worker.WatchConsoles(acts, activities.DefaultConsoleReconcileInterval, log.With("component", "console"))
 	log.Info("worker started", "conductor_groups", *f.groups)
 	unannounce, err := worker.Announce(context.Background(), st, worker.Conductor{
 		Hostname: *f.hostname, ConductorGroups: f.options().ConductorGroups, Interval: *f.conductorInterval,
 	}, log.With("component", "conductor"))
 	if err != nil {
+		unwatch()
 		worker.Stop(ws)
+		acts.Consoles.StopAll()
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -420,6 +423,7 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 		worker.Stop(ws)
 		// The consoles end with the process; the next worker of the group
 		// to start takes them over (docs/console.md).
+		unwatch()
 		acts.Consoles.StopAll()
 		// Log out of the Redfish sessions this worker kept open, so that
 		// BMCs do not hold them until they time out.
