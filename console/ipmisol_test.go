@@ -1,68 +1,16 @@
 package console
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/embedded"
-	"github.com/ironflow/ironflow/vbmc"
+	"github.com/ironflow/ironflow/internal/testkit/serialline"
 )
-
-// serialLine is a machine's serial port on TCP, as QEMU's socket chardev
-// serves it: it prints its boot text again and again, as a machine that
-// keeps booting, and echoes what it reads back, upper-cased, so that a
-// test sees both directions.
-func serialLine(t *testing.T, bootText string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				go func() {
-					for {
-						if _, err := io.WriteString(c, bootText); err != nil {
-							return
-						}
-						time.Sleep(300 * time.Millisecond)
-					}
-				}()
-				r := bufio.NewReader(c)
-				for {
-					b, err := r.ReadByte()
-					if err != nil {
-						return
-					}
-					if b >= 'a' && b <= 'z' {
-						b -= 'a' - 'A'
-					}
-					if _, err := c.Write([]byte{b}); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // readUntil reads r until want appears (or the deadline of c passes).
 func readUntil(t *testing.T, r io.Reader, want string) string {
@@ -92,28 +40,7 @@ func TestIPMISOLThroughIPMISim(t *testing.T) {
 			t.Skipf("SKIPPED LOUDLY: %s is missing (scripts/install-deps.sh installs it)", bin)
 		}
 	}
-	dir := t.TempDir()
-	line := serialLine(t, "SeaBIOS (version 1.16)\r\nBooting from ROM...\r\nironflow-agent: looking up the node\r\n")
-	cfg := map[string]any{"state_dir": filepath.Join(dir, "state"), "username": "admin", "password": "password",
-		"vms": []map[string]any{{"name": "sol0", "mac": "52:54:00:dd:00:09", "netdev": "none", "serial_tcp": line}}}
-	b, _ := json.Marshal(cfg)
-	path := filepath.Join(dir, "vms.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	vc, err := vbmc.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := embedded.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := vbmc.StartIPMISim(context.Background(), vc, "sol0", "127.0.0.1:"+strconv.Itoa(port), "admin", "password", []string{"true"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stop() })
+	port := serialline.BMC(t, "SeaBIOS (version 1.16)\r\nBooting from ROM...\r\nironflow-agent: looking up the node\r\n")
 
 	spec, err := SpecFor("ipmitool-socat", "n1", map[string]any{"ipmi_address": "127.0.0.1", "ipmi_port": strconv.Itoa(port),
 		"ipmi_username": "admin", "ipmi_password": "password"})

@@ -1,20 +1,17 @@
 package tests
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ironflow/ironflow/embedded"
-	"github.com/ironflow/ironflow/vbmc"
+	"github.com/ironflow/ironflow/internal/testkit/serialline"
 )
 
 // consoleShown is `baremetal node console show -f json`.
@@ -157,27 +154,7 @@ func TestConsoleThroughTheCLI(t *testing.T) {
 			t.Fatalf("%s is missing: make test installs it (scripts/install-deps.sh)", bin)
 		}
 	}
-	line := machineSerialLine(t, "ironflow-agent: looking up the node\r\n")
-	dir := t.TempDir()
-	cfg, _ := json.Marshal(map[string]any{"state_dir": filepath.Join(dir, "state"), "username": "admin", "password": "password",
-		"vms": []map[string]any{{"name": "con0", "mac": "52:54:00:dd:00:0c", "netdev": "none", "serial_tcp": line}}})
-	path := filepath.Join(dir, "vms.json")
-	if err := os.WriteFile(path, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	vc, err := vbmc.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := embedded.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := vbmc.StartIPMISim(context.Background(), vc, "con0", "127.0.0.1:"+strconv.Itoa(port), "admin", "password", []string{"true"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = stop() }()
+	port := serialline.BMC(t, "ironflow-agent: looking up the node\r\n")
 	mustCLI(t, "node", "create", "--name", "con-ipmi", "--driver", "ipmi", "--console-interface", "ipmitool-socat",
 		"--driver-info", "ipmi_address=127.0.0.1", "--driver-info", "ipmi_port="+strconv.Itoa(port),
 		"--driver-info", "ipmi_username=admin", "--driver-info", "ipmi_password=password")
@@ -192,46 +169,4 @@ func TestConsoleThroughTheCLI(t *testing.T) {
 	if b, _ := os.ReadFile(lab.WorkerLog()); strings.Contains(string(b), "ipmi_password=password") || strings.Contains(string(b), "-P password") {
 		t.Error("the worker log holds the BMC password")
 	}
-}
-
-// machineSerialLine is a machine's serial port on TCP, as QEMU's socket
-// chardev serves it: it prints bootText again and again, and echoes what
-// it reads upper-cased, so that both directions show.
-func machineSerialLine(t *testing.T, bootText string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				go func() {
-					for {
-						if _, err := io.WriteString(c, bootText); err != nil {
-							return
-						}
-						time.Sleep(300 * time.Millisecond)
-					}
-				}()
-				buf := make([]byte, 256)
-				for {
-					n, err := c.Read(buf)
-					if err != nil {
-						return
-					}
-					if _, err := c.Write([]byte(strings.ToUpper(string(buf[:n])))); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }

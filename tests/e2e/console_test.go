@@ -2,13 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -28,32 +24,6 @@ type labConsole struct {
 	mu   sync.Mutex
 	text strings.Builder
 	eof  chan struct{}
-}
-
-// labDial connects to addr (IPv4 host:port) inside the lab's namespace.
-func labDial(lab *Lab, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	ip := net.ParseIP(host).To4()
-	p, err := strconv.Atoi(port)
-	if ip == nil || err != nil {
-		return nil, fmt.Errorf("%q is not an IPv4 address and port", addr)
-	}
-	fd, err := lab.socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		return nil, err
-	}
-	sa := &syscall.SockaddrInet4{Port: p}
-	copy(sa.Addr[:], ip)
-	if err := syscall.Connect(fd, sa); err != nil {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("connect %s: %w", addr, err)
-	}
-	f := os.NewFile(uintptr(fd), "lab-console")
-	defer f.Close()
-	return net.FileConn(f)
 }
 
 // openConsole enables the node's console with the baremetal CLI, waits for
