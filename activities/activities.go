@@ -14,6 +14,7 @@ import (
 
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/configdrive"
+	"github.com/ironflow/ironflow/console"
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/provision"
@@ -87,6 +88,9 @@ type Config struct {
 	// ForceRawImages says the boot service's image cache converts qcow2
 	// images to raw (--force-raw-images, set alike on both).
 	ForceRawImages bool
+	// ConsoleHolderTimeout: a console holder whose conductor heartbeat is
+	// older is gone (DefaultConsoleHolderTimeout when 0).
+	ConsoleHolderTimeout time.Duration
 }
 
 // VirtualMedia is what the activities need from the ISO builder.
@@ -113,6 +117,9 @@ type Activities struct {
 	Log    *slog.Logger
 	// NewBMC builds a node's BMC driver; bmc.New by default.
 	NewBMC func(driver string, info map[string]any) (bmc.Driver, error)
+	// Consoles holds the consoles of this worker process (console.go);
+	// nil in a process that holds none.
+	Consoles *console.Manager
 
 	agents agentConns
 }
@@ -275,7 +282,24 @@ func (a *Activities) RecordState(ctx context.Context, in workflows.RecordStateIn
 		return storeErr(err, "record state %q for node %s", in.To, in.NodeUUID)
 	}
 	crashPoint(ctx, in.NodeUUID, point, "after")
+	if waitsForAgent(in.To) {
+		// Where the console is, while the machine boots the agent
+		// (docs/console.md); nothing for a node without one.
+		if err := a.Store.AddConsoleWhereabouts(ctx, in.NodeUUID, string(in.To), a.Config.Conductor); err != nil {
+			a.Log.Warn("record where the console is", "node", in.NodeUUID, "error", err)
+		}
+	}
 	return nil
+}
+
+// waitsForAgent: the states in which a node waits for its agent to boot
+// and call back.
+func waitsForAgent(s provision.State) bool {
+	switch s {
+	case provision.DeployWait, provision.CleanWait, provision.InspectWait, provision.RescueWait, provision.ServiceWait:
+		return true
+	}
+	return false
 }
 
 // showStep records the step an activity begins as the node's deploy_step

@@ -75,6 +75,14 @@ type Config struct {
 	// Glance answers validate's questions about an image_source naming a
 	// Glance image (nil: no Glance configured, which validate then says).
 	Glance ImageService
+	// ConsoleTokenTTL is how long a console page's token is valid, as
+	// Ironic's [vnc] token_timeout (console.DefaultTokenTTL when 0).
+	ConsoleTokenTTL time.Duration
+	// ConsoleNoVNCDir holds Debian's novnc files for the graphical console
+	// page (web.DefaultNoVNCDir when empty); ConsoleAllowedOrigins are the
+	// other pages' origins that may open console websockets (console/web).
+	ConsoleNoVNCDir       string
+	ConsoleAllowedOrigins []string
 }
 
 // ImageService is what validate asks of Glance (*glance.Client).

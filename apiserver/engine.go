@@ -42,6 +42,10 @@ type Engine interface {
 	// StartAllocation starts filling an allocation (API 1.52,
 	// workflows.Allocate) and returns at once.
 	StartAllocation(ctx context.Context, allocationUUID string) error
+	// SetConsole starts enabling or disabling the node's console
+	// (workflows.SetConsoleNode) and returns at once (ErrNodeLocked as
+	// above).
+	SetConsole(ctx context.Context, req workflows.ConsoleRequest) error
 }
 
 var (

@@ -29,6 +29,7 @@ type fakeEngine struct {
 	mu         sync.Mutex
 	running    map[string]bool
 	provisions []provision.Request
+	consoles   []workflows.ConsoleRequest
 	powers     []workflows.PowerRequest
 	boots      []workflows.BootDeviceRequest
 	vmedia     []workflows.VirtualMediaRequest
@@ -91,6 +92,16 @@ func (e *fakeEngine) StartProvision(ctx context.Context, req provision.Request) 
 }
 
 // StartAllocation records the allocation; the unit tests fill none.
+func (e *fakeEngine) SetConsole(ctx context.Context, req workflows.ConsoleRequest) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running[req.NodeUUID] {
+		return ErrNodeLocked
+	}
+	e.consoles = append(e.consoles, req)
+	return nil
+}
+
 func (e *fakeEngine) StartAllocation(ctx context.Context, allocationUUID string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

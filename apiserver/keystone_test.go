@@ -373,6 +373,7 @@ var (
 		"POST /v1/events": map[string]any{"events": []any{map[string]any{"event": "network.bind_port",
 			"port_id": "0f7f2b3a-7d1e-4c55-9f0e-5a1b2c3d4e5f", "mac_address": "{mac}", "status": "ACTIVE"}}},
 		"PUT /v1/nodes/:node/management/indicators/:indicator": map[string]any{"state": "on"},
+		"PUT /v1/nodes/:node/states/console":                   map[string]any{"enabled": false},
 	}
 )
 
@@ -412,6 +413,8 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:node:get_states":                         sysOrProjectReader,
 	"baremetal:node:set_provision_state":                sysOrOwnerMemberAndLesseeAdmin,
 	"baremetal:node:set_power_state":                    sysOrProjectMember,
+	"baremetal:node:get_console":                        sysMemberOrOwnerMember,
+	"baremetal:node:set_console_state":                  sysMemberOrOwnerMember,
 	"baremetal:node:set_maintenance":                    sysOrOwnerMemberAndLesseeAdmin,
 	"baremetal:node:clear_maintenance":                  sysOrOwnerMemberAndLesseeAdmin,
 	"baremetal:node:get_boot_device":                    sysMemberOrOwnerAdmin,

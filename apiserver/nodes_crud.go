@@ -209,6 +209,11 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 		if err := nodeResource.applyPatch(cur, ops); err != nil {
 			return err
 		}
+		// The holder of an enabled console could not stop a console of
+		// another driver (Ironic's _check_driver_changed_and_console_enabled).
+		if cur.Driver != n.Driver && cur.ConsoleEnabled {
+			return errorf(http.StatusConflict, "Node %s can not update the driver while the console is enabled. Please stop the console first.", c.Param("node"))
+		}
 		if touched["parent_node"] {
 			if err := s.resolveParentNode(c, cur); err != nil {
 				return err

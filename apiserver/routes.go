@@ -124,6 +124,11 @@ func (s *server) routeTable() []route {
 		{path: "/v1/nodes/:node/states/power", auth: authUser, ops: []op{
 			{"PUT", s.power, routeRule{onNode, "baremetal:node:set_power_state", ""}, 0},
 		}},
+		// The console: nodes_console.go.
+		{path: "/v1/nodes/:node/states/console", auth: authUser, ops: []op{
+			{"GET", s.onNode(s.getConsole), routeRule{onNode, "baremetal:node:get_console", ""}, 0},
+			{"PUT", s.onNode(s.setConsole), routeRule{onNode, "baremetal:node:set_console_state", ""}, 0},
+		}},
 		// Boot mode and secure boot: nodes_bootmode.go.
 		{path: "/v1/nodes/:node/states/boot_mode", auth: authUser, since: v76BootModeChange, ops: []op{
 			{"PUT", s.onNode(s.setBootMode), routeRule{onNode, "baremetal:node:set_boot_mode", ""}, 0},

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ironflow/ironflow/console/web"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -118,8 +119,19 @@ func (s *server) routes() http.Handler {
 	s.table = s.routeTable()
 	s.indexes = indexes(s.table)
 	s.register(r, s.table)
+	// The console pages and their websockets (docs/console.md): outside
+	// Ironic's authentication, the page's token being the credential.
+	consolePages := web.Handler(s.consoleTokens(), web.Options{
+		NoVNCDir:       s.cfg.ConsoleNoVNCDir,
+		AllowedOrigins: s.cfg.ConsoleAllowedOrigins,
+		Log:            s.log.With("component", "console"),
+	})
 
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.URL.Path, "/console/") {
+			consolePages.ServeHTTP(w, req)
+			return
+		}
 		// Ironic serves "/v1/ports/" like "/v1/ports" (the CLI uses both).
 		if p := req.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 			req.URL.Path = strings.TrimRight(p, "/")

@@ -72,6 +72,12 @@ func (e *TemporalEngine) StartPower(ctx context.Context, req workflows.PowerRequ
 	return err
 }
 
+// SetConsole implements Engine.
+func (e *TemporalEngine) SetConsole(ctx context.Context, req workflows.ConsoleRequest) error {
+	_, err := e.start(ctx, req.NodeUUID, provision.OpConsole, "", workflows.WorkflowSetConsoleNode, req)
+	return err
+}
+
 // SetBootDevice implements Engine: it waits for the BMC's answer.
 func (e *TemporalEngine) SetBootDevice(ctx context.Context, req workflows.BootDeviceRequest) error {
 	run, err := e.start(ctx, req.NodeUUID, provision.OpBootDevice, "", workflows.WorkflowChangeBootDevice, req)
@@ -222,7 +228,7 @@ func WorkflowTypes() []string {
 	for _, op := range []provision.Operation{provision.OpManage, provision.OpProvide, provision.OpDeploy,
 		provision.OpUndeploy, provision.OpInspect, provision.OpPower, provision.OpBootDevice,
 		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia, provision.OpManagement, provision.OpVendorPassthru,
-		provision.OpAdopt} {
+		provision.OpAdopt, provision.OpConsole} {
 		if wf, ok := workflows.WorkflowFor(op); ok {
 			out = append(out, wf)
 		}

@@ -212,7 +212,7 @@ func (n networkBehaviour) RecordsVIFs() bool { return n.recordsVIFs }
 
 // implementations are every interface ironflow implements, per kind.
 // Interfaces Ironic has and ironflow does not run (the ipmitool vendor
-// interface, consoles) are absent on purpose: add one here with the code that serves
+// interface) are absent on purpose: add one here with the code that serves
 // it before a hardware type advertises it.
 //
 // It is a variable initialised before any init function runs, so that the
@@ -234,7 +234,7 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 		impls[kind][name] = impl
 	}
 	for kind, names := range map[Kind][]Interface{
-		KindBIOS: {NoBIOS, Fake}, KindConsole: {NoConsole, Fake}, KindFirmware: {NoFirmware, Fake},
+		KindBIOS: {NoBIOS, Fake}, KindFirmware: {NoFirmware, Fake},
 		KindRAID: {NoRAID, Fake}, KindVendor: {NoVendor, Fake},
 		KindStorage: {Noop},
 		// noop management: boot devices are still set through the BMC
@@ -293,6 +293,8 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 		impl.behaviour = vendorBehaviour{methods: fakeVendorMethods, noHardware: true}
 	})
 	implement(KindVendor, Redfish, "workflows VendorPassthru: the BMC driver's event subscriptions and virtual media (bmc.EventSubscriber)", "", vendorBehaviour{methods: redfishVendorMethods})
+
+	declareConsoles(implement)
 
 	// Ironic's no-<kind> interfaces refuse their kind's operations.
 	for kind, name := range map[Kind]Interface{

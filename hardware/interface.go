@@ -70,6 +70,14 @@ const (
 	IPMITool Interface = "ipmitool"
 	Redfish  Interface = "redfish"
 
+	// Console interfaces (docs/console.md): the serial console over IPMI
+	// serial-over-LAN as a TCP endpoint (Ironic's ipmitool-socat) or a web
+	// terminal (ipmitool-shellinabox), and the BMC's graphical console
+	// relayed to a noVNC page (redfish-graphical).
+	IPMIToolSocat       Interface = "ipmitool-socat"
+	IPMIToolShellinabox Interface = "ipmitool-shellinabox"
+	RedfishGraphical    Interface = "redfish-graphical"
+
 	// Flat is a network interface: the machines share one flat
 	// provisioning network.
 	Flat Interface = "flat"

@@ -155,6 +155,9 @@ const (
 	OpVendorPassthru Operation = "vendor passthru"
 	// OpAdopt is adoption (API 1.17): AdoptNode.
 	OpAdopt Operation = "adopt"
+	// OpConsole enables or disables a node's console (API 1.1):
+	// SetConsoleNode.
+	OpConsole Operation = "console"
 )
 
 // Transition is what a verb does from a state: the state the API records

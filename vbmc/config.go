@@ -80,7 +80,9 @@ type VM struct {
 	// VNC server (RFB, no password) on that address, the BMC side of a
 	// graphical console; SerialAddress ("127.0.0.1:7001") puts its serial
 	// port on a TCP listener too, one client at a time, for a serial
-	// console. Both are shown in the Redfish Manager (console.go).
+	// console; the IPMI BMC's serial over LAN connects to it through a
+	// relay (solrelay.go, docs/console.md). Both are shown in the Redfish
+	// Manager (console.go).
 	VNCAddress    string `json:"vnc_address,omitempty"`
 	SerialAddress string `json:"serial_address,omitempty"`
 	// Drives are more disk images the Storage controller shows (with the

@@ -50,6 +50,7 @@
 //	    "firmware": "bios",                    // "bios" (SeaBIOS) or "uefi" (OVMF)
 //	    "netdev": "tap:tap0",                  // "tap:IFNAME", "user" or "none"
 //	    "serial_log": "/path/console.log",     // default state_dir/NAME/console.log
+//	    "serial_address": "127.0.0.1:9003",        // also serve the serial line here; ipmi_sim's SOL connects to it
 //	    "qemu_extra": ["-cpu", "max"],         // appended to the QEMU command line
 //	    "vnc_address": "127.0.0.1:5901",       // VGA + QEMU's VNC server (console.go); optional
 //	    "serial_address": "127.0.0.1:7001",    // serial port on TCP too (console.go); optional

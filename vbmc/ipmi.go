@@ -229,6 +229,21 @@ set_working_mc 0x20
   chassis_control "%s"
   user 2 true "%s" "%s" admin 10 none md2 md5 straight
 `, vmName, host, port, strings.ReplaceAll(m.UUID(), "-", ""), strings.Join(quoted, " "), user, password)
+	var relay *solRelay
+	if vm.SerialAddress != "" {
+		// Serial over LAN to the VM's serial line (ipmi_lan(5): sol
+		// "tcp:address:port" for QEMU ports), through a relay that
+		// outlives the VM's power cycles (solrelay.go).
+		if relay, err = startSOLRelay(vm.SerialAddress); err != nil {
+			return nil, fmt.Errorf("serial over LAN relay for %s: %w", vmName, err)
+		}
+		lanConf += fmt.Sprintf("  sol \"tcp:%s\" 115200\n", relay.Addr())
+	}
+	closeRelay := func() {
+		if relay != nil {
+			relay.Close()
+		}
+	}
 	// The emulated BMC: one MC at 0x20 with a SEL, as OpenIPMI's example.
 	simEmu := "mc_setbmc 0x20\n" +
 		"mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02\n" +
@@ -237,14 +252,17 @@ set_working_mc 0x20
 	lanPath, emuPath := filepath.Join(dir, "lan.conf"), filepath.Join(dir, "sim.emu")
 	// lan.conf holds the password: owner-only.
 	if err := os.WriteFile(lanPath, []byte(lanConf), 0o600); err != nil {
+		closeRelay()
 		return nil, fmt.Errorf("write lan.conf for %s: %w", vmName, err)
 	}
 	if err := os.WriteFile(emuPath, []byte(simEmu), 0o644); err != nil {
+		closeRelay()
 		return nil, fmt.Errorf("write sim.emu for %s: %w", vmName, err)
 	}
 	logPath := filepath.Join(dir, "ipmi_sim.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		closeRelay()
 		return nil, fmt.Errorf("open ipmi_sim log for %s: %w", vmName, err)
 	}
 	cmd := exec.Command("ipmi_sim", "-n", "-c", lanPath, "-f", emuPath, "-s", filepath.Join(dir, "state"))
@@ -254,6 +272,7 @@ set_working_mc 0x20
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
+		closeRelay()
 		return nil, fmt.Errorf("start ipmi_sim for %s: %w", vmName, err)
 	}
 	exited := make(chan struct{})
@@ -264,6 +283,7 @@ set_working_mc 0x20
 	}()
 	pgid := cmd.Process.Pid
 	stopSim := func() {
+		defer closeRelay()
 		select {
 		case <-exited:
 		default:

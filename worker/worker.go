@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -36,6 +37,11 @@ type Options struct {
 	// SignalKeys verify the heartbeat signals the API signs (package
 	// signature); required.
 	SignalKeys signature.Keys
+	// ConsoleHolder is this process's conductor hostname: with it, the
+	// worker also polls its own console queue in each conductor group
+	// (workflows.ConsoleQueue), where disabling a console it holds reaches
+	// it (docs/console.md). Empty: no console queue.
+	ConsoleHolder string
 }
 
 // Named defaults (README: configuration).
@@ -80,6 +86,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowAllocate: workflows.Allocate,
 		// API 1.17 adopt (workflows/adoptnode.go).
 		workflows.WorkflowAdoptNode: workflows.AdoptNode,
+		// API 1.1 console (workflows/console.go).
+		workflows.WorkflowSetConsoleNode: workflows.SetConsoleNode,
 	}
 }
 
@@ -127,12 +135,18 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActInjectNMI:      a.InjectNMI,
 		workflows.ActReadIndicators: a.ReadIndicators,
 		workflows.ActSetIndicator:   a.SetIndicator,
+		// API 1.1 console (workflows/console.go).
+		workflows.ActStartConsole:       a.StartConsole,
+		workflows.ActStopConsole:        a.StopConsole,
+		workflows.ActPrepareConsoleStop: a.PrepareConsoleStop,
+		workflows.ActRecordConsole:      a.RecordConsole,
 	}
 }
 
 // New builds the workers of one process: one on the workflow queue (which
-// also runs local activities) and one per conductor group on its hardware
-// queue. Start them with Run or Start.
+// also runs local activities), one per conductor group on its hardware
+// queue and, with a ConsoleHolder, one per group on this process's console
+// queue (bring its consoles back with RestoreConsoles before Start). Start them with Run or Start.
 func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.Worker, error) {
 	if opts.MaxConcurrentActivities == 0 {
 		opts.MaxConcurrentActivities = DefaultMaxConcurrentActivities
@@ -191,6 +205,14 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 			hw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 		}
 		workers = append(workers, hw)
+		if opts.ConsoleHolder != "" {
+			cq := sdkworker.New(c, workflows.ConsoleQueue(g, opts.ConsoleHolder), sdkworker.Options{
+				MaxConcurrentActivityTaskPollers: 2,
+				DisableWorkflowWorker:            true,
+			})
+			cq.RegisterActivityWithOptions(a.StopConsole, activity.RegisterOptions{Name: workflows.ActStopConsole})
+			workers = append(workers, cq)
+		}
 	}
 	return workers, nil
 }
@@ -257,4 +279,57 @@ func (v signalVerifier) verify(ctx context.Context, in workflows.VerifySignalInp
 		"workflow", activity.GetInfo(ctx).WorkflowExecution.ID, "reason", err.Error(),
 		"callback_url", in.Heartbeat.CallbackURL)
 	return workflows.SignalVerdict{Reason: err.Error()}, nil
+}
+
+// RestoreConsoles brings back the consoles of the groups that this process
+// held before it restarted, or whose holder is gone (activities
+// RestoreConsoles); call it before Start, so that a disable sent meanwhile
+// reaches the endpoints once they exist.
+func RestoreConsoles(ctx context.Context, a *activities.Activities, groups []string, log *slog.Logger) {
+	if a.Consoles == nil {
+		return
+	}
+	if len(groups) == 0 {
+		groups = []string{""}
+	}
+	for _, g := range groups {
+		nodes, err := a.RestoreConsoles(ctx, g)
+		if err != nil {
+			log.Error("consoles not restored", "conductor_group", g, "error", err)
+		}
+		if len(nodes) > 0 {
+			log.Info("consoles restored", "conductor_group", g, "nodes", nodes)
+		}
+	}
+}
+
+// WatchConsoles checks, every interval, the consoles this process holds
+// against the store and closes those no node records it holding any more
+// (activities ReconcileConsoles), until stop is called.
+func WatchConsoles(a *activities.Activities, interval time.Duration, log *slog.Logger) (stop func()) {
+	if a.Consoles == nil || interval <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			closed, err := a.ReconcileConsoles(ctx, interval)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("consoles not checked", "error", err)
+			}
+			if len(closed) > 0 {
+				log.Info("consoles closed: their nodes no longer record this worker holding them", "nodes", closed)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

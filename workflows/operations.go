@@ -57,6 +57,8 @@ func WorkflowFor(op provision.Operation) (name string, ok bool) {
 		return WorkflowVendorPassthru, true
 	case provision.OpAdopt:
 		return WorkflowAdoptNode, true
+	case provision.OpConsole:
+		return WorkflowSetConsoleNode, true
 	}
 	return "", false
 }

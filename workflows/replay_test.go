@@ -36,6 +36,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowVendorPassthru:     VendorPassthru,
 	WorkflowAllocate:           Allocate,
 	WorkflowAdoptNode:          AdoptNode,
+	WorkflowSetConsoleNode:     SetConsoleNode,
 }
 
 // lastRelease is the one directory of workflows/testdata/history: the last

@@ -18,6 +18,8 @@ import (
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/console"
+	"github.com/ironflow/ironflow/console/web"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/signature"
@@ -128,6 +130,8 @@ type apiFlags struct {
 	maxLimit                                                            *int
 	inspectionWithoutToken                                              *bool
 	conductorTimeout                                                    *time.Duration
+	consoleTokenTTL                                                     *time.Duration
+	consoleNoVNCDir, consoleOrigins                                     *string
 	limits                                                              httpLimits
 	tls                                                                 httpTLS
 	signal                                                              signalKeyFlags
@@ -166,6 +170,9 @@ func addAPIFlags(s *settings) apiFlags {
 		inspectionWithoutToken: s.Bool("inspection-without-agent-token", false,
 			"accept continue_inspection from an agent that did not look up (no agent token): anyone on the provisioning network can then write inventories"),
 		conductorTimeout: s.Duration("conductor-heartbeat-timeout", apiserver.DefaultConductorHeartbeatTimeout, "a worker (conductor) is alive while its last heartbeat is this recent"),
+		consoleTokenTTL:  s.Duration("console-token-ttl", console.DefaultTokenTTL, "how long the token of a node console's browser page is valid (docs/console.md)"),
+		consoleNoVNCDir:  s.String("console-novnc-dir", web.DefaultNoVNCDir, "directory of Debian's novnc files, served for the graphical console page (docs/console.md)"),
+		consoleOrigins:   s.String("console-allowed-origins", "", "comma-separated host[:port] patterns of other pages that may open console websockets (docs/console.md)"),
 		// A 64 MiB config drive must upload within the read timeout.
 		limits: addHTTPLimits(s, "api", 5*time.Minute, 5*time.Minute, 2*time.Minute),
 		tls:    addHTTPTLS(s, "", "API"),
@@ -196,6 +203,13 @@ func (f apiFlags) config() apiserver.Config {
 	cfg.MaxLimit = *f.maxLimit
 	cfg.InspectionWithoutToken = *f.inspectionWithoutToken
 	cfg.ConductorHeartbeatTimeout = *f.conductorTimeout
+	cfg.ConsoleTokenTTL = *f.consoleTokenTTL
+	cfg.ConsoleNoVNCDir = *f.consoleNoVNCDir
+	for _, o := range strings.Split(*f.consoleOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.ConsoleAllowedOrigins = append(cfg.ConsoleAllowedOrigins, o)
+		}
+	}
 	if h, err := os.Hostname(); err == nil {
 		cfg.ConductorName = h
 	}
@@ -277,6 +291,7 @@ type workerFlags struct {
 	syncInterval                                                                   *time.Duration
 	isoDir, imagesDir                                                              *string
 	hostname                                                                       *string
+	consoleListen, consolePorts                                                    *string
 	conductorInterval                                                              *time.Duration
 	bmcAttempts, maxActivities, wfPollers, actPollers                              *int
 	automatedClean, agentInsecure                                                  *bool
@@ -311,6 +326,8 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
 	s.defaultText("conductor-hostname", "the host name")
 	f.conductorInterval = s.Duration("conductor-heartbeat-interval", worker.DefaultHeartbeatInterval, "how often the worker records that it is alive")
+	f.consoleListen = s.String("console-listen", "127.0.0.1", "the address the worker's node console endpoints listen on (docs/console.md)")
+	f.consolePorts = s.String("console-port-range", "", "MIN:MAX ports of the console endpoints, as Ironic's [console] port_range (empty: any free port)")
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
 		f.signal, f.payload, f.temporalTLS = shared.signal, shared.payload, shared.temporalTLS
@@ -366,7 +383,13 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	cfg.Glance, cfg.GlanceAuth = gc, *f.glance.auth
 	cfg.ForceRawImages = *f.glance.forceRaw
 	acts := activities.New(st, cfg, log.With("component", "activities"))
+	ports, err := console.ParsePortRange(*f.consolePorts)
+	if err != nil {
+		return nil, err
+	}
+	acts.Consoles = &console.Manager{Host: *f.consoleListen, Ports: ports, Log: log.With("component", "console")}
 	opts := f.options()
+	opts.ConsoleHolder = *f.hostname
 	if opts.SignalKeys, err = f.signal.load(); err != nil {
 		return nil, err
 	}
@@ -374,15 +397,22 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	if err != nil {
 		return nil, err
 	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	worker.RestoreConsoles(rctx, acts, opts.ConductorGroups, log.With("component", "console"))
+	rcancel()
 	if err := worker.Start(ws); err != nil {
+		acts.Consoles.StopAll()
 		return nil, err
 	}
+	unwatch := worker.WatchConsoles(acts, activities.DefaultConsoleReconcileInterval, log.With("component", "console"))
 	log.Info("worker started", "conductor_groups", *f.groups)
 	unannounce, err := worker.Announce(context.Background(), st, worker.Conductor{
 		Hostname: *f.hostname, ConductorGroups: f.options().ConductorGroups, Interval: *f.conductorInterval,
 	}, log.With("component", "conductor"))
 	if err != nil {
+		unwatch()
 		worker.Stop(ws)
+		acts.Consoles.StopAll()
 		return nil, err
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -401,6 +431,10 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	return func() {
 		unannounce()
 		worker.Stop(ws)
+		// The consoles end with the process; the next worker of the group
+		// to start takes them over (docs/console.md).
+		unwatch()
+		acts.Consoles.StopAll()
 		// Log out of the Redfish sessions this worker kept open, so that
 		// BMCs do not hold them until they time out.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

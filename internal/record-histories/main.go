@@ -82,6 +82,9 @@ var (
 	polls     = map[string]int{}
 )
 
+// consoleHolder is the conductor hostname of the recorder's console queue.
+const consoleHolder = "recorder"
+
 func policy() workflows.Policy {
 	return workflows.Policy{CallbackTimeout: 3 * time.Second, HeartbeatTimeout: time.Minute, OperatorWaitTimeout: 4 * time.Second,
 		BMCAttempts: 2, BMCInitialInterval: 100 * time.Millisecond, BMCCallTimeout: 10 * time.Second,
@@ -124,6 +127,15 @@ func acts() map[string]any {
 			return []workflows.VirtualMediaDevice{{MediaTypes: []string{"CD", "DVD"}, Inserted: true, Image: "http://images.example/boot.iso", ImageName: "boot.iso"}}, nil
 		},
 		workflows.ActInjectNMI: func(ctx context.Context, in workflows.IndicatorInput) error { return nil },
+		// The console: held by this recorder's console queue.
+		workflows.ActStartConsole: func(ctx context.Context, in workflows.ConsoleInput) (workflows.ConsoleHeld, error) {
+			return workflows.ConsoleHeld{Holder: consoleHolder, Serial: "127.0.0.1:10000"}, nil
+		},
+		workflows.ActStopConsole: func(ctx context.Context, in workflows.ConsoleInput) error { return nil },
+		workflows.ActPrepareConsoleStop: func(ctx context.Context, in workflows.ConsoleInput) (workflows.ConsoleHeld, error) {
+			return workflows.ConsoleHeld{Holder: consoleHolder, Serial: "127.0.0.1:10000", HolderAlive: true}, nil
+		},
+		workflows.ActRecordConsole: func(ctx context.Context, in workflows.RecordConsoleInput) error { return nil },
 		workflows.ActReadIndicators: func(ctx context.Context, in workflows.IndicatorInput) ([]workflows.Indicator, error) {
 			return []workflows.Indicator{{Component: "system", Name: "led", States: []string{"blinking", "off", "on"}, State: "on"}}, nil
 		},
@@ -304,9 +316,15 @@ func main() {
 		}
 		return workflows.PowerSyncResult{Nodes: 3, Checked: 2, Changed: 1, Failed: 1, Maintenance: []string{"00000000-0000-4000-8000-000000000099"}}, nil
 	}
+	// The console queue of the worker that holds the scenarios' consoles.
+	cq := sdkworker.New(c, workflows.ConsoleQueue("", consoleHolder), sdkworker.Options{DisableWorkflowWorker: true})
 	for n, f := range all {
 		w.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
 		hw.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
+		cq.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: n})
+	}
+	if err := cq.Start(); err != nil {
+		log.Fatal(err)
 	}
 	if err := w.Start(); err != nil {
 		log.Fatal(err)
@@ -523,6 +541,12 @@ func main() {
 			fails: map[string]int{"CallVendorMethod": 1}, req: func(uuid string) any {
 				return workflows.VendorPassthruRequest{NodeUUID: uuid, Method: hardware.VendorDeleteSubscription, HTTPMethod: "DELETE", Args: map[string]any{"id": "7"}}
 			}},
+		{name: "console-enable", wf: workflows.WorkflowSetConsoleNode, deploy: "direct", req: func(uuid string) any {
+			return workflows.ConsoleRequest{NodeUUID: uuid, Enabled: true}
+		}},
+		{name: "console-disable", wf: workflows.WorkflowSetConsoleNode, deploy: "direct", req: func(uuid string) any {
+			return workflows.ConsoleRequest{NodeUUID: uuid, Enabled: false}
+		}},
 		{name: "allocate", wf: workflows.WorkflowAllocate, deploy: "direct", req: func(uuid string) any {
 			return workflows.AllocationRequest{AllocationUUID: uuid}
 		}},

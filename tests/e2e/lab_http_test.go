@@ -16,32 +16,41 @@ import (
 // labHTTPTimeout bounds one HTTP exchange with a lab service.
 const labHTTPTimeout = 30 * time.Second
 
+// labDial connects to addr (IPv4 host:port) inside the lab's namespace.
+func labDial(lab *Lab, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	ip := net.ParseIP(host).To4()
+	p, err := strconv.Atoi(port)
+	if ip == nil || err != nil {
+		return nil, fmt.Errorf("%q is not an IPv4 address and port", addr)
+	}
+	fd, err := lab.socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return nil, err
+	}
+	sa := &syscall.SockaddrInet4{Port: p}
+	copy(sa.Addr[:], ip)
+	if err := syscall.Connect(fd, sa); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	f := os.NewFile(uintptr(fd), "lab-console")
+	defer f.Close()
+	return net.FileConn(f)
+}
+
 // labHTTPClient is an HTTP client whose connections are made from inside
 // the lab's namespace, where ironflow's services listen.
 func labHTTPClient(lab *Lab) *http.Client {
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, port, err := net.SplitHostPort(addr)
+		c, err := labDial(lab, addr)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("lab HTTP client: %w", err)
 		}
-		ip := net.ParseIP(host).To4()
-		p, err := strconv.Atoi(port)
-		if ip == nil || err != nil {
-			return nil, fmt.Errorf("lab HTTP client: %q is not an IPv4 address and port", addr)
-		}
-		fd, err := lab.socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-		if err != nil {
-			return nil, fmt.Errorf("lab HTTP client: socket in %s: %w", lab.Netns, err)
-		}
-		sa := &syscall.SockaddrInet4{Port: p}
-		copy(sa.Addr[:], ip)
-		if err := syscall.Connect(fd, sa); err != nil {
-			syscall.Close(fd)
-			return nil, fmt.Errorf("lab HTTP client: connect %s: %w", addr, err)
-		}
-		f := os.NewFile(uintptr(fd), "lab-http")
-		defer f.Close()
-		return net.FileConn(f)
+		return c, nil
 	}
 	return &http.Client{Timeout: labHTTPTimeout, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 }
