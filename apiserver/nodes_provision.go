@@ -131,6 +131,11 @@ func (s *server) provision(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
+		// Aborting a deploy in wait call-back came with 1.110 (Ironic's
+		// allow_deploy_abort): 406 below it.
+		if req.verb == provision.VerbAbort && n.ProvisionState == provision.DeployWait && ver(c) < v110DeployWaitAbort {
+			return notAcceptable()
+		}
 		plan, err := decideProvision(n, req.verb, func() bool {
 			running, err := s.eng.Running(c.Request.Context(), n.UUID)
 			return err == nil && running
@@ -293,6 +298,10 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 		if ver(c) < v70DisableRamdisk {
 			return req, notAcceptable()
 		}
+		// Servicing takes it from 1.108 (Ironic's check_allow_disable_ramdisk).
+		if verb == provision.VerbService && ver(c) < v108ServiceDisableRamdisk {
+			return req, errorf(http.StatusNotAcceptable, "disable_ramdisk is not acceptable in this API version")
+		}
 		if req.disableRamdisk, err = boolValue(v); err != nil {
 			return req, badRequest("Invalid disable_ramdisk: %s", err.Error())
 		}
@@ -428,7 +437,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	err := s.store.RecordTransition(ctx, n.UUID, store.Transition{
 		From: []provision.State{n.ProvisionState}, To: t.Next, Target: target,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
-			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
+			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser), Project: requestProject(c)},
 	})
 	switch {
 	case errors.Is(err, store.ErrStateConflict):
@@ -492,7 +501,7 @@ func (s *server) revertTransition(c *gin.Context, n *store.Node, verb provision.
 	err := s.store.RecordTransition(context.WithoutCancel(c.Request.Context()), n.UUID, store.Transition{
 		From: []provision.State{t.Next}, To: n.ProvisionState, Target: n.TargetProvisionState, LastError: n.LastError,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
-			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
+			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser), Project: requestProject(c)},
 	})
 	if err != nil {
 		s.log.Warn("revert the provision state of a verb whose workflow did not start", "node", n.UUID, "verb", verb, "err", err)
