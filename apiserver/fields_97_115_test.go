@@ -460,3 +460,98 @@ func listField(t *testing.T, r resp, collection, field string) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// TestRunbookTraits: from 1.112 a runbook has a description, any
+// unreserved name, and traits set through /v1/runbooks/{rb}/traits (404
+// below 1.112); a clean by runbook needs a node with one of them, where
+// below 1.112 it needs a node trait of the runbook's name.
+func TestRunbookTraits(t *testing.T) {
+	serveUpTo(t, v112RunbookTraits)
+	e := newEnv(t)
+	steps := []map[string]any{{"interface": "bios", "step": "apply_configuration", "args": map[string]any{"settings": []any{}}, "order": 1}}
+	if r := e.do("POST", "/v1/runbooks", "1.111", map[string]any{"name": "fw-update", "steps": steps}); r.status != http.StatusBadRequest ||
+		r.faultstring(t) != "Schema error for runbook: 'fw-update' is not valid under any of the given schemas" {
+		t.Errorf("a non-trait name at 1.111: %d %s, want 400", r.status, r.body)
+	}
+	if r := e.do("POST", "/v1/runbooks", "1.112", map[string]any{"name": "fw update", "steps": steps}); r.status != http.StatusBadRequest {
+		t.Errorf("a name with a space at 1.112: %d %s, want 400", r.status, r.body)
+	}
+	if r := e.do("POST", "/v1/runbooks", "1.112", map[string]any{"name": "fw-update", "steps": steps, "traits": []string{"CUSTOM_FW"}}); r.status != http.StatusBadRequest {
+		t.Errorf("traits in a create: %d %s, want 400", r.status, r.body)
+	}
+	r := e.do("POST", "/v1/runbooks", "1.112", map[string]any{"name": "fw-update", "description": "BIOS settings", "steps": steps})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create at 1.112: %d %s", r.status, r.body)
+	}
+	rb := r.json(t)
+	if rb["description"] != "BIOS settings" || fmt.Sprint(rb["traits"]) != "[]" {
+		t.Errorf("created %s", r.body)
+	}
+	if shown := e.do("GET", "/v1/runbooks/fw-update", "1.111", nil).json(t); shown["traits"] != nil || shown["description"] != nil {
+		t.Errorf("traits or description shown at 1.111: %v", shown)
+	}
+	if r := e.do("GET", "/v1/runbooks/fw-update/traits", "1.111", nil); r.status != http.StatusNotFound {
+		t.Errorf("traits at 1.111: %d %s, want 404", r.status, r.body)
+	}
+
+	put := func(path string, body any) resp {
+		return e.do("PUT", "/v1/runbooks/fw-update/traits"+path, "1.112", body)
+	}
+	if r := put("", map[string]any{}); r.status != http.StatusBadRequest || r.faultstring(t) != runbookTraitsPutUsage {
+		t.Errorf("PUT without traits: %d %s", r.status, r.body)
+	}
+	if r := put("", map[string]any{"traits": []string{"fw"}}); r.status != http.StatusBadRequest ||
+		r.faultstring(t) != "Schema error for body: 'fw' is not valid under any of the given schemas" {
+		t.Errorf("PUT of a bad trait: %d %s", r.status, r.body)
+	}
+	if r := put("", map[string]any{"traits": []string{"CUSTOM_A", "CUSTOM_B", "CUSTOM_A"}}); r.status != http.StatusNoContent {
+		t.Errorf("PUT traits: %d %s", r.status, r.body)
+	}
+	r = put("/CUSTOM_C", nil)
+	if r.status != http.StatusNoContent || !strings.HasSuffix(r.header.Get("Location"), "/v1/runbooks/fw-update/traits/CUSTOM_C") {
+		t.Errorf("PUT one trait: %d %s, Location %q", r.status, r.body, r.header.Get("Location"))
+	}
+	if r := put("/CUSTOM_D", map[string]any{"x": 1}); r.status != http.StatusBadRequest || r.faultstring(t) != "No body should be provided when adding a trait" {
+		t.Errorf("PUT one trait with a body: %d %s", r.status, r.body)
+	}
+	if r := e.do("DELETE", "/v1/runbooks/fw-update/traits/CUSTOM_B", "1.112", nil); r.status != http.StatusNoContent {
+		t.Errorf("DELETE a trait: %d %s", r.status, r.body)
+	}
+	if r := e.do("DELETE", "/v1/runbooks/fw-update/traits/CUSTOM_NOT_THERE", "1.112", nil); r.status != http.StatusNoContent {
+		t.Errorf("DELETE a trait the runbook lacks: %d %s, want 204", r.status, r.body)
+	}
+	if got := fmt.Sprint(e.do("GET", "/v1/runbooks/fw-update/traits", "1.112", nil).json(t)["traits"]); got != "[CUSTOM_A CUSTOM_C]" {
+		t.Errorf("traits %s, want [CUSTOM_A CUSTOM_C]", got)
+	}
+	if r := e.do("PATCH", "/v1/runbooks/fw-update", "1.112", []map[string]any{{"op": "add", "path": "/traits/-", "value": "CUSTOM_X"}}); r.status != http.StatusBadRequest {
+		t.Errorf("PATCH of traits: %d %s, want 400", r.status, r.body)
+	}
+
+	node := e.createNode(map[string]any{"driver": "fake-hardware"})["uuid"].(string)
+	e.setState(node, "manageable")
+	clean := func(version string) resp {
+		return e.do("PUT", "/v1/nodes/"+node+"/states/provision", version, map[string]any{"target": "clean", "runbook": "fw-update"})
+	}
+	r = clean("1.112")
+	want := "This runbook has not been approved for use on this node " + node + ". The node does not have any of the runbook's traits ['CUSTOM_A', 'CUSTOM_C']. Please ask an administrator to add a matching trait to your node."
+	if r.status != http.StatusBadRequest || r.faultstring(t) != want {
+		t.Errorf("clean by runbook without a matching trait: %d %s, want 400 %q", r.status, r.body, want)
+	}
+	if r := e.do("PUT", "/v1/nodes/"+node+"/traits/CUSTOM_C", "1.37", nil); r.status != http.StatusNoContent {
+		t.Fatalf("node trait: %d %s", r.status, r.body)
+	}
+	if r := clean("1.111"); r.status != http.StatusBadRequest {
+		t.Errorf("clean at 1.111, the node has no trait of the runbook's name: %d %s, want 400", r.status, r.body)
+	}
+	if r := clean("1.112"); r.status != http.StatusAccepted {
+		t.Errorf("clean at 1.112 with a matching trait: %d %s, want 202", r.status, r.body)
+	}
+	e.setState(node, "manageable")
+	if r := e.do("DELETE", "/v1/runbooks/fw-update/traits", "1.112", nil); r.status != http.StatusNoContent {
+		t.Errorf("DELETE all traits: %d %s", r.status, r.body)
+	}
+	want = "Runbook " + rb["uuid"].(string) + " has no traits configured. Please ask an administrator to add traits to the runbook."
+	if r := clean("1.112"); r.status != http.StatusBadRequest || r.faultstring(t) != want {
+		t.Errorf("clean by a runbook without traits: %d %s, want 400 %q", r.status, r.body, want)
+	}
+}

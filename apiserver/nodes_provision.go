@@ -207,6 +207,7 @@ type provisionBody struct {
 	deploySteps       json.RawMessage
 	disableRamdisk    bool
 	runbook           string // a runbook's UUID or name (API 1.92): steps_resolve.go
+	minor             int    // the request's version: how a runbook is approved (1.112)
 	// rescuePassword is the clear rescue_password (API 1.38); it is hashed
 	// before anything stores it, and never logged.
 	rescuePassword *string
@@ -235,6 +236,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	}
 	verb := provision.ParseVerb(target)
 	req.verb = verb
+	req.minor = ver(c)
 	if since, ok := verbSince[verb]; ok && ver(c) < since {
 		return req, notAcceptable()
 	}

@@ -6,7 +6,8 @@
 -- nodes: instance_name (1.104);
 -- node_history: project (1.113), state, target_provision_state and
 -- duration_seconds (1.115), null for the rows written before;
--- firmware_components: vendor, model, serial_number (1.114).
+-- firmware_components: vendor, model, serial_number (1.114);
+-- runbooks: description and traits (1.112).
 
 ALTER TABLE ports
     ADD COLUMN description text,
@@ -31,3 +32,7 @@ ALTER TABLE firmware_components
     ADD COLUMN vendor text,
     ADD COLUMN model text,
     ADD COLUMN serial_number text;
+
+ALTER TABLE runbooks
+    ADD COLUMN description text,
+    ADD COLUMN traits text[] NOT NULL DEFAULT '{}';
