@@ -385,6 +385,7 @@ var ksNodePatches = []struct {
 	{[]map[string]any{{"op": "add", "path": "/extra/k", "value": "v"}}, "baremetal:node:update_extra"},
 	{[]map[string]any{{"op": "add", "path": "/driver_info/k", "value": "v"}}, "baremetal:node:update:driver_info"},
 	{[]map[string]any{{"op": "add", "path": "/instance_info/k", "value": "v"}}, "baremetal:node:update_instance_info"},
+	{[]map[string]any{{"op": "add", "path": "/instance_name", "value": "web-1"}}, "baremetal:node:update_instance_info"},
 	{[]map[string]any{{"op": "replace", "path": "/name", "value": "ks-renamed"}}, "baremetal:node:update:name"},
 	{[]map[string]any{{"op": "replace", "path": "/owner", "value": "someone"}}, "baremetal:node:update:owner"},
 	{[]map[string]any{{"op": "replace", "path": "/deploy_interface", "value": "direct"}}, "baremetal:node:update:driver_interfaces"},

@@ -385,7 +385,9 @@ func nodePatchRules(c *gin.Context) ([]string, error) {
 		p := op.Path
 		iface, isIface := strings.CutSuffix(strings.TrimPrefix(p, "/"), "_interface")
 		switch {
-		case strings.HasPrefix(p, "/instance_info"):
+		case strings.HasPrefix(p, "/instance_info"), strings.HasPrefix(p, "/instance_name"):
+			// instance_name (API 1.104) has instance_info's rule, as in
+			// Ironic's node controller.
 			rules = append(rules, "baremetal:node:update_instance_info")
 		case strings.HasPrefix(p, "/extra"):
 			rules = append(rules, "baremetal:node:update_extra")

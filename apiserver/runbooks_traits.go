@@ -1,10 +1,8 @@
 package apiserver
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 
@@ -87,15 +85,8 @@ func (s *server) addRunbookTrait(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Request.ContentLength != 0 {
-		body, err := io.ReadAll(c.Request.Body)
-		if err != nil {
-			return fmt.Errorf("read body: %w", err)
-		}
-		var v any
-		if json.Unmarshal(body, &v) == nil && !isEmptyValue(v) {
-			return badRequest("No body should be provided when adding a trait")
-		}
+	if err := refuseTraitBody(c); err != nil {
+		return err
 	}
 	location := s.baseURL(c) + "/v1/runbooks/" + c.Param("ident") + "/traits/" + t
 	return s.runbookTraitsWritten(c, rb, location, s.store.AddRunbookTrait(c.Request.Context(), rb.UUID, t))
