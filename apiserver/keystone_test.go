@@ -300,7 +300,7 @@ func TestKeystoneRowsUseTheirData(t *testing.T) {
 // ksRunbookRoute: the runbook routes, checked by RunbookByPersona.
 func ksRunbookRoute(rr routeRule) bool {
 	switch rr.kind {
-	case onRunbook, onRunbookPatch, onRunbookCreate:
+	case onRunbook, onRunbookPatch, onRunbookCreate, onRunbookTraits:
 		return true
 	}
 	return strings.HasPrefix(rr.list, "baremetal:runbook:")

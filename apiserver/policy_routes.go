@@ -68,10 +68,12 @@ const (
 	// request's runbook (policy_runbooks.go).
 	onNodeProvision
 	// onRunbook, onRunbookPatch, onRunbookCreate: a runbook's rules with
-	// its owner as the target (policy_runbooks.go).
+	// its owner as the target (policy_runbooks.go); onRunbookTraits: the
+	// same without the public fallback of a GET (API 1.112).
 	onRunbook
 	onRunbookPatch
 	onRunbookCreate
+	onRunbookTraits
 	// onAllocation, onAllocationCreate: an allocation's rules with its
 	// owner as the target; onNodeAllocation: /nodes/{node}/allocation,
 	// node:get of the node, then the allocation's rule
@@ -213,7 +215,7 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 			return err
 		}
 		return s.runbookUseAllowed(c, cr)
-	case onRunbook, onRunbookPatch, onRunbookCreate:
+	case onRunbook, onRunbookPatch, onRunbookCreate, onRunbookTraits:
 		return s.runbookAllowed(c, cr, rr)
 	case onAllocation, onAllocationCreate, onNodeAllocation:
 		return s.allocationRouteAllowed(c, cr, rr)

@@ -65,7 +65,7 @@ func (s *server) runbookAllowed(c *gin.Context, cr *creds, rr routeRule) error {
 			// get_one: "If the user is not authorized to access the
 			// runbook, check also, if the runbook is public".
 			// The traits sub-resource has no such fallback.
-			if r == "baremetal:runbook:get" && rb.Public && isForbidden(err) && c.FullPath() == "/v1/runbooks/:ident" {
+			if r == "baremetal:runbook:get" && rr.kind == onRunbook && rb.Public && isForbidden(err) {
 				continue
 			}
 			return err

@@ -354,13 +354,13 @@ func (s *server) routeTable() []route {
 		}},
 		// Runbook traits (API 1.112): runbooks_traits.go.
 		{path: "/v1/runbooks/:ident/traits", auth: authUser, since: v112RunbookTraits, ops: []op{
-			{"GET", s.listRunbookTraits, routeRule{onRunbook, "baremetal:runbook:get", ""}, 0},
-			{"PUT", s.putRunbookTraits, routeRule{onRunbook, "baremetal:runbook:update", ""}, 0},
-			{"DELETE", s.removeRunbookTraits, routeRule{onRunbook, "baremetal:runbook:update", ""}, 0},
+			{"GET", s.listRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:get", ""}, 0},
+			{"PUT", s.putRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
+			{"DELETE", s.removeRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
 		}},
 		{path: "/v1/runbooks/:ident/traits/:trait", auth: authUser, since: v112RunbookTraits, ops: []op{
-			{"PUT", s.addRunbookTrait, routeRule{onRunbook, "baremetal:runbook:update", ""}, 0},
-			{"DELETE", s.removeRunbookTraits, routeRule{onRunbook, "baremetal:runbook:update", ""}, 0},
+			{"PUT", s.addRunbookTrait, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
+			{"DELETE", s.removeRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
 		}},
 
 		// Allocations: allocations_*.go, policy_allocations.go.
