@@ -646,6 +646,24 @@ func TestKeystone(t *testing.T) {
 
 	// Ironic's automatic_lessee_source = instance: Nova's project_id in
 	// instance_info becomes the lessee at deploy, and leaves at teardown.
+	// A provision verb's history event names the project of the token
+	// that sent it (API 1.113).
+	t.Run("HistoryProject", func(t *testing.T) {
+		serveUpTo(t, v113NodeHistoryProject)
+		node := e.fixture(e.ownerPID, "", false).node
+		if r := e.req(e.tokens[pOM], "PUT", "/v1/nodes/"+node+"/states/provision", map[string]any{"target": "manage"}); r.status != 202 {
+			t.Fatalf("manage as the owner's member: %d %s", r.status, r.body)
+		}
+		r := e.req(e.tokens[pSA], "GET", "/v1/nodes/"+node+"/history?detail=True", nil)
+		events, _ := r.json(t)["history"].([]any)
+		if r.status != 200 || len(events) == 0 {
+			t.Fatalf("history: %d %s", r.status, r.body)
+		}
+		if got := events[len(events)-1].(map[string]any)["project"]; got != e.ownerPID {
+			t.Errorf("the manage event's project %v, want %s", got, e.ownerPID)
+		}
+	})
+
 	t.Run("AutomaticLessee", func(t *testing.T) {
 		ctx := context.Background()
 		id := e.create("/v1/nodes", map[string]any{"driver": "fake-hardware", "owner": e.ownerPID,
