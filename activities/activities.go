@@ -349,14 +349,16 @@ func (a *Activities) RecordPowerState(ctx context.Context, in workflows.PowerSta
 	return a.history(ctx, in.NodeUUID, in.Severity, "power", in.Event)
 }
 
-// ClearInstanceInfo empties instance_info and the instance association, as
-// Ironic does on undeploy. Local activity.
+// ClearInstanceInfo empties instance_info and the instance association
+// (instance_uuid, instance_name), as Ironic does on undeploy. Local
+// activity.
 func (a *Activities) ClearInstanceInfo(ctx context.Context, nodeUUID string) error {
 	crashPoint(ctx, nodeUUID, "ClearInstanceInfo", "start")
 	defer crashPoint(ctx, nodeUUID, "ClearInstanceInfo", "after")
 	_, err := a.Store.UpdateNode(ctx, nodeUUID, func(n *store.Node) error {
 		n.InstanceInfo = map[string]any{}
 		n.InstanceUUID = nil
+		n.InstanceName = nil // API 1.104, cleared with the instance as Ironic's tear_down
 		delete(n.DriverInternalInfo, "is_whole_disk_image")
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -77,10 +78,13 @@ func (a *Activities) syncFirmware(ctx context.Context, node workflows.NodeInfo, 
 		return nil, bmcErr(err, "read the firmware versions of node %s", node.UUID)
 	}
 	versions := make(map[string]string, len(comps))
+	readings := make([]store.FirmwareReading, 0, len(comps))
 	for _, c := range comps {
 		versions[c.Component] = c.Version
+		readings = append(readings, store.FirmwareReading{Component: c.Component, Version: c.Version,
+			Vendor: c.Vendor, Model: c.Model, SerialNumber: c.SerialNumber})
 	}
-	if err := a.Store.SyncFirmwareComponents(ctx, node.UUID, versions); err != nil {
+	if err := a.Store.SyncFirmware(ctx, node.UUID, readings); err != nil {
 		return nil, storeErr(err, "record the firmware versions of node %s", node.UUID)
 	}
 	return versions, nil

@@ -134,9 +134,14 @@ func TestProvisionVerbs(t *testing.T) {
 	if n := e.node(uuid); n.ProvisionState != "active" || n.TargetProvisionState != nil {
 		t.Errorf("locked node changed: %s %v", n.ProvisionState, n.TargetProvisionState)
 	}
-	// abort goes to the running workflow as a signal.
+	// abort goes to the running workflow as a signal; in wait call-back
+	// from 1.110 (406 below it, nothing signalled).
 	e.setState(uuid, "wait call-back")
-	if r := e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", "1.78", map[string]any{"target": "abort"}); r.status != 202 {
+	serveUpTo(t, v110DeployWaitAbort)
+	if r := e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", "1.109", map[string]any{"target": "abort"}); r.status != http.StatusNotAcceptable || len(e.eng.signals) != 0 {
+		t.Errorf("abort in wait call-back at 1.109: %d %s, signals %+v; want 406 and none", r.status, r.body, e.eng.signals)
+	}
+	if r := e.do("PUT", "/v1/nodes/"+uuid+"/states/provision", "1.110", map[string]any{"target": "abort"}); r.status != 202 {
 		t.Errorf("abort: %d %s", r.status, r.body)
 	}
 	if len(e.eng.signals) != 1 || e.eng.signals[0].name != workflows.SignalAbort {

@@ -30,6 +30,9 @@ type stepsKind[T any] struct {
 	// beforePatch, when set, checks a patch against the stored object and
 	// adjusts it before the patch applies (runbooks: owner and public).
 	beforePatch func(*T, []patchOp) error
+	// checkCreate, when set, checks a create body with the request's
+	// version before the table does (runbooks: names below 1.112).
+	checkCreate func(minor int, body map[string]any) error
 
 	get    func(st *store.Store, ctx context.Context, ident string) (*T, error)
 	list   func(st *store.Store, ctx context.Context, f store.StepListFilter) ([]*T, error)
@@ -105,6 +108,11 @@ func (k *stepsKind[T]) createHandler(s *server) handler {
 		body, err := decodeObject(c)
 		if err != nil {
 			return err
+		}
+		if k.checkCreate != nil {
+			if err := k.checkCreate(ver(c), body); err != nil {
+				return err
+			}
 		}
 		obj := k.blank()
 		if _, err := k.res.create(obj, body, ver(c)); err != nil {

@@ -425,6 +425,28 @@ func flag[T any](p func(*T) *bool, whenNull bool) fieldValue[T] {
 	}
 }
 
+// strictFlag is a boolean that, as Ironic's schema {'type': 'boolean'},
+// takes only JSON booleans; null (a PATCH remove) sets it to true, the
+// default of the fields that use it (a port's
+// available_for_dynamic_portgroup).
+func strictFlag[T any](p func(*T) *bool) fieldValue[T] {
+	return fieldValue[T]{
+		view: func(r *T, _ viewCtx) any { return *p(r) },
+		get:  func(r *T) any { return *p(r) },
+		set: func(r *T, v any) error {
+			switch t := v.(type) {
+			case nil:
+				*p(r) = true
+			case bool:
+				*p(r) = t
+			default:
+				return typeErr(v, "boolean")
+			}
+			return nil
+		},
+	}
+}
+
 // optFlag is a nullable boolean.
 func optFlag[T any](p func(*T) **bool) fieldValue[T] {
 	return fieldValue[T]{

@@ -54,6 +54,13 @@ var ksRunbookTable = []rbRow{
 	{"PATCH", "/v1/runbooks/{rb}", []map[string]any{{"op": "replace", "path": "/public", "value": false}},
 		rbRule("baremetal:runbook:update:public", func(p ksPersona, _ string) bool { return p == pSA })},
 	{"DELETE", "/v1/runbooks/{rb}", nil, rbRule("baremetal:runbook:delete", rbAdmin)},
+	// The traits sub-resource (API 1.112): runbook:get without the public
+	// fallback, runbook:update for the changes.
+	{"GET", "/v1/runbooks/{rb}/traits", nil, rbRule("baremetal:runbook:get", rbReader)},
+	{"PUT", "/v1/runbooks/{rb}/traits", map[string]any{"traits": []any{"CUSTOM_KS"}}, rbRule("baremetal:runbook:update", rbAdmin)},
+	{"DELETE", "/v1/runbooks/{rb}/traits", nil, rbRule("baremetal:runbook:update", rbAdmin)},
+	{"PUT", "/v1/runbooks/{rb}/traits/CUSTOM_KS", nil, rbRule("baremetal:runbook:update", rbAdmin)},
+	{"DELETE", "/v1/runbooks/{rb}/traits/CUSTOM_KS", nil, rbRule("baremetal:runbook:update", rbAdmin)},
 	// A provision request's runbook: the node's rule first
 	// (set_provision_state; the lessee member does not see the node),
 	// then runbook:use, else the runbook is public.
@@ -88,6 +95,7 @@ func (e *ksEnv) runbook(kind string) string {
 }
 
 func (e *ksEnv) runbookByPersona(t *testing.T) {
+	serveUpTo(t, v112RunbookTraits) // "latest" reaches the traits routes
 	ids := map[string]string{}
 	for _, k := range rbKinds {
 		ids[k] = e.runbook(k)

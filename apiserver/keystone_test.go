@@ -300,7 +300,7 @@ func TestKeystoneRowsUseTheirData(t *testing.T) {
 // ksRunbookRoute: the runbook routes, checked by RunbookByPersona.
 func ksRunbookRoute(rr routeRule) bool {
 	switch rr.kind {
-	case onRunbook, onRunbookPatch, onRunbookCreate:
+	case onRunbook, onRunbookPatch, onRunbookCreate, onRunbookTraits:
 		return true
 	}
 	return strings.HasPrefix(rr.list, "baremetal:runbook:")
@@ -386,6 +386,7 @@ var ksNodePatches = []struct {
 	{[]map[string]any{{"op": "add", "path": "/extra/k", "value": "v"}}, "baremetal:node:update_extra"},
 	{[]map[string]any{{"op": "add", "path": "/driver_info/k", "value": "v"}}, "baremetal:node:update:driver_info"},
 	{[]map[string]any{{"op": "add", "path": "/instance_info/k", "value": "v"}}, "baremetal:node:update_instance_info"},
+	{[]map[string]any{{"op": "add", "path": "/instance_name", "value": "web-1"}}, "baremetal:node:update_instance_info"},
 	{[]map[string]any{{"op": "replace", "path": "/name", "value": "ks-renamed"}}, "baremetal:node:update:name"},
 	{[]map[string]any{{"op": "replace", "path": "/owner", "value": "someone"}}, "baremetal:node:update:owner"},
 	{[]map[string]any{{"op": "replace", "path": "/deploy_interface", "value": "direct"}}, "baremetal:node:update:driver_interfaces"},
@@ -648,6 +649,24 @@ func TestKeystone(t *testing.T) {
 
 	// Ironic's automatic_lessee_source = instance: Nova's project_id in
 	// instance_info becomes the lessee at deploy, and leaves at teardown.
+	// A provision verb's history event names the project of the token
+	// that sent it (API 1.113).
+	t.Run("HistoryProject", func(t *testing.T) {
+		serveUpTo(t, v113NodeHistoryProject)
+		node := e.fixture(e.ownerPID, "", false).node
+		if r := e.req(e.tokens[pOM], "PUT", "/v1/nodes/"+node+"/states/provision", map[string]any{"target": "manage"}); r.status != 202 {
+			t.Fatalf("manage as the owner's member: %d %s", r.status, r.body)
+		}
+		r := e.req(e.tokens[pSA], "GET", "/v1/nodes/"+node+"/history?detail=True", nil)
+		events, _ := r.json(t)["history"].([]any)
+		if r.status != 200 || len(events) == 0 {
+			t.Fatalf("history: %d %s", r.status, r.body)
+		}
+		if got := events[len(events)-1].(map[string]any)["project"]; got != e.ownerPID {
+			t.Errorf("the manage event's project %v, want %s", got, e.ownerPID)
+		}
+	})
+
 	t.Run("AutomaticLessee", func(t *testing.T) {
 		ctx := context.Background()
 		id := e.create("/v1/nodes", map[string]any{"driver": "fake-hardware", "owner": e.ownerPID,

@@ -219,6 +219,7 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 				return err
 			}
 		}
+		syncInstanceName(cur, patchUpdates(ops, "/instance_info"))
 		if err := checkInstanceReplaced(cur, wasInstance); err != nil {
 			return err
 		}

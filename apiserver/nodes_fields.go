@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -52,6 +53,8 @@ var nodeFields = []nodeField{
 	{name: "instance_info", since: 1, value: secretDict(func(n *node) *map[string]any { return &n.InstanceInfo }, scopeInstanceInfo), access: writable},
 	{name: "instance_uuid", since: 1, value: optText(func(n *node) **string { return &n.InstanceUUID }, 0).setBy(setInstanceUUID), access: writable, sortable: true,
 		filter: textFilter(1, func(f *nodeQuery) *string { return &f.InstanceUUID })},
+	{name: "instance_name", since: v104NodeInstanceName, value: optText(func(n *node) **string { return &n.InstanceName }, 255).setBy(setInstanceName), access: writable,
+		filter: textFilter(v104NodeInstanceName, func(f *nodeQuery) *string { return &f.InstanceName })},
 	{name: "last_error", since: 1, value: optText(func(n *node) **string { return &n.LastError }, 0)},
 	{name: "lessee", since: v65Lessee, value: optText(func(n *node) **string { return &n.Lessee }, 255), access: writable, sortable: true,
 		filter: textFilter(v65Lessee, func(f *nodeQuery) *string { return &f.Lessee })},
@@ -187,6 +190,27 @@ func setConsoleEnabled(n *node, v any) error {
 	}
 	n.ConsoleEnabled = b
 	return nil
+}
+
+// setInstanceName: Ironic's schema gives instance_name (API 1.104) a
+// length of 1 to 255.
+func setInstanceName(n *node, v any) error {
+	if s, ok := v.(string); ok && s == "" {
+		return fmt.Errorf("'' is too short")
+	}
+	return optText(func(n *node) **string { return &n.InstanceName }, 255).set(n, v)
+}
+
+// syncInstanceName copies instance_info's display_name into an unset
+// instance_name when a PATCH changed instance_info, as Ironic's node
+// controller does for clients (Nova) that only know display_name.
+func syncInstanceName(n *node, instanceInfoChanged bool) {
+	if !instanceInfoChanged || n.InstanceName != nil && *n.InstanceName != "" {
+		return
+	}
+	if dn, ok := n.InstanceInfo["display_name"].(string); ok && dn != "" {
+		n.InstanceName = &dn
+	}
 }
 
 func setInstanceUUID(n *node, v any) error {

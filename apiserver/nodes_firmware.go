@@ -16,18 +16,29 @@ import (
 // what a request without detail or fields gets.
 var firmwareFields = []string{"component", "initial_version", "current_version", "last_version_flashed", "created_at", "updated_at"}
 
+// firmwareIdentityFields identify a component's hardware (API 1.114): from
+// that version they are among the fields of a request without detail or
+// fields, and below it ?fields= may not name them.
+var firmwareIdentityFields = []string{"vendor", "model", "serial_number"}
+
 // listFirmware is GET /v1/nodes/{node}/firmware: the components the
 // firmware interface last read from the BMC (workflows/firmware.go),
 // {"firmware": [...]}.
 func (s *server) listFirmware(c *gin.Context, n *store.Node) error {
+	identity := ver(c) >= v114FirmwareIdentity
 	fields := firmwareFields[:4]
+	known := firmwareFields
+	if identity {
+		fields = append(slices.Clip(firmwareFields[:4]), firmwareIdentityFields...)
+		known = append(slices.Clip(firmwareFields), firmwareIdentityFields...)
+	}
 	if d := c.Query("detail"); d != "" {
 		on, err := parseBool("detail", d)
 		if err != nil {
 			return err
 		}
 		if on {
-			fields = firmwareFields
+			fields = known
 		}
 	}
 	if f := c.Query("fields"); f != "" {
@@ -35,13 +46,20 @@ func (s *server) listFirmware(c *gin.Context, n *store.Node) error {
 			return badRequest("Can not specify ?detail=True and fields in the same request.")
 		}
 		fields = nil
-		var bad []string
+		var bad, tooNew []string
 		for _, name := range strings.Split(f, ",") {
 			name = strings.TrimSpace(name)
-			if !slices.Contains(firmwareFields, name) {
+			if !identity && slices.Contains(firmwareIdentityFields, name) {
+				tooNew = append(tooNew, name)
+			} else if !slices.Contains(known, name) {
 				bad = append(bad, name)
 			}
 			fields = append(fields, name)
+		}
+		if len(tooNew) > 0 {
+			slices.Sort(tooNew)
+			return badRequest("Fields %s are not allowed in this API version. They require at least API version %s.",
+				strings.Join(slices.Compact(tooNew), ", "), versionString(v114FirmwareIdentity))
 		}
 		if len(bad) > 0 {
 			return badRequest("Field(s) \"%s\" are not valid", strings.Join(bad, ", "))
@@ -57,6 +75,7 @@ func (s *server) listFirmware(c *gin.Context, n *store.Node) error {
 			"component": fc.Component, "initial_version": fc.InitialVersion, "current_version": fc.CurrentVersion,
 			"last_version_flashed": fc.LastVersionFlashed, "created_at": isoTime(fc.CreatedAt),
 			"updated_at": timeOrNil(fc.UpdatedAt),
+			"vendor":     strOrNil(fc.Vendor), "model": strOrNil(fc.Model), "serial_number": strOrNil(fc.SerialNumber),
 		}
 		m := make(map[string]any, len(fields))
 		for _, f := range fields {

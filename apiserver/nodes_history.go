@@ -24,6 +24,18 @@ func (s *server) historyBody(c *gin.Context, nodeUUID string, e store.HistoryEve
 		m["event_type"] = e.EventType
 		m["conductor"] = e.Conductor
 		m["user"] = nilIfEmpty(e.User)
+		if ver(c) >= v113NodeHistoryProject {
+			m["project"] = nilIfEmpty(e.Project)
+		}
+		if ver(c) >= v115NodeHistoryFields {
+			m["state"] = strOrNil(e.State)
+			m["target_provision_state"] = strOrNil(e.TargetProvisionState)
+			var d any
+			if e.DurationSeconds != nil {
+				d = *e.DurationSeconds
+			}
+			m["duration_seconds"] = d
+		}
 	}
 	return m
 }
@@ -111,9 +123,20 @@ func (s *server) showHistory(c *gin.Context, n *store.Node) error {
 func (s *server) addHistory(c *gin.Context, nodeUUID, severity, eventType, event string) {
 	err := s.store.AddHistory(c.Request.Context(), nodeUUID, store.HistoryEvent{
 		Severity: severity, EventType: eventType, Event: event,
-		Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser),
+		Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser), Project: requestProject(c),
 	})
 	if err != nil {
 		s.log.Warn("record node history", "node", nodeUUID, "event_type", eventType, "err", err)
 	}
+}
+
+// requestProject is the project of the request's keystone token (API
+// 1.113's history project), empty under the other auth strategies.
+func requestProject(c *gin.Context) string {
+	if cr, ok := c.Get(ctxCreds); ok {
+		if p, ok := cr.(*creds); ok && p != nil {
+			return p.ProjectID
+		}
+	}
+	return ""
 }

@@ -132,6 +132,11 @@ func (s *server) provision(c *gin.Context) error {
 		if err != nil {
 			return err
 		}
+		// Aborting a deploy in wait call-back came with 1.110 (Ironic's
+		// allow_deploy_abort): 406 below it.
+		if req.verb == provision.VerbAbort && n.ProvisionState == provision.DeployWait && ver(c) < v110DeployWaitAbort {
+			return notAcceptable()
+		}
 		plan, err := decideProvision(n, req.verb, func() bool {
 			running, err := s.eng.Running(c.Request.Context(), n.UUID)
 			return err == nil && running
@@ -203,6 +208,7 @@ type provisionBody struct {
 	deploySteps       json.RawMessage
 	disableRamdisk    bool
 	runbook           string // a runbook's UUID or name (API 1.92): steps_resolve.go
+	minor             int    // the request's version: how a runbook is approved (1.112)
 	// rescuePassword is the clear rescue_password (API 1.38); it is hashed
 	// before anything stores it, and never logged.
 	rescuePassword *string
@@ -231,6 +237,7 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	}
 	verb := provision.ParseVerb(target)
 	req.verb = verb
+	req.minor = ver(c)
 	if since, ok := verbSince[verb]; ok && ver(c) < since {
 		return req, notAcceptable()
 	}
@@ -293,6 +300,10 @@ func parseProvision(c *gin.Context) (provisionBody, error) {
 	if v, ok := body["disable_ramdisk"]; ok && v != nil {
 		if ver(c) < v70DisableRamdisk {
 			return req, notAcceptable()
+		}
+		// Servicing takes it from 1.108 (Ironic's check_allow_disable_ramdisk).
+		if verb == provision.VerbService && ver(c) < v108ServiceDisableRamdisk {
+			return req, errorf(http.StatusNotAcceptable, "disable_ramdisk is not acceptable in this API version")
 		}
 		if req.disableRamdisk, err = boolValue(v); err != nil {
 			return req, badRequest("Invalid disable_ramdisk: %s", err.Error())
@@ -429,7 +440,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	err := s.store.RecordTransition(ctx, n.UUID, store.Transition{
 		From: []provision.State{n.ProvisionState}, To: t.Next, Target: target,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
-			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
+			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser), Project: requestProject(c)},
 	})
 	switch {
 	case errors.Is(err, store.ErrStateConflict):
@@ -493,7 +504,7 @@ func (s *server) revertTransition(c *gin.Context, n *store.Node, verb provision.
 	err := s.store.RecordTransition(context.WithoutCancel(c.Request.Context()), n.UUID, store.Transition{
 		From: []provision.State{t.Next}, To: n.ProvisionState, Target: n.TargetProvisionState, LastError: n.LastError,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
-			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser)},
+			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser), Project: requestProject(c)},
 	})
 	if err != nil {
 		s.log.Warn("revert the provision state of a verb whose workflow did not start", "node", n.UUID, "verb", verb, "err", err)

@@ -310,3 +310,15 @@ func patchArray(doc map[string]any, toks []string, arr []any, last string, op pa
 	}
 	return nil
 }
+
+// patchUpdates reports whether an operation of ops touches path or a path
+// below it (Ironic's is_path_updated, which looks at every operation's
+// path as its documentation says).
+func patchUpdates(ops []patchOp, path string) bool {
+	for _, op := range ops {
+		if op.Path == path || strings.HasPrefix(op.Path, path+"/") {
+			return true
+		}
+	}
+	return false
+}

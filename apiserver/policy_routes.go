@@ -68,10 +68,12 @@ const (
 	// request's runbook (policy_runbooks.go).
 	onNodeProvision
 	// onRunbook, onRunbookPatch, onRunbookCreate: a runbook's rules with
-	// its owner as the target (policy_runbooks.go).
+	// its owner as the target (policy_runbooks.go); onRunbookTraits: the
+	// same without the public fallback of a GET (API 1.112).
 	onRunbook
 	onRunbookPatch
 	onRunbookCreate
+	onRunbookTraits
 	// onAllocation, onAllocationCreate: an allocation's rules with its
 	// owner as the target; onNodeAllocation: /nodes/{node}/allocation,
 	// node:get of the node, then the allocation's rule
@@ -213,7 +215,7 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 			return err
 		}
 		return s.runbookUseAllowed(c, cr)
-	case onRunbook, onRunbookPatch, onRunbookCreate:
+	case onRunbook, onRunbookPatch, onRunbookCreate, onRunbookTraits:
 		return s.runbookAllowed(c, cr, rr)
 	case onAllocation, onAllocationCreate, onNodeAllocation:
 		return s.allocationRouteAllowed(c, cr, rr)
@@ -385,7 +387,9 @@ func nodePatchRules(c *gin.Context) ([]string, error) {
 		p := op.Path
 		iface, isIface := strings.CutSuffix(strings.TrimPrefix(p, "/"), "_interface")
 		switch {
-		case strings.HasPrefix(p, "/instance_info"):
+		case strings.HasPrefix(p, "/instance_info"), strings.HasPrefix(p, "/instance_name"):
+			// instance_name (API 1.104) has instance_info's rule, as in
+			// Ironic's node controller.
 			rules = append(rules, "baremetal:node:update_instance_info")
 		case strings.HasPrefix(p, "/extra"):
 			rules = append(rules, "baremetal:node:update_extra")

@@ -64,7 +64,8 @@ func (s *server) runbookAllowed(c *gin.Context, cr *creds, rr routeRule) error {
 		if err := s.policy.authorize(r, cr, runbookTarget(rb)); err != nil {
 			// get_one: "If the user is not authorized to access the
 			// runbook, check also, if the runbook is public".
-			if r == "baremetal:runbook:get" && rb.Public && isForbidden(err) {
+			// The traits sub-resource has no such fallback.
+			if r == "baremetal:runbook:get" && rr.kind == onRunbook && rb.Public && isForbidden(err) {
 				continue
 			}
 			return err

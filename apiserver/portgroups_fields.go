@@ -29,6 +29,9 @@ var portgroupFields = []portgroupField{
 	{name: "properties", since: v26PortgroupMode, value: dict(func(g *portgroup) *map[string]any { return &g.Properties }), access: writable},
 	{name: "standalone_ports_supported", since: v23Portgroups, value: flag(func(g *portgroup) *bool { return &g.StandalonePortsSupported }, true), access: writable},
 	{name: "node_uuid", since: v23Portgroups, value: text(func(g *portgroup) *string { return &g.NodeUUID }).setBy(setPortgroupNode), access: writable, required: true},
+	{name: "physical_network", since: v102PortgroupPhysnet, value: optText(func(g *portgroup) **string { return &g.PhysicalNetwork }, 64), access: writable},
+	{name: "category", since: v103PortgroupCategory, value: optText(func(g *portgroup) **string { return &g.Category }, 80), access: writable},
+	{name: "dynamic_portgroup", since: v111DynamicPortgroup, value: shown(func(g *portgroup, _ viewCtx) any { return g.DynamicPortgroup })},
 	{name: "links", since: v23Portgroups, value: links(func(g *portgroup) string { return "portgroups/" + g.UUID })},
 	{name: "ports", since: v23Portgroups, value: links(func(g *portgroup) string { return "portgroups/" + g.UUID + "/ports" })},
 }
@@ -36,7 +39,18 @@ var portgroupFields = []portgroupField{
 // portgroupResource is the port group resource derived from
 // portgroupFields. The "node" filter finds the node first: writePortgroupList
 // reads it.
-var portgroupResource = newResource("portgroup", portgroupFields, nil)
+var portgroupResource = newResource("portgroup", portgroupFields, nil,
+	// ?conductor_groups=a,b (API 1.99), ?shard=a,b (1.106): the groups of
+	// nodes in these conductor groups or shards.
+	namedFilter[portgroupQuery]{"conductor_groups", &listFilter[portgroupQuery]{since: v99ConductorGroupsFilter, apply: func(f *portgroupQuery, _, v string) (string, error) {
+		f.ConductorGroups = splitList(v)
+		return v, nil
+	}}},
+	namedFilter[portgroupQuery]{"shard", &listFilter[portgroupQuery]{since: v106PortgroupShard, apply: func(f *portgroupQuery, _, v string) (string, error) {
+		f.Shards = splitList(v)
+		return v, nil
+	}}},
+)
 
 // portgroupDefaultFields are the keys of a group in a list without detail,
 // as Ironic's portgroup controller.

@@ -48,6 +48,17 @@ func (s *server) writePortgroupList(c *gin.Context, path string, detailPath bool
 	if f.NodeUUID != "" && f.Address != "" {
 		return badRequest("Filtering by node and address simultaneously is not supported.")
 	}
+	// From 1.99 and 1.106 Ironic takes one of node, address, shard and
+	// conductor_groups, with the message of its newer controller.
+	exclusive := 0
+	for _, set := range []bool{f.NodeUUID != "", f.Address != "", len(f.Shards) > 0, len(f.ConductorGroups) > 0} {
+		if set {
+			exclusive++
+		}
+	}
+	if exclusive > 1 {
+		return badRequest("Filtering by node, address, or shard simultaneously is not supported.")
+	}
 	for k := range filters {
 		q.Set(k, filters.Get(k))
 	}

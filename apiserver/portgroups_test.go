@@ -27,6 +27,7 @@ func (e *env) createPort(body map[string]any) map[string]any {
 }
 
 func TestEveryPortgroupFieldRoundTrips(t *testing.T) {
+	serveFieldsOf(t, portgroupFields)
 	e := newEnv(t)
 	node := e.createNode(map[string]any{"driver": "fake-hardware"})
 	g := e.createPortgroup(map[string]any{"node_uuid": node["uuid"], "address": "52:54:00:cc:00:01", "name": "bond0"})

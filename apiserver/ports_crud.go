@@ -72,7 +72,7 @@ func (s *server) createPort(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	p := &store.Port{PXEEnabled: true, Extra: map[string]any{}, LocalLinkConnection: map[string]any{}, InternalInfo: map[string]any{}}
+	p := &store.Port{PXEEnabled: true, AvailableForDynamicPortgroup: true, Extra: map[string]any{}, LocalLinkConnection: map[string]any{}, InternalInfo: map[string]any{}}
 	if _, err := portResource.create(p, body, ver(c)); err != nil {
 		return err
 	}
@@ -105,6 +105,11 @@ func (s *server) patchPort(c *gin.Context, p *store.Port) error {
 			return err
 		}
 		attempted = *cur
+		// From 1.102 a port in a group has the group's physical network
+		// (the group's PATCH changes both), as Ironic's port controller.
+		if ver(c) >= v102PortgroupPhysnet && cur.PortgroupUUID != nil && patchUpdates(ops, "/physical_network") {
+			return badRequest("physical_network cannot be changed while the port belongs to a portgroup.")
+		}
 		changed := cur.PXEEnabled != before.PXEEnabled || strOr(cur.PortgroupUUID) != strOr(before.PortgroupUUID)
 		return s.checkPortInGroup(c.Request.Context(), cur, changed)
 	})

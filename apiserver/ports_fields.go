@@ -26,18 +26,30 @@ var portFields = []portField{
 	{name: "extra", since: 1, value: dict(func(p *port) *map[string]any { return &p.Extra }), access: writable},
 	{name: "internal_info", since: v18PortInternalInfo, value: dict(func(p *port) *map[string]any { return &p.InternalInfo })},
 	{name: "is_smartnic", since: v53SmartNIC, value: flag(func(p *port) *bool { return &p.IsSmartNIC }, false), access: writable},
-	{name: "local_link_connection", since: v19PortAdvanced, value: dict(func(p *port) *map[string]any { return &p.LocalLinkConnection }), access: writable},
+	{name: "local_link_connection", since: v19PortAdvanced, value: localLinkConnection(), access: writable},
 	{name: "name", since: v88PortName, value: optText(func(p *port) **string { return &p.Name }, 255).setBy(setPortName), access: writable},
 	{name: "physical_network", since: v34PhysicalNetwork, value: optText(func(p *port) **string { return &p.PhysicalNetwork }, 0), access: writable},
 	{name: "pxe_enabled", since: v19PortAdvanced, value: flag(func(p *port) *bool { return &p.PXEEnabled }, true), access: writable},
 	{name: "node_uuid", since: 1, value: text(func(p *port) *string { return &p.NodeUUID }).setBy(setPortNode), access: writable, required: true},
 	{name: "links", since: 1, value: links(func(p *port) string { return "ports/" + p.UUID })},
 	{name: "portgroup_uuid", since: v24PortgroupSub, value: optText(func(p *port) **string { return &p.PortgroupUUID }, 0).setBy(setPortgroup), access: writable},
+	{name: "description", since: v97PortDescription, value: optText(func(p *port) **string { return &p.Description }, 255), access: writable},
+	{name: "vendor", since: v100PortVendor, value: optText(func(p *port) **string { return &p.Vendor }, 32), access: writable},
+	{name: "category", since: v101PortCategory, value: optText(func(p *port) **string { return &p.Category }, 80), access: writable},
+	{name: "available_for_dynamic_portgroup", since: v111DynamicPortgroup, value: strictFlag(func(p *port) *bool { return &p.AvailableForDynamicPortgroup }), access: writable},
 }
 
 // portResource is the port resource derived from portFields. The "node"
 // (or "node_uuid") filter finds the node first: writePortList reads it.
-var portResource = newResource("port", portFields, nil)
+var portResource = newResource("port", portFields, nil,
+	// ?conductor_groups=a,b (API 1.99): the ports of nodes in these groups.
+	namedFilter[portQuery]{"conductor_groups", &listFilter[portQuery]{since: v99ConductorGroupsFilter, apply: func(f *portQuery, _, v string) (string, error) {
+		f.ConductorGroups = splitList(v)
+		return v, nil
+	}}},
+	// ?description_contains= (with the field, API 1.97).
+	namedFilter[portQuery]{"description_contains", textFilter(v97PortDescription, func(f *portQuery) *string { return &f.DescriptionContains })},
+)
 
 var portDefaultFields = []string{"uuid", "address"}
 
@@ -123,4 +135,23 @@ func setPortgroup(p *port, v any) error {
 		return typeErr(v, "string", "null")
 	}
 	return nil
+}
+
+// localLinkConnection is the port's dict with its versioned view.
+func localLinkConnection() fieldValue[port] {
+	fv := dict(func(p *port) *map[string]any { return &p.LocalLinkConnection })
+	fv.view = viewLocalLinkConnection
+	return fv
+}
+
+// splitList reads a comma-separated query value as Ironic's
+// args.string_list: the items, trimmed, empty ones dropped.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -69,6 +69,9 @@ func (s *server) writePortList(c *gin.Context, path string, detailPath bool, nod
 	if err != nil {
 		return err
 	}
+	if len(f.ConductorGroups) > 0 && (f.NodeUUID != "" || f.PortgroupUUID != "" || f.Address != "") {
+		return badRequest("Filtering by conductor_groups cannot be combined with node_ident, portgroup_ident, or node address filters.")
+	}
 	for k := range filters {
 		q.Set(k, filters.Get(k))
 	}

@@ -357,6 +357,16 @@ func (s *server) routeTable() []route {
 			{"PATCH", runbookKind.patchHandler(s), routeRule{onRunbookPatch, "", ""}, 0},
 			{"DELETE", runbookKind.deleteHandler(s), routeRule{onRunbook, "baremetal:runbook:delete", ""}, 0},
 		}},
+		// Runbook traits (API 1.112): runbooks_traits.go.
+		{path: "/v1/runbooks/:ident/traits", auth: authUser, since: v112RunbookTraits, ops: []op{
+			{"GET", s.listRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:get", ""}, 0},
+			{"PUT", s.putRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
+			{"DELETE", s.removeRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
+		}},
+		{path: "/v1/runbooks/:ident/traits/:trait", auth: authUser, since: v112RunbookTraits, ops: []op{
+			{"PUT", s.addRunbookTrait, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
+			{"DELETE", s.removeRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
+		}},
 
 		// Allocations: allocations_*.go, policy_allocations.go.
 		{path: "/v1/allocations", auth: authUser, since: v52Allocation, gate: gateNotAllowed, listed: true, ops: []op{

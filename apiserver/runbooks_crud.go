@@ -25,6 +25,7 @@ var runbookKind = &stepsKind[runbook]{
 		return nil
 	},
 	beforePatch: runbookOwnerPatch,
+	checkCreate: checkRunbookCreate,
 	get:         (*store.Store).GetRunbook,
 	list:        (*store.Store).ListRunbooks,
 	create:      (*store.Store).CreateRunbook,

@@ -75,15 +75,15 @@ func TestRunbookStepsForANode(t *testing.T) {
 	}
 	uuid := e.createNode(map[string]any{"driver": "fake-hardware"})["uuid"].(string)
 	n := e.node(uuid)
-	if _, err := RunbookSteps(ctx, e.st, n, "CUSTOM_FW"); err == nil || err.(*apiError).status != 400 {
+	if _, err := RunbookSteps(ctx, e.st, n, "CUSTOM_FW", v92Runbooks); err == nil || err.(*apiError).status != 400 {
 		t.Errorf("a node without the trait: %v", err)
 	}
-	if _, err := RunbookSteps(ctx, e.st, n, "CUSTOM_NONE"); err == nil || err.(*apiError).status != 404 {
+	if _, err := RunbookSteps(ctx, e.st, n, "CUSTOM_NONE", v92Runbooks); err == nil || err.(*apiError).status != 404 {
 		t.Errorf("an unknown runbook: %v", err)
 	}
 	n.Traits = []string{"CUSTOM_FW"}
 	for _, ident := range []string{"CUSTOM_FW", rb.UUID} {
-		plan, err := RunbookSteps(ctx, e.st, n, ident)
+		plan, err := RunbookSteps(ctx, e.st, n, ident, v92Runbooks)
 		if err != nil {
 			t.Fatalf("%s: %v", ident, err)
 		}
@@ -102,6 +102,7 @@ func TestRunbookStepsForANode(t *testing.T) {
 
 func TestEveryRunbookFieldRoundTrips(t *testing.T) {
 	needRunbookVersion(t)
+	serveFieldsOf(t, runbookFields)
 	e := newEnv(t)
 	r := e.do("POST", "/v1/runbooks", vRunbooks, map[string]any{"name": "CUSTOM_RT",
 		"steps": []any{map[string]any{"interface": "deploy", "step": "x", "args": map[string]any{}, "order": 0}}})

@@ -32,8 +32,15 @@ const (
 	ctxUser      = "ironflow.user"
 )
 
-// headerRequestID is the request id header Ironic answers with.
-const headerRequestID = "Openstack-Request-Id"
+// headerRequestID is the request id header Ironic answers with;
+// headerXRequestID mirrors it (API 1.107). Ironic's request-id middleware
+// (oslo.middleware's, with Openstack-Request-Id as its compatibility
+// header) sets both on every response whatever the version: 1.107 only
+// announces the second.
+const (
+	headerRequestID  = "Openstack-Request-Id"
+	headerXRequestID = "X-Openstack-Request-Id"
+)
 
 type server struct {
 	cfg   Config
@@ -164,6 +171,7 @@ func (s *server) requestIDAndLog(c *gin.Context) {
 	id := "req-" + uuid.NewString()
 	c.Set(ctxRequestID, id)
 	c.Header(headerRequestID, id)
+	c.Header(headerXRequestID, id)
 	c.Next()
 	s.log.Info("request",
 		"request_id", id,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -179,10 +180,11 @@ type RunbookPlan struct {
 }
 
 // RunbookSteps resolves the runbook ident (a UUID or name) for a clean or
-// service of n: 404 if there is none, 400 unless its name is among n's
-// traits (a runbook is approved for a node by giving the node a trait of
-// the runbook's name, Ironic's runbooks documentation).
-func RunbookSteps(ctx context.Context, st *store.Store, n *store.Node, ident string) (*RunbookPlan, error) {
+// service of n at API version minor: 404 if there is none; below 1.112,
+// 400 unless its name is among n's traits (a runbook is approved for a
+// node by giving the node a trait of the runbook's name, Ironic's runbooks
+// documentation); from 1.112, 400 unless n has one of its traits.
+func RunbookSteps(ctx context.Context, st *store.Store, n *store.Node, ident string, minor int) (*RunbookPlan, error) {
 	rb, err := st.GetRunbook(ctx, ident)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, runbookKind.notFound(ident)
@@ -190,11 +192,18 @@ func RunbookSteps(ctx context.Context, st *store.Store, n *store.Node, ident str
 	if err != nil {
 		return nil, fmt.Errorf("get runbook %s: %w", ident, err)
 	}
-	compatible := false
-	for _, t := range n.Traits {
-		compatible = compatible || t == rb.Name
-	}
-	if !compatible {
+	if minor >= v112RunbookTraits {
+		// From 1.112 the node needs one of the runbook's traits (Ironic's
+		// _handle_runbook, with its messages).
+		if len(rb.Traits) == 0 {
+			return nil, badRequest("Runbook %s has no traits configured. Please ask an administrator to add traits to the runbook.", rb.UUID)
+		}
+		if !slices.ContainsFunc(rb.Traits, func(t string) bool { return slices.Contains(n.Traits, t) }) {
+			sorted := slices.Sorted(slices.Values(rb.Traits))
+			return nil, badRequest("This runbook has not been approved for use on this node %s. The node does not have any of the runbook's traits %s. "+
+				"Please ask an administrator to add a matching trait to your node.", n.UUID, pyliteral.Repr(stringsToAny(sorted)))
+		}
+	} else if !slices.Contains(n.Traits, rb.Name) {
 		return nil, errorf(http.StatusBadRequest, "Runbook %s is not compatible with node %s: the node has no trait %s.", rb.UUID, n.UUID, rb.Name)
 	}
 	ordered := append([]store.RunbookStep(nil), rb.Steps...)
@@ -246,7 +255,7 @@ func (s *server) resolveSteps(ctx context.Context, n *store.Node, req provisionB
 		return req, err
 	}
 	if req.runbook != "" {
-		rb, err := RunbookSteps(ctx, s.store, n, req.runbook)
+		rb, err := RunbookSteps(ctx, s.store, n, req.runbook, req.minor)
 		if err != nil {
 			return req, err
 		}
@@ -265,4 +274,12 @@ func (s *server) resolveSteps(ctx context.Context, n *store.Node, req provisionB
 func stepInterfacesOf(n *store.Node) map[string]hardware.Interface {
 	return map[string]hardware.Interface{"bios": hardware.Interface(n.BIOSInterface), "raid": hardware.Interface(n.RAIDInterface),
 		"firmware": hardware.Interface(n.FirmwareInterface)}
+}
+
+func stringsToAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }

@@ -115,6 +115,29 @@ const (
 	v93GetVmedia          = 93
 )
 
+// Field, filter and header versions of 1.97 to 1.115 (docs/api-versions.md
+// says what each adds), named after Ironic's versions.py.
+const (
+	v97PortDescription        = 97
+	v98PatchEscapedKeys       = 98
+	v99ConductorGroupsFilter  = 99
+	v100PortVendor            = 100
+	v101PortCategory          = 101
+	v102PortgroupPhysnet      = 102
+	v103PortgroupCategory     = 103
+	v104NodeInstanceName      = 104
+	v105RemoveOVNVtep         = 105
+	v106PortgroupShard        = 106
+	v107XOpenStackRequestID   = 107
+	v108ServiceDisableRamdisk = 108
+	v110DeployWaitAbort       = 110
+	v111DynamicPortgroup      = 111
+	v112RunbookTraits         = 112
+	v113NodeHistoryProject    = 113
+	v114FirmwareIdentity      = 114
+	v115NodeHistoryFields     = 115
+)
+
 func versionString(minor int) string { return "1." + strconv.Itoa(minor) }
 
 // negotiate parses the request's microversion header. ok is false with the

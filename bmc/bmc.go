@@ -138,6 +138,12 @@ type Firmware interface {
 type FirmwareComponent struct {
 	Component string `json:"component"`
 	Version   string `json:"version"`
+	// Vendor, Model and SerialNumber identify the component's hardware
+	// where the BMC says (Ironic's API 1.114): a network adapter's
+	// Manufacturer, Model and SerialNumber, the manager's Model.
+	Vendor       string `json:"vendor,omitempty"`
+	Model        string `json:"model,omitempty"`
+	SerialNumber string `json:"serial_number,omitempty"`
 }
 
 // FirmwareUpdate is one image to apply.

@@ -27,8 +27,9 @@ const (
 var _ Firmware = (*redfishDriver)(nil)
 
 // FirmwareComponents reads BiosVersion from the system, FirmwareVersion
-// from its manager and FirmwarePackageVersion of the network adapters of
-// its chassis, as Ironic's redfish firmware interface caches them.
+// (and Model) from its manager and FirmwarePackageVersion (with
+// Manufacturer, Model and SerialNumber) of the network adapters of its
+// chassis, as Ironic's redfish firmware interface caches them.
 func (d *redfishDriver) FirmwareComponents(ctx context.Context) ([]FirmwareComponent, error) {
 	c, err := d.call(ctx)
 	if err != nil {
@@ -62,12 +63,13 @@ func (d *redfishDriver) FirmwareComponents(ctx context.Context) ([]FirmwareCompo
 		}
 	}
 	if len(managers) > 0 {
-		var mgr struct{ FirmwareVersion string }
+		var mgr struct{ FirmwareVersion, Model string }
 		if err := getJSON(c, managers[0].String(), &mgr); err != nil {
 			return nil, fmt.Errorf("read manager %s: %w", managers[0], err)
 		}
 		if mgr.FirmwareVersion != "" {
-			out = append(out, FirmwareComponent{Component: ComponentBMC, Version: mgr.FirmwareVersion})
+			// Only the manager's model identifies it (Ironic's API 1.114).
+			out = append(out, FirmwareComponent{Component: ComponentBMC, Version: mgr.FirmwareVersion, Model: mgr.Model})
 		}
 	}
 	if len(sys.Links.Chassis) > 0 {
@@ -97,15 +99,17 @@ func (d *redfishDriver) nicFirmware(c *rfCall, chassisURI string) ([]FirmwareCom
 	var out []FirmwareComponent
 	for _, m := range members {
 		var na struct {
-			ID          string `json:"Id"`
-			Controllers []struct{ FirmwarePackageVersion string }
+			ID                                string `json:"Id"`
+			Manufacturer, Model, SerialNumber string
+			Controllers                       []struct{ FirmwarePackageVersion string }
 		}
 		if err := getJSON(c, m, &na); err != nil {
 			return nil, fmt.Errorf("read network adapter %s: %w", m, err)
 		}
 		for _, ctl := range na.Controllers {
 			if ctl.FirmwarePackageVersion != "" {
-				out = append(out, FirmwareComponent{Component: ComponentNICPrefix + na.ID, Version: ctl.FirmwarePackageVersion})
+				out = append(out, FirmwareComponent{Component: ComponentNICPrefix + na.ID, Version: ctl.FirmwarePackageVersion,
+					Vendor: na.Manufacturer, Model: na.Model, SerialNumber: na.SerialNumber})
 			}
 		}
 	}

@@ -226,7 +226,8 @@ func TestFirmwareInventoryOfRecordedLayouts(t *testing.T) {
 			// DMTF's chassis has no adapters: one as its NetworkAdapter mockup shows it.
 			b.docs["/redfish/v1/Chassis/1U"]["NetworkAdapters"] = map[string]any{"@odata.id": "/redfish/v1/Chassis/1U/NetworkAdapters"}
 			b.docs["/redfish/v1/Chassis/1U/NetworkAdapters"] = map[string]any{"Members": []any{map[string]any{"@odata.id": "/redfish/v1/Chassis/1U/NetworkAdapters/9fa725a1"}}}
-			b.docs["/redfish/v1/Chassis/1U/NetworkAdapters/9fa725a1"] = map[string]any{"Id": "9fa725a1", "Controllers": []any{map[string]any{"FirmwarePackageVersion": "7.4.10"}}}
+			b.docs["/redfish/v1/Chassis/1U/NetworkAdapters/9fa725a1"] = map[string]any{"Id": "9fa725a1", "Manufacturer": "Contoso",
+				"Model": "Contoso 2-port 10G", "SerialNumber": "29E00111", "Controllers": []any{map[string]any{"FirmwarePackageVersion": "7.4.10"}}}
 		}, map[string]string{"bios": "P79 v1.45 (12/06/2017)", "bmc": "1.45.455b66-rev4", "nic:9fa725a1": "7.4.10"}},
 		{"hpe-ilo-dl325", nil, map[string]string{"bios": "A43 v2.52 (10/29/2021)", "bmc": "iLO 5 v2.46"}},
 	} {
@@ -235,6 +236,48 @@ func TestFirmwareInventoryOfRecordedLayouts(t *testing.T) {
 			got := versions(t, newFirmwareDriver(t, b))
 			if fmt.Sprint(got) != fmt.Sprint(c.want) {
 				t.Fatalf("components = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestFirmwareIdentityOfRecordedLayouts: what identifies each component's
+// hardware (Ironic's API 1.114): the manager's Model for the BMC, an
+// adapter's Manufacturer, Model and SerialNumber for its NIC, nothing for
+// the BIOS.
+func TestFirmwareIdentityOfRecordedLayouts(t *testing.T) {
+	for _, c := range []struct {
+		dir  string
+		edit func(b *recordedBMC)
+		want map[string]FirmwareComponent
+	}{
+		{"dmtf-public-rackmount1", func(b *recordedBMC) {
+			b.docs["/redfish/v1/Chassis/1U"]["NetworkAdapters"] = map[string]any{"@odata.id": "/redfish/v1/Chassis/1U/NetworkAdapters"}
+			b.docs["/redfish/v1/Chassis/1U/NetworkAdapters"] = map[string]any{"Members": []any{map[string]any{"@odata.id": "/redfish/v1/Chassis/1U/NetworkAdapters/9fa725a1"}}}
+			b.docs["/redfish/v1/Chassis/1U/NetworkAdapters/9fa725a1"] = map[string]any{"Id": "9fa725a1", "Manufacturer": "Contoso",
+				"Model": "Contoso 2-port 10G", "SerialNumber": "29E00111", "Controllers": []any{map[string]any{"FirmwarePackageVersion": "7.4.10"}}}
+		}, map[string]FirmwareComponent{
+			"bios":         {Component: "bios", Version: "P79 v1.45 (12/06/2017)"},
+			"bmc":          {Component: "bmc", Version: "1.45.455b66-rev4", Model: "Joo Janta 200"},
+			"nic:9fa725a1": {Component: "nic:9fa725a1", Version: "7.4.10", Vendor: "Contoso", Model: "Contoso 2-port 10G", SerialNumber: "29E00111"},
+		}},
+		{"hpe-ilo-dl325", nil, map[string]FirmwareComponent{
+			"bios": {Component: "bios", Version: "A43 v2.52 (10/29/2021)"},
+			"bmc":  {Component: "bmc", Version: "iLO 5 v2.46", Model: "iLO 5"},
+		}},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			b := startBMC(t, c.dir, c.edit)
+			comps, err := newFirmwareDriver(t, b).FirmwareComponents(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]FirmwareComponent{}
+			for _, fc := range comps {
+				got[fc.Component] = fc
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("components = %+v, want %+v", got, c.want)
 			}
 		})
 	}

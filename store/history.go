@@ -25,15 +25,34 @@ type HistoryEvent struct {
 	Event     string    `json:"event" db:"event"`
 	Conductor string    `json:"conductor" db:"conductor"`
 	User      string    `json:"user" db:"user_name"`
+	// Project (API 1.113) is the project of the request that caused the
+	// event, empty when none did or it carried none.
+	Project string `json:"project" db:"project"`
+	// State and TargetProvisionState (API 1.115) are the node's when the
+	// event was recorded, DurationSeconds how long it had been in that
+	// state (since provision_updated_at), as Ironic's node_history_record.
+	// The store fills them from the node's row; rows from before 0.2.0
+	// have none.
+	State                *string `json:"state" db:"state"`
+	TargetProvisionState *string `json:"target_provision_state" db:"target_provision_state"`
+	DurationSeconds      *int    `json:"duration_seconds" db:"duration_seconds"`
 }
 
-const historyColumns = "id, uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name"
+const historyColumns = `id, uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name,
+	COALESCE(project, ''), state, target_provision_state, duration_seconds`
 
 func scanHistory(row pgx.CollectableRow) (HistoryEvent, error) {
 	var e HistoryEvent
-	err := row.Scan(&e.ID, &e.UUID, &e.NodeUUID, &e.CreatedAt, &e.Severity, &e.EventType, &e.Event, &e.Conductor, &e.User)
+	err := row.Scan(&e.ID, &e.UUID, &e.NodeUUID, &e.CreatedAt, &e.Severity, &e.EventType, &e.Event, &e.Conductor, &e.User,
+		&e.Project, &e.State, &e.TargetProvisionState, &e.DurationSeconds)
 	return e, err
 }
+
+// historyNodeState is the SQL of the node's provision state, target and
+// seconds in that state, for the history row an INSERT ... SELECT writes
+// from a node row n (read before any change the same statement makes).
+const historyNodeState = `n.provision_state, n.target_provision_state,
+	CASE WHEN n.provision_updated_at IS NULL THEN NULL ELSE GREATEST(0, floor(EXTRACT(EPOCH FROM now() - n.provision_updated_at)))::integer END`
 
 // AddHistory records e for the node (UUID and CreatedAt filled when empty,
 // Severity defaults to INFO) and, in the same statement, prunes the node's
@@ -55,11 +74,13 @@ func (s *Store) AddHistory(ctx context.Context, nodeUUID string, e HistoryEvent)
 	// reads it; the DELETE sees the rows from before the INSERT, so keeping
 	// max-1 of those plus the new one leaves max.
 	_, err := s.pool.Exec(ctx, `WITH ins AS (
-			INSERT INTO node_history (uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name)
-			VALUES ($1, $2, COALESCE($3, now()), $4, $5, $6, $7, $8) RETURNING id)
+			INSERT INTO node_history (uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name,
+				project, state, target_provision_state, duration_seconds)
+			SELECT $1, $2, COALESCE($3, now()), $4, $5, $6, $7, $8, NULLIF($10, ''), `+historyNodeState+`
+			FROM (SELECT 1) one LEFT JOIN nodes n ON n.uuid = $2 RETURNING id)
 		DELETE FROM node_history WHERE $9 > 0 AND node_uuid = $2 AND id <= (
 			SELECT id FROM node_history WHERE node_uuid = $2 ORDER BY id DESC OFFSET GREATEST($9 - 1, 0) LIMIT 1)`,
-		e.UUID, node, createdAt, e.Severity, e.EventType, e.Event, e.Conductor, e.User, s.HistoryMaxEntries)
+		e.UUID, node, createdAt, e.Severity, e.EventType, e.Event, e.Conductor, e.User, s.HistoryMaxEntries, e.Project)
 	return dbError(err, "add history event to node %s", nodeUUID)
 }
 

@@ -42,29 +42,31 @@ type Node struct {
 	PowerState           *string          `json:"power_state" db:"power_state"`
 	TargetPowerState     *string          `json:"target_power_state" db:"target_power_state"`
 
-	Maintenance       bool     `json:"maintenance" db:"maintenance"`
-	MaintenanceReason *string  `json:"maintenance_reason" db:"maintenance_reason"`
-	Fault             *string  `json:"fault" db:"fault"`
-	LastError         *string  `json:"last_error" db:"last_error"`
-	Reservation       *string  `json:"reservation" db:"reservation"`
-	ConductorGroup    string   `json:"conductor_group" db:"conductor_group"`
-	ResourceClass     *string  `json:"resource_class" db:"resource_class"`
-	Description       *string  `json:"description" db:"description"`
-	Owner             *string  `json:"owner" db:"owner"`
-	Lessee            *string  `json:"lessee" db:"lessee"`
-	AutomatedClean    *bool    `json:"automated_clean" db:"automated_clean"`
-	Protected         bool     `json:"protected" db:"protected"`
-	ProtectedReason   *string  `json:"protected_reason" db:"protected_reason"`
-	Retired           bool     `json:"retired" db:"retired"`
-	RetiredReason     *string  `json:"retired_reason" db:"retired_reason"`
-	InstanceUUID      *string  `json:"instance_uuid" db:"instance_uuid"`
-	ChassisUUID       *string  `json:"chassis_uuid" db:"chassis_uuid"`
-	ConsoleEnabled    bool     `json:"console_enabled" db:"console_enabled"`
-	BootMode          *string  `json:"boot_mode" db:"boot_mode"`
-	SecureBoot        *bool    `json:"secure_boot" db:"secure_boot"`
-	Shard             *string  `json:"shard" db:"shard"`
-	ParentNode        *string  `json:"parent_node" db:"parent_node"`
-	Traits            []string `json:"traits" db:"traits"`
+	Maintenance       bool    `json:"maintenance" db:"maintenance"`
+	MaintenanceReason *string `json:"maintenance_reason" db:"maintenance_reason"`
+	Fault             *string `json:"fault" db:"fault"`
+	LastError         *string `json:"last_error" db:"last_error"`
+	Reservation       *string `json:"reservation" db:"reservation"`
+	ConductorGroup    string  `json:"conductor_group" db:"conductor_group"`
+	ResourceClass     *string `json:"resource_class" db:"resource_class"`
+	Description       *string `json:"description" db:"description"`
+	Owner             *string `json:"owner" db:"owner"`
+	Lessee            *string `json:"lessee" db:"lessee"`
+	AutomatedClean    *bool   `json:"automated_clean" db:"automated_clean"`
+	Protected         bool    `json:"protected" db:"protected"`
+	ProtectedReason   *string `json:"protected_reason" db:"protected_reason"`
+	Retired           bool    `json:"retired" db:"retired"`
+	RetiredReason     *string `json:"retired_reason" db:"retired_reason"`
+	InstanceUUID      *string `json:"instance_uuid" db:"instance_uuid"`
+	// InstanceName (API 1.104) is the instance's human-readable name.
+	InstanceName   *string  `json:"instance_name" db:"instance_name"`
+	ChassisUUID    *string  `json:"chassis_uuid" db:"chassis_uuid"`
+	ConsoleEnabled bool     `json:"console_enabled" db:"console_enabled"`
+	BootMode       *string  `json:"boot_mode" db:"boot_mode"`
+	SecureBoot     *bool    `json:"secure_boot" db:"secure_boot"`
+	Shard          *string  `json:"shard" db:"shard"`
+	ParentNode     *string  `json:"parent_node" db:"parent_node"`
+	Traits         []string `json:"traits" db:"traits"`
 
 	// AllocationUUID is the allocation that holds the node (API 1.52),
 	// written only by the allocation's claim and release
@@ -104,6 +106,8 @@ type NodeFilter struct {
 	// Project selects the nodes it owns or leases.
 	Project      string
 	InstanceUUID string
+	// InstanceName selects nodes with this instance_name (API 1.104).
+	InstanceName string
 	Retired      *bool
 	// Shards selects nodes in any of these shards (API 1.82 ?shard=).
 	Shards []string
@@ -181,6 +185,7 @@ var nodeFields = []nodeField{
 	{"retired", func(n *Node) any { return &n.Retired }, true},
 	{"retired_reason", func(n *Node) any { return &n.RetiredReason }, true},
 	{"instance_uuid", func(n *Node) any { return &n.InstanceUUID }, true},
+	{"instance_name", func(n *Node) any { return &n.InstanceName }, true},
 	{"allocation_uuid", func(n *Node) any { return &n.AllocationUUID }, false},
 	{"chassis_uuid", func(n *Node) any { return &n.ChassisUUID }, true},
 	{"console_enabled", func(n *Node) any { return &n.ConsoleEnabled }, true},
@@ -443,6 +448,9 @@ func nodeWhere(f NodeFilter) (conds []string, args []any) {
 	if f.InstanceUUID != "" {
 		u, _ := canonicalUUID(f.InstanceUUID)
 		eq("instance_uuid", u)
+	}
+	if f.InstanceName != "" {
+		eq("instance_name", f.InstanceName)
 	}
 	if f.Retired != nil {
 		eq("retired", *f.Retired)

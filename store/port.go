@@ -28,8 +28,14 @@ type Port struct {
 	IsSmartNIC      bool           `json:"is_smartnic" db:"is_smartnic"`
 	Name            *string        `json:"name" db:"name"`
 	PortgroupUUID   *string        `json:"portgroup_uuid" db:"portgroup_uuid"`
-	CreatedAt       time.Time      `json:"created_at" db:"created_at"`
-	UpdatedAt       *time.Time     `json:"updated_at" db:"updated_at"`
+	// Description (API 1.97), Vendor (1.100) and Category (1.101) are
+	// stored as given; AvailableForDynamicPortgroup (1.111) defaults to true.
+	Description                  *string    `json:"description" db:"description"`
+	Vendor                       *string    `json:"vendor" db:"vendor"`
+	Category                     *string    `json:"category" db:"category"`
+	AvailableForDynamicPortgroup bool       `json:"available_for_dynamic_portgroup" db:"available_for_dynamic_portgroup"`
+	CreatedAt                    time.Time  `json:"created_at" db:"created_at"`
+	UpdatedAt                    *time.Time `json:"updated_at" db:"updated_at"`
 }
 
 // PortFilter selects ports for ListPorts. Zero values match all.
@@ -40,16 +46,22 @@ type PortFilter struct {
 	Address string
 	// PortgroupUUID selects the ports of a port group.
 	PortgroupUUID string
-	Limit         int
-	Marker        string // a port UUID
-	SortKey       string // see PortSortKeys; default "id"
-	SortDir       string // "asc" (default) or "desc"
+	// ConductorGroups selects the ports of nodes in these conductor groups
+	// (compared lowercase, as nodes store them).
+	ConductorGroups []string
+	// DescriptionContains selects the ports whose description contains it.
+	DescriptionContains string
+	Limit               int
+	Marker              string // a port UUID
+	SortKey             string // see PortSortKeys; default "id"
+	SortDir             string // "asc" (default) or "desc"
 }
 
 // portColumns is the SELECT list matching scanPort; the node's UUID comes
 // from the join, ports reference nodes by their internal id.
 const portColumns = `p.id, p.uuid, p.address, p.node_id, n.uuid, p.local_link_connection, p.pxe_enabled,
-	p.physical_network, p.extra, p.internal_info, p.is_smartnic, p.name, p.portgroup_uuid, p.created_at, p.updated_at`
+	p.physical_network, p.extra, p.internal_info, p.is_smartnic, p.name, p.portgroup_uuid,
+	p.description, p.vendor, p.category, p.available_for_dynamic_portgroup, p.created_at, p.updated_at`
 
 const portFrom = " FROM ports p JOIN nodes n ON n.id = p.node_id"
 
@@ -59,7 +71,8 @@ var portTable = table{name: "ports", alias: "p", join: " JOIN nodes n ON n.id = 
 func scanPort(row pgx.CollectableRow) (*Port, error) {
 	p := &Port{}
 	err := row.Scan(&p.ID, &p.UUID, &p.Address, &p.NodeID, &p.NodeUUID, &p.LocalLinkConnection, &p.PXEEnabled,
-		&p.PhysicalNetwork, &p.Extra, &p.InternalInfo, &p.IsSmartNIC, &p.Name, &p.PortgroupUUID, &p.CreatedAt, &p.UpdatedAt)
+		&p.PhysicalNetwork, &p.Extra, &p.InternalInfo, &p.IsSmartNIC, &p.Name, &p.PortgroupUUID,
+		&p.Description, &p.Vendor, &p.Category, &p.AvailableForDynamicPortgroup, &p.CreatedAt, &p.UpdatedAt)
 	return p, err
 }
 
@@ -99,11 +112,13 @@ func (s *Store) CreatePort(ctx context.Context, p *Port) error {
 		return fmt.Errorf("create port %s: %w", p.UUID, err)
 	}
 	err := s.pool.QueryRow(ctx, `INSERT INTO ports (uuid, address, node_id, local_link_connection, pxe_enabled,
-			physical_network, extra, internal_info, is_smartnic, name, portgroup_uuid)
-		SELECT $1, $2, n.id, $4, $5, $6, $7, $8, $9, $10, $11 FROM nodes n WHERE n.uuid = $3
+			physical_network, extra, internal_info, is_smartnic, name, portgroup_uuid,
+			description, vendor, category, available_for_dynamic_portgroup)
+		SELECT $1, $2, n.id, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 FROM nodes n WHERE n.uuid = $3
 		RETURNING id, node_id, created_at`,
 		p.UUID, p.Address, p.NodeUUID, p.LocalLinkConnection, p.PXEEnabled,
 		p.PhysicalNetwork, p.Extra, p.InternalInfo, p.IsSmartNIC, p.Name, p.PortgroupUUID,
+		p.Description, p.Vendor, p.Category, p.AvailableForDynamicPortgroup,
 	).Scan(&p.ID, &p.NodeID, &p.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("create port %s: node %s: %w", p.UUID, p.NodeUUID, ErrNotFound)
@@ -143,6 +158,8 @@ func (s *Store) ListPorts(ctx context.Context, f PortFilter) ([]*Port, error) {
 		return nil, fmt.Errorf("list ports: %w", err)
 	}
 	w.uuid("p.portgroup_uuid", f.PortgroupUUID)
+	w.conductorGroups("n.", f.ConductorGroups)
+	w.contains("p.description", f.DescriptionContains)
 	return listPage(ctx, s, pg, portColumns, scanPort, w.conds, w.args)
 }
 
@@ -165,9 +182,11 @@ func (s *Store) UpdatePort(ctx context.Context, uuid string, fn func(p *Port) er
 		}
 		_, err = tx.Exec(ctx, `UPDATE ports SET address = $2, node_id = $3, local_link_connection = $4, pxe_enabled = $5,
 			physical_network = $6, extra = $7, internal_info = $8, is_smartnic = $9, name = $10, portgroup_uuid = $11,
+			description = $12, vendor = $13, category = $14, available_for_dynamic_portgroup = $15,
 			updated_at = now() WHERE id = $1`,
 			locked.ID, p.Address, nodeID, p.LocalLinkConnection, p.PXEEnabled,
-			p.PhysicalNetwork, p.Extra, p.InternalInfo, p.IsSmartNIC, p.Name, p.PortgroupUUID)
+			p.PhysicalNetwork, p.Extra, p.InternalInfo, p.IsSmartNIC, p.Name, p.PortgroupUUID,
+			p.Description, p.Vendor, p.Category, p.AvailableForDynamicPortgroup)
 		if err != nil {
 			return nil, err
 		}

@@ -35,8 +35,14 @@ type Portgroup struct {
 	Extra                    map[string]any `json:"extra" db:"extra"`
 	StandalonePortsSupported bool           `json:"standalone_ports_supported" db:"standalone_ports_supported"`
 	InternalInfo             map[string]any `json:"internal_info" db:"internal_info"`
-	CreatedAt                time.Time      `json:"created_at" db:"created_at"`
-	UpdatedAt                *time.Time     `json:"updated_at" db:"updated_at"`
+	// PhysicalNetwork (API 1.102) is the group's and, once set through
+	// UpdatePortgroup, its ports'; Category (1.103) is stored as given;
+	// DynamicPortgroup (1.111) is false for every group the API creates.
+	PhysicalNetwork  *string    `json:"physical_network" db:"physical_network"`
+	Category         *string    `json:"category" db:"category"`
+	DynamicPortgroup bool       `json:"dynamic_portgroup" db:"dynamic_portgroup"`
+	CreatedAt        time.Time  `json:"created_at" db:"created_at"`
+	UpdatedAt        *time.Time `json:"updated_at" db:"updated_at"`
 }
 
 // DefaultPortgroupMode is a new group's mode when none is given, as
@@ -49,14 +55,18 @@ type PortgroupFilter struct {
 	// Project selects the groups of nodes it owns or leases.
 	Project string
 	Address string
-	Limit   int
-	Marker  string // a portgroup UUID
-	SortKey string // see PortgroupSortKeys; default "id"
-	SortDir string // "asc" (default) or "desc"
+	// ConductorGroups selects the groups of nodes in these conductor
+	// groups (API 1.99), Shards those of nodes in these shards (1.106).
+	ConductorGroups []string
+	Shards          []string
+	Limit           int
+	Marker          string // a portgroup UUID
+	SortKey         string // see PortgroupSortKeys; default "id"
+	SortDir         string // "asc" (default) or "desc"
 }
 
 const portgroupColumns = `g.id, g.uuid, g.name, g.address, g.node_id, n.uuid, g.mode, g.properties, g.extra,
-	g.standalone_ports_supported, g.internal_info, g.created_at, g.updated_at`
+	g.standalone_ports_supported, g.internal_info, g.physical_network, g.category, g.dynamic_portgroup, g.created_at, g.updated_at`
 
 const portgroupFrom = " FROM portgroups g JOIN nodes n ON n.id = g.node_id"
 
@@ -66,7 +76,7 @@ var portgroupTable = table{name: "portgroups", alias: "g", join: " JOIN nodes n 
 func scanPortgroup(row pgx.CollectableRow) (*Portgroup, error) {
 	g := &Portgroup{}
 	err := row.Scan(&g.ID, &g.UUID, &g.Name, &g.Address, &g.NodeID, &g.NodeUUID, &g.Mode, &g.Properties, &g.Extra,
-		&g.StandalonePortsSupported, &g.InternalInfo, &g.CreatedAt, &g.UpdatedAt)
+		&g.StandalonePortsSupported, &g.InternalInfo, &g.PhysicalNetwork, &g.Category, &g.DynamicPortgroup, &g.CreatedAt, &g.UpdatedAt)
 	return g, err
 }
 
@@ -100,10 +110,11 @@ func (s *Store) CreatePortgroup(ctx context.Context, g *Portgroup) error {
 		return fmt.Errorf("create portgroup %s: %w", g.UUID, err)
 	}
 	err := s.pool.QueryRow(ctx, `INSERT INTO portgroups (uuid, name, address, node_id, mode, properties, extra,
-			standalone_ports_supported, internal_info)
-		SELECT $1, $2, $3, n.id, $5, $6, $7, $8, $9 FROM nodes n WHERE n.uuid = $4
+			standalone_ports_supported, internal_info, physical_network, category, dynamic_portgroup)
+		SELECT $1, $2, $3, n.id, $5, $6, $7, $8, $9, $10, $11, $12 FROM nodes n WHERE n.uuid = $4
 		RETURNING id, node_id, created_at`,
 		g.UUID, g.Name, g.Address, g.NodeUUID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo,
+		g.PhysicalNetwork, g.Category, g.DynamicPortgroup,
 	).Scan(&g.ID, &g.NodeID, &g.CreatedAt)
 	return createdForNode(err, "portgroup", g.UUID, g.NodeUUID)
 }
@@ -136,6 +147,8 @@ func (s *Store) ListPortgroups(ctx context.Context, f PortgroupFilter) ([]*Portg
 	if err := w.mac("g.address", f.Address); err != nil {
 		return nil, fmt.Errorf("list portgroups: %w", err)
 	}
+	w.conductorGroups("n.", f.ConductorGroups)
+	w.shards("n.", f.Shards)
 	return listPage(ctx, s, pg, portgroupColumns, scanPortgroup, w.conds, w.args)
 }
 
@@ -159,10 +172,20 @@ func (s *Store) UpdatePortgroup(ctx context.Context, ident string, fn func(g *Po
 			return nil, err
 		}
 		_, err = tx.Exec(ctx, `UPDATE portgroups SET name = $2, address = $3, node_id = $4, mode = $5, properties = $6,
-			extra = $7, standalone_ports_supported = $8, internal_info = $9, updated_at = now() WHERE id = $1`,
-			locked.ID, g.Name, g.Address, nodeID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo)
+			extra = $7, standalone_ports_supported = $8, internal_info = $9, physical_network = $10, category = $11,
+			dynamic_portgroup = $12, updated_at = now() WHERE id = $1`,
+			locked.ID, g.Name, g.Address, nodeID, g.Mode, g.Properties, g.Extra, g.StandalonePortsSupported, g.InternalInfo,
+			g.PhysicalNetwork, g.Category, g.DynamicPortgroup)
 		if err != nil {
 			return nil, err
+		}
+		// A group's new physical network becomes its ports' too, as
+		// Ironic's Portgroup.update_physical_network (API 1.102).
+		if strOrNil(g.PhysicalNetwork) != strOrNil(locked.PhysicalNetwork) {
+			if _, err := tx.Exec(ctx, `UPDATE ports SET physical_network = $2, updated_at = now()
+				WHERE portgroup_uuid = $1 AND physical_network IS DISTINCT FROM $2`, g.UUID, g.PhysicalNetwork); err != nil {
+				return nil, err
+			}
 		}
 		if nodeID != cur.NodeID {
 			var hasPorts bool
@@ -176,6 +199,13 @@ func (s *Store) UpdatePortgroup(ctx context.Context, ident string, fn func(g *Po
 		rows, _ := tx.Query(ctx, "SELECT "+portgroupColumns+portgroupFrom+" WHERE g.id = $1", locked.ID)
 		return pgx.CollectExactlyOneRow(rows, scanPortgroup)
 	})
+}
+
+func strOrNil(p *string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // DeletePortgroup deletes a group that has no ports (ErrPortgroupNotEmpty

@@ -29,8 +29,14 @@ type Runbook struct {
 	Public         bool
 	Owner          *string
 	DisableRamdisk bool
-	CreatedAt      time.Time
-	UpdatedAt      *time.Time
+	// Description and Traits came with API 1.112: from then a runbook is
+	// approved for the nodes that have one of its traits. UpdateRunbook
+	// leaves Traits alone (SetRunbookTraits, AddRunbookTrait and
+	// RemoveRunbookTrait change them).
+	Description *string
+	Traits      []string
+	CreatedAt   time.Time
+	UpdatedAt   *time.Time
 }
 
 // RunbookSortKeys are the accepted sort keys: every column but extra and
@@ -49,14 +55,14 @@ var RunbookSortKeys = map[string]string{
 const runbookColumns = `r.id, r.uuid, r.name, r.extra,
 	COALESCE((SELECT jsonb_agg(jsonb_build_object('interface', s.interface, 'step', s.step, 'args', s.args, 'order', s."order") ORDER BY s.id)
 		FROM runbook_steps s WHERE s.runbook_id = r.id), '[]'::jsonb),
-	r.public, r.owner, r.disable_ramdisk, r.created_at, r.updated_at`
+	r.public, r.owner, r.disable_ramdisk, r.description, r.traits, r.created_at, r.updated_at`
 
 var runbookTable = table{name: "runbooks", alias: "r", what: "runbook", whats: "runbooks", sortKeys: RunbookSortKeys}
 
 func scanRunbook(row pgx.CollectableRow) (*Runbook, error) {
 	r := &Runbook{}
 	var steps []byte
-	if err := row.Scan(&r.ID, &r.UUID, &r.Name, &r.Extra, &steps, &r.Public, &r.Owner, &r.DisableRamdisk, &r.CreatedAt, &r.UpdatedAt); err != nil {
+	if err := row.Scan(&r.ID, &r.UUID, &r.Name, &r.Extra, &steps, &r.Public, &r.Owner, &r.DisableRamdisk, &r.Description, &r.Traits, &r.CreatedAt, &r.UpdatedAt); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(steps, &r.Steps); err != nil {
@@ -73,8 +79,12 @@ func (s *Store) CreateRunbook(ctx context.Context, r *Runbook) error {
 	}
 	r.Extra = nonNil(r.Extra)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO runbooks (uuid, name, extra, public, owner, disable_ramdisk) VALUES ($1, $2, $3, $4, $5, $6)
-			RETURNING id, created_at`, r.UUID, r.Name, r.Extra, r.Public, r.Owner, r.DisableRamdisk).Scan(&r.ID, &r.CreatedAt)
+		if r.Traits == nil {
+			r.Traits = []string{}
+		}
+		err := tx.QueryRow(ctx, `INSERT INTO runbooks (uuid, name, extra, public, owner, disable_ramdisk, description, traits)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			RETURNING id, created_at`, r.UUID, r.Name, r.Extra, r.Public, r.Owner, r.DisableRamdisk, r.Description, r.Traits).Scan(&r.ID, &r.CreatedAt)
 		if err != nil {
 			return err
 		}
@@ -117,8 +127,10 @@ func (s *Store) ListRunbooks(ctx context.Context, f StepListFilter) ([]*Runbook,
 func (s *Store) UpdateRunbook(ctx context.Context, r *Runbook) error {
 	r.Extra = nonNil(r.Extra)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `UPDATE runbooks SET name = $2, extra = $3, public = $4, owner = $5, disable_ramdisk = $6, updated_at = now()
-			WHERE uuid = $1 RETURNING id, updated_at`, r.UUID, r.Name, r.Extra, r.Public, r.Owner, r.DisableRamdisk).Scan(&r.ID, &r.UpdatedAt)
+		err := tx.QueryRow(ctx, `UPDATE runbooks SET name = $2, extra = $3, public = $4, owner = $5, disable_ramdisk = $6,
+			description = $7, updated_at = now()
+			WHERE uuid = $1 RETURNING id, traits, updated_at`, r.UUID, r.Name, r.Extra, r.Public, r.Owner, r.DisableRamdisk,
+			r.Description).Scan(&r.ID, &r.Traits, &r.UpdatedAt)
 		if err != nil {
 			return err
 		}
@@ -128,6 +140,43 @@ func (s *Store) UpdateRunbook(ctx context.Context, r *Runbook) error {
 		return insertRunbookSteps(ctx, tx, r)
 	})
 	return dbError(err, "update runbook %s", r.UUID)
+}
+
+// SetRunbookTraits replaces the traits of the runbook uuid (ErrNotFound if
+// it does not exist); repeats are dropped, the order kept.
+func (s *Store) SetRunbookTraits(ctx context.Context, uuid string, traits []string) error {
+	seen := map[string]bool{}
+	kept := []string{}
+	for _, t := range traits {
+		if !seen[t] {
+			seen[t] = true
+			kept = append(kept, t)
+		}
+	}
+	return s.changeRunbookTraits(ctx, uuid, "traits = $2::text[]", kept)
+}
+
+// AddRunbookTrait adds a trait to the runbook uuid unless it has it.
+func (s *Store) AddRunbookTrait(ctx context.Context, uuid, trait string) error {
+	return s.changeRunbookTraits(ctx, uuid, "traits = CASE WHEN $2 = ANY(traits) THEN traits ELSE array_append(traits, $2) END", trait)
+}
+
+// RemoveRunbookTrait removes a trait from the runbook uuid (nothing if it
+// does not have it, as Ironic's runbook traits controller).
+func (s *Store) RemoveRunbookTrait(ctx context.Context, uuid, trait string) error {
+	return s.changeRunbookTraits(ctx, uuid, "traits = array_remove(traits, $2)", trait)
+}
+
+func (s *Store) changeRunbookTraits(ctx context.Context, uuid, set string, arg any) error {
+	u, _ := canonicalUUID(uuid)
+	tag, err := s.pool.Exec(ctx, "UPDATE runbooks SET "+set+", updated_at = now() WHERE uuid = $1", u, arg)
+	if err != nil {
+		return dbError(err, "change traits of runbook %s", uuid)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("runbook %s: %w", uuid, ErrNotFound)
+	}
+	return nil
 }
 
 // DeleteRunbook deletes a runbook and its steps.

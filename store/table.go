@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -102,6 +103,41 @@ func (w *where) project(alias, p string) {
 		w.args = append(w.args, p)
 		w.conds = append(w.conds, fmt.Sprintf("(%[1]sowner = $%[2]d OR %[1]slessee = $%[2]d)", alias, len(w.args)))
 	}
+}
+
+// conductorGroups adds "alias.conductor_group = ANY(groups)" unless groups
+// is empty: the objects of nodes in those conductor groups (Ironic's
+// conductor_groups filter of ports and port groups, API 1.99). Nodes store
+// their group lowercase, so the groups are compared lowercase.
+func (w *where) conductorGroups(alias string, groups []string) {
+	if len(groups) == 0 {
+		return
+	}
+	lower := make([]string, len(groups))
+	for i, g := range groups {
+		lower[i] = strings.ToLower(g)
+	}
+	w.args = append(w.args, lower)
+	w.conds = append(w.conds, fmt.Sprintf("%sconductor_group = ANY($%d::text[])", alias, len(w.args)))
+}
+
+// shards adds "alias.shard = ANY(shards)" unless shards is empty.
+func (w *where) shards(alias string, shards []string) {
+	if len(shards) == 0 {
+		return
+	}
+	w.args = append(w.args, shards)
+	w.conds = append(w.conds, fmt.Sprintf("%sshard = ANY($%d::text[])", alias, len(w.args)))
+}
+
+// contains adds "col contains sub" (case-sensitive, as Ironic's
+// description_contains) unless sub is empty.
+func (w *where) contains(col, sub string) {
+	if sub == "" {
+		return
+	}
+	w.args = append(w.args, sub)
+	w.conds = append(w.conds, fmt.Sprintf("strpos(%s, $%d) > 0", col, len(w.args)))
 }
 
 // uuid adds "col = u" with u canonical, unless u is empty.

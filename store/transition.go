@@ -76,14 +76,16 @@ func (s *Store) RecordTransition(ctx context.Context, nodeUUID string, t Transit
 			WHERE uuid = $1 AND (cardinality($5::text[]) = 0 OR provision_state = ANY($5::text[]))
 			RETURNING uuid),
 		ins AS (
-			INSERT INTO node_history (uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name)
-			SELECT $9, upd.uuid, now(), $10, $11, $12, $13, $14 FROM upd WHERE $12 <> ''),
+			INSERT INTO node_history (uuid, node_uuid, created_at, severity, event_type, event, conductor, user_name,
+				project, state, target_provision_state, duration_seconds)
+			SELECT $9, upd.uuid, now(), $10, $11, $12, $13, $14, NULLIF($17, ''), `+historyNodeState+`
+			FROM upd JOIN nodes n ON n.uuid = upd.uuid WHERE $12 <> ''),
 		trim AS (
 			DELETE FROM node_history WHERE $15 > 0 AND $12 <> '' AND EXISTS (SELECT 1 FROM upd) AND node_uuid = $1 AND id <= (
 				SELECT id FROM node_history WHERE node_uuid = $1 ORDER BY id DESC OFFSET GREATEST($15 - 1, 0) LIMIT 1))
 		SELECT count(*) FROM upd`,
 		u, t.To, t.Target, t.LastError, from, t.StepKind, step, drop,
-		h.UUID, h.Severity, h.EventType, h.Event, h.Conductor, h.User, s.HistoryMaxEntries, set).Scan(&changed)
+		h.UUID, h.Severity, h.EventType, h.Event, h.Conductor, h.User, s.HistoryMaxEntries, set, h.Project).Scan(&changed)
 	if err != nil {
 		return dbError(err, "record provision state %s of node %s", t.To, nodeUUID)
 	}

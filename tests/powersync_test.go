@@ -194,6 +194,18 @@ func TestPowerSyncOnTemporalAndPostgres(t *testing.T) {
 	if len(hist) != 3 {
 		t.Fatalf("history %v, want changed, maintenance, recovered", hist)
 	}
+	// The events the workflow's activities wrote record the node's
+	// provision state and target (API 1.115) and no project (1.113).
+	events, err := st.ListHistory(ctx, synced.UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if powerStr(e.State) != "available" || e.TargetProvisionState != nil || e.Project != "" {
+			t.Errorf("history event %q: state %s, target %v, project %q; want available, none, none",
+				e.Event, powerStr(e.State), e.TargetProvisionState, e.Project)
+		}
+	}
 }
 
 func psPtr(s string) *string { return &s }

@@ -81,7 +81,8 @@ func TestServiceAppliesBIOSSettingOnActiveVM(t *testing.T) {
 	serviceStart := time.Now()
 	steps := []any{map[string]any{"interface": "bios", "step": "apply_configuration",
 		"args": map[string]any{"settings": []any{map[string]any{"name": "ProcCores", "value": "2"}}}}}
-	code, body := biosAPI(t, s, http.MethodPut, "/v1/nodes/"+uuid+"/states/provision", "1.87",
+	// disable_ramdisk with service: API 1.108.
+	code, body := biosAPI(t, s, http.MethodPut, "/v1/nodes/"+uuid+"/states/provision", "1.108",
 		map[string]any{"target": "service", "service_steps": steps, "disable_ramdisk": true})
 	if code != http.StatusAccepted {
 		t.Fatalf("service: HTTP %d: %s", code, body)
