@@ -81,8 +81,10 @@ var readOnlyNodeFields = map[string]bool{
 	"inspection_finished_at": true, "traits": true, "last_error": true,
 }
 
-// readOnlyPortFields likewise for ports.
-var readOnlyPortFields = map[string]bool{"uuid": true, "id": true, "node_uuid": true, "created_at": true, "updated_at": true}
+// readOnlyPortFields likewise for ports: an inspection writes a port's
+// local_link_connection, pxe_enabled, physical_network and extra only.
+var readOnlyPortFields = map[string]bool{"uuid": true, "id": true, "node_uuid": true, "created_at": true, "updated_at": true,
+	"address": true, "internal_info": true, "is_smartnic": true, "name": true, "portgroup_uuid": true}
 
 // Sort orders rules as Ironic applies them: priority, highest first; equal
 // priorities keep their given order (the store's, by creation).
