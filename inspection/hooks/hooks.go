@@ -252,7 +252,9 @@ func validateInterfaces(cfg Config, d *Data) error {
 		if ip == "" {
 			ip, _ = iface["ipv6_address"].(string)
 		}
-		if name == "lo" || isLoopback(ip) {
+		// An all-zero MAC (a BMC's placeholder) never becomes a port, as in
+		// ironflow 0.1.0: ports' MACs are unique across nodes.
+		if name == "lo" || isLoopback(ip) || iface["mac_address"] == "00:00:00:00:00:00" {
 			continue
 		}
 		if cfg.AddPorts == "pxe" && pxe != "" && iface["pxe_enabled"] != true {
