@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/ironflow/ironflow/pyliteral"
 )
 
 // maxTraits is Ironic's limit of traits per node.
@@ -49,7 +51,7 @@ func runAction(ctx context.Context, r Rule, op string, args map[string]any, s *S
 				return actionFailure("Failed to set attribute %s with value %s: %s", path, str(args["value"]), err)
 			}
 		case "extend-attribute":
-			err = extendPath(s.Node, normalizePath(path), args["value"], truthy(args["unique"]), readOnlyNodeFields, "Node")
+			err = extendPath(s.Node, normalizePath(path), args["value"], pyliteral.Truthy(args["unique"]), readOnlyNodeFields, "Node")
 			if err != nil {
 				return actionFailure("Failed to extend attribute %s: %s", path, err)
 			}
@@ -122,7 +124,7 @@ func runAction(ctx context.Context, r Rule, op string, args map[string]any, s *S
 		return nil
 	case "extend-plugin-data":
 		path := argString(args, "path")
-		if err := extendPluginData(s.PluginData, strings.Split(path, "."), args["value"], truthy(args["unique"])); err != nil {
+		if err := extendPluginData(s.PluginData, strings.Split(path, "."), args["value"], pyliteral.Truthy(args["unique"])); err != nil {
 			return actionFailure("Failed to extend plugin data at %s: %s", path, err)
 		}
 		return nil
@@ -147,7 +149,7 @@ func runAction(ctx context.Context, r Rule, op string, args map[string]any, s *S
 				return actionFailure("Failed to set attribute %s for port %s: %s", path, id, err)
 			}
 		case "extend-port-attribute":
-			if err := extendPath(port, normalizePath(path), args["value"], truthy(args["unique"]), readOnlyPortFields, "Port"); err != nil {
+			if err := extendPath(port, normalizePath(path), args["value"], pyliteral.Truthy(args["unique"]), readOnlyPortFields, "Port"); err != nil {
 				return actionFailure("Failed to extend attribute %s for port %s: %s", path, id, err)
 			}
 		default:
@@ -160,24 +162,6 @@ func runAction(ctx context.Context, r Rule, op string, args map[string]any, s *S
 		return apiCall(ctx, args, s)
 	}
 	return fmt.Errorf("Unsupported action '%s'.", op)
-}
-
-func truthy(v any) bool {
-	switch t := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return t
-	case float64:
-		return t != 0
-	case string:
-		return t != ""
-	case []any:
-		return len(t) > 0
-	case map[string]any:
-		return len(t) > 0
-	}
-	return true
 }
 
 // walk returns the dict that holds the last part of parts, creating dicts
@@ -285,7 +269,7 @@ func extendPluginData(root map[string]any, parts []string, value any, unique boo
 		}
 		cur = m[p]
 	}
-	if !truthy(cur) {
+	if !pyliteral.Truthy(cur) {
 		cur = []any{}
 	}
 	list, ok := cur.([]any)
