@@ -87,12 +87,12 @@ func inspectionOutcome(ctx context.Context, n *store.Node, ports []*store.Port, 
 	if err := deepCopy(ports, &portMaps); err != nil {
 		return nil, nil, 0, err
 	}
-	names := hooks.DefaultHooks
+	names, cfg := hooks.DefaultHooks, hooks.Config{}
 	if pluginData["source"] == "redfish" {
-		names = hooks.OutOfBandHooks
+		names, cfg.OutOfBand = hooks.OutOfBandHooks, true
 	}
 	d := &hooks.Data{NodeUUID: n.UUID, Properties: props, Ports: portMaps, Inventory: inv.Inventory, PluginData: pluginData}
-	if err := hooks.Run(names, hooks.Config{}, d); err != nil {
+	if err := hooks.Run(names, cfg, d); err != nil {
 		var he *hooks.Error
 		if errors.As(err, &he) {
 			return nil, nil, 0, &inspectionRefused{he.Error()}

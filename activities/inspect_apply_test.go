@@ -108,3 +108,27 @@ func TestApplyInventoryRunsHooksThenRules(t *testing.T) {
 		t.Errorf("a failed inspection changed the node: extra %v, properties %v", after.Extra, after.Properties)
 	}
 }
+
+// A BMC's inventory (out-of-band inspection) without network interfaces
+// still fills in the properties, as in ironflow 0.1.0.
+func TestApplyInventoryOutOfBandWithoutInterfaces(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a := activities.New(st, activities.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Inspecting}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	inv := map[string]any{"cpu": map[string]any{"count": 4.0}, "memory": map[string]any{"total": float64(8 << 30)},
+		"disks": []any{map[string]any{"name": "Drive 0", "size": float64(100 << 30)}}}
+	if err := st.PutInventory(ctx, &store.Inventory{NodeUUID: n.UUID, Inventory: inv, PluginData: map[string]any{"source": "redfish"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ApplyInventory(ctx, n.UUID); err != nil {
+		t.Fatalf("ApplyInventory: %v", err)
+	}
+	got, _ := st.GetNode(ctx, n.UUID)
+	if got.Properties["cpus"] != 4.0 || got.Properties["memory_mb"] != 8192.0 || got.Properties["local_gb"] != 99.0 {
+		t.Errorf("properties from a BMC's inventory: %v", got.Properties)
+	}
+}

@@ -66,6 +66,11 @@ type Config struct {
 	// MinRootDiskSize is the smallest disk root-device picks without hints
 	// and without the ramdisk's root_disk (agent.DefaultMinRootDiskSize).
 	MinRootDiskSize int64
+	// OutOfBand: the inventory is a BMC's, which may list no network
+	// interface; validate-interfaces then finds none instead of failing
+	// (Ironic runs no hooks on a Redfish inspection; ironflow 0.1.0
+	// accepted such an inventory).
+	OutOfBand bool
 }
 
 // DefaultCPUCapabilities is Ironic's [inspector]cpu_capabilities default.
@@ -207,7 +212,7 @@ func normalizeMAC(s string) (string, bool) {
 // macs their addresses.
 func validateInterfaces(cfg Config, d *Data) error {
 	list, ok := d.Inventory["interfaces"].([]any)
-	if !ok {
+	if !ok && !cfg.OutOfBand {
 		return invalidInventory(d.NodeUUID, "no interfaces present in inventory")
 	}
 	pxe := pxeMAC(d.Inventory)
@@ -241,7 +246,7 @@ func validateInterfaces(cfg Config, d *Data) error {
 		}
 		all[name] = cp
 	}
-	if len(all) == 0 {
+	if len(all) == 0 && !cfg.OutOfBand {
 		return invalidInventory(d.NodeUUID, "no valid network interfaces")
 	}
 	valid := map[string]any{}
@@ -270,7 +275,7 @@ func validateInterfaces(cfg Config, d *Data) error {
 		valid[name] = cp
 		macs = append(macs, iface["mac_address"])
 	}
-	if len(valid) == 0 {
+	if len(valid) == 0 && !cfg.OutOfBand {
 		return invalidInventory(d.NodeUUID, fmt.Sprintf("no network interfaces match the configuration (add_ports set to \"%s\")", cfg.AddPorts))
 	}
 	d.PluginData["all_interfaces"] = all

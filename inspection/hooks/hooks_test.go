@@ -179,6 +179,19 @@ func TestHookFailures(t *testing.T) {
 	}
 }
 
+// A BMC's inventory without network interfaces is no error out-of-band.
+func TestOutOfBandWithoutInterfaces(t *testing.T) {
+	d := fixture(t)
+	delete(d.Inventory, "interfaces")
+	d.PluginData = map[string]any{"source": "redfish"}
+	if err := Run(OutOfBandHooks, Config{OutOfBand: true}, d); err != nil {
+		t.Fatalf("out-of-band without interfaces: %v", err)
+	}
+	if len(d.Ports) != 1 || d.Properties["cpus"] != float64(8) || d.Properties["local_gb"] != float64(446) {
+		t.Errorf("ports %v, properties %v", d.Ports, d.Properties)
+	}
+}
+
 func TestUpdatedCapabilities(t *testing.T) {
 	if got := UpdatedCapabilities("a:1,cpu_vt:false", []string{"cpu_vt", "cpu_aes"}); got != "a:1,cpu_vt:true,cpu_aes:true" {
 		t.Errorf("UpdatedCapabilities = %s", got)
