@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -18,6 +19,10 @@ import (
 // ErrTypeInspectionFailed is an inspection the hooks or the rules refused:
 // retrying cannot change the verdict, the node goes to inspect failed.
 const ErrTypeInspectionFailed = "InspectionFailed"
+
+// apiCallMargin is what the api-call actions leave of the activity's time
+// for writing the outcome.
+const apiCallMargin = 5 * time.Second
 
 // ruleHTTPClient makes the api-call action's GETs; each carries its own
 // timeout (rules.HTTPGet).
@@ -44,8 +49,17 @@ func (a *Activities) ApplyInventory(ctx context.Context, nodeUUID string) error 
 	}
 	var logs []rules.LogEntry
 	var created int
+	// The rules' api-call GETs end before this local activity's own
+	// deadline, so that a slow URL fails the inspection with its message
+	// instead of timing the activity out into a retry.
+	rulesCtx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		rulesCtx, cancel = context.WithDeadline(ctx, dl.Add(-apiCallMargin))
+		defer cancel()
+	}
 	node, err := a.Store.ApplyInspection(ctx, nodeUUID, func(n *store.Node, ports []*store.Port, inv *store.Inventory) (*store.InspectionOutcome, error) {
-		o, l, c, err := inspectionOutcome(ctx, n, ports, inv, engineRules)
+		o, l, c, err := inspectionOutcome(rulesCtx, n, ports, inv, engineRules)
 		logs, created = l, c
 		return o, err
 	})
