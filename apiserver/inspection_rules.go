@@ -268,10 +268,8 @@ func (s *server) patchInspectionRule(c *gin.Context) error {
 		case "uuid", "created_at", "updated_at", "links":
 			return badRequest("'%s' is an internal attribute and can not be updated", op.Path)
 		}
-		if op.Path == "/sensitive" && r.Sensitive && op.Op != "remove" && op.Value == false {
-			return badRequest("Inspection rules cannot have the sensitive flag unset.")
-		}
-		if op.Path == "/sensitive" && r.Sensitive && op.Op == "remove" {
+		// Ironic refuses false; null and remove would unset it too.
+		if op.Path == "/sensitive" && r.Sensitive && (op.Op == "remove" || op.Value != true) {
 			return badRequest("Inspection rules cannot have the sensitive flag unset.")
 		}
 	}

@@ -123,6 +123,12 @@ func TestInspectionRulesAPI(t *testing.T) {
 		r.faultstring(t) != "Inspection rules cannot have the sensitive flag unset." {
 		t.Errorf("unset sensitive: %d %s", r.status, r.body)
 	}
+	if r := e.do("PATCH", "/v1/inspection_rules/"+secret, v, []map[string]any{{"op": "remove", "path": "/sensitive"}}); r.status != 400 {
+		t.Errorf("remove sensitive: %d %s", r.status, r.body)
+	}
+	if got := e.do("GET", "/v1/inspection_rules/"+secret, v, nil).json(t); got["sensitive"] != true || got["actions"] != nil {
+		t.Errorf("the sensitive rule after refused patches: %v", got)
+	}
 	if r := e.do("PATCH", "/v1/inspection_rules/"+plainUUID, v, []map[string]any{{"op": "replace", "path": "/uuid", "value": secret}}); r.status != 400 {
 		t.Errorf("PATCH uuid: %d %s", r.status, r.body)
 	}
