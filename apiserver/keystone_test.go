@@ -899,7 +899,7 @@ func routePattern(p string) string {
 		switch {
 		case s == "{node}" || s == "{port}" || s == "{portgroup}":
 			parts[i] = ":" + strings.Trim(s, "{}")
-		case s == "{connector}" || s == "{target}":
+		case s == "{connector}" || s == "{target}" || s == "{inspection_rule}":
 			parts[i] = ":uuid"
 		case i == 3 && (parts[2] == "chassis" && s != "detail"):
 			parts[i] = ":chassis"
