@@ -44,8 +44,9 @@ var DefaultHooks = []string{RamdiskError, ValidateInterfaces, Ports, Architectur
 	CPUCapabilities, ParseLLDPHook, LocalLinkConnection}
 
 // OutOfBandHooks run on a BMC's inventory: nothing boots, so no ramdisk
-// error, no PXE interface and no LLDP.
-var OutOfBandHooks = []string{ValidateInterfaces, Ports, Memory, CPUs, RootDevice, CPUCapabilities}
+// error, no PXE interface and no LLDP; with Config.OutOfBand a missing
+// architecture or network interface is no error.
+var OutOfBandHooks = []string{ValidateInterfaces, Ports, Architecture, Memory, CPUs, RootDevice, CPUCapabilities}
 
 // Config is the [inspector] options the hooks read.
 type Config struct {
@@ -67,9 +68,10 @@ type Config struct {
 	// and without the ramdisk's root_disk (agent.DefaultMinRootDiskSize).
 	MinRootDiskSize int64
 	// OutOfBand: the inventory is a BMC's, which may list no network
-	// interface; validate-interfaces then finds none instead of failing
-	// (Ironic runs no hooks on a Redfish inspection; ironflow 0.1.0
-	// accepted such an inventory).
+	// interface and no CPU architecture: validate-interfaces then finds
+	// none and architecture sets nothing, instead of failing (Ironic runs
+	// no hooks on a Redfish inspection; ironflow 0.1.0 accepted such an
+	// inventory).
 	OutOfBand bool
 }
 
@@ -141,6 +143,9 @@ func Run(names []string, cfg Config, d *Data) error {
 		case Architecture:
 			cpu, _ := d.Inventory["cpu"].(map[string]any)
 			arch, ok := cpu["architecture"].(string)
+			if (!ok || arch == "") && cfg.OutOfBand {
+				break // a BMC need not say
+			}
 			if !ok || arch == "" {
 				err = invalidInventory(d.NodeUUID, fmt.Sprintf("Inventory has malformed or missing CPU architecture information: %s for node %s.",
 					pyliteral.ReprDecoded(d.Inventory["cpu"]), d.NodeUUID))

@@ -184,11 +184,16 @@ func TestOutOfBandWithoutInterfaces(t *testing.T) {
 	d := fixture(t)
 	delete(d.Inventory, "interfaces")
 	d.PluginData = map[string]any{"source": "redfish"}
+	d.Inventory["cpu"].(map[string]any)["architecture"] = "aarch64"
 	if err := Run(OutOfBandHooks, Config{OutOfBand: true}, d); err != nil {
 		t.Fatalf("out-of-band without interfaces: %v", err)
 	}
-	if len(d.Ports) != 1 || d.Properties["cpus"] != float64(8) || d.Properties["local_gb"] != float64(446) {
+	if len(d.Ports) != 1 || d.Properties["cpus"] != float64(8) || d.Properties["local_gb"] != float64(446) || d.Properties["cpu_arch"] != "aarch64" {
 		t.Errorf("ports %v, properties %v", d.Ports, d.Properties)
+	}
+	delete(d.Inventory["cpu"].(map[string]any), "architecture")
+	if err := Run(OutOfBandHooks, Config{OutOfBand: true}, d); err != nil {
+		t.Errorf("out-of-band without an architecture: %v", err)
 	}
 }
 
