@@ -3,10 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/ironflow/ironflow/bmc"
@@ -58,105 +55,6 @@ func toMap(v any) (map[string]any, error) {
 	}
 	var m map[string]any
 	return m, json.Unmarshal(b, &m)
-}
-
-// ApplyInventory updates the node from its stored inventory as Ironic's
-// inspection does: properties cpus, memory_mb, local_gb (the largest disk
-// less one GiB, as Ironic's root device default) and cpu_arch, and a port for
-// every discovered MAC that has none. Local activity.
-func (a *Activities) ApplyInventory(ctx context.Context, nodeUUID string) error {
-	inv, err := a.Store.GetInventory(ctx, nodeUUID)
-	if err != nil {
-		return storeErr(err, "read the inventory of node %s", nodeUUID)
-	}
-	props := inventoryProperties(inv.Inventory)
-	if _, err := a.Store.UpdateNode(ctx, nodeUUID, func(n *store.Node) error {
-		for k, v := range props {
-			n.Properties[k] = v
-		}
-		return nil
-	}); err != nil {
-		return storeErr(err, "update properties of node %s", nodeUUID)
-	}
-	created := 0
-	for _, mac := range inventoryMACs(inv.Inventory) {
-		err := a.Store.CreatePort(ctx, &store.Port{Address: mac, NodeUUID: nodeUUID, PXEEnabled: true,
-			LocalLinkConnection: map[string]any{}, Extra: map[string]any{}})
-		switch {
-		case err == nil:
-			created++
-		case errors.Is(err, store.ErrDuplicateMAC):
-			// The port exists (on this node or another): Ironic leaves it.
-		default:
-			return storeErr(err, "create port %s for node %s", mac, nodeUUID)
-		}
-	}
-	return a.history(ctx, nodeUUID, store.SeverityInfo, "inspection",
-		fmt.Sprintf("Inspection found %v CPUs, %v MiB of memory, %v GiB of disk; %d new ports", props["cpus"], props["memory_mb"], props["local_gb"], created))
-}
-
-// inventoryProperties reads IPA's inventory shape.
-func inventoryProperties(inv map[string]any) map[string]any {
-	props := map[string]any{}
-	if cpu, ok := inv["cpu"].(map[string]any); ok {
-		if c, ok := number(cpu["count"]); ok && c > 0 {
-			props["cpus"] = int(c)
-		}
-		if arch, ok := cpu["architecture"].(string); ok && arch != "" {
-			props["cpu_arch"] = arch
-		}
-	}
-	if mem, ok := inv["memory"].(map[string]any); ok {
-		if mb, ok := number(mem["physical_mb"]); ok && mb > 0 {
-			props["memory_mb"] = int(mb)
-		} else if total, ok := number(mem["total"]); ok && total > 0 {
-			props["memory_mb"] = int(total / (1 << 20))
-		}
-	}
-	var largest float64
-	if disks, ok := inv["disks"].([]any); ok {
-		for _, d := range disks {
-			if dm, ok := d.(map[string]any); ok {
-				if size, ok := number(dm["size"]); ok && size > largest {
-					largest = size
-				}
-			}
-		}
-	}
-	if largest > 0 {
-		props["local_gb"] = int(math.Max(0, math.Floor(largest/(1<<30))-1))
-	}
-	return props
-}
-
-func inventoryMACs(inv map[string]any) []string {
-	var out []string
-	ifaces, _ := inv["interfaces"].([]any)
-	for _, i := range ifaces {
-		im, _ := i.(map[string]any)
-		mac, _ := im["mac_address"].(string)
-		mac = strings.ToLower(strings.TrimSpace(mac))
-		if mac == "" || mac == "00:00:00:00:00:00" {
-			continue
-		}
-		out = append(out, mac)
-	}
-	return out
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // InspectOutOfBand asks the node's BMC what the machine is (Redfish

@@ -29,6 +29,13 @@ func (a *Agent) rootDevice(ctx context.Context, node map[string]any) (BlockDevic
 	return chooseRootDevice(devs, hints, a.cfg.MinRootDiskSize)
 }
 
+// ChooseRootDevice is chooseRootDevice for the inspection hooks
+// (inspection/hooks' root-device), so that inspection reports the disk a
+// deploy would write to.
+func ChooseRootDevice(devs []BlockDevice, hints map[string]any, minSize int64) (BlockDevice, error) {
+	return chooseRootDevice(devs, hints, minSize)
+}
+
 // chooseRootDevice applies Ironic's root device hints (size in GiB with
 // optional operator, name, serial, wwn, by_path, model, vendor, hctl,
 // rotational); without hints it takes the smallest disk of at least minSize.

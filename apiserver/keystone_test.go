@@ -456,6 +456,10 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:chassis:update":                          sysMember,
 	"baremetal:chassis:delete":                          sysAdmin,
 	"baremetal:shards:get":                              sysReader,
+	"baremetal:inspection_rule:get":                     sysReader,
+	"baremetal:inspection_rule:create":                  sysAdmin,
+	"baremetal:inspection_rule:update":                  sysAdmin,
+	"baremetal:inspection_rule:delete":                  sysAdmin,
 	"baremetal:deploy_template:get":                     sysReader,
 	"baremetal:deploy_template:create":                  sysAdmin,
 	"baremetal:deploy_template:update":                  sysAdmin,
@@ -917,7 +921,7 @@ func routePattern(p string) string {
 		switch {
 		case s == "{node}" || s == "{port}" || s == "{portgroup}":
 			parts[i] = ":" + strings.Trim(s, "{}")
-		case s == "{connector}" || s == "{target}":
+		case s == "{connector}" || s == "{target}" || s == "{inspection_rule}":
 			parts[i] = ":uuid"
 		case i == 3 && (parts[2] == "chassis" && s != "detail"):
 			parts[i] = ":chassis"

@@ -181,6 +181,12 @@ var ironicDefaultRules = []defaultRule{
 	{"baremetal:deploy_template:delete", polSystemAdmin, sysProj},
 	{"baremetal:deploy_template:update", polSystemAdmin, sysProj},
 
+	{"baremetal:inspection_rule:get", polSystemReader, sysProj},
+	{"baremetal:inspection_rule:list_all", polSystemReader, sysProj},
+	{"baremetal:inspection_rule:create", polSystemAdmin, sysProj},
+	{"baremetal:inspection_rule:update", polSystemAdmin, sysProj},
+	{"baremetal:inspection_rule:delete", polSystemAdmin, sysProj},
+
 	{"baremetal:runbook:get", polRunbookReader, sysProj},
 	{"baremetal:runbook:list", polAPIReader, sysProj},
 	{"baremetal:runbook:list_all", polSystemReader, sysProj},

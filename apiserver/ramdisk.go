@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/signature"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -253,9 +254,12 @@ func (s *server) continueInspection(c *gin.Context) error {
 	}
 	agentURL, _ := n.DriverInternalInfo[keyAgentURL].(string)
 	agentVersion, _ := n.DriverInternalInfo[keyAgentVersion].(string)
+	// The signal names the node's token, as a heartbeat's does
+	// (heartbeat.go): the worker refuses one that names another.
 	err = s.eng.Signal(ctx, n.UUID, workflows.SignalHeartbeat, s.signed(n.UUID, workflows.Heartbeat{
 		CallbackURL: agentURL, AgentVersion: agentVersion, AgentStatus: "end",
 		AgentStatusMessage: "inspection data received", ReceivedAt: time.Now().UTC(),
+		AgentTokenRef: signature.TokenRef(stored),
 	}))
 	if err != nil && !errors.Is(err, ErrNoWorkflow) {
 		return fmt.Errorf("signal inspection data to node %s: %w", n.UUID, err)

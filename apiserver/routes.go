@@ -368,6 +368,18 @@ func (s *server) routeTable() []route {
 			{"DELETE", s.removeRunbookTraits, routeRule{onRunbookTraits, "baremetal:runbook:update", ""}, 0},
 		}},
 
+		// Inspection rules: inspection_rules.go.
+		{path: "/v1/inspection_rules", auth: authUser, since: v96InspectionRules, gate: gateNotAllowed, listed: true, ops: []op{
+			{"GET", s.listInspectionRules, routeRule{onGlobal, "baremetal:inspection_rule:get", ""}, 0},
+			{"POST", s.createInspectionRule, routeRule{onGlobal, "baremetal:inspection_rule:create", ""}, 0},
+			{"DELETE", s.deleteAllInspectionRules, routeRule{onGlobal, "baremetal:inspection_rule:delete", ""}, 0},
+		}},
+		{path: "/v1/inspection_rules/:uuid", auth: authUser, since: v96InspectionRules, gate: gateNotAllowed, ops: []op{
+			{"GET", s.showInspectionRule, routeRule{onGlobal, "baremetal:inspection_rule:get", ""}, 0},
+			{"PATCH", s.patchInspectionRule, routeRule{onGlobal, "baremetal:inspection_rule:update", ""}, 0},
+			{"DELETE", s.deleteInspectionRule, routeRule{onGlobal, "baremetal:inspection_rule:delete", ""}, 0},
+		}},
+
 		// Allocations: allocations_*.go, policy_allocations.go.
 		{path: "/v1/allocations", auth: authUser, since: v52Allocation, gate: gateNotAllowed, listed: true, ops: []op{
 			{"GET", s.listAllocations, routeRule{onNodeList, "", "baremetal:allocation:list"}, 0},

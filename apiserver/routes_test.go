@@ -117,7 +117,8 @@ func TestIndexDocuments(t *testing.T) {
 	want := map[string]map[string]int{
 		"/v1": {"chassis": 0, "nodes": 0, "ports": 0, "drivers": 0, "lookup": v22Ramdisk, "heartbeat": v22Ramdisk,
 			"portgroups": v23Portgroups, "volume": v32Volume, "conductors": v49Conductors,
-			"events": v54Events, "allocations": v52Allocation, "deploy_templates": v55DeployTemplates, "shards": v82Shard, "runbooks": v92Runbooks},
+			"events": v54Events, "allocations": v52Allocation, "deploy_templates": v55DeployTemplates, "shards": v82Shard, "runbooks": v92Runbooks,
+			"inspection_rules": v96InspectionRules},
 		"/v1/volume":             {"connectors": v32Volume, "targets": v32Volume},
 		"/v1/nodes/:node/volume": {"connectors": v32Volume, "targets": v32Volume},
 	}

@@ -586,33 +586,39 @@ func (s *Store) DeleteNode(ctx context.Context, uuid string) error {
 func (s *Store) UpdateNode(ctx context.Context, uuid string, fn func(n *Node) error) (*Node, error) {
 	u, _ := canonicalUUID(uuid)
 	return updateRow(ctx, s, nodeTable, nodeColumns, scanNode, uuid, "uuid", u, fn, func(tx pgx.Tx, locked Node, n *Node) (*Node, error) {
-		// A node whose instance_uuid goes away loses its allocation with
-		// it, as Ironic's update_node and do_node_tear_down destroy it:
-		// undeploy (ClearInstanceInfo) and a PATCH removing
-		// instance_uuid both come through here.
-		if locked.AllocationUUID != nil && locked.InstanceUUID != nil && n.InstanceUUID == nil {
-			if err := releaseAllocation(ctx, tx, *locked.AllocationUUID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return nil, err
-			}
-		}
-		cols, vals := writableNodeValues(n)
-		sets := make([]string, len(cols))
-		for i, c := range cols {
-			sets[i] = fmt.Sprintf("%s = $%d", c, i+1)
-		}
-		psArg := -1
-		for i, c := range cols {
-			if c == "provision_state" {
-				psArg = i + 1
-			}
-		}
-		vals = append(vals, locked.ID)
-		q := fmt.Sprintf(`UPDATE nodes SET %s, updated_at = now(),
-			provision_updated_at = CASE WHEN provision_state <> $%d THEN now() ELSE provision_updated_at END
-			WHERE id = $%d RETURNING %s`, strings.Join(sets, ", "), psArg, len(vals), nodeColumns)
-		rows, _ := tx.Query(ctx, q, vals...)
-		return pgx.CollectExactlyOneRow(rows, scanNode)
+		return writeNode(ctx, tx, locked, n)
 	})
+}
+
+// writeNode writes n over the row locked (read FOR UPDATE in tx): UpdateNode's
+// write, shared with ApplyInspection.
+func writeNode(ctx context.Context, tx pgx.Tx, locked Node, n *Node) (*Node, error) {
+	// A node whose instance_uuid goes away loses its allocation with
+	// it, as Ironic's update_node and do_node_tear_down destroy it:
+	// undeploy (ClearInstanceInfo) and a PATCH removing
+	// instance_uuid both come through here.
+	if locked.AllocationUUID != nil && locked.InstanceUUID != nil && n.InstanceUUID == nil {
+		if err := releaseAllocation(ctx, tx, *locked.AllocationUUID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+	}
+	cols, vals := writableNodeValues(n)
+	sets := make([]string, len(cols))
+	for i, c := range cols {
+		sets[i] = fmt.Sprintf("%s = $%d", c, i+1)
+	}
+	psArg := -1
+	for i, c := range cols {
+		if c == "provision_state" {
+			psArg = i + 1
+		}
+	}
+	vals = append(vals, locked.ID)
+	q := fmt.Sprintf(`UPDATE nodes SET %s, updated_at = now(),
+		provision_updated_at = CASE WHEN provision_state <> $%d THEN now() ELSE provision_updated_at END
+		WHERE id = $%d RETURNING %s`, strings.Join(sets, ", "), psArg, len(vals), nodeColumns)
+	rows, _ := tx.Query(ctx, q, vals...)
+	return pgx.CollectExactlyOneRow(rows, scanNode)
 }
 
 // SetProvisionState moves the node to provision state `to` only if its
