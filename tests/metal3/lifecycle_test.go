@@ -1,0 +1,225 @@
+package metal3
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/tests/metal3/bmo"
+)
+
+// requeue replaces BMO's 10 s requeue delay: the phases poll every 200 ms.
+const requeue = 200 * time.Millisecond
+
+// client is a BMO provisioner for host on the stack, with its recorder.
+type client struct {
+	t   *testing.T
+	p   *bmo.Provisioner
+	rec *bmo.Recorder
+	h   *bmo.Host
+}
+
+func newClient(t *testing.T, h *bmo.Host) *client {
+	t.Helper()
+	rec := &bmo.Recorder{}
+	p, err := bmo.New(bmo.Config{Endpoint: stack.APIURL + "/v1", DeployKernelURL: "http://127.0.0.1:1/images/agent.kernel",
+		DeployRamdiskURL: "http://127.0.0.1:1/images/agent.initramfs", RequeueDelay: requeue, Transport: rec}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &client{t: t, p: p, rec: rec, h: h}
+}
+
+// check compares the calls of the phase just run with its golden list.
+func (c *client) check(phase string, golden []want) {
+	c.t.Helper()
+	calls := c.rec.Take()
+	s := subst{node: c.h.ProvisioningID, name: c.h.Namespace + "~" + c.h.Name, bare: c.h.Name, version: c.p.Microversion()}
+	if ok, why := s.match(golden, calls); !ok {
+		var b strings.Builder
+		for i, call := range calls {
+			b.WriteString("\n  ")
+			b.WriteString(strings.Join([]string{itoa(i), call.Method, call.Path, call.Query, call.Version, itoa(call.Status)}, " "))
+			b.WriteString(" " + strings.Join(bodyKeys(call.Body), ","))
+		}
+		c.t.Fatalf("%s: the calls differ from BMO's: %s\ncalls:%s", phase, why, b.String())
+	}
+	c.t.Logf("%s: %d calls as BMO makes them", phase, len(calls))
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// run drives a phase to its end; a failure fails the test with the
+// stack's log.
+func (c *client) run(phase string, timeout time.Duration, step func(context.Context) (bmo.Result, error)) {
+	c.t.Helper()
+	if err := bmo.Run(ctxFor(c.t, timeout), step); err != nil {
+		c.t.Fatalf("%s: %v\n%s", phase, err, devLog())
+	}
+}
+
+// initAndRegister runs TryInit and registration. It skips the test, with
+// the reason, when the API refuses what BMO v0.13.2 sends at every node
+// create: disable_power_off, a node field from API 1.95, which BMO sets
+// whatever the microversion it chose.
+func (c *client) initAndRegister(mac string) {
+	c.t.Helper()
+	ctx := ctxFor(c.t, time.Minute)
+	ready, err := c.p.TryInit(ctx)
+	if err != nil || !ready {
+		c.t.Fatalf("TryInit: ready %v, %v", ready, err)
+	}
+	c.check("init", goldenInit)
+	if want := bmo.ChooseMicroversion(c.p.MaxVersion); c.p.Microversion() != want {
+		c.t.Fatalf("chosen version %s, want %s for a maximum of 1.%d", c.p.Microversion(), want, c.p.MaxVersion)
+	}
+	c.t.Logf("API maximum 1.%d: BMO sends %s", c.p.MaxVersion, c.p.Microversion())
+	err = bmo.Run(ctxFor(c.t, 2*time.Minute), func(ctx context.Context) (bmo.Result, error) { return c.p.Register(ctx, false) })
+	if err != nil && c.p.MaxVersion < bmo.DisablePowerOffMinor && bmo.StatusOf(err) == 400 && strings.Contains(err.Error(), "disable_power_off") {
+		c.rec.Take()
+		c.t.Skipf("ironflow serves API 1.%d, below 1.95: BMO v0.13.2 sends \"disable_power_off\": false in every node create "+
+			"(sent at %s, refused: %v); registration, and every phase after it, needs the disable_power_off node field (API 1.95)",
+			c.p.MaxVersion, c.p.Microversion(), err)
+	}
+	if err != nil {
+		c.t.Fatalf("register: %v\n%s", err, devLog())
+	}
+	c.check("register", goldenRegister(mac))
+}
+
+// TestBMOHostLifecycle runs a fake-hardware host through every phase BMO
+// drives: register, firmware settings, inspect (a simulated agent), prepare,
+// provision (JSON config drive with network_data), soft power off, power
+// on, deprovision (automated cleaning), power off and delete.
+func TestBMOHostLifecycle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the stack is not started")
+	}
+	const mac = "52:54:00:3a:00:01"
+	h := &bmo.Host{Namespace: "metal3", Name: "worker-0", UID: "6f5d6a2c-3f0b-4c1e-9d55-0a1b2c3d4e01",
+		BMCAddress: "fake://metal3-worker-0", BMCUsername: "admin", BMCPassword: "password",
+		BootMACAddress: mac, BootMode: "UEFI", CPUArchitecture: "x86_64", AutomatedCleaningMode: "metadata",
+		Image:          bmo.Image{URL: "http://127.0.0.1:1/images/metal3.qcow2", Checksum: strings.Repeat("ab", 32), ChecksumType: "sha256", DiskFormat: "qcow2"},
+		RootDeviceName: "/dev/vda",
+		UserData:       "#cloud-config\nhostname: worker-0\n",
+		NetworkData: map[string]any{
+			"links":    []any{map[string]any{"id": "enp1s0", "type": "phy", "ethernet_mac_address": mac}},
+			"networks": []any{map[string]any{"id": "net0", "link": "enp1s0", "type": "ipv4_dhcp"}},
+			"services": []any{},
+		}}
+	c := newClient(t, h)
+	c.initAndRegister(mac)
+	startMachine(t, h.ProvisioningID, mac)
+
+	ctx := ctxFor(t, time.Minute)
+	settings, err := c.p.GetFirmwareSettings(ctx, true)
+	if err != nil {
+		t.Fatalf("firmware settings: %v", err)
+	}
+	comps, err := c.p.GetFirmwareComponents(ctx)
+	if err != nil {
+		t.Fatalf("firmware components: %v", err)
+	}
+	c.check("firmware-settings", goldenFirmware)
+	t.Logf("firmware: %d BIOS settings, %d components", len(settings), len(comps))
+
+	if ok, err := c.p.HasCapacity(ctx, 20); err != nil || !ok {
+		t.Fatalf("HasCapacity: %v %v", ok, err)
+	}
+	var details *bmo.HardwareDetails
+	c.run("inspect", 3*time.Minute, func(ctx context.Context) (bmo.Result, error) {
+		r, d, err := c.p.InspectHardware(ctx, false)
+		details = d
+		return r, err
+	})
+	c.check("inspect", goldenInspect)
+	checkDetails(t, details, mac)
+
+	c.run("prepare", time.Minute, c.p.Prepare)
+	c.check("prepare", goldenPrepare)
+
+	if ok, err := c.p.HasCapacity(ctx, 20); err != nil || !ok {
+		t.Fatalf("HasCapacity: %v %v", ok, err)
+	}
+	c.run("provision", 5*time.Minute, c.p.Provision)
+	c.check("provision", goldenProvision)
+
+	c.run("power-off", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, true, false) })
+	c.check("power-off", goldenSoftPowerOff)
+	c.run("power-on", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOn(ctx, false) })
+	c.check("power-on", goldenPowerOn)
+
+	if ok, err := c.p.HasCapacity(ctx, 20); err != nil || !ok {
+		t.Fatalf("HasCapacity: %v %v", ok, err)
+	}
+	c.run("deprovision", 5*time.Minute, c.p.Deprovision)
+	c.check("deprovision", goldenDeprovision)
+
+	c.run("power-off-before-delete", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, false, false) })
+	c.check("power-off-before-delete", goldenPowerOffBeforeDelete)
+	c.run("delete", 2*time.Minute, c.p.Delete)
+	c.check("delete", goldenDeleteAvailable)
+	t.Logf("simulated agent boots: %d", machineBoots(h.ProvisioningID))
+}
+
+// checkDetails: the inventory decoded into BMO's types and gave the
+// details BMO would store: memory, a CPU, disks, the boot NIC with PXE.
+func checkDetails(t *testing.T, d *bmo.HardwareDetails, mac string) {
+	t.Helper()
+	if d == nil {
+		t.Fatal("inspection ended without hardware details")
+	}
+	if d.PluginDataError != "" {
+		t.Errorf("plugin_data does not decode as Ironic's standard inspection data: %s", d.PluginDataError)
+	}
+	if d.RAMMebibytes <= 0 || d.CPU.Count <= 0 || d.CPU.Arch == "" || len(d.Storage) == 0 {
+		t.Errorf("hardware details lack memory, CPU or disks: %+v", d)
+	}
+	found := false
+	for _, n := range d.NIC {
+		if strings.EqualFold(n.MAC, mac) {
+			found = true
+			if !n.PXE {
+				t.Errorf("NIC %s (the boot MAC) is not PXE enabled in plugin_data's all_interfaces", n.Name)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no NIC with the boot MAC %s in %+v", mac, d.NIC)
+	}
+	t.Logf("hardware details: %d MiB, %d CPUs %s, %d disks, %d NICs", d.RAMMebibytes, d.CPU.Count, d.CPU.Arch, len(d.Storage), len(d.NIC))
+}
+
+// TestBMOExternallyProvisioned: a host registered as externally
+// provisioned is adopted (manageable → adopt → active), powered on, then
+// deleted from active through maintenance.
+func TestBMOExternallyProvisioned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the stack is not started")
+	}
+	const mac = "52:54:00:3a:00:02"
+	h := &bmo.Host{Namespace: "metal3", Name: "ext-0", UID: "6f5d6a2c-3f0b-4c1e-9d55-0a1b2c3d4e02",
+		BMCAddress: "fake://metal3-ext-0", BMCUsername: "admin", BMCPassword: "password",
+		BootMACAddress: mac, BootMode: "UEFI", CPUArchitecture: "x86_64", AutomatedCleaningMode: "metadata"}
+	c := newClient(t, h)
+	c.initAndRegister(mac)
+
+	err := bmo.Run(ctxFor(t, 2*time.Minute), c.p.Adopt)
+	if err != nil && bmo.StatusOf(err) == 400 && strings.Contains(err.Error(), "adopt") {
+		t.Skipf("ironflow refuses the adopt verb (API 1.17): %v; an externally provisioned host cannot be adopted until it is served", err)
+	}
+	if err != nil {
+		t.Fatalf("adopt: %v\n%s", err, devLog())
+	}
+	c.check("adopt", goldenAdopt)
+
+	c.run("power-on", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOn(ctx, false) })
+	c.check("power-on", []want{get("/v1/nodes/{node}"), withOptional(power("power on")), withOptional(pollNode)})
+
+	c.run("power-off-before-delete", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, false, false) })
+	c.check("power-off-before-delete", []want{get("/v1/nodes/{node}"), power("power off"), pollNode})
+	c.run("delete", 2*time.Minute, c.p.Delete)
+	c.check("delete", goldenDeleteActive)
+}

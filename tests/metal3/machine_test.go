@@ -1,0 +1,65 @@
+package metal3
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var simBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// startMachine runs the simmachine command (its own module, see
+// simmachine/main.go) for the node: it boots simulated agents whenever
+// the node waits for one. It stops when the test ends.
+func startMachine(t *testing.T, nodeUUID string, macs ...string) {
+	t.Helper()
+	simBuild.once.Do(func() {
+		simBuild.bin = filepath.Join(stack.dir, "simmachine")
+		cmd := exec.Command("go", "build", "-o", simBuild.bin, ".")
+		cmd.Dir = "simmachine"
+		if out, err := cmd.CombinedOutput(); err != nil {
+			simBuild.err = err
+			t.Logf("build simmachine: %s", out)
+		}
+	})
+	if simBuild.err != nil {
+		t.Fatalf("build simmachine: %v", simBuild.err)
+	}
+	log, err := os.Create(filepath.Join(stack.dir, "simmachine-"+nodeUUID+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(simBuild.bin, "-api", stack.APIURL, "-node", nodeUUID, "-macs", strings.Join(macs, ","))
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		log.Close()
+	})
+}
+
+// machineBoots is how many agents the node's machine booted.
+func machineBoots(nodeUUID string) int {
+	b, _ := os.ReadFile(filepath.Join(stack.dir, "simmachine-"+nodeUUID+".log"))
+	return strings.Count(string(b), "booted a simulated agent")
+}
