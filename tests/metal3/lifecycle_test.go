@@ -24,7 +24,7 @@ type client struct {
 func newClient(t *testing.T, h *bmo.Host) *client {
 	t.Helper()
 	rec := &bmo.Recorder{}
-	p, err := bmo.New(bmo.Config{Endpoint: stack.APIURL + "/v1", DeployKernelURL: "http://127.0.0.1:1/images/agent.kernel",
+	p, err := bmo.New(bmo.Config{Endpoint: stack.APIURL + "/v1", Username: apiUser, Password: apiPassword, DeployKernelURL: "http://127.0.0.1:1/images/agent.kernel",
 		DeployRamdiskURL: "http://127.0.0.1:1/images/agent.initramfs", RequeueDelay: requeue, Transport: rec}, h)
 	if err != nil {
 		t.Fatal(err)
@@ -222,4 +222,28 @@ func TestBMOExternallyProvisioned(t *testing.T) {
 	c.check("power-off-before-delete", []want{get("/v1/nodes/{node}"), power("power off"), pollNode})
 	c.run("delete", 2*time.Minute, c.p.Delete)
 	c.check("delete", goldenDeleteActive)
+}
+
+// TestBMOHTTPBasic: BMO's http_basic (its ironic-auth secret) reaches the
+// API; without credentials, as BMO without the secret (noauth), version
+// discovery still answers but the drivers list is refused with 401, so
+// TryInit fails.
+func TestBMOHTTPBasic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the stack is not started")
+	}
+	h := &bmo.Host{Namespace: "metal3", Name: "auth-0", BMCAddress: "fake://metal3-auth-0"}
+	for _, tc := range []struct {
+		user, password string
+		status         int
+	}{{apiUser, apiPassword, 0}, {"", "", 401}, {apiUser, "wrong", 401}} {
+		p, err := bmo.New(bmo.Config{Endpoint: stack.APIURL + "/v1", Username: tc.user, Password: tc.password}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready, err := p.TryInit(ctxFor(t, time.Minute))
+		if got := bmo.StatusOf(err); got != tc.status || (tc.status == 0 && (err != nil || !ready)) {
+			t.Errorf("user %q: ready %v, %v (status %d), want status %d", tc.user, ready, err, got, tc.status)
+		}
+	}
 }

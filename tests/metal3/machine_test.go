@@ -40,6 +40,7 @@ func startMachine(t *testing.T, nodeUUID string, macs ...string) {
 	}
 	cmd := exec.Command(simBuild.bin, "-api", stack.APIURL, "-node", nodeUUID, "-macs", strings.Join(macs, ","))
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), "SIMMACHINE_API_USER="+apiUser, "SIMMACHINE_API_PASSWORD="+apiPassword)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

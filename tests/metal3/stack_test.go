@@ -20,6 +20,15 @@ import (
 	"time"
 )
 
+// The API's user, as BMO's ironic-auth secret holds it: the stack runs
+// http_basic, the authentication BMO deployments use. The hash is bcrypt
+// (cost 4) of apiPassword, made once for this test.
+const (
+	apiUser     = "metal3"
+	apiPassword = "metal3-ironic-password"
+	apiHash     = "$2a$04$TJkce1zFecNituXhrgo8zudBnsPyeEVgKKhpe7MarCNvuyWzB.6MO"
+)
+
 // stack is the `ironflow dev` the package's tests share.
 var stack struct {
 	APIURL string
@@ -83,7 +92,7 @@ func freePort() (int, error) {
 }
 
 // startDev runs `ironflow dev` on loopback, every port free, the Web UI
-// off, and waits until the API answers (as tests/e2e's startStack does,
+// off, http_basic with the test's user, and waits until the API answers (as tests/e2e's startStack does,
 // without the lab's network namespace: fake-hardware needs none).
 func startDev(dir string) (func(), error) {
 	bin, err := ironflowBinary(dir)
@@ -97,6 +106,10 @@ func startDev(dir string) (func(), error) {
 		}
 	}
 	api := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	htpasswd := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(htpasswd, []byte(apiUser+":"+apiHash+"\n"), 0o600); err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(bin, "dev",
 		"--data-dir", filepath.Join(dir, "data"),
 		"--listen", api,
@@ -106,6 +119,7 @@ func startDev(dir string) (func(), error) {
 		"--temporal-ui-port", "-1",
 		"--codec-listen", fmt.Sprintf("127.0.0.1:%d", ports[3]),
 		"--agent-insecure",
+		"--auth-strategy", "http_basic", "--htpasswd-file", htpasswd,
 	)
 	log, err := os.Create(filepath.Join(dir, "ironflow-dev.log"))
 	if err != nil {

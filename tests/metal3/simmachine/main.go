@@ -2,7 +2,9 @@
 // the Metal3 tests run (tests/metal3): whenever the node waits for its
 // agent (inspect wait, clean wait, wait call-back, rescue wait, service
 // wait) and no simulated agent runs, it boots one, ironflow's real agent
-// code on simulated disks (agent/sim), as tests/'s simMachine does. It is
+// code on simulated disks (agent/sim), as tests/'s simMachine does. It reads
+// the node with the credentials in SIMMACHINE_API_USER and
+// SIMMACHINE_API_PASSWORD when the API wants them (http_basic). It is
 // a module and a process of its own so that the Metal3 client's module
 // requires gophercloud at BMO's version, not ironflow's. It prints one
 // line per boot and stops on SIGTERM.
@@ -70,6 +72,9 @@ func provisionState(api, id string) string {
 	}
 	req, _ := http.NewRequest("GET", api+"/v1/nodes/"+id, nil)
 	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.81")
+	if user := os.Getenv("SIMMACHINE_API_USER"); user != "" {
+		req.SetBasicAuth(user, os.Getenv("SIMMACHINE_API_PASSWORD"))
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return ""
