@@ -8,6 +8,7 @@ package metal3
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -37,6 +38,7 @@ var stack struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
 	os.Exit(func() int {
 		if testing.Short() {
 			return m.Run()

@@ -20,6 +20,9 @@ type HardwareDetails struct {
 	Storage      []Storage
 	CPU          CPU
 	Hostname     string
+	// AllInterfaces is how many interfaces plugin_data's all_interfaces
+	// lists (Ironic's inspection hooks fill it; BMO reads PXE flags there).
+	AllInterfaces int
 	// PluginDataError is why plugin_data did not decode as Ironic's
 	// standard inspection data (BMO logs it and loses the NICs' PXE flags
 	// and LLDP); "" when it did.
@@ -65,6 +68,7 @@ func hardwareDetails(data *nodes.InventoryData) *HardwareDetails {
 	if err != nil {
 		d.PluginDataError = err.Error()
 	}
+	d.AllInterfaces = len(std.AllInterfaces)
 	inv := data.Inventory
 	d.Firmware.BIOSVendor, d.Firmware.BIOSVersion, d.Firmware.BIOSDate = inv.SystemVendor.Firmware.Vendor, inv.SystemVendor.Firmware.Version, inv.SystemVendor.Firmware.BuildDate
 	d.SystemVendor.Manufacturer, d.SystemVendor.ProductName, d.SystemVendor.SerialNumber = inv.SystemVendor.Manufacturer, inv.SystemVendor.ProductName, inv.SystemVendor.SerialNumber

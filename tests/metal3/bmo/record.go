@@ -19,6 +19,8 @@ type Call struct {
 	Body any
 	// Status is the answer's HTTP status (0 when the request failed).
 	Status int
+	// Pass is the reconcile pass the call belongs to (NextPass).
+	Pass int
 }
 
 // Recorder is an http.RoundTripper that records every call it passes on.
@@ -26,6 +28,15 @@ type Recorder struct {
 	Next  http.RoundTripper
 	mu    sync.Mutex
 	calls []Call
+	pass  int
+}
+
+// NextPass marks the start of a reconcile pass: the calls after it carry
+// its number.
+func (r *Recorder) NextPass() {
+	r.mu.Lock()
+	r.pass++
+	r.mu.Unlock()
 }
 
 // RoundTrip records req and sends it on.
@@ -52,6 +63,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.Status = resp.StatusCode
 	}
 	r.mu.Lock()
+	c.Pass = r.pass
 	r.calls = append(r.calls, c)
 	r.mu.Unlock()
 	return resp, err
