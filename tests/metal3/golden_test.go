@@ -108,6 +108,15 @@ var goldenProvision = []want{
 	pollNode,
 }
 
+// goldenRegisterSteady is the Register pass BMO makes before the action
+// of every reconcile once the node exists: the node by its ID and its
+// ports; no PATCH, since nothing BMO set has changed (a field the API
+// rewrites would be patched again on every pass).
+var goldenRegisterSteady = []want{
+	get("/v1/nodes/{node}"),
+	{Method: "GET", Path: "/v1/ports", Query: url.Values{"node_uuid": {"{node}"}, "fields": {"node_uuid"}}},
+}
+
 // goldenSoftPowerOff: soft power off with BMO's 180 s timeout; a 400
 // makes BMO send a hard power off in the same pass; then polling.
 var goldenSoftPowerOff = []want{

@@ -132,18 +132,21 @@ func (c *client) initAndRegister(mac string) {
 }
 
 // TestBMOHostLifecycle runs a fake-hardware host through every phase BMO
-// drives: register, firmware settings, inspect (a simulated agent), prepare,
-// provision (JSON config drive with network_data), soft power off, power
-// on, deprovision (automated cleaning), power off and delete.
+// drives: register, firmware settings, inspect, prepare, provision (a raw
+// image and a JSON config drive with network_data, written by the agent),
+// the steady-state registration pass, soft power off, power on,
+// deprovision (automated cleaning), power off and delete. A simulated
+// agent boots whenever the node waits for one.
 func TestBMOHostLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the stack is not started")
 	}
 	const mac = "52:54:00:3a:00:01"
+	img := newImageServer(t, 8<<20)
 	h := &bmo.Host{Namespace: "metal3", Name: "worker-0", UID: "6f5d6a2c-3f0b-4c1e-9d55-0a1b2c3d4e01",
 		BMCAddress: "fake://metal3-worker-0", BMCUsername: "admin", BMCPassword: "password",
 		BootMACAddress: mac, BootMode: "UEFI", CPUArchitecture: "x86_64", AutomatedCleaningMode: "metadata",
-		Image:          bmo.Image{URL: "http://127.0.0.1:1/images/metal3.qcow2", Checksum: strings.Repeat("ab", 32), ChecksumType: "sha256", DiskFormat: "qcow2"},
+		Image:          bmo.Image{URL: img.URL + "/disk.raw", Checksum: img.sha256, ChecksumType: "sha256", DiskFormat: "raw"},
 		RootDeviceName: "/dev/vda",
 		UserData:       "#cloud-config\nhostname: worker-0\n",
 		NetworkData: map[string]any{
@@ -154,6 +157,11 @@ func TestBMOHostLifecycle(t *testing.T) {
 	c := newClient(t, h)
 	c.initAndRegister(mac)
 	startMachine(t, h.ProvisioningID, mac)
+	// Metal3's Ironic makes direct its default deploy interface (BMO
+	// leaves deploy_interface unset for a disk image); ironflow's
+	// fake-hardware defaults to fake, so the operator sets direct: the
+	// simulated agent then writes the image and the config drive.
+	operatorPatch(t, h.ProvisioningID, map[string]any{"op": "add", "path": "/deploy_interface", "value": "direct"})
 
 	ctx := ctxFor(t, time.Minute)
 	settings, err := c.p.GetFirmwareSettings(ctx, true)
@@ -187,6 +195,9 @@ func TestBMOHostLifecycle(t *testing.T) {
 	}
 	c.run("provision", 5*time.Minute, c.p.Provision)
 	c.check("provision", goldenProvision)
+	t.Logf("provision: %s", waitConfigDriveWritten(t, h.ProvisioningID))
+	c.run("register-active", time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.Register(ctx, false) })
+	c.check("register-active", goldenRegisterSteady)
 
 	c.run("power-off", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, true, false) })
 	for _, call := range c.check("power-off", goldenSoftPowerOff) {

@@ -64,3 +64,22 @@ func machineBoots(nodeUUID string) int {
 	b, _ := os.ReadFile(filepath.Join(stack.dir, "simmachine-"+nodeUUID+".log"))
 	return strings.Count(string(b), "booted a simulated agent")
 }
+
+// waitConfigDriveWritten waits until an agent of the node's machine
+// stopped after writing a config drive (an ISO 9660 image) to its disk.
+func waitConfigDriveWritten(t *testing.T, nodeUUID string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(stack.dir, "simmachine-"+nodeUUID+".log"))
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "stopped: config drive writes") && !strings.Contains(line, "writes 0,") {
+				return line
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no agent of the machine wrote a config drive:\n%s", b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

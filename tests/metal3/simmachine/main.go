@@ -2,7 +2,8 @@
 // the Metal3 tests run (tests/metal3): whenever the node waits for its
 // agent (inspect wait, clean wait, wait call-back, rescue wait, service
 // wait) and no simulated agent runs, it boots one, ironflow's real agent
-// code on simulated disks (agent/sim), as tests/'s simMachine does. It reads
+// code on simulated disks (agent/sim), as tests/'s simMachine does, and
+// prints what each agent wrote to its disk once it stops. It reads
 // the node with the credentials in SIMMACHINE_API_USER and
 // SIMMACHINE_API_PASSWORD when the API wants them (http_basic). It is
 // a module and a process of its own so that the Metal3 client's module
@@ -38,6 +39,7 @@ func main() {
 	defer stop()
 	cfg := sim.Config{APIURL: *api, MACs: strings.Split(*macs, ","), Insecure: true, HeartbeatInterval: time.Second, DiskSize: 40 << 30}
 	var agent *sim.Agent
+	boots := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,6 +48,12 @@ func main() {
 			}
 			return
 		case <-time.After(100 * time.Millisecond):
+		}
+		if agent != nil && !agent.PoweredOn() {
+			// The agent's machine powered off or rebooted: what it wrote.
+			d := agent.Hardware().Disks()[0]
+			fmt.Printf("agent %d stopped: config drive writes %d, bytes written %d\n", boots, d.ConfigDriveWrites(), d.BytesWritten())
+			agent = nil
 		}
 		switch provisionState(*api, *node) {
 		case "inspect wait", "clean wait", "wait call-back", "rescue wait", "service wait":
@@ -61,6 +69,7 @@ func main() {
 			os.Exit(1)
 		}
 		agent = a
+		boots++
 		fmt.Println("booted a simulated agent")
 	}
 }
