@@ -34,7 +34,7 @@ func (a *AccessDetails) DriverInfo(user, password string) map[string]any {
 //   - ipmi://host[:port] (port 623 by default): driver ipmi, boot ipxe,
 //     raid no-raid; driver_info ipmi_address, ipmi_port (a string),
 //     ipmi_username, ipmi_password, ipmi_priv_level ADMINISTRATOR.
-//   - redfish+http(s)://host[:port]/path: driver redfish, boot ipxe, raid
+//   - redfish[+http|+https]://host[:port]/path (https by default): driver redfish, boot ipxe, raid
 //     and firmware redfish; driver_info redfish_address (scheme://host),
 //     redfish_system_id (the path, unless empty or /redfish/v1),
 //     redfish_username, redfish_password.
@@ -61,8 +61,11 @@ func ParseBMCAddress(address string) (*AccessDetails, error) {
 				return map[string]any{"ipmi_port": port, "ipmi_username": user, "ipmi_password": password,
 					"ipmi_address": host, "ipmi_priv_level": "ADMINISTRATOR"}
 			}}, nil
-	case "redfish+http", "redfish+https", "redfish-virtualmedia+http", "redfish-virtualmedia+https":
-		kind, transport, _ := strings.Cut(scheme, "+")
+	case "redfish", "redfish+http", "redfish+https", "redfish-virtualmedia", "redfish-virtualmedia+http", "redfish-virtualmedia+https":
+		kind, transport, ok := strings.Cut(scheme, "+")
+		if !ok {
+			transport = "https" // BMO's redfishDefaultScheme
+		}
 		u, err := url.Parse(transport + "://" + rest)
 		if err != nil {
 			return nil, fmt.Errorf("failed to parse BMC address information: %w", err)
