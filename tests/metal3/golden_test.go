@@ -60,12 +60,21 @@ var goldenInit = []want{{Method: "GET", Path: "/v1/", Unversioned: true}, get("/
 // its configuration (driver fake-hardware, which leaves every interface
 // to the API's defaults, a boot MAC, deploy kernel and ramdisk set).
 func goldenRegister(mac string) []want {
+	return goldenRegisterWith(mac, nil, map[string]any{"driver": "fake-hardware"})
+}
+
+// goldenRegisterWith is goldenRegister for a BMC kind whose create sets
+// the interfaces in ifaces, with the create's values in values.
+func goldenRegisterWith(mac string, ifaces []string, values map[string]any) []want {
+	vals := map[string]any{"inspect_interface": "agent", "disable_power_off": false}
+	for k, v := range values {
+		vals[k] = v
+	}
 	return []want{
 		get("/v1/nodes/{name}"), get("/v1/nodes/{bare}"),
 		{Method: "GET", Path: "/v1/ports", Query: url.Values{"address": {mac}, "fields": {"node_uuid"}}},
-		{Method: "POST", Path: "/v1/nodes", Body: []string{"disable_power_off", "driver", "driver_info", "inspect_interface", "name", "properties"},
-			Values: map[string]any{"driver": "fake-hardware", "inspect_interface": "agent", "disable_power_off": false},
-			Nested: map[string][]string{"properties": {"capabilities", "cpu_arch"}}},
+		{Method: "POST", Path: "/v1/nodes", Body: append([]string{"disable_power_off", "driver", "driver_info", "inspect_interface", "name", "properties"}, ifaces...),
+			Values: vals, Nested: map[string][]string{"properties": {"capabilities", "cpu_arch"}}},
 		{Method: "POST", Path: "/v1/ports", Body: []string{"address", "node_uuid", "pxe_enabled"}, Values: map[string]any{"address": mac, "pxe_enabled": true}},
 		provision("manage"),
 		// Every later pass finds the node by its ID and checks its port.

@@ -15,10 +15,12 @@ const requeue = 200 * time.Millisecond
 
 // client is a BMO provisioner for host on the stack, with its recorder.
 type client struct {
-	t   *testing.T
-	p   *bmo.Provisioner
-	rec *bmo.Recorder
-	h   *bmo.Host
+	// logs is the end of the stack's logs, for failure messages.
+	logs func() string
+	t    *testing.T
+	p    *bmo.Provisioner
+	rec  *bmo.Recorder
+	h    *bmo.Host
 }
 
 func newClient(t *testing.T, h *bmo.Host) *client {
@@ -30,6 +32,13 @@ func newClient(t *testing.T, h *bmo.Host) *client {
 		t.Fatal(err)
 	}
 	return &client{t: t, p: p, rec: rec, h: h}
+}
+
+func (c *client) logTail() string {
+	if c.logs != nil {
+		return c.logs()
+	}
+	return devLog()
 }
 
 // check compares the calls of the phase just run with its golden list.
@@ -95,7 +104,7 @@ func (c *client) run(phase string, timeout time.Duration, step func(context.Cont
 		return step(ctx)
 	}
 	if err := bmo.Run(ctxFor(c.t, timeout), pass); err != nil {
-		c.t.Fatalf("%s: %v\n%s", phase, err, devLog())
+		c.t.Fatalf("%s: %v\n%s", phase, err, c.logTail())
 	}
 }
 
@@ -104,6 +113,12 @@ func (c *client) run(phase string, timeout time.Duration, step func(context.Cont
 // create: disable_power_off, a node field from API 1.95, which BMO sets
 // whatever the microversion it chose.
 func (c *client) initAndRegister(mac string) {
+	c.t.Helper()
+	c.initAndRegisterWith(mac, goldenRegister(mac))
+}
+
+// initAndRegisterWith is initAndRegister with the registration's golden list.
+func (c *client) initAndRegisterWith(mac string, golden []want) {
 	c.t.Helper()
 	ctx := ctxFor(c.t, time.Minute)
 	ready, err := c.p.TryInit(ctx)
@@ -126,9 +141,9 @@ func (c *client) initAndRegister(mac string) {
 			c.p.MaxVersion, c.p.Microversion(), err)
 	}
 	if err != nil {
-		c.t.Fatalf("register: %v\n%s", err, devLog())
+		c.t.Fatalf("register: %v\n%s", err, c.logTail())
 	}
-	c.check("register", goldenRegister(mac))
+	c.check("register", golden)
 }
 
 // TestBMOHostLifecycle runs a fake-hardware host through every phase BMO
