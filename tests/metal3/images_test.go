@@ -13,21 +13,20 @@ import (
 	"time"
 )
 
-// imageServer serves one random whole-disk image on loopback, as
-// tests/'s imageServer does: an MBR with an EFI system partition from
-// 1 MiB (a UEFI host's bootloader step needs one: BMO sets boot_mode:uefi)
-// and a Linux partition after it to the image's end, so that the agent
-// adds the config drive partition after the image.
+// imageServer serves one random whole-disk image (wholeDiskImage) on
+// loopback, as tests/'s imageServer does.
 type imageServer struct {
 	*httptest.Server
 	sha256 string
 }
 
-func newImageServer(t *testing.T, size int) *imageServer {
-	t.Helper()
+// wholeDiskImage is size random bytes behind an MBR with an EFI system
+// partition from 1 MiB (a UEFI host's bootloader step needs one: BMO sets
+// boot_mode:uefi) and a Linux partition after it to the image's end, so
+// that the agent adds the config drive partition after the image.
+func wholeDiskImage(size int) []byte {
 	data := make([]byte, size)
-	_, _ = rand.Read(data)
-	clear(data[440:512])
+	_, _ = rand.Read(data[1<<20:])
 	esp, root := data[446:462], data[462:478]
 	esp[4] = 0xef
 	binary.LittleEndian.PutUint32(esp[8:], 2048)
@@ -36,6 +35,12 @@ func newImageServer(t *testing.T, size int) *imageServer {
 	binary.LittleEndian.PutUint32(root[8:], 6144)
 	binary.LittleEndian.PutUint32(root[12:], uint32(size/512-6144))
 	data[510], data[511] = 0x55, 0xaa
+	return data
+}
+
+func newImageServer(t *testing.T, size int) *imageServer {
+	t.Helper()
+	data := wholeDiskImage(size)
 	sum := sha256.Sum256(data)
 	s := &imageServer{sha256: hex.EncodeToString(sum[:])}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

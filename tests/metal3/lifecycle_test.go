@@ -146,6 +146,23 @@ func (c *client) initAndRegisterWith(mac string, golden []want) {
 	c.check("register", golden)
 }
 
+// adopt runs BMO's adoption of an externally provisioned host. It skips
+// the test, with the reason, when the API refuses the adopt verb.
+func (c *client) adopt(timeout time.Duration) {
+	c.t.Helper()
+	err := bmo.Run(ctxFor(c.t, timeout), func(ctx context.Context) (bmo.Result, error) {
+		c.rec.NextPass()
+		return c.p.Adopt(ctx)
+	})
+	if err != nil && bmo.StatusOf(err) == 400 && strings.Contains(err.Error(), "adopt") {
+		c.t.Skipf("ironflow refuses the adopt verb (API 1.17): %v; an externally provisioned host cannot be adopted until it is served", err)
+	}
+	if err != nil {
+		c.t.Fatalf("adopt: %v\n%s", err, c.logTail())
+	}
+	c.check("adopt", goldenAdopt)
+}
+
 // TestBMOHostLifecycle runs a fake-hardware host through every phase BMO
 // drives: register, firmware settings, inspect, prepare, provision (a raw
 // image and a JSON config drive with network_data, written by the agent),
@@ -285,17 +302,7 @@ func TestBMOExternallyProvisioned(t *testing.T) {
 	c := newClient(t, h)
 	c.initAndRegister(mac)
 
-	err := bmo.Run(ctxFor(t, 2*time.Minute), func(ctx context.Context) (bmo.Result, error) {
-		c.rec.NextPass()
-		return c.p.Adopt(ctx)
-	})
-	if err != nil && bmo.StatusOf(err) == 400 && strings.Contains(err.Error(), "adopt") {
-		t.Skipf("ironflow refuses the adopt verb (API 1.17): %v; an externally provisioned host cannot be adopted until it is served", err)
-	}
-	if err != nil {
-		t.Fatalf("adopt: %v\n%s", err, devLog())
-	}
-	c.check("adopt", goldenAdopt)
+	c.adopt(2 * time.Minute)
 
 	c.run("power-on", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOn(ctx, false) })
 	c.check("power-on", []want{get("/v1/nodes/{node}"), withOptional(power("power on")), withOptional(pollNode)})

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -188,21 +187,11 @@ func agentImageDir(t *testing.T) string {
 	return ""
 }
 
-// writeQCOW2 makes a small whole-disk image (an MBR with an EFI system
-// partition and a Linux partition) as qcow2 into dir and returns its name
-// and sha256.
+// writeQCOW2 makes a small whole-disk image (wholeDiskImage) as qcow2
+// into dir and returns its name and sha256.
 func writeQCOW2(t *testing.T, dir string) (string, string) {
 	t.Helper()
-	data := make([]byte, 16<<20)
-	_, _ = rand.Read(data[1<<20:])
-	esp, root := data[446:462], data[462:478]
-	esp[4] = 0xef
-	binary.LittleEndian.PutUint32(esp[8:], 2048)
-	binary.LittleEndian.PutUint32(esp[12:], 4096)
-	root[4] = 0x83
-	binary.LittleEndian.PutUint32(root[8:], 6144)
-	binary.LittleEndian.PutUint32(root[12:], uint32(len(data)/512-6144))
-	data[510], data[511] = 0x55, 0xaa
+	data := wholeDiskImage(16 << 20)
 	raw := filepath.Join(dir, "metal3.raw")
 	if err := os.WriteFile(raw, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -416,17 +405,7 @@ func TestBMOVirtualMediaVM(t *testing.T) {
 	h.ProvisioningID, h.Name = "", "vm0-ext"
 	c = newVMClient()
 	c.initAndRegisterWith(vmMAC, goldenRegisterWith(vmMAC, vmediaIfaces, vmediaValues))
-	err := bmo.Run(ctxFor(t, 5*time.Minute), func(ctx context.Context) (bmo.Result, error) {
-		c.rec.NextPass()
-		return c.p.Adopt(ctx)
-	})
-	if err != nil && bmo.StatusOf(err) == 400 && strings.Contains(err.Error(), "adopt") {
-		t.Skipf("ironflow refuses the adopt verb (API 1.17): %v", err)
-	}
-	if err != nil {
-		t.Fatalf("adopt: %v", err)
-	}
-	c.check("adopt", goldenAdopt)
+	c.adopt(5 * time.Minute)
 	c.run("power-off-before-delete", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, false, false) })
 	c.check("power-off-before-delete", goldenPowerOffBeforeDelete)
 	c.run("delete", 2*time.Minute, c.p.Delete)

@@ -474,15 +474,21 @@ func (p *Provisioner) configureNode(ctx context.Context, n *nodes.Node) (Result,
 		u.section("/driver_info", n.DriverInfo, info)
 	}
 	u.top("automated_clean", p.host.AutomatedCleaningMode != "disabled", n.AutomatedClean)
+	p.properties(u, n)
+	if n, err := p.update(ctx, n, u); err != nil || n == nil {
+		return p.updateResult(err)
+	}
+	return complete()
+}
+
+// properties brings the capabilities (boot mode) and cpu_arch properties
+// in line, as BMO does at configuration and before inspection.
+func (p *Provisioner) properties(u *updater, n *nodes.Node) {
 	props := map[string]any{"capabilities": p.capabilities(n)}
 	if p.host.CPUArchitecture != "" {
 		props["cpu_arch"] = p.host.CPUArchitecture
 	}
 	u.section("/properties", n.Properties, props)
-	if n, err := p.update(ctx, n, u); err != nil || n == nil {
-		return p.updateResult(err)
-	}
-	return complete()
 }
 
 // deployImage is BMO's setDeployImage without a preprovisioning image
@@ -653,11 +659,7 @@ func (p *Provisioner) HasCapacity(ctx context.Context, maxBusy int) (bool, error
 
 func (p *Provisioner) startInspection(ctx context.Context, n *nodes.Node) (Result, error) {
 	u := &updater{}
-	props := map[string]any{"capabilities": p.capabilities(n)}
-	if p.host.CPUArchitecture != "" {
-		props["cpu_arch"] = p.host.CPUArchitecture
-	}
-	u.section("/properties", n.Properties, props)
+	p.properties(u, n)
 	if n, err := p.update(ctx, n, u); err != nil || n == nil {
 		return p.updateResult(err)
 	}
