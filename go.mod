@@ -5,6 +5,9 @@ go 1.26.8
 require (
 	github.com/bougou/go-ipmi v0.9.1
 	github.com/cavaliergopher/cpio v1.0.1
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
+	github.com/coder/websocket v1.8.15
 	github.com/diskfs/go-diskfs v1.9.4
 	github.com/gin-gonic/gin v1.12.0
 	github.com/google/uuid v1.6.0
@@ -20,6 +23,8 @@ require (
 	golang.org/x/sys v0.50.0
 	gopkg.in/yaml.v3 v3.0.1
 )
+
+require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 
 require (
 	github.com/bytedance/gopkg v0.1.3 // indirect

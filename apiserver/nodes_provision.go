@@ -26,6 +26,7 @@ var verbSince = map[provision.Verb]int{
 	provision.VerbDeploy: v73DeployVerbs, provision.VerbUndeploy: v73DeployVerbs,
 	provision.VerbRescue: v38RescueIface, provision.VerbUnrescue: v38RescueIface,
 	provision.VerbUnhold: v85UnholdVerb, provision.VerbService: v87Service,
+	provision.VerbAdopt: v17AdoptVerb,
 }
 
 // deploysImage reports whether verb writes an instance: the verbs that take

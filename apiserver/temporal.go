@@ -221,7 +221,8 @@ func WorkflowTypes() []string {
 	var out []string
 	for _, op := range []provision.Operation{provision.OpManage, provision.OpProvide, provision.OpDeploy,
 		provision.OpUndeploy, provision.OpInspect, provision.OpPower, provision.OpBootDevice,
-		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia, provision.OpManagement, provision.OpVendorPassthru} {
+		provision.OpRescue, provision.OpUnrescue, provision.OpVirtualMedia, provision.OpManagement, provision.OpVendorPassthru,
+		provision.OpAdopt} {
 		if wf, ok := workflows.WorkflowFor(op); ok {
 			out = append(out, wf)
 		}

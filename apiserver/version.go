@@ -44,6 +44,7 @@ const (
 	v14StateLinks       = 14
 	v15ManualClean      = 15
 	v16DriverFilter     = 16
+	v17AdoptVerb        = 17
 	v18PortInternalInfo = 18
 	v19PortAdvanced     = 19
 	v20NetworkIface     = 20

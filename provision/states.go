@@ -112,6 +112,10 @@ const (
 	// VerbService (API 1.87) runs service steps on an active node and
 	// returns it to active.
 	VerbService Verb = "service"
+	// VerbAdopt (API 1.17) takes over a machine deployed by other means:
+	// manageable (or adopt failed) → adopting → active, nothing written
+	// to its disks and its power left as it is.
+	VerbAdopt Verb = "adopt"
 )
 
 // ParseVerb is the verb a provision request's "target" names, spelled as
@@ -149,6 +153,8 @@ const (
 	// OpVendorPassthru is a vendor passthru method run on the node's BMC
 	// (API 1.1): VendorPassthru.
 	OpVendorPassthru Operation = "vendor passthru"
+	// OpAdopt is adoption (API 1.17): AdoptNode.
+	OpAdopt Operation = "adopt"
 )
 
 // Transition is what a verb does from a state: the state the API records
@@ -215,6 +221,13 @@ func decide(state State, verb Verb) (op Operation, next, target State, ok bool) 
 		// servicing.
 		if state == Active || state == ServiceFailed {
 			return OpService, Servicing, Active, true
+		}
+	case VerbAdopt:
+		// Ironic's state machine: manageable and adopt failed --adopt-->
+		// adopting (target active) --done--> active, --fail--> adopt
+		// failed.
+		if state == Manageable || state == AdoptFailed {
+			return OpAdopt, Adopting, Active, true
 		}
 	case VerbRescue:
 		switch state {

@@ -52,6 +52,9 @@ declare -A need=(
 	[grub-mkimage]=grub-common
 	# and mdadm for the software RAID steps (agent/raid.go).
 	[/sbin/mdadm]=mdadm
+	# The graphical console's browser client, which the API serves
+	# (console/web, docs/console.md).
+	[/usr/share/novnc/core/rfb.js]=novnc
 	# The agent ISO's signed UEFI chain for secure boot (pxe/iso.go).
 	[/usr/lib/shim/shimx64.efi.signed]=shim-signed
 	[/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed]=grub-efi-amd64-signed
@@ -87,6 +90,8 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		# Debian's Ironic all-in-one (ironic.cmd.singleprocess, internal/testkit/ironic):
 		# the oracle of tests/ironic_oracle_test.go and bench's ironic part.
 		[/usr/lib/python3/dist-packages/ironic/cmd/singleprocess.py]=python3-ironic
+		# The console pages' browser tests (console/web).
+		[chromium]=chromium
 	)
 fi
 

@@ -1,10 +1,10 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,28 @@ type bmcLab struct {
 	cfgPath, stateDir string
 	redfishURL        string
 	ipmiPort          int
+	// vbmcLog is what the Redfish vbmc logged: each power action, boot
+	// override and virtual media change it carried out.
+	vbmcLog *lockedBuffer
+}
+
+// lockedBuffer is a bytes.Buffer the vbmc's handlers write from several
+// goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func requireQEMU(t *testing.T) {
@@ -56,7 +79,7 @@ func startBMCLab(t *testing.T) *bmcLab {
 		},
 	}
 	b, _ := json.Marshal(cfg)
-	l := &bmcLab{cfgPath: filepath.Join(dir, "vms.json"), stateDir: filepath.Join(dir, "state")}
+	l := &bmcLab{cfgPath: filepath.Join(dir, "vms.json"), stateDir: filepath.Join(dir, "state"), vbmcLog: &lockedBuffer{}}
 	if err := os.WriteFile(l.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +87,7 @@ func startBMCLab(t *testing.T) *bmcLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := vbmc.NewServer(vc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := vbmc.NewServer(vc, slog.New(slog.NewTextHandler(l.vbmcLog, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

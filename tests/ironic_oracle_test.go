@@ -95,6 +95,7 @@ var oracleTables = []struct {
 	{"vendor passthru", passthruCases},
 	{"inject_nmi", nmiCases},
 	{"indicators", indicatorCases},
+	{"adopt", adoptCases},
 }
 
 const oracleEvent = `{"event": "network.bind_port", "port_id": "7a1c3f1e-6a3b-4b2a-9d6c-0e5f8a1b2c3d", "mac_address": "{mac}", "status": "ACTIVE"`
@@ -201,6 +202,19 @@ var indicatorCases = []oracleCase{
 	{name: "set without state", method: "PUT", path: "/v1/nodes/{node}/management/indicators/led-0@system", version: "1.63", body: `{}`},
 	{name: "set state not a string", method: "PUT", path: "/v1/nodes/{node}/management/indicators/led-0@system", version: "1.63", body: `{"state": 5}`},
 	{name: "set", method: "PUT", path: "/v1/nodes/{node}/management/indicators/led-0@system", version: "1.63", body: `{"state": "on"}`},
+}
+
+// adoptCases: the adopt verb (1.17) refused, on the package's node, which
+// is in enroll: below its version, in a state it does not start from, and
+// on no node. Left out: adopt with a config drive in a state adopt does not
+// start from, which Ironic refuses for the state (it checks the state
+// before the arguments) and ironflow for the config drive (it checks the
+// body first, for every verb).
+var adoptCases = []oracleCase{
+	{name: "below 1.17", method: "PUT", path: "/v1/nodes/{node}/states/provision", version: "1.16", body: `{"target": "adopt"}`},
+	{name: "in enroll", method: "PUT", path: "/v1/nodes/{node}/states/provision", version: "1.17", body: `{"target": "adopt"}`},
+	{name: "in enroll, latest", method: "PUT", path: "/v1/nodes/{node}/states/provision", version: "1.82", body: `{"target": "adopt"}`},
+	{name: "unknown node", method: "PUT", path: "/v1/nodes/oracle-no-such-node/states/provision", version: "1.17", body: `{"target": "adopt"}`},
 }
 
 // sortedKeys are a JSON object's keys, sorted.

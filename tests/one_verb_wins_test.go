@@ -21,7 +21,7 @@ import (
 )
 
 // raceVerbs are the verbs the concurrency test sends at random.
-var raceVerbs = []provision.Verb{"manage", "provide", "active", "deleted", "inspect", "abort"}
+var raceVerbs = []provision.Verb{"manage", "provide", "active", "deleted", "inspect", "abort", "adopt"}
 
 // workflowMoves are the transitions the workflows record themselves on a
 // fake-hardware node (Ironic's state machine documentation), beyond the
@@ -33,6 +33,7 @@ var workflowMoves = map[[2]provision.State]bool{
 	{"deploying", "active"}: true, {"deploying", "wait call-back"}: true, {"wait call-back", "deploying"}: true,
 	{"deleting", "cleaning"}:     true,
 	{"inspecting", "manageable"}: true, {"inspecting", "inspect wait"}: true, {"inspect wait", "inspecting"}: true,
+	{"adopting", "active"}: true,
 }
 
 // validMove reports whether from→to is a transition of Ironic's state
@@ -145,7 +146,7 @@ func waitQuiet(t *testing.T, c client.Client, uuid string) node {
 // since, and how many of them did not complete.
 func provisionRuns(t *testing.T, c client.Client, uuid string, since time.Time) (runs, notCompleted int) {
 	t.Helper()
-	q := fmt.Sprintf("NodeUUID = '%s' AND StartTime >= '%s' AND WorkflowType IN ('ManageNode','ProvideNode','DeployNode','UndeployNode','InspectNode')",
+	q := fmt.Sprintf("NodeUUID = '%s' AND StartTime >= '%s' AND WorkflowType IN ('ManageNode','ProvideNode','DeployNode','UndeployNode','InspectNode','AdoptNode')",
 		uuid, since.UTC().Format(time.RFC3339Nano))
 	var token []byte
 	for {

@@ -76,6 +76,13 @@ type VM struct {
 	Netdev    string   `json:"netdev,omitempty"`
 	SerialLog string   `json:"serial_log,omitempty"`
 	QEMUExtra []string `json:"qemu_extra,omitempty"`
+	// VNCAddress ("127.0.0.1:5901") gives the VM a VGA display and QEMU's
+	// VNC server (RFB, no password) on that address, the BMC side of a
+	// graphical console; SerialAddress ("127.0.0.1:7001") puts its serial
+	// port on a TCP listener too, one client at a time, for a serial
+	// console. Both are shown in the Redfish Manager (console.go).
+	VNCAddress    string `json:"vnc_address,omitempty"`
+	SerialAddress string `json:"serial_address,omitempty"`
 	// Drives are more disk images the Storage controller shows (with the
 	// disk as Disk0) for RAID volumes (storage.go); QEMU does not attach
 	// them.
@@ -146,6 +153,7 @@ func (c *Config) normalize() error {
 		return errors.New("no vms")
 	}
 	seen := map[string]bool{}
+	seenAddr := map[netip.AddrPort]string{}
 	for i := range c.VMs {
 		vm := &c.VMs[i]
 		if !vmNameRE.MatchString(vm.Name) {
@@ -186,6 +194,9 @@ func (c *Config) normalize() error {
 			if vm.Disk, err = filepath.Abs(vm.Disk); err != nil {
 				return fmt.Errorf("vm %s: resolve disk: %w", vm.Name, err)
 			}
+		}
+		if err := checkConsoleAddresses(vm, seenAddr); err != nil {
+			return err
 		}
 		if vm.SerialLog == "" {
 			vm.SerialLog = filepath.Join(c.StateDir, vm.Name, "console.log")

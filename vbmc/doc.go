@@ -51,12 +51,23 @@
 //	    "netdev": "tap:tap0",                  // "tap:IFNAME", "user" or "none"
 //	    "serial_log": "/path/console.log",     // default state_dir/NAME/console.log
 //	    "qemu_extra": ["-cpu", "max"],         // appended to the QEMU command line
+//	    "vnc_address": "127.0.0.1:5901",       // VGA + QEMU's VNC server (console.go); optional
+//	    "serial_address": "127.0.0.1:7001",    // serial port on TCP too (console.go); optional
 //	    "drives": ["/path/vm0-d1.raw"]         // more Storage drives for RAID volumes (storage.go)
 //	  }]
 //	}
 //
 // Some nested-KVM hosts cannot run OVMF from pflash (QEMU logs "KVM internal
 // error" and query-status says internal-error): use "accel": "tcg" there.
+//
+// # Consoles
+//
+// A VM with vnc_address has a VGA display that QEMU's VNC server shows on
+// that address; one with serial_address has its serial port on a TCP
+// listener there as well as in the console log. The Manager announces them
+// (GraphicalConsole, SerialConsole, Oem.Ironflow.VNCAddress and
+// SerialAddress); an ironflow worker reaches them through the node's
+// driver_info (docs/console.md).
 //
 // # Boot order
 //

@@ -758,10 +758,11 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 		"-daemonize",
 		"-pidfile", m.pidFile(),
 		"-qmp", "unix:"+m.qmpSocket()+",server=on,wait=off",
-		"-chardev", "file,id=s0,path="+m.vm.SerialLog+",append=on",
+		"-chardev", m.serialChardev(),
 		"-serial", "chardev:s0",
 		"-device", "virtio-rng-pci",
 	)
+	a = append(a, m.vncArgs()...)
 	if m.vm.Firmware == FirmwareUEFI {
 		code, vars, secure := m.secureBootFirmware()
 		if secure { // OVMF's secure-boot build runs its variable store in SMM

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -630,7 +631,7 @@ func (s *Server) handleManagers(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleManager(w http.ResponseWriter, r *http.Request, m *Machine) {
 	p := redfishRoot + "/Managers/" + m.vm.Name
-	writeJSONResponse(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		odataID:           p,
 		odataType:         "#Manager.v1_10_0.Manager",
 		"Id":              m.vm.Name,
@@ -646,7 +647,9 @@ func (s *Server) handleManager(w http.ResponseWriter, r *http.Request, m *Machin
 			"ManagerForServers": []any{link(redfishRoot + "/Systems/" + m.vm.Name)},
 			"ManagerForChassis": []any{link(redfishRoot + "/Chassis/" + m.vm.Name)},
 		},
-	})
+	}
+	maps.Copy(body, m.consoleProperties())
+	writeJSONResponse(w, http.StatusOK, body)
 }
 
 func (s *Server) handleVirtualMedias(w http.ResponseWriter, r *http.Request, m *Machine) {

@@ -456,6 +456,10 @@ func TestLoadConfigRejects(t *testing.T) {
 		{"duplicate", `{"state_dir":"/tmp/s","password":"p","vms":[{"name":"a","mac":"52:54:00:00:00:01"},{"name":"a","mac":"52:54:00:00:00:02"}]}`, "twice"},
 		{"unknown field", `{"state_dir":"/tmp/s","password":"p","vm":[]}`, "unknown field"},
 		{"bad name", `{"state_dir":"/tmp/s","password":"p","vms":[{"name":"a/b","mac":"52:54:00:00:00:01"}]}`, "name"},
+		{"vnc not ip:port", `{"state_dir":"/tmp/s","password":"p","vms":[{"name":"a","mac":"52:54:00:00:00:01","vnc_address":"localhost:5901"}]}`, "vnc_address"},
+		{"vnc below 5900", `{"state_dir":"/tmp/s","password":"p","vms":[{"name":"a","mac":"52:54:00:00:00:01","vnc_address":"127.0.0.1:80"}]}`, "below 5900"},
+		{"serial no port", `{"state_dir":"/tmp/s","password":"p","vms":[{"name":"a","mac":"52:54:00:00:00:01","serial_address":"127.0.0.1"}]}`, "serial_address"},
+		{"console address twice", `{"state_dir":"/tmp/s","password":"p","vms":[{"name":"a","mac":"52:54:00:00:00:01","vnc_address":"127.0.0.1:5901"},{"name":"b","mac":"52:54:00:00:00:02","serial_address":"127.0.0.1:5901"}]}`, "is also vm a's vnc_address"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -78,6 +78,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowNodeManagement: workflows.NodeManagement,
 		// API 1.52 allocations (workflows/allocate.go).
 		workflows.WorkflowAllocate: workflows.Allocate,
+		// API 1.17 adopt (workflows/adoptnode.go).
+		workflows.WorkflowAdoptNode: workflows.AdoptNode,
 	}
 }
 
@@ -105,6 +107,7 @@ func Activities(a *activities.Activities) map[string]any {
 		workflows.ActInspectOutOfBand:     a.InspectOutOfBand,
 		workflows.ActFinalizeRescue:       a.FinalizeRescue,
 		workflows.ActForgetRescuePassword: a.ForgetRescuePassword,
+		workflows.ActValidateAdoption:     a.ValidateAdoption,
 		// API 1.89 (docs/api-versions.md).
 		workflows.ActAttachVirtualMedia: a.AttachVirtualMedia,
 		workflows.ActDetachVirtualMedia: a.DetachVirtualMedia,

@@ -26,6 +26,10 @@ const (
 	// ActForgetRescuePassword removes the rescue password's hash from the
 	// node once the agent has it, or the rescue ended without it.
 	ActForgetRescuePassword = "ForgetRescuePassword"
+	// ActValidateAdoption checks that a node can be adopted as Ironic's
+	// adoption validates the boot interface (AdoptNode); it answers the
+	// problem, "" when there is none.
+	ActValidateAdoption = "ValidateAdoption"
 
 	// Regular activities on the node's conductor-group queue: they reach
 	// hardware or wait long.

@@ -19,6 +19,8 @@ const (
 	// WorkflowSyncPowerStates is the name SyncPowerStates is registered and
 	// started under.
 	WorkflowSyncPowerStates = "SyncPowerStates"
+	// WorkflowAdoptNode is AdoptNode's name (API 1.17, adopt).
+	WorkflowAdoptNode = "AdoptNode"
 )
 
 // WorkflowFor is the workflow type an operation runs; ok is false for abort
@@ -53,6 +55,8 @@ func WorkflowFor(op provision.Operation) (name string, ok bool) {
 		return WorkflowServiceNode, true
 	case provision.OpVendorPassthru:
 		return WorkflowVendorPassthru, true
+	case provision.OpAdopt:
+		return WorkflowAdoptNode, true
 	}
 	return "", false
 }

@@ -35,6 +35,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowChangeBootMode:     ChangeBootMode,
 	WorkflowVendorPassthru:     VendorPassthru,
 	WorkflowAllocate:           Allocate,
+	WorkflowAdoptNode:          AdoptNode,
 }
 
 // lastRelease is the one directory of workflows/testdata/history: the last

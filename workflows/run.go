@@ -175,6 +175,8 @@ func loadFailureState(operation provision.Operation, from provision.State) provi
 		return provision.UnrescueFailed
 	case provision.OpService:
 		return provision.ServiceFailed
+	case provision.OpAdopt:
+		return provision.AdoptFailed
 	}
 	return ""
 }

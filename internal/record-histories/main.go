@@ -193,6 +193,12 @@ func acts() map[string]any {
 			return fail(in.NodeUUID, "FinalizeRescue")
 		},
 		workflows.ActForgetRescuePassword: func(ctx context.Context, uuid string) error { return nil },
+		workflows.ActValidateAdoption: func(ctx context.Context, uuid string) (string, error) {
+			if fail(uuid, "ValidateAdoption") != nil {
+				return "Node " + uuid + " does not have any port associated with it", nil
+			}
+			return "", nil
+		},
 		workflows.ActRunInterfaceStep: func(ctx context.Context, in workflows.InterfaceStepInput) error {
 			return fail(in.Node.UUID, in.Step.Name())
 		},
@@ -420,6 +426,11 @@ func main() {
 			fails: map[string]int{"FinalizeRescue": 1}, drive: both(hb, signalAfter(time.Second, workflows.SignalRetry))},
 		{name: "rescue-fake", wf: workflows.WorkflowRescueNode, deploy: "fake", rescue: "fake", req: prov(provision.VerbRescue, provision.Active)},
 		{name: "unrescue-agent", wf: workflows.WorkflowUnrescueNode, deploy: "direct", rescue: "agent", req: prov(provision.VerbUnrescue, provision.Rescue)},
+		// Adoption (API 1.17): a node that validates, and one whose
+		// validation fails (adopt failed).
+		{name: "adopt", wf: workflows.WorkflowAdoptNode, deploy: "direct", req: prov(provision.VerbAdopt, provision.Manageable)},
+		{name: "adopt-validation-fails", wf: workflows.WorkflowAdoptNode, deploy: "ramdisk", req: prov(provision.VerbAdopt, provision.Manageable),
+			fails: map[string]int{"ValidateAdoption": 1}},
 		// Manual cleaning: the agent's step, an interface's step without
 		// the agent, a failed step the operator aborts, and abort of a
 		// running abortable step.
