@@ -129,7 +129,9 @@ func startDev(dir string) (func(), error) {
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), "IRONFLOW_LOG_LEVEL=debug")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// SIGTERM if the test binary dies (-timeout): ironflow dev then stops
+	// its PostgreSQL and Temporal, which a SIGKILL would leave running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -75,7 +75,9 @@ func (l *vmLab) start(name string, env []string, argv ...string) string {
 	cmd := exec.Command("ip", append([]string{"netns", "exec", l.ns}, argv...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// SIGTERM if the test binary dies: ironflow dev stops its PostgreSQL
+	// and Temporal, the vbmc its QEMU.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		l.t.Fatal(err)
 	}
