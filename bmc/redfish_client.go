@@ -426,8 +426,12 @@ func (c *rfCall) do(method, path string, payload any, hdr map[string]string) (*h
 			return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
 	}
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		resp, retry, err := c.once(method, path, body, hdr)
+		if err == nil || !retry || attempt >= c.attempts || c.ctx.Err() != nil {
+			observe("redfish", redfishAction(method, path), start, err)
+		}
 		if err == nil {
 			return resp, nil
 		}

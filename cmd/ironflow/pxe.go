@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/metrics"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/store"
 )
@@ -28,6 +29,7 @@ type bootFlags struct {
 	tls                                                        httpTLS
 	cache                                                      cacheFlags
 	glance                                                     glanceFlags // set by the command (ironflow dev shares the worker's)
+	metricsListen                                              *string     // set by ironflow pxe (ironflow dev serves the API's)
 }
 
 func addBootFlags(s *settings) bootFlags {
@@ -184,6 +186,7 @@ func pxeSettings() (s *settings, f bootFlags, dataDir, dbURL *string) {
 	s = newSettings("pxe")
 	f = addBootFlags(s)
 	f.glance = addGlanceFlags(s)
+	f.metricsListen = addMetricsListen(s, defaultPXEMetricsListen)
 	dataDir = s.String("data-dir", ".data", "default parent of the images and ISO directories")
 	dbURL = s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
 	return s, f, dataDir, dbURL
@@ -200,6 +203,9 @@ func runPXECommand(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	if _, err := metrics.Serve(ctx, *f.metricsListen, log); err != nil {
+		return err
+	}
 	_, errs, _, err := startBoot(ctx, f, *dataDir, st, log)
 	if err != nil {
 		return err

@@ -30,6 +30,10 @@ const (
 	// unreachableBootURL is the boot URL of a stack without PXE: nothing
 	// listens there, and no test machine fetches from it.
 	unreachableBootURL = "http://127.0.0.1:1"
+	// freeMetricsListen serves each part's metrics on a port of its own
+	// (stacks run side by side; a test that scrapes passes its own
+	// --metrics-listen in APIArgs, WorkerArgs or PXEArgs).
+	freeMetricsListen = "127.0.0.1:0"
 	// readyPollInterval is how often a readiness wait probes.
 	readyPollInterval = 250 * time.Millisecond
 )
@@ -209,18 +213,19 @@ func (s *Stack) Codec() (*payload.Codec, error) {
 // APIArgs are the arguments of an `ironflow api` listening on listen.
 func (s *Stack) APIArgs(listen string) []string {
 	return append([]string{"api", "--listen", listen, "--database-url", s.DatabaseURL,
-		"--temporal-address", s.Temporal.Address(), "--signal-key", s.SignalKey}, s.cfg.APIArgs...)
+		"--temporal-address", s.Temporal.Address(), "--signal-key", s.SignalKey, "--metrics-listen", freeMetricsListen}, s.cfg.APIArgs...)
 }
 
 // WorkerArgs are the arguments of the stack's `ironflow worker`.
 func (s *Stack) WorkerArgs() []string {
 	return append([]string{"worker", "--database-url", s.DatabaseURL, "--temporal-address", s.Temporal.Address(),
-		"--agent-api-url", s.cfg.AgentAPIURL, "--boot-url", s.cfg.BootURL, "--agent-insecure", "--signal-key", s.SignalKey}, s.cfg.WorkerArgs...)
+		"--agent-api-url", s.cfg.AgentAPIURL, "--boot-url", s.cfg.BootURL, "--agent-insecure", "--signal-key", s.SignalKey,
+		"--metrics-listen", freeMetricsListen}, s.cfg.WorkerArgs...)
 }
 
 // PXEArgs are the arguments of the stack's `ironflow pxe`.
 func (s *Stack) PXEArgs() []string {
-	return append([]string{"pxe", "--data-dir", s.cfg.Dir, "--database-url", s.DatabaseURL}, s.cfg.PXEArgs...)
+	return append([]string{"pxe", "--data-dir", s.cfg.Dir, "--database-url", s.DatabaseURL, "--metrics-listen", freeMetricsListen}, s.cfg.PXEArgs...)
 }
 
 // Spawn starts the ironflow binary with args as a process of the stack
