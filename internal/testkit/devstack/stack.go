@@ -79,6 +79,11 @@ type StackConfig struct {
 	APIArgs, WorkerArgs, PXEArgs []string
 	// PXE runs `ironflow pxe` too (DHCP, TFTP, HTTP boot; PXEArgs say where).
 	PXE bool
+	// APIMetricsListen and WorkerMetricsListen are where the stack's own
+	// API and worker serve their metrics (default: a free port each); the
+	// arguments APIArgs and WorkerArgs build for further parts always
+	// take a free port, so that they never meet these.
+	APIMetricsListen, WorkerMetricsListen string
 }
 
 // Stack is ironflow as production runs it, each part its own process:
@@ -228,6 +233,15 @@ func (s *Stack) PXEArgs() []string {
 	return append([]string{"pxe", "--data-dir", s.cfg.Dir, "--database-url", s.DatabaseURL, "--metrics-listen", freeMetricsListen}, s.cfg.PXEArgs...)
 }
 
+// withMetricsListen sets --metrics-listen to addr (the later flag wins),
+// unless addr is empty.
+func withMetricsListen(args []string, addr string) []string {
+	if addr == "" {
+		return args
+	}
+	return append(slices.Clone(args), "--metrics-listen", addr)
+}
+
 // Spawn starts the ironflow binary with args as a process of the stack
 // (one more API or worker, say), its output in <Dir>/<name>.log. It dies
 // with this process; Stop does not end it unless it is one of the parts.
@@ -252,7 +266,7 @@ func (s *Stack) Spawn(name string, args []string) (*embedded.Process, error) {
 
 // StartAPI starts `ironflow api` (again) and waits until it answers.
 func (s *Stack) StartAPI(ctx context.Context) error {
-	p, err := s.Spawn("ironflow-api", s.APIArgs(s.APIListen))
+	p, err := s.Spawn("ironflow-api", withMetricsListen(s.APIArgs(s.APIListen), s.cfg.APIMetricsListen))
 	if err != nil {
 		return err
 	}
@@ -262,7 +276,7 @@ func (s *Stack) StartAPI(ctx context.Context) error {
 
 // StartWorker starts `ironflow worker` (again); its runs share one log.
 func (s *Stack) StartWorker() error {
-	p, err := s.Spawn("ironflow-worker", s.WorkerArgs())
+	p, err := s.Spawn("ironflow-worker", withMetricsListen(s.WorkerArgs(), s.cfg.WorkerMetricsListen))
 	if err != nil {
 		return err
 	}
