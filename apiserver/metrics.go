@@ -32,10 +32,14 @@ func observeRequest(c *gin.Context) {
 
 // observeHeartbeatInterval records the time since the agent's previous
 // heartbeat (driver_internal_info's agent_last_heartbeat, as the node was
-// read before this one was recorded); an agent's first heartbeat has none.
+// read before this one was recorded). The first heartbeat of an agent's
+// session has none: agent_last_heartbeat outlives the session (an
+// operation's end drops only store.AgentSessionKeys), so a previous
+// heartbeat counts only while the session's agent_url, which the session's
+// first heartbeat sets and its end drops, is there.
 func observeHeartbeatInterval(internal map[string]any, now time.Time) {
 	prev, _ := internal[keyAgentLastHeartbeat].(string)
-	if prev == "" {
+	if url, _ := internal[keyAgentURL].(string); prev == "" || url == "" {
 		return
 	}
 	t, err := time.Parse("2006-01-02T15:04:05.000000", prev)

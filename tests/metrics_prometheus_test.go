@@ -234,9 +234,10 @@ func TestPrometheusScrapesTheStackWhileAgentsDeployAndABMCFails(t *testing.T) {
 		qBoot      = `sum(ironflow_boot_http_requests_total{kind="other",code="200"})`
 		qProvision = `sum(ironflow_api_requests_total{route="/v1/nodes/:node/states/provision",method="PUT",code="202"})`
 		qNodes     = `max(ironflow_nodes{provision_state="active"})`
+		qHeartbeat = `sum(ironflow_agent_heartbeat_interval_seconds_count)`
 	)
 	before := map[string]float64{}
-	for _, q := range []string{qDeploys, qWriteStep, qBootStep, qBMCErrors, qBoot, qProvision, qNodes} {
+	for _, q := range []string{qDeploys, qWriteStep, qBootStep, qBMCErrors, qBoot, qProvision, qNodes, qHeartbeat} {
 		before[q] = query(t, base, q)
 	}
 
@@ -311,6 +312,17 @@ func TestPrometheusScrapesTheStackWhileAgentsDeployAndABMCFails(t *testing.T) {
 		qNodes:     2,
 	} {
 		waitQuery(t, base, q, before[q]+delta, 20*time.Second)
+	}
+	// The agents heartbeated every second (sim.Config's default here), and
+	// the power sync (every 5 s in the lab) keeps running.
+	if n := query(t, base, qHeartbeat) - before[qHeartbeat]; n < 4 {
+		t.Errorf("agent heartbeat intervals observed: %v, want the agents' heartbeats", n)
+	}
+	if p99 := query(t, base, `histogram_quantile(0.99, sum by (le) (ironflow_agent_heartbeat_interval_seconds_bucket))`); p99 > labHeartbeatTimeout.Seconds() {
+		t.Errorf("agent heartbeat interval p99 %vs, above the %s heartbeat timeout", p99, labHeartbeatTimeout)
+	}
+	if lag := query(t, base, `time() - max(ironflow_power_sync_last_run_timestamp_seconds)`); lag > 30 {
+		t.Errorf("power sync lag %vs with a 5 s interval", lag)
 	}
 	// The step histogram's buckets hold the two writes.
 	if n := query(t, base, `sum(ironflow_step_duration_seconds_bucket{operation="deploy",step="deploy.write_image",le="+Inf"})`); n != before[qWriteStep]+2 {
