@@ -102,6 +102,10 @@ func checkDeployMetrics(t *testing.T, lab *Lab, s *stack) {
 			t.Errorf("ironflow dev's metrics: %s = %v, want at least %v", c.what, c.got, c.min)
 		}
 	}
+	t.Logf("ironflow dev's metrics after the deploy: %v DHCP offers, %v acks, %v iPXE scripts, %v agent files, %v IPMI calls",
+		v("ironflow_dhcp_replies_total", "type=offer"), v("ironflow_dhcp_replies_total", "type=ack"),
+		v("ironflow_boot_http_requests_total", "kind=ipxe"), v("ironflow_boot_http_requests_total", "kind=images"),
+		v("ironflow_bmc_calls_total", "driver=ipmi"))
 	if d := v("ironflow_operations_finished_total", "operation=deploy", "outcome=succeeded"); d != 1 {
 		t.Errorf("ironflow dev's metrics: %v deploys finished, want the 1 this test made", d)
 	}
