@@ -17,7 +17,15 @@ import (
 // name whose labels hold want (label=value pairs; a histogram's count).
 func workerSeries(t *testing.T, name string, want ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + labWorkerMetrics + "/metrics")
+	return seriesAt(t, labWorkerMetrics, name, want...)
+}
+
+// seriesAt scrapes the metrics served at addr and sums the samples of
+// name whose labels hold want (a counter's or gauge's value, a histogram's
+// count).
+func seriesAt(t *testing.T, addr, name string, want ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +48,7 @@ samples:
 				continue samples
 			}
 		}
-		sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 	}
 	return sum
 }
