@@ -113,9 +113,17 @@ var (
 	}, []string{"kind"})
 )
 
+// BuildInfo is 1, labelled with the release and commit the process runs
+// (ironflow version): which build serves what, during a rolling upgrade
+// (docs/versioning.md).
+var BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "ironflow_build_info",
+	Help: "1, labelled with the release (VERSION) and commit of the running ironflow binary.",
+}, []string{"version", "commit"})
+
 // ironflowCollectors are this package's series, registered at init.
 var ironflowCollectors = []prometheus.Collector{
-	APIRequests, APIRequestDuration, AgentHeartbeatInterval,
+	BuildInfo, APIRequests, APIRequestDuration, AgentHeartbeatInterval,
 	BMCCalls, BMCCallDuration, PowerSyncNodes, PowerSyncLastRun, PowerSyncBatchDuration,
 	ImageCacheRequests, ImageCacheDownloadedBytes, ImageCacheConversions,
 	DHCPReplies, TFTPTransfers, TFTPSentBytes, BootHTTPRequests, BootHTTPSentBytes,

@@ -335,7 +335,7 @@ func TestPrometheusScrapesTheStackWhileAgentsDeployAndABMCFails(t *testing.T) {
 	api := scrapeAndLint(t, promtool, "ironflow api", labAPIMetrics)
 	worker := scrapeAndLint(t, promtool, "ironflow worker", labWorkerMetrics)
 	scrapeAndLint(t, promtool, "ironflow pxe", pxeMetrics)
-	for _, want := range []string{"ironflow_nodes{", "ironflow_api_request_duration_seconds_bucket{"} {
+	for _, want := range []string{"ironflow_nodes{", "ironflow_api_request_duration_seconds_bucket{", "ironflow_build_info{"} {
 		if !strings.Contains(api, want) {
 			t.Errorf("the API's scrape has no %s", want)
 		}

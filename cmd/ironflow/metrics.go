@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/ironflow/ironflow"
 	"github.com/ironflow/ironflow/metrics"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
@@ -41,6 +42,7 @@ func serveMetrics(ctx context.Context, addr string, st *store.Store, log *slog.L
 	if st != nil && addr != "" {
 		metrics.RegisterNodeCollector(nodeCounter(st), log.With("component", "metrics"))
 	}
+	metrics.BuildInfo.WithLabelValues(ironflow.Version(), ironflow.Commit()).Set(1)
 	return metrics.Serve(ctx, addr, log)
 }
 

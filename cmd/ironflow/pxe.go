@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/ironflow/ironflow/activities"
-	"github.com/ironflow/ironflow/metrics"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/store"
 )
@@ -203,7 +202,7 @@ func runPXECommand(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	if _, err := metrics.Serve(ctx, *f.metricsListen, log); err != nil {
+	if _, err := serveMetrics(ctx, *f.metricsListen, nil, log); err != nil {
 		return err
 	}
 	_, errs, _, err := startBoot(ctx, f, *dataDir, st, log)
