@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 )
 
 func gather(t *testing.T, g prometheus.Gatherer) map[string]*dto.MetricFamily {
@@ -101,10 +102,6 @@ func TestTemporalHandlerTurnsSDKMetricsIntoPrometheusSeries(t *testing.T) {
 // reg's exposition, as Prometheus's own linter sees a scrape.
 func promtoolCheck(t *testing.T, reg prometheus.Gatherer) {
 	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("SKIPPED: promtool is missing: scripts/install-deps.sh test installs Debian's prometheus")
-	}
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -116,10 +113,11 @@ func promtoolCheck(t *testing.T, reg prometheus.Gatherer) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = &buf
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s\n--- exposition:\n%s", err, out, buf.String())
+	switch err := promcheck.Lint(buf.Bytes()); {
+	case errors.Is(err, promcheck.ErrNoPromtool):
+		t.Skip("SKIPPED: " + err.Error())
+	case err != nil:
+		t.Fatalf("%v\n--- exposition:\n%s", err, buf.String())
 	}
 }
 

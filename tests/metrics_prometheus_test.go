@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/internal/testkit/devstack"
+	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 )
 
 // The lab's API and worker serve their metrics here (TestMain), for the
@@ -41,16 +41,16 @@ func freeMetricsAddresses() (api, worker string, err error) {
 
 // requirePrometheus finds Debian's prometheus and promtool, or skips
 // loudly.
-func requirePrometheus(t *testing.T) (prometheus, promtool string) {
+func requirePrometheus(t *testing.T) string {
 	t.Helper()
-	var err error
-	if prometheus, err = exec.LookPath("prometheus"); err != nil {
+	prometheus, err := exec.LookPath("prometheus")
+	if err != nil {
 		t.Skip("SKIPPED: prometheus is missing: scripts/install-deps.sh test installs Debian's prometheus")
 	}
-	if promtool, err = exec.LookPath("promtool"); err != nil {
-		t.Skip("SKIPPED: promtool is missing: scripts/install-deps.sh test installs Debian's prometheus")
+	if _, err := exec.LookPath("promtool"); err != nil {
+		t.Skip("SKIPPED: " + promcheck.ErrNoPromtool.Error())
 	}
-	return prometheus, promtool
+	return prometheus
 }
 
 // startPrometheus runs a real Prometheus scraping jobs (name → host:port)
@@ -157,18 +157,14 @@ func waitQuery(t *testing.T, base, q string, want float64, timeout time.Duration
 
 // scrapeAndLint reads a process's /metrics as Prometheus does and runs
 // `promtool check metrics` on it.
-func scrapeAndLint(t *testing.T, promtool, name, addr string) string {
+func scrapeAndLint(t *testing.T, name, addr string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	body, err := promcheck.Scrape("http://" + addr + "/metrics")
 	if err != nil {
-		t.Fatalf("scrape %s: %v", name, err)
+		t.Fatalf("%s: %v", name, err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(string(body))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics on %s's scrape: %v\n%s", name, err, out)
+	if err := promcheck.Lint(body); err != nil {
+		t.Errorf("%s's scrape: %v", name, err)
 	}
 	return string(body)
 }
@@ -199,7 +195,7 @@ func newFailingBMC(t *testing.T) *failingBMC {
 // the test caused. Every process's scrape passes promtool; the alert rules
 // load; a taken --metrics-listen address stops a worker at start-up.
 func TestPrometheusScrapesTheStackWhileAgentsDeployAndABMCFails(t *testing.T) {
-	prom, promtool := requirePrometheus(t)
+	prom := requirePrometheus(t)
 	start := time.Now()
 
 	// The boot service, with its own metrics address.
@@ -332,9 +328,9 @@ func TestPrometheusScrapesTheStackWhileAgentsDeployAndABMCFails(t *testing.T) {
 		bmcRequests, time.Since(deployed).Round(time.Millisecond))
 
 	// Every process's scrape passes Prometheus's linter.
-	api := scrapeAndLint(t, promtool, "ironflow api", labAPIMetrics)
-	worker := scrapeAndLint(t, promtool, "ironflow worker", labWorkerMetrics)
-	scrapeAndLint(t, promtool, "ironflow pxe", pxeMetrics)
+	api := scrapeAndLint(t, "ironflow api", labAPIMetrics)
+	worker := scrapeAndLint(t, "ironflow worker", labWorkerMetrics)
+	scrapeAndLint(t, "ironflow pxe", pxeMetrics)
 	for _, want := range []string{"ironflow_nodes{", "ironflow_api_request_duration_seconds_bucket{", "ironflow_build_info{"} {
 		if !strings.Contains(api, want) {
 			t.Errorf("the API's scrape has no %s", want)

@@ -2,15 +2,11 @@ package tests
 
 import (
 	"context"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 )
 
 // workerSeries scrapes the lab worker's metrics and sums the samples of
@@ -21,36 +17,18 @@ func workerSeries(t *testing.T, name string, want ...string) float64 {
 }
 
 // seriesAt scrapes the metrics served at addr and sums the samples of
-// name whose labels hold want (a counter's or gauge's value, a histogram's
-// count).
+// name whose labels hold want (promcheck.Families.Sum).
 func seriesAt(t *testing.T, addr, name string, want ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	body, err := promcheck.Scrape("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := promcheck.Parse(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := 0.0
-samples:
-	for _, m := range fams[name].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		for _, w := range want {
-			k, v, _ := strings.Cut(w, "=")
-			if labels[k] != v {
-				continue samples
-			}
-		}
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-	}
-	return sum
+	return fams.Sum(name, want...)
 }
 
 // TestWorkflowMetricsCountOnceAcrossAWorkerRestart kills the worker while

@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"bytes"
-	"os/exec"
+	"errors"
 	"strings"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 )
 
 // devMetricsURL is where `ironflow dev` serves its metrics in a lab: its
@@ -16,58 +13,24 @@ import (
 const devMetricsURL = "http://127.0.0.1:9608/metrics"
 
 // scrapeDevMetrics reads the lab's `ironflow dev` metrics as Prometheus
-// does, checks them with `promtool check metrics` (Debian's prometheus),
-// and returns each series' value summed over its labels that match want
-// (label=value pairs; a histogram's sample count).
-func scrapeDevMetrics(t *testing.T, lab *Lab) func(name string, want ...string) float64 {
+// does and checks them with `promtool check metrics`.
+func scrapeDevMetrics(t *testing.T, lab *Lab) promcheck.Families {
 	t.Helper()
 	code, body := labGet(t, lab, devMetricsURL)
 	if code != 200 {
 		t.Fatalf("GET %s: %d", devMetricsURL, code)
 	}
-	if promtool, err := exec.LookPath("promtool"); err != nil {
-		t.Log("LOUD: promtool is missing (scripts/install-deps.sh test installs Debian's prometheus): the scrape is not linted")
-	} else {
-		cmd := exec.Command(promtool, "check", "metrics")
-		cmd.Stdin = bytes.NewReader(body)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("promtool check metrics on ironflow dev's scrape: %v\n%s", err, out)
-		}
+	switch err := promcheck.Lint(body); {
+	case errors.Is(err, promcheck.ErrNoPromtool):
+		t.Logf("LOUD: %v: ironflow dev's scrape is not linted", err)
+	case err != nil:
+		t.Errorf("ironflow dev's scrape: %v", err)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	fams, err := promcheck.Parse(body)
 	if err != nil {
-		t.Fatalf("parse ironflow dev's metrics: %v", err)
+		t.Fatal(err)
 	}
-	return func(name string, want ...string) float64 {
-		f := fams[name]
-		if f == nil {
-			return 0
-		}
-		sum := 0.0
-	metrics:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for _, w := range want {
-				k, v, _ := strings.Cut(w, "=")
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				sum += m.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				sum += m.GetGauge().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-		return sum
-	}
+	return fams
 }
 
 // checkDeployMetrics checks what one network-booted deploy through IPMI
@@ -81,7 +44,7 @@ func checkDeployMetrics(t *testing.T, lab *Lab, s *stack) {
 	if len(s.procs) > 0 && !strings.Contains(s.procs[0].Tail(1<<20), "Metrics      "+devMetricsURL+" ") {
 		t.Errorf("ironflow dev's banner does not name %s:\n%s", devMetricsURL, s.procs[0].Tail(3000))
 	}
-	v := scrapeDevMetrics(t, lab)
+	v := scrapeDevMetrics(t, lab).Sum
 	for _, c := range []struct {
 		what string
 		got  float64

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/vbmc"
 )
@@ -432,27 +434,21 @@ func (rf *redfishVM) insertedISO(t *testing.T) int64 {
 	return found
 }
 
-// checkMetrics scrapes url, runs `promtool check metrics` on it (Debian's
-// prometheus, in make test's set) and looks for the sample line want.
+// checkMetrics scrapes url, lints it with `promtool check metrics` and
+// looks for the sample line want.
 func checkMetrics(t *testing.T, url, want string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	body, err := promcheck.Scrape(url)
 	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
+		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	if !strings.Contains(string(body), want+"\n") {
 		t.Errorf("%s has no %s", url, want)
 	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("LOUD: promtool is missing (scripts/install-deps.sh test installs Debian's prometheus): the scrape is not linted")
-		return
-	}
-	c := exec.Command(promtool, "check", "metrics")
-	c.Stdin = strings.NewReader(string(body))
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics on make run's scrape: %v\n%s", err, out)
+	switch err := promcheck.Lint(body); {
+	case errors.Is(err, promcheck.ErrNoPromtool):
+		t.Logf("LOUD: %v: make run's scrape is not linted", err)
+	case err != nil:
+		t.Errorf("make run's scrape: %v", err)
 	}
 }
