@@ -62,6 +62,7 @@ func (s *server) heartbeat(c *gin.Context) error {
 	if err := s.recordHeartbeat(c.Request.Context(), n, stored, hb, now); err != nil {
 		return s.heartbeatWriteErr(n, ident, err)
 	}
+	observeHeartbeatInterval(n.DriverInternalInfo, now)
 	sig := hb.signal(now)
 	// The signal names the token the node's operation holds, so that it
 	// cannot be sent again into a later operation (signature.CheckToken).

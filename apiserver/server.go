@@ -106,7 +106,7 @@ func (s *server) routes() http.Handler {
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = true
-	r.Use(s.requestIDAndLog, s.recovery)
+	r.Use(observeRequest, s.requestIDAndLog, s.recovery)
 
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {

@@ -150,6 +150,14 @@ func newFake(info map[string]any) (Driver, error) {
 }
 
 func (d *fakeDriver) call(ctx context.Context, what string) error {
+	start := time.Now()
+	err := d.callOnce(ctx, what)
+	observe("fake-hardware", what, start, err)
+	return err
+}
+
+// callOnce is call without the measure.
+func (d *fakeDriver) callOnce(ctx context.Context, what string) error {
 	if d.latency > 0 {
 		t := time.NewTimer(d.latency)
 		defer t.Stop()

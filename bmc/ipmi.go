@@ -135,6 +135,14 @@ func (d *ipmiDriver) Close() error { return nil }
 
 // session runs fn inside one lanplus session, holding the BMC's lock.
 func (d *ipmiDriver) session(ctx context.Context, what string, fn func(c *client.Client) error) error {
+	start := time.Now()
+	err := d.sessionOnce(ctx, what, fn)
+	observe("ipmi", what, start, err)
+	return err
+}
+
+// sessionOnce is session without the measure.
+func (d *ipmiDriver) sessionOnce(ctx context.Context, what string, fn func(c *client.Client) error) error {
 	unlock, err := lockIPMI(ctx, d.cfg.addr())
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

@@ -41,12 +41,18 @@ func TestMain(m *testing.M) {
 				_ = os.RemoveAll(dir)
 			}
 		}()
+		if labAPIMetrics, labWorkerMetrics, err = freeMetricsAddresses(); err != nil {
+			fmt.Fprintf(os.Stderr, "tests: %v\n", err)
+			return 1
+		}
 		lab, err = devstack.StartStack(context.Background(), devstack.StackConfig{
 			Dir:     dir,
 			Env:     []string{"IRONFLOW_LOG_LEVEL=debug"},
 			APIArgs: []string{"--ramdisk-heartbeat-timeout", labHeartbeatTimeout.String()},
 			WorkerArgs: []string{"--deploy-callback-timeout", "3m", "--agent-heartbeat-timeout", "30s", "--operator-wait-timeout", "10m",
 				"--bmc-attempts", "3", "--sync-power-state-interval", "5s"},
+			// Prometheus scrapes these (metrics_prometheus_test.go).
+			APIMetricsListen: labAPIMetrics, WorkerMetricsListen: labWorkerMetrics,
 		})
 		if lab != nil {
 			defer lab.Stop()

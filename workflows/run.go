@@ -86,6 +86,8 @@ type run struct {
 	operator operator
 	hw       hardwareCalls
 	steps    stepRunner
+
+	metrics runMetrics // what it measures (metrics.go)
 }
 
 // ErrTypeUndecidedRequest: a provision workflow was handed a request that
@@ -150,6 +152,7 @@ func startRun(ctx workflow.Context, in runStart) (*run, error) {
 		return nil, err
 	}
 	r.rec.node = r.node.UUID
+	r.metrics = startMetrics(ctx, in.operation)
 	r.agent = agentSession{ctx: ctx, node: r.node.UUID, queue: HardwareQueue(r.node.ConductorGroup), policy: r.node.Policy, heartbeats: heartbeats}
 	r.hw = hardwareCalls{ctx: ctx, node: &r.node}
 	return r, nil
@@ -186,6 +189,7 @@ func loadFailureState(operation provision.Operation, from provision.State) provi
 // its failure state with a last_error that says so, boot config removed and
 // power off, so that nothing is left booting.
 func (r *run) finish(err error) error {
+	r.metrics.finish(r.ctx, err)
 	switch {
 	case err == nil:
 		return nil

@@ -69,6 +69,7 @@ func dialTemporal(address, namespace string, tlsFlags temporalTLSFlags, codec *p
 	// deploys (docs/benchmarks.md, "What moved the figures").
 	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	codec.Apply(&opts)
+	opts.MetricsHandler = temporalMetrics()
 	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; %s", address, namespace, err, tlsFlags.explain(err))
@@ -138,6 +139,7 @@ type apiFlags struct {
 	payload                                                             payloadKeyFlags
 	temporalTLS                                                         temporalTLSFlags
 	keystone                                                            keystoneFlags
+	metricsListen                                                       *string
 }
 
 // signalKeyFlags name the key the API signs heartbeat signals with and the
@@ -182,6 +184,8 @@ func addAPIFlags(s *settings) apiFlags {
 		payload:     addPayloadKeyFlags(s),
 		temporalTLS: addTemporalTLSFlags(s),
 		keystone:    addKeystoneFlags(s),
+
+		metricsListen: addMetricsListen(s, defaultAPIMetricsListen),
 	}
 }
 
@@ -277,6 +281,9 @@ func runAPICommand(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeAll()
+	if _, err := serveMetrics(ctx, *f.metricsListen, st, log); err != nil {
+		return err
+	}
 	_, done, err := startAPI(ctx, cfg, f.serving(), st, tc, log)
 	if err != nil {
 		return err
@@ -299,6 +306,7 @@ type workerFlags struct {
 	signal                                                                         signalKeyFlags
 	payload                                                                        payloadKeyFlags
 	temporalTLS                                                                    temporalTLSFlags
+	metricsListen                                                                  *string
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -331,7 +339,9 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
 		f.signal, f.payload, f.temporalTLS = shared.signal, shared.payload, shared.temporalTLS
+		f.metricsListen = shared.metricsListen
 	} else {
+		f.metricsListen = addMetricsListen(s, defaultWorkerMetricsListen)
 		f.signal = addSignalKeyFlags(s)
 		f.payload = addPayloadKeyFlags(s)
 		f.temporalTLS = addTemporalTLSFlags(s)
@@ -464,6 +474,9 @@ func runWorkerCommand(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeAll()
+	if _, err := serveMetrics(ctx, *f.metricsListen, nil, log); err != nil {
+		return err
+	}
 	var vm activities.VirtualMedia
 	if *f.isoDir != "" {
 		if *f.imagesDir == "" {
