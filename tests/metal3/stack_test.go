@@ -120,6 +120,7 @@ func startDev(dir string) (func(), error) {
 		"--temporal-port", fmt.Sprint(ports[2]),
 		"--temporal-ui-port", "-1",
 		"--codec-listen", fmt.Sprintf("127.0.0.1:%d", ports[3]),
+		"--metrics-listen", "", // no fixed metrics port on the host's loopback
 		"--agent-insecure",
 		"--auth-strategy", "http_basic", "--htpasswd-file", htpasswd,
 	)
