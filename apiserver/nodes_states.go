@@ -69,6 +69,13 @@ func (s *server) power(c *gin.Context) error {
 		final = "power off"
 	}
 	ctx := c.Request.Context()
+	if n.ProvisionState.Failed() {
+		// Ironic changes the power of a node in a failed state, which no
+		// operation holds there: the operator wait ends first.
+		if err := s.abortWaiting(ctx, n.UUID, provision.AbortRequest{Request: fmt.Sprintf("Power action \"%s\"", target)}); err != nil {
+			return err
+		}
+	}
 	// target_power_state is recorded before the workflow starts so that the
 	// workflow's own completion (which clears it) always comes after.
 	var previous *string

@@ -112,6 +112,9 @@ const (
 	v90OVNVtep            = 90
 	v91DotJSON            = 91
 	v93GetVmedia          = 93
+	// 1.94 and 1.95: docs/api-versions.md.
+	v94PortNodeIdent   = 94
+	v95DisablePowerOff = 95
 )
 
 func versionString(minor int) string { return "1." + strconv.Itoa(minor) }

@@ -214,7 +214,7 @@ func (r *run) finish(err error) error {
 		case r.operator.supersededBy != "" && errors.Is(err, errAborted):
 			// A new verb ended the wait (AbortRequest): the failure's
 			// last_error stands, and nobody aborted anything.
-			event, severity = fmt.Sprintf("Provision action \"%s\" requested in state \"%s\": the wait for retry, skip-step or abort ended",
+			event, severity = fmt.Sprintf("%s requested in state \"%s\": the wait for retry, skip-step or abort ended",
 				r.operator.supersededBy, r.rec.fail), "INFO"
 		case r.operator.abortMessage != "" && errors.Is(err, errAborted):
 			last = r.operator.abortMessage
