@@ -125,11 +125,9 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 		return "", err
 	}
 	defer d.Close()
-	if in.TimeoutSeconds > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutSeconds)*time.Second)
-		defer cancel()
-	}
+	// The API's timeout bounds each wait for a power state, as Ironic's
+	// drivers apply it, not the whole call (bmc.WithPowerTimeout).
+	ctx = bmc.WithPowerTimeout(ctx, time.Duration(in.TimeoutSeconds)*time.Second)
 	action := bmc.PowerAction(in.Action)
 	current, err := d.PowerState(ctx)
 	if err != nil {
@@ -165,7 +163,7 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 		}
 	default:
 		if err := d.SetPower(ctx, action); err != nil {
-			return "", bmcErr(err, "%s node %s", in.Action, in.Node.UUID)
+			return "", a.powerFailure(ctx, d, in, err)
 		}
 	}
 	crashPoint(ctx, in.Node.UUID, point, "after")
@@ -184,6 +182,22 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 		return "", storeErr(err, "record power state of node %s", in.Node.UUID)
 	}
 	return string(state), nil
+}
+
+// powerFailure is the error of a failed power action. A soft power off the
+// machine ignored is final, not retried (Ironic's PowerStateFailure, with
+// its message), and carries the power state the BMC reads now: the node
+// records it, and its client may fall back to a hard power off.
+func (a *Activities) powerFailure(ctx context.Context, d bmc.Driver, in workflows.PowerInput, err error) error {
+	if !errors.Is(err, bmc.ErrSoftPowerOffTimeout) {
+		return bmcErr(err, "%s node %s", in.Action, in.Node.UUID)
+	}
+	a.Log.Warn("soft power action timed out", "node", in.Node.UUID, "action", in.Action, "error", err)
+	state, rerr := d.PowerState(context.WithoutCancel(ctx))
+	if rerr != nil {
+		state = ""
+	}
+	return temporal.NewNonRetryableApplicationError(bmc.ErrSoftPowerOffTimeout.Error(), workflows.ErrTypePowerStateFailure, err, string(state))
 }
 
 // SetBootDevice points the node's next boot (or every boot) at a device.

@@ -162,6 +162,25 @@ func TestRealBMCsThroughTheCLI(t *testing.T) {
 			waitFor(t, n.vm+" QEMU running", 60*time.Second, func() bool { return l.qemuRunning(n.vm) })
 			waitFor(t, n.name+" power on recorded", 60*time.Second, func() bool { return deref(getNode(t, n.name).PowerState) == "power on" })
 
+			// The VM boots nothing, so no OS hears the ACPI power button:
+			// a soft power off outlives its timeout and fails as Ironic's
+			// does, the machine left on for the client to power off hard.
+			start := time.Now()
+			mustCLI(t, "node", "power", "off", "--soft", "--power-timeout", "3", n.name)
+			var ps map[string]any
+			waitFor(t, n.name+" soft power off to give up", 60*time.Second, func() bool {
+				ps = nil
+				call(t, "GET", "/v1/nodes/"+n.name+"/states", nil, &ps)
+				return ps["target_power_state"] == nil && ps["last_error"] != nil
+			})
+			if want := "Failed to change power state to 'power off' by 'soft power off': Failed to set node power state to power off."; ps["last_error"] != want || ps["power_state"] != "power on" || !l.qemuRunning(n.vm) {
+				t.Fatalf("after an ignored soft power off: last_error %v, power_state %v, QEMU running %v; want %q, power on, running",
+					ps["last_error"], ps["power_state"], l.qemuRunning(n.vm), want)
+			}
+			if took := time.Since(start); took < 3*time.Second {
+				t.Fatalf("the soft power off gave up after %s, before its 3 s timeout", took)
+			}
+
 			mustCLI(t, "node", "boot", "device", "set", n.name, "pxe", "--persistent")
 			if b := l.bootOverride(t, n.vm); !strings.Contains(strings.ToLower(b), "pxe") {
 				t.Fatalf("the BMC did not record boot device pxe: %q", b)

@@ -61,6 +61,10 @@ const (
 	ErrTypeAgentUnreachable = "AgentUnreachable"
 	ErrTypeNodeGone         = "NodeNotFound"
 	ErrTypeStateConflict    = "StateConflict"
+	// ErrTypePowerStateFailure: a soft power off or soft reboot whose
+	// machine was still on at the deadline (Ironic's PowerStateFailure);
+	// its details hold the power state the BMC read then.
+	ErrTypePowerStateFailure = "PowerStateFailure"
 )
 
 // run is one provisioning workflow's composition of its parts, each in its
