@@ -67,6 +67,11 @@ func (s *server) power(c *gin.Context) error {
 	final := "power on"
 	if target == "power off" || target == "soft power off" {
 		final = "power off"
+		if n.DisablePowerOff {
+			// Ironic's API refuses it with PowerStateFailure (409) for a
+			// node whose power must stay on (API 1.95), at any version.
+			return errorf(http.StatusConflict, "Failed to set node power state to %s.", target)
+		}
 	}
 	ctx := c.Request.Context()
 	if n.ProvisionState.Failed() {

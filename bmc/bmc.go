@@ -32,6 +32,10 @@ const (
 	ActionSoftOff    PowerAction = "soft power off"
 	ActionReboot     PowerAction = "rebooting"
 	ActionSoftReboot PowerAction = "soft rebooting"
+	// ActionReset reboots a machine that is on without powering it off
+	// (IPMI chassis hard reset, Redfish ForceRestart), and powers on one
+	// that is off: Ironic's reboot of a node with disable_power_off.
+	ActionReset PowerAction = "reset"
 )
 
 type powerTimeoutKey struct{}

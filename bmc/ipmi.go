@@ -304,6 +304,13 @@ func (d *ipmiDriver) SetPower(ctx context.Context, action PowerAction) error {
 				return nil
 			}
 			return d.softOff(ctx, c)
+		case ActionReset:
+			if cur == PowerOff {
+				return d.control(ctx, c, chassis.ChassisControlPowerUp, PowerOn, powerTimeout(ctx, d.cfg.power.stateTimeout))
+			}
+			// The power stays on through a hard reset: the wait only
+			// confirms it.
+			return d.control(ctx, c, chassis.ChassisControlHardReset, PowerOn, powerTimeout(ctx, d.cfg.power.stateTimeout))
 		case ActionReboot, ActionSoftReboot:
 			if cur == PowerOff {
 				d.log.Info("reboot of a node that is off: powering it on")

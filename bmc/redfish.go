@@ -362,6 +362,18 @@ func (d *redfishDriver) setPower(c *rfCall, action PowerAction) error {
 			return nil
 		}
 		return d.softOff(c, s)
+	case ActionReset:
+		if cur == redfish.OffPowerState {
+			return d.powerOn(c, s)
+		}
+		rt, ok := pickReset(s, redfish.ForceRestartResetType, redfish.GracefulRestartResetType)
+		if !ok {
+			return fmt.Errorf("%w: no reset type that restarts without a power off among %v", ErrUnsupported, s.SupportedResetTypes)
+		}
+		if err := d.reset(s, rt); err != nil {
+			return err
+		}
+		return d.waitPower(c, redfish.OnPowerState, powerTimeout(c.ctx, d.cfg.power.stateTimeout))
 	case ActionReboot, ActionSoftReboot:
 		if cur == redfish.OffPowerState {
 			d.log.Info("reboot of a node that is off: powering it on")
