@@ -33,6 +33,15 @@ func TestSetPowerNeverPowersOffADisablePowerOffNode(t *testing.T) {
 			}
 			return got
 		}
+		// A user's power on of a machine that is on, after a workflow's
+		// skipped power off, does nothing.
+		if flag {
+			power("power on")
+			power("power off")
+			if _, err := l.sync.Activities.SetPower(context.Background(), workflows.PowerInput{Node: info, Action: "power on", Requested: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		// The machine (off in its new state file) powered on first, then a workflow's off/on
 		// pair around a boot change, a reboot, a lone power on.
 		states := []string{power("power on"), power("power off"), power("power on"), power("rebooting"), power("power on")}

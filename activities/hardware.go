@@ -136,7 +136,7 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 	mark := map[string]any{}
 	if n.DisablePowerOff {
 		var skipped bool
-		action, skipped = withoutPowerOff(n, action, current)
+		action, skipped = withoutPowerOff(n, action, current, in.Requested)
 		if skipped {
 			a.Log.Info("disable_power_off: the power stays on", "node", in.Node.UUID, "action", in.Action)
 		}
@@ -205,8 +205,9 @@ const keyPowerOffSkipped = "power_off_skipped"
 // machine stays on), a reset for a reboot of a machine that is on, and a
 // reset for the power on that follows a skipped power off, so that the
 // machine boots what the workflow prepared. The API refuses the power off
-// requests of such a node; these come from workflows.
-func withoutPowerOff(n *store.Node, action bmc.PowerAction, current bmc.PowerState) (bmc.PowerAction, bool) {
+// requests of such a node; these come from workflows. A user's power on
+// (requested) of a machine that is on does nothing, as for any node.
+func withoutPowerOff(n *store.Node, action bmc.PowerAction, current bmc.PowerState, requested bool) (bmc.PowerAction, bool) {
 	wasSkipped, _ := n.DriverInternalInfo[keyPowerOffSkipped].(bool)
 	switch {
 	case action == bmc.ActionPowerOff || action == bmc.ActionSoftOff:
@@ -215,7 +216,7 @@ func withoutPowerOff(n *store.Node, action bmc.PowerAction, current bmc.PowerSta
 		return action, false
 	case action == bmc.ActionReboot || action == bmc.ActionSoftReboot:
 		return bmc.ActionReset, false
-	case action == bmc.ActionPowerOn && wasSkipped:
+	case action == bmc.ActionPowerOn && wasSkipped && !requested:
 		return bmc.ActionReset, false
 	}
 	return action, false

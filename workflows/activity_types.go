@@ -210,6 +210,11 @@ type PowerInput struct {
 	Action string   `json:"action"` // bmc.PowerAction values
 	// Timeout for the action to show in the BMC's power state; 0 = default.
 	TimeoutSeconds int `json:"timeout,omitempty"`
+	// Requested: a user's power request (SetPowerState), not a workflow's
+	// step: for a node with disable_power_off its power on of a machine
+	// that is on does nothing, where a workflow's resets it after a power
+	// off it skipped.
+	Requested bool `json:"requested,omitempty"`
 }
 
 // AgentInput addresses the agent that last heartbeated for a node. The token

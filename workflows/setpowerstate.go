@@ -26,7 +26,7 @@ func SetPowerState(ctx workflow.Context, req PowerRequest) error {
 		r.node.Policy.BMCCallTimeout = max(r.node.Policy.BMCCallTimeout, need)
 	}
 	var state string
-	err = r.hw.call(ActSetPower, PowerInput{Node: r.node, Action: req.Target, TimeoutSeconds: req.TimeoutSeconds}, &state)
+	err = r.hw.call(ActSetPower, PowerInput{Node: r.node, Action: req.Target, TimeoutSeconds: req.TimeoutSeconds, Requested: true}, &state)
 	rec := PowerStateRecord{NodeUUID: req.NodeUUID, PowerState: state, Event: fmt.Sprintf("Power %s: %s", req.Target, orUnknown(state)), Severity: "INFO"}
 	if err != nil {
 		rec.PowerState = r.node.PowerState
