@@ -42,34 +42,35 @@ type Node struct {
 	PowerState           *string          `json:"power_state" db:"power_state"`
 	TargetPowerState     *string          `json:"target_power_state" db:"target_power_state"`
 
-	Maintenance       bool    `json:"maintenance" db:"maintenance"`
-	MaintenanceReason *string `json:"maintenance_reason" db:"maintenance_reason"`
-	Fault             *string `json:"fault" db:"fault"`
-	LastError         *string `json:"last_error" db:"last_error"`
-	Reservation       *string `json:"reservation" db:"reservation"`
-	ConductorGroup    string  `json:"conductor_group" db:"conductor_group"`
-	ResourceClass     *string `json:"resource_class" db:"resource_class"`
-	Description       *string `json:"description" db:"description"`
-	Owner             *string `json:"owner" db:"owner"`
-	Lessee            *string `json:"lessee" db:"lessee"`
-	AutomatedClean    *bool   `json:"automated_clean" db:"automated_clean"`
-	Protected         bool    `json:"protected" db:"protected"`
+	Maintenance       bool     `json:"maintenance" db:"maintenance"`
+	MaintenanceReason *string  `json:"maintenance_reason" db:"maintenance_reason"`
+	Fault             *string  `json:"fault" db:"fault"`
+	LastError         *string  `json:"last_error" db:"last_error"`
+	Reservation       *string  `json:"reservation" db:"reservation"`
+	ConductorGroup    string   `json:"conductor_group" db:"conductor_group"`
+	ResourceClass     *string  `json:"resource_class" db:"resource_class"`
+	Description       *string  `json:"description" db:"description"`
+	Owner             *string  `json:"owner" db:"owner"`
+	Lessee            *string  `json:"lessee" db:"lessee"`
+	AutomatedClean    *bool    `json:"automated_clean" db:"automated_clean"`
+	Protected         bool     `json:"protected" db:"protected"`
+	ProtectedReason   *string  `json:"protected_reason" db:"protected_reason"`
+	Retired           bool     `json:"retired" db:"retired"`
+	RetiredReason     *string  `json:"retired_reason" db:"retired_reason"`
+	InstanceUUID      *string  `json:"instance_uuid" db:"instance_uuid"`
+	ChassisUUID       *string  `json:"chassis_uuid" db:"chassis_uuid"`
+	ConsoleEnabled    bool     `json:"console_enabled" db:"console_enabled"`
+	BootMode          *string  `json:"boot_mode" db:"boot_mode"`
+	SecureBoot        *bool    `json:"secure_boot" db:"secure_boot"`
+	Shard             *string  `json:"shard" db:"shard"`
+	ParentNode        *string  `json:"parent_node" db:"parent_node"`
+	Traits            []string `json:"traits" db:"traits"`
+
 	// DisablePowerOff: the machine must never be powered off (API 1.95,
 	// Ironic's disable_power_off: a BMC or NIC that loses power with it):
 	// reboots replace power cycles and the agent is locked down instead
 	// of powering the machine off (docs/api-versions.md).
-	DisablePowerOff bool     `json:"disable_power_off" db:"disable_power_off"`
-	ProtectedReason *string  `json:"protected_reason" db:"protected_reason"`
-	Retired         bool     `json:"retired" db:"retired"`
-	RetiredReason   *string  `json:"retired_reason" db:"retired_reason"`
-	InstanceUUID    *string  `json:"instance_uuid" db:"instance_uuid"`
-	ChassisUUID     *string  `json:"chassis_uuid" db:"chassis_uuid"`
-	ConsoleEnabled  bool     `json:"console_enabled" db:"console_enabled"`
-	BootMode        *string  `json:"boot_mode" db:"boot_mode"`
-	SecureBoot      *bool    `json:"secure_boot" db:"secure_boot"`
-	Shard           *string  `json:"shard" db:"shard"`
-	ParentNode      *string  `json:"parent_node" db:"parent_node"`
-	Traits          []string `json:"traits" db:"traits"`
+	DisablePowerOff bool `json:"disable_power_off" db:"disable_power_off"`
 
 	// AllocationUUID is the allocation that holds the node (API 1.52),
 	// written only by the allocation's claim and release

@@ -179,6 +179,8 @@ func TestRealBMCsThroughTheCLI(t *testing.T) {
 			}
 			if took := time.Since(start); took < 3*time.Second {
 				t.Fatalf("the soft power off gave up after %s, before its 3 s timeout", took)
+			} else {
+				t.Logf("the ignored soft power off took %s, the CLI call included", took.Round(100*time.Millisecond))
 			}
 
 			mustCLI(t, "node", "boot", "device", "set", n.name, "pxe", "--persistent")

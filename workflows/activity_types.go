@@ -68,14 +68,16 @@ type NodeInfo struct {
 	// SecureBoot: the instance asks for secure boot (capability
 	// secure_boot:true), turned on before its first boot and off at
 	// teardown (workflows/secureboot.go).
-	SecureBoot bool `json:"secure_boot,omitempty"`
+	SecureBoot bool     `json:"secure_boot,omitempty"`
+	MACs       []string `json:"macs"`
+	// AutomatedClean is the effective setting: node field, else the global default.
+	AutomatedClean bool `json:"automated_clean"`
+
 	// DisablePowerOff: the machine is never powered off (API 1.95): the
 	// SetPower activity keeps it on and resets it instead, the agent locks
 	// itself down, and an undeploy reboots the machine off its instance.
-	DisablePowerOff bool     `json:"disable_power_off,omitempty"`
-	MACs            []string `json:"macs"`
-	// AutomatedClean is the effective setting: node field, else the global default.
-	AutomatedClean bool `json:"automated_clean"`
+	DisablePowerOff bool `json:"disable_power_off,omitempty"`
+
 	// Timeouts and policies in force for this node (configuration, overridden
 	// per node through driver_info).
 	Policy Policy `json:"policy"`
