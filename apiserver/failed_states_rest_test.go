@@ -43,8 +43,10 @@ func TestFailedStatesRest(t *testing.T) {
 	}
 }
 
-// TestFailedStateDeleteStillRefusedWhenTheWaitDoesNotEnd: a workflow that
-// does not end on abort keeps the node (409), and the node is not deleted.
+// TestFailedStateDeleteStillRefusedWhenTheWaitDoesNotEnd: when the abort
+// that would end the wait cannot be sent (Temporal fails), the deletion is
+// a server error and nothing is deleted under the workflow that holds the
+// node.
 func TestFailedStateDeleteStillRefusedWhenTheWaitDoesNotEnd(t *testing.T) {
 	e := newEnv(t)
 	uuid := e.createNode(map[string]any{"driver": "fake-hardware"})["uuid"].(string)
