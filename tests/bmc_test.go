@@ -96,6 +96,20 @@ func (l *bmcLab) qemuRunning(vm string) bool {
 	return syscall.Kill(pid, 0) == nil
 }
 
+// qemuPID is the VM's QEMU process ID.
+func (l *bmcLab) qemuPID(t *testing.T, vm string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(l.stateDir, vm, "qemu.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
 // killQEMU ends the VM's QEMU process, as a machine losing power would.
 func (l *bmcLab) killQEMU(t *testing.T, vm string) {
 	b, err := os.ReadFile(filepath.Join(l.stateDir, vm, "qemu.pid"))
@@ -182,6 +196,25 @@ func TestRealBMCsThroughTheCLI(t *testing.T) {
 			} else {
 				t.Logf("the ignored soft power off took %s, the CLI call included", took.Round(100*time.Millisecond))
 			}
+
+			// disable_power_off (API 1.95): a power off is refused, a
+			// reboot resets the machine through the BMC without a power
+			// off: the same QEMU process runs on.
+			setDisablePowerOff(t, n.name, true)
+			if _, stderr, err := baremetal(t, "node", "power", "off", n.name); err == nil || !strings.Contains(stderr, "Failed to set node power state to power off.") {
+				t.Fatalf("power off of a disable_power_off node: %v %s", err, stderr)
+			}
+			pid := l.qemuPID(t, n.vm)
+			mustCLI(t, "node", "reboot", n.name)
+			waitFor(t, n.name+" reboot recorded", 60*time.Second, func() bool {
+				ps = nil
+				call(t, "GET", "/v1/nodes/"+n.name+"/states", nil, &ps)
+				return ps["target_power_state"] == nil && ps["power_state"] == "power on"
+			})
+			if got := l.qemuPID(t, n.vm); got != pid || ps["last_error"] != nil {
+				t.Fatalf("reboot of a disable_power_off node: QEMU pid %d, was %d (a power off restarts it); last_error %v", got, pid, ps["last_error"])
+			}
+			setDisablePowerOff(t, n.name, false)
 
 			mustCLI(t, "node", "boot", "device", "set", n.name, "pxe", "--persistent")
 			if b := l.bootOverride(t, n.vm); !strings.Contains(strings.ToLower(b), "pxe") {

@@ -29,7 +29,7 @@ func TestDisablePowerOffDeployUndeployNeverCutsPower(t *testing.T) {
 	}, nil); code != 200 {
 		t.Fatalf("patch: %d", code)
 	}
-	setDisablePowerOff(t, uuid)
+	setDisablePowerOff(t, uuid, true)
 	for _, target := range []string{"power off", "soft power off"} {
 		var body map[string]any
 		if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/power", map[string]any{"target": target}, &body); code != 409 ||
@@ -75,12 +75,12 @@ func TestDisablePowerOffDeployUndeployNeverCutsPower(t *testing.T) {
 	t.Logf("machine actions: %v; agents: %d", actions, len(m.agents))
 }
 
-// setDisablePowerOff sets the node's disable_power_off: through the API at
+// setDisablePowerOff sets or clears the node's disable_power_off: through the API at
 // 1.95 once the lab serves it, else in the database (the API's maximum stays
 // 1.93 until every version up to 1.95 is complete, docs/api-versions.md).
-func setDisablePowerOff(t *testing.T, uuid string) {
+func setDisablePowerOff(t *testing.T, ident string, on bool) {
 	t.Helper()
-	code, _ := callAt(t, lab.APIURL, "1.95", "PATCH", "/v1/nodes/"+uuid, []map[string]any{{"op": "add", "path": "/disable_power_off", "value": true}}, nil)
+	code, _ := callAt(t, lab.APIURL, "1.95", "PATCH", "/v1/nodes/"+ident, []map[string]any{{"op": "add", "path": "/disable_power_off", "value": on}}, nil)
 	if code == 200 {
 		return
 	}
@@ -90,7 +90,8 @@ func setDisablePowerOff(t *testing.T, uuid string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.UpdateNode(context.Background(), uuid, func(n *store.Node) error { n.DisablePowerOff = true; return nil }); err != nil {
+	uuid := getNode(t, ident).UUID
+	if _, err := st.UpdateNode(context.Background(), uuid, func(n *store.Node) error { n.DisablePowerOff = on; return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
