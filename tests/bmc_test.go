@@ -112,15 +112,7 @@ func (l *bmcLab) qemuPID(t *testing.T, vm string) int {
 
 // killQEMU ends the VM's QEMU process, as a machine losing power would.
 func (l *bmcLab) killQEMU(t *testing.T, vm string) {
-	b, err := os.ReadFile(filepath.Join(l.stateDir, vm, "qemu.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	_ = syscall.Kill(l.qemuPID(t, vm), syscall.SIGKILL)
 }
 
 // bootOverride is the peer's recorded boot override.

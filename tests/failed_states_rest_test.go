@@ -22,21 +22,7 @@ import (
 // "locked"; the power off ends the operator's wait, and the node's history
 // says so at INFO.
 func TestMetal3DeletesAFailedDeploy(t *testing.T) {
-	img := newImageServer(t, 1<<20)
-	uuid := enrollAgentNode(t, "metal3-failed-delete-0", "52:54:00:bb:00:31", img)
-	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
-		{"op": "add", "path": "/automated_clean", "value": false},
-		{"op": "replace", "path": "/instance_info/image_source", "value": img.URL + "/missing-because-404"},
-	}, nil); code != 200 {
-		t.Fatalf("patch: %d", code)
-	}
-	startSimMachine(t, uuid, []string{"52:54:00:bb:00:31"}, sim.Config{})
-	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "deploy failed"}} {
-		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, uuid, s.state, 90*time.Second)
-	}
+	uuid := failedDeployNode(t, "metal3-failed-delete-0", "52:54:00:bb:00:31")
 
 	client, err := noauth.NewBareMetalNoAuth(noauth.EndpointOpts{IronicEndpoint: lab.APIURL + "/v1"})
 	if err != nil {
@@ -73,6 +59,28 @@ func TestMetal3DeletesAFailedDeploy(t *testing.T) {
 	if _, err := nodes.Get(ctx, client, uuid).Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		t.Fatalf("GET after delete: %v, want 404", err)
 	}
+}
+
+// failedDeployNode is a node whose deploy failed (its image URL answers
+// 404) and waits for an operator in deploy failed.
+func failedDeployNode(t *testing.T, name, mac string) string {
+	t.Helper()
+	img := newImageServer(t, 1<<20)
+	uuid := enrollAgentNode(t, name, mac, img)
+	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
+		{"op": "add", "path": "/automated_clean", "value": false},
+		{"op": "replace", "path": "/instance_info/image_source", "value": img.URL + "/missing-because-404"},
+	}, nil); code != 200 {
+		t.Fatalf("patch: %d", code)
+	}
+	startSimMachine(t, uuid, []string{mac}, sim.Config{})
+	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "deploy failed"}} {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, uuid, s.state, 90*time.Second)
+	}
+	return uuid
 }
 
 // TestCleanFailedRests: a cleaning that failed waits for an operator in
