@@ -447,6 +447,17 @@ func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput)
 	if tok, _ := n.DriverInternalInfo[store.KeyAgentToken].(string); tok == "" {
 		return nil
 	}
+	if n.DisablePowerOff {
+		// The machine must stay on: the agent locks itself down instead
+		// (Ironic's agent_client lockdown), and the BMC reset that follows
+		// boots what comes next (SetPower, withoutPowerOff).
+		if err := c.Lockdown(ctx); err != nil {
+			return agentErr(err, "lock down the agent of node %s", n.UUID)
+		}
+		a.waitAgentGone(ctx, c, n.UUID)
+		crashPoint(ctx, n.UUID, "AgentPowerOff", "after")
+		return nil
+	}
 	if err := c.Sync(ctx); err != nil {
 		a.Log.Warn("agent sync before power off", "node", n.UUID, "error", err)
 	}
@@ -455,6 +466,28 @@ func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput)
 	}
 	crashPoint(ctx, n.UUID, "AgentPowerOff", "after")
 	return nil
+}
+
+// agentGoneTimeout bounds the wait for a locked-down agent to stop
+// answering (Ironic waits post_deploy_get_power_state_retries times).
+const agentGoneTimeout = 30 * time.Second
+
+// waitAgentGone polls a locked-down agent until it no longer answers, as
+// Ironic's lockdown does to know it took effect; an agent still answering
+// at the deadline is logged, and the BMC reset that follows ends it anyway.
+func (a *Activities) waitAgentGone(ctx context.Context, c *client.Client, node string) {
+	deadline := time.Now().Add(agentGoneTimeout)
+	for time.Now().Before(deadline) {
+		if _, err := c.ListCommands(ctx); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	a.Log.Warn("the agent still answers after its lockdown", "node", node, "waited", agentGoneTimeout)
 }
 
 // isPartitionImage tells whether the node deploys a partition image

@@ -61,7 +61,7 @@ func (s FakeState) Boots() int {
 			if a.From != PowerOn {
 				n++
 			}
-		case ActionReboot, ActionSoftReboot:
+		case ActionReboot, ActionSoftReboot, ActionReset:
 			n++
 		}
 	}
@@ -199,7 +199,7 @@ func (d *fakeDriver) SetPower(ctx context.Context, a PowerAction) error {
 	}
 	from := d.m.power
 	switch a {
-	case ActionPowerOn, ActionReboot, ActionSoftReboot:
+	case ActionPowerOn, ActionReboot, ActionSoftReboot, ActionReset:
 		d.m.power = PowerOn
 	case ActionPowerOff, ActionSoftOff:
 		d.m.power = PowerOff

@@ -61,6 +61,10 @@ const (
 	ErrTypeAgentUnreachable = "AgentUnreachable"
 	ErrTypeNodeGone         = "NodeNotFound"
 	ErrTypeStateConflict    = "StateConflict"
+	// ErrTypePowerStateFailure: a soft power off or soft reboot whose
+	// machine was still on at the deadline (Ironic's PowerStateFailure);
+	// its details hold the power state the BMC read then.
+	ErrTypePowerStateFailure = "PowerStateFailure"
 )
 
 // run is one provisioning workflow's composition of its parts, each in its
@@ -220,7 +224,7 @@ func (r *run) finish(err error) error {
 		case r.operator.supersededBy != "" && errors.Is(err, errAborted):
 			// A new verb ended the wait (AbortRequest): the failure's
 			// last_error stands, and nobody aborted anything.
-			event, severity = fmt.Sprintf("Provision action \"%s\" requested in state \"%s\": the wait for retry, skip-step or abort ended",
+			event, severity = fmt.Sprintf("%s requested in state \"%s\": the wait for retry, skip-step or abort ended",
 				r.operator.supersededBy, r.rec.fail), "INFO"
 		case r.operator.abortMessage != "" && errors.Is(err, errAborted):
 			last = r.operator.abortMessage
