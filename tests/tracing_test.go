@@ -2,12 +2,17 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/internal/testkit/otlpsink"
 )
 
@@ -117,4 +122,94 @@ func TestDeployTraceIsConnected(t *testing.T) {
 		t.Errorf("agent image write span attributes %v", write.Attributes)
 	}
 	t.Logf("deploy trace: %d spans, steps %v", len(trace), steps)
+}
+
+// TestBlackHoledCollectorDoesNotDelayTheAPI: an API whose collector
+// accepts connections and never answers answers its requests as fast as
+// ever, and counts the spans it could not deliver.
+func TestBlackHoledCollectorDoesNotDelayTheAPI(t *testing.T) {
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	go func() {
+		var held []net.Conn // never read, never closed until the test ends
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	port, err := embedded.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr, _, err := freeMetricsAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	api, err := lab.Spawn("ironflow-api-blackhole", append(lab.APIArgs(fmt.Sprintf("127.0.0.1:%d", port)),
+		"--otel-endpoint", hole.Addr().String(), "--metrics-listen", metricsAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Kill)
+	waitFor(t, "the black-holed API", 30*time.Second, func() bool {
+		r, err := http.Get(apiURL + "/v1")
+		if err == nil {
+			r.Body.Close()
+		}
+		return err == nil && r.StatusCode == 200
+	})
+	dropped := func() float64 {
+		r, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var sum float64
+		body, _ := io.ReadAll(r.Body)
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "ironflow_trace_spans_dropped_total{") {
+				f := strings.Fields(line)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				sum += v
+			}
+		}
+		return sum
+	}
+	before := dropped()
+	var slowest time.Duration
+	deadline := time.Now().Add(20 * time.Second)
+	for n := 0; ; n++ {
+		start := time.Now()
+		code, _ := callAt(t, apiURL, "1.78", "GET", "/v1/nodes?limit=1", nil, nil)
+		if d := time.Since(start); d > slowest {
+			slowest = d
+		}
+		if code != 200 {
+			t.Fatalf("GET /v1/nodes: %d", code)
+		}
+		if n >= 50 && dropped() > before {
+			t.Logf("%d requests, slowest %v, spans dropped %v", n+1, slowest, dropped()-before)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no span counted dropped within 20s of requests to a black-holed collector (%d requests)", n+1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The export's timeout is 5 s: a request that waited for it would show.
+	if slowest > time.Second {
+		t.Errorf("the slowest request took %v while the collector black-holed", slowest)
+	}
 }
