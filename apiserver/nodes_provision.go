@@ -507,7 +507,7 @@ func (s *server) revertTransition(c *gin.Context, n *store.Node, verb provision.
 			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser), Project: requestProject(c)},
 	})
 	if err != nil {
-		s.log.Warn("revert the provision state of a verb whose workflow did not start", "node", n.UUID, "verb", verb, "err", err)
+		s.log.WarnContext(c.Request.Context(), "revert the provision state of a verb whose workflow did not start", "node", n.UUID, "verb", verb, "err", err)
 	}
 }
 

@@ -161,6 +161,6 @@ func (s *server) restorePowerTarget(c *gin.Context, uuid, ours string, previous 
 		return nil
 	})
 	if err != nil {
-		s.log.Warn("clear target power state", "node", uuid, "err", err)
+		s.log.WarnContext(c.Request.Context(), "clear target power state", "node", uuid, "err", err)
 	}
 }

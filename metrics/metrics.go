@@ -113,6 +113,20 @@ var (
 	}, []string{"kind"})
 )
 
+// Traces (package tracing, docs/tracing.md): spans the process ended and
+// exported, or dropped because its bounded queue was full or the collector
+// refused or did not answer an export in time.
+var (
+	TraceSpansExported = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ironflow_trace_spans_exported_total",
+		Help: "Spans the OTLP exporter delivered to the collector (--otel-endpoint).",
+	})
+	TraceSpansDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ironflow_trace_spans_dropped_total",
+		Help: "Spans not delivered to the collector, by reason (queue_full: the bounded queue was full; export_failed: the collector refused or did not answer in time).",
+	}, []string{"reason"})
+)
+
 // BuildInfo is 1, labelled with the release and commit the process runs
 // (ironflow version): which build serves what, during a rolling upgrade
 // (docs/versioning.md).
@@ -127,6 +141,7 @@ var ironflowCollectors = []prometheus.Collector{
 	BMCCalls, BMCCallDuration, PowerSyncNodes, PowerSyncLastRun, PowerSyncBatchDuration,
 	ImageCacheRequests, ImageCacheDownloadedBytes, ImageCacheConversions,
 	DHCPReplies, TFTPTransfers, TFTPSentBytes, BootHTTPRequests, BootHTTPSentBytes,
+	TraceSpansExported, TraceSpansDropped,
 }
 
 func init() {

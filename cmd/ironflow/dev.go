@@ -134,6 +134,11 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(*api.otelEndpoint, "ironflow-dev", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	tc, err := dialTemporal(*api.temporal, *api.namespace, api.temporalTLS, codec, log)
 	if err != nil {
 		return err

@@ -70,6 +70,7 @@ func dialTemporal(address, namespace string, tlsFlags temporalTLSFlags, codec *p
 	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	codec.Apply(&opts)
 	opts.MetricsHandler = temporalMetrics()
+	opts.Interceptors = append(opts.Interceptors, processTracing.Interceptors()...)
 	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; %s", address, namespace, err, tlsFlags.explain(err))
@@ -140,6 +141,7 @@ type apiFlags struct {
 	temporalTLS                                                         temporalTLSFlags
 	keystone                                                            keystoneFlags
 	metricsListen                                                       *string
+	otelEndpoint                                                        *string
 }
 
 // signalKeyFlags name the key the API signs heartbeat signals with and the
@@ -186,6 +188,7 @@ func addAPIFlags(s *settings) apiFlags {
 		keystone:    addKeystoneFlags(s),
 
 		metricsListen: addMetricsListen(s, defaultAPIMetricsListen),
+		otelEndpoint:  addOTelEndpoint(s),
 	}
 }
 
@@ -276,6 +279,11 @@ func runAPICommand(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logger()
+	stopTracing, err := startTracing(*f.otelEndpoint, "ironflow-api", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, f.temporalTLS, codec, log)
 	if err != nil {
 		return err
@@ -307,6 +315,7 @@ type workerFlags struct {
 	payload                                                                        payloadKeyFlags
 	temporalTLS                                                                    temporalTLSFlags
 	metricsListen                                                                  *string
+	otelEndpoint                                                                   *string
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -340,8 +349,10 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
 		f.signal, f.payload, f.temporalTLS = shared.signal, shared.payload, shared.temporalTLS
 		f.metricsListen = shared.metricsListen
+		f.otelEndpoint = shared.otelEndpoint
 	} else {
 		f.metricsListen = addMetricsListen(s, defaultWorkerMetricsListen)
+		f.otelEndpoint = addOTelEndpoint(s)
 		f.signal = addSignalKeyFlags(s)
 		f.payload = addPayloadKeyFlags(s)
 		f.temporalTLS = addTemporalTLSFlags(s)
@@ -469,6 +480,11 @@ func runWorkerCommand(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logger()
+	stopTracing, err := startTracing(*f.otelEndpoint, "ironflow-worker", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, f.temporalTLS, codec, log)
 	if err != nil {
 		return err
