@@ -49,10 +49,12 @@ var (
 )
 
 // New returns a store on a fresh, migrated database dropped at t.Cleanup.
-// It fails the test when no PostgreSQL server can be had. The database is
-// a copy of a template the process migrated once (CREATE DATABASE …
-// TEMPLATE, much cheaper than running every migration per test; Migrate
-// then finds nothing to do).
+// It fails the test when no PostgreSQL server can be had. From the
+// process's second New on, the database is a copy of a template the
+// process migrated once (CREATE DATABASE … TEMPLATE, much cheaper than
+// running every migration per test; Migrate then finds nothing to do);
+// the first New migrates its own, so that a process with one database (a
+// fuzz worker) makes no template.
 func New(t testing.TB) *store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
@@ -116,16 +118,23 @@ func freshDatabase(t testing.TB, template string) string {
 var (
 	tmplMu   sync.Mutex
 	tmplName string
+	// tmplNext: a New came before; the next one makes the template.
+	tmplNext bool
 )
 
 // migratedTemplate is the name of the process's migrated template
-// database, created and migrated at its first use. No session stays on
-// it: PostgreSQL copies a database only while nobody is connected to it.
+// database, created and migrated at its first use, or "" for the
+// process's first New. No session stays on it: PostgreSQL copies a
+// database only while nobody is connected to it.
 func migratedTemplate(ctx context.Context) (string, error) {
 	tmplMu.Lock()
 	defer tmplMu.Unlock()
 	if tmplName != "" {
 		return tmplName, nil
+	}
+	if !tmplNext {
+		tmplNext = true
+		return "", nil
 	}
 	serverURL, err := serverURL(ctx)
 	if err != nil {
