@@ -42,7 +42,7 @@ export IRONFLOW_TEMPORAL_SQL_TOOL_BIN := $(TEMPORAL_SQL_TOOL)
 export IRONFLOW_TEMPORAL_UI_BIN := $(TEMPORAL_UI)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-metal3 bench-compare test-unit fuzz bench soak ramdisk kernel lint clean help record-histories docs
+.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-metal3 bench-compare test-unit fuzz fuzz-targets bench soak ramdisk kernel lint clean help record-histories docs
 
 all: build
 
@@ -131,10 +131,17 @@ test-metal3: go-check
 test-unit: go-check
 	$(GO) test -short -timeout $(TEST_TIMEOUT) -count=1 ./...
 
-# Every Go fuzz target, each for FUZZTIME.
+# Every Go fuzz target, each for FUZZTIME, on one PostgreSQL cluster
+# (internal/withpostgres): a fuzz target runs in a coordinator and a worker
+# per core, each a process that would otherwise start a cluster of its own
+# for its database (storetest). One go list names every package's
+# directory.
 fuzz: go-check
-	@set -e; for pkg in $$($(GO) list ./...); do \
-		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	@$(GO) run ./internal/withpostgres $(MAKE) --no-print-directory fuzz-targets FUZZTIME=$(FUZZTIME)
+
+fuzz-targets: go-check
+	@set -e; for entry in $$($(GO) list -f '{{.ImportPath}}={{.Dir}}' ./...); do \
+		pkg=$${entry%%=*}; dir=$${entry#*=}; \
 		for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
 			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
 			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \

@@ -5,6 +5,7 @@
 //	testkit/storetest  a migrated, empty database per test
 //	bench              make bench: ironflow against baselines measured in the same run
 //	record-histories   make record-histories: the workflow histories later versions replay
+//	withpostgres       make fuzz: one PostgreSQL cluster for every fuzz process's database
 //
 // Product code (everything cmd/ironflow and cmd/ironflow-agent build from)
 // never imports a package below internal/ or tests/;

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -32,6 +33,10 @@ import (
 // first. With another CA in the bundle the agent refuses the API's
 // certificate, never calls back, and the deploy fails with the callback
 // timeout; with the API's CA the same node deploys and boots its disk.
+// The refused deploy's callback timeout is the node's own
+// (driver_info/deploy_callback_timeout, docs/configuration.md), short so
+// that the test does not idle through the service's; the trusted deploy
+// runs under the service's.
 func TestAgentCallsBackOverHTTPSAPI(t *testing.T) {
 	RequireQEMU(t)
 	lab := NewLab(t)
@@ -65,7 +70,12 @@ func TestAgentCallsBackOverHTTPSAPI(t *testing.T) {
 	}
 	trusting(otherCA)
 
-	const callbackTimeout = 150 * time.Second
+	// callbackTimeout is the service's; refusedCallbackTimeout the node's
+	// for the refused deploy: it must outlast the agent's boot to its
+	// refused lookup (36 s from the deploy's start on the 2-core machine
+	// at load 15; the test logs it).
+	const callbackTimeout = 10 * time.Minute
+	const refusedCallbackTimeout = 90 * time.Second
 	args := []string{s.bin, "dev",
 		"--data-dir", s.dataDir,
 		"--listen", apiListen,
@@ -105,8 +115,22 @@ func TestAgentCallsBackOverHTTPSAPI(t *testing.T) {
 		"--instance-info", "image_os_hash_value="+sum)
 
 	// The wrong CA: the agent refuses the API, the node fails by timeout.
+	s.mustCLI(t, "node", "set", uuid, "--driver-info", "deploy_callback_timeout="+seconds(refusedCallbackTimeout))
 	begin := time.Now()
-	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(callbackTimeout+5*time.Minute)); err == nil {
+	refused := make(chan struct{})
+	go func() {
+		// For the log: when the agent's refused lookup shows, against
+		// refusedCallbackTimeout.
+		ctx, cancel := context.WithTimeout(context.Background(), refusedCallbackTimeout+5*time.Minute)
+		defer cancel()
+		if _, err := WaitSerial(ctx, vm.SerialLog, "lookup failed", refused); err == nil {
+			t.Logf("untrusted API: the agent's lookup failed %.0fs after the deploy began (node's callback timeout %s)",
+				time.Since(begin).Seconds(), refusedCallbackTimeout)
+		}
+	}()
+	_, err = s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(refusedCallbackTimeout+5*time.Minute))
+	close(refused)
+	if err == nil {
 		t.Fatalf("deploy with an agent that does not trust the API's CA reached active\n%s", s.logTail())
 	}
 	f := s.nodeFields(t, uuid)
@@ -121,8 +145,10 @@ func TestAgentCallsBackOverHTTPSAPI(t *testing.T) {
 	}
 	t.Logf("untrusted API: deploy failed after %.0fs: %s", time.Since(begin).Seconds(), lastErr)
 
-	// The API's CA: the same node deploys over HTTPS call-backs.
+	// The API's CA: the same node deploys over HTTPS call-backs, under
+	// the service's callback timeout again.
 	trusting(apiCA)
+	s.mustCLI(t, "node", "unset", uuid, "--driver-info", "deploy_callback_timeout")
 	begin = time.Now()
 	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2Etlsapi e2e"
 	s.deploy(t, uuid, vm, "e2e-tls", pubKey)

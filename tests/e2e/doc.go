@@ -43,9 +43,11 @@
 //	     secboot): a signed image boots with secure
 //	     boot on; an unsigned one is refused by the
 //	     agent before its first boot (deploy failed)
-//	     secure boot over PXE: a ramdisk instance, and  secure_boot_pxe_test.go
-//	     the agent (in-band inspection, its call-back),
-//	     boot through shim and signed GRUB over TFTP
+//	     secure boot over PXE, one VM: the agent        secure_boot_pxe_test.go
+//	     (in-band inspection, its call-back), then a
+//	     ramdisk instance the deploy turns secure boot
+//	     on for, both through shim and signed GRUB
+//	     over TFTP
 //
 // The stack under test is devstack's (docs/contributing.md, "Tests and the
 // stack harness"): `ironflow dev` in the lab (stack_test.go, startStack),

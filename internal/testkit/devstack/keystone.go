@@ -20,7 +20,10 @@ import (
 // SQLite in WAL mode (the default journal gives random "database is
 // locked" errors on writes), fernet tokens, keystone-wsgi-public's own
 // server on 127.0.0.1 and a free port, the bootstrap admin with password
-// AdminPassword.
+// AdminPassword. Passwords are hashed with bcrypt's fewest rounds (4,
+// keystone's [identity]password_hash_rounds; 12 by default): every user
+// created and every password log-in hashes, and the tests do not test
+// the hash's strength.
 type Keystone struct {
 	URL           string // http://127.0.0.1:<port>/v3
 	Dir           string
@@ -57,6 +60,9 @@ log_file = %[1]s/keystone.log
 
 [database]
 connection = sqlite:///%[1]s/keystone.sqlite
+
+[identity]
+password_hash_rounds = 4
 
 [token]
 provider = fernet
