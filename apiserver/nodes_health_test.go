@@ -2,10 +2,21 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/vbmc"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // TestNodeHealth: health (1.109) shows what the power sync stored, is
@@ -60,4 +71,111 @@ func TestNodeHealth(t *testing.T) {
 	if got := e.do("GET", "/v1/nodes/h1", "1.109", nil).json(t)["health"]; got != "Warning" {
 		t.Errorf("health after the refused PATCH: %v, want Warning", got)
 	}
+}
+
+// TestNodeHealthFromVBMCThroughPowerSync: a redfish node driven by
+// ironflow's own virtual BMC (vbmc's Redfish service) gets the health the
+// BMC reports from the power sync activity (the real redfish driver and
+// PostgreSQL), and the API at 1.109 shows it and its history: OK at the
+// first read, Critical after the BMC says so, unknown (null) when the BMC
+// stops reporting health. No QEMU is started: a powered-off VM answers.
+func TestNodeHealthFromVBMCThroughPowerSync(t *testing.T) {
+	serveUpTo(t, v109NodeHealth)
+	e := newEnv(t)
+	dir := t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{
+		"state_dir": filepath.Join(dir, "state"), "username": "admin", "password": "password",
+		"vms": []map[string]any{{"name": "hv0", "mac": "52:54:00:dd:01:09", "memory_mb": 128, "firmware": "bios", "netdev": "none"}},
+	})
+	cfgPath := filepath.Join(dir, "vms.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vc, err := vbmc.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := vbmc.NewServer(vc, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmcSrv := httptest.NewServer(vs)
+	t.Cleanup(func() { bmcSrv.Close(); vs.Close() })
+
+	r := e.do("POST", "/v1/nodes", "1.109", map[string]any{"name": "hv0", "driver": "redfish", "driver_info": map[string]any{
+		"redfish_address": bmcSrv.URL, "redfish_system_id": "/redfish/v1/Systems/hv0",
+		"redfish_username": "admin", "redfish_password": "password",
+	}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create node: %d %s", r.status, r.body)
+	}
+	uuid := r.json(t)["uuid"].(string)
+	// The sync leaves enroll alone: the node is managed.
+	if _, err := e.st.UpdateNode(context.Background(), uuid, func(n *store.Node) error {
+		n.ProvisionState = provision.Manageable
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ps := &activities.PowerSync{
+		Activities: activities.New(e.st, activities.Config{Conductor: "health-test"}, quietLogger()),
+		Held:       func(context.Context, []string) (map[string]bool, error) { return nil, nil },
+	}
+	sync := func() {
+		t.Helper()
+		if _, err := ps.SyncPowerStates(context.Background(), workflows.PowerSyncBatch{MaxRetries: 3, Workers: 1, NodeTimeout: 10 * time.Second}); err != nil {
+			t.Fatalf("power sync: %v", err)
+		}
+	}
+	setHealth := func(body string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", bmcSrv.URL+"/redfish/v1/Systems/hv0/Actions/Oem/Ironflow.SetHealth", strings.NewReader(body))
+		req.SetBasicAuth("admin", "password")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("SetHealth %s: %d", body, resp.StatusCode)
+		}
+	}
+	var wantHistory []string
+	check := func(step string, want any) {
+		t.Helper()
+		n := e.do("GET", "/v1/nodes/hv0?fields=health,power_state", "1.109", nil).json(t)
+		if n["health"] != want || n["power_state"] != "power off" {
+			t.Errorf("%s: node %v, want health %v, power off", step, n, want)
+		}
+		h := e.do("GET", "/v1/nodes/hv0/history?detail=True", "1.109", nil).json(t)["history"].([]any)
+		var got []string
+		for _, ev := range h {
+			ev := ev.(map[string]any)
+			if ev["event_type"] == "monitoring" {
+				if ev["severity"] != "INFO" {
+					t.Errorf("%s: history event %v, want INFO", step, ev)
+				}
+				got = append(got, ev["event"].(string))
+			}
+		}
+		if !slices.Equal(got, wantHistory) {
+			t.Errorf("%s: monitoring history %q, want %q", step, got, wantHistory)
+		}
+	}
+
+	sync()
+	wantHistory = append(wantHistory, "Node health status changed: health='OK' (previously 'None')")
+	check("first sync", "OK")
+	sync()
+	check("second sync", "OK")
+
+	setHealth(`{"Health": "Critical"}`)
+	sync()
+	wantHistory = append(wantHistory, "Node health status changed: health='Critical' (previously 'OK')")
+	check("critical", "Critical")
+
+	setHealth(`{"Health": null}`)
+	sync()
+	wantHistory = append(wantHistory, "Node health status changed: health='None' (previously 'Critical')")
+	check("no health reported", nil)
 }
