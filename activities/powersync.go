@@ -361,7 +361,9 @@ func (p *PowerSync) readPower(ctx context.Context, nodeUUID string, timeout time
 		return r, bmcErr(err, "get power state of node %s", nodeUUID)
 	}
 	r.power = string(s)
-	r.health, r.healthRead = p.readHealth(ctx, d, nodeUUID)
+	if !p.Activities.Config.DisableHealthMonitoring {
+		r.health, r.healthRead = p.readHealth(ctx, d, nodeUUID)
+	}
 	return r, nil
 }
 

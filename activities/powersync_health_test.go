@@ -81,3 +81,23 @@ func TestSyncPowerStatesHealth(t *testing.T) {
 		t.Errorf("node without health support: health %v, history %+v; want null and none", str(h), got)
 	}
 }
+
+// TestSyncPowerStatesHealthMonitoringDisabled: with health monitoring off
+// (--health-monitoring=false) the sync reads no health and leaves the
+// stored value and the history alone, and still syncs the power state.
+func TestSyncPowerStatesHealthMonitoringDisabled(t *testing.T) {
+	l := newSyncLab(t)
+	l.sync.Activities.Config.DisableHealthMonitoring = true
+	n := l.node("rack-nh", "manageable", "power off", bmc.PowerOn, func(n *store.Node) { n.Health = ptr("Warning") })
+	l.setDriverInfo(n.UUID, map[string]any{"fake_id": n.UUID, "fake_health": "OK"})
+	l.run("rack-nh", false)
+	got := l.get(n.UUID)
+	if str(got.Health) != "Warning" || str(got.PowerState) != "power on" {
+		t.Errorf("health %s, power %s; want Warning kept and power on synced", str(got.Health), str(got.PowerState))
+	}
+	for _, e := range l.history(n.UUID) {
+		if e.EventType == "monitoring" {
+			t.Errorf("history row %+v with health monitoring off", e)
+		}
+	}
+}
