@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -127,17 +126,10 @@ func TestNodeHealthFromVBMCThroughPowerSync(t *testing.T) {
 			t.Fatalf("power sync: %v", err)
 		}
 	}
-	setHealth := func(body string) {
+	setHealth := func(health string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", bmcSrv.URL+"/redfish/v1/Systems/hv0/Actions/Oem/Ironflow.SetHealth", strings.NewReader(body))
-		req.SetBasicAuth("admin", "password")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		if err := vbmc.SetHealth(context.Background(), bmcSrv.URL, "admin", "password", "hv0", health); err != nil {
 			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("SetHealth %s: %d", body, resp.StatusCode)
 		}
 	}
 	var wantHistory []string
@@ -169,12 +161,12 @@ func TestNodeHealthFromVBMCThroughPowerSync(t *testing.T) {
 	sync()
 	check("second sync", "OK")
 
-	setHealth(`{"Health": "Critical"}`)
+	setHealth("Critical")
 	sync()
 	wantHistory = append(wantHistory, "Node health status changed: health='Critical' (previously 'OK')")
 	check("critical", "Critical")
 
-	setHealth(`{"Health": null}`)
+	setHealth("")
 	sync()
 	wantHistory = append(wantHistory, "Node health status changed: health='None' (previously 'Critical')")
 	check("no health reported", nil)

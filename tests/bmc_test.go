@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -292,16 +291,8 @@ func (l *bmcLab) checkHealth(t *testing.T, name, vm string) {
 		return
 	}
 	waitFor(t, name+" health OK from the power sync", 60*time.Second, func() bool { return health() == "OK" })
-	body := strings.NewReader(`{"Health": "Warning"}`)
-	req, _ := http.NewRequest("POST", l.redfishURL+"/redfish/v1/Systems/"+vm+"/Actions/Oem/Ironflow.SetHealth", body)
-	req.SetBasicAuth("admin", "password")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	if err := vbmc.SetHealth(ctx, l.redfishURL, "admin", "password", vm, "Warning"); err != nil {
 		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("SetHealth: HTTP %d", resp.StatusCode)
 	}
 	waitFor(t, name+" health Warning from the power sync", 60*time.Second, func() bool { return health() == "Warning" })
 	hist := history()

@@ -1,9 +1,11 @@
 package vbmc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -97,4 +99,32 @@ func (s *Server) handleSetHealth(w http.ResponseWriter, r *http.Request, m *Mach
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// SetHealth calls Ironflow.SetHealth on the vbmc at baseURL (its Redfish
+// service) for the VM's system, as an operator's curl would: health is
+// "OK", "Warning", "Critical", or "" for a system that reports none.
+func SetHealth(ctx context.Context, baseURL, user, password, vm, health string) error {
+	var h any
+	if health != "" {
+		h = health
+	}
+	body, _ := json.Marshal(map[string]any{"Health": h})
+	url := baseURL + redfishRoot + "/Systems/" + vm + "/Actions/Oem/" + setHealthAction
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(user, password)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("set health of %s: %w", vm, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("set health of %s: HTTP %d: %s", vm, resp.StatusCode, b)
+	}
+	return nil
 }
