@@ -172,6 +172,7 @@ func (a *Activities) LoadNode(ctx context.Context, nodeUUID string) (workflows.N
 		BootMode:          "bios",
 		AutomatedClean:    a.Config.AutomatedClean,
 		Policy:            a.Config.Policy,
+		DisablePowerOff:   n.DisablePowerOff,
 	}
 	if n.PowerState != nil {
 		info.PowerState = *n.PowerState

@@ -159,11 +159,13 @@ func (a *Activities) GetAgentSteps(ctx context.Context, in workflows.AgentStepsI
 // list) and follows it instead of starting the step again, so an image is
 // never written twice.
 func (a *Activities) RunAgentStep(ctx context.Context, in workflows.AgentStepInput) (workflows.AgentStepResult, error) {
+	ctx, endStep := startStepSpan(ctx, in.Kind, in.Step)
 	res, err := a.runAgentStep(ctx, in)
 	if err == nil && in.Step.Interface == "raid" {
 		// The agent's software RAID steps (activities/raid_agent.go).
 		err = a.recordAgentRAID(ctx, in, res)
 	}
+	endStep(err)
 	return res, err
 }
 
@@ -193,6 +195,7 @@ func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInp
 	if beat.CommandID == "" {
 		beat.CommandID = a.findCommand(ctx, c, in)
 	}
+	cmdSpan := startAgentCommandSpan(ctx, in.Step, time.Now())
 	if beat.CommandID == "" {
 		ports, err := a.portsOf(ctx, n)
 		if err != nil {
@@ -200,15 +203,18 @@ func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInp
 		}
 		res, err := a.startStep(ctx, c, n, ports, in)
 		if err != nil {
+			cmdSpan.end(res, err)
 			return workflows.AgentStepResult{}, agentErr(err, "start %s on the agent of node %s", name, n.UUID)
 		}
 		if res.ID == "" {
 			// Nothing to run in-band for this node (e.g. bootloader on BIOS).
+			cmdSpan.end(client.CommandResult{CommandStatus: client.StatusSucceeded}, nil)
 			return workflows.AgentStepResult{Status: client.StatusSucceeded}, nil
 		}
 		beat.CommandID = res.ID
 		crashPoint(ctx, n.UUID, point, "after")
 		if res.Done() {
+			cmdSpan.end(res, nil)
 			if err := res.Err(); err != nil {
 				return workflows.AgentStepResult{}, agentErr(err, "%s on node %s", name, n.UUID)
 			}
@@ -245,6 +251,9 @@ func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInp
 	keep := a.stepProgressKeeper(n.UUID, in.Kind)
 	res, err := c.WaitCommand(ctx, beat.CommandID, a.Config.AgentPollInterval, func(r client.CommandResult) {
 		p, ok := r.Progress()
+		if ok {
+			cmdSpan.progressed(p)
+		}
 		if sp := stepProgress(p, ok); sp != nil {
 			mu.Lock()
 			beat.Step = sp
@@ -271,6 +280,7 @@ func (a *Activities) runAgentStep(ctx context.Context, in workflows.AgentStepInp
 			mu.Unlock()
 		}
 	})
+	cmdSpan.end(res, err)
 	if errors.Is(err, client.ErrNotFound) {
 		// The agent answers but does not know the command: the machine
 		// rebooted under the step and a fresh agent called back. The
@@ -447,6 +457,17 @@ func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput)
 	if tok, _ := n.DriverInternalInfo[store.KeyAgentToken].(string); tok == "" {
 		return nil
 	}
+	if n.DisablePowerOff {
+		// The machine must stay on: the agent locks itself down instead
+		// (Ironic's agent_client lockdown), and the BMC reset that follows
+		// boots what comes next (SetPower, withoutPowerOff).
+		if err := c.Lockdown(ctx); err != nil {
+			return agentErr(err, "lock down the agent of node %s", n.UUID)
+		}
+		a.waitAgentGone(ctx, c, n.UUID)
+		crashPoint(ctx, n.UUID, "AgentPowerOff", "after")
+		return nil
+	}
 	if err := c.Sync(ctx); err != nil {
 		a.Log.Warn("agent sync before power off", "node", n.UUID, "error", err)
 	}
@@ -455,6 +476,28 @@ func (a *Activities) AgentPowerOff(ctx context.Context, in workflows.AgentInput)
 	}
 	crashPoint(ctx, n.UUID, "AgentPowerOff", "after")
 	return nil
+}
+
+// agentGoneTimeout bounds the wait for a locked-down agent to stop
+// answering (Ironic waits post_deploy_get_power_state_retries times).
+const agentGoneTimeout = 30 * time.Second
+
+// waitAgentGone polls a locked-down agent until it no longer answers, as
+// Ironic's lockdown does to know it took effect; an agent still answering
+// at the deadline is logged, and the BMC reset that follows ends it anyway.
+func (a *Activities) waitAgentGone(ctx context.Context, c *client.Client, node string) {
+	deadline := time.Now().Add(agentGoneTimeout)
+	for time.Now().Before(deadline) {
+		if _, err := c.ListCommands(ctx); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	a.Log.Warn("the agent still answers after its lockdown", "node", node, "waited", agentGoneTimeout)
 }
 
 // isPartitionImage tells whether the node deploys a partition image

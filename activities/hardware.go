@@ -28,7 +28,7 @@ func (a *Activities) driver(ctx context.Context, node workflows.NodeInfo) (bmc.D
 // driver_info for the BMC, driver_internal_info for the marks of
 // effects.go. A BMC call (every power and boot-device change of a deploy)
 // leaves the node's other JSON columns undecoded.
-var driverColumns = store.MustNodeColumns("driver", "driver_info", "driver_internal_info")
+var driverColumns = store.MustNodeColumns("driver", "driver_info", "driver_internal_info", "disable_power_off")
 
 // nodeDriver is driver that also returns the node as it loaded it, for an
 // activity that reads more of it (the marks of effects.go) without loading
@@ -125,20 +125,27 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 		return "", err
 	}
 	defer d.Close()
-	if in.TimeoutSeconds > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(in.TimeoutSeconds)*time.Second)
-		defer cancel()
-	}
+	// The API's timeout bounds each wait for a power state, as Ironic's
+	// drivers apply it, not the whole call (bmc.WithPowerTimeout).
+	ctx = bmc.WithPowerTimeout(ctx, time.Duration(in.TimeoutSeconds)*time.Second)
 	action := bmc.PowerAction(in.Action)
 	current, err := d.PowerState(ctx)
 	if err != nil {
 		return "", bmcErr(err, "get power state of node %s", in.Node.UUID)
 	}
+	mark := map[string]any{}
+	if n.DisablePowerOff {
+		var skipped bool
+		action, skipped = withoutPowerOff(n, action, current, in.Requested)
+		if skipped {
+			a.Log.Info("disable_power_off: the power stays on", "node", in.Node.UUID, "action", in.Action)
+		}
+		mark[keyPowerOffSkipped] = skipped
+	}
 	// The marks are read from the node as the driver loaded it: only this
 	// workflow's power calls write them, one at a time.
 	replayed := completedLocalCallIn(ctx, n, keyPowerCall)
-	reboot := action == bmc.ActionReboot || action == bmc.ActionSoftReboot
+	reboot := action == bmc.ActionReboot || action == bmc.ActionSoftReboot || action == bmc.ActionReset
 	again := false
 	if reboot && !replayed {
 		if again, err = a.repeatedIn(ctx, n, keyRebootCall, nil); err != nil {
@@ -156,7 +163,8 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 		// This call rebooted the machine (or powered it on) before the
 		// worker died: it boots already, a second reboot would boot it twice.
 		a.Log.Info("reboot already sent by this call before a worker restart", "node", in.Node.UUID)
-	case action == bmc.ActionPowerOn && current == bmc.PowerOn,
+	case action == "",
+		action == bmc.ActionPowerOn && current == bmc.PowerOn,
 		(action == bmc.ActionPowerOff || action == bmc.ActionSoftOff) && current == bmc.PowerOff:
 		// Already there: idempotent on retry and after a worker crash.
 	case (action == bmc.ActionReboot || action == bmc.ActionSoftReboot) && current == bmc.PowerOff:
@@ -165,7 +173,7 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 		}
 	default:
 		if err := d.SetPower(ctx, action); err != nil {
-			return "", bmcErr(err, "%s node %s", in.Action, in.Node.UUID)
+			return "", a.powerFailure(ctx, d, in, err)
 		}
 	}
 	crashPoint(ctx, in.Node.UUID, point, "after")
@@ -176,7 +184,6 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 	// The state and the mark that this call completed go in one write: a
 	// crash between two writes would leave the state without the mark, and
 	// the call would run again.
-	mark := map[string]any{}
 	if call, ok := localCallOf(ctx); ok {
 		mark[keyPowerCall] = call
 	}
@@ -184,6 +191,51 @@ func (a *Activities) SetPower(ctx context.Context, in workflows.PowerInput) (str
 		return "", storeErr(err, "record power state of node %s", in.Node.UUID)
 	}
 	return string(state), nil
+}
+
+// keyPowerOffSkipped (driver_internal_info) says that a workflow's power
+// off of a node with disable_power_off was skipped, the machine left on:
+// the power on that follows reboots it instead.
+const keyPowerOffSkipped = "power_off_skipped"
+
+// withoutPowerOff is the action a node with disable_power_off takes instead
+// of action (Ironic master's handling of the flag: the power interfaces'
+// reboot without a power off, deploy_utils' power_off_and_on, agent_base's
+// tear_down and boot_instance): no power off ("" and skipped true: the
+// machine stays on), a reset for a reboot of a machine that is on, and a
+// reset for the power on that follows a skipped power off, so that the
+// machine boots what the workflow prepared. The API refuses the power off
+// requests of such a node; these come from workflows. A user's power on
+// (requested) of a machine that is on does nothing, as for any node.
+func withoutPowerOff(n *store.Node, action bmc.PowerAction, current bmc.PowerState, requested bool) (bmc.PowerAction, bool) {
+	wasSkipped, _ := n.DriverInternalInfo[keyPowerOffSkipped].(bool)
+	switch {
+	case action == bmc.ActionPowerOff || action == bmc.ActionSoftOff:
+		return "", true
+	case current != bmc.PowerOn:
+		return action, false
+	case action == bmc.ActionReboot || action == bmc.ActionSoftReboot:
+		return bmc.ActionReset, false
+	case action == bmc.ActionPowerOn && wasSkipped && !requested:
+		return bmc.ActionReset, false
+	}
+	return action, false
+}
+
+// powerFailure is the error of a failed power action. A soft power off the
+// machine ignored is final, not retried (Ironic's PowerStateFailure, with
+// its message), and carries the power state the BMC reads now: the node
+// records it, and its client may fall back to a hard power off.
+func (a *Activities) powerFailure(ctx context.Context, d bmc.Driver, in workflows.PowerInput, err error) error {
+	if !errors.Is(err, bmc.ErrSoftPowerOffTimeout) {
+		return bmcErr(err, "%s node %s", in.Action, in.Node.UUID)
+	}
+	a.Log.Warn("soft power action timed out", "node", in.Node.UUID, "action", in.Action, "error", err)
+	state, rerr := d.PowerState(context.WithoutCancel(ctx))
+	if rerr != nil {
+		state = ""
+	}
+	return temporal.NewNonRetryableApplicationError(bmc.ErrSoftPowerOffTimeout.Error(), workflows.ErrTypePowerStateFailure, err, string(state))
 }
 
 // SetBootDevice points the node's next boot (or every boot) at a device.

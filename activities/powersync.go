@@ -96,6 +96,7 @@ func (p *PowerSync) SyncPowerStates(ctx context.Context, in workflows.PowerSyncB
 		}
 	}
 	if len(candidates) == 0 {
+		observePowerSync(group, time.Now(), nil, nil)
 		return res, nil
 	}
 	uuids := make([]string, len(candidates))
@@ -117,7 +118,9 @@ func (p *PowerSync) SyncPowerStates(ctx context.Context, in workflows.PowerSyncB
 		}
 	}
 
+	start := time.Now()
 	outcomes, err := p.syncNodes(ctx, free, in)
+	observePowerSync(group, start, outcomes, err)
 	for _, o := range outcomes {
 		o.addTo(&res)
 	}

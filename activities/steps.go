@@ -32,7 +32,9 @@ func argsInfo(in map[string]any) map[string]provision.ArgInfo {
 // interfaces' steps do nothing but say so in the node's history, as
 // Ironic's fake interfaces do; the redfish bios interface's run in
 // runBIOSStep (bios.go).
-func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.InterfaceStepInput) error {
+func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.InterfaceStepInput) (err error) {
+	ctx, endStep := startStepSpan(ctx, in.Kind, in.Step)
+	defer func() { endStep(err) }()
 	if err := a.showStep(ctx, in.Node.UUID, &provision.RunningStep{Kind: in.Kind, Step: in.Step}); err != nil {
 		return err
 	}

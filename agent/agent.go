@@ -112,6 +112,7 @@ type Agent struct {
 	forceHB    chan struct{}
 	heartbeats atomic.Bool // false pauses heartbeating (fault injection)
 	rescued    atomic.Bool // finalize_rescue set the rescue user up
+	lockedDown atomic.Bool // system.lockdown stopped the agent
 	hbMu       sync.Mutex  // held while a heartbeat is in flight
 	hbCount    atomic.Int64
 	lookedUp   chan struct{}

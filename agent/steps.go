@@ -88,6 +88,7 @@ func (a *Agent) commandSpecs() map[string]commandSpec {
 		}},
 		"standby.power_off":        {async: true, run: a.powerCommand(PowerOff)},
 		"standby.reboot":           {async: true, run: a.powerCommand(Reboot)},
+		"system.lockdown":          {run: a.lockdown},
 		"image.install_bootloader": {async: true, kind: "deploy", run: a.installBootloader},
 		"poll.get_hardware_info": {run: func(ctx context.Context, _ *command, _ json.RawMessage) (any, error) {
 			return a.cfg.Hardware.Inventory(ctx)

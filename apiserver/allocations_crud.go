@@ -125,7 +125,7 @@ func (s *server) createAllocation(c *gin.Context) error {
 	} else if err := s.eng.StartAllocation(ctx, a.UUID); err != nil {
 		msg := fmt.Sprintf("Unexpected exception during allocation: %v", err)
 		if ferr := s.store.FailAllocation(ctx, a.UUID, msg); ferr != nil {
-			s.log.Error("record failed allocation", "allocation", a.UUID, "error", ferr)
+			s.log.ErrorContext(c.Request.Context(), "record failed allocation", "allocation", a.UUID, "error", ferr)
 		}
 		return fmt.Errorf("start allocation %s: %w", a.UUID, err)
 	}

@@ -209,7 +209,7 @@ func (s *server) authenticateKeystone(c *gin.Context) {
 	}
 	cr, err := s.keystone.validate(c.Request.Context(), token)
 	if err != nil {
-		s.log.Error("keystone token validation failed", "request_id", c.GetString(ctxRequestID), "err", err)
+		s.log.ErrorContext(c.Request.Context(), "keystone token validation failed", "err", err)
 		writeRaw(c, http.StatusServiceUnavailable, []byte(`{"error": {"code": 503, "title": "Service Unavailable", "message": "The Keystone service is temporarily unavailable."}}`))
 		return
 	}

@@ -150,8 +150,8 @@ func TestBaremetalCLI(t *testing.T) {
 			`The requested action "provide" can not be performed on node "` + uuid + `" while it is in state "available". (HTTP 400)`},
 		{[]string{"node", "create", "--driver", "no-such-driver"},
 			`No valid host was found. Reason: No conductor service registered which supports driver no-such-driver for conductor group "". (HTTP 400)`},
-		{[]string{"--os-baremetal-api-version", "1.99", "node", "list"},
-			"Requested API version 1.99 is not supported by the server, client, or"},
+		{[]string{"--os-baremetal-api-version", "1.999", "node", "list"},
+			"Requested API version 1.999 is not supported by the server, client, or"},
 		// One 409: the client retries it five times, 2 s apart.
 		{[]string{"port", "create", "52:54:00:aa:bb:01", "--node", uuid},
 			"A port with MAC address 52:54:00:aa:bb:01 already exists. (HTTP 409)"},

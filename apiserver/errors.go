@@ -115,7 +115,7 @@ func introducedIn(minor int, h handler) handler {
 func (s *server) writeError(c *gin.Context, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		s.log.Error("request failed", "request_id", c.GetString(ctxRequestID),
+		s.log.ErrorContext(c.Request.Context(), "request failed",
 			"method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 		ae = &apiError{status: http.StatusInternalServerError, msg: "Internal Server Error"}
 	}

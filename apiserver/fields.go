@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,14 +193,8 @@ func (r *resource[T, F]) writeOne(c *gin.Context, base string, status int, obj *
 // (a key below its version is refused unless empty). It returns the keys
 // it set to a non-null value.
 func (r *resource[T, F]) create(obj *T, body map[string]any, minor int) (map[string]bool, error) {
-	var unknown []string
-	for k := range body {
-		if f := r.byName[k]; f == nil || f.access == readOnly {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		return nil, schemaError(r.name, additionalProps(unknown))
+	if err := r.checkUnknown(body, nil); err != nil {
+		return nil, err
 	}
 	for i := range r.fields {
 		if f := &r.fields[i]; f.required {
@@ -230,6 +225,22 @@ func (r *resource[T, F]) create(obj *T, body map[string]any, minor int) (map[str
 		}
 	}
 	return set, nil
+}
+
+// checkUnknown refuses the keys of a create body that are not fields a
+// create may set, nor among extra (keys the handler reads itself), with
+// Ironic's additionalProperties message.
+func (r *resource[T, F]) checkUnknown(body map[string]any, extra []string) error {
+	var unknown []string
+	for k := range body {
+		if f := r.byName[k]; (f == nil || f.access == readOnly) && !slices.Contains(extra, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		return schemaError(r.name, additionalProps(unknown))
+	}
+	return nil
 }
 
 func isEmptyValue(v any) bool {

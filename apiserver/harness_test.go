@@ -45,6 +45,9 @@ type fakeEngine struct {
 	signals    []sentSignal
 	// signalErr, when set, is what Signal returns for a running node.
 	signalErr error
+	// abortEnds makes an abort signal end the node's "workflow", as a
+	// workflow waiting for an operator ends on abort.
+	abortEnds bool
 	// runningCalls counts the lock checks (Running) asked.
 	runningCalls int
 	// passthru are the vendor methods asked, each with the node's
@@ -199,6 +202,9 @@ func (e *fakeEngine) Signal(ctx context.Context, nodeUUID, name string, arg any)
 		return e.signalErr
 	}
 	e.signals = append(e.signals, sentSignal{nodeUUID, name, arg})
+	if e.abortEnds && name == workflows.SignalAbort {
+		e.running[nodeUUID] = false
+	}
 	return nil
 }
 

@@ -36,7 +36,7 @@ func (s *server) heartbeat(c *gin.Context) error {
 	}
 	if err := checkHeartbeat(n, hb, s.cfg.AgentTokenRequired); err != nil {
 		if errors.Is(err, errCallbackURLChanged) {
-			s.log.Warn("heartbeat refused: callback_url changed", "node", n.UUID)
+			s.log.WarnContext(c.Request.Context(), "heartbeat refused: callback_url changed", "node", n.UUID)
 		}
 		return err
 	}
@@ -54,7 +54,7 @@ func (s *server) heartbeat(c *gin.Context) error {
 			return s.heartbeatWriteErr(n, ident, err)
 		}
 		if !claimed {
-			s.log.Warn("heartbeat refused: callback_url changed", "node", n.UUID)
+			s.log.WarnContext(c.Request.Context(), "heartbeat refused: callback_url changed", "node", n.UUID)
 			return badRequest("Detected change in ramdisk provided \"callback_url\"")
 		}
 	}
@@ -62,6 +62,7 @@ func (s *server) heartbeat(c *gin.Context) error {
 	if err := s.recordHeartbeat(c.Request.Context(), n, stored, hb, now); err != nil {
 		return s.heartbeatWriteErr(n, ident, err)
 	}
+	observeHeartbeatInterval(n.DriverInternalInfo, now)
 	sig := hb.signal(now)
 	// The signal names the token the node's operation holds, so that it
 	// cannot be sent again into a later operation (signature.CheckToken).
@@ -241,7 +242,7 @@ func (s *server) signalHeartbeat(ctx context.Context, n *store.Node, sig workflo
 	case errors.Is(err, ErrNoWorkflow):
 		// Ironic answers 202 to a heartbeat from a node that is not waiting
 		// for one and only logs it; so do we.
-		s.log.Info("heartbeat from a node no workflow is waiting on", "node", n.UUID, "provision_state", n.ProvisionState)
+		s.log.InfoContext(ctx, "heartbeat from a node no workflow is waiting on", "node", n.UUID, "provision_state", n.ProvisionState)
 	case err != nil:
 		s.hbGate.reopen(n.UUID)
 		return fmt.Errorf("signal heartbeat to node %s: %w", n.UUID, err)

@@ -68,7 +68,7 @@ func (s *server) setBootDevice(c *gin.Context, n *store.Node) error {
 	if err := s.store.MergeDriverInternalInfo(c.Request.Context(), n.UUID, map[string]any{
 		bootDeviceKey: map[string]any{"boot_device": dev, "persistent": persistent},
 	}); err != nil {
-		s.log.Warn("record boot device", "node", n.UUID, "err", err)
+		s.log.WarnContext(c.Request.Context(), "record boot device", "node", n.UUID, "err", err)
 	}
 	writeEmpty(c, http.StatusNoContent, "")
 	return nil

@@ -343,6 +343,13 @@ func (s *server) deleteNode(c *gin.Context, n *store.Node) error {
 			"Can not delete node \"%s\" while it is in provision state \"%s\". Valid provision states to perform deletion are: \"(%s)\", or set the node into maintenance mode",
 			n.UUID, n.ProvisionState, strings.Join(q, ", "))
 	}
+	if n.ProvisionState.Failed() {
+		// A failed operation that waits for an operator holds the node;
+		// in Ironic the failed state rests unlocked and the node can go.
+		if err := s.abortWaiting(c.Request.Context(), n.UUID, provision.AbortRequest{Request: "Node deletion"}); err != nil {
+			return err
+		}
+	}
 	running, err := s.eng.Running(c.Request.Context(), n.UUID)
 	if err != nil {
 		return fmt.Errorf("check workflow of node %s: %w", n.UUID, err)

@@ -39,6 +39,7 @@ var nodeFields = []nodeField{
 	{name: "deploy_interface", since: v31DynamicIfaces, value: ifaceName(func(n *node) *string { return &n.DeployInterface }), access: writable},
 	{name: "deploy_step", since: v44DeployStep, value: dict(func(n *node) *map[string]any { return &n.DeployStep })},
 	{name: "description", since: v51Description, value: optText(func(n *node) **string { return &n.Description }, 4096), access: writable},
+	{name: "disable_power_off", since: v95DisablePowerOff, value: flag(func(n *node) *bool { return &n.DisablePowerOff }, false), access: writable},
 	{name: "driver", since: 1, value: text(func(n *node) *string { return &n.Driver }), access: writable, required: true, sortable: true,
 		filter: textFilter(v16DriverFilter, func(f *nodeQuery) *string { return &f.Driver })},
 	{name: "driver_info", since: 1, value: secretDict(func(n *node) *map[string]any { return &n.DriverInfo }, scopeDriverInfo), access: writable},

@@ -126,7 +126,7 @@ func (s *server) addHistory(c *gin.Context, nodeUUID, severity, eventType, event
 		Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser), Project: requestProject(c),
 	})
 	if err != nil {
-		s.log.Warn("record node history", "node", nodeUUID, "event_type", eventType, "err", err)
+		s.log.WarnContext(c.Request.Context(), "record node history", "node", nodeUUID, "event_type", eventType, "err", err)
 	}
 }
 

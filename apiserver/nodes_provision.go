@@ -407,7 +407,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		return s.unhold(c, n, verb, location) // nodes_unhold.go
 	}
 	if plan.endWaitingFirst {
-		if err := s.abortWaiting(ctx, n.UUID, verb); err != nil {
+		if err := s.abortWaiting(ctx, n.UUID, provision.AbortRequest{SupersededBy: verb}); err != nil {
 			return err
 		}
 	}
@@ -507,7 +507,7 @@ func (s *server) revertTransition(c *gin.Context, n *store.Node, verb provision.
 			Conductor: s.cfg.ConductorName, User: c.GetString(ctxUser), Project: requestProject(c)},
 	})
 	if err != nil {
-		s.log.Warn("revert the provision state of a verb whose workflow did not start", "node", n.UUID, "verb", verb, "err", err)
+		s.log.WarnContext(c.Request.Context(), "revert the provision state of a verb whose workflow did not start", "node", n.UUID, "verb", verb, "err", err)
 	}
 }
 
@@ -547,15 +547,18 @@ func (s *server) startProvision(ctx context.Context, nodeUUID string, next provi
 const abortWaitTimeout = 15 * time.Second
 
 // abortWaiting ends the workflow that waits for an operator on a failed
-// node, if there is one, and waits until it is gone. The abort names verb
-// (provision.AbortRequest): the workflow keeps the failure's last_error and
-// records that verb ended its wait, not that an operator aborted.
-func (s *server) abortWaiting(ctx context.Context, nodeUUID string, verb provision.Verb) error {
+// node, if there is one, and waits until it is gone. The abort names the
+// request that ended the wait (provision.AbortRequest: a verb, a power
+// action, the node's deletion): the workflow keeps the failure's last_error
+// and records that request ended its wait, not that an operator aborted.
+// Failed states are resting states in Ironic: whatever Ironic accepts there
+// ends the wait rather than finding the node locked.
+func (s *server) abortWaiting(ctx context.Context, nodeUUID string, why provision.AbortRequest) error {
 	running, err := s.eng.Running(ctx, nodeUUID)
 	if err != nil || !running {
 		return nil
 	}
-	if err := s.eng.Signal(ctx, nodeUUID, workflows.SignalAbort, provision.AbortRequest{SupersededBy: verb}); err != nil && !errors.Is(err, ErrNoWorkflow) {
+	if err := s.eng.Signal(ctx, nodeUUID, workflows.SignalAbort, why); err != nil && !errors.Is(err, ErrNoWorkflow) {
 		return fmt.Errorf("abort the waiting workflow of node %s: %w", nodeUUID, err)
 	}
 	deadline := time.Now().Add(abortWaitTimeout)

@@ -72,6 +72,6 @@ func (s *server) forgetRescuePassword(ctx context.Context, nodeUUID string) {
 		return nil
 	})
 	if err != nil {
-		s.log.Warn("remove the rescue password of a rescue that did not start", "node", nodeUUID, "error", err)
+		s.log.WarnContext(ctx, "remove the rescue password of a rescue that did not start", "node", nodeUUID, "error", err)
 	}
 }

@@ -67,8 +67,20 @@ func (s *server) power(c *gin.Context) error {
 	final := "power on"
 	if target == "power off" || target == "soft power off" {
 		final = "power off"
+		if n.DisablePowerOff {
+			// Ironic's API refuses it with PowerStateFailure (409) for a
+			// node whose power must stay on (API 1.95), at any version.
+			return errorf(http.StatusConflict, "Failed to set node power state to %s.", target)
+		}
 	}
 	ctx := c.Request.Context()
+	if n.ProvisionState.Failed() {
+		// Ironic changes the power of a node in a failed state, which no
+		// operation holds there: the operator wait ends first.
+		if err := s.abortWaiting(ctx, n.UUID, provision.AbortRequest{Request: fmt.Sprintf("Power action \"%s\"", target)}); err != nil {
+			return err
+		}
+	}
 	// target_power_state is recorded before the workflow starts so that the
 	// workflow's own completion (which clears it) always comes after.
 	var previous *string
@@ -149,6 +161,6 @@ func (s *server) restorePowerTarget(c *gin.Context, uuid, ours string, previous 
 		return nil
 	})
 	if err != nil {
-		s.log.Warn("clear target power state", "node", uuid, "err", err)
+		s.log.WarnContext(c.Request.Context(), "clear target power state", "node", uuid, "err", err)
 	}
 }

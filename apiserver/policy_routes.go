@@ -113,7 +113,7 @@ func (s *server) authorize(rr routeRule) gin.HandlerFunc {
 		}
 		if rr == (routeRule{}) {
 			key := c.Request.Method + " " + c.FullPath()
-			s.log.Error("route has no policy rule; refused", "route", key)
+			s.log.ErrorContext(c.Request.Context(), "route has no policy rule; refused", "route", key)
 			s.writeError(c, forbidden(key))
 			return
 		}
@@ -121,7 +121,7 @@ func (s *server) authorize(rr routeRule) gin.HandlerFunc {
 			var ae *apiError
 			if errors.As(err, &ae) && ae.status == http.StatusForbidden {
 				// oslo.policy's PolicyNotAuthorized, as Ironic logs it.
-				s.log.Warn("Rejecting authorization", "request_id", c.GetString(ctxRequestID),
+				s.log.WarnContext(c.Request.Context(), "Rejecting authorization",
 					"error", fmt.Sprintf("%s is disallowed by policy", strings.TrimPrefix(ae.msg, "Access was denied to the following resource: ")))
 			}
 			s.writeError(c, err)

@@ -79,6 +79,6 @@ func (s *server) automaticLessee(c *gin.Context, nodeUUID string, verb provision
 		})
 	}
 	if err != nil {
-		s.log.Error("automatic lessee", "request_id", c.GetString(ctxRequestID), "node", nodeUUID, "verb", verb, "err", err)
+		s.log.ErrorContext(c.Request.Context(), "automatic lessee", "node", nodeUUID, "verb", verb, "err", err)
 	}
 }

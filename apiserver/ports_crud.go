@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -72,6 +73,9 @@ func (s *server) createPort(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.portNodeIdent(c, body); err != nil {
+		return err
+	}
 	p := &store.Port{PXEEnabled: true, AvailableForDynamicPortgroup: true, Extra: map[string]any{}, LocalLinkConnection: map[string]any{}, InternalInfo: map[string]any{}}
 	if _, err := portResource.create(p, body, ver(c)); err != nil {
 		return err
@@ -87,6 +91,58 @@ func (s *server) createPort(c *gin.Context) error {
 	}
 	c.Header("Location", s.baseURL(c)+"/v1/ports/"+p.UUID)
 	s.writeOnePort(c, http.StatusCreated, p, nil)
+	return nil
+}
+
+// portNodeIdent reads the node of a port create body as Ironic's PORT_SCHEMA
+// does since API 1.94 (Ironic's api/controllers/v1/port.py): exactly one of
+// node_ident (the node's name or UUID) and the deprecated node_uuid, checked
+// after unknown keys and the address and before the values; node_ident
+// below 1.94 is 406 (as Ironic master), where node_uuid stays required as in
+// Ironic 21.4's schema. A node_ident found becomes the body's node_uuid.
+func (s *server) portNodeIdent(c *gin.Context, body map[string]any) error {
+	if err := portResource.checkUnknown(body, []string{"node_ident"}); err != nil {
+		return err
+	}
+	if _, ok := body["address"]; !ok {
+		return schemaError("port", fmt.Errorf("'address' is a required property"))
+	}
+	ident, hasIdent := body["node_ident"]
+	_, hasUUID := body["node_uuid"]
+	if hasIdent && ver(c) < v94PortNodeIdent {
+		return notAcceptable()
+	}
+	if ver(c) < v94PortNodeIdent {
+		// The schema before 1.94 (Ironic 21.4's): node_uuid required.
+		return nil
+	}
+	switch {
+	case hasIdent && hasUUID:
+		return schemaError("port", fmt.Errorf("%s is valid under each of {'required': ['node_uuid']}, {'required': ['node_ident']}", pyliteral.Repr(body)))
+	case !hasIdent && !hasUUID:
+		return schemaError("port", fmt.Errorf("%s is not valid under any of the given schemas. Possible root cause: 'node_ident' is a required property", pyliteral.Repr(body)))
+	case !hasIdent:
+		return nil
+	}
+	name, ok := ident.(string)
+	if !ok {
+		return schemaError("port", typeErr(ident, "string"))
+	}
+	delete(body, "node_ident")
+	var n *store.Node
+	err := store.ErrNotFound
+	if isUUID(name) || validNodeName(name) {
+		n, err = s.store.GetNode(c.Request.Context(), name)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		// Ironic's NodeNotFound with a 400: a POST names no resource of
+		// its own that could be missing.
+		return badRequest("Node %s could not be found.", name)
+	}
+	if err != nil {
+		return fmt.Errorf("get node %s: %w", name, err)
+	}
+	body["node_uuid"] = n.UUID
 	return nil
 }
 

@@ -67,11 +67,11 @@ func (s *server) lookup(c *gin.Context) error {
 	// Not found and not in a lookup state look the same to the agent, as
 	// Ironic: the reason is only logged.
 	if n == nil {
-		s.log.Info("lookup found no node", "macs", macs, "node_uuid", nodeUUID)
+		s.log.InfoContext(c.Request.Context(), "lookup found no node", "macs", macs, "node_uuid", nodeUUID)
 		return resourceNotFound()
 	}
 	if s.cfg.RestrictLookup && !slices.Contains(lookupStates, n.ProvisionState) {
-		s.log.Info("lookup refused: node not in a lookup state", "node", n.UUID, "provision_state", n.ProvisionState)
+		s.log.InfoContext(c.Request.Context(), "lookup refused: node not in a lookup state", "node", n.UUID, "provision_state", n.ProvisionState)
 		return resourceNotFound()
 	}
 
@@ -81,7 +81,7 @@ func (s *server) lookup(c *gin.Context) error {
 	}
 	answer, err := s.lookupAnswer(c, n, states)
 	if errors.Is(err, store.ErrStateConflict) {
-		s.log.Info("lookup refused: the node left the lookup states while it was looked up", "node", n.UUID)
+		s.log.InfoContext(c.Request.Context(), "lookup refused: the node left the lookup states while it was looked up", "node", n.UUID)
 		return resourceNotFound()
 	}
 	if err != nil {
@@ -142,7 +142,7 @@ func (s *server) issueToken(c *gin.Context, n *store.Node, states []provision.St
 		return masked, nil
 	}
 	*n = *updated
-	s.log.Info("issued agent token", "node", n.UUID)
+	s.log.InfoContext(c.Request.Context(), "issued agent token", "node", n.UUID)
 	return tok, nil
 }
 
@@ -296,7 +296,7 @@ func (s *server) ramdiskNode(ctx context.Context, nodeUUID string, macs []string
 		return nil, fmt.Errorf("lookup nodes by MAC: %w", err)
 	}
 	if len(nodes) > 1 {
-		s.log.Warn("ramdisk MACs match more than one node", "macs", macs, "nodes", len(nodes))
+		s.log.WarnContext(ctx, "ramdisk MACs match more than one node", "macs", macs, "nodes", len(nodes))
 	}
 	if len(nodes) != 1 {
 		return nil, nil

@@ -72,6 +72,7 @@ func New(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (http.Handle
 	if log == nil {
 		log = slog.Default()
 	}
+	log = slog.New(requestLogHandler{log.Handler()})
 	cfg = cfg.withDefaults()
 	s := &server{cfg: cfg, store: st, eng: eng, log: log, hbGate: newSignalGate(), hbWrites: st.NewMergeBatcher()}
 	switch cfg.AuthStrategy {
@@ -106,7 +107,7 @@ func (s *server) routes() http.Handler {
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 	r.HandleMethodNotAllowed = true
-	r.Use(s.requestIDAndLog, s.recovery)
+	r.Use(observeRequest, s.requestIDAndLog, s.recovery)
 
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
@@ -163,18 +164,25 @@ func (s *server) noRoute(c *gin.Context) {
 	s.writeError(c, resourceNotFound())
 }
 
-// requestIDAndLog gives every request an id (Openstack-Request-Id) and
-// writes one structured access-log line. Query strings are logged with any
-// token masked.
+// requestIDAndLog gives every request an id (Openstack-Request-Id), keeps
+// the client's own X-OpenStack-Request-Id as its global request id (as
+// Ironic does, oslo.middleware's request_id), starts its span
+// (tracing.go) and writes one structured access-log line. Query strings
+// are logged with any token masked.
 func (s *server) requestIDAndLog(c *gin.Context) {
 	start := time.Now()
 	id := "req-" + uuid.NewString()
+	global := globalRequestID(c)
 	c.Set(ctxRequestID, id)
+	if global != "" {
+		c.Set(ctxGlobalRequestID, global)
+	}
 	c.Header(headerRequestID, id)
 	c.Header(headerXRequestID, id)
+	end := startRequestSpan(c, id, global)
 	c.Next()
-	s.log.Info("request",
-		"request_id", id,
+	end()
+	s.log.InfoContext(c.Request.Context(), "request",
 		"method", c.Request.Method,
 		"path", c.Request.URL.Path,
 		"query", maskQuery(c.Request.URL.RawQuery),

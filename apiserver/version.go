@@ -13,7 +13,7 @@ import (
 // the minimum, as Ironic (clients that predate microversions get 1.1).
 const (
 	MinVersionMinor = 1
-	MaxVersionMinor = 93
+	MaxVersionMinor = 108
 )
 
 // servedMaxMinor is the maximum negotiation serves: MaxVersionMinor, and
@@ -113,6 +113,9 @@ const (
 	v90OVNVtep            = 90
 	v91DotJSON            = 91
 	v93GetVmedia          = 93
+	// 1.94 and 1.95: docs/api-versions.md.
+	v94PortNodeIdent   = 94
+	v95DisablePowerOff = 95
 )
 
 // Field, filter and header versions of 1.97 to 1.115 (docs/api-versions.md

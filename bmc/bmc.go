@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // PowerState is Ironic's power state vocabulary.
@@ -31,7 +32,33 @@ const (
 	ActionSoftOff    PowerAction = "soft power off"
 	ActionReboot     PowerAction = "rebooting"
 	ActionSoftReboot PowerAction = "soft rebooting"
+	// ActionReset reboots a machine that is on without powering it off
+	// (IPMI chassis hard reset, Redfish ForceRestart), and powers on one
+	// that is off: Ironic's reboot of a node with disable_power_off.
+	ActionReset PowerAction = "reset"
 )
+
+type powerTimeoutKey struct{}
+
+// WithPowerTimeout bounds each power state wait of the power calls made
+// with ctx, instead of the node's power_state_change_timeout and
+// soft_power_off_timeout: the timeout of Ironic's power API (API 1.27),
+// which its drivers apply to every wait, once for the power off and once
+// for the power on of a reboot.
+func WithPowerTimeout(ctx context.Context, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, powerTimeoutKey{}, d)
+}
+
+// powerTimeout is the wait the caller asked for (WithPowerTimeout), else def.
+func powerTimeout(ctx context.Context, def time.Duration) time.Duration {
+	if d, ok := ctx.Value(powerTimeoutKey{}).(time.Duration); ok {
+		return d
+	}
+	return def
+}
 
 // BootDevice is Ironic's boot device vocabulary.
 type BootDevice string
@@ -91,6 +118,11 @@ var (
 	ErrUnsupported = errors.New("not supported by this BMC")
 	// ErrBusy: the BMC answered but is busy or failed transiently (5xx, session exhaustion). Retryable.
 	ErrBusy = errors.New("BMC busy")
+	// ErrSoftPowerOffTimeout: a soft power off (or a soft reboot's power
+	// off) asked the OS to shut down and the machine was still on at the
+	// deadline. Not retryable: the power was left alone, and the caller may
+	// fall back to a hard power off, as Ironic's clients do.
+	ErrSoftPowerOffTimeout = errors.New("Failed to set node power state to power off.")
 	// ErrInvalidConfig: driver_info is missing or malformed keys. Not retryable.
 	ErrInvalidConfig = errors.New("invalid driver_info")
 )

@@ -64,7 +64,7 @@ func (s FakeState) Boots() int {
 			if a.From != PowerOn {
 				n++
 			}
-		case ActionReboot, ActionSoftReboot:
+		case ActionReboot, ActionSoftReboot, ActionReset:
 			n++
 		}
 	}
@@ -164,6 +164,14 @@ func newFake(info map[string]any) (Driver, error) {
 }
 
 func (d *fakeDriver) call(ctx context.Context, what string) error {
+	start := time.Now()
+	err := d.callOnce(ctx, what)
+	observe("fake-hardware", what, start, err)
+	return err
+}
+
+// callOnce is call without the measure.
+func (d *fakeDriver) callOnce(ctx context.Context, what string) error {
 	if d.latency > 0 {
 		t := time.NewTimer(d.latency)
 		defer t.Stop()
@@ -205,7 +213,7 @@ func (d *fakeDriver) SetPower(ctx context.Context, a PowerAction) error {
 	}
 	from := d.m.power
 	switch a {
-	case ActionPowerOn, ActionReboot, ActionSoftReboot:
+	case ActionPowerOn, ActionReboot, ActionSoftReboot, ActionReset:
 		d.m.power = PowerOn
 	case ActionPowerOff, ActionSoftOff:
 		d.m.power = PowerOff

@@ -135,6 +135,14 @@ func (d *ipmiDriver) Close() error { return nil }
 
 // session runs fn inside one lanplus session, holding the BMC's lock.
 func (d *ipmiDriver) session(ctx context.Context, what string, fn func(c *client.Client) error) error {
+	start := time.Now()
+	err := d.sessionOnce(ctx, what, fn)
+	observe("ipmi", what, start, err)
+	return err
+}
+
+// sessionOnce is session without the measure.
+func (d *ipmiDriver) sessionOnce(ctx context.Context, what string, fn func(c *client.Client) error) error {
 	unlock, err := lockIPMI(ctx, d.cfg.addr())
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -228,7 +236,7 @@ func authFailure(lower string) bool {
 }
 
 func isTyped(err error) bool {
-	for _, e := range []error{ErrUnreachable, ErrAuth, ErrUnsupported, ErrBusy, ErrInvalidConfig} {
+	for _, e := range []error{ErrUnreachable, ErrAuth, ErrUnsupported, ErrBusy, ErrInvalidConfig, ErrSoftPowerOffTimeout} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -291,19 +299,26 @@ func (d *ipmiDriver) SetPower(ctx context.Context, action PowerAction) error {
 				d.log.Info("power on: already on, nothing to do")
 				return nil
 			}
-			return d.control(ctx, c, chassis.ChassisControlPowerUp, PowerOn, d.cfg.power.stateTimeout)
+			return d.control(ctx, c, chassis.ChassisControlPowerUp, PowerOn, powerTimeout(ctx, d.cfg.power.stateTimeout))
 		case ActionPowerOff:
 			if cur == PowerOff {
 				d.log.Info("power off: already off, nothing to do")
 				return nil
 			}
-			return d.control(ctx, c, chassis.ChassisControlPowerDown, PowerOff, d.cfg.power.stateTimeout)
+			return d.control(ctx, c, chassis.ChassisControlPowerDown, PowerOff, powerTimeout(ctx, d.cfg.power.stateTimeout))
 		case ActionSoftOff:
 			if cur == PowerOff {
 				d.log.Info("soft power off: already off, nothing to do")
 				return nil
 			}
 			return d.softOff(ctx, c)
+		case ActionReset:
+			if cur == PowerOff {
+				return d.control(ctx, c, chassis.ChassisControlPowerUp, PowerOn, powerTimeout(ctx, d.cfg.power.stateTimeout))
+			}
+			// The power stays on through a hard reset: the wait only
+			// confirms it.
+			return d.control(ctx, c, chassis.ChassisControlHardReset, PowerOn, powerTimeout(ctx, d.cfg.power.stateTimeout))
 		case ActionReboot, ActionSoftReboot:
 			if cur == PowerOff {
 				d.log.Info("reboot of a node that is off: powering it on")
@@ -314,28 +329,30 @@ func (d *ipmiDriver) SetPower(ctx context.Context, action PowerAction) error {
 				if action == ActionSoftReboot {
 					err = d.softOff(ctx, c)
 				} else {
-					err = d.control(ctx, c, chassis.ChassisControlPowerDown, PowerOff, d.cfg.power.stateTimeout)
+					err = d.control(ctx, c, chassis.ChassisControlPowerDown, PowerOff, powerTimeout(ctx, d.cfg.power.stateTimeout))
 				}
 				if err != nil {
 					return err
 				}
 			}
-			return d.control(ctx, c, chassis.ChassisControlPowerUp, PowerOn, d.cfg.power.stateTimeout)
+			return d.control(ctx, c, chassis.ChassisControlPowerUp, PowerOn, powerTimeout(ctx, d.cfg.power.stateTimeout))
 		}
 		return fmt.Errorf("%w: power action %q", ErrUnsupported, action)
 	})
 }
 
-// softOff asks the OS to shut down (ACPI) and forces the power off when it
-// has not within the deadline.
+// softOff asks the OS to shut down (ACPI) and waits for the power to go
+// off. A machine still on at the deadline fails the call and keeps its
+// power, as Ironic's ipmitool soft power off (PowerStateFailure): the
+// caller decides whether to cut it.
 func (d *ipmiDriver) softOff(ctx context.Context, c *client.Client) error {
-	err := d.control(ctx, c, chassis.ChassisControlSoftShutdown, PowerOff, d.cfg.power.softOffTimeout)
+	timeout := powerTimeout(ctx, d.cfg.power.softOffTimeout)
+	err := d.control(ctx, c, chassis.ChassisControlSoftShutdown, PowerOff, timeout)
 	if err == nil || !errors.Is(err, ErrBusy) || ctx.Err() != nil {
 		return err
 	}
-	d.log.Warn("soft power off did not power the node off in time, forcing off",
-		"timeout", d.cfg.power.softOffTimeout, "error", err)
-	return d.control(ctx, c, chassis.ChassisControlPowerDown, PowerOff, d.cfg.power.stateTimeout)
+	d.log.Warn("soft power off did not power the node off in time", "timeout", timeout, "error", err)
+	return fmt.Errorf("%w (%v)", ErrSoftPowerOffTimeout, err)
 }
 
 // control sends a chassis control command and polls Get Chassis Status

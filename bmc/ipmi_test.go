@@ -244,7 +244,7 @@ func TestIPMISimPower(t *testing.T) {
 		{"reboot when off only powers on", false, ActionReboot, []string{"set power 1"}, "1"},
 		{"soft off answered by the OS", true, ActionSoftOff, []string{"set shutdown 1"}, "0"},
 		{"power on again", false, ActionPowerOn, []string{"set power 1"}, "1"},
-		{"soft off ignored falls back to power off", false, ActionSoftOff, []string{"set shutdown 1", "set power 0"}, "0"},
+		{"power off before the soft reboot", false, ActionPowerOff, []string{"set power 0"}, "0"},
 		{"soft reboot when off powers on", false, ActionSoftReboot, []string{"set power 1"}, "1"},
 	}
 	sim.sets()
@@ -267,6 +267,36 @@ func TestIPMISimPower(t *testing.T) {
 		want := map[string]PowerState{"1": PowerOn, "0": PowerOff}[st.power]
 		if ps, err := d.PowerState(ctx); err != nil || ps != want {
 			t.Fatalf("%s: PowerState = %q, %v; want %q", st.name, ps, err, want)
+		}
+	}
+}
+
+// TestIPMISimSoftPowerOffIgnored: a machine whose OS ignores the soft
+// shutdown (ACPI) stays on: the soft power off and the soft reboot fail at
+// the deadline with Ironic's PowerStateFailure and never cut the power
+// themselves. WithPowerTimeout (the API's timeout) sets that deadline.
+func TestIPMISimSoftPowerOffIgnored(t *testing.T) {
+	sim := startIPMISim(t)
+	d := newTestIPMI(t, sim.info(map[string]any{KeySoftPowerOffTimeout: "1h"}))
+	if err := d.SetPower(context.Background(), ActionPowerOn); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(sim.state, "acpi"))
+	for _, action := range []PowerAction{ActionSoftOff, ActionSoftReboot} {
+		sim.sets()
+		start := time.Now()
+		err := d.SetPower(WithPowerTimeout(context.Background(), 300*time.Millisecond), action)
+		if !errors.Is(err, ErrSoftPowerOffTimeout) || errors.Is(err, ErrBusy) {
+			t.Fatalf("%s ignored by the OS: %v; want ErrSoftPowerOffTimeout, not retryable", action, err)
+		}
+		if took := time.Since(start); took > 20*time.Second {
+			t.Fatalf("%s took %s: the 300ms timeout was not applied", action, took)
+		}
+		if got := sim.sets(); strings.Join(got, ",") != "set shutdown 1" {
+			t.Fatalf("%s: chassis received %q, want the soft shutdown only", action, got)
+		}
+		if got := sim.file("power"); got != "1" {
+			t.Fatalf("%s: power %q, want still on", action, got)
 		}
 	}
 }

@@ -344,7 +344,7 @@ func (d *redfishDriver) setPower(c *rfCall, action PowerAction) error {
 			d.log.Info("power on: already on, nothing to do")
 			return nil
 		case redfish.PoweringOnPowerState: // a previous attempt is under way
-			return d.waitPower(c, redfish.OnPowerState, d.cfg.power.stateTimeout)
+			return d.waitPower(c, redfish.OnPowerState, powerTimeout(c.ctx, d.cfg.power.stateTimeout))
 		}
 		return d.powerOn(c, s)
 	case ActionPowerOff:
@@ -353,7 +353,7 @@ func (d *redfishDriver) setPower(c *rfCall, action PowerAction) error {
 			d.log.Info("power off: already off, nothing to do")
 			return nil
 		case redfish.PoweringOffPowerState:
-			return d.waitPower(c, redfish.OffPowerState, d.cfg.power.stateTimeout)
+			return d.waitPower(c, redfish.OffPowerState, powerTimeout(c.ctx, d.cfg.power.stateTimeout))
 		}
 		return d.forceOff(c, s)
 	case ActionSoftOff:
@@ -362,6 +362,18 @@ func (d *redfishDriver) setPower(c *rfCall, action PowerAction) error {
 			return nil
 		}
 		return d.softOff(c, s)
+	case ActionReset:
+		if cur == redfish.OffPowerState {
+			return d.powerOn(c, s)
+		}
+		rt, ok := pickReset(s, redfish.ForceRestartResetType, redfish.GracefulRestartResetType)
+		if !ok {
+			return fmt.Errorf("%w: no reset type that restarts without a power off among %v", ErrUnsupported, s.SupportedResetTypes)
+		}
+		if err := d.reset(s, rt); err != nil {
+			return err
+		}
+		return d.waitPower(c, redfish.OnPowerState, powerTimeout(c.ctx, d.cfg.power.stateTimeout))
 	case ActionReboot, ActionSoftReboot:
 		if cur == redfish.OffPowerState {
 			d.log.Info("reboot of a node that is off: powering it on")
@@ -388,7 +400,7 @@ func (d *redfishDriver) powerOn(c *rfCall, s *rfSystem) error {
 	if err := d.reset(s, rt); err != nil {
 		return err
 	}
-	return d.waitPower(c, redfish.OnPowerState, d.cfg.power.stateTimeout)
+	return d.waitPower(c, redfish.OnPowerState, powerTimeout(c.ctx, d.cfg.power.stateTimeout))
 }
 
 func (d *redfishDriver) forceOff(c *rfCall, s *rfSystem) error {
@@ -399,11 +411,13 @@ func (d *redfishDriver) forceOff(c *rfCall, s *rfSystem) error {
 	if err := d.reset(s, rt); err != nil {
 		return err
 	}
-	return d.waitPower(c, redfish.OffPowerState, d.cfg.power.stateTimeout)
+	return d.waitPower(c, redfish.OffPowerState, powerTimeout(c.ctx, d.cfg.power.stateTimeout))
 }
 
-// softOff asks the OS to shut down and forces the power off when it has not
-// within the deadline: BMCs accept GracefulShutdown even when no OS listens.
+// softOff asks the OS to shut down and waits for the power to go off. BMCs
+// accept GracefulShutdown even when no OS listens: a machine still on at the
+// deadline fails the call and keeps its power, as Ironic's redfish soft
+// power off (PowerStateFailure); the caller decides whether to cut it.
 func (d *redfishDriver) softOff(c *rfCall, s *rfSystem) error {
 	rt, ok := pickReset(s, redfish.GracefulShutdownResetType)
 	if !ok {
@@ -413,13 +427,13 @@ func (d *redfishDriver) softOff(c *rfCall, s *rfSystem) error {
 	if err := d.reset(s, rt); err != nil {
 		return err
 	}
-	err := d.waitPower(c, redfish.OffPowerState, d.cfg.power.softOffTimeout)
-	if err == nil || c.ctx.Err() != nil {
+	timeout := powerTimeout(c.ctx, d.cfg.power.softOffTimeout)
+	err := d.waitPower(c, redfish.OffPowerState, timeout)
+	if err == nil || c.ctx.Err() != nil || !errors.Is(err, ErrBusy) {
 		return err
 	}
-	d.log.Warn("graceful shutdown did not power the node off in time, forcing off",
-		"timeout", d.cfg.power.softOffTimeout, "error", err)
-	return d.forceOff(c, s)
+	d.log.Warn("graceful shutdown did not power the node off in time", "timeout", timeout, "error", err)
+	return fmt.Errorf("%w (%v)", ErrSoftPowerOffTimeout, err)
 }
 
 // reboot prefers an off/on pair whose every step shows in PowerState (a
@@ -438,7 +452,7 @@ func (d *redfishDriver) reboot(c *rfCall, s *rfSystem, soft bool) error {
 			if err := d.reset(s, rt); err != nil {
 				return err
 			}
-			return d.waitPower(c, redfish.OnPowerState, d.cfg.power.stateTimeout)
+			return d.waitPower(c, redfish.OnPowerState, powerTimeout(c.ctx, d.cfg.power.stateTimeout))
 		}
 		d.log.Warn("soft reboot: no graceful reset offered, rebooting hard", "allowed", s.SupportedResetTypes)
 	}
@@ -455,7 +469,7 @@ func (d *redfishDriver) reboot(c *rfCall, s *rfSystem, soft bool) error {
 	if err := d.reset(s, rt); err != nil {
 		return err
 	}
-	return d.waitPower(c, redfish.OnPowerState, d.cfg.power.stateTimeout)
+	return d.waitPower(c, redfish.OnPowerState, powerTimeout(c.ctx, d.cfg.power.stateTimeout))
 }
 
 // waitPower polls PowerState until it reads want. Read errors while waiting

@@ -415,19 +415,23 @@ func (c *rfCall) DeleteWithHeaders(u string, h map[string]string) (*http.Respons
 
 // do sends one request with retries. The returned body is already read into
 // memory, so the per-request timeout can end with the request.
-func (c *rfCall) do(method, path string, payload any, hdr map[string]string) (*http.Response, error) {
+func (c *rfCall) do(method, path string, payload any, hdr map[string]string) (_ *http.Response, err error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: %s without a target: the BMC's document lacks the link", ErrUnsupported, method)
 	}
 	var body []byte
 	if payload != nil {
-		var err error
 		if body, err = json.Marshal(payload); err != nil {
 			return nil, fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
 	}
+	// One measure per request, its retries included (docs/metrics.md).
+	start := time.Now()
+	defer func() { observe("redfish", redfishAction(method, path), start, err) }()
 	for attempt := 1; ; attempt++ {
-		resp, retry, err := c.once(method, path, body, hdr)
+		var resp *http.Response
+		var retry bool
+		resp, retry, err = c.once(method, path, body, hdr)
 		if err == nil {
 			return resp, nil
 		}

@@ -252,8 +252,6 @@ func TestRedfishPowerActions(t *testing.T) {
 		{"reboot when off powers on", "Off", ActionReboot, nil, []string{"Reset On"}, "On"},
 		{"power off when off is a no-op", "Off", ActionPowerOff, nil, nil, "Off"},
 		{"soft off", "On", ActionSoftOff, nil, []string{"Reset GracefulShutdown"}, "Off"},
-		{"soft off ignored by the OS falls back to ForceOff", "On", ActionSoftOff,
-			func(b *recordedBMC) { b.ignoreGraceful = true }, []string{"Reset GracefulShutdown", "Reset ForceOff"}, "Off"},
 		{"soft reboot", "On", ActionSoftReboot, nil, []string{"Reset GracefulShutdown", "Reset On"}, "On"},
 		{"power on while powering on only waits", "PoweringOn", ActionPowerOn,
 			func(b *recordedBMC) { b.pending, b.lagLeft = "On", 2 }, nil, "On"},
@@ -283,6 +281,30 @@ func TestRedfishPowerActions(t *testing.T) {
 				t.Fatalf("PowerState %v, want %s", got, tc.wantEnd)
 			}
 		})
+	}
+}
+
+// TestRedfishSoftPowerOffIgnored: GracefulShutdown that the OS ignores
+// leaves the machine on; the soft power off and the soft reboot fail at the
+// deadline (WithPowerTimeout, the API's timeout) with Ironic's
+// PowerStateFailure, and nothing forces the power off.
+func TestRedfishSoftPowerOffIgnored(t *testing.T) {
+	for _, action := range []PowerAction{ActionSoftOff, ActionSoftReboot} {
+		b := startBMC(t, "hpe-ilo-dl325", func(b *recordedBMC) {
+			b.docs["/redfish/v1/Systems/1"]["PowerState"] = "On"
+			b.ignoreGraceful = true
+		})
+		d := newTestRedfish(t, b.info(map[string]any{KeySoftPowerOffTimeout: "1h"}))
+		err := d.SetPower(WithPowerTimeout(context.Background(), 100*time.Millisecond), action)
+		if !errors.Is(err, ErrSoftPowerOffTimeout) || errors.Is(err, ErrBusy) {
+			t.Fatalf("%s ignored by the OS: %v; want ErrSoftPowerOffTimeout, not retryable", action, err)
+		}
+		if got := b.actionLog(); !slices.Equal(got, []string{"Reset GracefulShutdown"}) {
+			t.Fatalf("%s: BMC saw %q, want GracefulShutdown only", action, got)
+		}
+		if got := b.doc("/redfish/v1/Systems/1")["PowerState"]; got != "On" {
+			t.Fatalf("%s: PowerState %v, want On", action, got)
+		}
 	}
 }
 

@@ -11,7 +11,7 @@ const (
 	// waiting.
 	KeyPowerPollInterval = "power_poll_interval"
 	// KeySoftPowerOffTimeout is how long a graceful shutdown may take
-	// before the driver forces the power off.
+	// before it fails with the power left on (Ironic's PowerStateFailure).
 	KeySoftPowerOffTimeout = "soft_power_off_timeout"
 
 	// KeyDeployKernel and KeyDeployRamdisk are Ironic's agent images; they
@@ -38,7 +38,7 @@ const (
 var powerWaitKeys = []Key{
 	{Name: KeyPowerStateTimeout, Description: "Seconds (or a Go duration) to wait for a power change to show in the BMC's power state; default 120. Optional."},
 	{Name: KeyPowerPollInterval, Description: "Seconds (or a Go duration) between power state reads while waiting; default 2. Optional."},
-	{Name: KeySoftPowerOffTimeout, Description: "Seconds (or a Go duration) a soft power off may take before the power is forced off; default 120. Optional."},
+	{Name: KeySoftPowerOffTimeout, Description: "Seconds (or a Go duration) a soft power off may take before it fails, the power left on (the API's timeout, when given, instead); default 120. Optional."},
 }
 
 // agentImageKeys are read by the network and virtual-media boot

@@ -32,6 +32,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ironflow/ironflow/metrics"
 )
 
 // ErrChecksum: downloaded data does not hash to the image's checksum.
@@ -214,10 +216,21 @@ func (h *Handle) Release() {
 // ForceRaw, a qcow2 image is served as the raw disk it describes (see
 // raw.go).
 func (c *Cache) Acquire(ctx context.Context, src Source) (*Handle, error) {
+	key := src.Key
 	if c.converts(src) {
-		return c.acquireRaw(ctx, src)
+		key += rawSuffix
 	}
-	h, _, err := c.await(ctx, src.Key, src.Trust, src.Size, func(f *flight) error { return c.fetch(src, f) })
+	hit := c.Has(key)
+	var h *Handle
+	var err error
+	if c.converts(src) {
+		h, err = c.acquireRaw(ctx, src)
+	} else {
+		h, _, err = c.await(ctx, src.Key, src.Trust, src.Size, func(f *flight) error { return c.fetch(src, f) })
+	}
+	if err == nil {
+		observeAcquire(hit)
+	}
 	return h, err
 }
 
@@ -397,6 +410,7 @@ func (c *Cache) fetch(src Source, f *flight) error {
 	}
 	defer os.Remove(part)
 	n, err := io.Copy(io.MultiWriter(out, h), progressReader{body, &f.downloaded})
+	metrics.ImageCacheDownloadedBytes.Add(float64(n))
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

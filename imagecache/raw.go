@@ -112,6 +112,7 @@ func (c *Cache) toRaw(src Source, f *flight) error {
 			return nil
 		},
 	})
+	observeConversion(err)
 	if err != nil {
 		return fmt.Errorf("image cache: convert %s to raw: %w", src.Key, err)
 	}

@@ -48,4 +48,9 @@ type Request struct {
 type AbortRequest struct {
 	// SupersededBy is the verb that ended the wait, as the user sent it.
 	SupersededBy Verb `json:"superseded_by,omitempty"`
+	// Request names a request other than a provision verb that ended the
+	// wait (`Power action "power off"`, `Node deletion`): failed states
+	// are resting states in Ironic, which accepts these there without a
+	// lock to wait for.
+	Request string `json:"request,omitempty"`
 }

@@ -194,6 +194,8 @@ func (s *DHCPServer) serveConn(ctx context.Context, conn net.PacketConn, toPeer 
 			}
 			if _, err := conn.WriteTo(reply.ToBytes(), dest); err != nil {
 				s.log.Warn("send DHCP reply", "mac", reply.ClientHWAddr.String(), "dest", dest.String(), "error", err)
+			} else {
+				observeDHCPReply(reply)
 			}
 		}()
 	}

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ironflow/ironflow/metrics"
 )
 
 // serverReplyTimeout bounds the wait for one reply from a server on
@@ -82,6 +85,8 @@ func exchange(t *testing.T, addr net.Addr, req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 func TestDHCPServerReservationOnLoopback(t *testing.T) {
 	srv := startDHCPServer(t, DHCPModeReservation)
 	script := testHTTPURL + "/boot/" + testNode + "/boot.ipxe"
+	offers := testutil.ToFloat64(metrics.DHCPReplies.WithLabelValues("offer"))
+	acks := testutil.ToFloat64(metrics.DHCPReplies.WithLabelValues("ack"))
 
 	offer := exchange(t, srv.LocalAddr(), packet(t, dhcpv4.MessageTypeDiscover, testMAC, seabiosIPXE))
 	checkReply(t, offer, nil, dhcpv4.MessageTypeOffer, "10.99.0.100", script, testServer, true, nil)
@@ -97,6 +102,10 @@ func TestDHCPServerReservationOnLoopback(t *testing.T) {
 
 	if s := srv.Handler.Stats.Snapshot(); s.Received != 2 || s.Replied != 2 {
 		t.Errorf("stats %+v, want 2 received, 2 replied", s)
+	}
+	// docs/metrics.md: ironflow_dhcp_replies_total.
+	if o, a := testutil.ToFloat64(metrics.DHCPReplies.WithLabelValues("offer"))-offers, testutil.ToFloat64(metrics.DHCPReplies.WithLabelValues("ack"))-acks; o != 1 || a != 1 {
+		t.Errorf("dhcp replies counted: %v offers, %v acks; want 1 and 1", o, a)
 	}
 }
 

@@ -320,6 +320,7 @@ func (h *httpBoot) logRequests(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
+		observeBootHTTP(r.URL.Path, sw.status, sw.bytes)
 		h.log.Info("http request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "bytes", sw.bytes, "peer", r.RemoteAddr, "duration", time.Since(start))
 	})
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/pin/tftp/v3"
+
+	"github.com/ironflow/ironflow/metrics"
 )
 
 // DefaultTFTPRoots are tried in order when TFTPConfig.Root is empty: Debian's
@@ -150,6 +152,13 @@ func cleanTFTPName(name string) (string, error) {
 // read is the tftp read handler: one regular file under the root, its size
 // announced for the tsize option (RFC 2349).
 func (s *TFTPServer) read(name string, rf io.ReaderFrom) error {
+	err := s.readFile(name, rf)
+	observeTFTP(err)
+	return err
+}
+
+// readFile is read without the measure.
+func (s *TFTPServer) readFile(name string, rf io.ReaderFrom) error {
 	var peer string
 	if info, ok := rf.(tftp.OutgoingTransfer); ok {
 		addr := info.RemoteAddr()
@@ -170,6 +179,7 @@ func (s *TFTPServer) read(name string, rf io.ReaderFrom) error {
 			}
 			start := time.Now()
 			n, err := rf.ReadFrom(r)
+			metrics.TFTPSentBytes.Add(float64(n))
 			if err != nil {
 				s.log.Warn("TFTP transfer failed", "file", name, "peer", peer, "bytes", n, "error", err)
 				return err
@@ -206,6 +216,7 @@ func (s *TFTPServer) read(name string, rf io.ReaderFrom) error {
 	}
 	start := time.Now()
 	n, err := rf.ReadFrom(f)
+	metrics.TFTPSentBytes.Add(float64(n))
 	if err != nil {
 		s.log.Warn("TFTP transfer failed", "file", rel, "peer", peer, "bytes", n, "error", err)
 		return err

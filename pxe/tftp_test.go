@@ -8,8 +8,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pin/tftp/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ironflow/ironflow/metrics"
 )
 
 // startTFTP serves a root holding a loader, a subdirectory file, a symlink
@@ -61,6 +65,8 @@ func tftpGet(addr, name string, blksize int) ([]byte, error) {
 
 func TestTFTPServesFilesUnderRoot(t *testing.T) {
 	addr, loader := startTFTP(t)
+	okBefore := testutil.ToFloat64(metrics.TFTPTransfers.WithLabelValues("ok"))
+	bytesBefore := testutil.ToFloat64(metrics.TFTPSentBytes)
 	for _, tc := range []struct {
 		name    string
 		blksize int
@@ -80,10 +86,34 @@ func TestTFTPServesFilesUnderRoot(t *testing.T) {
 			t.Errorf("get %s: %d bytes, want %d", tc.name, len(got), len(tc.want))
 		}
 	}
+	// docs/metrics.md: ironflow_tftp_transfers_total, ironflow_tftp_sent_bytes_total.
+	// The server ends a transfer when the last block's ACK arrives, just
+	// after the client returned.
+	waitCount(t, "tftp transfers ok", func() float64 { return testutil.ToFloat64(metrics.TFTPTransfers.WithLabelValues("ok")) - okBefore }, 4)
+	waitCount(t, "tftp bytes sent", func() float64 { return testutil.ToFloat64(metrics.TFTPSentBytes) - bytesBefore }, float64(3*len(loader)+3))
+}
+
+// waitCount waits up to 5 s for get to return want.
+func waitCount(t *testing.T, what string, get func() float64, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for get() != want {
+		if time.Now().After(deadline) {
+			t.Errorf("%s: %v, want %v", what, get(), want)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestTFTPRefusesPathsOutsideRoot(t *testing.T) {
 	addr, _ := startTFTP(t)
+	okBefore := testutil.ToFloat64(metrics.TFTPTransfers.WithLabelValues("ok"))
+	defer func() {
+		if n := testutil.ToFloat64(metrics.TFTPTransfers.WithLabelValues("ok")) - okBefore; n != 0 {
+			t.Errorf("refused transfers counted ok: %v", n)
+		}
+	}()
 	for _, name := range []string{"../secret", "sub/../../secret", "/etc/passwd", "escape", "escape-rel", "sub", "missing", `..\secret`} {
 		got, err := tftpGet(addr, name, 0)
 		if err == nil {

@@ -76,6 +76,10 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		[xorriso]=xorriso
 		[zstd]=zstd
 		[/usr/bin/openstack]=python3-openstackclient
+		# Prometheus scrapes a stack and promtool checks the metrics and the
+		# alert rules (tests/metrics_prometheus_test.go, docs/metrics.md).
+		[promtool]=prometheus
+		[prometheus]=prometheus
 		# Nova's own ironic driver as the client (tests/nova_driver_test.go);
 		# it builds config drives with genisoimage.
 		[/usr/lib/python3/dist-packages/nova/virt/ironic/driver.py]=python3-nova

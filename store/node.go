@@ -71,6 +71,12 @@ type Node struct {
 	ParentNode     *string  `json:"parent_node" db:"parent_node"`
 	Traits         []string `json:"traits" db:"traits"`
 
+	// DisablePowerOff: the machine must never be powered off (API 1.95,
+	// Ironic's disable_power_off: a BMC or NIC that loses power with it):
+	// reboots replace power cycles and the agent is locked down instead
+	// of powering the machine off (docs/api-versions.md).
+	DisablePowerOff bool `json:"disable_power_off" db:"disable_power_off"`
+
 	// AllocationUUID is the allocation that holds the node (API 1.52),
 	// written only by the allocation's claim and release
 	// (allocation.go), never by UpdateNode.
@@ -185,6 +191,7 @@ var nodeFields = []nodeField{
 	{"lessee", func(n *Node) any { return &n.Lessee }, true},
 	{"automated_clean", func(n *Node) any { return &n.AutomatedClean }, true},
 	{"protected", func(n *Node) any { return &n.Protected }, true},
+	{"disable_power_off", func(n *Node) any { return &n.DisablePowerOff }, true},
 	{"protected_reason", func(n *Node) any { return &n.ProtectedReason }, true},
 	{"retired", func(n *Node) any { return &n.Retired }, true},
 	{"retired_reason", func(n *Node) any { return &n.RetiredReason }, true},

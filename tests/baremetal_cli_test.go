@@ -89,8 +89,8 @@ func TestBaremetalCLIOnRealStack(t *testing.T) {
 	if err == nil || !strings.Contains(errOut, "Node no-such-node could not be found.") || !strings.Contains(errOut, "(HTTP 404)") {
 		t.Errorf("unknown node: err %v, stderr %q", err, errOut)
 	}
-	_, errOut, err = baremetal(t, "--os-baremetal-api-version", "1.99", "node", "list")
-	if err == nil || !strings.Contains(errOut, "1.99") {
+	_, errOut, err = baremetal(t, "--os-baremetal-api-version", "1.999", "node", "list")
+	if err == nil || !strings.Contains(errOut, "1.999") {
 		t.Errorf("bad microversion: err %v, stderr %q", err, errOut)
 	}
 	start := time.Now()

@@ -120,8 +120,9 @@ func (l *bmcLab) qemuRunning(vm string) bool {
 	return syscall.Kill(pid, 0) == nil
 }
 
-// killQEMU ends the VM's QEMU process, as a machine losing power would.
-func (l *bmcLab) killQEMU(t *testing.T, vm string) {
+// qemuPID is the VM's QEMU process ID.
+func (l *bmcLab) qemuPID(t *testing.T, vm string) int {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(l.stateDir, vm, "qemu.pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +131,12 @@ func (l *bmcLab) killQEMU(t *testing.T, vm string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	return pid
+}
+
+// killQEMU ends the VM's QEMU process, as a machine losing power would.
+func (l *bmcLab) killQEMU(t *testing.T, vm string) {
+	_ = syscall.Kill(l.qemuPID(t, vm), syscall.SIGKILL)
 }
 
 // bootOverride is the peer's recorded boot override.
@@ -186,6 +192,46 @@ func TestRealBMCsThroughTheCLI(t *testing.T) {
 			mustCLI(t, "node", "power", "on", n.name)
 			waitFor(t, n.vm+" QEMU running", 60*time.Second, func() bool { return l.qemuRunning(n.vm) })
 			waitFor(t, n.name+" power on recorded", 60*time.Second, func() bool { return deref(getNode(t, n.name).PowerState) == "power on" })
+
+			// The VM boots nothing, so no OS hears the ACPI power button:
+			// a soft power off outlives its timeout and fails as Ironic's
+			// does, the machine left on for the client to power off hard.
+			start := time.Now()
+			mustCLI(t, "node", "power", "off", "--soft", "--power-timeout", "3", n.name)
+			var ps map[string]any
+			waitFor(t, n.name+" soft power off to give up", 60*time.Second, func() bool {
+				ps = nil
+				call(t, "GET", "/v1/nodes/"+n.name+"/states", nil, &ps)
+				return ps["target_power_state"] == nil && ps["last_error"] != nil
+			})
+			if want := "Failed to change power state to 'power off' by 'soft power off': Failed to set node power state to power off."; ps["last_error"] != want || ps["power_state"] != "power on" || !l.qemuRunning(n.vm) {
+				t.Fatalf("after an ignored soft power off: last_error %v, power_state %v, QEMU running %v; want %q, power on, running",
+					ps["last_error"], ps["power_state"], l.qemuRunning(n.vm), want)
+			}
+			if took := time.Since(start); took < 3*time.Second {
+				t.Fatalf("the soft power off gave up after %s, before its 3 s timeout", took)
+			} else {
+				t.Logf("the ignored soft power off took %s, the CLI call included", took.Round(100*time.Millisecond))
+			}
+
+			// disable_power_off (API 1.95): a power off is refused, a
+			// reboot resets the machine through the BMC without a power
+			// off: the same QEMU process runs on.
+			setDisablePowerOff(t, n.name, true)
+			if _, stderr, err := baremetal(t, "node", "power", "off", n.name); err == nil || !strings.Contains(stderr, "Failed to set node power state to power off.") {
+				t.Fatalf("power off of a disable_power_off node: %v %s", err, stderr)
+			}
+			pid := l.qemuPID(t, n.vm)
+			mustCLI(t, "node", "reboot", n.name)
+			waitFor(t, n.name+" reboot recorded", 60*time.Second, func() bool {
+				ps = nil
+				call(t, "GET", "/v1/nodes/"+n.name+"/states", nil, &ps)
+				return ps["target_power_state"] == nil && ps["power_state"] == "power on"
+			})
+			if got := l.qemuPID(t, n.vm); got != pid || ps["last_error"] != nil {
+				t.Fatalf("reboot of a disable_power_off node: QEMU pid %d, was %d (a power off restarts it); last_error %v", got, pid, ps["last_error"])
+			}
+			setDisablePowerOff(t, n.name, false)
 
 			mustCLI(t, "node", "boot", "device", "set", n.name, "pxe", "--persistent")
 			if b := l.bootOverride(t, n.vm); !strings.Contains(strings.ToLower(b), "pxe") {

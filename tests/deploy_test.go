@@ -115,6 +115,8 @@ func TestDeployAndUndeployWithSimulatedAgent(t *testing.T) {
 		}
 	}
 	t.Logf("deploy with the simulated agent: %d history events", total)
+	// The deploy is one connected trace (tracing_test.go).
+	checkDeployTrace(t, uuid)
 	// The operator's timeline of that deploy: every step with its duration.
 	out, err := exec.Command(lab.Bin, "timeline", "--temporal-address", lab.Temporal.Address(), uuid).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "DeployNode for node "+uuid) || !strings.Contains(string(out), "RunAgentStep") {

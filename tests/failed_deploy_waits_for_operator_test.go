@@ -68,21 +68,7 @@ func TestChecksumMismatchThenOperatorRetry(t *testing.T) {
 // The node's history says the undeploy ended the wait, at INFO; no ERROR
 // event says the deploy was aborted.
 func TestUndeployAFailedDeployThatWaitsForAnOperator(t *testing.T) {
-	img := newImageServer(t, 1<<20)
-	uuid := enrollAgentNode(t, "failed-undeploy-node-0", "52:54:00:bb:00:06", img)
-	if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
-		{"op": "add", "path": "/automated_clean", "value": false},
-		{"op": "replace", "path": "/instance_info/image_source", "value": img.URL + "/missing-because-404"},
-	}, nil); code != 200 {
-		t.Fatalf("patch: %d", code)
-	}
-	startSimMachine(t, uuid, []string{"52:54:00:bb:00:06"}, sim.Config{})
-	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}, {"active", "deploy failed"}} {
-		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": s.verb}); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, uuid, s.state, 90*time.Second)
-	}
+	uuid := failedDeployNode(t, "failed-undeploy-node-0", "52:54:00:bb:00:06")
 	mustCLI(t, "node", "undeploy", uuid, "--wait", "120")
 	if n := getNode(t, uuid); n.ProvisionState != "available" {
 		t.Fatalf("after undeploy: %+v", n)

@@ -29,6 +29,8 @@ type glanceGroup struct {
 	glance    *devstack.Glance
 	downloads atomic.Int64 // GET /v2/images/{id}/file at Glance
 	bootURL   string
+	// metrics is where the group's `ironflow pxe` serves its metrics.
+	metrics string
 }
 
 // startGlanceGroup runs Debian's glance-api, a counting proxy in front of
@@ -60,8 +62,11 @@ func startGlanceGroup(t *testing.T, group string) *glanceGroup {
 		t.Fatal(err)
 	}
 	gg.bootURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	if gg.metrics, _, err = freeMetricsAddresses(); err != nil {
+		t.Fatal(err)
+	}
 	pxe, err := lab.Spawn("ironflow-pxe-"+group, append(lab.PXEArgs(), "--boot-listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--image-cache-dir", t.TempDir(), "--image-cache-size", "64MiB", "--glance-url", ps.URL))
+		"--image-cache-dir", t.TempDir(), "--image-cache-size", "64MiB", "--glance-url", ps.URL, "--metrics-listen", gg.metrics))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +155,17 @@ func TestDeployGlanceImagesThroughTheCache(t *testing.T) {
 	}
 	if n := gg.downloads.Load(); n != 1 {
 		t.Fatalf("Glance served the image %d times for ten deploys at once, want 1", n)
+	}
+	// The boot service's metrics say the same (docs/metrics.md): one
+	// download of the image, ten deploys' worth of it served.
+	if n := seriesAt(t, gg.metrics, "ironflow_image_cache_downloaded_bytes_total"); n != float64(len(disk.data)) {
+		t.Errorf("ironflow_image_cache_downloaded_bytes_total = %v, want the image's %d bytes once", n, len(disk.data))
+	}
+	if n := seriesAt(t, gg.metrics, "ironflow_image_cache_requests_total"); n < 10 {
+		t.Errorf("ironflow_image_cache_requests_total = %v, want one a deploy at least", n)
+	}
+	if n := seriesAt(t, gg.metrics, "ironflow_boot_http_sent_bytes_total", "kind=cache"); n < float64(10*len(disk.data)) {
+		t.Errorf("ironflow_boot_http_sent_bytes_total{kind=cache} = %v, want ten images' %d bytes at least", n, 10*len(disk.data))
 	}
 	for i, m := range machines {
 		// The agent verified Glance's sha512 over what it wrote.

@@ -67,7 +67,9 @@ func (m *simMachine) run(ctx context.Context) {
 			n.ProvisionState != "rescue wait" && n.ProvisionState != "service wait" {
 			continue
 		}
-		if cur := m.current(); cur != nil && cur.PoweredOn() {
+		// A locked-down agent (disable_power_off) is gone though its
+		// machine stays on: the BMC's reset boots the next one.
+		if cur := m.current(); cur != nil && cur.PoweredOn() && !cur.LockedDown() {
 			continue
 		}
 		a, err := sim.Start(ctx, m.cfg)

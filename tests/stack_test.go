@@ -18,6 +18,7 @@ import (
 	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/internal/testkit/baremetalcli"
 	"github.com/ironflow/ironflow/internal/testkit/devstack"
+	"github.com/ironflow/ironflow/internal/testkit/otlpsink"
 )
 
 // lab is one ironflow installation shared by the package's tests: the
@@ -41,12 +42,24 @@ func TestMain(m *testing.M) {
 				_ = os.RemoveAll(dir)
 			}
 		}()
+		if labAPIMetrics, labWorkerMetrics, err = freeMetricsAddresses(); err != nil {
+			fmt.Fprintf(os.Stderr, "tests: %v\n", err)
+			return 1
+		}
+		// The lab's processes send their traces here (tracing_test.go).
+		if labTraces, err = otlpsink.Start(); err != nil {
+			fmt.Fprintf(os.Stderr, "tests: %v\n", err)
+			return 1
+		}
+		defer labTraces.Stop()
 		lab, err = devstack.StartStack(context.Background(), devstack.StackConfig{
 			Dir:     dir,
 			Env:     []string{"IRONFLOW_LOG_LEVEL=debug"},
-			APIArgs: []string{"--ramdisk-heartbeat-timeout", labHeartbeatTimeout.String()},
+			APIArgs: []string{"--ramdisk-heartbeat-timeout", labHeartbeatTimeout.String(), "--otel-endpoint", labTraces.Addr()},
 			WorkerArgs: []string{"--deploy-callback-timeout", "3m", "--agent-heartbeat-timeout", "30s", "--operator-wait-timeout", "10m",
-				"--bmc-attempts", "3", "--sync-power-state-interval", "5s"},
+				"--bmc-attempts", "3", "--sync-power-state-interval", "5s", "--otel-endpoint", labTraces.Addr()},
+			// Prometheus scrapes these (metrics_prometheus_test.go).
+			APIMetricsListen: labAPIMetrics, WorkerMetricsListen: labWorkerMetrics,
 		})
 		if lab != nil {
 			defer lab.Stop()

@@ -155,7 +155,10 @@ func (l *clusterLab) baremetal(t *testing.T, args ...string) {
 // spawn runs an ironflow command against the cluster's databases and
 // frontend; args follow the common ones.
 func (l *clusterLab) spawn(name, verb string, args ...string) (*embedded.Process, error) {
-	full := append([]string{verb, "--database-url", l.dbURL, "--temporal-address", l.temporal.Address(), "--signal-key", l.signalKey}, args...)
+	// Two APIs and several workers share this machine: each serves its
+	// metrics on a port of its own.
+	full := append([]string{verb, "--database-url", l.dbURL, "--temporal-address", l.temporal.Address(), "--signal-key", l.signalKey,
+		"--metrics-listen", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(l.bin, full...)
 	cmd.Env = append(os.Environ(), "IRONFLOW_PAYLOAD_KEY="+l.payloadKey, "IRONFLOW_LOG_LEVEL=debug")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -76,6 +76,12 @@ type NodeInfo struct {
 	MACs       []string `json:"macs"`
 	// AutomatedClean is the effective setting: node field, else the global default.
 	AutomatedClean bool `json:"automated_clean"`
+
+	// DisablePowerOff: the machine is never powered off (API 1.95): the
+	// SetPower activity keeps it on and resets it instead, the agent locks
+	// itself down, and an undeploy reboots the machine off its instance.
+	DisablePowerOff bool `json:"disable_power_off,omitempty"`
+
 	// Timeouts and policies in force for this node (configuration, overridden
 	// per node through driver_info).
 	Policy Policy `json:"policy"`
@@ -210,6 +216,11 @@ type PowerInput struct {
 	Action string   `json:"action"` // bmc.PowerAction values
 	// Timeout for the action to show in the BMC's power state; 0 = default.
 	TimeoutSeconds int `json:"timeout,omitempty"`
+	// Requested: a user's power request (SetPowerState), not a workflow's
+	// step: for a node with disable_power_off its power on of a machine
+	// that is on does nothing, where a workflow's resets it after a power
+	// off it skipped.
+	Requested bool `json:"requested,omitempty"`
 }
 
 // AgentInput addresses the agent that last heartbeated for a node. The token

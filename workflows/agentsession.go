@@ -156,6 +156,7 @@ func (a *agentSession) armFor(d time.Duration) time.Duration {
 
 // callbackTimedOut is the error of a callback wait that ran out.
 func (a *agentSession) callbackTimedOut(state provision.State, timeout time.Duration) error {
+	callbackTimedOutMetric(a.ctx, state)
 	what := "callback"
 	if state == provision.RescueWait {
 		what = "rescue ramdisk callback" // Ironic's words for rescue wait

@@ -21,12 +21,14 @@ import (
 // keeps the node's provision state like the store would, and fails the calls
 // a test asks it to fail. Workflow unit tests only; tests/ runs the real ones.
 type fakeCloud struct {
-	mu       sync.Mutex
-	calls    []string
-	states   []provision.State
-	lastErr  string
-	node     NodeInfo
-	failures map[string][]error // activity+detail -> errors returned on successive calls
+	mu    sync.Mutex
+	calls []string
+	// powerRecs are the power records written (RecordPowerState).
+	powerRecs []PowerStateRecord
+	states    []provision.State
+	lastErr   string
+	node      NodeInfo
+	failures  map[string][]error // activity+detail -> errors returned on successive calls
 	// agentStep runs in place of the agent for RunAgentStep.
 	agentStep func(ctx context.Context, in AgentStepInput) (AgentStepResult, error)
 	// loadErr is what LoadNode fails with.
@@ -202,6 +204,9 @@ func (f *fakeCloud) register(env *testsuite.TestWorkflowEnvironment) {
 	}, ActRecordState)
 	reg(func(ctx context.Context, in ConfigDriveInput) error { return f.log("StoreConfigDrive") }, ActStoreConfigDrive)
 	reg(func(ctx context.Context, in PowerStateRecord) error {
+		f.mu.Lock()
+		f.powerRecs = append(f.powerRecs, in)
+		f.mu.Unlock()
 		if in.KeepPowerState {
 			f.mu.Lock()
 			f.lastErr = in.LastError

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"fmt"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/provision"
@@ -23,8 +25,9 @@ type operator struct {
 	// abortMessage, when set, is the last_error finish records for an
 	// abort (Ironic's wording for the operation).
 	abortMessage string
-	// supersededBy is the verb whose arrival ended the operator wait
-	// (AbortRequest), "" for an operator's abort.
+	// supersededBy says what request ended the operator wait
+	// (AbortRequest): `Provision action "deleted"`, `Node deletion`; ""
+	// for an operator's abort.
 	supersededBy string
 }
 
@@ -41,8 +44,11 @@ func (o *operator) takeAbort(c workflow.ReceiveChannel) {
 	var v any
 	c.Receive(o.ctx, &v)
 	if m, ok := v.(map[string]any); ok {
-		if verb, ok := m["superseded_by"].(string); ok {
-			o.supersededBy = verb
+		if verb, ok := m["superseded_by"].(string); ok && verb != "" {
+			o.supersededBy = fmt.Sprintf("Provision action \"%s\"", verb)
+		}
+		if req, ok := m["request"].(string); ok && req != "" {
+			o.supersededBy = req
 		}
 	}
 }

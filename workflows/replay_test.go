@@ -1,6 +1,11 @@
 package workflows
 
 import (
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/interceptor"
+
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -114,8 +119,22 @@ func TestHistoriesOfTheEarlierVersionReplay(t *testing.T) {
 		t.Fatalf("no recorded histories of release %s in %s: %v: record them (make record-histories, docs/versioning.md)", release, dir, err)
 	}
 	r := worker.NewWorkflowReplayer()
+	// A worker with --otel-endpoint runs the workflows under Temporal's
+	// tracing interceptor (docs/tracing.md): it must replay the same
+	// histories, and emit no span while it replays.
+	spans := tracetest.NewSpanRecorder()
+	icpt, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
+		Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("replay")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{Interceptors: []interceptor.WorkerInterceptor{icpt}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, fn := range ReplayedWorkflows {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
+		traced.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
 	}
 	for _, f := range files {
 		name, _ := filepath.Rel(dir, f)
@@ -123,6 +142,13 @@ func TestHistoriesOfTheEarlierVersionReplay(t *testing.T) {
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v\n%s", f, err, ReplayAdvice)
 			}
+			if err := traced.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+				t.Fatalf("replay %s with the tracing interceptor: %v\n%s", f, err, ReplayAdvice)
+			}
 		})
+	}
+	t.Logf("spans ended while replaying under the tracing interceptor: %d", len(spans.Ended()))
+	for _, s := range spans.Ended() {
+		t.Logf("  %s", s.Name())
 	}
 }

@@ -61,6 +61,10 @@ const (
 	ErrTypeAgentUnreachable = "AgentUnreachable"
 	ErrTypeNodeGone         = "NodeNotFound"
 	ErrTypeStateConflict    = "StateConflict"
+	// ErrTypePowerStateFailure: a soft power off or soft reboot whose
+	// machine was still on at the deadline (Ironic's PowerStateFailure);
+	// its details hold the power state the BMC read then.
+	ErrTypePowerStateFailure = "PowerStateFailure"
 )
 
 // run is one provisioning workflow's composition of its parts, each in its
@@ -86,6 +90,8 @@ type run struct {
 	operator operator
 	hw       hardwareCalls
 	steps    stepRunner
+
+	metrics runMetrics // what it measures (metrics.go)
 }
 
 // ErrTypeUndecidedRequest: a provision workflow was handed a request that
@@ -150,6 +156,7 @@ func startRun(ctx workflow.Context, in runStart) (*run, error) {
 		return nil, err
 	}
 	r.rec.node = r.node.UUID
+	r.metrics = startMetrics(ctx, in.operation)
 	r.agent = agentSession{ctx: ctx, node: r.node.UUID, queue: HardwareQueue(r.node.ConductorGroup), policy: r.node.Policy, heartbeats: heartbeats}
 	r.hw = hardwareCalls{ctx: ctx, node: &r.node}
 	return r, nil
@@ -186,6 +193,7 @@ func loadFailureState(operation provision.Operation, from provision.State) provi
 // its failure state with a last_error that says so, boot config removed and
 // power off, so that nothing is left booting.
 func (r *run) finish(err error) error {
+	r.metrics.finish(r.ctx, err)
 	switch {
 	case err == nil:
 		return nil
@@ -216,7 +224,7 @@ func (r *run) finish(err error) error {
 		case r.operator.supersededBy != "" && errors.Is(err, errAborted):
 			// A new verb ended the wait (AbortRequest): the failure's
 			// last_error stands, and nobody aborted anything.
-			event, severity = fmt.Sprintf("Provision action \"%s\" requested in state \"%s\": the wait for retry, skip-step or abort ended",
+			event, severity = fmt.Sprintf("%s requested in state \"%s\": the wait for retry, skip-step or abort ended",
 				r.operator.supersededBy, r.rec.fail), "INFO"
 		case r.operator.abortMessage != "" && errors.Is(err, errAborted):
 			last = r.operator.abortMessage

@@ -55,6 +55,7 @@ func (r *run) step(name string, fn func() error) error {
 		if errors.Is(err, errAborted) {
 			return err
 		}
+		r.metrics.stepFailed(r.ctx, name, err)
 		msg := fmt.Sprintf("%s failed at step %s: %s", capitalize(string(rec.status.Operation)), name, errorText(err))
 		workflow.GetLogger(r.ctx).Error("step failed", "node", r.node.UUID, "step", name, "error", msg)
 		if rerr := rec.record(RecordStateInput{To: rec.fail, LastError: msg, Step: rec.current, StepKind: rec.stepKind(), Event: msg, Severity: "ERROR", EventType: string(rec.status.Operation)}); rerr != nil {
@@ -117,7 +118,10 @@ func handlerOf(table []builtinStep, id provision.StepID) func(*run, provision.St
 func (r *run) runStep(s provision.Step, fn func(*run, provision.Step) error) error {
 	r.rec.current = &s
 	defer func() { r.rec.current = nil }()
-	return fn(r, s)
+	started := workflow.Now(r.ctx)
+	err := fn(r, s)
+	r.metrics.step(r.ctx, s.Name(), started, err)
+	return err
 }
 
 // running is the step an activity begins, for its input's Starts; nil

@@ -77,3 +77,25 @@ func TestAbortWithAnyPayloadIsAnAbort(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeDeletionEndsTheOperatorWait: the API's deletion of a node in
+// deploy failed (in maintenance) ends the wait through an abort that names
+// the request (AbortRequest.Request), at INFO, the failure's last_error kept.
+func TestNodeDeletionEndsTheOperatorWait(t *testing.T) {
+	f := newFakeCloud()
+	env := newEnv(t, f)
+	heartbeatAfter(env, time.Minute)
+	failWriteImage(f)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalAbort, provision.AbortRequest{Request: "Node deletion"}) }, 10*time.Minute)
+	env.ExecuteWorkflow(DeployNode, deployRequest())
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	event, severity := f.events[len(f.events)-1], f.severities[len(f.severities)-1]
+	if event != `Node deletion requested in state "deploy failed": the wait for retry, skip-step or abort ended` || severity != "INFO" {
+		t.Fatalf("last event %q (%s), want the deletion that ended the wait, at INFO", event, severity)
+	}
+	if !strings.Contains(f.lastErr, "checksum mismatch") {
+		t.Fatalf("last_error %q, want the failure's own", f.lastErr)
+	}
+}

@@ -28,6 +28,14 @@ func UndeployNode(ctx workflow.Context, req provision.Request) error {
 	if err := r.secureBootIfRequested(false); err != nil { // workflows/secureboot.go
 		return r.finish(err)
 	}
+	if r.node.DisablePowerOff && workflow.GetVersion(ctx, changeUndeployNext, workflow.DefaultVersion, 1) == 1 {
+		// The power off above kept the machine on, running the instance:
+		// a reset takes it off the instance, as Ironic's clean_up reboots
+		// a node with disable_power_off.
+		if err := r.step("reboot", func() error { return r.hw.power("rebooting") }); err != nil {
+			return r.finish(err)
+		}
+	}
 	if err := r.rec.local(ActClearInstanceInfo, r.node.UUID, nil); err != nil {
 		return err
 	}

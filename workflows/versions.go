@@ -20,7 +20,11 @@ package workflows
 // histories carry no marker of a retired gate. A gate is removed after the
 // next release that no longer needs it (docs/versioning.md, "Removing a
 // gate"). Never reuse or rename an ID.
-//
-// None yet: the workflows are those of the last release, whose histories
-// are workflows/testdata/history.
-const ()
+const (
+	// changeUndeployNext: the changes to UndeployNode since 0.1.0.
+	// Version 1: a node with disable_power_off (API 1.95), whose power off
+	// left the machine running its instance, is rebooted once its boot
+	// configuration is removed (Ironic's agent_base clean_up with the
+	// flag). Asked only for such nodes.
+	changeUndeployNext = "undeploy-0.2"
+)

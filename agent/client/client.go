@@ -420,6 +420,18 @@ func (c *Client) PowerOff(ctx context.Context) error {
 	return err
 }
 
+// Lockdown asks the agent to make itself unusable without powering the
+// machine off (system.lockdown, for a node with disable_power_off): it
+// answers, then stops heartbeating and serving. A connection reset while it
+// stops is its answer too.
+func (c *Client) Lockdown(ctx context.Context) error {
+	_, err := c.Execute(ctx, "system.lockdown", nil, false)
+	if errors.Is(err, ErrUnreachable) && isReset(err) {
+		return nil
+	}
+	return err
+}
+
 // Reboot asks the agent to reboot the machine (standby.reboot).
 func (c *Client) Reboot(ctx context.Context) error {
 	_, err := c.Execute(ctx, "standby.reboot", nil, false)

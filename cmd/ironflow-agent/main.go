@@ -134,8 +134,15 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 	if err != nil {
 		return err
 	}
-	if err := a.Run(ctx); err != nil || !a.Rescued() {
+	if err := a.Run(ctx); err != nil || !(a.Rescued() || a.LockedDown()) {
 		return err
+	}
+	if a.LockedDown() {
+		// system.lockdown (a node with disable_power_off): the agent is
+		// gone and the machine stays on until the BMC resets it.
+		fmt.Fprintln(os.Stderr, "IRONFLOW-LOCKDOWN agent=stopped")
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	// Rescue mode, as IPA's: the agent is gone, the machine stays up with
 	// its rescue user. The marker is what operators (and the VM tests)

@@ -130,6 +130,15 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	metricsAddr, err := serveMetrics(ctx, *api.metricsListen, st, log)
+	if err != nil {
+		return err
+	}
+	stopTracing, err := startTracing(*api.otelEndpoint, "ironflow-dev", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	tc, err := dialTemporal(*api.temporal, *api.namespace, api.temporalTLS, codec, log)
 	if err != nil {
 		return err
@@ -177,8 +186,9 @@ ironflow is running (data in %s)
   Codec server %s (payloads decrypted for the Web UI; key in %s)
   PostgreSQL   %s
   Boot HTTP    %s://%s
+  Metrics      %s (Prometheus; docs/metrics.md)
 Press Ctrl-C to stop.
-`, abs, api.tls.scheme(), apiAddr, api.tls.scheme(), apiAddr, *api.temporal, *api.namespace, orDash(uiURL), orDash(codecURL), orDash(*api.payload.file), redactDSN(*api.databaseURL), boot.tls.scheme(), bootAddr)
+`, abs, api.tls.scheme(), apiAddr, api.tls.scheme(), apiAddr, *api.temporal, *api.namespace, orDash(uiURL), orDash(codecURL), orDash(*api.payload.file), redactDSN(*api.databaseURL), boot.tls.scheme(), bootAddr, orDash(metricsURL(metricsAddr)))
 
 	select {
 	case <-ctx.Done():

@@ -28,6 +28,7 @@ type bootFlags struct {
 	tls                                                        httpTLS
 	cache                                                      cacheFlags
 	glance                                                     glanceFlags // set by the command (ironflow dev shares the worker's)
+	metricsListen                                              *string     // set by ironflow pxe (ironflow dev serves the API's)
 }
 
 func addBootFlags(s *settings) bootFlags {
@@ -184,6 +185,7 @@ func pxeSettings() (s *settings, f bootFlags, dataDir, dbURL *string) {
 	s = newSettings("pxe")
 	f = addBootFlags(s)
 	f.glance = addGlanceFlags(s)
+	f.metricsListen = addMetricsListen(s, defaultPXEMetricsListen)
 	dataDir = s.String("data-dir", ".data", "default parent of the images and ISO directories")
 	dbURL = s.String("database-url", "", "PostgreSQL URL", "DATABASE_URL")
 	return s, f, dataDir, dbURL
@@ -200,6 +202,9 @@ func runPXECommand(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	if _, err := serveMetrics(ctx, *f.metricsListen, nil, log); err != nil {
+		return err
+	}
 	_, errs, _, err := startBoot(ctx, f, *dataDir, st, log)
 	if err != nil {
 		return err

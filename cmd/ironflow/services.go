@@ -69,6 +69,8 @@ func dialTemporal(address, namespace string, tlsFlags temporalTLSFlags, codec *p
 	// deploys (docs/benchmarks.md, "What moved the figures").
 	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	codec.Apply(&opts)
+	opts.MetricsHandler = temporalMetrics()
+	opts.Interceptors = append(opts.Interceptors, processTracing.Interceptors()...)
 	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; %s", address, namespace, err, tlsFlags.explain(err))
@@ -138,6 +140,8 @@ type apiFlags struct {
 	payload                                                             payloadKeyFlags
 	temporalTLS                                                         temporalTLSFlags
 	keystone                                                            keystoneFlags
+	metricsListen                                                       *string
+	otelEndpoint                                                        *string
 }
 
 // signalKeyFlags name the key the API signs heartbeat signals with and the
@@ -182,6 +186,9 @@ func addAPIFlags(s *settings) apiFlags {
 		payload:     addPayloadKeyFlags(s),
 		temporalTLS: addTemporalTLSFlags(s),
 		keystone:    addKeystoneFlags(s),
+
+		metricsListen: addMetricsListen(s, defaultAPIMetricsListen),
+		otelEndpoint:  addOTelEndpoint(s),
 	}
 }
 
@@ -272,11 +279,19 @@ func runAPICommand(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logger()
+	stopTracing, err := startTracing(*f.otelEndpoint, "ironflow-api", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, f.temporalTLS, codec, log)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
+	if _, err := serveMetrics(ctx, *f.metricsListen, st, log); err != nil {
+		return err
+	}
 	_, done, err := startAPI(ctx, cfg, f.serving(), st, tc, log)
 	if err != nil {
 		return err
@@ -299,6 +314,8 @@ type workerFlags struct {
 	signal                                                                         signalKeyFlags
 	payload                                                                        payloadKeyFlags
 	temporalTLS                                                                    temporalTLSFlags
+	metricsListen                                                                  *string
+	otelEndpoint                                                                   *string
 }
 
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
@@ -332,7 +349,11 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	if shared != nil {
 		f.databaseURL, f.temporal, f.namespace = shared.databaseURL, shared.temporal, shared.namespace
 		f.signal, f.payload, f.temporalTLS = shared.signal, shared.payload, shared.temporalTLS
+		f.metricsListen = shared.metricsListen
+		f.otelEndpoint = shared.otelEndpoint
 	} else {
+		f.metricsListen = addMetricsListen(s, defaultWorkerMetricsListen)
+		f.otelEndpoint = addOTelEndpoint(s)
 		f.signal = addSignalKeyFlags(s)
 		f.payload = addPayloadKeyFlags(s)
 		f.temporalTLS = addTemporalTLSFlags(s)
@@ -462,11 +483,19 @@ func runWorkerCommand(ctx context.Context, args []string) error {
 		return err
 	}
 	log := logger()
+	stopTracing, err := startTracing(*f.otelEndpoint, "ironflow-worker", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	st, tc, closeAll, err := connect(ctx, *f.databaseURL, *f.temporal, *f.namespace, f.temporalTLS, codec, log)
 	if err != nil {
 		return err
 	}
 	defer closeAll()
+	if _, err := serveMetrics(ctx, *f.metricsListen, nil, log); err != nil {
+		return err
+	}
 	var vm activities.VirtualMedia
 	if *f.isoDir != "" {
 		if *f.imagesDir == "" {

@@ -102,7 +102,7 @@ func startClusterStack(ctx context.Context, cfg config, dir string, log *slog.Lo
 
 func (c *clusterParts) spawn(name string, args ...string) (*embedded.Process, error) {
 	certs := c.temporal.Certs()
-	full := append(args, "--database-url", c.dbURL, "--temporal-address", c.temporal.Address(), "--signal-key", c.signalKey,
+	full := append(args, "--database-url", c.dbURL, "--temporal-address", c.temporal.Address(), "--signal-key", c.signalKey, "--metrics-listen", "127.0.0.1:0",
 		"--temporal-tls-cert", certs.ClientCertFile, "--temporal-tls-key", certs.ClientKey, "--temporal-tls-ca", certs.CAFile)
 	cmd := exec.Command(c.bin, full...)
 	cmd.Env = append(os.Environ(), "IRONFLOW_PAYLOAD_KEY="+c.payloadKey)

@@ -59,6 +59,8 @@ type scenario struct {
 	firmware hardware.Interface
 	// bios is the node's bios interface ("" for fake).
 	bios hardware.Interface
+	// disablePowerOff is the node's disable_power_off (API 1.95).
+	disablePowerOff bool
 	// remoteBMC runs BMC activities on the group queue instead of locally.
 	remoteBMC bool
 	// policy changes the node's policy (nil: policy()).
@@ -430,6 +432,9 @@ func main() {
 			must(c.SignalWorkflow(ctx, id, "", workflows.SignalHeartbeat, signed(id, workflows.Heartbeat{AgentStatus: workflows.AgentStatusEnd, AgentStatusMessage: "done"})))
 		}},
 		{name: "undeploy-cleans", wf: workflows.WorkflowUndeployNode, deploy: "direct", req: prov(provision.VerbDeleted, provision.Active), drive: hb},
+		// A node with disable_power_off: the power stays on, a reset ends
+		// the instance (change undeploy-0.2).
+		{name: "undeploy-disable-power-off", wf: workflows.WorkflowUndeployNode, deploy: "direct", disablePowerOff: true, req: prov(provision.VerbDeleted, provision.Active), drive: hb},
 		{name: "provide-cleans", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(provision.VerbProvide, provision.Manageable), drive: hb},
 		{name: "provide-clean-step-fails-gives-up", wf: workflows.WorkflowProvideNode, deploy: "direct", req: prov(provision.VerbProvide, provision.Manageable),
 			fails: map[string]int{"deploy.erase_devices_metadata": 1}, drive: hb},
@@ -567,6 +572,7 @@ func main() {
 		s.node = workflows.NodeInfo{UUID: uuid, Driver: "fake-hardware", BootInterface: "ipxe", DeployInterface: hardware.Interface(s.deploy),
 			InspectInterface: inspect, RescueInterface: hardware.Interface(s.rescue), BIOSInterface: hardware.Fake, BootMode: "bios", MACs: []string{"52:54:00:12:34:56"}, AutomatedClean: true, Policy: policy()}
 		s.node.FirmwareInterface = s.firmware
+		s.node.DisablePowerOff = s.disablePowerOff
 		if s.bios != "" {
 			s.node.BIOSInterface = s.bios
 		}

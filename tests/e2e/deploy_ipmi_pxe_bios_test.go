@@ -12,7 +12,9 @@ import (
 // automated cleaning through the agent on provide, DHCP + TFTP + iPXE
 // network boot of ironflow's agent, image streamed with its sha256
 // checked, config drive written, boot from disk. The VM's own init then
-// prints what it read from the config drive.
+// prints what it read from the config drive. ironflow dev's metrics then
+// show the DHCP replies, TFTP and HTTP boot transfers, IPMI calls and the
+// deploy, and pass promtool (checkDeployMetrics).
 //
 // Then, on the same booted VM, `baremetal node rescue --wait`: the VM
 // network-boots ironflow's agent again, which sets the rescue user's
@@ -66,6 +68,8 @@ func TestDeployIPMIPXEBIOSThenRescue(t *testing.T) {
 	// where the test image's init reads the config drive ironflow wrote.
 	waitBootedFromDisk(t, vm, "e2e-a", pubKey)
 	t.Logf("VM booted the deployed disk and read its config drive %.1fs after node create", time.Since(begin).Seconds())
+	// What the deploy left in ironflow dev's metrics, linted by promtool.
+	checkDeployMetrics(t, lab, s)
 
 	// What the machine printed reached the console session: the agent's
 	// own lines and the deployed system's marker.

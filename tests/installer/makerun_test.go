@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/vbmc"
 )
@@ -96,7 +98,7 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 		}
 	}
 
-	ports := make([]int, 5)
+	ports := make([]int, 6)
 	for i := range ports {
 		if ports[i], err = embedded.FreePort("127.0.0.1"); err != nil {
 			t.Fatal(err)
@@ -112,6 +114,7 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 		fmt.Sprintf("IRONFLOW_TEMPORAL_UI_PORT=%d", ports[2]),
 		fmt.Sprintf("IRONFLOW_CODEC_LISTEN=127.0.0.1:%d", ports[3]),
 		fmt.Sprintf("IRONFLOW_BOOT_LISTEN=127.0.0.1:%d", ports[4]),
+		fmt.Sprintf("IRONFLOW_METRICS_LISTEN=127.0.0.1:%d", ports[5]),
 	)
 	for _, drop := range []string{"DATABASE_URL", "TEMPORAL_ADDRESS", "IRONFLOW_TEMPORAL_ADDRESS", "IRONFLOW_DATABASE_URL"} {
 		cmd.Env = append(cmd.Env, drop+"=")
@@ -208,6 +211,12 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 	if out := bm("node", "show", "fresh-clone-node-7d1", "-f", "value", "-c", "provision_state"); strings.TrimSpace(out) != "manageable" {
 		t.Errorf("after manage (a Temporal workflow): provision_state %q", strings.TrimSpace(out))
 	}
+	// The metrics, where make run's banner says (docs/metrics.md).
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[5])
+	if runLog, _ := os.ReadFile(logPath); !strings.Contains(string(runLog), "Metrics      "+metricsURL+" ") {
+		t.Errorf("make run's banner does not name the metrics address %s:\n%s", metricsURL, embedded.Tail(logPath, 4000))
+	}
+	checkMetrics(t, metricsURL, `ironflow_nodes{conductor_group="",provision_state="manageable"} 1`)
 	// The Temporal Web UI: its page, and its API reading the dev server.
 	resp, err := http.Get(uiURL + "/")
 	if err != nil {
@@ -423,4 +432,23 @@ func (rf *redfishVM) insertedISO(t *testing.T) int64 {
 		return nil
 	})
 	return found
+}
+
+// checkMetrics scrapes url, lints it with `promtool check metrics` and
+// looks for the sample line want.
+func checkMetrics(t *testing.T, url, want string) {
+	t.Helper()
+	body, err := promcheck.Scrape(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), want+"\n") {
+		t.Errorf("%s has no %s", url, want)
+	}
+	switch err := promcheck.Lint(body); {
+	case errors.Is(err, promcheck.ErrNoPromtool):
+		t.Logf("LOUD: %v: make run's scrape is not linted", err)
+	case err != nil:
+		t.Errorf("make run's scrape: %v", err)
+	}
 }

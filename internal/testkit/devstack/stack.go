@@ -30,6 +30,10 @@ const (
 	// unreachableBootURL is the boot URL of a stack without PXE: nothing
 	// listens there, and no test machine fetches from it.
 	unreachableBootURL = "http://127.0.0.1:1"
+	// freeMetricsListen serves each part's metrics on a port of its own
+	// (stacks run side by side; a test that scrapes passes its own
+	// --metrics-listen in APIArgs, WorkerArgs or PXEArgs).
+	freeMetricsListen = "127.0.0.1:0"
 	// readyPollInterval is how often a readiness wait probes.
 	readyPollInterval = 250 * time.Millisecond
 )
@@ -75,6 +79,11 @@ type StackConfig struct {
 	APIArgs, WorkerArgs, PXEArgs []string
 	// PXE runs `ironflow pxe` too (DHCP, TFTP, HTTP boot; PXEArgs say where).
 	PXE bool
+	// APIMetricsListen and WorkerMetricsListen are where the stack's own
+	// API and worker serve their metrics (default: a free port each); the
+	// arguments APIArgs and WorkerArgs build for further parts always
+	// take a free port, so that they never meet these.
+	APIMetricsListen, WorkerMetricsListen string
 }
 
 // Stack is ironflow as production runs it, each part its own process:
@@ -209,18 +218,28 @@ func (s *Stack) Codec() (*payload.Codec, error) {
 // APIArgs are the arguments of an `ironflow api` listening on listen.
 func (s *Stack) APIArgs(listen string) []string {
 	return append([]string{"api", "--listen", listen, "--database-url", s.DatabaseURL,
-		"--temporal-address", s.Temporal.Address(), "--signal-key", s.SignalKey}, s.cfg.APIArgs...)
+		"--temporal-address", s.Temporal.Address(), "--signal-key", s.SignalKey, "--metrics-listen", freeMetricsListen}, s.cfg.APIArgs...)
 }
 
 // WorkerArgs are the arguments of the stack's `ironflow worker`.
 func (s *Stack) WorkerArgs() []string {
 	return append([]string{"worker", "--database-url", s.DatabaseURL, "--temporal-address", s.Temporal.Address(),
-		"--agent-api-url", s.cfg.AgentAPIURL, "--boot-url", s.cfg.BootURL, "--agent-insecure", "--signal-key", s.SignalKey}, s.cfg.WorkerArgs...)
+		"--agent-api-url", s.cfg.AgentAPIURL, "--boot-url", s.cfg.BootURL, "--agent-insecure", "--signal-key", s.SignalKey,
+		"--metrics-listen", freeMetricsListen}, s.cfg.WorkerArgs...)
 }
 
 // PXEArgs are the arguments of the stack's `ironflow pxe`.
 func (s *Stack) PXEArgs() []string {
-	return append([]string{"pxe", "--data-dir", s.cfg.Dir, "--database-url", s.DatabaseURL}, s.cfg.PXEArgs...)
+	return append([]string{"pxe", "--data-dir", s.cfg.Dir, "--database-url", s.DatabaseURL, "--metrics-listen", freeMetricsListen}, s.cfg.PXEArgs...)
+}
+
+// withMetricsListen sets --metrics-listen to addr (the later flag wins),
+// unless addr is empty.
+func withMetricsListen(args []string, addr string) []string {
+	if addr == "" {
+		return args
+	}
+	return append(slices.Clone(args), "--metrics-listen", addr)
 }
 
 // Spawn starts the ironflow binary with args as a process of the stack
@@ -247,7 +266,7 @@ func (s *Stack) Spawn(name string, args []string) (*embedded.Process, error) {
 
 // StartAPI starts `ironflow api` (again) and waits until it answers.
 func (s *Stack) StartAPI(ctx context.Context) error {
-	p, err := s.Spawn("ironflow-api", s.APIArgs(s.APIListen))
+	p, err := s.Spawn("ironflow-api", withMetricsListen(s.APIArgs(s.APIListen), s.cfg.APIMetricsListen))
 	if err != nil {
 		return err
 	}
@@ -257,7 +276,7 @@ func (s *Stack) StartAPI(ctx context.Context) error {
 
 // StartWorker starts `ironflow worker` (again); its runs share one log.
 func (s *Stack) StartWorker() error {
-	p, err := s.Spawn("ironflow-worker", s.WorkerArgs())
+	p, err := s.Spawn("ironflow-worker", withMetricsListen(s.WorkerArgs(), s.cfg.WorkerMetricsListen))
 	if err != nil {
 		return err
 	}
