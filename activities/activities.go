@@ -78,6 +78,10 @@ type Config struct {
 	AgentInsecure bool
 	// Conductor names this worker in node history.
 	Conductor string
+	// DisableHealthMonitoring: the power sync does not read nodes' hardware
+	// health (Ironic's [conductor] enable_health_monitoring = False); the
+	// stored health stays as it was.
+	DisableHealthMonitoring bool
 	// VirtualMedia builds and removes per-node agent ISOs; nil when the
 	// worker cannot serve virtual media.
 	VirtualMedia VirtualMedia

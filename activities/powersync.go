@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
+	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/nodelock"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
@@ -236,15 +237,17 @@ func (p *PowerSync) syncNodes(ctx context.Context, nodes []*store.Node, in workf
 func (p *PowerSync) syncNode(ctx context.Context, seen *store.Node, in workflows.PowerSyncBatch, timeout time.Duration) (nodeOutcome, error) {
 	a := p.Activities
 	o := nodeOutcome{uuid: seen.UUID}
-	state, readErr := p.readPower(ctx, seen.UUID, timeout)
+	reading, readErr := p.readPower(ctx, seen.UUID, timeout)
+	state := reading.power
 	if ctx.Err() != nil {
 		// The batch is ending (a store failure elsewhere, or the activity
 		// was cancelled): a read cut short says nothing about the BMC.
 		o.what = outDeferred
 		return o, nil
 	}
-	var event, severity string
+	var event, severity, healthEvent string
 	_, err := a.Store.UpdateNode(ctx, seen.UUID, func(n *store.Node) error {
+		event, severity, healthEvent = "", "", ""
 		if moved(seen, n) {
 			return errNodeMoved
 		}
@@ -273,6 +276,7 @@ func (p *PowerSync) syncNode(ctx context.Context, seen *store.Node, in workflows
 			return nil
 		}
 		delete(n.DriverInternalInfo, keyPowerSyncFailures)
+		healthEvent = syncHealth(n, reading)
 		old := n.PowerState
 		n.PowerState = optional(state)
 		if n.Maintenance {
@@ -287,7 +291,7 @@ func (p *PowerSync) syncNode(ctx context.Context, seen *store.Node, in workflows
 			return nil
 		}
 		o.what = outUnchanged
-		if failures == 0 {
+		if failures == 0 && healthEvent == "" {
 			// Nothing to write: end the transaction without an UPDATE.
 			return errUnchanged
 		}
@@ -302,6 +306,18 @@ func (p *PowerSync) syncNode(ctx context.Context, seen *store.Node, in workflows
 	case err != nil:
 		o.what = outDeferred
 		return o, storeErr(err, "record synced power state of node %s", seen.UUID)
+	}
+	if healthEvent != "" {
+		// Ironic records it as a "monitoring" event at INFO level, whatever
+		// the health; the log says more when it is bad.
+		if h := reading.health; h != nil && *h != string(bmc.HealthOK) {
+			a.Log.Warn("power sync: node health indicates a problem", "node", seen.UUID, "health", *h)
+		} else {
+			a.Log.Info("power sync", "node", seen.UUID, "event", healthEvent)
+		}
+		if err := a.history(ctx, seen.UUID, store.SeverityInfo, "monitoring", healthEvent); err != nil {
+			return o, err
+		}
 	}
 	if event != "" {
 		if o.what == outMaintenance {
@@ -319,20 +335,74 @@ func (p *PowerSync) syncNode(ctx context.Context, seen *store.Node, in workflows
 // errUnchanged ends an UpdateNode that has nothing to write.
 var errUnchanged = errors.New("power state unchanged")
 
-// readPower asks the node's BMC for its power state within timeout.
-func (p *PowerSync) readPower(ctx context.Context, nodeUUID string, timeout time.Duration) (string, error) {
+// bmcReading is what one node's BMC said in a tick.
+type bmcReading struct {
+	power string
+	// health is the hardware health (API 1.109), nil when unknown;
+	// healthRead is false when it was not read (a driver without health,
+	// or a failed read), which leaves the stored value alone.
+	health     *string
+	healthRead bool
+}
+
+// readPower asks the node's BMC for its power state and, after it answered,
+// its hardware health, with the same driver within timeout, as Ironic's
+// do_sync_power_state reads health (node_cache_health) once the power
+// state is read. A health read that fails is logged and changes nothing:
+// it never counts as a failed power read.
+func (p *PowerSync) readPower(ctx context.Context, nodeUUID string, timeout time.Duration) (bmcReading, error) {
+	var r bmcReading
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	d, err := p.Activities.driver(ctx, workflows.NodeInfo{UUID: nodeUUID})
 	if err != nil {
-		return "", err
+		return r, err
 	}
 	defer d.Close()
 	s, err := d.PowerState(ctx)
 	if err != nil {
-		return "", bmcErr(err, "get power state of node %s", nodeUUID)
+		return r, bmcErr(err, "get power state of node %s", nodeUUID)
 	}
-	return string(s), nil
+	r.power = string(s)
+	if !p.Activities.Config.DisableHealthMonitoring {
+		r.health, r.healthRead = p.readHealth(ctx, d, nodeUUID)
+	}
+	return r, nil
+}
+
+// readHealth reads the node's hardware health where its driver can. A
+// driver that is no bmc.HealthReader (IPMI) or says ErrUnsupported reads
+// as unknown (nil), so that a node that moved to such a driver does not
+// keep a stale value (Ironic's health documentation: "nodes using drivers
+// without health monitoring support ... have their health field set to
+// None").
+func (p *PowerSync) readHealth(ctx context.Context, d bmc.Driver, nodeUUID string) (*string, bool) {
+	hr, ok := d.(bmc.HealthReader)
+	if !ok {
+		return nil, true
+	}
+	h, err := hr.Health(ctx)
+	switch {
+	case errors.Is(err, bmc.ErrUnsupported):
+		return nil, true
+	case err != nil:
+		p.Activities.Log.Warn("power sync: could not read health", "node", nodeUUID, "error", err)
+		return nil, false
+	case h == bmc.HealthUnknown:
+		return nil, true
+	}
+	return optional(string(h)), true
+}
+
+// syncHealth stores a changed health on n and returns the history event
+// for it (Ironic's node_cache_health message), or "" when unchanged.
+func syncHealth(n *store.Node, r bmcReading) string {
+	if !r.healthRead || deref(n.Health) == deref(r.health) {
+		return ""
+	}
+	old := n.Health
+	n.Health = r.health
+	return fmt.Sprintf("Node health status changed: health='%s' (previously '%s')", orNone(r.health), orNone(old))
 }
 
 // moved reports whether the node changed, since it was listed, in a way

@@ -47,6 +47,8 @@ var nodeFields = []nodeField{
 	{name: "extra", since: 1, value: dict(func(n *node) *map[string]any { return &n.Extra }), access: writable},
 	{name: "fault", since: v42Fault, value: optText(func(n *node) **string { return &n.Fault }, 0),
 		filter: oneOfFilter(v42Fault, func(f *nodeQuery) *string { return &f.Fault }, validFaults, unknownFault)},
+	// health: written by the power sync only (activities/powersync.go).
+	{name: "health", since: v109NodeHealth, value: optText(func(n *node) **string { return &n.Health }, 0)},
 	{name: "firmware_interface", since: v86FirmwareInterface, value: ifaceName(func(n *node) *string { return &n.FirmwareInterface }), access: writable},
 	{name: "inspection_finished_at", since: v6InspectState, value: optTime(func(n *node) *time.Time { return n.InspectionFinishedAt })},
 	{name: "inspection_started_at", since: v6InspectState, value: optTime(func(n *node) *time.Time { return n.InspectionStartedAt })},

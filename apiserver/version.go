@@ -133,6 +133,7 @@ const (
 	v106PortgroupShard        = 106
 	v107XOpenStackRequestID   = 107
 	v108ServiceDisableRamdisk = 108
+	v109NodeHealth            = 109
 	v110DeployWaitAbort       = 110
 	v111DynamicPortgroup      = 111
 	v112RunbookTraits         = 112

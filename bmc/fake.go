@@ -24,6 +24,9 @@ import (
 //	                and media and a log of every power action, so that the
 //	                machine outlives the worker process as a real BMC does
 //	                (the crash tests count power-ons there)
+//	fake_health     "OK", "Warning", "Critical" or "" (unknown): the health
+//	                the machine reports (bmc/health.go); without it the fake
+//	                reads no health, as Ironic's fake management interface
 func init() { Register("fake-hardware", newFake) }
 
 type fakeMachine struct {
@@ -122,6 +125,8 @@ type fakeDriver struct {
 	m        *fakeMachine
 	failRate float64
 	latency  time.Duration
+	// health is fake_health; nil reads no health (bmc/health.go).
+	health *Health
 }
 
 func newFake(info map[string]any) (Driver, error) {
@@ -145,6 +150,15 @@ func newFake(info map[string]any) (Driver, error) {
 			return nil, fmt.Errorf("%w: fake_latency %v: %v", ErrInvalidConfig, v, err)
 		}
 		d.latency = l
+	}
+	if v, ok := info["fake_health"]; ok {
+		h := Health(fmt.Sprint(v))
+		switch h {
+		case HealthOK, HealthWarning, HealthCritical, HealthUnknown:
+		default:
+			return nil, fmt.Errorf("%w: fake_health %v is not one of OK, Warning, Critical or empty", ErrInvalidConfig, v)
+		}
+		d.health = &h
 	}
 	return d, nil
 }

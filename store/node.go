@@ -45,19 +45,22 @@ type Node struct {
 	Maintenance       bool    `json:"maintenance" db:"maintenance"`
 	MaintenanceReason *string `json:"maintenance_reason" db:"maintenance_reason"`
 	Fault             *string `json:"fault" db:"fault"`
-	LastError         *string `json:"last_error" db:"last_error"`
-	Reservation       *string `json:"reservation" db:"reservation"`
-	ConductorGroup    string  `json:"conductor_group" db:"conductor_group"`
-	ResourceClass     *string `json:"resource_class" db:"resource_class"`
-	Description       *string `json:"description" db:"description"`
-	Owner             *string `json:"owner" db:"owner"`
-	Lessee            *string `json:"lessee" db:"lessee"`
-	AutomatedClean    *bool   `json:"automated_clean" db:"automated_clean"`
-	Protected         bool    `json:"protected" db:"protected"`
-	ProtectedReason   *string `json:"protected_reason" db:"protected_reason"`
-	Retired           bool    `json:"retired" db:"retired"`
-	RetiredReason     *string `json:"retired_reason" db:"retired_reason"`
-	InstanceUUID      *string `json:"instance_uuid" db:"instance_uuid"`
+	// Health (API 1.109) is the BMC's hardware health as the power sync
+	// last read it: "OK", "Warning", "Critical", or nil when unknown.
+	Health          *string `json:"health" db:"health"`
+	LastError       *string `json:"last_error" db:"last_error"`
+	Reservation     *string `json:"reservation" db:"reservation"`
+	ConductorGroup  string  `json:"conductor_group" db:"conductor_group"`
+	ResourceClass   *string `json:"resource_class" db:"resource_class"`
+	Description     *string `json:"description" db:"description"`
+	Owner           *string `json:"owner" db:"owner"`
+	Lessee          *string `json:"lessee" db:"lessee"`
+	AutomatedClean  *bool   `json:"automated_clean" db:"automated_clean"`
+	Protected       bool    `json:"protected" db:"protected"`
+	ProtectedReason *string `json:"protected_reason" db:"protected_reason"`
+	Retired         bool    `json:"retired" db:"retired"`
+	RetiredReason   *string `json:"retired_reason" db:"retired_reason"`
+	InstanceUUID    *string `json:"instance_uuid" db:"instance_uuid"`
 	// InstanceName (API 1.104) is the instance's human-readable name.
 	InstanceName   *string  `json:"instance_name" db:"instance_name"`
 	ChassisUUID    *string  `json:"chassis_uuid" db:"chassis_uuid"`
@@ -178,6 +181,7 @@ var nodeFields = []nodeField{
 	{"maintenance", func(n *Node) any { return &n.Maintenance }, true},
 	{"maintenance_reason", func(n *Node) any { return &n.MaintenanceReason }, true},
 	{"fault", func(n *Node) any { return &n.Fault }, true},
+	{"health", func(n *Node) any { return &n.Health }, true},
 	{"last_error", func(n *Node) any { return &n.LastError }, true},
 	{"reservation", func(n *Node) any { return &n.Reservation }, true},
 	{"conductor_group", func(n *Node) any { return &n.ConductorGroup }, true},

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/vbmc"
 )
 
@@ -186,6 +187,7 @@ func TestRealBMCsThroughTheCLI(t *testing.T) {
 			if v := mustCLI(t, "node", "validate", n.name, "-f", "json"); !strings.Contains(v, `"Interface": "power"`) {
 				t.Fatalf("validate: %s", v)
 			}
+			l.checkHealth(t, n.name, n.vm)
 
 			mustCLI(t, "node", "power", "on", n.name)
 			waitFor(t, n.vm+" QEMU running", 60*time.Second, func() bool { return l.qemuRunning(n.vm) })
@@ -297,5 +299,55 @@ func TestManageWithWrongBMCPasswordGoesBackToEnroll(t *testing.T) {
 		}
 		fmt.Println(c.name, "last_error:", *n.LastError)
 		mustCLI(t, "node", "delete", c.name)
+	}
+}
+
+// checkHealth follows the node's health (API 1.109) through the lab's
+// power sync: the redfish VM reports OK, then Warning once its BMC says so
+// (vbmc's Ironflow.SetHealth), each change a monitoring event in the
+// history the CLI lists; the ipmi node reads none: its health is null. The
+// stack serves 1.93, so the value itself is read from the store.
+func (l *bmcLab) checkHealth(t *testing.T, name, vm string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, lab.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	health := func() string {
+		n, err := st.GetNode(ctx, getNode(t, name).UUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return deref(n.Health)
+	}
+	history := func() string { return mustCLI(t, "node", "history", "list", name, "-f", "json") }
+	if vm != "rf0" {
+		// IPMI reads no health. A value left from an earlier driver (set
+		// here in the store) is cleared by the next sync tick.
+		uuid := getNode(t, name).UUID
+		if _, err := st.UpdateNode(ctx, uuid, func(n *store.Node) error { ok := "OK"; n.Health = &ok; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, name+" health cleared by the power sync", 60*time.Second, func() bool { return health() == "<nil>" })
+		if hist := history(); !strings.Contains(hist, "Node health status changed: health='None' (previously 'OK')") {
+			t.Fatalf("no health event in the ipmi node's history:\n%s", hist)
+		}
+		return
+	}
+	waitFor(t, name+" health OK from the power sync", 60*time.Second, func() bool { return health() == "OK" })
+	if err := vbmc.SetHealth(ctx, l.redfishURL, "admin", "password", vm, "Warning"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, name+" health Warning from the power sync", 60*time.Second, func() bool { return health() == "Warning" })
+	hist := history()
+	for _, want := range []string{
+		"Node health status changed: health='OK' (previously 'None')",
+		"Node health status changed: health='Warning' (previously 'OK')",
+	} {
+		if !strings.Contains(hist, want) {
+			t.Fatalf("history lacks %q:\n%s", want, hist)
+		}
 	}
 }

@@ -21,6 +21,11 @@
 // writable LocationIndicatorActive (indicators.go), kept in state_dir/NAME;
 // a ComputerSystem.Reset with ResetType Nmi is QEMU's inject-nmi.
 //
+// The system's Status.Health (the node's health to ironflow's power sync)
+// is OK until the OEM action Ironflow.SetHealth sets it (health.go):
+// POST /redfish/v1/Systems/NAME/Actions/Oem/Ironflow.SetHealth with
+// {"Health": "OK" | "Warning" | "Critical" | null}, kept in state_dir/NAME.
+//
 // It owns QEMU processes and their state directories. It never reaches the
 // network beyond 127.0.0.1 or the lab networks named in the configuration
 // (virtual media downloads), and it never logs the BMC password or session

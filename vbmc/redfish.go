@@ -135,6 +135,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("GET "+redfishRoot+"/Systems/{id}", s.withMachine(s.handleSystem))
 	mux.HandleFunc("PATCH "+redfishRoot+"/Systems/{id}", s.withMachine(s.handlePatchSystem))
 	mux.HandleFunc("POST "+redfishRoot+"/Systems/{id}/Actions/ComputerSystem.Reset", s.withMachine(s.handleReset))
+	mux.HandleFunc("POST "+redfishRoot+"/Systems/{id}/Actions/Oem/"+setHealthAction, s.withMachine(s.handleSetHealth)) // health.go
 	s.routeSystemResources(mux)
 	s.routeUpdateService(mux)
 	s.routeStorage(mux)
@@ -436,7 +437,7 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 		"BiosVersion":  s.firmwareVersion(m, "BIOS"),
 		"PowerState":   power,
 		"IndicatorLED": m.indicator("system"), // indicators.go
-		"Status":       okStatus(),
+		"Status":       m.systemStatus(),      // health.go
 		"Boot": map[string]any{
 			"BootSourceOverrideTarget":  boot.Target,
 			targetAllowed:               bootTargets,
@@ -471,6 +472,7 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 				"target":     p + "/Actions/ComputerSystem.Reset",
 				resetAllowed: resetTypes,
 			},
+			"Oem": healthActions(p), // health.go
 		},
 	}, etag, nil
 }

@@ -309,7 +309,7 @@ type workerFlags struct {
 	consoleListen, consolePorts                                                    *string
 	conductorInterval                                                              *time.Duration
 	bmcAttempts, maxActivities, wfPollers, actPollers                              *int
-	automatedClean, agentInsecure                                                  *bool
+	automatedClean, agentInsecure, healthMonitoring                                *bool
 	glance                                                                         glanceFlags
 	signal                                                                         signalKeyFlags
 	payload                                                                        payloadKeyFlags
@@ -337,6 +337,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		actPollers:       s.Int("activity-task-pollers", worker.DefaultActivityTaskPollers, "long polls the worker keeps open for hardware activity tasks, per conductor group"),
 		automatedClean:   s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
 		agentInsecure:    s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
+		healthMonitoring: s.Bool("health-monitoring", true, "read each node's hardware health from its BMC in the power-state sync (Ironic's [conductor] enable_health_monitoring; one more BMC query per node and tick)"),
 		glance:           addGlanceFlags(s),
 	}
 	host, _ := os.Hostname()
@@ -382,6 +383,8 @@ func (f workerFlags) activitiesConfig() activities.Config {
 		AgentKernelParams: *f.kernelParams,
 		AgentInsecure:     *f.agentInsecure,
 		Conductor:         *f.hostname,
+
+		DisableHealthMonitoring: !*f.healthMonitoring,
 	}
 }
 
