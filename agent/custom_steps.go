@@ -37,8 +37,8 @@ type CustomStep struct {
 	// another is refused, as Ironic refuses a step's unexpected arguments
 	// (a step from CustomStepsFromDir takes none).
 	Args map[string]string
-	// Run runs the step with the args the deploy gave it and the node the
-	// conductor sent; its result becomes deploy_result.
+	// Run runs the step with the args the deploy gave it ({} for none) and
+	// the node the conductor sent; its result becomes deploy_result.
 	Run func(ctx context.Context, args, node map[string]any) (any, error)
 }
 
@@ -76,9 +76,6 @@ func CustomStepsFromDir(dir string) ([]CustomStep, error) {
 // execStep runs the executable path as a custom step.
 func execStep(path string) func(ctx context.Context, args, node map[string]any) (any, error) {
 	return func(ctx context.Context, args, node map[string]any) (any, error) {
-		if args == nil {
-			args = map[string]any{}
-		}
 		in, err := json.Marshal(args)
 		if err != nil {
 			return nil, err

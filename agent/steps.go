@@ -141,7 +141,11 @@ func (a *Agent) executeDeployStep(ctx context.Context, cmd *command, raw json.Ra
 			return nil, newRESTError("HardwareManagerMethodNotFound", 500, "No HardwareManager found to handle method", "Could not find method: "+p.Step.Step)
 		}
 		a.log.Info("running custom deploy step", "step", p.Step.Step)
-		result, err = c.Run(ctx, p.Step.Args, a.nodeOrLookup(p.Node))
+		args := p.Step.Args
+		if args == nil {
+			args = map[string]any{} // a step's args are an object, {} when none
+		}
+		result, err = c.Run(ctx, args, a.nodeOrLookup(p.Node))
 	}
 	if err != nil {
 		return nil, err
