@@ -281,7 +281,8 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	case workflows.BootAgent, workflows.BootInspect, workflows.BootRescue:
 		if loaded, err = a.Store.GetNode(ctx, node.UUID); err != nil {
 			return storeErr(err, "load node %s", node.UUID)
-		} else if in.Kind == workflows.BootAgent && deploying(loaded) {
+		} else if d := hardware.DeployOf(hardware.Interface(loaded.DeployInterface)); in.Kind == workflows.BootAgent && deploying(loaded) &&
+			!(d.Flow() == hardware.FlowAgent && !d.WritesImage()) { // custom-agent writes no image: none to check
 			if err := a.checkImage(ctx, loaded); err != nil {
 				return err
 			}

@@ -88,6 +88,10 @@ type Config struct {
 	// embeds for a partition image in BIOS boot mode (DefaultGRUBDir,
 	// where the ramdisk builder puts them).
 	GRUBDir string
+	// CustomDeploySteps are deploy steps offered besides the agent's own
+	// (agent/custom_steps.go): a custom-agent deploy runs the one its user
+	// names. A step of the same name as one of the agent's own is ignored.
+	CustomDeploySteps []CustomStep
 }
 
 // Agent is one running agent.

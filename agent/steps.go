@@ -136,7 +136,16 @@ func (a *Agent) executeDeployStep(ctx context.Context, cmd *command, raw json.Ra
 		}
 		result, err = a.raidApplyConfiguration(ctx, cmd, p.Step.Args, a.nodeOrLookup(p.Node))
 	default:
-		return nil, newRESTError("HardwareManagerMethodNotFound", 500, "No HardwareManager found to handle method", "Could not find method: "+p.Step.Step)
+		c, ok := a.customDeployStep(p.Step.Step)
+		if !ok || (p.Step.Interface != "" && p.Step.Interface != "deploy") {
+			return nil, newRESTError("HardwareManagerMethodNotFound", 500, "No HardwareManager found to handle method", "Could not find method: "+p.Step.Step)
+		}
+		a.log.Info("running custom deploy step", "step", p.Step.Step)
+		args := p.Step.Args
+		if args == nil {
+			args = map[string]any{} // a step's args are an object, {} when none
+		}
+		result, err = c.Run(ctx, args, a.nodeOrLookup(p.Node))
 	}
 	if err != nil {
 		return nil, err
@@ -166,6 +175,15 @@ func (a *Agent) deployStepsFor(node map[string]any) []client.Step {
 	steps := deploySteps()
 	if agentRAID(node) {
 		steps = append(steps, raidDeploySteps()...)
+	}
+	for _, c := range a.customDeploySteps() {
+		own := false
+		for _, s := range steps {
+			own = own || s.Step == c.Step
+		}
+		if !own {
+			steps = append(steps, c)
+		}
 	}
 	return steps
 }

@@ -149,9 +149,16 @@ func validateNode(n *store.Node, imageProblem string) map[string]map[string]any 
 
 	// deploy: an image to write.
 	out["deploy"] = ok()
-	switch flow := hardware.DeployOf(hardware.Interface(n.DeployInterface)).Flow(); flow {
+	deploy := hardware.DeployOf(hardware.Interface(n.DeployInterface))
+	switch flow := deploy.Flow(); flow {
 	case hardware.FlowAgent, hardware.FlowRamdisk, hardware.FlowInstaller:
 		key := "image_source"
+		if flow == hardware.FlowAgent && !deploy.WritesImage() {
+			// custom-agent: the user's deploy steps bring what the
+			// machine runs; no image to check (Ironic's
+			// CustomAgentDeploy.validate).
+			break
+		}
 		if flow == hardware.FlowRamdisk && (str(n.InstanceInfo, "boot_iso") != "" || str(n.InstanceInfo, "kernel") != "") {
 			break
 		}

@@ -31,7 +31,7 @@ func (s *server) validate(c *gin.Context, n *store.Node) error {
 // write — or that no Glance is configured; "" when it can. An image_source
 // that is a URL never reaches Glance.
 func (s *server) glanceImageProblem(ctx context.Context, n *store.Node) string {
-	if hardware.DeployOf(hardware.Interface(n.DeployInterface)).Flow() != hardware.FlowAgent {
+	if d := hardware.DeployOf(hardware.Interface(n.DeployInterface)); d.Flow() != hardware.FlowAgent || !d.WritesImage() {
 		return ""
 	}
 	src, _ := hardware.Text(n.InstanceInfo, "image_source")

@@ -16,7 +16,7 @@ func init() {
 		}),
 		Interfaces: map[Kind][]Interface{
 			KindBIOS: {Fake, NoBIOS}, KindBoot: {Fake, IPXE, PXE}, KindConsole: {Fake, NoConsole},
-			KindDeploy: {Fake, Direct, Ramdisk, Anaconda}, KindFirmware: {Fake, NoFirmware},
+			KindDeploy: {Fake, Direct, Ramdisk, Anaconda, CustomAgent}, KindFirmware: {Fake, NoFirmware},
 			KindInspect: {Fake, Agent, NoInspect}, KindManagement: {Fake, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Fake}, KindRAID: {Fake, NoRAID, Agent},
 			KindRescue: {Fake, NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {Fake, NoVendor},

@@ -101,6 +101,11 @@ type Deploy interface {
 	// PreparesBoot reports whether the deploy prepares a boot that must be
 	// removed when it fails.
 	PreparesBoot() bool
+	// WritesImage reports whether an agent deploy writes the instance
+	// image itself (direct: deploy.write_image and the bootloader, with
+	// instance_info image_source required); custom-agent leaves the disk to
+	// the user's deploy steps, as Ironic's CustomAgentDeploy does.
+	WritesImage() bool
 }
 
 // InspectMethod is how an inspect interface learns the hardware.
@@ -164,11 +169,13 @@ func (b bootBehaviour) VirtualMedia() bool { return b.virtualMedia }
 type deployBehaviour struct {
 	flow                     DeployFlow
 	writesDisk, preparesBoot bool
+	writesImage              bool
 }
 
 func (d deployBehaviour) Flow() DeployFlow   { return d.flow }
 func (d deployBehaviour) WritesDisk() bool   { return d.writesDisk }
 func (d deployBehaviour) PreparesBoot() bool { return d.preparesBoot }
+func (d deployBehaviour) WritesImage() bool  { return d.writesImage }
 
 // RescueMethod is how a rescue interface rescues an instance.
 type RescueMethod int
@@ -264,10 +271,14 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	}
 	implement(KindBoot, RedfishVirtualMedia, servedByVirtualCD, CapVirtualMedia, bootBehaviour{virtualMedia: true}, agentImageKeys...)
 
-	implement(KindDeploy, Direct, "workflows DeployNode: the agent's deploy steps", "", deployBehaviour{FlowAgent, true, true}, imageTrustKeys...)
-	implement(KindDeploy, Ramdisk, "workflows DeployNode: the instance's ramdisk booted from the network", "", deployBehaviour{FlowRamdisk, true, true})
-	implement(KindDeploy, Anaconda, "workflows DeployNode: the installer and its kickstart", "", deployBehaviour{FlowInstaller, true, true})
-	implement(KindDeploy, Fake, "workflows DeployNode: power on, nothing written", "", deployBehaviour{FlowNone, false, false})
+	implement(KindDeploy, Direct, "workflows DeployNode: the agent's deploy steps", "", deployBehaviour{FlowAgent, true, true, true}, imageTrustKeys...)
+	// custom-agent (docs/bmcs-and-boot.md): the agent boots, the user's
+	// deploy steps run on it by name, then the instance boots from disk;
+	// no image is downloaded or written (Ironic's CustomAgentDeploy).
+	implement(KindDeploy, CustomAgent, "workflows DeployNode: the agent runs the user's deploy steps", "", deployBehaviour{flow: FlowAgent, writesDisk: true, preparesBoot: true})
+	implement(KindDeploy, Ramdisk, "workflows DeployNode: the instance's ramdisk booted from the network", "", deployBehaviour{FlowRamdisk, true, true, false})
+	implement(KindDeploy, Anaconda, "workflows DeployNode: the installer and its kickstart", "", deployBehaviour{FlowInstaller, true, true, false})
+	implement(KindDeploy, Fake, "workflows DeployNode: power on, nothing written", "", deployBehaviour{FlowNone, false, false, false})
 
 	implement(KindRescue, NoRescue, servedByNothing, "", rescueBehaviour{RescueNothing, false})
 	implement(KindRescue, Fake, servedByNothing, "", rescueBehaviour{RescueNothing, true})

@@ -60,6 +60,9 @@ const (
 	Direct   Interface = "direct"
 	Ramdisk  Interface = "ramdisk"
 	Anaconda Interface = "anaconda"
+	// CustomAgent boots the agent and runs the user's deploy steps on it,
+	// writing no image of its own (Ironic's CustomAgentDeploy).
+	CustomAgent Interface = "custom-agent"
 
 	// Agent inspects in-band (the agent boots and reports an inventory) and
 	// rescues (the agent boots and sets the rescue user's password).

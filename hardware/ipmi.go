@@ -18,7 +18,7 @@ func init() {
 		}, powerWaitKeys),
 		Interfaces: map[Kind][]Interface{
 			KindBIOS: {NoBIOS}, KindBoot: {IPXE, PXE}, KindConsole: {NoConsole, IPMIToolSocat, IPMIToolShellinabox},
-			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware},
+			KindDeploy: {Direct, Ramdisk, Anaconda, CustomAgent}, KindFirmware: {NoFirmware},
 			KindInspect: {NoInspect, Agent}, KindManagement: {IPMITool, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {IPMITool}, KindRAID: {NoRAID, Agent},
 			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {NoVendor},

@@ -33,7 +33,7 @@ func init() {
 		}, powerWaitKeys),
 		Interfaces: map[Kind][]Interface{
 			KindBIOS: {NoBIOS, Redfish}, KindBoot: {RedfishVirtualMedia, IPXE, PXE}, KindConsole: {NoConsole, RedfishGraphical},
-			KindDeploy: {Direct, Ramdisk, Anaconda}, KindFirmware: {NoFirmware, Redfish},
+			KindDeploy: {Direct, Ramdisk, Anaconda, CustomAgent}, KindFirmware: {NoFirmware, Redfish},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID, Redfish, Agent},
 			KindRescue: {NoRescue, Agent}, KindStorage: {Noop}, KindVendor: {Redfish, NoVendor},

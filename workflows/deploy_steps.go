@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/workflow"
@@ -48,7 +49,8 @@ func (r *run) deployAgentPlan(deploySteps json.RawMessage) error {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
 	oob := r.deployOutOfBandSteps(user)
-	early, err := earlyDeployPlan(user, nil, oob)
+	table := r.deployTable()
+	early, err := earlyDeployPlan(table, user, nil, oob)
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate deploy or power info for node %s: %s", r.node.UUID, errorText(err)))
 	}
@@ -82,7 +84,7 @@ func (r *run) deployAgentPlan(deploySteps json.RawMessage) error {
 	}); err != nil {
 		return err
 	}
-	plan, err := MergeSteps(PlanInput{Kind: provision.StepKindDeploy, Available: append(append(deployAvailable(agentSteps), oob...), FlowSteps(user)...), User: user, AnyArgs: builtinDeployIDs()})
+	plan, err := MergeSteps(PlanInput{Kind: provision.StepKindDeploy, Available: append(append(deployAvailable(table, agentSteps), oob...), FlowSteps(user)...), User: user, AnyArgs: builtinDeployIDs(table)})
 	if err != nil {
 		return r.failDeployPlan(fmt.Sprintf("Failed to validate the final deploy steps list for node %s: %s", r.node.UUID, errorText(err)))
 	}
@@ -203,12 +205,14 @@ func (r *run) deployInterfaceStep(s provision.Step) error {
 // steps checked against the built-in ones and the agent's as cached
 // reports them (KnownAgentSteps), a step neither has left out (Ironic's
 // skip_missing).
-func earlyDeployPlan(user []UserStep, cached, oob []provision.Step) ([]provision.Step, error) {
+//
+// table is the deploy interface's built-in plan (deployTableOf).
+func earlyDeployPlan(table []builtinStep, user []UserStep, cached, oob []provision.Step) ([]provision.Step, error) {
 	// Reserved steps (hold, wait, power_on, ...: workflows/hold.go) are
 	// available to every plan that names them.
-	available := append(append(deployAvailable(KnownAgentSteps(provision.StepKindDeploy, cached)), oob...), FlowSteps(user)...)
+	available := append(append(deployAvailable(table, KnownAgentSteps(provision.StepKindDeploy, cached)), oob...), FlowSteps(user)...)
 	return MergeSteps(PlanInput{Kind: provision.StepKindDeploy, Available: available, User: user,
-		SkipMissing: true, AnyArgs: builtinDeployIDs()})
+		SkipMissing: true, AnyArgs: builtinDeployIDs(table)})
 }
 
 // CheckDeploySteps checks a deploy request's steps (the user's, or those of
@@ -221,8 +225,9 @@ func earlyDeployPlan(user []UserStep, cached, oob []provision.Step) ([]provision
 // The node's interface deploy steps (ifaces: StepInterfaces' map) are
 // checked too, a firmware.update's components and checksums included
 // (ParseFirmwareSettings), so that a malformed one is the request's 400.
+// ifaces["deploy"], when given, picks the built-in plan (deployTableOf).
 func CheckDeploySteps(user []UserStep, cached []provision.Step, ifaces map[string]hardware.Interface) error {
-	_, err := earlyDeployPlan(user, cached, InterfaceSteps(provision.StepKindDeploy, ifaces))
+	_, err := earlyDeployPlan(deployTableOf(ifaces["deploy"]), user, cached, InterfaceSteps(provision.StepKindDeploy, ifaces))
 	if err != nil {
 		return err
 	}
@@ -237,11 +242,21 @@ func CheckDeploySteps(user []UserStep, cached []provision.Step, ifaces map[strin
 	return nil
 }
 
-// deployAvailable are the built-in deploy steps and the agent's: a step
-// both have is the built-in one (ironflow runs it), with the agent's
-// argsinfo where the built-in declares none.
-func deployAvailable(agent []provision.Step) []provision.Step {
-	out := append([]provision.Step(nil), builtinDeploySteps...)
+// deployAvailable are the built-in deploy steps (table's) and the agent's:
+// a step both have is the built-in one (ironflow runs it), with the agent's
+// argsinfo where the built-in declares none. custom-agent's table has no
+// write_image: the agent's own runs only for a user who names it (priority
+// 0, as IPA offers it), as with Ironic's CustomAgentDeploy.
+func deployAvailable(table []builtinStep, agent []provision.Step) []provision.Step {
+	out := stepsOf(table)
+	if !slices.ContainsFunc(table, func(b builtinStep) bool { return b.StepID == provision.StepWriteImage }) {
+		agent = slices.Clone(agent)
+		for i := range agent {
+			if agent[i].StepID == provision.StepWriteImage {
+				agent[i].Priority = 0
+			}
+		}
+	}
 	for i := range out {
 		for _, a := range agent {
 			if a.StepID == out[i].StepID && out[i].ArgsInfo == nil {
@@ -255,9 +270,9 @@ func deployAvailable(agent []provision.Step) []provision.Step {
 // builtinDeployIDs are the built-in deploy steps: they declare no argsinfo
 // and take any args (MergeSteps AnyArgs), as they did before the plan was
 // checked; write_image has the agent's.
-func builtinDeployIDs() []provision.StepID {
-	out := make([]provision.StepID, len(builtinDeploySteps))
-	for i, s := range builtinDeploySteps {
+func builtinDeployIDs(table []builtinStep) []provision.StepID {
+	out := make([]provision.StepID, len(table))
+	for i, s := range table {
 		out[i] = s.StepID
 	}
 	return out
@@ -279,8 +294,13 @@ func (r *run) runDeployPlan(plan []provision.Step, from int) error {
 func (r *run) runDeploySteps(steps []provision.Step, base int) error {
 	for i, s := range steps {
 		idx := base + i
-		fn := deployHandler(s.StepID)
+		fn := deployHandler(r.deployTable(), s.StepID)
 		indexed := stepIndexed[s.StepID]
+		if s.StepID == provision.StepPrepareInstanceBoot && !hardware.DeployOf(r.node.DeployInterface).WritesImage() {
+			// custom-agent's begins with SetBootDevice, which records
+			// no step.
+			indexed = false
+		}
 		if s.OutOfBand && deployInterfaceSteps[s.StepID] { // deployOutOfBandSteps
 			fn, indexed = (*run).deployInterfaceStep, false
 		}
@@ -318,8 +338,8 @@ var stepIndexed = map[provision.StepID]bool{provision.StepPrepareInstanceBoot: t
 // deployHandler runs a deploy step: its built-in handler, or, for a step
 // of the agent's own (named by the user, a deploy template or its
 // priority), agentDeployStep.
-func deployHandler(id provision.StepID) func(*run, provision.Step) error {
-	for _, b := range directDeploy {
+func deployHandler(table []builtinStep, id provision.StepID) func(*run, provision.Step) error {
+	for _, b := range table {
 		if b.StepID == id {
 			return b.run
 		}

@@ -66,6 +66,9 @@ type Config struct {
 	// APIClient / DownloadClient override the HTTP clients.
 	APIClient      *http.Client
 	DownloadClient *http.Client
+	// CustomDeploySteps are deploy steps offered besides the agent's own
+	// (agent.Config CustomDeploySteps): what a custom-agent deploy runs.
+	CustomDeploySteps []agent.CustomStep
 	// Logger (default: discard, so 500 agents stay quiet).
 	Logger *slog.Logger
 }
@@ -109,7 +112,8 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		APIURL: cfg.APIURL, LookupAddresses: cfg.MACs, NodeUUID: cfg.NodeUUID, AgentToken: cfg.AgentToken,
 		ListenAddr: cfg.ListenAddr, Insecure: cfg.Insecure, HeartbeatInterval: cfg.HeartbeatInterval,
 		APIClient: cfg.APIClient, DownloadClient: cfg.DownloadClient, Hardware: hw, Download: cfg.Download,
-		Logger: cfg.Logger.With("sim_agent", strings.Join(cfg.MACs, ",")),
+		CustomDeploySteps: cfg.CustomDeploySteps,
+		Logger:            cfg.Logger.With("sim_agent", strings.Join(cfg.MACs, ",")),
 		BeforeCommand: func(ctx context.Context, name string) error {
 			if cfg.Latency > 0 {
 				select {

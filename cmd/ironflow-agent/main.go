@@ -130,6 +130,13 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 		}
 		cfg.MinRootDiskSize = n
 	}
+	// Custom deploy steps (docs/bmcs-and-boot.md, "custom-agent"): the
+	// executables the image put in agent.DefaultCustomStepsDir.
+	custom, err := agent.CustomStepsFromDir(agent.DefaultCustomStepsDir)
+	if err != nil {
+		log.Warn("custom deploy steps not loaded", "err", err)
+	}
+	cfg.CustomDeploySteps = custom
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err

@@ -89,6 +89,10 @@ type Host struct {
 	// PreprovisioningNetworkData is set as the node's network_data.
 	PreprovisioningNetworkData map[string]any
 	Image                      Image
+	// CustomDeployMethod is spec.customDeploy.method: the node is created
+	// with deploy_interface custom-agent and provisioned with that deploy
+	// step (BMO's customDeploy).
+	CustomDeployMethod string
 	// RootDeviceName is rootDeviceHints.deviceName.
 	RootDeviceName string
 	// UserData, NetworkData and MetaData are the config drive's parts.
@@ -398,6 +402,7 @@ func (p *Provisioner) Register(ctx context.Context, credentialsChanged bool) (Re
 			// BMO sets disable_power_off in every create, whatever the
 			// microversion (enrollNode: DisablePowerOff: &data.DisablePowerOff).
 			DisablePowerOff: &dpo,
+			DeployInterface: p.deployInterface(),
 			Properties:      map[string]any{"capabilities": p.capabilities(nil), "cpu_arch": p.host.CPUArchitecture},
 		}
 		n, err = nodes.Create(ctx, p.client, opts).Extract()
@@ -755,12 +760,29 @@ func (p *Provisioner) instanceUpdates(n *nodes.Node) *updater {
 	default:
 		opts["image_checksum"], opts["image_os_hash_algo"], opts["image_os_hash_value"] = nil, img.ChecksumType, img.Checksum
 	}
+	if p.host.CustomDeployMethod != "" && img.URL == "" {
+		// BMO's getCustomDeployUpdateOptsForNode without an image: every
+		// image field removed.
+		opts = map[string]any{"boot_iso": nil, "image_source": nil, "image_disk_format": nil, "image_checksum": nil,
+			"image_os_hash_algo": nil, "image_os_hash_value": nil, "image_pull_secret": nil}
+	}
 	u.section("/instance_info", n.InstanceInfo, opts)
-	if n.DeployInterface == "ramdisk" || n.DeployInterface == "custom-agent" {
+	if p.host.CustomDeployMethod != "" {
+		u.top("deploy_interface", "custom-agent", n.DeployInterface)
+	} else if n.DeployInterface == "ramdisk" || n.DeployInterface == "custom-agent" {
 		u.top("deploy_interface", nil, n.DeployInterface)
 	}
 	u.section("/driver_info", n.DriverInfo, map[string]any{"force_persistent_boot_device": "Default"})
 	return u
+}
+
+// deployInterface is the deploy_interface BMO creates the node with:
+// custom-agent for a customDeploy host, else none (the default).
+func (p *Provisioner) deployInterface() string {
+	if p.host.CustomDeployMethod != "" {
+		return "custom-agent"
+	}
+	return ""
 }
 
 func nilIfEmpty(s string) any {
@@ -837,7 +859,13 @@ func (p *Provisioner) Provision(ctx context.Context) (Result, error) {
 		if r, err := p.setUpForProvisioning(ctx, n); err != nil || r.Dirty || r.ErrorMessage != "" {
 			return r, err
 		}
-		return p.changeProvisionState(ctx, n, nodes.ProvisionStateOpts{Target: nodes.TargetActive, ConfigDrive: p.configDrive()})
+		opts := nodes.ProvisionStateOpts{Target: nodes.TargetActive, ConfigDrive: p.configDrive()}
+		if m := p.host.CustomDeployMethod; m != "" {
+			// BMO's customDeploy: the method as a deploy step at
+			// priority 80, with empty args.
+			opts.DeploySteps = []nodes.DeployStep{{Interface: nodes.InterfaceDeploy, Step: m, Args: map[string]any{}, Priority: 80}}
+		}
+		return p.changeProvisionState(ctx, n, opts)
 	case nodes.Manageable:
 		return p.changeProvisionState(ctx, n, nodes.ProvisionStateOpts{Target: nodes.TargetProvide})
 	case nodes.CleanFail:

@@ -8,7 +8,8 @@
 // SIMMACHINE_API_PASSWORD when the API wants them (http_basic). It is
 // a module and a process of its own so that the Metal3 client's module
 // requires gophercloud at BMO's version, not ironflow's. It prints one
-// line per boot and stops on SIGTERM.
+// line per boot and stops on SIGTERM. SIMMACHINE_CUSTOM_STEP gives its
+// agents a custom deploy step of that name.
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/agent/sim"
 )
 
@@ -38,6 +40,16 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	cfg := sim.Config{APIURL: *api, MACs: strings.Split(*macs, ","), Insecure: true, HeartbeatInterval: time.Second, DiskSize: 40 << 30}
+	// SIMMACHINE_CUSTOM_STEP names a custom deploy step the agent offers
+	// (agent.Config CustomDeploySteps), as an image for Metal3's
+	// customDeploy would; it prints a line each time it runs.
+	if name := os.Getenv("SIMMACHINE_CUSTOM_STEP"); name != "" {
+		cfg.CustomDeploySteps = []agent.CustomStep{{Name: name, Run: func(_ context.Context, args, _ map[string]any) (any, error) {
+			b, _ := json.Marshal(args)
+			fmt.Printf("custom deploy step %s ran with args %s\n", name, b)
+			return "done", nil
+		}}}
+	}
 	var agent *sim.Agent
 	boots := 0
 	for {
