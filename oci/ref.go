@@ -66,6 +66,10 @@ func Parse(src string) (Ref, error) {
 	if !ok || host == "" || path == "" {
 		return Ref{}, refError(src, "an OCI image reference needs a registry host and a repository path")
 	}
+	if strings.Contains(host, "@") {
+		// Not echoed: the text before "@" is a credential.
+		return Ref{}, &Error{Kind: ErrInvalid, Msg: "Validation of image href oci://(credentials hidden) failed, reason: an oci:// URL carries no credentials: use instance_info/image_pull_secret"}
+	}
 	r := Ref{Registry: strings.ToLower(host)}
 	if repo, dg, ok := strings.Cut(path, "@"); ok {
 		algo, hex, ok := strings.Cut(dg, ":")

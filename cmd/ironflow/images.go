@@ -125,7 +125,7 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		if err != nil {
 			return imagecache.Source{}, err
 		}
-		o, ok, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
+		o, ok, err := imagecache.LocateNode(ctx, gc, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties, DriverInternalInfo: n.DriverInternalInfo})
 		if err != nil {
 			return imagecache.Source{}, err
 		}
