@@ -230,6 +230,37 @@ func TestDeployOCIImages(t *testing.T) {
 		}
 	}
 
+	// A tag moved after the deploy started: the manifest resolved when it
+	// started (driver_internal_info/oci_image) is what the cache and the
+	// agent fetch; the moved tag's layer is never downloaded.
+	reg.PushIndex(t, "ironflow/disk", []string{"moving"},
+		registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Data: disk.data})
+	moved := newImageServer(t, 2<<20)
+	moved.Close()
+	mac := "52:54:00:0c:02:00"
+	uuid := enrollOCINode(t, "oci-moving-tag", mac, "x86_64", base+":moving", caFile, secret)
+	m := startSimMachine(t, uuid, []string{mac}, sim.Config{})
+	m.paused.Store(true)
+	if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
+		t.Fatalf("deploy %s: %d", uuid, code)
+	}
+	waitFor(t, "the deploy to pin the tag's manifest", time.Minute, func() bool {
+		return getNode(t, uuid).DriverInternalInfo["oci_image"] != nil
+	})
+	p2 := reg.PushIndex(t, "ironflow/disk", []string{"moving"},
+		registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Data: moved.data})
+	m.paused.Store(false)
+	n := waitState(t, uuid, "active", 3*time.Minute)
+	if pin, _ := n.DriverInternalInfo["oci_image"].(map[string]any); pin["layer"] != p.Layers[0].String() || pin["source"] != base+":moving" {
+		t.Errorf("moved tag: driver_internal_info/oci_image %v, want the layer %s resolved at the start (the tag now has %s)", pin, p.Layers[0], p2.Layers[0])
+	}
+	if got := seriesAt(t, g.metrics, "ironflow_image_cache_downloaded_bytes_total"); got != float64(len(disk.data)) {
+		t.Errorf("moved tag: the cache downloaded %v bytes in all, want only the first layer's %d", got, len(disk.data))
+	}
+	if a := m.current(); a == nil || a.Hardware().Disks()[0].BytesWritten() < int64(len(disk.data)) {
+		t.Errorf("moved tag: the agent did not write the %d bytes of the image resolved at the start", len(disk.data))
+	}
+
 	// The pull secret (either form) is in no history, no log.
 	for _, uuid := range append(nodes[:2:2], nodes[len(nodes)-1]) {
 		h, payloads := decodedHistory(t, uuid)
