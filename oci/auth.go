@@ -10,11 +10,11 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 )
 
-// AuthFileEnv names a file in the format of a container tool's config.json
+// AuthFile is a file in the format of a container tool's config.json
 // ({"auths": {"registry": {"auth": "<base64 user:password>"}}}): the
 // conductor-wide credentials used when a node gives no pull secret, as
-// Ironic's [oci]authentication_config.
-const AuthFileEnv = "IRONFLOW_OCI_AUTH_FILE"
+// Ironic's [oci]authentication_config (--oci-auth-file); "" for none.
+var AuthFile string
 
 // Credential is what ironflow presents to a registry. It is never logged,
 // recorded in a workflow history or returned by the API.
@@ -66,7 +66,7 @@ func NodeCredential(instanceInfo, driverInfo map[string]any, registry string) (C
 			return PullSecret(v), nil
 		}
 	}
-	return fileCredential(os.Getenv(AuthFileEnv), registry)
+	return fileCredential(AuthFile, registry)
 }
 
 func fileCredential(path, registry string) (Credential, error) {
@@ -75,7 +75,7 @@ func fileCredential(path, registry string) (Credential, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Credential{}, fmt.Errorf("%s: %w", AuthFileEnv, err)
+		return Credential{}, fmt.Errorf("--oci-auth-file: %w", err)
 	}
 	var f struct {
 		Auths map[string]struct {
@@ -83,7 +83,7 @@ func fileCredential(path, registry string) (Credential, error) {
 		} `json:"auths"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return Credential{}, fmt.Errorf("%s: %s is not a container auth file: %v", AuthFileEnv, path, err)
+		return Credential{}, fmt.Errorf("--oci-auth-file: %s is not a container auth file: %v", path, err)
 	}
 	for host, a := range f.Auths {
 		h := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(host, "https://"), "http://"), "/")

@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +141,29 @@ func TestRegistry(t *testing.T) {
 			registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/vnd.example.archive+xz", Data: []byte("xz")})
 		_, err := oci.Resolve(ctx, "oci://"+reg.Host+"/ironflow/odd:1", good)
 		wantErr(t, err, oci.ErrInvalid, `not a disk image`)
+	})
+	t.Run("conductor-wide auth file", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "config.json")
+		auth := base64.StdEncoding.EncodeToString([]byte(reg.User + ":" + reg.Password))
+		if err := os.WriteFile(f, []byte(`{"auths": {"`+reg.Host+`": {"auth": "`+auth+`"}}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		oci.AuthFile = f
+		defer func() { oci.AuthFile = "" }()
+		o := good
+		var err error
+		if o.Credential, err = oci.NodeCredential(nil, nil, reg.Host); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := oci.Resolve(ctx, base+":1.0", o); err != nil {
+			t.Fatalf("with the auth file's credential: %v", err)
+		}
+		// The node's pull secret wins over the file.
+		if o.Credential, err = oci.NodeCredential(map[string]any{"image_pull_secret": reg.User + ":wrong"}, nil, reg.Host); err != nil {
+			t.Fatal(err)
+		}
+		_, err = oci.Resolve(ctx, base+":1.0", o)
+		wantErr(t, err, oci.ErrAuth, "requires authentication")
 	})
 	t.Run("registry down", func(t *testing.T) {
 		_, err := oci.Resolve(ctx, "oci://127.0.0.1:1/ironflow/disk:1.0", good)
