@@ -43,8 +43,15 @@ func (a *Activities) checkImage(ctx context.Context, n *store.Node) error {
 		n.DriverInternalInfo[imagecache.KeyOCIPin] = pin
 		a.Log.Info("deploy: oci image resolved", "node", n.UUID, "source", pin["source"], "manifest", pin["manifest"], "layer", pin["layer"])
 	}
-	// A partition image's kernel and ramdisk from Glance must be there too.
+	// A partition image's kernel and ramdisk from Glance or a registry
+	// must be there too.
 	for _, part := range imagecache.BootParts {
+		if _, isOCI, err := imagecache.BootFileOCI(ctx, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties}, part); isOCI {
+			if err != nil {
+				return imageErr(n.UUID, fmt.Errorf("%s: %w", part, err))
+			}
+			continue
+		}
 		if id := imagecache.BootFileID(n.InstanceInfo, o, part); id != "" {
 			if _, err := imagecache.BootFileSource(ctx, a.Config.Glance, id); err != nil {
 				return imageErr(n.UUID, fmt.Errorf("%s: %w", part, err))
@@ -165,6 +172,16 @@ func (a *Activities) directGlance(n *store.Node) error {
 func (a *Activities) agentBootFiles(ctx context.Context, n *store.Node, o imagecache.Origin, ii map[string]any) (bool, error) {
 	changed := false
 	for _, part := range imagecache.BootParts {
+		// An oci:// kernel or ramdisk: always through the cache, which
+		// holds the registry's credentials (docs/oci-images.md).
+		if _, isOCI, err := imagecache.BootFileOCI(ctx, n.InstanceInfo, nodeInfo(n), part); isOCI {
+			if err != nil {
+				return false, imageErr(n.UUID, fmt.Errorf("%s: %w", part, err))
+			}
+			ii[part] = strings.TrimRight(a.Config.BootURL, "/") + imagecache.CachedBootPath(n.UUID, part)
+			changed = true
+			continue
+		}
 		id := imagecache.BootFileID(n.InstanceInfo, o, part)
 		if id == "" {
 			continue

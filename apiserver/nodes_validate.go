@@ -94,7 +94,16 @@ const ociValidateTimeout = 15 * time.Second
 func (s *server) ociImageProblem(ctx context.Context, n *store.Node) string {
 	ctx, cancel := context.WithTimeout(ctx, ociValidateTimeout)
 	defer cancel()
-	_, _, err := imagecache.LocateNode(ctx, nil, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties})
+	ni := imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties}
+	_, _, err := imagecache.LocateNode(ctx, nil, n.InstanceInfo, ni)
+	for _, part := range imagecache.BootParts {
+		if err != nil {
+			break
+		}
+		if _, _, err = imagecache.BootFileOCI(ctx, n.InstanceInfo, ni, part); err != nil {
+			err = fmt.Errorf("%s: %w", part, err)
+		}
+	}
 	if err == nil {
 		return ""
 	}

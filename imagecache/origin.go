@@ -243,18 +243,11 @@ func locateOCI(ctx context.Context, src string, o Origin, ii map[string]any, ni 
 	if err != nil {
 		return o, false, err
 	}
-	trust, err := TrustOf(ni.DriverInfo)
+	opts, err := ociOptions(ii, ni, ref)
 	if err != nil {
 		return o, false, err
 	}
-	cred, err := oci.NodeCredential(ii, ni.DriverInfo, ref.Registry)
-	if err != nil {
-		return o, false, err
-	}
-	hc := trust.Client()
-	hc.Timeout = 0 // layers are large: the context bounds resolution
-	arch, _ := ni.Properties["cpu_arch"].(string)
-	opts := oci.Options{Credential: cred, HTTPClient: hc, CPUArch: arch, DownloadSource: o.DownloadSource}
+	opts.DownloadSource = o.DownloadSource
 	target, pinnedFormat := src, ""
 	if pin, _ := ni.DriverInternalInfo[KeyOCIPin].(map[string]any); pin != nil {
 		if ps, _ := pin["source"].(string); ps == ref.String() {
@@ -295,4 +288,21 @@ func (o Origin) OCIPin() map[string]any {
 		"layer":       o.OCI.Layer,
 		"disk_format": o.OCI.DiskFormat,
 	}
+}
+
+// ociOptions reach ref's registry for a node: its pull secret (or the
+// conductor's), its image_verify_ca, its cpu_arch.
+func ociOptions(ii map[string]any, ni NodeInfo, ref oci.Ref) (oci.Options, error) {
+	trust, err := TrustOf(ni.DriverInfo)
+	if err != nil {
+		return oci.Options{}, err
+	}
+	cred, err := oci.NodeCredential(ii, ni.DriverInfo, ref.Registry)
+	if err != nil {
+		return oci.Options{}, err
+	}
+	hc := trust.Client()
+	hc.Timeout = 0 // layers are large: the context bounds resolution
+	arch, _ := ni.Properties["cpu_arch"].(string)
+	return oci.Options{Credential: cred, HTTPClient: hc, CPUArch: arch}, nil
 }

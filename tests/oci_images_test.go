@@ -1,8 +1,11 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -259,6 +262,55 @@ func TestDeployOCIImages(t *testing.T) {
 	}
 	if a := m.current(); a == nil || a.Hardware().Disks()[0].BytesWritten() < int64(len(disk.data)) {
 		t.Errorf("moved tag: the agent did not write the %d bytes of the image resolved at the start", len(disk.data))
+	}
+
+	// A partition image whose kernel and ramdisk are artifacts named by
+	// manifest digest: the agent fetches all three from the cache.
+	blob := func(tag string, n int) []byte {
+		b := bytes.Repeat([]byte(tag), n/len(tag)+1)[:n]
+		copy(b, fmt.Sprintf("%s %d", tag, time.Now().UnixNano()))
+		return b
+	}
+	kernel, ramdisk := blob("kernel ", 300<<10), blob("ramdisk ", 700<<10)
+	pk := reg.PushIndex(t, "ironflow/boot", []string{"kernel"}, registry.Disk{Arch: "amd64", MediaType: "application/octet-stream", Title: "vmlinuz", Data: kernel})
+	pr := reg.PushIndex(t, "ironflow/boot", []string{"ramdisk"}, registry.Disk{Arch: "amd64", MediaType: "application/octet-stream", Title: "initrd", Data: ramdisk})
+	reg.PushIndex(t, "ironflow/rootfs", []string{"1"}, registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Data: blob("root ", 2<<20)})
+	bootRef := "oci://" + reg.Host + "/ironflow/boot"
+	for i, c := range []struct{ kernel, want string }{
+		{bootRef + "@" + pk.Manifests[0].String(), ""},
+		{bootRef + ":kernel", "The requested image (" + bootRef + ":kernel) was not specific."},
+	} {
+		mac := fmt.Sprintf("52:54:00:0c:03:%02x", i)
+		uuid := enrollOCINode(t, fmt.Sprintf("oci-partition-%d", i), mac, "x86_64", "oci://"+reg.Host+"/ironflow/rootfs:1", caFile, secret)
+		if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
+			{"op": "add", "path": "/instance_info/image_type", "value": "partition"},
+			{"op": "add", "path": "/instance_info/kernel", "value": c.kernel},
+			{"op": "add", "path": "/instance_info/ramdisk", "value": bootRef + "@" + pr.Manifests[0].String()},
+			{"op": "add", "path": "/instance_info/root_gb", "value": 1},
+			{"op": "add", "path": "/instance_info/capabilities", "value": map[string]any{"boot_mode": "uefi"}},
+		}, nil); code != 200 {
+			t.Fatalf("patch partition node: %d", code)
+		}
+		rec := &bootFileRecorder{sums: map[string]string{}}
+		m := startSimMachine(t, uuid, []string{mac}, sim.Config{DiskSize: 8 << 30, KeepWrites: true, DownloadClient: &http.Client{Transport: rec}})
+		if c.want != "" {
+			if code, _ := call(t, "GET", "/v1/nodes/"+uuid+"/validate", nil, &v); code != 200 || !strings.Contains(fmt.Sprint(v["deploy"]["reason"]), c.want) {
+				t.Errorf("kernel by tag: validate %v, want %q", v["deploy"], c.want)
+			}
+			n := deployAndWait(t, uuid, "deploy failed")
+			if le := deref(n.LastError); !strings.Contains(le, "kernel: "+c.want) || m.boots() != 0 {
+				t.Errorf("kernel by tag: last_error %q after %d boots, want %q before any", le, m.boots(), "kernel: "+c.want)
+			}
+			continue
+		}
+		deployAndWait(t, uuid, "active")
+		for part, data := range map[string][]byte{"kernel": kernel, "ramdisk": ramdisk} {
+			sum := sha256.Sum256(data)
+			url := g.bootURL + "/cache/" + uuid + "/" + part
+			if got := rec.get(url); got != "200 "+hex.EncodeToString(sum[:]) {
+				t.Errorf("%s: the agent fetched %s as %q, want 200 and the pushed layer's sha256 (fetched: %v)", part, url, got, rec.sums)
+			}
+		}
 	}
 
 	// The pull secret (either form) is in no history, no log.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/glance"
-	"github.com/ironflow/ironflow/oci"
 	"github.com/ironflow/ironflow/imagecache"
+	"github.com/ironflow/ironflow/oci"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
@@ -39,7 +39,7 @@ func addGlanceFlags(s *settings) glanceFlags {
 		// virtual size on the cache's disk, the time to convert before
 		// the first byte, and the zeros sent to every agent.
 		ociAuthFile: s.String("oci-auth-file", "", "a container tool's config.json ({\"auths\": {registry: {\"auth\": base64 of user:password}}}): registry credentials for oci:// image_sources without an image_pull_secret (docs/oci-images.md); set it alike on the API, the worker and the boot service"),
-		forceRaw: s.Bool("force-raw-images", false, "the boot service's image cache converts qcow2 images to raw once and serves the raw disk (image_download_source=http); set it alike on the worker and the boot service"),
+		forceRaw:    s.Bool("force-raw-images", false, "the boot service's image cache converts qcow2 images to raw once and serves the raw disk (image_download_source=http); set it alike on the worker and the boot service"),
 	}
 }
 
@@ -150,7 +150,11 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		if err != nil {
 			return imagecache.Source{}, err
 		}
-		o, _, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
+		ni := imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties, DriverInternalInfo: n.DriverInternalInfo}
+		if src, isOCI, err := imagecache.BootFileOCI(ctx, n.InstanceInfo, ni, part); isOCI {
+			return src, err
+		}
+		o, _, err := imagecache.LocateNode(ctx, gc, n.InstanceInfo, ni)
 		if err != nil {
 			return imagecache.Source{}, err
 		}
