@@ -65,8 +65,12 @@ func TestParse(t *testing.T) {
 		{"oci://h/a@sha256", "", "Lacking required digest value"},
 		{"oci://h", "", "needs a registry host and a repository path"},
 		{"oci://h/A:1", "", "lower case"},
+		{"oci://user:hunter2@h/a:1", "", "an oci:// URL carries no credentials"},
 	} {
 		r, err := Parse(c.in)
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Parse(%q): the error shows the password: %v", c.in, err)
+		}
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("Parse(%q) = %v, %v; want error %q", c.in, r, err, c.err)

@@ -323,6 +323,22 @@ func TestDeployOCIImages(t *testing.T) {
 			t.Errorf("node %s: the history read decoded %d payloads: the check read nothing", uuid, payloads)
 		}
 	}
+	// A registry that does not answer: validate says so, and the deploy,
+	// after the hardware call's retries, fails before the agent boots.
+	reg.Stop()
+	mac = "52:54:00:0c:04:00"
+	uuid = enrollOCINode(t, "oci-registry-down", mac, "x86_64", base+":1.0", caFile, secret)
+	const down = "Resource temporarily unavailable, please retry."
+	if code, _ := call(t, "GET", "/v1/nodes/"+uuid+"/validate", nil, &v); code != 200 || v["deploy"]["result"] != false || v["deploy"]["reason"] != down {
+		t.Errorf("registry down: validate %d %v, want deploy false with %q", code, v["deploy"], down)
+	}
+	m = startSimMachine(t, uuid, []string{mac}, sim.Config{})
+	downAt := time.Now()
+	if n := deployAndWait(t, uuid, "deploy failed"); !strings.Contains(deref(n.LastError), down) || m.boots() != 0 {
+		t.Errorf("registry down: last_error %q after %d boots, want %q before any", deref(n.LastError), m.boots(), down)
+	}
+	t.Logf("registry down: deploy failed after %s of retries", time.Since(downAt).Round(time.Second))
+
 	for _, log := range []string{lab.WorkerLog(), lab.APILog(), g.pxeLog} {
 		b, err := os.ReadFile(log)
 		if err != nil {
