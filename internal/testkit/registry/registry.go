@@ -50,14 +50,18 @@ type Registry struct {
 // Start runs a registry for the test, stopped at its end. It skips, loudly,
 // when Debian's docker-registry is not installed (scripts/install-deps.sh
 // test installs it).
-func Start(t testing.TB) *Registry {
+func Start(t testing.TB) *Registry { return StartFor(t) }
+
+// StartFor is Start with a certificate valid for ips too (a lab address a
+// proxy forwards to the registry).
+func StartFor(t testing.TB, ips ...net.IP) *Registry {
 	t.Helper()
 	if _, err := os.Stat(Binary); err != nil {
 		t.Skipf("SKIPPED: %s is absent (Debian's docker-registry; scripts/install-deps.sh test installs it)", Binary)
 	}
 	dir := t.TempDir()
 	r := &Registry{User: "puller", Password: "s3cret-pull", Dir: dir, Log: &bytes.Buffer{}}
-	caPEM, certPEM, keyPEM := certs(t)
+	caPEM, certPEM, keyPEM := certs(t, ips)
 	r.CAPEM = caPEM
 	must(t, os.WriteFile(filepath.Join(dir, "cert.pem"), append(certPEM, caPEM...), 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "key.pem"), keyPEM, 0o600))
@@ -232,7 +236,7 @@ func (r *Registry) pushBlob(t testing.TB, repo *remote.Repository, mt string, b 
 	return desc
 }
 
-func certs(t testing.TB) (caPEM, certPEM, keyPEM []byte) {
+func certs(t testing.TB, ips []net.IP) (caPEM, certPEM, keyPEM []byte) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	must(t, err)
 	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ironflow test registry CA"},
@@ -244,7 +248,7 @@ func certs(t testing.TB) (caPEM, certPEM, keyPEM []byte) {
 	must(t, err)
 	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1)}, ips...), DNSNames: []string{"localhost"},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	caCert, err := x509.ParseCertificate(caDER)
 	must(t, err)
