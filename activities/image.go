@@ -12,6 +12,7 @@ import (
 
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/imagecache"
+	"github.com/ironflow/ironflow/oci"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
@@ -25,12 +26,32 @@ func (a *Activities) checkImage(ctx context.Context, n *store.Node) error {
 	if _, err := imageTrust(n); err != nil {
 		return err
 	}
-	o, _, err := imagecache.Locate(ctx, a.Config.Glance, n.InstanceInfo)
+	// An oci:// image is resolved afresh (no pin) and pinned for the
+	// deploy: the cache and the agent fetch what it resolved to now.
+	o, _, err := imagecache.LocateNode(ctx, a.Config.Glance, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties})
 	if err != nil {
 		return imageErr(n.UUID, err)
 	}
-	// A partition image's kernel and ramdisk from Glance must be there too.
+	if pin := o.OCIPin(); pin != nil {
+		if err := a.Store.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{imagecache.KeyOCIPin: pin}); err != nil {
+			return storeErr(err, "pin the OCI image of node %s", n.UUID)
+		}
+		n.DriverInternalInfo = maps.Clone(n.DriverInternalInfo)
+		if n.DriverInternalInfo == nil {
+			n.DriverInternalInfo = map[string]any{}
+		}
+		n.DriverInternalInfo[imagecache.KeyOCIPin] = pin
+		a.Log.Info("deploy: oci image resolved", "node", n.UUID, "source", pin["source"], "manifest", pin["manifest"], "layer", pin["layer"])
+	}
+	// A partition image's kernel and ramdisk from Glance or a registry
+	// must be there too.
 	for _, part := range imagecache.BootParts {
+		if _, isOCI, err := imagecache.BootFileOCI(ctx, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties}, part); isOCI {
+			if err != nil {
+				return imageErr(n.UUID, fmt.Errorf("%s: %w", part, err))
+			}
+			continue
+		}
 		if id := imagecache.BootFileID(n.InstanceInfo, o, part); id != "" {
 			if _, err := imagecache.BootFileSource(ctx, a.Config.Glance, id); err != nil {
 				return imageErr(n.UUID, fmt.Errorf("%s: %w", part, err))
@@ -62,8 +83,8 @@ func (a *Activities) partitionImage(ctx context.Context, n *store.Node) (bool, e
 }
 
 func imageErr(node string, err error) error {
-	if errors.Is(err, glance.ErrUnavailable) {
-		return err // Glance did not answer: retried
+	if errors.Is(err, glance.ErrUnavailable) || errors.Is(err, oci.Unavailable) {
+		return err // Glance or the registry did not answer: retried
 	}
 	return invalidConfig("node %s: %v", node, err)
 }
@@ -74,11 +95,14 @@ func imageErr(node string, err error) error {
 // http(s) image with image_download_source=http becomes the cache's URL.
 // The URL of the cache names the node only: no origin, no credential.
 func (a *Activities) agentImageInfo(ctx context.Context, n *store.Node) (map[string]any, error) {
-	o, ok, err := imagecache.Locate(ctx, a.Config.Glance, n.InstanceInfo)
+	o, ok, err := imagecache.LocateNode(ctx, a.Config.Glance, n.InstanceInfo, nodeInfo(n))
 	if err != nil {
 		return nil, imageErr(n.UUID, err)
 	}
 	ii := maps.Clone(n.InstanceInfo)
+	// The agent fetches an oci:// image from the cache: it never holds
+	// the registry's credentials.
+	delete(ii, "image_pull_secret")
 	changed, err := a.agentBootFiles(ctx, n, o, ii)
 	if err != nil {
 		return nil, err
@@ -112,8 +136,22 @@ func (a *Activities) agentImageInfo(ctx context.Context, n *store.Node) (map[str
 			}
 		}
 	}
+	if o.OCI != nil {
+		// The layer's digest is its checksum (Ironic ignores image_checksum
+		// for oci:// sources).
+		ii["image_os_hash_algo"], ii["image_os_hash_value"] = o.Algo, o.Hash
+		delete(ii, "image_checksum")
+		if o.DiskFormat != "" {
+			ii["image_disk_format"] = o.DiskFormat
+		}
+	}
 	a.rawFromCache(ii, o, n.UUID)
 	return ii, nil
+}
+
+// nodeInfo is what imagecache.LocateNode reads of n besides instance_info.
+func nodeInfo(n *store.Node) imagecache.NodeInfo {
+	return imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties, DriverInternalInfo: n.DriverInternalInfo}
 }
 
 // directGlance refuses image_download_source=direct when the agent would
@@ -134,6 +172,16 @@ func (a *Activities) directGlance(n *store.Node) error {
 func (a *Activities) agentBootFiles(ctx context.Context, n *store.Node, o imagecache.Origin, ii map[string]any) (bool, error) {
 	changed := false
 	for _, part := range imagecache.BootParts {
+		// An oci:// kernel or ramdisk: always through the cache, which
+		// holds the registry's credentials (docs/oci-images.md).
+		if _, isOCI, err := imagecache.BootFileOCI(ctx, n.InstanceInfo, nodeInfo(n), part); isOCI {
+			if err != nil {
+				return false, imageErr(n.UUID, fmt.Errorf("%s: %w", part, err))
+			}
+			ii[part] = strings.TrimRight(a.Config.BootURL, "/") + imagecache.CachedBootPath(n.UUID, part)
+			changed = true
+			continue
+		}
 		id := imagecache.BootFileID(n.InstanceInfo, o, part)
 		if id == "" {
 			continue

@@ -12,6 +12,8 @@ import (
 
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/imagecache"
+	"github.com/ironflow/ironflow/oci"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -35,6 +37,9 @@ func (s *server) glanceImageProblem(ctx context.Context, n *store.Node) string {
 		return ""
 	}
 	src, _ := hardware.Text(n.InstanceInfo, "image_source")
+	if oci.IsOCI(src) {
+		return s.ociImageProblem(ctx, n)
+	}
 	id, ok := glance.ImageID(src)
 	if !ok {
 		return ""
@@ -76,4 +81,34 @@ func (s *server) glanceReason(n *store.Node, id, prefix string, err error) strin
 		s.log.Warn("validate: Glance did not answer", "node", n.UUID, "image", id, "err", err)
 		return fmt.Sprintf("%sFailed to connect to Glance to get the properties of the image %s", prefix, id)
 	}
+}
+
+// ociValidateTimeout bounds validate's questions to an OCI registry.
+const ociValidateTimeout = 15 * time.Second
+
+// ociImageProblem resolves an oci:// image_source as the deploy will
+// (docs/oci-images.md): the tag or digest exists, the node's architecture
+// is in the index, the layer is a disk image the agent writes, the pull
+// secret is accepted. The reason is Ironic's text for the failure; it
+// never holds the pull secret.
+func (s *server) ociImageProblem(ctx context.Context, n *store.Node) string {
+	ctx, cancel := context.WithTimeout(ctx, ociValidateTimeout)
+	defer cancel()
+	ni := imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties}
+	_, _, err := imagecache.LocateNode(ctx, nil, n.InstanceInfo, ni)
+	for _, part := range imagecache.BootParts {
+		if err != nil {
+			break
+		}
+		if _, _, err = imagecache.BootFileOCI(ctx, n.InstanceInfo, ni, part); err != nil {
+			err = fmt.Errorf("%s: %w", part, err)
+		}
+	}
+	if err == nil {
+		return ""
+	}
+	if oci.KindOf(err) == oci.ErrUnavailable {
+		s.log.Warn("validate: the OCI registry did not answer", "node", n.UUID, "err", errors.Unwrap(err))
+	}
+	return err.Error()
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/oci"
 )
 
 // The boot files of a partition image, which the agent's install_bootloader
@@ -73,4 +74,39 @@ func BootFileSource(ctx context.Context, g *glance.Client, id string) (Source, e
 	o := Origin{GlanceID: img.ID, Size: img.Size}
 	o.Algo, o.Hash = img.ChecksumOf()
 	return o.Source(g, nil), nil
+}
+
+// BootFileOCI resolves a boot file given as an oci:// reference
+// (instance_info/kernel or ramdisk of a partition image) to the cache entry
+// of its manifest's one layer, keyed by digest. As Ironic requires of
+// artifacts that are not disk images (its admin guide, "Available URL
+// Formats"), the reference must name a manifest by digest. ok is false
+// when the boot file is not an oci:// reference.
+func BootFileOCI(ctx context.Context, ii map[string]any, ni NodeInfo, part string) (src Source, ok bool, err error) {
+	v, _ := ii[part].(string)
+	if !oci.IsOCI(v) {
+		return Source{}, false, nil
+	}
+	ref, err := oci.Parse(v)
+	if err != nil {
+		return Source{}, true, err
+	}
+	if ref.Digest == "" {
+		return Source{}, true, &oci.Error{Kind: oci.ErrInvalid, Msg: fmt.Sprintf("The requested image (%s) was not specific. Please supply a full URL mapping to the manifest to be utilized for the file download.", strings.TrimSpace(v))}
+	}
+	opts, err := ociOptions(ii, ni, ref)
+	if err != nil {
+		return Source{}, true, err
+	}
+	opts.CPUArch = "" // a manifest by digest: nothing to choose
+	trust, _ := TrustOf(ni.DriverInfo)
+	rctx, cancel := context.WithTimeout(ctx, ociTimeout)
+	defer cancel()
+	img, err := oci.Resolve(rctx, v, opts)
+	if err != nil {
+		return Source{}, true, err
+	}
+	o := Origin{OCI: &img, ociOpts: opts, Size: img.Size, DownloadSource: DownloadHTTP}
+	o.Algo, o.Hash = img.Algo(), img.Hex()
+	return o.TrustedSource(nil, nil, trust), true, nil
 }

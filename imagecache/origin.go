@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/ironflow/ironflow/glance"
+	"github.com/ironflow/ironflow/oci"
 )
 
 // Values of instance_info/image_download_source.
@@ -40,7 +42,33 @@ type Origin struct {
 	// kernel_id/ramdisk_id); KernelID and RamdiskID are those properties.
 	Partition           bool
 	KernelID, RamdiskID string
+
+	// OCI is the disk layer an oci:// image_source resolved to; ociOpts
+	// reach its registry (with the node's pull secret: never logged or
+	// returned).
+	OCI     *oci.Image
+	ociOpts oci.Options
 }
+
+// NodeInfo is what Locate reads of a node beyond instance_info for an
+// oci:// image_source: driver_info (image_verify_ca, image_pull_secret),
+// properties (cpu_arch) and driver_internal_info (the manifest pinned when
+// the deploy started, KeyOCIPin).
+type NodeInfo struct {
+	DriverInfo, Properties, DriverInternalInfo map[string]any
+}
+
+// KeyOCIPin is the driver_internal_info key holding what an oci://
+// image_source resolved to when the deploy started: {"source": the
+// image_source, "manifest": oci://registry/repo@digest, "layer": digest,
+// "disk_format": ...}. The image cache and the agent then fetch that
+// manifest's layer even if the tag has moved since (as Ironic keeps
+// driver_internal_info's image_source override).
+const KeyOCIPin = "oci_image"
+
+// ociTimeout bounds a resolution: a registry that does not answer in time
+// is reported unavailable (and the activity retried).
+const ociTimeout = 30 * time.Second
 
 // ErrNoGlance: image_source names a Glance image, but no Glance is configured.
 var ErrNoGlance = errors.New("no Glance configured (--glance-url)")
@@ -51,6 +79,12 @@ var ErrNoGlance = errors.New("no Glance configured (--glance-url)")
 // ok is false when image_source is neither (an empty or other scheme: the
 // agent's own checks report it).
 func Locate(ctx context.Context, g *glance.Client, ii map[string]any) (o Origin, ok bool, err error) {
+	return LocateNode(ctx, g, ii, NodeInfo{})
+}
+
+// LocateNode is Locate with what an oci:// image_source needs of the node
+// besides instance_info.
+func LocateNode(ctx context.Context, g *glance.Client, ii map[string]any, ni NodeInfo) (o Origin, ok bool, err error) {
 	str := func(k string) string { v, _ := ii[k].(string); return strings.TrimSpace(v) }
 	src := str("image_source")
 	o.DownloadSource = strings.ToLower(str("image_download_source"))
@@ -75,6 +109,9 @@ func Locate(ctx context.Context, g *glance.Client, ii map[string]any) (o Origin,
 			o.DownloadSource = DownloadHTTP
 		}
 		return o, true, nil
+	}
+	if oci.IsOCI(src) {
+		return locateOCI(ctx, src, o, ii, ni)
 	}
 	if !strings.HasPrefix(src, "http://") && !strings.HasPrefix(src, "https://") {
 		return o, false, nil
@@ -114,6 +151,15 @@ func (o Origin) Source(g *glance.Client, hc *http.Client) Source {
 // reached with the worker's Glance client, whose trust is its own.
 func (o Origin) TrustedSource(g *glance.Client, hc *http.Client, t Trust) Source {
 	s := Source{Algo: o.Algo, Hash: o.Hash, Size: o.Size, DiskFormat: o.DiskFormat}
+	if o.OCI != nil {
+		// Keyed by the layer's digest: two tags of one image, or one
+		// image for a hundred nodes, are one download.
+		s.Key = "oci:" + o.OCI.Layer
+		s.Trust = t.Fingerprint()
+		img, opts := *o.OCI, o.ociOpts
+		s.Fetch = func(ctx context.Context) (io.ReadCloser, error) { return oci.Open(ctx, img, opts) }
+		return s
+	}
 	if o.GlanceID != "" {
 		s.Key = "glance:" + o.GlanceID
 		id := o.GlanceID
@@ -176,5 +222,87 @@ func Cached(ii map[string]any) bool {
 	if _, isGlance := glance.ImageID(src); isGlance {
 		return ds != DownloadDirect
 	}
+	if oci.IsOCI(src) {
+		return true
+	}
 	return ds == DownloadHTTP
+}
+
+// locateOCI resolves an oci:// image_source to its disk layer, with the
+// node's pull secret and CA, and the pinned manifest if the deploy pinned
+// one for this image_source. The cache serves it (image_download_source
+// http, the default); the agent never holds the registry's credentials.
+func locateOCI(ctx context.Context, src string, o Origin, ii map[string]any, ni NodeInfo) (Origin, bool, error) {
+	switch o.DownloadSource {
+	case "", DownloadHTTP:
+		o.DownloadSource = DownloadHTTP
+	default:
+		return o, false, fmt.Errorf("image_download_source=%s is not supported for an oci:// image_source: the image cache fetches it (image_download_source=http)", o.DownloadSource)
+	}
+	ref, err := oci.Parse(src)
+	if err != nil {
+		return o, false, err
+	}
+	opts, err := ociOptions(ii, ni, ref)
+	if err != nil {
+		return o, false, err
+	}
+	opts.DownloadSource = o.DownloadSource
+	target, pinnedFormat := src, ""
+	if pin, _ := ni.DriverInternalInfo[KeyOCIPin].(map[string]any); pin != nil {
+		if ps, _ := pin["source"].(string); ps == ref.String() {
+			if m, _ := pin["manifest"].(string); m != "" {
+				target = m
+				pinnedFormat, _ = pin["disk_format"].(string)
+			}
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, ociTimeout)
+	defer cancel()
+	img, err := oci.Resolve(rctx, target, opts)
+	if err != nil {
+		return o, false, err
+	}
+	img.Ref = ref
+	if img.DiskFormat == "" {
+		img.DiskFormat = pinnedFormat
+	}
+	o.OCI, o.ociOpts = &img, opts
+	o.Algo, o.Hash, o.Size = img.Algo(), img.Hex(), img.Size
+	o.DiskFormat = img.DiskFormat
+	if f, _ := ii["image_disk_format"].(string); o.DiskFormat == "" {
+		o.DiskFormat = strings.TrimSpace(f)
+	}
+	return o, true, nil
+}
+
+// OCIPin is the driver_internal_info value (KeyOCIPin) that pins what o
+// resolved to, nil when o is not an oci:// image.
+func (o Origin) OCIPin() map[string]any {
+	if o.OCI == nil {
+		return nil
+	}
+	return map[string]any{
+		"source":      o.OCI.Ref.String(),
+		"manifest":    o.OCI.Manifest.String(),
+		"layer":       o.OCI.Layer,
+		"disk_format": o.OCI.DiskFormat,
+	}
+}
+
+// ociOptions reach ref's registry for a node: its pull secret (or the
+// conductor's), its image_verify_ca, its cpu_arch.
+func ociOptions(ii map[string]any, ni NodeInfo, ref oci.Ref) (oci.Options, error) {
+	trust, err := TrustOf(ni.DriverInfo)
+	if err != nil {
+		return oci.Options{}, err
+	}
+	cred, err := oci.NodeCredential(ii, ni.DriverInfo, ref.Registry)
+	if err != nil {
+		return oci.Options{}, err
+	}
+	hc := trust.Client()
+	hc.Timeout = 0 // layers are large: the context bounds resolution
+	arch, _ := ni.Properties["cpu_arch"].(string)
+	return oci.Options{Credential: cred, HTTPClient: hc, CPUArch: arch}, nil
 }

@@ -96,6 +96,9 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		[/usr/lib/python3/dist-packages/ironic/cmd/singleprocess.py]=python3-ironic
 		# The console pages' browser tests (console/web).
 		[chromium]=chromium
+		# The OCI registry of the oci:// image source tests
+		# (internal/testkit/registry, docs/oci-images.md).
+		[/usr/bin/docker-registry]=docker-registry
 	)
 fi
 

@@ -12,6 +12,7 @@ import (
 	"github.com/ironflow/ironflow/apiserver"
 	"github.com/ironflow/ironflow/glance"
 	"github.com/ironflow/ironflow/imagecache"
+	"github.com/ironflow/ironflow/oci"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
@@ -23,6 +24,7 @@ import (
 type glanceFlags struct {
 	url, auth, user, password *string
 	forceRaw                  *bool
+	ociAuthFile               *string
 }
 
 func addGlanceFlags(s *settings) glanceFlags {
@@ -36,12 +38,16 @@ func addGlanceFlags(s *settings) glanceFlags {
 		// speed of raw, so converting in the cache only costs the
 		// virtual size on the cache's disk, the time to convert before
 		// the first byte, and the zeros sent to every agent.
-		forceRaw: s.Bool("force-raw-images", false, "the boot service's image cache converts qcow2 images to raw once and serves the raw disk (image_download_source=http); set it alike on the worker and the boot service"),
+		ociAuthFile: s.String("oci-auth-file", "", "a container tool's config.json ({\"auths\": {registry: {\"auth\": base64 of user:password}}}): registry credentials for oci:// image_sources without an image_pull_secret (docs/oci-images.md); set it alike on the API, the worker and the boot service"),
+		forceRaw:    s.Bool("force-raw-images", false, "the boot service's image cache converts qcow2 images to raw once and serves the raw disk (image_download_source=http); set it alike on the worker and the boot service"),
 	}
 }
 
 // client is nil when no Glance is configured.
 func (g glanceFlags) client() (*glance.Client, error) {
+	if g.ociAuthFile != nil {
+		oci.AuthFile = *g.ociAuthFile
+	}
 	if g.url == nil || *g.url == "" {
 		return nil, nil
 	}
@@ -125,7 +131,7 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		if err != nil {
 			return imagecache.Source{}, err
 		}
-		o, ok, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
+		o, ok, err := imagecache.LocateNode(ctx, gc, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties, DriverInternalInfo: n.DriverInternalInfo})
 		if err != nil {
 			return imagecache.Source{}, err
 		}
@@ -144,7 +150,11 @@ func imageCacheHandler(f cacheFlags, g glanceFlags, dataDir string, st *store.St
 		if err != nil {
 			return imagecache.Source{}, err
 		}
-		o, _, err := imagecache.Locate(ctx, gc, n.InstanceInfo)
+		ni := imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties, DriverInternalInfo: n.DriverInternalInfo}
+		if src, isOCI, err := imagecache.BootFileOCI(ctx, n.InstanceInfo, ni, part); isOCI {
+			return src, err
+		}
+		o, _, err := imagecache.LocateNode(ctx, gc, n.InstanceInfo, ni)
 		if err != nil {
 			return imagecache.Source{}, err
 		}

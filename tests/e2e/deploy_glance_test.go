@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/internal/testkit/devstack"
+	"github.com/ironflow/ironflow/internal/testkit/registry"
 )
 
 // glancePort is where the lab reaches Glance.
@@ -190,4 +193,79 @@ func TestDeployGlanceImage(t *testing.T) {
 	if n := g.downloads.Load(); n != 2 {
 		t.Errorf("Glance served image data %d times for two images, want 2", n)
 	}
+
+	// The same VM deploys the same qcow2 from an OCI registry (Debian's
+	// docker-registry, TLS and htpasswd, reached in the lab through a TCP
+	// proxy), pushed in Ironic's layout under a multi-architecture index
+	// (docs/oci-images.md), and boots it.
+	deployOCIOnVM(t, lab, s, vm, uuid, data, ref)
+}
+
+// ociLabPort is where the lab reaches the registry.
+const ociLabPort = 5443
+
+func deployOCIOnVM(t *testing.T, lab *Lab, s *stack, vm *LabVM, uuid string, qcow2 []byte, ref string) {
+	t.Helper()
+	reg := registry.StartFor(t, net.ParseIP(LabAddress))
+	l, err := listenInLab(lab, ociLabPort)
+	if err != nil {
+		t.Fatalf("registry proxy: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", reg.Host)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c) }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	reg.PushIndex(t, "e2e/disk", []string{"1"},
+		registry.Disk{Arch: "arm64", DiskType: "qemu", MediaType: "application/octet-stream", Data: []byte("not this one")},
+		registry.Disk{Arch: "amd64", DiskType: "qemu", MediaType: "application/octet-stream", Title: "e2e-test.qcow2", Data: qcow2})
+	ca := filepath.Join(t.TempDir(), "registry-ca.pem")
+	if err := os.WriteFile(ca, reg.CAPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.mustCLI(t, "node", "undeploy", uuid, "--wait", seconds(provideWait))
+	src := fmt.Sprintf("oci://%s:%d/e2e/disk:1", LabAddress, ociLabPort)
+	s.mustCLI(t, "node", "set", uuid, "--instance-info", "image_source="+src,
+		"--instance-info", "image_pull_secret="+reg.User+":"+reg.Password, "--driver-info", "image_verify_ca="+ca,
+		"--property", "cpu_arch=x86_64")
+	before, _ := os.ReadFile(vm.SerialLog)
+	const marker = "IRONFLOW-E2E booted-from-disk firmware=bios"
+	begin := time.Now()
+	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(deployWait)); err != nil {
+		s.failStep(t, uuid, vm.SerialLog, err)
+	}
+	t.Logf("oci: deploy reached active in %.1fs", time.Since(begin).Seconds())
+	deadline := time.Now().Add(DefaultBootTimeout)
+	for {
+		now, _ := os.ReadFile(vm.SerialLog)
+		if strings.Count(string(now), marker) > strings.Count(string(before), marker) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the VM did not boot the oci:// image from its disk\n%s", embedded.Tail(vm.SerialLog, 3000))
+		}
+		time.Sleep(time.Second)
+	}
+	want, err := fileSHA256(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := prefixSHA256(vm.Disk, imageSize); err != nil || got != want {
+		t.Fatalf("the disk's first %d bytes hash %s (%v), qemu-img convert -O raw of the pushed qcow2 %s", imageSize, got, err, want)
+	}
+	t.Logf("oci: the VM booted the image from its disk %.1fs after the deploy started; the disk equals the pushed qcow2 converted to raw", time.Since(begin).Seconds())
 }

@@ -373,7 +373,7 @@ func (s *stack) runCLI(t *testing.T, logIt bool, args ...string) (string, error)
 func maskArgs(args []string) string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		if k, _, ok := strings.Cut(a, "="); ok && strings.Contains(k, "password") {
+		if k, _, ok := strings.Cut(a, "="); ok && (strings.Contains(k, "password") || strings.Contains(k, "secret")) {
 			a = k + "=******"
 		}
 		out[i] = a
