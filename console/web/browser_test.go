@@ -177,16 +177,16 @@ func parseCanvas(s string) (frame, bool) {
 	}
 	var f frame
 	var err1, err2 error
-	f.w, err1 = strconv.Atoi(w)
-	f.h, err2 = strconv.Atoi(h)
+	f.W, err1 = strconv.Atoi(w)
+	f.H, err2 = strconv.Atoi(h)
 	if err1 != nil || err2 != nil {
 		return frame{}, false
 	}
 	rgb, err := base64.StdEncoding.DecodeString(data)
-	if err != nil || len(rgb) != f.w*f.h*3 {
+	if err != nil || len(rgb) != f.W*f.H*3 {
 		return frame{}, false
 	}
-	f.rgb = rgb
+	f.RGB = rgb
 	return f, true
 }
 
@@ -219,10 +219,10 @@ func vncPageInChromium(t *testing.T, vm *vbmcVM, ts *httptest.Server, q *qmp) {
 		return err == nil && diff == 0, err
 	})
 	if err != nil {
-		t.Fatalf("%v: canvas %dx%d with %d inked pixels, %d differ from screendump (%dx%d, %d inked)", err, got.w, got.h, got.inked(), diff, want.w, want.h, want.inked())
+		t.Fatalf("%v: canvas %dx%d with %d inked pixels, %d differ from screendump (%dx%d, %d inked)", err, got.W, got.H, got.Inked(), diff, want.W, want.H, want.Inked())
 	}
-	if got.inked() < 500 {
-		t.Fatalf("canvas is blank: %d inked pixels", got.inked())
+	if got.Inked() < 500 {
+		t.Fatalf("canvas is blank: %d inked pixels", got.Inked())
 	}
-	t.Logf("canvas %dx%d, %d inked pixels, identical to screendump", got.w, got.h, got.inked())
+	t.Logf("canvas %dx%d, %d inked pixels, identical to screendump", got.W, got.H, got.Inked())
 }
