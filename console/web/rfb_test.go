@@ -10,8 +10,12 @@ type (
 )
 
 var (
-	rfbFrame  = rfb.ReadFrame
-	dialQMP   = rfb.DialQMP
-	differing = rfb.Differing
-	waitFor   = rfb.WaitFor
+	rfbFrame    = rfb.ReadFrame
+	dialQMP     = rfb.DialQMP
+	differing   = rfb.Differing
+	waitFor     = rfb.WaitFor
+	chromium    = rfb.Chromium
+	parseCanvas = rfb.ParseCanvas
 )
+
+const canvasRGB = rfb.CanvasRGB
