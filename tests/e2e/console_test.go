@@ -233,6 +233,12 @@ func deployWatchingTheScreen(t *testing.T, s *stack, bmc *vbmcServer, uuid strin
 	}
 	s.mustCLI(t, "node", "console", "enable", uuid)
 	page := graphicalPage(t, s, uuid)
+	// Chromium runs outside the lab: it reaches the API through a
+	// loopback port forwarded into the namespace. It starts before the
+	// machine boots (not to slow its boot down) and opens the page once
+	// the test's own session has ended (a graphical console serves one
+	// session at a time).
+	browser := rfb.Chromium(t)
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd)); err != nil {
 		s.failStep(t, uuid, vm.SerialLog, err)
 	}
@@ -241,11 +247,6 @@ func deployWatchingTheScreen(t *testing.T, s *stack, bmc *vbmcServer, uuid strin
 	apiURL := labAPIURL
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// Chromium runs outside the lab: it reaches the API through a
-	// loopback port forwarded into the namespace. It starts now, and
-	// opens the page once the test's own session has ended (a graphical
-	// console serves one session at a time).
-	browser := rfb.Chromium(t)
 	proxied := "http://" + hostProxy(t, s.lab, strings.TrimPrefix(apiURL, "http://")) + strings.TrimPrefix(page, apiURL)
 	q, err := rfb.DialQMP(filepath.Join(bmc.stateDir, vm.Name, "qmp.sock"))
 	if err != nil {
@@ -264,6 +265,8 @@ func deployWatchingTheScreen(t *testing.T, s *stack, bmc *vbmcServer, uuid strin
 	if _, err := q.Do("stop", nil); err != nil {
 		t.Fatal(err)
 	}
+	stopped := time.Now()
+	onScreen := stopped.Sub(began)
 	running := false
 	resume := func() {
 		if !running {
@@ -306,6 +309,7 @@ func deployWatchingTheScreen(t *testing.T, s *stack, bmc *vbmcServer, uuid strin
 	})
 	ccancel()
 	resume()
+	pausedFor := time.Since(stopped)
 	// QEMU's monitor serves one client: the vbmc needs it for the rest of
 	// the deploy (boot order, power).
 	q.Close()
@@ -324,7 +328,8 @@ func deployWatchingTheScreen(t *testing.T, s *stack, bmc *vbmcServer, uuid strin
 		t.Errorf("noVNC's canvas is blank: %d inked pixels", canvas.Inked())
 	}
 
-	t.Logf("graphical console: read and compared within %.1fs of the deploy's wait call-back", readIn.Seconds())
+	t.Logf("graphical console: read and compared within %.1fs of the deploy's wait call-back (%.1fs until the screen showed something, the VM paused %.1fs)",
+		readIn.Seconds(), onScreen.Seconds(), pausedFor.Seconds())
 	waitProvisionState(t, s, uuid, "active", deployWait, vm.SerialLog)
 
 	// Disabling closes an open session first.
