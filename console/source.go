@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ironflow/ironflow/bmc"
 )
 
 // TCPSource is a serial line or VNC server reachable over TCP: QEMU's
@@ -152,4 +154,34 @@ func (s FakeSource) Open(ctx context.Context) (io.ReadWriteCloser, error) {
 		_, _ = io.Copy(ours, ours)
 	}()
 	return theirs, nil
+}
+
+// BMCVNCSource is a graphical console whose VNC address the BMC announces
+// (redfish-graphical without driver_info console_vnc_address): each
+// session asks the BMC (bmc.GraphicalConsole) where its VNC server listens,
+// then dials it, so a BMC that moves its service is followed.
+type BMCVNCSource struct {
+	// Driver is the node's hardware type; Info its driver_info.
+	Driver string
+	Info   map[string]any
+}
+
+// Open resolves the address through the BMC and dials it.
+func (s BMCVNCSource) Open(ctx context.Context) (io.ReadWriteCloser, error) {
+	d, err := bmc.New(s.Driver, s.Info)
+	if err != nil {
+		return nil, fmt.Errorf("graphical console: %w", err)
+	}
+	defer d.Close()
+	gc, ok := d.(bmc.GraphicalConsole)
+	if !ok {
+		return nil, fmt.Errorf("graphical console: the %s BMC driver cannot tell where its VNC server is", s.Driver)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	addr, err := gc.GraphicalConsoleAddress(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("graphical console: ask the BMC: %w", err)
+	}
+	return TCPSource{Address: addr}.Open(ctx)
 }

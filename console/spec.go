@@ -40,11 +40,18 @@ func SpecFor(iface, node string, info map[string]any) (Spec, error) {
 		}
 		spec.Serial = sol
 	case hardware.ConsoleVNC:
-		addr, _ := hardware.Text(info, hardware.KeyConsoleVNCAddress)
-		if addr == "" {
-			return spec, fmt.Errorf("node %s: driver_info %s is needed for the graphical console", node, hardware.KeyConsoleVNCAddress)
+		// driver_info console_vnc_address wins; without it the BMC is
+		// asked at each session where its VNC server listens (Ironic's
+		// redfish-graphical reads the BMC too; ironflow vbmc announces it
+		// in its Manager: docs/console.md).
+		if addr, _ := hardware.Text(info, hardware.KeyConsoleVNCAddress); addr != "" {
+			spec.Graphical = TCPSource{Address: addr}
+			break
 		}
-		spec.Graphical = TCPSource{Address: addr}
+		if a, _ := hardware.Text(info, "redfish_address"); a == "" {
+			return spec, fmt.Errorf("node %s: driver_info %s (or redfish_address, to ask the BMC) is needed for the graphical console", node, hardware.KeyConsoleVNCAddress)
+		}
+		spec.Graphical = BMCVNCSource{Driver: "redfish", Info: info}
 	default:
 		return spec, fmt.Errorf("node %s: console interface %q has no console", node, iface)
 	}

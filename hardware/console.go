@@ -76,5 +76,5 @@ func declareConsoles(implement func(kind Kind, name Interface, served string, ne
 	implement(KindConsole, IPMIToolSocat, endpoint+", bridged to ipmitool sol activate", "", consoleBehaviour{ConsoleIPMISOL, ConsoleInfoSocat}, terminalPortKey)
 	implement(KindConsole, IPMIToolShellinabox, endpoint+", bridged to ipmitool sol activate; the API's web terminal", "", consoleBehaviour{ConsoleIPMISOL, ConsoleInfoShellinabox}, terminalPortKey)
 	implement(KindConsole, RedfishGraphical, endpoint+", relayed to the BMC's VNC server; the API's noVNC page", "", consoleBehaviour{ConsoleVNC, ConsoleInfoVNC},
-		Key{Name: KeyConsoleVNCAddress, Description: "host:port of the BMC's VNC server, relayed by the worker holding the console; needed to enable the console. Optional."})
+		Key{Name: KeyConsoleVNCAddress, Description: "host:port of the BMC's VNC server, relayed by the worker holding the console; without it the worker asks the BMC's Redfish Manager (docs/console.md). Optional."})
 }

@@ -2,13 +2,10 @@ package web
 
 import (
 	"context"
-	"encoding/base64"
 	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,37 +13,6 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
-
-// chromium starts Debian's Chromium, headless, with a throwaway profile and
-// nothing that talks to the network on its own, and returns a tab.
-func chromium(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skipf("SKIP: chromium is not installed (Debian package chromium; scripts/install-deps.sh test installs it): %v", err)
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox, // CI runs as root
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1024, 600),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelTab(); cancelAlloc() })
-	if _, err := chromedp.Run(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
 
 // pageState waits (bounded) until the console page's body says state.
 func pageState(t *testing.T, ctx context.Context, state string) {
@@ -153,43 +119,6 @@ func TestTerminalPageInChromium(t *testing.T) {
 	}
 }
 
-// canvasFrame reads noVNC's canvas back as RGB.
-const canvasRGB = `(() => {
-  const c = document.querySelector("#screen canvas");
-  if (!c || c.width < 2) return "";
-  const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
-  let s = c.width + "x" + c.height + ":";
-  const rgb = new Uint8Array(c.width * c.height * 3);
-  for (let i = 0, j = 0; i < d.length; i += 4) { rgb[j++] = d[i]; rgb[j++] = d[i+1]; rgb[j++] = d[i+2]; }
-  let bin = "";
-  for (let i = 0; i < rgb.length; i += 8192) bin += String.fromCharCode.apply(null, rgb.subarray(i, i + 8192));
-  return s + btoa(bin);
-})()`
-
-func parseCanvas(s string) (frame, bool) {
-	dims, data, ok := strings.Cut(s, ":")
-	if !ok {
-		return frame{}, false
-	}
-	w, h, ok := strings.Cut(dims, "x")
-	if !ok {
-		return frame{}, false
-	}
-	var f frame
-	var err1, err2 error
-	f.w, err1 = strconv.Atoi(w)
-	f.h, err2 = strconv.Atoi(h)
-	if err1 != nil || err2 != nil {
-		return frame{}, false
-	}
-	rgb, err := base64.StdEncoding.DecodeString(data)
-	if err != nil || len(rgb) != f.w*f.h*3 {
-		return frame{}, false
-	}
-	f.rgb = rgb
-	return f, true
-}
-
 // vncPageInChromium: the graphical console page, with Debian's noVNC,
 // connects to the VM through the websocket bridge and draws the VM's
 // screen: the canvas read back from the page is QEMU's screendump.
@@ -219,10 +148,10 @@ func vncPageInChromium(t *testing.T, vm *vbmcVM, ts *httptest.Server, q *qmp) {
 		return err == nil && diff == 0, err
 	})
 	if err != nil {
-		t.Fatalf("%v: canvas %dx%d with %d inked pixels, %d differ from screendump (%dx%d, %d inked)", err, got.w, got.h, got.inked(), diff, want.w, want.h, want.inked())
+		t.Fatalf("%v: canvas %dx%d with %d inked pixels, %d differ from screendump (%dx%d, %d inked)", err, got.W, got.H, got.Inked(), diff, want.W, want.H, want.Inked())
 	}
-	if got.inked() < 500 {
-		t.Fatalf("canvas is blank: %d inked pixels", got.inked())
+	if got.Inked() < 500 {
+		t.Fatalf("canvas is blank: %d inked pixels", got.Inked())
 	}
-	t.Logf("canvas %dx%d, %d inked pixels, identical to screendump", got.w, got.h, got.inked())
+	t.Logf("canvas %dx%d, %d inked pixels, identical to screendump", got.W, got.H, got.Inked())
 }

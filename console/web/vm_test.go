@@ -143,18 +143,18 @@ func (vm *vbmcVM) stillScreen(t *testing.T, q *qmp) frame {
 	var f frame
 	err := waitFor(ctx, "firmware text on the screen", func() (bool, error) {
 		var err error
-		f, err = q.screendump(dump)
-		return err == nil && f.inked() > 500, err
+		f, err = q.Screendump(dump)
+		return err == nil && f.Inked() > 500, err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.do("stop", nil); err != nil {
+	if _, err := q.Do("stop", nil); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { q.do("cont", nil) })
+	t.Cleanup(func() { q.Do("cont", nil) })
 	time.Sleep(300 * time.Millisecond) // the last display refresh before the pause
-	if f, err = q.screendump(dump); err != nil {
+	if f, err = q.Screendump(dump); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -172,7 +172,7 @@ func TestConsolesOfAVbmcVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q.close()
+	defer q.Close()
 
 	t.Run("serial", func(t *testing.T) {
 		logPath := filepath.Join(vm.dir, "state", "vm0", "console.log")
@@ -190,7 +190,7 @@ func TestConsolesOfAVbmcVM(t *testing.T) {
 		}
 		c := dialWS(t, wsURL(ts, "/console/terminal/ws?token=serial-token"))
 		// ...so reset: the firmware prints its banner again, to us.
-		if _, err := q.do("system_reset", nil); err != nil {
+		if _, err := q.Do("system_reset", nil); err != nil {
 			t.Fatal(err)
 		}
 		readUntilWithin(t, c, "SeaBIOS", 120*time.Second)
@@ -217,10 +217,10 @@ func TestConsolesOfAVbmcVM(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n != 0 || got.inked() < 500 {
-			t.Fatalf("RFB frame %dx%d through the proxy: %d pixels differ from screendump, %d inked", got.w, got.h, n, got.inked())
+		if n != 0 || got.Inked() < 500 {
+			t.Fatalf("RFB frame %dx%d through the proxy: %d pixels differ from screendump, %d inked", got.W, got.H, n, got.Inked())
 		}
-		t.Logf("%dx%d frame, %d inked pixels, identical to screendump", got.w, got.h, got.inked())
+		t.Logf("%dx%d frame, %d inked pixels, identical to screendump", got.W, got.H, got.Inked())
 	})
 
 	t.Run("noVNC page in chromium", func(t *testing.T) { vncPageInChromium(t, vm, ts, q) })

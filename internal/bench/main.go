@@ -19,6 +19,8 @@
 //	image    the agent's image write throughput and peak RSS vs curl | dd
 //	boot     DHCP offers/s (handler and UDP socket) and kernel+initramfs
 //	         downloads by 200 clients vs a plain http.FileServer
+//	console  memory (PSS, RSS) of the worker and api and their CPU per
+//	         open console, with 50 fake consoles enabled and a session each
 //
 // Every part is bounded in time and requests, listens on 127.0.0.1 only and
 // stops by itself. Run: go run ./internal/bench -nodes 500 -out .data/bench/results.json
@@ -60,7 +62,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds          = 3
 	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "latency,ironic,allocation,control,cluster,agent,api,image,qcow2,boot"
+	allParts               = "latency,ironic,allocation,control,cluster,agent,api,image,qcow2,boot,console"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -107,6 +109,8 @@ type config struct {
 	// deploys with in turn with this one; compareRounds its rounds.
 	compareBin    string
 	compareRounds int
+	// consoles is how many consoles the console part opens at once.
+	consoles int
 }
 
 func main() {
@@ -166,6 +170,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.lifecycleOnceFrom, "lifecycle-once-from", DefaultLifecycleOnceFrom, "lifecycle sizes from this one up run a single round (0: every size runs -lifecycle-rounds)")
 	fs.BoolVar(&cfg.cluster, "cluster", true, "the ironic part drives ironflow on the Temporal cluster too (PostgreSQL-backed temporal-server, mTLS; make tools builds it); the cluster part measures its deploys against its ceiling either way")
 	fs.StringVar(&cfg.compareBin, "compare-ironflow", "", "the compare part (not run unless named in -parts): another build's ironflow binary whose control deploys alternate with this build's on one stack (make bench-compare BASE=<commit>)")
+	fs.IntVar(&cfg.consoles, "consoles", DefaultConsoles, "fake consoles the console part enables and opens a session to at once")
 	fs.IntVar(&cfg.compareRounds, "compare-rounds", 7, "rounds of the compare part, each one trial of either build (medians are compared)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -199,7 +204,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
 		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
 	}
-	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 {
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 || cfg.consoles <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
 	return cfg, nil
@@ -209,7 +214,7 @@ func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
 
 // needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
 func (c config) needsStack() bool {
-	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2")
+	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2") || c.has("console")
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -267,6 +272,7 @@ func run(ctx context.Context, cfg config) error {
 		{"image", func(ctx context.Context) ([]Row, error) { return benchImage(ctx, cfg, st, dir, log) }},
 		{"qcow2", func(ctx context.Context) ([]Row, error) { return benchQcow2(ctx, cfg, st, dir, log) }},
 		{"boot", func(ctx context.Context) ([]Row, error) { return benchBoot(ctx, cfg, dir, log) }},
+		{"console", func(ctx context.Context) ([]Row, error) { return benchConsole(ctx, cfg, st, log) }},
 		{"compare", func(ctx context.Context) ([]Row, error) { return benchCompare(ctx, cfg, st, log) }},
 	}
 	var failed []string

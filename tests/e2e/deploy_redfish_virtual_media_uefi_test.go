@@ -16,7 +16,11 @@ import (
 // B: deploy with boot interface redfish-virtual-media: ironflow builds the
 // agent ISO, the BMC downloads it from ironflow's boot service and inserts
 // it, the agent boots from the virtual CD, writes the image and the config
-// drive and adds a UEFI boot entry; the VM then boots from disk.
+// drive and adds a UEFI boot entry; the VM then boots from disk. While the
+// deploy waits for the agent, the node's graphical console (redfish-graphical,
+// its VNC address read from the vbmc's Manager) is enabled, its framebuffer
+// read through the API's websocket and in noVNC, and disabled
+// (deployWatchingTheScreen).
 //
 // Rescue: the rescue agent boots from the agent ISO the BMC inserts (once),
 // the ISO is ejected once the rescue user is set, and unrescue boots the
@@ -33,13 +37,18 @@ func TestDeployRedfishVirtualMediaUEFIRescueThenClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := lab.AddVM("node-b", "52:54:00:e2:0b:01", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-b", "disk.raw"))
-	bmc := startRedfishBMC(t, s, agentVM(vm))
+	// The VM has a screen (vnc_address), which the deploy's graphical
+	// console shows (deployWatchingTheScreen).
+	def := agentVM(vm)
+	def.VNCAddress = labVNCAddress
+	bmc := startRedfishBMC(t, s, def)
 
 	// Scenario B. Cleaning on provide is off for this node until C: the
 	// disk is blank, and C cleans the written one.
 	begin := time.Now()
 	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
-		"--deploy-interface", "direct", "--boot-interface", "redfish-virtual-media", "--no-automated-clean", "--rescue-interface", "agent")
+		"--deploy-interface", "direct", "--boot-interface", "redfish-virtual-media", "--no-automated-clean", "--rescue-interface", "agent",
+		"--console-interface", "redfish-graphical")
 	defer printNodeHistory(t, s, uuid)
 	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
 	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
@@ -48,7 +57,7 @@ func TestDeployRedfishVirtualMediaUEFIRescueThenClean(t *testing.T) {
 		"--instance-info", "image_os_hash_algo=sha256",
 		"--instance-info", "image_os_hash_value="+sum)
 	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2EscenarioB e2e"
-	s.deploy(t, uuid, vm, "e2e-b", pubKey)
+	deployWatchingTheScreen(t, s, bmc, uuid, vm, "e2e-b", pubKey)
 	printTimeline(t, s, uuid, "deploy over virtual media")
 	t.Logf("B: node-b active %.1fs after node create", time.Since(begin).Seconds())
 
