@@ -219,8 +219,8 @@ func parseRolloutSpec(body map[string]any) (workflows.RolloutSpec, string, error
 	}
 	if v, ok := body["poll_seconds"]; ok && v != nil {
 		f, ok := number(v)
-		if !ok || f < 0.05 || f > 60 {
-			return spec, "", badRequest("Invalid poll_seconds: %s is not a number between 0.05 and 60", pyliteral.Repr(v))
+		if !ok || f < 0.05 || f > 5 {
+			return spec, "", badRequest("Invalid poll_seconds: %s is not a number between 0.05 and 5", pyliteral.Repr(v))
 		}
 		spec.PollSeconds = f
 	}

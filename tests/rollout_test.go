@@ -156,7 +156,7 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	var created struct{ UUID string }
 	if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
 		"operation": map[string]any{"target": "active"}, "selector": map[string]any{"resource_class": "rollout-test"},
-		"wave_size": 5, "max_failures": 5, "poll_seconds": 0.2,
+		"wave_size": 5, "max_failures": 5, "poll_seconds": 0.2, "continue_as_new_after": 4,
 	}, &created); code != 201 {
 		t.Fatalf("create rollout: %d", code)
 	}
@@ -165,6 +165,10 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	t.Logf("the budget rollout ended in %s", time.Since(ran).Round(time.Millisecond))
 	if d.State != "failed" || d.Wave != 2 {
 		t.Fatalf("rollout %s in wave %d (%s), want failed in wave 2", d.State, d.Wave, d.Reason)
+	}
+	// 15 starts, 4 per run: the workflow continued as new three times.
+	if d.Runs != 4 {
+		t.Errorf("the rollout ran %d runs, want 4 (continue_as_new_after 4, 15 starts)", d.Runs)
 	}
 	var wantFailed, wantSucceeded []string
 	for _, u := range sorted[:15] {
@@ -239,7 +243,32 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 		"--workflow-id", "rollout-"+undeploy.UUID, "--name", "resume").CombinedOutput(); err != nil {
 		t.Fatalf("temporal workflow signal resume: %v\n%s", err, out)
 	}
+	// The worker killed mid-rollout: the rollout goes on with the new one
+	// and each node is undeployed exactly once.
+	waitRollout(t, undeploy.UUID, time.Minute, func(d rolloutDoc) bool { return d.Succeeded >= 3 })
+	lab.KillWorker()
+	if err := lab.StartWorker(); err != nil {
+		t.Fatalf("restart the worker: %v", err)
+	}
 	d = waitRollout(t, undeploy.UUID, 3*time.Minute, func(d rolloutDoc) bool { return !d.Running })
+	for _, u := range wantSucceeded {
+		var h struct {
+			History []struct{ Event, User string } `json:"history"`
+		}
+		callAt(t, lab.APIURL, "1.78", "GET", "/v1/nodes/"+u+"/history?detail=true", nil, &h)
+		n := 0
+		for _, e := range h.History {
+			if strings.Contains(e.Event, `"deleted" accepted`) {
+				n++
+				if e.User != "rollout "+undeploy.UUID {
+					t.Errorf("node %s: undeploy by %q", u, e.User)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("node %s undeployed %d times, want once", u, n)
+		}
+	}
 	if d.State != "succeeded" || d.Succeeded != len(wantSucceeded) {
 		t.Fatalf("undeploy rollout: %s (%s), %d succeeded of %d", d.State, d.Reason, d.Succeeded, len(wantSucceeded))
 	}

@@ -299,10 +299,19 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 		}
 	})
 
+	// Await heartbeats at every poll (at most 5 s apart): a worker that
+	// dies under it is noticed within HeartbeatTimeout. A start waits at
+	// most for the API's lock retries and a failed workflow's abort
+	// (apiserver's abortWaitTimeout, 15 s).
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           HardwareQueue(""),
 		StartToCloseTimeout: 2 * time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
+		HeartbeatTimeout:    10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+	})
+	sctx := workflow.WithActivityOptions(actx, workflow.ActivityOptions{
+		TaskQueue:           HardwareQueue(""),
+		StartToCloseTimeout: 45 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 	})
 
@@ -465,7 +474,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 				pending = pending[1:]
 				n := &st.Nodes[i]
 				var res RolloutStartResult
-				err := workflow.ExecuteActivity(actx, ActRolloutStartNode, RolloutStartInput{
+				err := workflow.ExecuteActivity(sctx, ActRolloutStartNode, RolloutStartInput{
 					Rollout: spec.UUID, Node: n.UUID, Operation: spec.Operation, User: spec.CreatedBy,
 				}).Get(ctx, &res)
 				if err != nil {
