@@ -76,6 +76,7 @@ var dummyHash = sync.OnceValue(func() []byte {
 func (s *server) authenticate(c *gin.Context) {
 	if s.internal {
 		c.Set(ctxUser, c.GetHeader(headerRolloutUser))
+		c.Set(ctxRollout, c.GetHeader(headerRollout))
 		return
 	}
 	if s.keystone != nil {

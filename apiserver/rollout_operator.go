@@ -24,6 +24,13 @@ import (
 // rollout. Only an operator's server (never one that listens) reads it.
 const headerRolloutUser = "X-Ironflow-Rollout-User"
 
+// headerRollout names the rollout itself on those requests: the node's
+// workflow starts with its search attribute (workflows.SearchAttrRollout).
+const headerRollout = "X-Ironflow-Rollout"
+
+// ctxRollout keeps headerRollout's value on the gin context.
+const ctxRollout = "ironflow.rollout"
+
 // NodeOperator carries out a rollout's node operations (docs/rollouts.md)
 // through the API's own provision path: each node's request is PUT
 // /v1/nodes/{node}/states/provision served in process by an API server of
@@ -148,6 +155,7 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(headerVersion, "latest")
 	req.Header.Set(headerRolloutUser, rolloutUser(in.Rollout))
+	req.Header.Set(headerRollout, in.Rollout)
 	rec := httptest.NewRecorder()
 	o.handler.ServeHTTP(rec, req)
 	switch {

@@ -216,12 +216,22 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 		t.Errorf("node history does not name the rollout: %+v", hist.History)
 	}
 
-	// Undeploy the deployed nodes one at a time, paused through the API
-	// after the first and resumed through the temporal CLI.
+	// The nodes' own workflows carry the rollout's search attribute, as
+	// its workflow does: 15 node workflows and the rollout's 4 runs.
 	cli, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		t.Skipf("SKIPPED LOUDLY: no temporal CLI for the signal part: %v", err)
 	}
+	out, err := exec.Command(cli, "workflow", "count", "--address", lab.Temporal.Address(),
+		"--query", fmt.Sprintf("RolloutUUID = '%s' AND WorkflowType != 'Rollout'", created.UUID)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Total: 15") {
+		all, _ := exec.Command(cli, "workflow", "list", "--address", lab.Temporal.Address(),
+			"--query", fmt.Sprintf("RolloutUUID = '%s'", created.UUID)).CombinedOutput()
+		t.Errorf("node workflows with the rollout's search attribute: %v\n%s\nall of the rollout's:\n%s", err, out, all)
+	}
+
+	// Undeploy the deployed nodes one at a time, paused through the API
+	// after the first and resumed through the temporal CLI.
 	var undeploy struct{ UUID string }
 	if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
 		"operation": map[string]any{"target": "deleted"}, "selector": map[string]any{"nodes": wantSucceeded},

@@ -7,6 +7,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/ironflow/ironflow/provision"
 )
 
 // A rollout (docs/rollouts.md) is one node operation carried out over a set
@@ -34,6 +36,18 @@ var saRollout = temporal.NewSearchAttributeKeyKeyword(SearchAttrRollout)
 // RolloutSearchAttributes are the attributes a rollout's workflow starts with.
 func RolloutSearchAttributes(rolloutUUID string) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(saRollout.ValueSet(rolloutUUID))
+}
+
+// NodeRolloutSearchAttributes are those a node's workflow starts with when
+// a rollout sent its verb: the node's, and the rollout's. They are set at
+// the start, not upserted: the workflow records no command for them.
+func NodeRolloutSearchAttributes(nodeUUID string, operation provision.Operation, provisionState provision.State, rolloutUUID string) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		saNodeUUID.ValueSet(nodeUUID),
+		saOperation.ValueSet(string(operation)),
+		saProvisionState.ValueSet(string(provisionState)),
+		saRollout.ValueSet(rolloutUUID),
+	)
 }
 
 // Signals a rollout obeys, and its status query.
