@@ -1,0 +1,85 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestRolloutSpecRefusals: every field of POST /ironflow/v1/rollouts out of
+// its range or of the wrong type is a 400 naming it; a good body gives the
+// spec with its defaults.
+func TestRolloutSpecRefusals(t *testing.T) {
+	good := `{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5}`
+	for _, c := range []struct{ body, want string }{
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}}`, `Missing argument: "wave_size"`},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 0}`, "Invalid wave_size: 0 is not an integer between 1 and"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 2.5}`, "Invalid wave_size: 2.5"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "max_failures": -1}`, "Invalid max_failures: -1"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "max_failure_percent": 0}`, "Invalid max_failure_percent: 0"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "soak_seconds": "1"}`, "Invalid soak_seconds: '1'"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "on_busy": "later"}`, "Invalid on_busy: 'later' is not one of 'skip', 'wait'"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "on_refused": 1}`, "Invalid on_refused: 1"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "poll_seconds": 10}`, "Invalid poll_seconds: 10"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "approval": "yes"}`, "Invalid approval: 'yes' is not a boolean"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "waves": 3}`, `Unknown argument: "waves"`},
+		{`{"operation": {"target": "abort"}, "selector": {"resource_class": "gpu"}, "wave_size": 5}`, `A rollout cannot carry out the provision target "abort".`},
+		{`{"operation": {"target": "rescue", "rescue_password": "x"}, "selector": {"resource_class": "gpu"}, "wave_size": 5}`, `cannot carry out the provision target "rescue"`},
+		{`{"operation": "deploy", "selector": {"resource_class": "gpu"}, "wave_size": 5}`, "Invalid operation: 'deploy' is not of type 'object'"},
+		{`{"operation": {}, "selector": {"resource_class": "gpu"}, "wave_size": 5}`, `Missing argument: "operation.target"`},
+		{`{"operation": {"target": "active"}, "selector": {}, "wave_size": 5}`, "Invalid selector: name nodes, or at least one of"},
+		{`{"operation": {"target": "active"}, "selector": {"rack": "r1"}, "wave_size": 5}`, `Invalid selector: json: unknown field "rack"`},
+	} {
+		_, _, err := parseRolloutSpec(decodeBody(t, c.body))
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.status != 400 || !strings.Contains(ae.Error(), c.want) {
+			t.Errorf("%s: %v, want 400 with %q", c.body, err, c.want)
+		}
+	}
+	spec, onRefused, err := parseRolloutSpec(decodeBody(t, good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.WaveSize != 5 || spec.MaxFailures != -1 || spec.OnBusy != "skip" || spec.ContinueAsNewAfter != defaultContinueAsNewAfter || onRefused != "refuse" {
+		t.Errorf("defaults: %+v, on_refused %q", spec, onRefused)
+	}
+}
+
+// TestRolloutOperationCheckedAsTheProvisionEndpoint: the operation is
+// refused with the provision endpoint's own messages, and a config drive
+// is refused (it would enter the workflow's history).
+func TestRolloutOperationCheckedAsTheProvisionEndpoint(t *testing.T) {
+	s := &server{}
+	for _, c := range []struct {
+		op   map[string]any
+		want string
+	}{
+		{map[string]any{"target": "clean"}, `"clean_steps" is required when setting target provision state to clean`},
+		{map[string]any{"target": "active", "clean_steps": []any{}}, `"clean_steps" is only valid when setting target provision state to clean`},
+		{map[string]any{"target": "active", "configdrive": "aGVsbG8="}, "A rollout takes no configdrive"},
+		{map[string]any{"target": "active", "bogus": 1}, `Unknown argument: "bogus"`},
+	} {
+		err := s.checkRolloutOperation(c.op)
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.status != 400 || !strings.Contains(ae.Error(), c.want) {
+			t.Errorf("%v: %v, want 400 with %q", c.op, err, c.want)
+		}
+	}
+	if err := s.checkRolloutOperation(map[string]any{"target": "service", "service_steps": []any{map[string]any{"interface": "bios", "step": "apply_configuration"}}}); err != nil {
+		t.Errorf("a service operation: %v", err)
+	}
+}
+
+// decodeBody decodes a JSON object as the API does (numbers as
+// json.Number).
+func decodeBody(t *testing.T, s string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var body map[string]any
+	if err := dec.Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
