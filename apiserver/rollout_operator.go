@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -170,9 +172,11 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 	}
 }
 
-// acceptedBefore reports whether the node's latest provision event is this
-// rollout's accepted request: an attempt before this one got the 202 but
-// its answer was lost.
+// acceptedBefore reports whether the node's latest provision request the
+// API decided (actProvision's "accepted" event, or revertTransition's "not
+// started") is this rollout's accepted one: an attempt before this one got
+// the 202 but its answer was lost. The workflow's own events in between
+// (their user empty) do not count.
 func (o *NodeOperator) acceptedBefore(ctx context.Context, n *store.Node, in workflows.RolloutStartInput) (bool, string, error) {
 	events, err := o.s.store.ListHistory(ctx, n.UUID)
 	if err != nil {
@@ -180,20 +184,30 @@ func (o *NodeOperator) acceptedBefore(ctx context.Context, n *store.Node, in wor
 	}
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
-		if e.EventType != "provisioning" {
+		if !strings.HasPrefix(e.Event, "Provision action \"") {
 			continue
 		}
-		if e.User == rolloutUser(in.Rollout) {
-			expect := n.ProvisionState
-			if n.TargetProvisionState != nil && *n.TargetProvisionState != "" {
-				expect = *n.TargetProvisionState
-			}
-			return true, string(expect), nil
+		accepted := strings.Contains(e.Event, "\" accepted in state \"")
+		if !accepted && !strings.Contains(e.Event, "\" not started (") {
+			continue
 		}
-		return false, "", nil
+		if !accepted || e.User != rolloutUser(in.Rollout) {
+			return false, "", nil
+		}
+		// actProvision's words: ...; moving to "<next>" with target "<target>".
+		expect := ""
+		if m := acceptedEventRE.FindStringSubmatch(e.Event); m != nil {
+			expect = m[2]
+			if expect == "" {
+				expect = m[1]
+			}
+		}
+		return true, expect, nil
 	}
 	return false, "", nil
 }
+
+var acceptedEventRE = regexp.MustCompile(`; moving to "([^"]*)" with target "([^"]*)"$`)
 
 // faultString is the message of Ironic's error body.
 func faultString(body []byte) string {

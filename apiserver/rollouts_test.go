@@ -1,10 +1,15 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // TestRolloutSpecRefusals: every field of POST /ironflow/v1/rollouts out of
@@ -82,4 +87,58 @@ func decodeBody(t *testing.T, s string) map[string]any {
 		t.Fatal(err)
 	}
 	return body
+}
+
+// TestNodeOperatorStartsThroughTheProvisionPath: the operator's start is
+// the API's provision request (the transition recorded, the workflow
+// started with the rollout named, the history's user the rollout); a
+// second start of the same node is refused as a person's would be; a
+// retried start finds the accepted request and does not send it again;
+// a node in maintenance is busy.
+func TestNodeOperatorStartsThroughTheProvisionPath(t *testing.T) {
+	e := newEnv(t)
+	op, err := NewNodeOperator(DefaultConfig(), e.st, e.eng, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	uuid := e.createNode(map[string]any{"driver": "fake-hardware"})["uuid"].(string)
+	e.setState(uuid, provision.Available)
+	in := workflows.RolloutStartInput{Rollout: "r-1", Node: uuid, Operation: map[string]any{"target": "active"}}
+	res, err := op.StartNode(ctx, in)
+	if err != nil || !res.Started || res.Expect != "active" {
+		t.Fatalf("start: %+v, %v", res, err)
+	}
+	if n := e.node(uuid); n.ProvisionState != provision.Deploying {
+		t.Errorf("state %s after the start, want deploying", n.ProvisionState)
+	}
+	if len(e.eng.provisions) != 1 || e.eng.provisions[0].Rollout != "r-1" {
+		t.Fatalf("workflows started: %+v", e.eng.provisions)
+	}
+	ok, expect, err := op.acceptedBefore(ctx, e.node(uuid), in)
+	if err != nil || !ok || expect != "active" {
+		t.Errorf("acceptedBefore after the start: %v %q %v", ok, expect, err)
+	}
+	if ok, _, _ := op.acceptedBefore(ctx, e.node(uuid), workflows.RolloutStartInput{Rollout: "r-2", Node: uuid}); ok {
+		t.Error("another rollout's retry found its request accepted")
+	}
+	// Sent again (a start whose answer was lost, retried without the
+	// check): refused with the API's words, nothing started.
+	res, err = op.StartNode(ctx, in)
+	if err != nil || res.Started || !strings.Contains(res.Error, "deploying") {
+		t.Errorf("second start: %+v, %v", res, err)
+	}
+	if len(e.eng.provisions) != 1 {
+		t.Errorf("%d workflows started, want 1", len(e.eng.provisions))
+	}
+	// In maintenance: busy.
+	other := e.createNode(map[string]any{"driver": "fake-hardware"})["uuid"].(string)
+	e.setState(other, provision.Available)
+	if _, err := e.st.UpdateNode(ctx, other, func(n *store.Node) error { n.Maintenance = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	res, err = op.StartNode(ctx, workflows.RolloutStartInput{Rollout: "r-1", Node: other, Operation: map[string]any{"target": "active"}})
+	if err != nil || !res.Busy || res.Started {
+		t.Errorf("node in maintenance: %+v, %v", res, err)
+	}
 }
