@@ -501,6 +501,10 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:conductor:get":                           sysReader,
 	"baremetal:events:post":                             sysAdmin,
 	"baremetal:driver:vendor_passthru":                  sysAdmin,
+	// ironflow's rollouts (policy_defaults.go, docs/rollouts.md).
+	"ironflow:rollout:get":    sysReader,
+	"ironflow:rollout:create": sysMember,
+	"ironflow:rollout:update": sysMember,
 }
 
 func ksWhoMay(t *testing.T, rule string) []ksPersona {
@@ -927,7 +931,7 @@ func (e *ksEnv) checkRow(t *testing.T, row ksRow, p ksPersona, rel string) {
 // ksInvalidScope is the text of oslo.policy's InvalidScope for a
 // project-scoped token on rule, when Ironic's rule is system-scoped only.
 func ksInvalidScope(rule string) (string, bool) {
-	for _, r := range ironicDefaultRules {
+	for _, r := range append(slices.Clip(ironicDefaultRules), ironflowDefaultRules...) {
 		if r.name == rule && slices.Equal(r.scopes, []string{"system"}) {
 			return fmt.Sprintf(`"%s": "%s" requires a scope of ['system'], request was made with project scope.`, r.name, r.check), true
 		}
@@ -942,7 +946,7 @@ func routePattern(p string) string {
 		switch {
 		case s == "{node}" || s == "{port}" || s == "{portgroup}":
 			parts[i] = ":" + strings.Trim(s, "{}")
-		case s == "{connector}" || s == "{target}" || s == "{inspection_rule}":
+		case s == "{connector}" || s == "{target}" || s == "{inspection_rule}" || s == "{rollout}":
 			parts[i] = ":uuid"
 		case i == 3 && (parts[2] == "chassis" && s != "detail"):
 			parts[i] = ":chassis"

@@ -475,7 +475,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		NodeUUID: n.UUID, Verb: verb, FromState: n.ProvisionState, Transition: t,
 		DeploySteps: req.deploySteps, CleanSteps: req.cleanSteps, ServiceSteps: req.serviceSteps,
 		DisableRamdisk: req.disableRamdisk, ConductorGroup: n.ConductorGroup,
-		RequestedAt: time.Now().UTC(),
+		RequestedAt: time.Now().UTC(), Rollout: c.GetString(ctxRollout),
 	})
 	if err != nil {
 		s.revertTransition(c, n, verb, t, err)

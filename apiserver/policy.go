@@ -290,7 +290,7 @@ type policyEngine struct {
 // policyFile (YAML or JSON: rule name → check string), if any.
 func newPolicyEngine(policyFile string) (*policyEngine, error) {
 	e := &policyEngine{rules: map[string]check{}, scopes: map[string][]string{}, defaults: map[string]string{}, serviceProject: "service"}
-	for _, r := range ironicDefaultRules {
+	for _, r := range append(slices.Clip(ironicDefaultRules), ironflowDefaultRules...) {
 		c, err := parseCheck(r.check)
 		if err != nil {
 			return nil, fmt.Errorf("default rule %s: %w", r.name, err)

@@ -197,3 +197,13 @@ var ironicDefaultRules = []defaultRule{
 	{"baremetal:runbook:delete", polRunbookAdmin, sysProj},
 	{"baremetal:runbook:use", polRunbookAdmin, sysProj},
 }
+
+// ironflowDefaultRules are the rules of ironflow's own resources, which
+// Ironic does not have (docs/rollouts.md): a rollout is the system's, read
+// by a system reader and created, paused, resumed, approved or aborted by
+// a system member.
+var ironflowDefaultRules = []defaultRule{
+	{"ironflow:rollout:get", polSystemReader, sysOnly},
+	{"ironflow:rollout:create", polSystemMember, sysOnly},
+	{"ironflow:rollout:update", polSystemMember, sysOnly},
+}

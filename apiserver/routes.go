@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // The route table: every path the API serves, written once. Routing
@@ -413,6 +415,26 @@ func (s *server) routeTable() []route {
 		}},
 		{path: "/v1/conductors/:name", auth: authUser, since: v49Conductors, ops: []op{
 			{"GET", s.showConductor, routeRule{onGlobal, "baremetal:conductor:get", ""}, 0},
+		}},
+		// ironflow's rollouts (docs/rollouts.md): rollouts.go.
+		{path: rolloutsRoot, auth: authUser, ops: []op{
+			{"GET", s.listRollouts, routeRule{onGlobal, "ironflow:rollout:get", ""}, 0},
+			{"POST", s.createRollout, routeRule{onGlobal, "ironflow:rollout:create", ""}, 0},
+		}},
+		{path: rolloutsRoot + "/:uuid", auth: authUser, ops: []op{
+			{"GET", s.showRollout, routeRule{onGlobal, "ironflow:rollout:get", ""}, 0},
+		}},
+		{path: rolloutsRoot + "/:uuid/pause", auth: authUser, ops: []op{
+			{"POST", s.signalRollout(workflows.SignalRolloutPause), routeRule{onGlobal, "ironflow:rollout:update", ""}, 0},
+		}},
+		{path: rolloutsRoot + "/:uuid/resume", auth: authUser, ops: []op{
+			{"POST", s.signalRollout(workflows.SignalRolloutResume), routeRule{onGlobal, "ironflow:rollout:update", ""}, 0},
+		}},
+		{path: rolloutsRoot + "/:uuid/approve", auth: authUser, ops: []op{
+			{"POST", s.signalRollout(workflows.SignalRolloutApprove), routeRule{onGlobal, "ironflow:rollout:update", ""}, 0},
+		}},
+		{path: rolloutsRoot + "/:uuid/abort", auth: authUser, ops: []op{
+			{"POST", s.signalRollout(workflows.SignalRolloutAbort), routeRule{onGlobal, "ironflow:rollout:update", ""}, 0},
 		}},
 	}
 }

@@ -61,11 +61,23 @@ type server struct {
 	hbGate *signalGate
 	// hbWrites records concurrent heartbeats in shared statements.
 	hbWrites *store.MergeBatcher
+	// internal: the server of a NodeOperator (rollout_operator.go), which
+	// never listens; its requests name their user in headerRolloutUser.
+	internal bool
 }
 
 // New builds the API handler. cfg zero fields get their defaults (start from
 // DefaultConfig() to keep RestrictLookup and AgentTokenRequired on).
 func New(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (http.Handler, error) {
+	s, err := newServer(cfg, st, eng, log)
+	if err != nil {
+		return nil, err
+	}
+	return s.routes(), nil
+}
+
+// newServer builds the API's server without its routes.
+func newServer(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (*server, error) {
 	if st == nil || eng == nil {
 		return nil, errors.New("apiserver: store and engine are required")
 	}
@@ -95,7 +107,7 @@ func New(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (http.Handle
 			return nil, fmt.Errorf("apiserver: unknown driver %q in allowed drivers", d)
 		}
 	}
-	return s.routes(), nil
+	return s, nil
 }
 
 func (s *server) routes() http.Handler {

@@ -23,6 +23,16 @@ type TemporalEngine struct {
 }
 
 func (e *TemporalEngine) start(ctx context.Context, nodeUUID string, operation provision.Operation, state provision.State, workflowType string, arg any) (client.WorkflowRun, error) {
+	return e.startWith(ctx, nodeUUID, operation, state, workflowType, arg, "")
+}
+
+// startWith is start for a node's operation that a rollout sent: its
+// workflow also carries the rollout's search attribute (docs/rollouts.md).
+func (e *TemporalEngine) startWith(ctx context.Context, nodeUUID string, operation provision.Operation, state provision.State, workflowType string, arg any, rollout string) (client.WorkflowRun, error) {
+	sa := workflows.SearchAttributes(nodeUUID, operation, state)
+	if rollout != "" {
+		sa = workflows.NodeRolloutSearchAttributes(nodeUUID, operation, state, rollout)
+	}
 	opts := client.StartWorkflowOptions{
 		ID:                       workflows.WorkflowID(nodeUUID),
 		TaskQueue:                workflows.TaskQueue,
@@ -31,7 +41,7 @@ func (e *TemporalEngine) start(ctx context.Context, nodeUUID string, operation p
 		// were ours, and two verbs would both be accepted.
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes:                    workflows.SearchAttributes(nodeUUID, operation, state),
+		TypedSearchAttributes:                    sa,
 		// Eager start: when a worker of the same client polls the workflow
 		// queue (ironflow dev, make run), the server hands it the first
 		// workflow task in the start's answer instead of through matching
@@ -62,7 +72,7 @@ func (e *TemporalEngine) StartProvision(ctx context.Context, req provision.Reque
 	if !ok {
 		return fmt.Errorf("%w: provision verb %q", ErrNotImplemented, req.Verb)
 	}
-	_, err := e.start(ctx, req.NodeUUID, t.Operation, t.Next, wf, req)
+	_, err := e.startWith(ctx, req.NodeUUID, t.Operation, t.Next, wf, req, req.Rollout)
 	return err
 }
 

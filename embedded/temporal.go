@@ -59,6 +59,7 @@ func WorkflowSearchAttributes() map[string]string {
 		workflows.SearchAttrNodeUUID:       "Keyword",
 		workflows.SearchAttrProvisionState: "Keyword",
 		workflows.SearchAttrOperation:      "Keyword",
+		workflows.SearchAttrRollout:        "Keyword",
 	}
 }
 

@@ -36,6 +36,10 @@ type Request struct {
 	// (workflows.HardwareQueue).
 	ConductorGroup string    `json:"conductor_group"`
 	RequestedAt    time.Time `json:"requested_at"`
+	// Rollout is the UUID of the rollout that sent the verb, if one did
+	// (docs/rollouts.md): the node's workflow starts with the rollout's
+	// search attribute. The workflow itself does not read it.
+	Rollout string `json:"rollout,omitempty"`
 }
 
 // AbortRequest is the abort signal's payload when the API ends an

@@ -42,6 +42,18 @@ type Options struct {
 	// (workflows.ConsoleQueue), where disabling a console it holds reaches
 	// it (docs/console.md). Empty: no console queue.
 	ConsoleHolder string
+	// Rollouts runs the Rollout workflow's activities: the process's
+	// apiserver.NodeOperator (docs/rollouts.md). Without it, a rollout's
+	// activities wait for a worker that has one.
+	Rollouts RolloutOperator
+}
+
+// RolloutOperator carries out a rollout's node operations through the
+// API's provision path (apiserver.NodeOperator).
+type RolloutOperator interface {
+	Resolve(ctx context.Context, in workflows.RolloutResolveInput) ([]string, error)
+	StartNode(ctx context.Context, in workflows.RolloutStartInput) (workflows.RolloutStartResult, error)
+	Await(ctx context.Context, in workflows.RolloutAwaitInput) ([]workflows.RolloutNodeEnd, error)
 }
 
 // Named defaults (README: configuration).
@@ -88,6 +100,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowAdoptNode: workflows.AdoptNode,
 		// API 1.1 console (workflows/console.go).
 		workflows.WorkflowSetConsoleNode: workflows.SetConsoleNode,
+		// Rollouts (workflows/rollout.go, docs/rollouts.md).
+		workflows.WorkflowRollout: workflows.Rollout,
 	}
 }
 
@@ -173,6 +187,13 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 	acts[workflows.ActVerifySignal] = signalVerifier{keys: opts.SignalKeys, tokens: storeTokens(a)}.verify
 	// The power sync needs the Temporal client to skip nodes a workflow holds.
 	acts[workflows.ActSyncPowerStates] = activities.NewPowerSync(a, c).SyncPowerStates
+	// A rollout's node operations go through the API's own provision path
+	// (apiserver.NodeOperator, which the process builds: see Options).
+	if opts.Rollouts != nil {
+		acts[workflows.ActRolloutResolve] = opts.Rollouts.Resolve
+		acts[workflows.ActRolloutStartNode] = opts.Rollouts.StartNode
+		acts[workflows.ActRolloutAwait] = opts.Rollouts.Await
+	}
 	wf := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
 		MaxConcurrentWorkflowTaskExecutionSize:  opts.MaxConcurrentWorkflowTasks,
 		MaxConcurrentLocalActivityExecutionSize: opts.MaxConcurrentLocalActivities,

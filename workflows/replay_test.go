@@ -42,6 +42,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowAllocate:           Allocate,
 	WorkflowAdoptNode:          AdoptNode,
 	WorkflowSetConsoleNode:     SetConsoleNode,
+	WorkflowRollout:            Rollout,
 }
 
 // lastRelease is the one directory of workflows/testdata/history: the last

@@ -417,6 +417,11 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	if opts.SignalKeys, err = f.signal.load(); err != nil {
 		return nil, err
 	}
+	apiCfg := apiserver.DefaultConfig()
+	apiCfg.ConductorName = *f.hostname
+	if opts.Rollouts, err = apiserver.NewNodeOperator(apiCfg, st, &apiserver.TemporalEngine{Client: tc}, log.With("component", "rollout")); err != nil {
+		return nil, err
+	}
 	ws, err := worker.New(tc, acts, opts)
 	if err != nil {
 		return nil, err

@@ -134,6 +134,23 @@ func acts() map[string]any {
 			return workflows.ConsoleHeld{Holder: consoleHolder, Serial: "127.0.0.1:10000"}, nil
 		},
 		workflows.ActStopConsole: func(ctx context.Context, in workflows.ConsoleInput) error { return nil },
+		// A rollout's activities (workflows/rollout.go): the selector is
+		// the node list; every node starts, and the one ending in "9"
+		// fails.
+		workflows.ActRolloutResolve: func(ctx context.Context, in workflows.RolloutResolveInput) ([]string, error) {
+			return in.Selector.Nodes, nil
+		},
+		workflows.ActRolloutStartNode: func(ctx context.Context, in workflows.RolloutStartInput) (workflows.RolloutStartResult, error) {
+			return workflows.RolloutStartResult{Started: true, Expect: "active"}, nil
+		},
+		workflows.ActRolloutAwait: func(ctx context.Context, in workflows.RolloutAwaitInput) ([]workflows.RolloutNodeEnd, error) {
+			var out []workflows.RolloutNodeEnd
+			for _, n := range in.Nodes {
+				ok := !strings.HasSuffix(n.UUID, "9")
+				out = append(out, workflows.RolloutNodeEnd{UUID: n.UUID, OK: ok, ProvisionState: map[bool]string{true: "active", false: "deploy failed"}[ok]})
+			}
+			return out, nil
+		},
 		workflows.ActPrepareConsoleStop: func(ctx context.Context, in workflows.ConsoleInput) (workflows.ConsoleHeld, error) {
 			return workflows.ConsoleHeld{Holder: consoleHolder, Serial: "127.0.0.1:10000", HolderAlive: true}, nil
 		},
@@ -554,6 +571,14 @@ func main() {
 		}},
 		{name: "allocate", wf: workflows.WorkflowAllocate, deploy: "direct", req: func(uuid string) any {
 			return workflows.AllocationRequest{AllocationUUID: uuid}
+		}},
+		// A rollout of 5 nodes: a canary of one, waves of two, continue-as-new
+		// after three starts, a budget of one failure (the last node fails).
+		{name: "rollout", wf: workflows.WorkflowRollout, deploy: "direct", req: func(uuid string) any {
+			return workflows.RolloutInput{Spec: workflows.RolloutSpec{UUID: uuid,
+				Operation: map[string]any{"target": "deploy"},
+				Selector:  workflows.RolloutSelector{Nodes: []string{"n1", "n2", "n3", "n4", "n9"}},
+				Canary:    1, WaveSize: 2, MaxFailures: 1, OnBusy: workflows.RolloutOnBusySkip, ContinueAsNewAfter: 3}}
 		}},
 	}
 

@@ -1,0 +1,279 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/ironflow/ironflow/provision"
+	"github.com/ironflow/ironflow/store"
+	"github.com/ironflow/ironflow/workflows"
+)
+
+// headerRolloutUser names, on a request a NodeOperator sends to its own
+// in-process API, who the node's history records as its user: the
+// rollout. Only an operator's server (never one that listens) reads it.
+const headerRolloutUser = "X-Ironflow-Rollout-User"
+
+// headerRollout names the rollout itself on those requests: the node's
+// workflow starts with its search attribute (workflows.SearchAttrRollout).
+const headerRollout = "X-Ironflow-Rollout"
+
+// ctxRollout keeps headerRollout's value on the gin context.
+const ctxRollout = "ironflow.rollout"
+
+// NodeOperator carries out a rollout's node operations (docs/rollouts.md)
+// through the API's own provision path: each node's request is PUT
+// /v1/nodes/{node}/states/provision served in process by an API server of
+// its own, so the decision (decideProvision), the conditional state write
+// and the start of the node's workflow are the same as for a person, and
+// so are the node lock and every refusal. Its methods are the Rollout
+// workflow's activities (worker.New registers them).
+type NodeOperator struct {
+	s       *server
+	handler http.Handler
+}
+
+// NewNodeOperator builds the operator of a worker process. Its server
+// answers no one but the operator: it authenticates nobody (the rollout's
+// creator was authorized when the API created the rollout).
+func NewNodeOperator(cfg Config, st *store.Store, eng Engine, log *slog.Logger) (*NodeOperator, error) {
+	cfg.AuthStrategy = AuthNoAuth
+	s, err := newServer(cfg, st, eng, log)
+	if err != nil {
+		return nil, err
+	}
+	s.internal = true
+	return &NodeOperator{s: s, handler: s.routes()}, nil
+}
+
+// rolloutUser is the user a rollout's node requests are recorded under.
+func rolloutUser(rolloutUUID string) string { return "rollout " + rolloutUUID }
+
+// Resolve answers the rollout's selector: the nodes it names, in UUID
+// order, once (the workflow records the answer).
+func (o *NodeOperator) Resolve(ctx context.Context, in workflows.RolloutResolveInput) ([]string, error) {
+	return resolveSelector(ctx, o.s.store, in.Selector)
+}
+
+// resolveSelector lists the nodes a selector names. Explicit nodes are
+// taken by UUID or name and keep their order; the other criteria filter.
+func resolveSelector(ctx context.Context, st *store.Store, sel workflows.RolloutSelector) ([]string, error) {
+	f := store.NodeFilter{
+		ProvisionState: provision.State(sel.ProvisionState), ResourceClass: sel.ResourceClass,
+		ConductorGroup: sel.ConductorGroup, Owner: sel.Owner, SortKey: "uuid",
+		Fields: []string{"uuid", "name", "traits"},
+	}
+	if sel.Shard != "" {
+		f.Shards = []string{sel.Shard}
+	}
+	nodes, err := st.ListNodes(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list the nodes of the selector: %w", err)
+	}
+	match := func(n *store.Node) bool {
+		for _, t := range sel.Traits {
+			if !slices.Contains(n.Traits, t) {
+				return false
+			}
+		}
+		return true
+	}
+	var out []string
+	if len(sel.Nodes) > 0 {
+		byID := map[string]*store.Node{}
+		for _, n := range nodes {
+			byID[n.UUID] = n
+			if n.Name != nil {
+				byID[*n.Name] = n
+			}
+		}
+		seen := map[string]bool{}
+		for _, id := range sel.Nodes {
+			if n, ok := byID[id]; ok && match(n) && !seen[n.UUID] {
+				seen[n.UUID] = true
+				out = append(out, n.UUID)
+			}
+		}
+		return out, nil
+	}
+	for _, n := range nodes {
+		if match(n) {
+			out = append(out, n.UUID)
+		}
+	}
+	return out, nil
+}
+
+// StartNode sends the rollout's operation to one node. A request the API
+// refuses is not an error of the activity: its message is the node's
+// reason to be skipped. A node that another operation holds (409) or that
+// is in maintenance is Busy. Retried after a crash, the attempt first
+// looks whether its request was already accepted (the node's history
+// names the rollout in the current run of the node), so that no node is
+// changed twice.
+func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartInput) (workflows.RolloutStartResult, error) {
+	n, err := o.s.store.GetNode(ctx, in.Node)
+	if errors.Is(err, store.ErrNotFound) {
+		return workflows.RolloutStartResult{Error: fmt.Sprintf("Node %s could not be found.", in.Node)}, nil
+	}
+	if err != nil {
+		return workflows.RolloutStartResult{}, err
+	}
+	verb := provision.ParseVerb(fmt.Sprint(in.Operation["target"]))
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
+		if ok, expect, err := o.acceptedBefore(ctx, n, in); err != nil {
+			return workflows.RolloutStartResult{}, err
+		} else if ok {
+			return workflows.RolloutStartResult{Started: true, Expect: expect}, nil
+		}
+	}
+	if n.Maintenance {
+		return workflows.RolloutStartResult{Busy: true, Error: fmt.Sprintf("Node %s is in maintenance mode.", n.UUID)}, nil
+	}
+	expect := ""
+	if t, ok := provision.Accept(n.ProvisionState, verb); ok {
+		expect = string(t.Target)
+		if expect == "" {
+			expect = string(t.Next)
+		}
+	}
+	body, err := json.Marshal(in.Operation)
+	if err != nil {
+		return workflows.RolloutStartResult{}, err
+	}
+	req := httptest.NewRequestWithContext(ctx, http.MethodPut, "/v1/nodes/"+n.UUID+"/states/provision", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(headerVersion, "latest")
+	req.Header.Set(headerRolloutUser, rolloutUser(in.Rollout))
+	req.Header.Set(headerRollout, in.Rollout)
+	rec := httptest.NewRecorder()
+	o.handler.ServeHTTP(rec, req)
+	switch {
+	case rec.Code == http.StatusAccepted:
+		return workflows.RolloutStartResult{Started: true, Expect: expect}, nil
+	case rec.Code == http.StatusConflict:
+		return workflows.RolloutStartResult{Busy: true, Error: faultString(rec.Body.Bytes())}, nil
+	case rec.Code >= 500:
+		return workflows.RolloutStartResult{}, fmt.Errorf("node %s: the API answered %d: %s", n.UUID, rec.Code, faultString(rec.Body.Bytes()))
+	default:
+		return workflows.RolloutStartResult{Error: faultString(rec.Body.Bytes())}, nil
+	}
+}
+
+// acceptedBefore reports whether the node's latest provision request the
+// API decided (actProvision's "accepted" event, or revertTransition's "not
+// started") is this rollout's accepted one: an attempt before this one got
+// the 202 but its answer was lost. The workflow's own events in between
+// (their user empty) do not count.
+func (o *NodeOperator) acceptedBefore(ctx context.Context, n *store.Node, in workflows.RolloutStartInput) (bool, string, error) {
+	events, err := o.s.store.ListHistory(ctx, n.UUID)
+	if err != nil {
+		return false, "", err
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		if !strings.HasPrefix(e.Event, "Provision action \"") {
+			continue
+		}
+		accepted := strings.Contains(e.Event, "\" accepted in state \"")
+		if !accepted && !strings.Contains(e.Event, "\" not started (") {
+			continue
+		}
+		if !accepted || e.User != rolloutUser(in.Rollout) {
+			return false, "", nil
+		}
+		// actProvision's words: ...; moving to "<next>" with target "<target>".
+		expect := ""
+		if m := acceptedEventRE.FindStringSubmatch(e.Event); m != nil {
+			expect = m[2]
+			if expect == "" {
+				expect = m[1]
+			}
+		}
+		return true, expect, nil
+	}
+	return false, "", nil
+}
+
+var acceptedEventRE = regexp.MustCompile(`; moving to "([^"]*)" with target "([^"]*)"$`)
+
+// faultString is the message of Ironic's error body.
+func faultString(body []byte) string {
+	var outer struct {
+		ErrorMessage string `json:"error_message"`
+	}
+	if json.Unmarshal(body, &outer) != nil {
+		return string(body)
+	}
+	var inner struct {
+		Faultstring string `json:"faultstring"`
+	}
+	if json.Unmarshal([]byte(outer.ErrorMessage), &inner) != nil {
+		return outer.ErrorMessage
+	}
+	return inner.Faultstring
+}
+
+// Await returns the nodes among in.Nodes whose operations have ended, as
+// soon as there is one, or none after a minute (the workflow asks again).
+// An operation has ended when its node is in a settled state (the
+// workflow writes it no more) or a failure state; it succeeded when that
+// state is the one its transition targets and is no failure.
+func (o *NodeOperator) Await(ctx context.Context, in workflows.RolloutAwaitInput) ([]workflows.RolloutNodeEnd, error) {
+	poll := time.Duration(in.PollSeconds * float64(time.Second))
+	if poll <= 0 {
+		poll = time.Second
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var ends []workflows.RolloutNodeEnd
+		for _, w := range in.Nodes {
+			n, err := o.s.store.GetNodeColumns(ctx, w.UUID, awaitColumns)
+			if errors.Is(err, store.ErrNotFound) {
+				ends = append(ends, workflows.RolloutNodeEnd{UUID: w.UUID, LastError: "the node was deleted"})
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			ps := n.ProvisionState
+			if !ps.Settled() && !ps.Failed() {
+				continue
+			}
+			e := workflows.RolloutNodeEnd{UUID: w.UUID, ProvisionState: string(ps)}
+			if n.LastError != nil {
+				e.LastError = *n.LastError
+			}
+			e.OK = !ps.Failed() && (w.Expect == "" || string(ps) == w.Expect)
+			if !e.OK && e.LastError == "" {
+				e.LastError = fmt.Sprintf("the operation ended in state %q, not %q", ps, w.Expect)
+			}
+			ends = append(ends, e)
+		}
+		if len(ends) > 0 || time.Now().After(deadline) {
+			return ends, nil
+		}
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+var awaitColumns = store.MustNodeColumns("provision_state", "last_error")

@@ -1,0 +1,302 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/embedded"
+)
+
+// rolloutDoc is what GET /ironflow/v1/rollouts/{uuid} shows.
+type rolloutDoc struct {
+	UUID    string `json:"uuid"`
+	State   string `json:"state"`
+	Reason  string `json:"reason"`
+	Wave    int    `json:"current_wave"`
+	Running bool   `json:"running"`
+	Runs    int    `json:"runs"`
+	Nodes   []struct {
+		UUID           string `json:"uuid"`
+		Wave           int    `json:"wave"`
+		State          string `json:"state"`
+		ProvisionState string `json:"provision_state"`
+		LastError      string `json:"last_error"`
+	} `json:"nodes"`
+	Waves     [][]int `json:"waves"`
+	Succeeded int     `json:"succeeded"`
+	Failed    int     `json:"failed"`
+}
+
+func (d rolloutDoc) nodesIn(state string) []string {
+	var out []string
+	for _, n := range d.Nodes {
+		if n.State == state {
+			out = append(out, n.UUID)
+		}
+	}
+	return out
+}
+
+func getRollout(t *testing.T, id string) rolloutDoc {
+	t.Helper()
+	var d rolloutDoc
+	if code, _ := call(t, "GET", "/ironflow/v1/rollouts/"+id, nil, &d); code != 200 {
+		t.Fatalf("GET rollout %s: %d", id, code)
+	}
+	return d
+}
+
+func waitRollout(t *testing.T, id string, timeout time.Duration, cond func(rolloutDoc) bool) rolloutDoc {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var d rolloutDoc
+	for time.Now().Before(deadline) {
+		d = getRollout(t, id)
+		if cond(d) {
+			return d
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Fatalf("rollout %s: still %s (wave %d, %d succeeded, %d failed) after %s\nworker log:\n%s", id, d.State, d.Wave, d.Succeeded, d.Failed, timeout, workerLog())
+	return d
+}
+
+// fakeAvailableNodes enrolls n fake-hardware nodes of resource class rc
+// and takes them to available, all at once.
+func fakeAvailableNodes(t *testing.T, prefix, rc string, n int) []string {
+	t.Helper()
+	uuids := make([]string, n)
+	for i := range n {
+		var nd node
+		code, _ := call(t, "POST", "/v1/nodes", map[string]any{"name": fmt.Sprintf("%s-%02d", prefix, i), "driver": "fake-hardware",
+			"deploy_interface": "fake", "resource_class": rc}, &nd)
+		if code != 201 {
+			t.Fatalf("create node: %d", code)
+		}
+		uuids[i] = nd.UUID
+	}
+	for _, s := range []struct{ verb, state string }{{"manage", "manageable"}, {"provide", "available"}} {
+		var wg sync.WaitGroup
+		for _, u := range uuids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if code, _ := call(t, "PUT", "/v1/nodes/"+u+"/states/provision", map[string]any{"target": s.verb}, nil); code != 202 {
+					t.Errorf("%s %s: %d", s.verb, u, code)
+				}
+			}()
+		}
+		wg.Wait()
+		for _, u := range uuids {
+			waitState(t, u, s.state, 60*time.Second)
+		}
+	}
+	return uuids
+}
+
+// TestRolloutOfFakeDeploysStopsOnItsBudget: 20 fake-hardware nodes, waves
+// of 5, a budget of 5 failures; six nodes' deploys fail (an unreadable
+// driver_info setting), the sixth in the third wave: the rollout stops in
+// that wave, the fourth wave's nodes are never touched, and each node's
+// history names the rollout. Then an undeploy rollout over the deployed
+// nodes, paused through the API and resumed through `temporal workflow
+// signal`; and the refusals, with nothing started.
+func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
+	start := time.Now()
+	nodes := fakeAvailableNodes(t, "rollout", "rollout-test", 20)
+	t.Logf("20 nodes available in %s", time.Since(start).Round(time.Millisecond))
+	// The resolved order is by UUID: the waves are cut from it, and the
+	// failing nodes are chosen in it (the sixth in the third wave).
+	sorted := slices.Clone(nodes)
+	slices.Sort(sorted)
+	failSet := map[string]bool{}
+	for _, i := range []int{1, 3, 6, 8, 9, 12} {
+		failSet[sorted[i]] = true
+		if code, _ := call(t, "PATCH", "/v1/nodes/"+sorted[i], []map[string]any{
+			{"op": "add", "path": "/driver_info/deploy_callback_timeout", "value": "soon"}}, nil); code != 200 {
+			t.Fatalf("patch: %d", code)
+		}
+	}
+
+	// Bad input first: each is a 400 and starts nothing.
+	var before struct {
+		Rollouts []struct{ UUID string } `json:"rollouts"`
+	}
+	call(t, "GET", "/ironflow/v1/rollouts", nil, &before)
+	for _, bad := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"operation": map[string]any{"target": "deploy"}, "selector": map[string]any{"resource_class": "no-such-class"}, "wave_size": 5},
+			"The rollout's selector matches no node."},
+		{map[string]any{"operation": map[string]any{"target": "deploy"}, "selector": map[string]any{"resource_class": "rollout-test"}, "wave_size": 5, "max_failure_percent": 101},
+			"Invalid max_failure_percent: 101 is not an integer between 1 and 100"},
+		{map[string]any{"operation": map[string]any{"target": "rebuild"}, "selector": map[string]any{"resource_class": "rollout-test"}, "wave_size": 5},
+			`The operation "rebuild" is not allowed on 20 of the rollout's nodes`},
+		{map[string]any{"operation": map[string]any{"target": "clean"}, "selector": map[string]any{"resource_class": "rollout-test"}, "wave_size": 5},
+			`"clean_steps" is required when setting target provision state to clean`},
+	} {
+		var e struct {
+			ErrorMessage string `json:"error_message"`
+		}
+		var fault struct{ Faultstring string }
+		code, _ := call(t, "POST", "/ironflow/v1/rollouts", bad.body, &e)
+		_ = json.Unmarshal([]byte(e.ErrorMessage), &fault)
+		if code != 400 || !strings.Contains(fault.Faultstring, bad.want) {
+			t.Fatalf("%v: %d %s, want 400 with %q", bad.body, code, e.ErrorMessage, bad.want)
+		}
+	}
+
+	var created struct{ UUID string }
+	if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
+		"operation": map[string]any{"target": "active"}, "selector": map[string]any{"resource_class": "rollout-test"},
+		"wave_size": 5, "max_failures": 5, "poll_seconds": 0.2, "continue_as_new_after": 4,
+	}, &created); code != 201 {
+		t.Fatalf("create rollout: %d", code)
+	}
+	ran := time.Now()
+	d := waitRollout(t, created.UUID, 3*time.Minute, func(d rolloutDoc) bool { return !d.Running })
+	t.Logf("the budget rollout ended in %s", time.Since(ran).Round(time.Millisecond))
+	if d.State != "failed" || d.Wave != 2 {
+		t.Fatalf("rollout %s in wave %d (%s), want failed in wave 2", d.State, d.Wave, d.Reason)
+	}
+	// 15 starts, 4 per run: the workflow continued as new three times.
+	if d.Runs != 4 {
+		t.Errorf("the rollout ran %d runs, want 4 (continue_as_new_after 4, 15 starts)", d.Runs)
+	}
+	var wantFailed, wantSucceeded []string
+	for _, u := range sorted[:15] {
+		if failSet[u] {
+			wantFailed = append(wantFailed, u)
+		} else {
+			wantSucceeded = append(wantSucceeded, u)
+		}
+	}
+	if got := d.nodesIn("failed"); !slices.Equal(got, wantFailed) {
+		t.Errorf("failed %v, want %v", got, wantFailed)
+	}
+	if got := d.nodesIn("succeeded"); !slices.Equal(got, wantSucceeded) {
+		t.Errorf("succeeded %v, want %v", got, wantSucceeded)
+	}
+	if got := d.nodesIn("pending"); !slices.Equal(got, sorted[15:]) {
+		t.Errorf("pending %v, want the last wave %v", got, sorted[15:])
+	}
+	for _, n := range d.Nodes {
+		if n.State == "failed" && !strings.Contains(n.LastError, "deploy_callback_timeout") {
+			t.Errorf("failed node %s: last_error %q", n.UUID, n.LastError)
+		}
+	}
+	for _, u := range sorted[15:] {
+		if ps := getNode(t, u).ProvisionState; ps != "available" {
+			t.Errorf("node %s of the wave never started is %s", u, ps)
+		}
+	}
+	for _, u := range wantSucceeded {
+		if ps := getNode(t, u).ProvisionState; ps != "active" {
+			t.Errorf("succeeded node %s is %s", u, ps)
+		}
+	}
+	var hist struct {
+		History []struct{ Event, User string } `json:"history"`
+	}
+	if code, _ := callAt(t, lab.APIURL, "1.78", "GET", "/v1/nodes/"+wantSucceeded[0]+"/history?detail=true", nil, &hist); code != 200 {
+		t.Fatalf("history: %d", code)
+	}
+	named := false
+	for _, e := range hist.History {
+		named = named || (e.User == "rollout "+created.UUID && strings.Contains(e.Event, `"active" accepted`))
+	}
+	if !named {
+		t.Errorf("node history does not name the rollout: %+v", hist.History)
+	}
+
+	// The nodes' own workflows carry the rollout's search attribute, as
+	// its workflow does: 15 node workflows and the rollout's 4 runs.
+	cli, err := embedded.FindTemporalCLI("")
+	if err != nil {
+		t.Skipf("SKIPPED LOUDLY: no temporal CLI for the signal part: %v", err)
+	}
+	out, err := exec.Command(cli, "workflow", "count", "--address", lab.Temporal.Address(),
+		"--query", fmt.Sprintf("RolloutUUID = '%s' AND WorkflowType != 'Rollout'", created.UUID)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Total: 15") {
+		all, _ := exec.Command(cli, "workflow", "list", "--address", lab.Temporal.Address(),
+			"--query", fmt.Sprintf("RolloutUUID = '%s'", created.UUID)).CombinedOutput()
+		t.Errorf("node workflows with the rollout's search attribute: %v\n%s\nall of the rollout's:\n%s", err, out, all)
+	}
+
+	// Undeploy the deployed nodes one at a time, paused through the API
+	// after the first and resumed through the temporal CLI.
+	var undeploy struct{ UUID string }
+	if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
+		"operation": map[string]any{"target": "deleted"}, "selector": map[string]any{"nodes": wantSucceeded},
+		"wave_size": 1, "soak_seconds": 1, "poll_seconds": 0.2,
+	}, &undeploy); code != 201 {
+		t.Fatalf("create undeploy rollout: %d", code)
+	}
+	if code, _ := call(t, "POST", "/ironflow/v1/rollouts/"+undeploy.UUID+"/pause", nil, nil); code != 202 {
+		t.Fatalf("pause: %d", code)
+	}
+	d = waitRollout(t, undeploy.UUID, time.Minute, func(d rolloutDoc) bool { return d.State == "paused" })
+	time.Sleep(2 * time.Second) // more than a soak: nothing more may start
+	d = getRollout(t, undeploy.UUID)
+	started := len(d.Nodes) - len(d.nodesIn("pending"))
+	if d.State != "paused" || started > 1 {
+		t.Fatalf("paused rollout: state %s, %d nodes started", d.State, started)
+	}
+	if out, err := exec.Command(cli, "workflow", "signal", "--address", lab.Temporal.Address(),
+		"--workflow-id", "rollout-"+undeploy.UUID, "--name", "resume").CombinedOutput(); err != nil {
+		t.Fatalf("temporal workflow signal resume: %v\n%s", err, out)
+	}
+	// The worker killed mid-rollout: the rollout goes on with the new one
+	// and each node is undeployed exactly once.
+	waitRollout(t, undeploy.UUID, time.Minute, func(d rolloutDoc) bool { return d.Succeeded >= 3 })
+	lab.KillWorker()
+	if err := lab.StartWorker(); err != nil {
+		t.Fatalf("restart the worker: %v", err)
+	}
+	d = waitRollout(t, undeploy.UUID, 3*time.Minute, func(d rolloutDoc) bool { return !d.Running })
+	for _, u := range wantSucceeded {
+		var h struct {
+			History []struct{ Event, User string } `json:"history"`
+		}
+		callAt(t, lab.APIURL, "1.78", "GET", "/v1/nodes/"+u+"/history?detail=true", nil, &h)
+		n := 0
+		for _, e := range h.History {
+			if strings.Contains(e.Event, `"deleted" accepted`) {
+				n++
+				if e.User != "rollout "+undeploy.UUID {
+					t.Errorf("node %s: undeploy by %q", u, e.User)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("node %s undeployed %d times, want once", u, n)
+		}
+	}
+	if d.State != "succeeded" || d.Succeeded != len(wantSucceeded) {
+		t.Fatalf("undeploy rollout: %s (%s), %d succeeded of %d", d.State, d.Reason, d.Succeeded, len(wantSucceeded))
+	}
+	for _, u := range wantSucceeded {
+		if ps := getNode(t, u).ProvisionState; ps != "available" {
+			t.Errorf("undeployed node %s is %s", u, ps)
+		}
+	}
+	// Both rollouts are listed; an ended one takes no signal.
+	var list struct {
+		Rollouts []struct{ UUID string } `json:"rollouts"`
+	}
+	call(t, "GET", "/ironflow/v1/rollouts", nil, &list)
+	if len(list.Rollouts) != len(before.Rollouts)+2 {
+		t.Errorf("%d rollouts listed, want %d (the refused requests started none)", len(list.Rollouts), len(before.Rollouts)+2)
+	}
+	if code, _ := call(t, "POST", "/ironflow/v1/rollouts/"+undeploy.UUID+"/abort", nil, nil); code != 404 {
+		t.Errorf("abort of an ended rollout: %d, want 404", code)
+	}
+	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
+}
