@@ -11,6 +11,11 @@ import (
 	"github.com/ironflow/ironflow/workflows"
 )
 
+// pluginSourceOutOfBand is plugin_data's "source" for an inventory read
+// from the BMC (out-of-band inspection), as Ironic's redfish inspect
+// interface names it.
+const pluginSourceOutOfBand = "redfish"
+
 // RecordInspection sets inspection_started_at or inspection_finished_at.
 // Local activity.
 func (a *Activities) RecordInspection(ctx context.Context, in workflows.InspectionRecord) error {
@@ -77,6 +82,6 @@ func (a *Activities) InspectOutOfBand(ctx context.Context, node workflows.NodeIn
 	if err != nil {
 		return fmt.Errorf("inventory of node %s: %w", node.UUID, err)
 	}
-	return storeErr(a.Store.PutInventory(ctx, &store.Inventory{NodeUUID: node.UUID, Inventory: m, PluginData: map[string]any{"source": "redfish"}}),
+	return storeErr(a.Store.PutInventory(ctx, &store.Inventory{NodeUUID: node.UUID, Inventory: m, PluginData: map[string]any{"source": pluginSourceOutOfBand}}),
 		"store inventory of node %s", node.UUID)
 }

@@ -102,7 +102,7 @@ func inspectionOutcome(ctx context.Context, n *store.Node, ports []*store.Port, 
 		return nil, nil, 0, err
 	}
 	names, cfg := hooks.DefaultHooks, hooks.Config{}
-	if pluginData["source"] == "redfish" {
+	if pluginData["source"] == pluginSourceOutOfBand {
 		names, cfg.OutOfBand = hooks.OutOfBandHooks, true
 	}
 	d := &hooks.Data{NodeUUID: n.UUID, Properties: props, Ports: portMaps, Inventory: inv.Inventory, PluginData: pluginData}

@@ -13,7 +13,7 @@ import (
 // the minimum, as Ironic (clients that predate microversions get 1.1).
 const (
 	MinVersionMinor = 1
-	MaxVersionMinor = 108
+	MaxVersionMinor = 115
 )
 
 // servedMaxMinor is the maximum negotiation serves: MaxVersionMinor, and
