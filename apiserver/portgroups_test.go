@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,7 +56,19 @@ func TestPortgroupCRUD(t *testing.T) {
 		g["node_uuid"] != nodeUUID || g["name"] != "bond0" {
 		t.Errorf("created %v", g)
 	}
-	want := "address created_at extra internal_info links mode name node_uuid ports properties standalone_ports_supported updated_at uuid"
+	// The fields of the served maximum: 1.102 physical_network, 1.103
+	// category, 1.111 dynamic_portgroup.
+	keys := []string{"address", "created_at", "extra", "internal_info", "links", "mode", "name", "node_uuid", "ports", "properties", "standalone_ports_supported", "updated_at", "uuid"}
+	for _, f := range []struct {
+		since int
+		key   string
+	}{{v102PortgroupPhysnet, "physical_network"}, {v103PortgroupCategory, "category"}, {v111DynamicPortgroup, "dynamic_portgroup"}} {
+		if servedMaxMinor >= f.since {
+			keys = append(keys, f.key)
+		}
+	}
+	slices.Sort(keys)
+	want := strings.Join(keys, " ")
 	if got := strings.Join(sortedKeys(g), " "); got != want {
 		t.Errorf("keys at %s:\n got %s\nwant %s", maxVersion(), got, want)
 	}
