@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/ironflow/ironflow/internal/testkit/selfsigned"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,7 @@ import (
 // with a message naming the flag, a full pair is presented as the client
 // certificate, and an API key rides on TLS.
 func TestTemporalTLSFlags(t *testing.T) {
-	cert, key, _ := writeCert(t)
+	cert, key, _ := selfsigned.Write(t, "ironflow test")
 	notPEM := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
 	parse := func(t *testing.T, args ...string) (client.Options, error) {
