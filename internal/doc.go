@@ -3,6 +3,9 @@
 //
 //	testkit/devstack   the whole stack as processes, Glance and Keystone, for tests and the benchmark
 //	testkit/storetest  a migrated, empty database per test
+//	testkit/...        other real parts for tests: the baremetal CLI, Debian's Ironic, a serial line
+//	                   behind ipmi_sim, a container registry, an OTLP collector, Prometheus scrapes,
+//	                   RFB and Chromium clients, self-signed certificates
 //	bench              make bench: ironflow against baselines measured in the same run
 //	record-histories   make record-histories: the workflow histories later versions replay
 //	withpostgres       make fuzz: one PostgreSQL cluster for every fuzz process's database
