@@ -72,6 +72,9 @@ type Temporal struct {
 	address string
 	uiURL   string
 	metrics string
+	// logFile is the server's log ("" when it goes nowhere), quoted when
+	// the server exits during start.
+	logFile string
 	done    chan error
 }
 
@@ -216,7 +219,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 		cfg.Namespace = "default"
 	}
 	if cfg.Port == 0 {
-		if cfg.Port, err = FreePort(cfg.IP); err != nil {
+		if cfg.Port, err = heldFreePort(cfg.IP); err != nil {
 			return nil, err
 		}
 	} else if cfg.Command == nil && !portFree(cfg.IP, cfg.Port) {
@@ -228,7 +231,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 	if command == nil {
 		command = exec.Command
 	}
-	t := &Temporal{bin: bin, command: cfg.Command, address: net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port)), done: make(chan error, 1)}
+	t := &Temporal{bin: bin, command: cfg.Command, address: net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port)), logFile: cfg.LogFile, done: make(chan error, 1)}
 	switch {
 	case cfg.UIPort < 0:
 		args = append(args, "--headless")
@@ -241,7 +244,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 	}
 	if cfg.Command == nil {
 		if cfg.MetricsPort == 0 {
-			if cfg.MetricsPort, err = FreePort(cfg.IP); err != nil {
+			if cfg.MetricsPort, err = heldFreePort(cfg.IP); err != nil {
 				return nil, err
 			}
 		}
@@ -300,7 +303,10 @@ func (t *Temporal) waitReady(ctx context.Context, namespace string) error {
 		select {
 		case err := <-t.done:
 			t.done <- err
-			return fmt.Errorf("the Temporal dev server exited during start: %v (see its log)", err)
+			if t.logFile == "" {
+				return fmt.Errorf("the Temporal dev server exited during start: %v", err)
+			}
+			return fmt.Errorf("the Temporal dev server exited during start: %v; its log (%s) ends:\n%s", err, t.logFile, Tail(t.logFile, 4000))
 		default:
 		}
 		err := t.probe(ctx, namespace)
@@ -368,6 +374,36 @@ func FreePort(ip string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// heldFreePort is a free port on ip that the kernel will not hand out
+// again to a bind on port 0 for about a minute, for a Go server (which
+// binds with SO_REUSEADDR) started next. The Temporal CLI's dev server
+// picks the ports of its own services with bind(0), and Linux randomises
+// ephemeral ports, so a port FreePort found and closed can be handed to
+// one of those services too, and the server then exits at start on
+// "address already in use". The connection closed from the listening
+// side leaves the port in TIME_WAIT, which keeps bind(0) off it: the
+// technique of the Temporal CLI's own devserver.GetFreePort.
+func heldFreePort(ip string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", ip, err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	c, err := net.Dial("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return 0, fmt.Errorf("hold free port %s:%d: %w", ip, port, err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		return 0, fmt.Errorf("hold free port %s:%d: %w", ip, port, err)
+	}
+	// The server's side closes first: its end goes to TIME_WAIT.
+	s.Close()
+	return port, nil
 }
 
 func portFree(ip string, port int) bool {

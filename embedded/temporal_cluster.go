@@ -256,7 +256,7 @@ func StartTemporalCluster(ctx context.Context, cfg TemporalClusterConfig, log *s
 		return nil, err
 	}
 	if cfg.Port == 0 {
-		if cfg.Port, err = FreePort("127.0.0.1"); err != nil {
+		if cfg.Port, err = heldFreePort("127.0.0.1"); err != nil {
 			return nil, err
 		}
 	} else if !portFree("127.0.0.1", cfg.Port) {
