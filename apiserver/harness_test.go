@@ -26,13 +26,15 @@ type fakeEngine struct {
 	st      *store.Store
 	instant bool
 
-	mu         sync.Mutex
-	running    map[string]bool
-	provisions []provision.Request
-	consoles   []workflows.ConsoleRequest
-	powers     []workflows.PowerRequest
-	boots      []workflows.BootDeviceRequest
-	vmedia     []workflows.VirtualMediaRequest
+	mu      sync.Mutex
+	running map[string]bool
+	// consoleBusy holds the nodes whose console change is still running.
+	consoleBusy map[string]bool
+	provisions  []provision.Request
+	consoles    []workflows.ConsoleRequest
+	powers      []workflows.PowerRequest
+	boots       []workflows.BootDeviceRequest
+	vmedia      []workflows.VirtualMediaRequest
 	// allocations are the allocations StartAllocation was asked to fill.
 	allocations []string
 	// vmediaErr, when set, is what ChangeVirtualMedia returns.
@@ -98,7 +100,9 @@ func (e *fakeEngine) StartProvision(ctx context.Context, req provision.Request) 
 func (e *fakeEngine) SetConsole(ctx context.Context, req workflows.ConsoleRequest) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.running[req.NodeUUID] {
+	// As TemporalEngine: the console's own workflow, not the node's
+	// lock, serializes console changes.
+	if e.consoleBusy[req.NodeUUID] {
 		return ErrNodeLocked
 	}
 	e.consoles = append(e.consoles, req)

@@ -82,10 +82,27 @@ func (e *TemporalEngine) StartPower(ctx context.Context, req workflows.PowerRequ
 	return err
 }
 
-// SetConsole implements Engine.
+// SetConsole implements Engine: the change runs under the console's own
+// workflow ID (workflows.ConsoleWorkflowID), beside the node's operation;
+// ErrNodeLocked while another console change of the node runs.
 func (e *TemporalEngine) SetConsole(ctx context.Context, req workflows.ConsoleRequest) error {
-	_, err := e.start(ctx, req.NodeUUID, provision.OpConsole, "", workflows.WorkflowSetConsoleNode, req)
-	return err
+	opts := client.StartWorkflowOptions{
+		ID:                                       workflows.ConsoleWorkflowID(req.NodeUUID),
+		TaskQueue:                                workflows.TaskQueue,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes:                    workflows.SearchAttributes(req.NodeUUID, provision.OpConsole, ""),
+	}
+	_, err := e.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowSetConsoleNode, req)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return ErrNodeLocked
+	}
+	if err != nil {
+		return fmt.Errorf("start the console change of node %s: %w", req.NodeUUID, err)
+	}
+	return nil
 }
 
 // SetBootDevice implements Engine: it waits for the BMC's answer.

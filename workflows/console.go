@@ -19,8 +19,13 @@ import (
 // disabling revokes the tokens of the browser pages, then runs StopConsole
 // on the holder's console queue, so that it reaches the process that holds
 // the listeners, and only then records console_enabled false. The
-// workflow holds the node's lock, as Ironic's _set_console_mode holds the
-// exclusive lock. Console traffic never passes through it.
+// workflow runs under its own ID (ConsoleWorkflowID), not the node's
+// lock: Ironic releases a node's lock while a deploy, cleaning or rescue
+// waits for its agent, and its users watch the machine through the
+// console exactly then; here the node's operation holds its lock
+// throughout, so a console change that waited for it would come too late.
+// Two console changes of one node still run one at a time. Console
+// traffic never passes through any workflow.
 
 const (
 	// WorkflowSetConsoleNode is the name SetConsoleNode is registered and
@@ -44,6 +49,10 @@ const (
 // take its StopConsole task: a holder that does not poll within it is
 // gone, and a process that is gone holds no listener.
 const DefaultConsoleStopWait = 30 * time.Second
+
+// ConsoleWorkflowID is the ID a node's console change runs under: one at a
+// time per node, beside whatever operation holds the node's lock.
+func ConsoleWorkflowID(nodeUUID string) string { return "console-" + nodeUUID }
 
 // ConsoleQueue is the task queue of one worker's consoles in a conductor
 // group: <the group's hardware queue>/console/<the worker's conductor

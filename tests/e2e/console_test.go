@@ -215,11 +215,11 @@ func vncWebsocket(page string) string {
 
 // deployWatchingTheScreen deploys the node as s.deploy does with its
 // graphical console (redfish-graphical; the VNC address comes from the
-// vbmc's Manager) enabled with the baremetal CLI beforehand, as an
-// operator who wants to watch does (a node's console changes only while
-// no operation holds the node: docs/console.md). console show gives the
-// API's noVNC page; while the deploy waits for its agent (wait call-back)
-// the page's websocket, opened through the API, shows the VM's
+// vbmc's Manager) enabled with the baremetal CLI once the deploy waits for
+// its agent (wait call-back), as an operator who wants to watch the boot
+// does: the deploy holds the node's lock, and the console changes beside
+// it (docs/console.md). console show gives the API's noVNC page; while
+// the deploy waits for its agent the page's websocket, opened through the API, shows the VM's
 // framebuffer exactly as QEMU's screendump of the paused guest, and so
 // does noVNC's canvas in headless Chromium; the deploy goes on to active;
 // then disabling closes an open session before console show says
@@ -231,8 +231,6 @@ func deployWatchingTheScreen(t *testing.T, s *stack, bmc *vbmcServer, uuid strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.mustCLI(t, "node", "console", "enable", uuid)
-	page := graphicalPage(t, s, uuid)
 	// Chromium runs outside the lab: it reaches the API through a
 	// loopback port forwarded into the namespace. It starts before the
 	// machine boots (not to slow its boot down) and opens the page once
@@ -244,6 +242,14 @@ func deployWatchingTheScreen(t *testing.T, s *stack, bmc *vbmcServer, uuid strin
 	}
 	waitProvisionState(t, s, uuid, "wait call-back", deployWait, vm.SerialLog)
 	began := time.Now()
+	// The deploy's workflow holds the node: the enable must be accepted
+	// all the same (mustCLI fails on a 409), and recorded while the
+	// deploy still waits.
+	s.mustCLI(t, "node", "console", "enable", uuid)
+	page := graphicalPage(t, s, uuid)
+	if st := s.nodeFields(t, uuid)["provision_state"]; st != "wait call-back" {
+		t.Logf("graphical console: enabled in wait call-back, recorded by %v", st)
+	}
 	apiURL := labAPIURL
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
