@@ -436,7 +436,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	if t.Target != "" {
 		target = &t.Target
 	}
-	event := fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target)
+	event := provision.AcceptedEvent(verb, n.ProvisionState, t)
 	err := s.store.RecordTransition(ctx, n.UUID, store.Transition{
 		From: []provision.State{n.ProvisionState}, To: t.Next, Target: target,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
