@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/configdrive"
+	"github.com/ironflow/ironflow/internal/crashhook"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
@@ -469,6 +470,9 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		s.revertTransition(c, n, verb, t, err)
 		return err
 	}
+	// A test may kill the API here, its state written and no workflow
+	// started (internal/crashhook): the reconciler mends that node.
+	crashhook.Point(ctx, n.UUID, "StartWorkflow/"+string(t.Next), "start")
 	// The request carries no config drive: DeployNode finds it with the
 	// node (provision.Request.ConfigDrive is for histories recorded before).
 	err = s.startProvision(ctx, n.UUID, t.Next, provision.Request{
