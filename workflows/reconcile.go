@@ -370,6 +370,11 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) error {
 	})
 	now := workflow.GetSignalChannel(ctx, SignalReconcileNow)
 	for i := 0; i < in.IterationsPerRun; i++ {
+		// A run whose passes repaired much has a long history: the next
+		// run starts afresh.
+		if i > 0 && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			break
+		}
 		if i > 0 || in.Continued {
 			if err := waitPass(ctx, now, in.Interval); err != nil {
 				return err
@@ -408,9 +413,6 @@ func Reconcile(ctx workflow.Context, in ReconcileInput) error {
 			status.Changes = status.Changes[len(status.Changes)-maxStatusChanges:]
 		}
 		log.Info("reconcile: pass repaired nodes", "conductor_group", in.ConductorGroup, "repairs", len(repairs), "outcomes", outcomes)
-		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			break
-		}
 	}
 	// A start-up's signal that arrived since the last pass is the next
 	// run's: it passes at once.
