@@ -257,7 +257,8 @@ var restartable = map[provision.Verb]bool{
 //  1. a node whose latest workflow closed after the node entered its
 //     state, having recorded a settled or failed state other than the
 //     node's, takes that state (a database restored from a backup older
-//     than the workflow);
+//     than the workflow), unless the node's state is a verb the API
+//     accepted after that workflow started;
 //  2. a node in a transient state, no workflow running, its state older
 //     than grace:
 //     - its last history event is the API's acceptance of a verb into this
@@ -292,9 +293,16 @@ func decideNode(now time.Time, grace time.Duration, group string, n NodeFacts) (
 	if last != nil && last.Running {
 		return Repair{}, false // the workflow holds the node
 	}
-	// 1. The finished workflow's last state against the row.
+	// A verb the API accepted after this run started is not this run's:
+	// from a settled state the API records the verb while the run that
+	// recorded the state may still be closing, and starts its own
+	// workflow after. Such a node is judged by step 2, never undone here.
+	acceptedSince := n.Accepted != nil && n.Accepted.Next == n.State && (last == nil || !last.Started.After(n.AcceptedAt))
+	// 1. The finished workflow's last state against the row, once both
+	// are older than grace (visibility lags a start by a moment).
 	if last != nil && !last.Closed.IsZero() && last.Closed.After(n.StateSince) && last.State != "" &&
-		last.State != n.State && (last.State.Settled() || last.State.Failed()) {
+		last.State != n.State && (last.State.Settled() || last.State.Failed()) && !acceptedSince &&
+		now.Sub(last.Closed) >= grace && now.Sub(n.StateSince) >= grace {
 		r := Repair{Kind: RepairCorrect, NodeUUID: n.NodeUUID, From: n.State, To: last.State,
 			Event: fmt.Sprintf("Reconciler: provision state corrected from \"%s\" to \"%s\", the state workflow %s (%s, run %s) recorded last before it closed at %s",
 				n.State, last.State, WorkflowID(n.NodeUUID), last.WorkflowType, last.RunID, last.Closed.UTC().Format(time.RFC3339))}
@@ -312,7 +320,7 @@ func decideNode(now time.Time, grace time.Duration, group string, n NodeFacts) (
 		msg := fmt.Sprintf("Reconciler: %s; the node moves from \"%s\" to \"%s\"", why, n.State, fail)
 		return Repair{Kind: RepairFail, NodeUUID: n.NodeUUID, From: n.State, To: fail, LastError: msg, Event: msg}, true
 	}
-	if a := n.Accepted; a != nil && a.Next == n.State && (last == nil || last.Started.Before(n.AcceptedAt)) {
+	if a := n.Accepted; acceptedSince {
 		at := n.AcceptedAt.UTC().Format(time.RFC3339)
 		t, ok := provision.Retake(*a)
 		if ok && restartable[a.Verb] {
