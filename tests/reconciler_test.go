@@ -274,12 +274,12 @@ func TestReconciler(t *testing.T) {
 // start again. Each of the 20 nodes must take the state its workflow
 // recorded last, and the late node's workflow must end.
 func (rs *reconcileStack) restoreFromBackup(t *testing.T) {
+	pgBin := postgresBin(t)
 	deploy := rs.fakeNodes(t, "deploy", 8, [2]string{"manage", "manageable"}, [2]string{"provide", "available"})
 	undeploy := rs.fakeNodes(t, "undeploy", 6, [2]string{"manage", "manageable"}, [2]string{"provide", "available"}, [2]string{"active", "active"})
 	manage := rs.fakeNodes(t, "manage", 6, [2]string{"manage", "manageable"}, [2]string{"provide", "available"})
 
 	dump := filepath.Join(rs.dir, "ironflow.dump")
-	pgBin := postgresBin(t)
 	if out, err := exec.Command(filepath.Join(pgBin, "pg_dump"), "--format=custom", "--file", dump, rs.DatabaseURL).CombinedOutput(); err != nil {
 		t.Fatalf("pg_dump: %v\n%s", err, out)
 	}
@@ -412,21 +412,16 @@ func (rs *reconcileStack) storedState(t *testing.T, uuid string) string {
 	return s
 }
 
-// postgresBin is the directory of PostgreSQL's client tools, the newest
-// Debian's.
+// postgresBin is the directory of PostgreSQL's client tools, the cluster's
+// own.
 func postgresBin(t *testing.T) string {
 	t.Helper()
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
-		return vi > vj
-	})
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "pg_restore")); err == nil {
-			return d
+	dir, err := embedded.PostgresBin()
+	if err == nil {
+		if _, err = os.Stat(filepath.Join(dir, "pg_restore")); err == nil {
+			return dir
 		}
 	}
-	t.Skip("SKIP LOUDLY: no PostgreSQL client tools (pg_dump, pg_restore) under /usr/lib/postgresql: scripts/install-deps.sh installs them")
+	t.Skipf("SKIP LOUDLY: no PostgreSQL client tools (pg_dump, pg_restore): %v: scripts/install-deps.sh installs them", err)
 	return ""
 }
