@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/configdrive"
+	"github.com/ironflow/ironflow/internal/crashhook"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
@@ -436,7 +437,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	if t.Target != "" {
 		target = &t.Target
 	}
-	event := fmt.Sprintf("Provision action \"%s\" accepted in state \"%s\"; moving to \"%s\" with target \"%s\"", verb, n.ProvisionState, t.Next, t.Target)
+	event := provision.AcceptedEvent(verb, n.ProvisionState, t)
 	err := s.store.RecordTransition(ctx, n.UUID, store.Transition{
 		From: []provision.State{n.ProvisionState}, To: t.Next, Target: target,
 		History: store.HistoryEvent{Severity: store.SeverityInfo, EventType: "provisioning", Event: event,
@@ -469,6 +470,9 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		s.revertTransition(c, n, verb, t, err)
 		return err
 	}
+	// A test may kill the API here, its state written and no workflow
+	// started (internal/crashhook): the reconciler mends that node.
+	crashhook.Point(ctx, n.UUID, "StartWorkflow/"+string(t.Next), "start")
 	// The request carries no config drive: DeployNode finds it with the
 	// node (provision.Request.ConfigDrive is for histories recorded before).
 	err = s.startProvision(ctx, n.UUID, t.Next, provision.Request{

@@ -145,6 +145,10 @@ func (p *Postgres) Stop() error {
 
 func (p *Postgres) pgdata() string { return filepath.Join(p.dataDir, pgdataDir) }
 
+// PostgresBin is the directory of the PostgreSQL binaries the cluster runs
+// (and of their client tools: pg_dump, pg_restore).
+func PostgresBin() (string, error) { return findPostgresBin() }
+
 // findPostgresBin prefers Debian's versioned directories (newest first),
 // then the PATH.
 func findPostgresBin() (string, error) {

@@ -75,6 +75,12 @@ var (
 		Help:    "Time one power-sync batch of a conductor group took.",
 		Buckets: bmcBuckets,
 	}, []string{"conductor_group"})
+	// ReconcileRepairs counts the reconciler's repairs (workflows/reconcile.go):
+	// each is also a row of the node's history.
+	ReconcileRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ironflow_reconcile_repairs_total",
+		Help: "Mismatches between nodes and their workflows the reconciler mended, by conductor group and kind (restart, fail, correct, end_orphan).",
+	}, []string{"conductor_group", "kind"})
 )
 
 // The boot service.
@@ -138,7 +144,7 @@ var BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 // ironflowCollectors are this package's series, registered at init.
 var ironflowCollectors = []prometheus.Collector{
 	BuildInfo, APIRequests, APIRequestDuration, AgentHeartbeatInterval,
-	BMCCalls, BMCCallDuration, PowerSyncNodes, PowerSyncLastRun, PowerSyncBatchDuration,
+	BMCCalls, BMCCallDuration, PowerSyncNodes, PowerSyncLastRun, PowerSyncBatchDuration, ReconcileRepairs,
 	ImageCacheRequests, ImageCacheDownloadedBytes, ImageCacheConversions,
 	DHCPReplies, TFTPTransfers, TFTPSentBytes, BootHTTPRequests, BootHTTPSentBytes,
 	TraceSpansExported, TraceSpansDropped,

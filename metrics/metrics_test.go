@@ -131,6 +131,7 @@ func TestRegistryPassesPromtool(t *testing.T) {
 	PowerSyncNodes.WithLabelValues("", "in_sync").Inc()
 	PowerSyncLastRun.WithLabelValues("").SetToCurrentTime()
 	PowerSyncBatchDuration.WithLabelValues("").Observe(1)
+	ReconcileRepairs.WithLabelValues("", "fail").Inc()
 	ImageCacheRequests.WithLabelValues("hit").Inc()
 	ImageCacheConversions.WithLabelValues(OutcomeOK).Inc()
 	DHCPReplies.WithLabelValues("offer").Inc()

@@ -32,7 +32,7 @@ import (
 
 // crashCase is one row of the crash table: a point of a deploy, a cleaning
 // or an undeploy (docs/architecture.md's thirteen steps), where the crash
-// hook (activities/crashhook_on.go) stops the worker, and which process is
+// hook (internal/crashhook/on.go) stops the worker, and which process is
 // killed while the node is there.
 type crashCase struct {
 	op   string // deploy, clean, undeploy
@@ -312,18 +312,36 @@ func linesAbout(uuid string, logs ...string) string {
 }
 
 // crashhookBinary is $IRONFLOW_CRASH_BIN, or ironflow built with -tags
-// crashhook (the hook is in no other build).
-func crashhookBinary(t *testing.T, dir string) string {
+// crashhook (the hook is in no other build), built once per test process
+// into a directory of its own (TestMain removes it) and shared by the tests
+// that use it.
+func crashhookBinary(t *testing.T, _ string) string {
 	if b := os.Getenv("IRONFLOW_CRASH_BIN"); b != "" {
 		return b
 	}
-	out := filepath.Join(dir, "ironflow-crashhook")
-	cmd := exec.Command("go", "build", "-tags", "crashhook", "-o", out, "./cmd/ironflow")
-	cmd.Dir = ".."
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build ironflow -tags crashhook: %v\n%s", err, b)
+	crashBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "ironflow-crashhook-")
+		if err != nil {
+			crashBuild.err = err
+			return
+		}
+		crashBuild.bin = filepath.Join(dir, "ironflow-crashhook")
+		cmd := exec.Command("go", "build", "-tags", "crashhook", "-o", crashBuild.bin, "./cmd/ironflow")
+		cmd.Dir = ".."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			crashBuild.err = fmt.Errorf("%w\n%s", err, b)
+		}
+	})
+	if crashBuild.err != nil {
+		t.Fatalf("build ironflow -tags crashhook: %v", crashBuild.err)
 	}
-	return out
+	return crashBuild.bin
+}
+
+var crashBuild struct {
+	once sync.Once
+	bin  string
+	err  error
 }
 
 func enrollCrashNode(t *testing.T, c crashCase) string {

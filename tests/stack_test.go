@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "tests: the integration stack did not start: %v\n", err)
 			return 1
 		}
+		defer func() {
+			if crashBuild.bin != "" {
+				_ = os.RemoveAll(filepath.Dir(crashBuild.bin))
+			}
+		}()
 		return m.Run()
 	}()
 	os.Exit(code)

@@ -85,6 +85,8 @@ func Workflows() map[string]any {
 		workflows.WorkflowRescueNode:       workflows.RescueNode,
 		workflows.WorkflowUnrescueNode:     workflows.UnrescueNode,
 		workflows.WorkflowSyncPowerStates:  workflows.SyncPowerStates,
+		// The reconciler (workflows/reconcile.go, docs/crash-safety.md).
+		workflows.WorkflowReconcile: workflows.Reconcile,
 		// API 1.89 (docs/api-versions.md).
 		workflows.WorkflowChangeVirtualMedia: workflows.ChangeVirtualMedia,
 		workflows.WorkflowVendorPassthru:     workflows.VendorPassthru,
@@ -187,6 +189,10 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 	acts[workflows.ActVerifySignal] = signalVerifier{keys: opts.SignalKeys, tokens: storeTokens(a)}.verify
 	// The power sync needs the Temporal client to skip nodes a workflow holds.
 	acts[workflows.ActSyncPowerStates] = activities.NewPowerSync(a, c).SyncPowerStates
+	// The reconciler reads visibility, and starts and ends node workflows.
+	rec := activities.NewReconciler(a, c)
+	acts[workflows.ActReconcileFacts] = rec.ReconcileFacts
+	acts[workflows.ActReconcileRepair] = rec.ReconcileRepair
 	// A rollout's node operations go through the API's own provision path
 	// (apiserver.NodeOperator, which the process builds: see Options).
 	if opts.Rollouts != nil {

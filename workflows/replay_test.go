@@ -43,6 +43,7 @@ var ReplayedWorkflows = map[string]any{
 	WorkflowAdoptNode:          AdoptNode,
 	WorkflowSetConsoleNode:     SetConsoleNode,
 	WorkflowRollout:            Rollout,
+	WorkflowReconcile:          Reconcile,
 }
 
 // lastRelease is the one directory of workflows/testdata/history: the last

@@ -335,6 +335,32 @@ func main() {
 		}
 		return workflows.PowerSyncResult{Nodes: 3, Checked: 2, Changed: 1, Failed: 1, Maintenance: []string{"00000000-0000-4000-8000-000000000099"}}, nil
 	}
+	// The reconciler's pass: the first finds a provide the API never
+	// started and a node whose restored row disagrees with its workflow.
+	var passes int
+	all[workflows.ActReconcileFacts] = func(_ context.Context, in workflows.ReconcileScan) (workflows.ReconcileFacts, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		passes++
+		now := time.Now().UTC()
+		if passes > 1 {
+			return workflows.ReconcileFacts{At: now, Nodes: 2}, nil
+		}
+		long := now.Add(-time.Hour)
+		return workflows.ReconcileFacts{At: now, Nodes: 2, Candidates: []workflows.NodeFacts{
+			{NodeUUID: "00000000-0000-4000-8000-000000000097", State: provision.Cleaning, StateSince: long, AcceptedAt: long,
+				Accepted: &provision.Accepted{Verb: provision.VerbProvide, From: provision.Manageable, Next: provision.Cleaning, Target: provision.Available}},
+			{NodeUUID: "00000000-0000-4000-8000-000000000098", State: provision.Available, StateSince: long,
+				Last: &workflows.RunFacts{WorkflowType: workflows.WorkflowDeployNode, RunID: "r", State: provision.Active, Status: "Completed", Started: long, Closed: now}},
+		}}, nil
+	}
+	all[workflows.ActReconcileRepair] = func(_ context.Context, in workflows.RepairBatch) ([]workflows.RepairOutcome, error) {
+		var out []workflows.RepairOutcome
+		for _, r := range in.Repairs {
+			out = append(out, workflows.RepairOutcome{Kind: r.Kind, NodeUUID: r.NodeUUID, From: r.From, To: r.To, Applied: true})
+		}
+		return out, nil
+	}
 	// The console queue of the worker that holds the scenarios' consoles.
 	cq := sdkworker.New(c, workflows.ConsoleQueue("", consoleHolder), sdkworker.Options{DisableWorkflowWorker: true})
 	for n, f := range all {
@@ -631,15 +657,36 @@ func main() {
 		fmt.Printf("%s: %s (workflow error: %v)\n", s.name, file, werr)
 	}
 	recordPowerSync(ctx, c, temporalBin, srv.Address(), out)
+	recordReconcile(ctx, c, temporalBin, srv.Address(), out)
+}
+
+// recordReconcile records the first run of an eternal reconciler: a pass at
+// start-up that repairs two nodes, one on the timer, then continue-as-new.
+func recordReconcile(ctx context.Context, c client.Client, temporalBin, address, out string) {
+	eternal := []struct {
+		name, id, wf string
+		in           any
+	}{
+		{name: "reconcile-continues-as-new", id: workflows.ReconcileWorkflowID(""), wf: workflows.WorkflowReconcile,
+			in: workflows.ReconcileInput{Interval: 500 * time.Millisecond, IterationsPerRun: 2}},
+	}
+	for _, e := range eternal {
+		recordContinuesAsNew(ctx, c, temporalBin, address, out, e.name, e.id, e.wf, e.in)
+	}
 }
 
 // recordPowerSync records the first run of an eternal power sync: two
 // ticks, then continue-as-new. The run's history ends there; the workflow
 // itself goes on and is terminated.
 func recordPowerSync(ctx context.Context, c client.Client, temporalBin, address, out string) {
-	id := workflows.PowerSyncWorkflowID("")
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, workflows.WorkflowSyncPowerStates,
-		workflows.SyncPowerInput{Interval: 500 * time.Millisecond, IterationsPerRun: 2})
+	recordContinuesAsNew(ctx, c, temporalBin, address, out, "power-sync-continues-as-new", workflows.PowerSyncWorkflowID(""),
+		workflows.WorkflowSyncPowerStates, workflows.SyncPowerInput{Interval: 500 * time.Millisecond, IterationsPerRun: 2})
+}
+
+// recordContinuesAsNew records the first run of an eternal workflow, up to
+// its continue-as-new, and terminates the workflow.
+func recordContinuesAsNew(ctx context.Context, c client.Client, temporalBin, address, out, name, id, wf string, in any) {
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: workflows.TaskQueue}, wf, in)
 	must(err)
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -649,16 +696,16 @@ func recordPowerSync(ctx context.Context, c client.Client, temporalBin, address,
 			break
 		}
 		if time.Now().After(deadline) {
-			log.Fatalf("power sync run %s did not continue as new: %v", run.GetRunID(), d.WorkflowExecutionInfo.GetStatus())
+			log.Fatalf("%s run %s did not continue as new: %v", wf, run.GetRunID(), d.WorkflowExecutionInfo.GetStatus())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	file := filepath.Join(out, "power-sync-continues-as-new.json")
+	file := filepath.Join(out, name+".json")
 	b, err := exec.Command(temporalBin, "workflow", "show", "--address", address, "-w", id, "-r", run.GetRunID(), "--output", "json").Output()
 	must(err)
 	must(os.WriteFile(file, compact(b), 0o644))
 	must(c.TerminateWorkflow(ctx, id, "", "recorded"))
-	fmt.Printf("power-sync-continues-as-new: %s\n", file)
+	fmt.Printf("%s: %s\n", name, file)
 }
 
 // compact drops the CLI's indentation: the files are read by the replayer.

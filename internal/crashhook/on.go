@@ -1,6 +1,6 @@
 //go:build crashhook
 
-package activities
+package crashhook
 
 import (
 	"context"
@@ -14,10 +14,12 @@ import (
 	"time"
 )
 
-// The crash hook, compiled only with -tags crashhook (tests build such a
-// worker; production binaries never contain it). It lets a test kill the
-// worker at an exact point of an exact node's activity instead of after a
-// timed sleep (docs/crash-safety.md).
+// Package crashhook is the crash hook, compiled only with -tags crashhook
+// (tests build such an ironflow; production binaries never contain it). It
+// lets a test kill the worker at an exact point of an exact node's activity,
+// or the API between a verb's state write and its workflow start
+// (StartWorkflow/<state recorded>), instead of after a timed sleep
+// (docs/crash-safety.md).
 //
 // IRONFLOW_CRASH_AT holds rules separated by ';'. A rule is
 //
@@ -110,10 +112,10 @@ func (r *crashRule) matches(node, point, phase string) bool {
 	return r.point == point || r.point == act
 }
 
-// crashPoint is where an activity may be killed or paused: node is the
+// Point is where an activity (or the API) may be killed or paused: node is the
 // node's UUID, point "Activity" or "Activity/detail", phase start, after
 // or done.
-func crashPoint(ctx context.Context, node, point, phase string) {
+func Point(ctx context.Context, node, point, phase string) {
 	crash.once.Do(loadCrashRules)
 	if len(crash.rules) == 0 {
 		return
