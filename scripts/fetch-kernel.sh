@@ -5,24 +5,38 @@
 #   .data/kernel/vmlinuz            the kernel
 #   .data/kernel/modules/<version>/ its modules (no modules.dep: use modinfo)
 #   .data/kernel/version            the kernel version string
+# KERNEL_ARCH=arm64 fetches Debian's arm64 kernel (linux-image-arm64) into
+# .data/kernel.arm64 instead, for the arm64 agent ramdisk (make
+# ramdisk-arm64); it adds the arm64 architecture to dpkg to see that package.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${KERNEL_DIR:-$root/.data/kernel}"
+arch="${KERNEL_ARCH:-amd64}"
+case "$arch" in
+amd64) out="${KERNEL_DIR:-$root/.data/kernel}"; qual="" ;;
+arm64) out="${KERNEL_DIR:-$root/.data/kernel.arm64}"; qual=":arm64" ;;
+*) echo "fetch-kernel: KERNEL_ARCH must be amd64 or arm64, not '$arch'" >&2; exit 2 ;;
+esac
 if [[ -s "$out/vmlinuz" && -s "$out/version" ]]; then
 	exit 0
 fi
 for tool in apt-get apt-cache dpkg; do
 	command -v "$tool" >/dev/null || { echo "fetch-kernel: '$tool' is missing; ironflow's ramdisk needs a Debian-based machine (or set KERNEL_DIR to a directory holding vmlinuz, version and modules/)" >&2; exit 1; }
 done
-pkg="$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')"
+if [[ -n "$qual" ]] && ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+	[[ $(id -u) -eq 0 ]] || { echo "fetch-kernel: run 'dpkg --add-architecture $arch && apt-get update' as root first" >&2; exit 1; }
+	dpkg --add-architecture "$arch"
+	apt-get update -qq >/dev/null 2>&1 || true
+fi
+depends() { apt-cache depends "linux-image-$arch$qual" 2>/dev/null | awk '/Depends: linux-image-[0-9]/{sub(/:.*/, "", $2); print $2; exit}'; }
+pkg="$(depends)"
 if [[ -z "$pkg" ]]; then
 	apt-get update -qq >/dev/null 2>&1 || true
-	pkg="$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')"
+	pkg="$(depends)"
 fi
-[[ -n "$pkg" ]] || { echo "fetch-kernel: cannot find the package linux-image-amd64 depends on (run 'apt-get update')" >&2; exit 1; }
+[[ -n "$pkg" ]] || { echo "fetch-kernel: cannot find the package linux-image-$arch depends on (run 'apt-get update')" >&2; exit 1; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-chmod 755 "$tmp"; (cd "$tmp" && apt-get download "$pkg" >/dev/null 2>&1)
+chmod 755 "$tmp"; (cd "$tmp" && apt-get download "$pkg$qual" >/dev/null 2>&1)
 dpkg -x "$tmp"/*.deb "$tmp/x"
 version="${pkg#linux-image-}"
 mkdir -p "$out/modules"
