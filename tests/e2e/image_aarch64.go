@@ -98,34 +98,14 @@ func BuildTestImageARM64(dir string) (path, sum string, err error) {
 			return "", "", fmt.Errorf("write %s: %w", name, err)
 		}
 	}
-	fat, disk := filepath.Join(tmp, "fat.img"), filepath.Join(tmp, "disk.img")
-	fatKiB := (imageSize - partOffset) >> 10
-	for _, s := range []struct {
-		stdin string
-		argv  []string
-	}{
-		{"", []string{"mkfs.vfat", "-C", "-F", "16", "-n", "IRONFLOW", "-i", "1f2e3d4c", fat, fmt.Sprint(fatKiB)}},
-		{"", []string{"mmd", "-i", fat, "::/EFI", "::/EFI/BOOT", "::/loader", "::/loader/entries"}},
-		{"", []string{"mcopy", "-i", fat, vmlinuz, "::/vmlinuz"}},
-		{"", []string{"mcopy", "-i", fat, "initrd.img", "::/initrd.img"}},
-		{"", []string{"mcopy", "-i", fat, sdboot, "::/EFI/BOOT/BOOTAA64.EFI"}},
-		{"", []string{"mcopy", "-i", fat, "loader.conf", "::/loader/loader.conf"}},
-		{"", []string{"mcopy", "-i", fat, "entry.conf", "::/loader/entries/ironflow-e2e.conf"}},
-		{"", []string{"truncate", "-s", fmt.Sprint(imageSize), disk}},
-		{fmt.Sprintf("label: dos\nlabel-id: %s\nstart=%d, size=%d, type=ef, bootable\n", imageDiskLabel, partOffset/512, (imageSize-partOffset)/512),
-			[]string{"sfdisk", "--no-reread", "--no-tell-kernel", "-q", disk}},
-	} {
-		cmd := exec.Command(s.argv[0], s.argv[1:]...)
-		cmd.Dir = tmp
-		cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1")
-		if s.stdin != "" {
-			cmd.Stdin = strings.NewReader(s.stdin)
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("build arm64 test image: %s: %w: %s", strings.Join(s.argv, " "), err, out)
-		}
-	}
-	if err := copyInto(disk, fat, partOffset, 0); err != nil {
+	disk, err := buildESPDisk(tmp, [][2]string{
+		{vmlinuz, "::/vmlinuz"},
+		{"initrd.img", "::/initrd.img"},
+		{sdboot, "::/EFI/BOOT/BOOTAA64.EFI"},
+		{"loader.conf", "::/loader/loader.conf"},
+		{"entry.conf", "::/loader/entries/ironflow-e2e.conf"},
+	})
+	if err != nil {
 		return "", "", err
 	}
 	if sum, err = fileSHA256(disk); err != nil {
