@@ -81,6 +81,18 @@ func TestPrepareBootPicksTheAgentByCPUArch(t *testing.T) {
 			}
 		})
 	}
+	// Virtual media carries the x86_64 agent ISO only: an aarch64 node
+	// there fails the same way, before any ISO is built.
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Inspecting, Properties: map[string]any{"cpu_arch": "aarch64"}}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	err := both.PrepareBoot(ctx, workflows.BootInput{Node: workflows.NodeInfo{UUID: n.UUID, BootMode: "uefi", BootInterface: "redfish-virtual-media",
+		MACs: []string{"52:54:00:00:00:02"}}, Kind: workflows.BootInspect})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != workflows.ErrTypeInvalidConfig || !strings.Contains(err.Error(), "cpu_arch aarch64") || !strings.Contains(err.Error(), "virtual media") {
+		t.Errorf("virtual media for an aarch64 node: %v, want an invalid-config error naming cpu_arch aarch64 and virtual media", err)
+	}
 	if got := activities.NormalizeArch(" ARM64 "); got != activities.ArchAArch64 {
 		t.Errorf("NormalizeArch(ARM64) = %q", got)
 	}
