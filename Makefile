@@ -11,6 +11,7 @@ TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL := $(BIN)/temporal
 IRONFLOW := $(BIN)/ironflow
 AGENT := $(BIN)/ironflow-agent
+AGENT_ARM64 := $(BIN)/ironflow-agent.arm64
 # The Temporal server (all four services) and its SQL schema tool, built
 # from go.temporal.io/server at the version pinned in tools/temporal-server
 # (its own module; docs/production.md).
@@ -42,7 +43,7 @@ export IRONFLOW_TEMPORAL_SQL_TOOL_BIN := $(TEMPORAL_SQL_TOOL)
 export IRONFLOW_TEMPORAL_UI_BIN := $(TEMPORAL_UI)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-metal3 bench-compare test-unit fuzz fuzz-targets bench soak ramdisk kernel lint clean help record-histories docs
+.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-metal3 bench-compare test-unit fuzz fuzz-targets bench soak ramdisk ramdisk-arm64 kernel lint clean help record-histories docs
 
 all: build
 
@@ -55,6 +56,7 @@ help:
 	@echo "make fuzz     run every fuzz target longer (FUZZTIME=$(FUZZTIME))"
 	@echo "make soak     deploy SOAK_NODES=$(SOAK_NODES) fake nodes with faults and crashes (not in make test)"
 	@echo "make ramdisk  build the agent kernel + initramfs into .data/images"
+	@echo "make ramdisk-arm64  the arm64 agent and loaders into .data/images (agent.kernel.aarch64 ...)"
 	@echo "make record-histories  record this version's workflow histories (docs/versioning.md)"
 	@echo "make docs     regenerate docs/configuration.md's flag table from the commands' flags"
 
@@ -106,6 +108,22 @@ ramdisk: build kernel
 	@ln -f $(DATA)/ramdisk/vmlinuz $(DATA)/images/agent.kernel
 	@ln -f $(DATA)/ramdisk/initramfs.cpio.gz $(DATA)/images/agent.initramfs
 
+# The arm64 agent (docs/bmcs-and-boot.md, "arm64"): the agent
+# cross-compiled, Debian's arm64 kernel and its modules, and the loaders
+# the boot service offers arm64 UEFI machines (Debian's signed network GRUB
+# and shim), fetched by scripts/fetch-kernel.sh into .data/kernel.arm64;
+# the x86-64 agent's files stay as they are.
+ramdisk-arm64: go-check
+	@KERNEL_ARCH=arm64 scripts/fetch-kernel.sh
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -trimpath -o $(AGENT_ARM64) ./cmd/ironflow-agent
+	$(GO) run ./agent/ramdisk/cmd/mkramdisk -agent $(AGENT_ARM64) -kernel $(DATA)/kernel.arm64 -out $(DATA)/ramdisk.arm64 -grub '' -systemd-boot - -mdadm -
+	@mkdir -p $(DATA)/images
+	@ln -f $(DATA)/ramdisk.arm64/vmlinuz $(DATA)/images/agent.kernel.aarch64
+	@ln -f $(DATA)/ramdisk.arm64/initramfs.cpio.gz $(DATA)/images/agent.initramfs.aarch64
+	@ln -f $(DATA)/kernel.arm64/boot/grubaa64.efi $(DATA)/images/grubaa64.efi
+	@ln -f $(DATA)/kernel.arm64/boot/shimaa64.efi $(DATA)/images/shimaa64.efi
+
 run: deps-run $(TEMPORAL) build
 	@$(MAKE) --no-print-directory ramdisk || echo "make run: the agent ramdisk could not be built; fake-hardware nodes work without it"
 	$(IRONFLOW) dev --data-dir $(DATA)
@@ -116,7 +134,7 @@ run-cluster: deps-run tools build
 	@$(MAKE) --no-print-directory ramdisk || echo "make run-cluster: the agent ramdisk could not be built; fake-hardware nodes work without it"
 	$(IRONFLOW) dev --data-dir $(DATA) --temporal cluster
 
-test: deps tools build ramdisk
+test: deps tools build ramdisk ramdisk-arm64
 	$(GO) vet ./...
 	@mkdir -p $(DATA)
 	@# The Metal3 module (one QEMU VM for most of its time) runs beside the

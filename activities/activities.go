@@ -70,8 +70,16 @@ type Config struct {
 	// AgentKernelURL and AgentInitrdURL default to BootURL/images/agent.kernel
 	// and agent.initramfs.
 	AgentKernelURL, AgentInitrdURL string
-	// AgentKernelParams are appended to the agent's command line.
+	// AgentKernelParams are appended to the agent's command line (x86_64).
 	AgentKernelParams string
+	// AgentArchitectures are the cpu_arch values (arch.go) whose agent and
+	// loader the boot service has (DefaultAgentArchitectures when empty):
+	// a node of any other architecture fails boot preparation, before it
+	// is powered on. An architecture other than x86_64 boots
+	// AgentKernelURL.<arch> and AgentInitrdURL.<arch>, with
+	// AgentKernelParamsByArch[arch] on its command line.
+	AgentArchitectures      []string
+	AgentKernelParamsByArch map[string]string
 	// AgentPollInterval is how often a running agent command is polled.
 	AgentPollInterval time.Duration
 	// AgentInsecure skips TLS verification of the agent (labs).
@@ -370,19 +378,20 @@ func (a *Activities) ClearInstanceInfo(ctx context.Context, nodeUUID string) err
 	return storeErr(err, "clear instance_info of node %s", nodeUUID)
 }
 
-// agentKernelParams is the agent's command line for a node.
-func (a *Activities) agentKernelParams(nodeUUID string) string {
-	return strings.Join(append([]string{"ipa-api-url=" + a.Config.APIURL}, a.agentExtraParams(nodeUUID)...), " ")
+// agentKernelParams is the agent's command line for a node, with extra,
+// its architecture's parameters (arch.go).
+func (a *Activities) agentKernelParams(nodeUUID, extra string) string {
+	return strings.Join(append([]string{"ipa-api-url=" + a.Config.APIURL}, a.agentExtraParams(nodeUUID, extra)...), " ")
 }
 
 // agentExtraParams are the agent parameters besides the API URL.
-func (a *Activities) agentExtraParams(nodeUUID string) []string {
+func (a *Activities) agentExtraParams(nodeUUID, extra string) []string {
 	parts := []string{"ipa-node-uuid=" + nodeUUID}
 	if a.Config.AgentInsecure {
 		parts = append(parts, "ipa-insecure=1")
 	}
-	if a.Config.AgentKernelParams != "" {
-		parts = append(parts, a.Config.AgentKernelParams)
+	if extra != "" {
+		parts = append(parts, extra)
 	}
 	return parts
 }

@@ -290,7 +290,16 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	default:
 		return invalidConfig("node %s: PrepareBoot cannot boot %q", node.UUID, in.Kind)
 	}
+	// The node's architecture has an agent and a loader, or the boot fails
+	// here, before the machine is powered on (arch.go).
+	agent, err := a.agentImages(loaded, in.Kind)
+	if err != nil {
+		return err
+	}
 	if node.VirtualMedia() {
+		if arch := NormalizeArch(cpuArch(loaded)); arch != ArchX8664 {
+			return invalidConfig("node %s: cpu_arch %s: virtual media boots the x86_64 agent ISO only; boot this node over the network (boot interface ipxe or pxe)", node.UUID, arch)
+		}
 		return a.prepareVirtualMedia(ctx, node)
 	}
 	if len(node.MACs) == 0 {
@@ -305,18 +314,14 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	if _, err := a.repeatedIn(ctx, loaded, keyAgentBootCall, store.AgentSessionKeys()); err != nil {
 		return err
 	}
-	kernel, initrd, err := a.agentImages(ctx, node.UUID, in.Kind)
-	if err != nil {
-		return err
-	}
 	err = a.Store.PutBootConfig(ctx, &store.BootConfig{
 		NodeUUID:     node.UUID,
 		MACs:         node.MACs,
 		BootMode:     node.BootMode,
 		Method:       store.BootMethodPXE,
-		KernelURL:    kernel,
-		InitrdURL:    initrd,
-		KernelParams: a.agentKernelParams(node.UUID),
+		KernelURL:    agent.KernelURL,
+		InitrdURL:    agent.InitrdURL,
+		KernelParams: a.agentKernelParams(node.UUID, agent.KernelParams),
 		Kind:         store.BootKindAgent,
 	})
 	return storeErr(err, "store boot configuration of node %s", node.UUID)
@@ -348,7 +353,7 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 	}
 	isoURL, err := a.Config.VirtualMedia.BuildAgentISO(ctx, AgentISO{
 		NodeUUID: node.UUID, APIURL: a.Config.APIURL, Token: token,
-		KernelParams: strings.Join(a.agentExtraParams(node.UUID), " "),
+		KernelParams: strings.Join(a.agentExtraParams(node.UUID, a.Config.AgentKernelParams), " "),
 		SecureBoot:   secure,
 	})
 	if err != nil {
@@ -441,15 +446,15 @@ func invalidConfig(format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), workflows.ErrTypeInvalidConfig, nil)
 }
 
-// agentImages are the agent kernel and ramdisk URLs for a node: for a
-// rescue, Ironic's driver_info rescue_kernel and rescue_ramdisk when set;
-// Ironic's deploy_kernel and deploy_ramdisk when set; else the boot
-// service's own agent.
-func (a *Activities) agentImages(ctx context.Context, nodeUUID string, kind workflows.BootKind) (string, string, error) {
-	n, err := a.Store.GetNode(ctx, nodeUUID)
-	if err != nil {
-		return "", "", storeErr(err, "load node %s", nodeUUID)
-	}
+// agentImages are the agent kernel, ramdisk and kernel parameters for a
+// node: for a rescue, Ironic's driver_info rescue_kernel and
+// rescue_ramdisk when set; Ironic's deploy_kernel and deploy_ramdisk when
+// set; else the boot service's own agent of the node's cpu_arch, which
+// must be one the worker is configured for (arch.go).
+func (a *Activities) agentImages(n *store.Node, kind workflows.BootKind) (agentArch, error) {
+	arch := NormalizeArch(cpuArch(n))
+	table := a.Config.agentArchitectures()
+	own, known := table[arch]
 	pairs := [][2]string{{hardware.KeyDeployKernel, hardware.KeyDeployRamdisk}}
 	if kind == workflows.BootRescue {
 		pairs = append([][2]string{{hardware.KeyRescueKernel, hardware.KeyRescueRamdisk}}, pairs...)
@@ -459,10 +464,20 @@ func (a *Activities) agentImages(ctx context.Context, nodeUUID string, kind work
 		r, _ := n.DriverInfo[p[1]].(string)
 		switch {
 		case k != "" && r != "":
-			return k, r, nil
+			return agentArch{KernelURL: k, InitrdURL: r, KernelParams: own.KernelParams}, nil
 		case k != "" || r != "":
-			return "", "", invalidConfig("node %s: driver_info %s and %s go together: set both or neither", nodeUUID, p[0], p[1])
+			return agentArch{}, invalidConfig("node %s: driver_info %s and %s go together: set both or neither", n.UUID, p[0], p[1])
 		}
 	}
-	return a.Config.AgentKernelURL, a.Config.AgentInitrdURL, nil
+	if !known {
+		return agentArch{}, invalidConfig("node %s: no agent or boot loader is configured for cpu_arch %s: this worker boots %s (worker setting --agent-architectures; docs/bmcs-and-boot.md, \"arm64\"), or set driver_info %s and %s",
+			n.UUID, arch, archNames(table), hardware.KeyDeployKernel, hardware.KeyDeployRamdisk)
+	}
+	return own, nil
+}
+
+// cpuArch is the node's properties/cpu_arch ("" when unset).
+func cpuArch(n *store.Node) string {
+	s, _ := n.Properties["cpu_arch"].(string)
+	return s
 }

@@ -30,6 +30,16 @@ const (
 	DefaultLeaseTime    = time.Hour
 	DefaultBIOSBootFile = "undionly.kpxe"
 	DefaultUEFIBootFile = "ipxe.efi"
+	// DefaultARM64BootFile is the boot file of an arm64 UEFI machine:
+	// Debian ships no arm64 iPXE, so its signed network GRUB
+	// (grub-efi-arm64-signed) boots the node's GRUB config over TFTP, the
+	// chain secure boot uses on x86-64 (grubnet.go); without secure boot
+	// the firmware starts it directly.
+	DefaultARM64BootFile = "grubaa64.efi"
+	// DefaultARM64SecureBootFile is the boot file of an arm64 UEFI
+	// machine whose node boots with secure boot on: Debian's signed shim
+	// (shim-signed), which loads grubaa64.efi from the same directory.
+	DefaultARM64SecureBootFile = "shimaa64.efi"
 	// maxDHCPPacket bounds one read; DHCP messages over Ethernet fit in 1500.
 	maxDHCPPacket = 4096
 	// maxInflightDHCP bounds concurrent handling so a storm of requests
@@ -75,6 +85,9 @@ type DHCPConfig struct {
 	// SecureBootFile is the boot file of a UEFI machine whose node boots
 	// with secure boot on (shim over TFTP; grubnet.go).
 	SecureBootFile string
+	// ARM64BootFile and ARM64SecureBootFile are the boot files of arm64
+	// UEFI machines (option 93 = 11), without and with secure boot.
+	ARM64BootFile, ARM64SecureBootFile string
 }
 
 func (c *DHCPConfig) setDefaults() {
@@ -95,6 +108,12 @@ func (c *DHCPConfig) setDefaults() {
 	}
 	if c.UEFIBootFile == "" {
 		c.UEFIBootFile = DefaultUEFIBootFile
+	}
+	if c.ARM64BootFile == "" {
+		c.ARM64BootFile = DefaultARM64BootFile
+	}
+	if c.ARM64SecureBootFile == "" {
+		c.ARM64SecureBootFile = DefaultARM64SecureBootFile
 	}
 }
 
@@ -303,6 +322,7 @@ const (
 	archBIOS     = iana.INTEL_X86PC
 	archEFIBC    = iana.EFI_BC
 	archEFIX8664 = iana.EFI_X86_64
+	archEFIARM64 = iana.EFI_ARM64
 )
 
 // bootOptions writes the boot part of a reply, the same in both modes.
@@ -357,9 +377,11 @@ func (b *bootOptions) scriptURL(nodeUUID string) string {
 
 // chooseBootFile picks what the client loads next:
 //   - iPXE (user class 77) → the node's iPXE script over HTTP;
-//   - a PXE ROM → an iPXE binary over TFTP for its architecture (93).
+//   - a PXE ROM → an iPXE binary over TFTP for its architecture (93);
+//     on arm64 UEFI, which has no iPXE, network GRUB (grubnet.go).
 //
-// ok is false for an architecture ironflow has no loader for.
+// ok is false for an architecture ironflow has no loader for (among them
+// the UEFI HTTP boot clients, 16 and 19, which PXE's TFTP cannot serve).
 func (b *bootOptions) chooseBootFile(req *dhcpv4.DHCPv4, bc *BootConfig) (file string, viaTFTP, ok bool) {
 	if isIPXE(req) {
 		return b.scriptURL(bc.NodeUUID), false, true
@@ -373,6 +395,11 @@ func (b *bootOptions) chooseBootFile(req *dhcpv4.DHCPv4, bc *BootConfig) (file s
 			return b.cfg.SecureBootFile, true, true
 		}
 		return b.cfg.UEFIBootFile, true, true
+	case archEFIARM64:
+		if bc.SecureBoot {
+			return b.cfg.ARM64SecureBootFile, true, true
+		}
+		return b.cfg.ARM64BootFile, true, true
 	default:
 		return "", false, false
 	}

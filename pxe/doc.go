@@ -21,6 +21,11 @@
 // grub/grub.cfg → the node's config by MAC → kernel and initrd
 // (grubnet.go).
 //
+// An arm64 UEFI machine (option 93 = 11, AAVMF on QEMU's virt machine) has
+// no iPXE in Debian: it gets the same GRUB chain, grubaa64.efi (Debian's
+// signed network GRUB) directly, or shimaa64.efi → grubaa64.efi under
+// secure boot (dhcp.go, chooseBootFile).
+//
 // iPXE waits 11 s for a ProxyDHCP offer unless the offer carries
 // encapsulated option 175 sub-option 176 = 1; ironflow sends it to every
 // iPXE client.

@@ -42,6 +42,11 @@ type TFTPConfig struct {
 	// DefaultSignedNetGrub if empty.
 	Shim          string
 	SignedNetGrub string
+	// ARM64NetGrub and ARM64Shim are arm64 UEFI machines' loaders, served
+	// as grubaa64.efi and shimaa64.efi (Debian's grubnetaa64.efi.signed and
+	// shimaa64.efi.signed; make ramdisk-arm64 puts them in the images
+	// directory); none when empty or missing.
+	ARM64NetGrub, ARM64Shim string
 }
 
 // TFTPServer serves files under one root, read-only.
@@ -71,7 +76,10 @@ func (s *TFTPServer) pinLoaders() {
 	if grub == "" {
 		grub = DefaultSignedNetGrub
 	}
-	for name, p := range map[string]string{DefaultSecureBootFile: shim, grubNetName: grub} {
+	for name, p := range map[string]string{DefaultSecureBootFile: shim, grubNetName: grub, DefaultARM64BootFile: s.cfg.ARM64NetGrub, DefaultARM64SecureBootFile: s.cfg.ARM64Shim} {
+		if p == "" {
+			continue
+		}
 		if resolved, err := filepath.EvalSymlinks(p); err == nil {
 			if st, err := os.Stat(resolved); err == nil && st.Mode().IsRegular() {
 				s.pinned[name] = resolved

@@ -65,6 +65,10 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		[qemu-img]=qemu-utils
 		[/usr/lib/ipxe/qemu/efi-virtio.rom]=ipxe-qemu
 		[/usr/share/OVMF/OVMF_CODE_4M.fd]=ovmf
+		# The arm64 VM test (tests/e2e/deploy_arm64_test.go): QEMU's aarch64
+		# system emulator and its UEFI firmware (AAVMF).
+		[qemu-system-aarch64]=qemu-system-arm
+		[/usr/share/AAVMF/AAVMF_CODE.fd]=qemu-efi-aarch64
 		[/usr/lib/ipxe/undionly.kpxe]=ipxe
 		[ipmi_sim]=openipmi
 		[ipmitool]=ipmitool

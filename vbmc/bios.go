@@ -209,6 +209,10 @@ func (m *Machine) updateBIOS(ctx context.Context, fn func(st *biosState) error) 
 // with: the secure-boot build with Microsoft's keys while secure boot is
 // on (the store copied once into the state directory), else the plain one.
 func (m *Machine) secureBootFirmware() (code, vars string, secure bool) {
+	if m.vm.Arch == ArchAArch64 {
+		// AAVMF's secure-boot builds are not emulated: secure boot stays off.
+		return AAVMFCode, filepath.Join(m.dir, "AAVMF_VARS.fd"), false
+	}
 	st, err := m.loadBIOS()
 	if err == nil && st.SecureBootCurrent {
 		return OVMFSecureCode, filepath.Join(m.dir, "OVMF_VARS_SB.fd"), true

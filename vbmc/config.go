@@ -19,7 +19,10 @@ const (
 	DefaultFirmware   = FirmwareBIOS
 	DefaultNetdev     = "none"
 	DefaultQEMUBinary = "qemu-system-x86_64"
-	DefaultUsername   = "admin"
+	// DefaultQEMUBinaryAArch64 runs the VMs whose arch is ArchAArch64
+	// (Debian's qemu-system-arm).
+	DefaultQEMUBinaryAArch64 = "qemu-system-aarch64"
+	DefaultUsername          = "admin"
 )
 
 // Accelerator choices.
@@ -35,10 +38,23 @@ const (
 	FirmwareUEFI = "uefi"
 )
 
+// Machine architectures of a VM definition.
+const (
+	ArchX8664   = "x86_64"
+	ArchAArch64 = "aarch64"
+)
+
 // OVMF images from Debian's ovmf package, used for firmware "uefi".
 var (
 	OVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 	OVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// AAVMF images from Debian's qemu-efi-aarch64 package: the UEFI firmware
+// of aarch64 VMs (QEMU's virt machine).
+var (
+	AAVMFCode = "/usr/share/AAVMF/AAVMF_CODE.fd"
+	AAVMFVars = "/usr/share/AAVMF/AAVMF_VARS.fd"
 )
 
 // Config is the vbmc configuration file (see the package documentation).
@@ -48,6 +64,8 @@ type Config struct {
 	Password      string   `json:"password"`
 	MediaNetworks []string `json:"media_networks,omitempty"`
 	QEMUBinary    string   `json:"qemu_binary,omitempty"`
+	// QEMUBinaryAArch64 runs the aarch64 VMs (DefaultQEMUBinaryAArch64).
+	QEMUBinaryAArch64 string `json:"qemu_binary_aarch64,omitempty"`
 	// Accel is "auto" (KVM when /dev/kvm opens, else TCG), "kvm" or "tcg".
 	Accel string `json:"accel,omitempty"`
 	VMs   []VM   `json:"vms"`
@@ -66,13 +84,16 @@ type Config struct {
 
 // VM is one virtual machine acting as a bare-metal server.
 type VM struct {
-	Name      string   `json:"name"`
-	MAC       string   `json:"mac"`
-	Disk      string   `json:"disk,omitempty"`
-	DiskSize  string   `json:"disk_size,omitempty"`
-	MemoryMB  int      `json:"memory_mb,omitempty"`
-	CPUs      int      `json:"cpus,omitempty"`
-	Firmware  string   `json:"firmware,omitempty"`
+	Name     string `json:"name"`
+	MAC      string `json:"mac"`
+	Disk     string `json:"disk,omitempty"`
+	DiskSize string `json:"disk_size,omitempty"`
+	MemoryMB int    `json:"memory_mb,omitempty"`
+	CPUs     int    `json:"cpus,omitempty"`
+	Firmware string `json:"firmware,omitempty"`
+	// Arch is ArchX8664 (the default: q35) or ArchAArch64: QEMU's virt
+	// machine with a Cortex-A57 under TCG, UEFI (AAVMF) only.
+	Arch      string   `json:"arch,omitempty"`
 	Netdev    string   `json:"netdev,omitempty"`
 	SerialLog string   `json:"serial_log,omitempty"`
 	QEMUExtra []string `json:"qemu_extra,omitempty"`
@@ -136,6 +157,9 @@ func (c *Config) normalize() error {
 	if c.QEMUBinary == "" {
 		c.QEMUBinary = DefaultQEMUBinary
 	}
+	if c.QEMUBinaryAArch64 == "" {
+		c.QEMUBinaryAArch64 = DefaultQEMUBinaryAArch64
+	}
 	switch c.Accel {
 	case "":
 		c.Accel = AccelAuto
@@ -182,6 +206,17 @@ func (c *Config) normalize() error {
 		}
 		if vm.Firmware != FirmwareBIOS && vm.Firmware != FirmwareUEFI {
 			return fmt.Errorf("vm %s: firmware %q is neither %q nor %q", vm.Name, vm.Firmware, FirmwareBIOS, FirmwareUEFI)
+		}
+		switch vm.Arch {
+		case "":
+			vm.Arch = ArchX8664
+		case ArchX8664:
+		case ArchAArch64:
+			if vm.Firmware != FirmwareUEFI {
+				return fmt.Errorf("vm %s: an %s VM boots UEFI only (firmware %q)", vm.Name, ArchAArch64, FirmwareUEFI)
+			}
+		default:
+			return fmt.Errorf("vm %s: arch %q is neither %q nor %q", vm.Name, vm.Arch, ArchX8664, ArchAArch64)
 		}
 		if vm.Netdev == "" {
 			vm.Netdev = DefaultNetdev

@@ -42,6 +42,7 @@
 //	  "media_networks": ["192.168.100.0/24"],  // where InsertMedia may download from
 //	                                           // besides loopback (optional)
 //	  "qemu_binary": "qemu-system-x86_64",     // optional
+//	  "qemu_binary_aarch64": "qemu-system-aarch64", // optional: runs the aarch64 VMs
 //	  "accel": "auto",                         // auto (KVM if /dev/kvm opens, else TCG), kvm, tcg
 //	  "update_seconds": 3,                     // how long a SimpleUpdate task runs (update.go)
 //	  "bmc_reset_seconds": 0,                  // 503 for this long after a BMC update
@@ -53,6 +54,7 @@
 //	    "memory_mb": 512,                      // default 512
 //	    "cpus": 1,                             // default 1
 //	    "firmware": "bios",                    // "bios" (SeaBIOS) or "uefi" (OVMF)
+//	    "arch": "x86_64",                      // or "aarch64": virt machine, AAVMF, uefi only (machine_aarch64.go)
 //	    "netdev": "tap:tap0",                  // "tap:IFNAME", "user" or "none"
 //	    "serial_log": "/path/console.log",     // default state_dir/NAME/console.log
 //	    "serial_address": "127.0.0.1:9003",        // also serve the serial line here; ipmi_sim's SOL connects to it

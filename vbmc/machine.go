@@ -591,13 +591,13 @@ func (m *Machine) start(ctx context.Context) error {
 		return fmt.Errorf("open QEMU log of %s: %w", m.vm.Name, err)
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "%s starting: %s %s\n", time.Now().UTC().Format(time.RFC3339), m.cfg.QEMUBinary, strings.Join(args, " "))
+	fmt.Fprintf(logf, "%s starting: %s %s\n", time.Now().UTC().Format(time.RFC3339), m.qemuBinary(), strings.Join(args, " "))
 	_ = os.Remove(m.qmpSocket())
 
 	// -daemonize: the process we start exits once the VM is set up (monitor
 	// socket and pidfile in place); the VM itself is nobody's child, so a
 	// chassis_control process may exit and ipmi_sim is not kept waiting.
-	cmd := exec.Command(m.cfg.QEMUBinary, args...)
+	cmd := exec.Command(m.qemuBinary(), args...)
 	cmd.Stdin = nil
 	cmd.Stdout = logf
 	cmd.Stderr = logf
@@ -703,6 +703,9 @@ func (m *Machine) prepare() error {
 	if m.vm.Firmware == FirmwareUEFI {
 		_, vars, secure := m.secureBootFirmware()
 		src := OVMFVars
+		if m.vm.Arch == ArchAArch64 {
+			src = AAVMFVars
+		}
 		if secure {
 			src = OVMFSecureVars
 		}
@@ -722,8 +725,19 @@ func diskFormat(path string) string {
 	return "raw"
 }
 
+// qemuBinary is the QEMU that runs the VM's architecture.
+func (m *Machine) qemuBinary() string {
+	if m.vm.Arch == ArchAArch64 {
+		return m.cfg.QEMUBinaryAArch64
+	}
+	return m.cfg.QEMUBinary
+}
+
 // qemuArgs is the QEMU command line for the given boot order and CD image.
 func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
+	if m.vm.Arch == ArchAArch64 {
+		return m.qemuArgsAArch64(order, cdImage)
+	}
 	idx := map[bootDevice]int{}
 	for i, d := range order {
 		idx[d] = bootIndexBaseA + i

@@ -119,7 +119,10 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 	go func() { errs <- <-done }()
 
 	if *f.tftpListen != "" {
-		t, err := pxe.NewTFTPServer(pxe.TFTPConfig{Addr: *f.tftpListen, Root: *f.tftpRoot}, blog)
+		// arm64 machines' loaders sit beside their agent in the images
+		// directory (make ramdisk-arm64; docs/bmcs-and-boot.md, "arm64").
+		t, err := pxe.NewTFTPServer(pxe.TFTPConfig{Addr: *f.tftpListen, Root: *f.tftpRoot,
+			ARM64NetGrub: filepath.Join(*f.imagesDir, pxe.DefaultARM64BootFile), ARM64Shim: filepath.Join(*f.imagesDir, pxe.DefaultARM64SecureBootFile)}, blog)
 		if err != nil {
 			return "", nil, nil, err
 		}

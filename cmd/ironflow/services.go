@@ -302,6 +302,7 @@ func runAPICommand(ctx context.Context, args []string) error {
 // workerFlags are the worker's settings.
 type workerFlags struct {
 	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams        *string
+	agentArchs, kernelParamsAArch64                                                *string
 	callbackTimeout, rescueTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout *time.Duration
 	syncInterval                                                                   *time.Duration
 	reconcileInterval, reconcileGrace, reconcileLookback                           *time.Duration
@@ -322,27 +323,30 @@ type workerFlags struct {
 func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 	p := activities.DefaultPolicy()
 	f := workerFlags{
-		groups:            s.String("conductor-groups", "", "comma-separated conductor groups whose hardware this worker reaches (empty: the default group)"),
-		apiURL:            s.String("agent-api-url", "http://127.0.0.1:6385", "the API as agents reach it (ipa-api-url)"),
-		bootURL:           s.String("boot-url", "http://"+defaultBootListen, "the PXE HTTP service as machines reach it"),
-		kernelParams:      s.String("agent-kernel-params", "console=ttyS0", "extra kernel parameters for the agent"),
-		callbackTimeout:   s.Duration("deploy-callback-timeout", p.CallbackTimeout, "how long to wait for the agent's first heartbeat"),
-		rescueTimeout:     s.Duration("rescue-callback-timeout", p.RescueCallbackTimeout, "how long rescue wait waits for the rescue agent's first heartbeat"),
-		heartbeatTimeout:  s.Duration("agent-heartbeat-timeout", p.HeartbeatTimeout, "a running agent step fails after this long without a heartbeat"),
-		operatorWait:      s.Duration("operator-wait-timeout", p.OperatorWaitTimeout, "how long a failed step waits for retry/skip-step/abort"),
-		bmcCallTimeout:    s.Duration("bmc-call-timeout", p.BMCCallTimeout, "bound of one BMC activity attempt"),
-		syncInterval:      s.Duration("sync-power-state-interval", workflows.DefaultPowerSyncInterval, "how often each conductor group's power states are read from the BMCs (0 disables)"),
-		reconcileInterval: s.Duration("reconcile-interval", workflows.DefaultReconcileInterval, "how often each conductor group's reconciler compares nodes with their workflows (0 disables; docs/crash-safety.md)"),
-		reconcileGrace:    s.Duration("reconcile-grace", workflows.DefaultReconcileGrace, "how old a node's transient state must be before the reconciler judges it"),
-		reconcileLookback: s.Duration("reconcile-lookback", workflows.DefaultReconcileLookback, "how far back the reconciler reads closed workflows (cover the age of a database backup you may restore)"),
-		bmcAttempts:       s.Int("bmc-attempts", int(p.BMCAttempts), "attempts of a BMC call before the step fails"),
-		maxActivities:     s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
-		wfPollers:         s.Int("workflow-task-pollers", worker.DefaultWorkflowTaskPollers, "long polls the worker keeps open for workflow tasks"),
-		actPollers:        s.Int("activity-task-pollers", worker.DefaultActivityTaskPollers, "long polls the worker keeps open for hardware activity tasks, per conductor group"),
-		automatedClean:    s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
-		agentInsecure:     s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
-		healthMonitoring:  s.Bool("health-monitoring", true, "read each node's hardware health from its BMC in the power-state sync (Ironic's [conductor] enable_health_monitoring; one more BMC query per node and tick)"),
-		glance:            addGlanceFlags(s),
+		groups:       s.String("conductor-groups", "", "comma-separated conductor groups whose hardware this worker reaches (empty: the default group)"),
+		apiURL:       s.String("agent-api-url", "http://127.0.0.1:6385", "the API as agents reach it (ipa-api-url)"),
+		bootURL:      s.String("boot-url", "http://"+defaultBootListen, "the PXE HTTP service as machines reach it"),
+		kernelParams: s.String("agent-kernel-params", "console=ttyS0", "extra kernel parameters for the agent"),
+		agentArchs: s.String("agent-architectures", strings.Join(activities.DefaultAgentArchitectures, ","),
+			"comma-separated cpu_arch values the boot service has an agent and a loader for (x86_64, aarch64: make ramdisk-arm64); a node of another architecture fails before power-on"),
+		kernelParamsAArch64: s.String("agent-kernel-params-aarch64", activities.DefaultAgentKernelParamsAArch64, "extra kernel parameters for the aarch64 agent"),
+		callbackTimeout:     s.Duration("deploy-callback-timeout", p.CallbackTimeout, "how long to wait for the agent's first heartbeat"),
+		rescueTimeout:       s.Duration("rescue-callback-timeout", p.RescueCallbackTimeout, "how long rescue wait waits for the rescue agent's first heartbeat"),
+		heartbeatTimeout:    s.Duration("agent-heartbeat-timeout", p.HeartbeatTimeout, "a running agent step fails after this long without a heartbeat"),
+		operatorWait:        s.Duration("operator-wait-timeout", p.OperatorWaitTimeout, "how long a failed step waits for retry/skip-step/abort"),
+		bmcCallTimeout:      s.Duration("bmc-call-timeout", p.BMCCallTimeout, "bound of one BMC activity attempt"),
+		syncInterval:        s.Duration("sync-power-state-interval", workflows.DefaultPowerSyncInterval, "how often each conductor group's power states are read from the BMCs (0 disables)"),
+		reconcileInterval:   s.Duration("reconcile-interval", workflows.DefaultReconcileInterval, "how often each conductor group's reconciler compares nodes with their workflows (0 disables; docs/crash-safety.md)"),
+		reconcileGrace:      s.Duration("reconcile-grace", workflows.DefaultReconcileGrace, "how old a node's transient state must be before the reconciler judges it"),
+		reconcileLookback:   s.Duration("reconcile-lookback", workflows.DefaultReconcileLookback, "how far back the reconciler reads closed workflows (cover the age of a database backup you may restore)"),
+		bmcAttempts:         s.Int("bmc-attempts", int(p.BMCAttempts), "attempts of a BMC call before the step fails"),
+		maxActivities:       s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
+		wfPollers:           s.Int("workflow-task-pollers", worker.DefaultWorkflowTaskPollers, "long polls the worker keeps open for workflow tasks"),
+		actPollers:          s.Int("activity-task-pollers", worker.DefaultActivityTaskPollers, "long polls the worker keeps open for hardware activity tasks, per conductor group"),
+		automatedClean:      s.Bool("automated-clean", true, "clean nodes through the agent on provide and undeploy"),
+		agentInsecure:       s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
+		healthMonitoring:    s.Bool("health-monitoring", true, "read each node's hardware health from its BMC in the power-state sync (Ironic's [conductor] enable_health_monitoring; one more BMC query per node and tick)"),
+		glance:              addGlanceFlags(s),
 	}
 	host, _ := os.Hostname()
 	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
@@ -380,13 +384,15 @@ func (f workerFlags) activitiesConfig() activities.Config {
 	p.BMCCallTimeout = *f.bmcCallTimeout
 	p.BMCAttempts = int32(*f.bmcAttempts)
 	return activities.Config{
-		Policy:            p,
-		AutomatedClean:    *f.automatedClean,
-		APIURL:            *f.apiURL,
-		BootURL:           *f.bootURL,
-		AgentKernelParams: *f.kernelParams,
-		AgentInsecure:     *f.agentInsecure,
-		Conductor:         *f.hostname,
+		Policy:                  p,
+		AutomatedClean:          *f.automatedClean,
+		APIURL:                  *f.apiURL,
+		BootURL:                 *f.bootURL,
+		AgentKernelParams:       *f.kernelParams,
+		AgentArchitectures:      splitList(*f.agentArchs),
+		AgentKernelParamsByArch: map[string]string{activities.ArchAArch64: *f.kernelParamsAArch64},
+		AgentInsecure:           *f.agentInsecure,
+		Conductor:               *f.hostname,
 
 		DisableHealthMonitoring: !*f.healthMonitoring,
 	}
@@ -550,4 +556,15 @@ func runMigrate(ctx context.Context, args []string) error {
 	st.Close()
 	fmt.Println("ironflow: database schema is up to date")
 	return nil
+}
+
+// splitList is a comma-separated setting's non-empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

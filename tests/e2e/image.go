@@ -193,47 +193,18 @@ func buildImage(dir, vmlinuz, modulesDir string) (string, error) {
 			return "", fmt.Errorf("write %s: %w", name, err)
 		}
 	}
-	fat := filepath.Join(dir, "fat.img")
-	disk := filepath.Join(dir, "disk.img")
-	run := func(stdin string, name string, args ...string) error {
-		cmd := exec.Command(name, args...)
-		cmd.Dir = dir
-		// mtools refuses FAT images whose geometry it cannot check unless told.
-		cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1")
-		if stdin != "" {
-			cmd.Stdin = strings.NewReader(stdin)
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build test image: %s %s: %w: %s", name, strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	fatKiB := (imageSize - partOffset) >> 10
-	steps := []struct {
-		stdin string
-		argv  []string
-	}{
-		{"", []string{"mkfs.vfat", "-C", "-F", "16", "-n", "IRONFLOW", "-i", "1f2e3d4c", fat, fmt.Sprint(fatKiB)}},
-		{"", []string{"mmd", "-i", fat, "::/EFI", "::/EFI/BOOT", "::/loader", "::/loader/entries"}},
-		{"", []string{"mcopy", "-i", fat, vmlinuz, "::/vmlinuz"}},
-		{"", []string{"mcopy", "-i", fat, "initrd.img", "::/initrd.img"}},
-		{"", []string{"mcopy", "-i", fat, "syslinux.cfg", "::/syslinux.cfg"}},
-		{"", []string{"mcopy", "-i", fat, SystemdBootEFI, "::/EFI/BOOT/BOOTX64.EFI"}},
-		{"", []string{"mcopy", "-i", fat, "loader.conf", "::/loader/loader.conf"}},
-		{"", []string{"mcopy", "-i", fat, "entry.conf", "::/loader/entries/ironflow-e2e.conf"}},
-		{"", []string{"truncate", "-s", fmt.Sprint(imageSize), disk}},
-		{fmt.Sprintf("label: dos\nlabel-id: %s\nstart=%d, size=%d, type=ef, bootable\n", imageDiskLabel, partOffset/512, (imageSize-partOffset)/512),
-			[]string{"sfdisk", "--no-reread", "--no-tell-kernel", "-q", disk}},
-	}
-	for _, s := range steps {
-		if err := run(s.stdin, s.argv[0], s.argv[1:]...); err != nil {
-			return "", err
-		}
-	}
-	if err := copyInto(disk, fat, partOffset, 0); err != nil {
+	disk, err := buildESPDisk(dir, [][2]string{
+		{vmlinuz, "::/vmlinuz"},
+		{"initrd.img", "::/initrd.img"},
+		{"syslinux.cfg", "::/syslinux.cfg"},
+		{SystemdBootEFI, "::/EFI/BOOT/BOOTX64.EFI"},
+		{"loader.conf", "::/loader/loader.conf"},
+		{"entry.conf", "::/loader/entries/ironflow-e2e.conf"},
+	})
+	if err != nil {
 		return "", err
 	}
-	if err := run("", "syslinux", "--offset", fmt.Sprint(partOffset), "--install", disk); err != nil {
+	if err := runIn(dir, "", "syslinux", "--offset", fmt.Sprint(partOffset), "--install", disk); err != nil {
 		return "", err
 	}
 	// syslinux's MBR boot code: the first 440 bytes, before the disk
@@ -249,6 +220,50 @@ func buildImage(dir, vmlinuz, modulesDir string) (string, error) {
 		return "", fmt.Errorf("write test image checksum: %w", err)
 	}
 	return sum, nil
+}
+
+// buildESPDisk makes dir/disk.img: imageSize bytes, an MBR with one
+// bootable EFI system partition (type EF) from partOffset to the end, a
+// FAT16 file system in it with /EFI/BOOT and /loader/entries and the
+// files of copies ({source, "::/destination"}, sources relative to dir),
+// built with mtools: no loop device, no mount.
+func buildESPDisk(dir string, copies [][2]string) (string, error) {
+	fat := filepath.Join(dir, "fat.img")
+	disk := filepath.Join(dir, "disk.img")
+	fatKiB := (imageSize - partOffset) >> 10
+	steps := [][]string{
+		{"mkfs.vfat", "-C", "-F", "16", "-n", "IRONFLOW", "-i", "1f2e3d4c", fat, fmt.Sprint(fatKiB)},
+		{"mmd", "-i", fat, "::/EFI", "::/EFI/BOOT", "::/loader", "::/loader/entries"},
+	}
+	for _, c := range copies {
+		steps = append(steps, []string{"mcopy", "-i", fat, c[0], c[1]})
+	}
+	steps = append(steps, []string{"truncate", "-s", fmt.Sprint(imageSize), disk})
+	for _, argv := range steps {
+		if err := runIn(dir, "", argv[0], argv[1:]...); err != nil {
+			return "", err
+		}
+	}
+	table := fmt.Sprintf("label: dos\nlabel-id: %s\nstart=%d, size=%d, type=ef, bootable\n", imageDiskLabel, partOffset/512, (imageSize-partOffset)/512)
+	if err := runIn(dir, table, "sfdisk", "--no-reread", "--no-tell-kernel", "-q", disk); err != nil {
+		return "", err
+	}
+	return disk, copyInto(disk, fat, partOffset, 0)
+}
+
+// runIn runs a step of an image build in dir, stdin as its input.
+func runIn(dir, stdin, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	// mtools refuses FAT images whose geometry it cannot check unless told.
+	cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1")
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build test image: %s %s: %w: %s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // copyInto writes src (its first limit bytes when limit > 0) into dst at off.

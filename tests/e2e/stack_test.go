@@ -200,7 +200,35 @@ func newStack(t *testing.T, lab *Lab) *stack {
 			t.Fatalf("stack: images dir: %v", err)
 		}
 	}
+	// The arm64 agent and loaders when make ramdisk-arm64 built them: the
+	// boot service picks its loaders up at start (arm64ImageNames).
+	for _, name := range arm64ImageNames {
+		if src := findImage(name); src != "" {
+			if err := linkOrCopy(src, filepath.Join(s.imagesDir, name)); err != nil {
+				t.Fatalf("stack: images dir: %v", err)
+			}
+		}
+	}
 	return s
+}
+
+// arm64ImageNames are the files of the arm64 agent and loaders that make
+// ramdisk-arm64 puts into the images directory.
+var arm64ImageNames = []string{"agent.kernel.aarch64", "agent.initramfs.aarch64", "grubaa64.efi", "shimaa64.efi"}
+
+// findImage is name in $IRONFLOW_IMAGES_DIR or .data/images, "" when in
+// neither.
+func findImage(name string) string {
+	var dirs []string
+	if d := os.Getenv("IRONFLOW_IMAGES_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, d := range append(dirs, filepath.Join(RepoRoot(), ".data", "images")) {
+		if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+			return filepath.Join(d, name)
+		}
+	}
+	return ""
 }
 
 // bootFlags are the PXE settings of a lab: DHCP on the bridge, TFTP and

@@ -18,9 +18,11 @@ func main() {
 	agentBin := flag.String("agent", "", "prebuilt static agent binary (default: build ./cmd/ironflow-agent)")
 	grubDir := flag.String("grub", grub.DefaultDir, "GRUB's i386-pc boot.img and modules (Debian's grub-pc-bin), for partition images in BIOS boot mode; empty: none (such partition images deploy in UEFI mode only)")
 	caBundle := flag.String("ca-bundle", "", "PEM CA bundle the agent trusts for HTTPS (an https API or image server); default: the build host's "+ramdisk.DefaultCABundle+" when present; - for none")
+	sdboot := flag.String("systemd-boot", "", "systemd-boot EFI binary the agent installs for partition images (default: the build host's "+ramdisk.DefaultSystemdBoot+" when present); - for none (the arm64 ramdisk: the host's is x86-64)")
+	mdadm := flag.String("mdadm", "", "mdadm binary for the software RAID steps (default: the build host's "+ramdisk.DefaultMdadm+" when present); - for none (the arm64 ramdisk: the host's is x86-64)")
 	force := flag.Bool("force", false, "rebuild even when inputs are unchanged")
 	flag.Parse()
-	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force, GRUBDir: *grubDir, CABundle: *caBundle})
+	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force, GRUBDir: *grubDir, CABundle: *caBundle, SystemdBoot: *sdboot, Mdadm: *mdadm})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkramdisk:", err)
 		os.Exit(1)
