@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/vbmc"
 )
@@ -305,8 +306,10 @@ func TestManageWithWrongBMCPasswordGoesBackToEnroll(t *testing.T) {
 // checkHealth follows the node's health (API 1.109) through the lab's
 // power sync: the redfish VM reports OK, then Warning once its BMC says so
 // (vbmc's Ironflow.SetHealth), each change a monitoring event in the
-// history the CLI lists; the ipmi node reads none: its health is null. The
-// stack serves 1.93, so the value itself is read from the store.
+// history the CLI lists, and in the API's ironflow_nodes_health series (one
+// node more in Warning of its conductor group); the ipmi node reads none:
+// its health is null. The stack serves 1.93, so the value itself is read
+// from the store.
 func (l *bmcLab) checkHealth(t *testing.T, name, vm string) {
 	t.Helper()
 	ctx := context.Background()
@@ -337,6 +340,12 @@ func (l *bmcLab) checkHealth(t *testing.T, name, vm string) {
 		return
 	}
 	waitFor(t, name+" health OK from the power sync", 60*time.Second, func() bool { return health() == "OK" })
+	n, err := st.GetNode(ctx, getNode(t, name).UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warning := func() float64 { return nodesHealthGauge(t, n.ConductorGroup, "Warning") }
+	before := warning()
 	if err := vbmc.SetHealth(ctx, l.redfishURL, "admin", "password", vm, "Warning"); err != nil {
 		t.Fatal(err)
 	}
@@ -350,4 +359,28 @@ func (l *bmcLab) checkHealth(t *testing.T, name, vm string) {
 			t.Fatalf("history lacks %q:\n%s", want, hist)
 		}
 	}
+	if after := warning(); after != before+1 {
+		t.Fatalf("ironflow_nodes_health{conductor_group=%q,health=\"Warning\"} = %v after the change, want %v", n.ConductorGroup, after, before+1)
+	}
+}
+
+// nodesHealthGauge reads ironflow_nodes_health of a conductor group and
+// health from the lab API's metrics endpoint (0 when absent).
+func nodesHealthGauge(t *testing.T, group, health string) float64 {
+	t.Helper()
+	body, err := promcheck.Scrape("http://" + labAPIMetrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("ironflow_nodes_health{conductor_group=%q,health=%q} ", group, health)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
 }

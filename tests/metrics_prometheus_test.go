@@ -367,8 +367,8 @@ func TestPrometheusScrapesTheStackWhileAgentsDeployAndABMCFails(t *testing.T) {
 			}
 		}
 	}
-	if loaded != 8 {
-		t.Errorf("Prometheus loaded %d alert rules, want 8", loaded)
+	if loaded != 9 {
+		t.Errorf("Prometheus loaded %d alert rules, want 9", loaded)
 	}
 
 	// A worker whose --metrics-listen is taken does not start.
