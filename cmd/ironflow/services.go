@@ -304,6 +304,8 @@ type workerFlags struct {
 	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams        *string
 	callbackTimeout, rescueTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout *time.Duration
 	syncInterval                                                                   *time.Duration
+	sensorsInterval                                                                *time.Duration
+	sensorsMaxNodes                                                                *int
 	isoDir, imagesDir                                                              *string
 	hostname                                                                       *string
 	consoleListen, consolePorts                                                    *string
@@ -331,6 +333,8 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		operatorWait:     s.Duration("operator-wait-timeout", p.OperatorWaitTimeout, "how long a failed step waits for retry/skip-step/abort"),
 		bmcCallTimeout:   s.Duration("bmc-call-timeout", p.BMCCallTimeout, "bound of one BMC activity attempt"),
 		syncInterval:     s.Duration("sync-power-state-interval", workflows.DefaultPowerSyncInterval, "how often each conductor group's power states are read from the BMCs (0 disables)"),
+		sensorsInterval:  s.Duration("sensors-interval", 0, "how often the hardware sensors of the worker's nodes are read from their Redfish BMCs and served at the metrics address's /metrics/sensors (0: never; docs/metrics.md)"),
+		sensorsMaxNodes:  s.Int("sensors-max-nodes", activities.DefaultSensorsMaxNodes, "the most nodes whose sensors this worker reads and serves (docs/metrics.md, Hardware sensors)"),
 		bmcAttempts:      s.Int("bmc-attempts", int(p.BMCAttempts), "attempts of a BMC call before the step fails"),
 		maxActivities:    s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
 		wfPollers:        s.Int("workflow-task-pollers", worker.DefaultWorkflowTaskPollers, "long polls the worker keeps open for workflow tasks"),
@@ -457,7 +461,19 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 			log.Info("power sync running", "conductor_group", g, "workflow", run.GetID())
 		}
 	}
+	sensorsCtx, stopSensors := context.WithCancel(context.Background())
+	sensorsDone := make(chan struct{})
+	go func() {
+		defer close(sensorsDone)
+		(&activities.SensorPoller{Activities: acts, Groups: f.options().ConductorGroups, Interval: *f.sensorsInterval,
+			MaxNodes: *f.sensorsMaxNodes, Log: log.With("component", "sensors")}).Run(sensorsCtx)
+	}()
+	if *f.sensorsInterval > 0 {
+		log.Info("sensors polled", "interval", *f.sensorsInterval, "max_nodes", *f.sensorsMaxNodes)
+	}
 	return func() {
+		stopSensors()
+		<-sensorsDone
 		unannounce()
 		worker.Stop(ws)
 		// The consoles end with the process; the next worker of the group
