@@ -42,8 +42,9 @@ func recordedRedfish(t *testing.T, dir string) string {
 }
 
 // sensorsVBMC serves `ironflow vbmc`'s Redfish service for one VM that is
-// never started (its sensors read as a machine that is off).
-func sensorsVBMC(t *testing.T) string {
+// never started (its sensors read as a machine that is off), and its IPMI
+// BMC (ipmi_sim with the vbmc's sensors) on ipmiAddr.
+func sensorsVBMC(t *testing.T, ipmiAddr string) string {
 	t.Helper()
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "sens0.raw")
@@ -69,12 +70,19 @@ func sensorsVBMC(t *testing.T) string {
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() { ts.Close(); srv.Close() })
+	stop, err := vbmc.StartIPMISim(context.Background(), cfg, "sens0", ipmiAddr, "admin", "password",
+		[]string{lab.Bin, "vbmc", "chassis-control", "--config", cfgPath, "--vm", "sens0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
 	return ts.URL
 }
 
 // TestPrometheusScrapesHardwareSensors runs a worker of its own conductor
 // group with --sensors-interval, whose nodes are behind `ironflow vbmc`
-// and DMTF's recorded rackmount service, and a real Prometheus scraping its
+// (Redfish, and IPMI through ipmi_sim's SDRs) and DMTF's recorded rackmount
+// service, and a real Prometheus scraping its
 // /metrics/sensors: the sensors appear under ironic-prometheus-exporter's
 // names with the values the BMCs report, a health set on the vbmc shows as
 // a failing fan, and the fleet's /metrics carries no sensor series.
@@ -82,7 +90,11 @@ func TestPrometheusScrapesHardwareSensors(t *testing.T) {
 	prom := requirePrometheus(t)
 	start := time.Now()
 	const group = "sensors"
-	vb, dmtf := sensorsVBMC(t), recordedRedfish(t, "dmtf-public-rackmount1")
+	ipmiPort, err := embedded.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, dmtf := sensorsVBMC(t, fmt.Sprintf("127.0.0.1:%d", ipmiPort)), recordedRedfish(t, "dmtf-public-rackmount1")
 
 	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
@@ -100,13 +112,18 @@ func TestPrometheusScrapesHardwareSensors(t *testing.T) {
 	}
 	for name, info := range map[string]map[string]any{
 		"sensors-vbmc": {"redfish_address": vb, "redfish_system_id": "/redfish/v1/Systems/sens0", "redfish_username": "admin", "redfish_password": "password"},
+		"sensors-ipmi": {"ipmi_address": "127.0.0.1", "ipmi_port": ipmiPort, "ipmi_username": "admin", "ipmi_password": "password"},
 		"sensors-dmtf": {"redfish_address": dmtf, "redfish_system_id": "/redfish/v1/Systems/437XR1138R2", "redfish_username": "admin",
 			"redfish_password": "password", "redfish_auth_type": "basic"},
 	} {
 		var n node
 		var code int
 		waitFor(t, "node "+name+" created in group "+group, 30*time.Second, func() bool {
-			code, _ = call(t, "POST", "/v1/nodes", map[string]any{"name": name, "driver": "redfish", "conductor_group": group, "driver_info": info}, &n)
+			driver := "redfish"
+			if _, ok := info["ipmi_address"]; ok {
+				driver = "ipmi"
+			}
+			code, _ = call(t, "POST", "/v1/nodes", map[string]any{"name": name, "driver": driver, "conductor_group": group, "driver_info": info}, &n)
 			return code == 201
 		})
 		t.Cleanup(func() { call(t, "DELETE", "/v1/nodes/"+n.UUID, nil, nil) })
@@ -125,6 +142,10 @@ func TestPrometheusScrapesHardwareSensors(t *testing.T) {
 		`sum(baremetal_fan_speed_rpm{node_name="sensors-vbmc"})`:                   0,
 		`baremetal_fan_status{node_name="sensors-vbmc",sensor_id="0@sens0"}`:       0,
 		`baremetal_power_consumed_watts{node_name="sensors-vbmc"}`:                 9,
+		// ipmi_sim's SDRs: CPU at 40 °C, fans at 5600 and 5500 RPM.
+		`baremetal_temp_cpu_celsius{node_name="sensors-ipmi",sensor_id="CPU Temp"}`: 40,
+		`sum(baremetal_fan_speed_rpm{node_name="sensors-ipmi"})`:                    11100,
+		`sum(baremetal_fan_status{node_name="sensors-ipmi"})`:                       0,
 		// One drive, the VM's disk, healthy.
 		`count(baremetal_drive_status{node_name="sensors-vbmc"} == 0)`: 1,
 	} {

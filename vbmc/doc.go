@@ -28,7 +28,8 @@
 // The chassis links Thermal (CPU and inlet temperatures, two fans) and Power
 // (consumption, one power supply) whose readings follow the VM's power
 // state; a system set to Warning or Critical has a failing first fan
-// (sensors.go).
+// (sensors.go). ipmi_sim's BMC has SDRs and fixed readings for two
+// temperatures and two fans (ipmi_sensors.go).
 //
 // It owns QEMU processes and their state directories. It never reaches the
 // network beyond 127.0.0.1 or the lab networks named in the configuration

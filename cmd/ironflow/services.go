@@ -333,7 +333,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		operatorWait:     s.Duration("operator-wait-timeout", p.OperatorWaitTimeout, "how long a failed step waits for retry/skip-step/abort"),
 		bmcCallTimeout:   s.Duration("bmc-call-timeout", p.BMCCallTimeout, "bound of one BMC activity attempt"),
 		syncInterval:     s.Duration("sync-power-state-interval", workflows.DefaultPowerSyncInterval, "how often each conductor group's power states are read from the BMCs (0 disables)"),
-		sensorsInterval:  s.Duration("sensors-interval", 0, "how often the hardware sensors of the worker's nodes are read from their Redfish BMCs and served at the metrics address's /metrics/sensors (0: never; docs/metrics.md)"),
+		sensorsInterval:  s.Duration("sensors-interval", 0, "how often the hardware sensors of the worker's nodes are read from their BMCs (Redfish, IPMI SDR) and served at the metrics address's /metrics/sensors (0: never; docs/metrics.md)"),
 		sensorsMaxNodes:  s.Int("sensors-max-nodes", activities.DefaultSensorsMaxNodes, "the most nodes whose sensors this worker reads and serves (docs/metrics.md, Hardware sensors)"),
 		bmcAttempts:      s.Int("bmc-attempts", int(p.BMCAttempts), "attempts of a BMC call before the step fails"),
 		maxActivities:    s.Int("max-concurrent-activities", worker.DefaultMaxConcurrentActivities, "hardware activities run at once per conductor group"),
