@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 	"github.com/ironflow/ironflow/store"
@@ -193,6 +194,9 @@ func TestRealBMCsThroughTheCLI(t *testing.T) {
 			mustCLI(t, "node", "power", "on", n.name)
 			waitFor(t, n.vm+" QEMU running", 60*time.Second, func() bool { return l.qemuRunning(n.vm) })
 			waitFor(t, n.name+" power on recorded", 60*time.Second, func() bool { return deref(getNode(t, n.name).PowerState) == "power on" })
+			if n.vm == "rf0" {
+				l.checkRunningSensors(t)
+			}
 
 			// The VM boots nothing, so no OS hears the ACPI power button:
 			// a soft power off outlives its timeout and fails as Ironic's
@@ -383,4 +387,28 @@ func nodesHealthGauge(t *testing.T, group, health string) float64 {
 		}
 	}
 	return 0
+}
+
+// checkRunningSensors reads the running redfish VM's sensors through the
+// redfish driver, as the sensor poller does: a machine that is on is warm,
+// spins its fans and draws power (vbmc's sensors follow QEMU).
+func (l *bmcLab) checkRunningSensors(t *testing.T) {
+	t.Helper()
+	d, err := bmc.New("redfish", map[string]any{"redfish_address": l.redfishURL, "redfish_system_id": "/redfish/v1/Systems/rf0",
+		"redfish_username": "admin", "redfish_password": "password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ss, err := d.(bmc.SensorReader).Sensors(context.Background())
+	if err != nil {
+		t.Fatalf("read the running VM's sensors: %v", err)
+	}
+	got := map[string]float64{}
+	for _, s := range ss {
+		got[string(s.Kind)+"/"+s.ID] = s.Value
+	}
+	if got["temperature/0@rf0"] != 45 || got["fan/1@rf0"] != 5600 || got["power/0@rf0"] != 120 {
+		t.Fatalf("sensors of the running VM: %v, want CPU 45 °C, fan 5600 RPM, 120 W", got)
+	}
 }
