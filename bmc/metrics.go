@@ -17,11 +17,17 @@ var errorOutcomes = []metrics.ErrorClass{
 	{Outcome: metrics.OutcomeInvalidConfig, Err: ErrInvalidConfig},
 }
 
-// observe records one BMC request of a driver (its retries included).
+// observe records one BMC request of a driver (its retries included)
+// whose machine's vendor the driver cannot tell (IPMI, fake-hardware).
 // action is one of the driver's fixed words ("get power state", "power
 // on", "set boot device pxe"), never a node's data.
 func observe(driver, action string, start time.Time, err error) {
-	metrics.ObserveBMC(driver, strings.ReplaceAll(action, " ", "_"), outcomeOf(err), start)
+	observeVendor(driver, VendorUnknown, action, start, err)
+}
+
+// observeVendor is observe with the machine's vendor label (vendor.go).
+func observeVendor(driver, vendor, action string, start time.Time, err error) {
+	metrics.ObserveBMC(driver, vendor, strings.ReplaceAll(action, " ", "_"), outcomeOf(err), start)
 }
 
 // outcomeOf is the outcome label of a call's error.

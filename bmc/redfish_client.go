@@ -427,7 +427,8 @@ func (c *rfCall) do(method, path string, payload any, hdr map[string]string) (_ 
 	}
 	// One measure per request, its retries included (docs/metrics.md).
 	start := time.Now()
-	defer func() { observe("redfish", redfishAction(method, path), start, err) }()
+	action := redfishAction(method, path)
+	defer func() { observeVendor("redfish", vendorOf(c.conn.endpoint), action, start, err) }()
 	for attempt := 1; ; attempt++ {
 		var resp *http.Response
 		var retry bool
@@ -477,6 +478,7 @@ func (c *rfCall) once(method, path string, body []byte, hdr map[string]string) (
 			err := httpError("", method, path, status, payload)
 			return nil, retryableStatus(method, status), err
 		}
+		learnVendor(c.conn.endpoint, redfishAction(method, path), payload) // vendor.go
 		resp.Body = io.NopCloser(bytes.NewReader(payload))
 		return resp, false, nil
 	}

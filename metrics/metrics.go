@@ -55,8 +55,8 @@ var (
 var (
 	BMCCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironflow_bmc_calls_total",
-		Help: "BMC requests by hardware type (driver), action and outcome (ok, unreachable, auth, busy, unsupported, invalid_config, error).",
-	}, []string{"driver", "action", "outcome"})
+		Help: "BMC requests by hardware type (driver), the machine's vendor as its BMC names it (dell, hpe, lenovo, supermicro, ..., other, unknown), action and outcome (ok, unreachable, auth, busy, unsupported, invalid_config, error).",
+	}, []string{"driver", "vendor", "action", "outcome"})
 	BMCCallDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "ironflow_bmc_call_duration_seconds",
 		Help:    "Time a BMC request took, its retries included, by hardware type and action.",
@@ -167,10 +167,11 @@ const (
 	OutcomeError         = "error"
 )
 
-// ObserveBMC records one BMC request of driver: its action, outcome and
-// duration since start.
-func ObserveBMC(driver, action, outcome string, start time.Time) {
-	BMCCalls.WithLabelValues(driver, action, outcome).Inc()
+// ObserveBMC records one BMC request of driver to a machine of vendor (a
+// word of a fixed set: bmc.Vendors): its action, outcome and duration
+// since start.
+func ObserveBMC(driver, vendor, action, outcome string, start time.Time) {
+	BMCCalls.WithLabelValues(driver, vendor, action, outcome).Inc()
 	BMCCallDuration.WithLabelValues(driver, action).Observe(time.Since(start).Seconds())
 }
 

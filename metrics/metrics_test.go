@@ -127,7 +127,7 @@ func TestRegistryPassesPromtool(t *testing.T) {
 	APIRequests.WithLabelValues("/v1/nodes", "GET", "200").Inc()
 	APIRequestDuration.WithLabelValues("/v1/nodes", "GET").Observe(0.01)
 	AgentHeartbeatInterval.Observe(12)
-	ObserveBMC("redfish", "GET Systems", OutcomeOK, time.Now())
+	ObserveBMC("redfish", "dell", "GET Systems", OutcomeOK, time.Now())
 	PowerSyncNodes.WithLabelValues("", "in_sync").Inc()
 	PowerSyncLastRun.WithLabelValues("").SetToCurrentTime()
 	PowerSyncBatchDuration.WithLabelValues("").Observe(1)
@@ -159,26 +159,39 @@ func TestErrorOutcome(t *testing.T) {
 	}
 }
 
-// The fleet's counts by state and group, its unhealthy nodes by reason
+// The fleet's counts by state and group, by hardware health (every health
+// of a group, 0 included; a value outside Ironic's three is unknown), its
+// unhealthy nodes by reason
 // and the nodes waiting for an operator, from the store's grouped rows.
 func TestNodeCollectorCountsTheFleet(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&NodeCollector{timeout: time.Second, count: func(context.Context) ([]NodeGroup, error) {
 		return []NodeGroup{
-			{ProvisionState: "active", ConductorGroup: "", Count: 5},
+			{ProvisionState: "active", ConductorGroup: "", Health: "OK", Count: 5},
 			{ProvisionState: "active", ConductorGroup: "", Maintenance: true, Fault: "power failure", Count: 2},
-			{ProvisionState: "deploy failed", ConductorGroup: "rack2", Failed: true, Count: 3},
-			{ProvisionState: "available", ConductorGroup: "rack2", Count: 4},
+			{ProvisionState: "deploy failed", ConductorGroup: "rack2", Failed: true, Health: "Critical", Count: 3},
+			{ProvisionState: "available", ConductorGroup: "rack2", Health: "Warning", Count: 4},
+			{ProvisionState: "available", ConductorGroup: "rack2", Health: "bogus", Count: 1},
 		}, nil
 	}})
 	want := `
 # HELP ironflow_nodes Nodes by provision state and conductor group (the default group is "").
 # TYPE ironflow_nodes gauge
 ironflow_nodes{conductor_group="",provision_state="active"} 7
-ironflow_nodes{conductor_group="rack2",provision_state="available"} 4
+ironflow_nodes{conductor_group="rack2",provision_state="available"} 5
 ironflow_nodes{conductor_group="rack2",provision_state="deploy failed"} 3
+# HELP ironflow_nodes_health Nodes by hardware health, as their BMC last reported it to the power sync (OK, Warning, Critical; unknown when the driver reads none), and conductor group.
+# TYPE ironflow_nodes_health gauge
+ironflow_nodes_health{conductor_group="",health="Critical"} 0
+ironflow_nodes_health{conductor_group="",health="OK"} 5
+ironflow_nodes_health{conductor_group="",health="Warning"} 0
+ironflow_nodes_health{conductor_group="",health="unknown"} 2
+ironflow_nodes_health{conductor_group="rack2",health="Critical"} 3
+ironflow_nodes_health{conductor_group="rack2",health="OK"} 0
+ironflow_nodes_health{conductor_group="rack2",health="Warning"} 4
+ironflow_nodes_health{conductor_group="rack2",health="unknown"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ironflow_nodes"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ironflow_nodes", "ironflow_nodes_health"); err != nil {
 		t.Error(err)
 	}
 	fams := gather(t, reg)

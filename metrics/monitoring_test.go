@@ -132,7 +132,13 @@ func TestAlertsAndDashboardReadExportedSeries(t *testing.T) {
 	if len(d.Panels) == 0 {
 		t.Fatalf("%s has no panels", dashboard)
 	}
+	byVendor := false
 	for _, p := range d.Panels {
+		if p.Title == "BMC errors by vendor" {
+			for _, tg := range p.Targets {
+				byVendor = byVendor || strings.Contains(tg.Expr, "ironflow_bmc_calls_total") && strings.Contains(tg.Expr, "by (vendor")
+			}
+		}
 		for _, tg := range p.Targets {
 			for _, n := range usedNames(tg.Expr) {
 				if !known[n] {
@@ -140,5 +146,8 @@ func TestAlertsAndDashboardReadExportedSeries(t *testing.T) {
 				}
 			}
 		}
+	}
+	if !byVendor {
+		t.Error(`the dashboard has no panel "BMC errors by vendor" summing ironflow_bmc_calls_total by vendor`)
 	}
 }

@@ -20,7 +20,25 @@ type NodeGroup struct {
 	// operator must act (retry, skip-step or abort while the workflow
 	// waits; a new verb after).
 	Failed bool
+	// Health is the hardware health the BMC last reported through the
+	// power sync (OK, Warning, Critical; "" when unknown: API 1.109).
+	Health string
 	Count  int
+}
+
+// Health label values of ironflow_nodes_health: Ironic's three (API 1.109)
+// and unknown for a node whose driver reads none or whose BMC reported
+// none.
+var nodeHealths = []string{"OK", "Warning", "Critical", "unknown"}
+
+// healthLabel bounds a stored health to nodeHealths.
+func healthLabel(h string) string {
+	for _, v := range nodeHealths[:3] {
+		if h == v {
+			return h
+		}
+	}
+	return "unknown"
 }
 
 // NodeCounter reads the fleet's node counts (store.CountNodes).
@@ -50,6 +68,9 @@ var (
 	waitingDesc = prometheus.NewDesc("ironflow_nodes_waiting_for_operator",
 		"Nodes in one of Ironic's failure states (deploy failed, clean failed, ...), which wait for an operator's retry, skip-step, abort or next verb, by conductor group.",
 		[]string{"conductor_group"}, nil)
+	healthDesc = prometheus.NewDesc("ironflow_nodes_health",
+		"Nodes by hardware health, as their BMC last reported it to the power sync (OK, Warning, Critical; unknown when the driver reads none), and conductor group.",
+		[]string{"conductor_group", "health"}, nil)
 	countUpDesc = prometheus.NewDesc("ironflow_nodes_count_up",
 		"1 when the last scrape could count the nodes in the database, 0 when the query failed (the ironflow_nodes* series are then missing).", nil, nil)
 )
@@ -61,7 +82,7 @@ func RegisterNodeCollector(count NodeCounter, log *slog.Logger) {
 
 // Describe lists the series.
 func (c *NodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{nodesDesc, maintenanceDesc, unhealthyDesc, waitingDesc, countUpDesc} {
+	for _, d := range []*prometheus.Desc{nodesDesc, maintenanceDesc, unhealthyDesc, waitingDesc, healthDesc, countUpDesc} {
 		ch <- d
 	}
 }
@@ -81,8 +102,16 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(countUpDesc, prometheus.GaugeValue, 1)
 	type sk struct{ state, group string }
 	type rk struct{ group, reason string }
+	type hk struct{ group, health string }
 	states, maint, unhealthy, waiting := map[sk]int{}, map[string]int{}, map[rk]int{}, map[string]int{}
+	health := map[hk]int{}
 	for _, g := range groups {
+		// Every health of a group is exported, 0 included, so that an
+		// alert on Warning or Critical resolves when the last one heals.
+		for _, h := range nodeHealths {
+			health[hk{g.ConductorGroup, h}] += 0
+		}
+		health[hk{g.ConductorGroup, healthLabel(g.Health)}] += g.Count
 		states[sk{g.ProvisionState, g.ConductorGroup}] += g.Count
 		maint[g.ConductorGroup] += 0
 		waiting[g.ConductorGroup] += 0
@@ -107,6 +136,9 @@ func (c *NodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for g, n := range waiting {
 		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), g)
+	}
+	for k, n := range health {
+		ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, float64(n), k.group, k.health)
 	}
 	for k, n := range unhealthy {
 		ch <- prometheus.MustNewConstMetric(unhealthyDesc, prometheus.GaugeValue, float64(n), k.group, k.reason)

@@ -40,12 +40,13 @@ func Serve(ctx context.Context, addr string, log *slog.Logger) (string, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", Handler())
+	mux.Handle(SensorsPath, SensorsHandler()) // sensors.go: empty unless the worker polls sensors
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintln(w, "ironflow metrics: /metrics")
+		fmt.Fprintln(w, "ironflow metrics: /metrics, "+SensorsPath)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute}
 	go func() { _ = srv.Serve(l) }()

@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/promcheck"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/vbmc"
 )
@@ -192,6 +194,9 @@ func TestRealBMCsThroughTheCLI(t *testing.T) {
 			mustCLI(t, "node", "power", "on", n.name)
 			waitFor(t, n.vm+" QEMU running", 60*time.Second, func() bool { return l.qemuRunning(n.vm) })
 			waitFor(t, n.name+" power on recorded", 60*time.Second, func() bool { return deref(getNode(t, n.name).PowerState) == "power on" })
+			if n.vm == "rf0" {
+				l.checkRunningSensors(t)
+			}
 
 			// The VM boots nothing, so no OS hears the ACPI power button:
 			// a soft power off outlives its timeout and fails as Ironic's
@@ -305,8 +310,10 @@ func TestManageWithWrongBMCPasswordGoesBackToEnroll(t *testing.T) {
 // checkHealth follows the node's health (API 1.109) through the lab's
 // power sync: the redfish VM reports OK, then Warning once its BMC says so
 // (vbmc's Ironflow.SetHealth), each change a monitoring event in the
-// history the CLI lists; the ipmi node reads none: its health is null. The
-// stack serves 1.93, so the value itself is read from the store.
+// history the CLI lists, and in the API's ironflow_nodes_health series (one
+// node more in Warning of its conductor group); the ipmi node reads none:
+// its health is null. The stack serves 1.93, so the value itself is read
+// from the store.
 func (l *bmcLab) checkHealth(t *testing.T, name, vm string) {
 	t.Helper()
 	ctx := context.Background()
@@ -337,6 +344,12 @@ func (l *bmcLab) checkHealth(t *testing.T, name, vm string) {
 		return
 	}
 	waitFor(t, name+" health OK from the power sync", 60*time.Second, func() bool { return health() == "OK" })
+	n, err := st.GetNode(ctx, getNode(t, name).UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warning := func() float64 { return nodesHealthGauge(t, n.ConductorGroup, "Warning") }
+	before := warning()
 	if err := vbmc.SetHealth(ctx, l.redfishURL, "admin", "password", vm, "Warning"); err != nil {
 		t.Fatal(err)
 	}
@@ -349,5 +362,53 @@ func (l *bmcLab) checkHealth(t *testing.T, name, vm string) {
 		if !strings.Contains(hist, want) {
 			t.Fatalf("history lacks %q:\n%s", want, hist)
 		}
+	}
+	if after := warning(); after != before+1 {
+		t.Fatalf("ironflow_nodes_health{conductor_group=%q,health=\"Warning\"} = %v after the change, want %v", n.ConductorGroup, after, before+1)
+	}
+}
+
+// nodesHealthGauge reads ironflow_nodes_health of a conductor group and
+// health from the lab API's metrics endpoint (0 when absent).
+func nodesHealthGauge(t *testing.T, group, health string) float64 {
+	t.Helper()
+	body, err := promcheck.Scrape("http://" + labAPIMetrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("ironflow_nodes_health{conductor_group=%q,health=%q} ", group, health)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// checkRunningSensors reads the running redfish VM's sensors through the
+// redfish driver, as the sensor poller does: a machine that is on is warm,
+// spins its fans and draws power (vbmc's sensors follow QEMU).
+func (l *bmcLab) checkRunningSensors(t *testing.T) {
+	t.Helper()
+	d, err := bmc.New("redfish", map[string]any{"redfish_address": l.redfishURL, "redfish_system_id": "/redfish/v1/Systems/rf0",
+		"redfish_username": "admin", "redfish_password": "password"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ss, err := d.(bmc.SensorReader).Sensors(context.Background())
+	if err != nil {
+		t.Fatalf("read the running VM's sensors: %v", err)
+	}
+	got := map[string]float64{}
+	for _, s := range ss {
+		got[string(s.Kind)+"/"+s.ID] = s.Value
+	}
+	if got["temperature/0@rf0"] != 45 || got["fan/1@rf0"] != 5600 || got["power/0@rf0"] != 120 {
+		t.Fatalf("sensors of the running VM: %v, want CPU 45 °C, fan 5600 RPM, 120 W", got)
 	}
 }

@@ -53,7 +53,8 @@ func requirePrometheus(t *testing.T) string {
 	return prometheus
 }
 
-// startPrometheus runs a real Prometheus scraping jobs (name → host:port)
+// startPrometheus runs a real Prometheus scraping jobs (name → host:port,
+// or host:port/path for another path than /metrics)
 // every second with ironflow's alert rules loaded, and waits until it has
 // scraped every target once. It returns its base URL.
 func startPrometheus(t *testing.T, bin string, jobs map[string]string) string {
@@ -69,7 +70,12 @@ func startPrometheus(t *testing.T, bin string, jobs map[string]string) string {
 	var cfg strings.Builder
 	cfg.WriteString("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [alerts.yml]\nscrape_configs:\n")
 	for job, target := range jobs {
-		fmt.Fprintf(&cfg, "  - job_name: %s\n    static_configs: [{targets: [%q]}]\n", job, target)
+		// host:port/path scrapes path instead of /metrics.
+		path := "/metrics"
+		if i := strings.IndexByte(target, '/'); i >= 0 {
+			target, path = target[:i], target[i:]
+		}
+		fmt.Fprintf(&cfg, "  - job_name: %s\n    metrics_path: %s\n    static_configs: [{targets: [%q]}]\n", job, path, target)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -367,8 +373,8 @@ func TestPrometheusScrapesTheStackWhileAgentsDeployAndABMCFails(t *testing.T) {
 			}
 		}
 	}
-	if loaded != 8 {
-		t.Errorf("Prometheus loaded %d alert rules, want 8", loaded)
+	if loaded != 9 {
+		t.Errorf("Prometheus loaded %d alert rules, want 9", loaded)
 	}
 
 	// A worker whose --metrics-listen is taken does not start.

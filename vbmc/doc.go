@@ -25,6 +25,11 @@
 // is OK until the OEM action Ironflow.SetHealth sets it (health.go):
 // POST /redfish/v1/Systems/NAME/Actions/Oem/Ironflow.SetHealth with
 // {"Health": "OK" | "Warning" | "Critical" | null}, kept in state_dir/NAME.
+// The chassis links Thermal (CPU and inlet temperatures, two fans) and Power
+// (consumption, one power supply) whose readings follow the VM's power
+// state; a system set to Warning or Critical has a failing first fan
+// (sensors.go). ipmi_sim's BMC has SDRs and fixed readings for two
+// temperatures and two fans (ipmi_sensors.go).
 //
 // It owns QEMU processes and their state directories. It never reaches the
 // network beyond 127.0.0.1 or the lab networks named in the configuration

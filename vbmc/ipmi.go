@@ -244,10 +244,12 @@ set_working_mc 0x20
 			relay.Close()
 		}
 	}
-	// The emulated BMC: one MC at 0x20 with a SEL, as OpenIPMI's example.
+	// The emulated BMC: one MC at 0x20 with a SEL, as OpenIPMI's example,
+	// and sensors with their SDRs.
 	simEmu := "mc_setbmc 0x20\n" +
 		"mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02\n" +
 		"sel_enable 0x20 1000 0x0a\n" +
+		ipmiSensorEmu() + // ipmi_sensors.go
 		"mc_enable 0x20\n"
 	lanPath, emuPath := filepath.Join(dir, "lan.conf"), filepath.Join(dir, "sim.emu")
 	// lan.conf holds the password: owner-only.

@@ -139,6 +139,7 @@ func (s *Server) routes() {
 	s.routeSystemResources(mux)
 	s.routeUpdateService(mux)
 	s.routeStorage(mux)
+	s.routeSensors(mux) // sensors.go
 	s.routeEventService(mux)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers", s.handleManagers)
 	mux.HandleFunc("GET "+redfishRoot+"/Managers/{id}", s.withMachine(s.handleManager))
@@ -749,7 +750,7 @@ func (s *Server) handleChassis(w http.ResponseWriter, r *http.Request, m *Machin
 		writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
 		return
 	}
-	writeJSONResponse(w, http.StatusOK, map[string]any{
+	doc := map[string]any{
 		odataID:        redfishRoot + "/Chassis/" + m.vm.Name,
 		odataType:      "#Chassis.v1_14_0.Chassis",
 		"Id":           m.vm.Name,
@@ -763,7 +764,9 @@ func (s *Server) handleChassis(w http.ResponseWriter, r *http.Request, m *Machin
 			"ComputerSystems": []any{link(redfishRoot + "/Systems/" + m.vm.Name)},
 			"ManagedBy":       []any{link(redfishRoot + "/Managers/" + m.vm.Name)},
 		},
-	})
+	}
+	maps.Copy(doc, sensorLinks(redfishRoot+"/Chassis/"+m.vm.Name)) // sensors.go
+	writeJSONResponse(w, http.StatusOK, doc)
 }
 
 func link(p string) map[string]any { return map[string]any{odataID: p} }

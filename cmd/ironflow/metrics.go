@@ -56,7 +56,7 @@ func nodeCounter(st *store.Store) metrics.NodeCounter {
 		out := make([]metrics.NodeGroup, len(counts))
 		for i, c := range counts {
 			out[i] = metrics.NodeGroup{ProvisionState: c.ProvisionState, ConductorGroup: c.ConductorGroup,
-				Maintenance: c.Maintenance, Fault: c.Fault, Failed: provision.State(c.ProvisionState).Failed(), Count: c.Count}
+				Maintenance: c.Maintenance, Fault: c.Fault, Health: c.Health, Failed: provision.State(c.ProvisionState).Failed(), Count: c.Count}
 		}
 		return out, nil
 	}

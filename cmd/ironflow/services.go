@@ -306,6 +306,8 @@ type workerFlags struct {
 	callbackTimeout, rescueTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout *time.Duration
 	syncInterval                                                                   *time.Duration
 	reconcileInterval, reconcileGrace, reconcileLookback                           *time.Duration
+	sensorsInterval                                                                *time.Duration
+	sensorsMaxNodes                                                                *int
 	isoDir, imagesDir                                                              *string
 	hostname                                                                       *string
 	consoleListen, consolePorts                                                    *string
@@ -336,6 +338,8 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		operatorWait:        s.Duration("operator-wait-timeout", p.OperatorWaitTimeout, "how long a failed step waits for retry/skip-step/abort"),
 		bmcCallTimeout:      s.Duration("bmc-call-timeout", p.BMCCallTimeout, "bound of one BMC activity attempt"),
 		syncInterval:        s.Duration("sync-power-state-interval", workflows.DefaultPowerSyncInterval, "how often each conductor group's power states are read from the BMCs (0 disables)"),
+		sensorsInterval:     s.Duration("sensors-interval", 0, "how often the hardware sensors of the worker's nodes are read from their BMCs (Redfish, IPMI SDR) and served at the metrics address's /metrics/sensors (0: never; docs/metrics.md)"),
+		sensorsMaxNodes:     s.Int("sensors-max-nodes", activities.DefaultSensorsMaxNodes, "the most nodes whose sensors this worker reads and serves (docs/metrics.md, Hardware sensors)"),
 		reconcileInterval:   s.Duration("reconcile-interval", workflows.DefaultReconcileInterval, "how often each conductor group's reconciler compares nodes with their workflows (0 disables; docs/crash-safety.md)"),
 		reconcileGrace:      s.Duration("reconcile-grace", workflows.DefaultReconcileGrace, "how old a node's transient state must be before the reconciler judges it"),
 		reconcileLookback:   s.Duration("reconcile-lookback", workflows.DefaultReconcileLookback, "how far back the reconciler reads closed workflows (cover the age of a database backup you may restore)"),
@@ -478,7 +482,19 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 			log.Info("reconciler running", "conductor_group", g, "workflow", run.GetID())
 		}
 	}
+	sensorsCtx, stopSensors := context.WithCancel(context.Background())
+	sensorsDone := make(chan struct{})
+	go func() {
+		defer close(sensorsDone)
+		(&activities.SensorPoller{Activities: acts, Groups: f.options().ConductorGroups, Interval: *f.sensorsInterval,
+			MaxNodes: *f.sensorsMaxNodes, Log: log.With("component", "sensors")}).Run(sensorsCtx)
+	}()
+	if *f.sensorsInterval > 0 {
+		log.Info("sensors polled", "interval", *f.sensorsInterval, "max_nodes", *f.sensorsMaxNodes)
+	}
 	return func() {
+		stopSensors()
+		<-sensorsDone
 		unannounce()
 		worker.Stop(ws)
 		// The consoles end with the process; the next worker of the group
