@@ -86,6 +86,12 @@ func run(t *testing.T, args ...string) {
 // newLab creates the namespace and starts the services with bcs.
 func newLab(t *testing.T, dir string, bcs ...BootConfig) *lab {
 	t.Helper()
+	return newLabWith(t, dir, nil, bcs...)
+}
+
+// newLabWith is newLab whose services' configuration edit changes first.
+func newLabWith(t *testing.T, dir string, edit func(*Config), bcs ...BootConfig) *lab {
+	t.Helper()
 	l := &lab{ns: fmt.Sprintf("ifpxe%d", os.Getpid()%100000), tap: "tap0"}
 	exec.Command("ip", "netns", "del", l.ns).Run() // a leftover from a killed run
 	run(t, "ip", "netns", "add", l.ns)
@@ -126,6 +132,9 @@ func newLab(t *testing.T, dir string, bcs ...BootConfig) *lab {
 			HTTP: &HTTPConfig{Addr: labAddr + ":8080", ImagesDir: images},
 		},
 		BootConfigs: bcs,
+	}
+	if edit != nil {
+		edit(&hc.Config)
 	}
 	raw, _ := json.Marshal(hc)
 	cmd := exec.Command("ip", "netns", "exec", l.ns, os.Args[0], "-test.run=^TestHelperPXEServices$", "-test.count=1")
