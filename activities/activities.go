@@ -95,6 +95,11 @@ type Config struct {
 	// ConsoleHolderTimeout: a console holder whose conductor heartbeat is
 	// older is gone (DefaultConsoleHolderTimeout when 0).
 	ConsoleHolderTimeout time.Duration
+	// IPXEBootfileByArch names, per cpu_arch, the iPXE loader a node whose
+	// boot interface is http-ipxe fetches over UEFI HTTP boot from the
+	// boot service's /loaders/ (Ironic's [pxe]ipxe_bootfile_name_by_arch);
+	// DefaultIPXEBootfileByArch when nil.
+	IPXEBootfileByArch map[string]string
 }
 
 // VirtualMedia is what the activities need from the ISO builder.

@@ -305,6 +305,10 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	if _, err := a.repeatedIn(ctx, loaded, keyAgentBootCall, store.AgentSessionKeys()); err != nil {
 		return err
 	}
+	method, loader, err := a.netbootMethod(node, loaded) // httpboot.go
+	if err != nil {
+		return err
+	}
 	kernel, initrd, err := a.agentImages(ctx, node.UUID, in.Kind)
 	if err != nil {
 		return err
@@ -313,7 +317,8 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		NodeUUID:     node.UUID,
 		MACs:         node.MACs,
 		BootMode:     node.BootMode,
-		Method:       store.BootMethodPXE,
+		Method:       method,
+		LoaderURL:    loader,
 		KernelURL:    kernel,
 		InitrdURL:    initrd,
 		KernelParams: a.agentKernelParams(node.UUID),

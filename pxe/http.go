@@ -47,11 +47,9 @@ type HTTPConfig struct {
 	// Neighbors resolves a client's address to its link-layer address;
 	// the host's neighbour table (ARP, NDP) if nil.
 	Neighbors func(netip.Addr) (net.HardwareAddr, bool) `json:"-"`
-	// LoadersDir holds the UEFI loaders served under /loaders/ for UEFI
-	// HTTP boot (httpboot.go); DefaultLoadersDir if empty. Loaders are the
-	// file names served from it; DefaultLoaders if empty.
-	LoadersDir string   `json:"loaders_dir,omitempty"`
-	Loaders    []string `json:"loaders,omitempty"`
+	// LoadersDir holds the UEFI loaders (*.efi) served under /loaders/ for
+	// UEFI HTTP boot (httpboot.go); DefaultLoadersDir if empty.
+	LoadersDir string `json:"loaders_dir,omitempty"`
 }
 
 type httpBoot struct {
@@ -61,7 +59,6 @@ type httpBoot struct {
 	log       *slog.Logger
 	anyClient bool
 	neighbors func(netip.Addr) (net.HardwareAddr, bool)
-	cfg       HTTPConfig
 	loaders   *os.Root // nil when the loaders directory is absent
 }
 

@@ -2,13 +2,11 @@ package pxe
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path"
-	"slices"
 	"strings"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -106,23 +104,21 @@ func (b *bootOptions) applyHTTPBoot(req, reply *dhcpv4.DHCPv4, bc *BootConfig, l
 	return true
 }
 
-// loader serves GET /loaders/{file}: a UEFI loader a firmware fetches over
-// HTTP boot. Only the files named in cfg.Loaders are served, so that the
-// directory's other contents stay private.
+// loader serves GET /loaders/{file}: a UEFI loader (a *.efi file of the
+// loaders directory, symlinks inside it followed) a firmware fetches over
+// UEFI HTTP boot. Other files of the directory are not served.
 func (h *httpBoot) loader(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
-	if h.loaders == nil || path.Base(name) != name || !slices.Contains(h.cfg.Loaders, name) {
+	if h.loaders == nil || path.Base(name) != name || !strings.HasSuffix(name, ".efi") {
 		http.NotFound(w, r)
 		return
 	}
 	f, err := h.loaders.Open(name)
-	if errors.Is(err, os.ErrNotExist) {
-		http.NotFound(w, r)
-		return
-	}
 	if err != nil {
-		h.log.Error("open loader", "file", name, "error", err)
-		http.Error(w, "loader unavailable", http.StatusInternalServerError)
+		// Missing, or a symlink out of the directory (os.Root refuses
+		// it): nothing to serve.
+		h.log.Debug("open loader", "file", name, "error", err)
+		http.NotFound(w, r)
 		return
 	}
 	defer f.Close()
@@ -133,23 +129,13 @@ func (h *httpBoot) loader(w http.ResponseWriter, r *http.Request) {
 	}
 	// EDK2's HTTP boot takes "application/efi" as an EFI image whatever
 	// the URL ends with (UEFI specification §24.7).
-	if strings.HasSuffix(name, ".efi") {
-		w.Header().Set("Content-Type", "application/efi")
-	}
+	w.Header().Set("Content-Type", "application/efi")
 	http.ServeContent(w, r, name, st.ModTime(), f)
 }
-
-// DefaultLoaders are the loader files the HTTP boot service serves when
-// HTTPConfig.Loaders is empty.
-var DefaultLoaders = []string{DefaultHTTPIPXELoader, DefaultUEFIBootFile}
 
 // openLoaders opens the loaders directory. A missing default directory is
 // no error: the service then answers 404 to /loaders/ and serves the rest.
 func (h *httpBoot) openLoaders(cfg HTTPConfig) error {
-	h.cfg.Loaders = cfg.Loaders
-	if len(h.cfg.Loaders) == 0 {
-		h.cfg.Loaders = DefaultLoaders
-	}
 	dir := cfg.LoadersDir
 	if dir == "" {
 		dir = DefaultLoadersDir

@@ -98,7 +98,9 @@ func TestHTTPLoaders(t *testing.T) {
 	dir := t.TempDir()
 	loader := []byte("MZ fake EFI loader")
 	os.WriteFile(filepath.Join(dir, "snponly.efi"), loader, 0o644)
-	os.WriteFile(filepath.Join(dir, "ipxe.lkrn"), []byte("not a listed loader"), 0o644)
+	os.WriteFile(filepath.Join(dir, "ipxe.lkrn"), []byte("not a UEFI loader"), 0o644)
+	os.WriteFile(filepath.Join(dir, "..", "secret.efi"), []byte("outside"), 0o644)
+	os.Symlink(filepath.Join(dir, "..", "secret.efi"), filepath.Join(dir, "escape.efi"))
 	h, err := NewHTTPHandler(HTTPConfig{LoadersDir: dir}, testBackend(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func TestHTTPLoaders(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/efi" || resp.ContentLength != int64(len(loader)) {
 		t.Errorf("snponly.efi: status %d, type %q, length %d", resp.StatusCode, resp.Header.Get("Content-Type"), resp.ContentLength)
 	}
-	for _, p := range []string{"/loaders/ipxe.lkrn", "/loaders/ipxe.efi", "/loaders/..%2fsecret", "/loaders/"} {
+	for _, p := range []string{"/loaders/ipxe.lkrn", "/loaders/ipxe.efi", "/loaders/..%2fsecret.efi", "/loaders/escape.efi", "/loaders/"} {
 		if code, _ := get(t, srv+p); code != http.StatusNotFound {
 			t.Errorf("GET %s: status %d, want 404", p, code)
 		}
