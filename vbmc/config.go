@@ -76,6 +76,11 @@ type VM struct {
 	Netdev    string   `json:"netdev,omitempty"`
 	SerialLog string   `json:"serial_log,omitempty"`
 	QEMUExtra []string `json:"qemu_extra,omitempty"`
+	// HTTPBoot makes the NIC network-boot over UEFI HTTP boot only, as a
+	// server whose firmware is set so: OVMF's PXE boot options are off and
+	// QEMU's iPXE option ROM is not loaded (it would take the network boot
+	// before the firmware's own HTTP client). UEFI firmware only.
+	HTTPBoot bool `json:"http_boot,omitempty"`
 	// VNCAddress ("127.0.0.1:5901") gives the VM a VGA display and QEMU's
 	// VNC server (RFB, no password) on that address, the BMC side of a
 	// graphical console; SerialAddress ("127.0.0.1:7001") puts its serial
@@ -182,6 +187,9 @@ func (c *Config) normalize() error {
 		}
 		if vm.Firmware != FirmwareBIOS && vm.Firmware != FirmwareUEFI {
 			return fmt.Errorf("vm %s: firmware %q is neither %q nor %q", vm.Name, vm.Firmware, FirmwareBIOS, FirmwareUEFI)
+		}
+		if vm.HTTPBoot && vm.Firmware != FirmwareUEFI {
+			return fmt.Errorf("vm %s: http_boot needs firmware %q (UEFI HTTP boot), not %q", vm.Name, FirmwareUEFI, vm.Firmware)
 		}
 		if vm.Netdev == "" {
 			vm.Netdev = DefaultNetdev

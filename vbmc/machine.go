@@ -789,12 +789,19 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 	if m.vm.Netdev != "none" {
 		nic += ",netdev=n0"
 	}
-	if secure {
+	if secure || m.vm.HTTPBoot {
 		// OVMF starts unsigned option ROMs even under secure boot; QEMU's
 		// iPXE ROM would then take the network boot and fail to start any
 		// kernel. Without it OVMF's own network stack boots, as a real
-		// machine's signed PXE firmware does (shim over TFTP, pxe/grubnet.go).
+		// machine's signed PXE firmware does (shim over TFTP, pxe/grubnet.go),
+		// and its UEFI HTTP boot client is the one that runs.
 		nic += ",romfile="
+	}
+	if m.vm.HTTPBoot {
+		// OVMF's switches for its PXE boot options (IPv4 and IPv6): off,
+		// the NIC's boot options are UEFI HTTP boot's alone.
+		a = append(a, "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
 	}
 	a = append(a, "-device", nic)
 	// The disk, the Storage controller's other drives, and its volumes
