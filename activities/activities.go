@@ -100,6 +100,10 @@ type Config struct {
 	// boot service's /loaders/ (Ironic's [pxe]ipxe_bootfile_name_by_arch);
 	// DefaultIPXEBootfileByArch when nil.
 	IPXEBootfileByArch map[string]string
+	// LoaderBaseURL is the boot service that serves those loaders under
+	// /loaders/ (an https:// one for UEFI HTTPS boot, while iPXE's script
+	// and images stay on BootURL); BootURL when empty.
+	LoaderBaseURL string
 }
 
 // VirtualMedia is what the activities need from the ISO builder.

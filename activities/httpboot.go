@@ -50,8 +50,12 @@ func (a *Activities) netbootMethod(node workflows.NodeInfo, n *store.Node) (meth
 		return "", "", invalidConfig("node %s: no UEFI HTTP boot loader for architecture %s (properties/cpu_arch): add one to the worker's --ipxe-bootfile-name-by-arch, e.g. %s:snponly.efi (loaders are configured for: %s)",
 			node.UUID, arch, arch, strings.Join(have, ", "))
 	}
-	if a.Config.BootURL == "" {
+	base := a.Config.LoaderBaseURL
+	if base == "" {
+		base = a.Config.BootURL
+	}
+	if base == "" {
 		return "", "", invalidConfig("node %s boots over UEFI HTTP boot, but this worker has no boot service URL (--boot-url)", node.UUID)
 	}
-	return store.BootMethodHTTPIPXE, strings.TrimRight(a.Config.BootURL, "/") + pxe.LoaderPath(file), nil
+	return store.BootMethodHTTPIPXE, strings.TrimRight(base, "/") + pxe.LoaderPath(file), nil
 }

@@ -63,4 +63,18 @@ func TestPrepareBootHTTPIPXE(t *testing.T) {
 			}
 		})
 	}
+
+	// --http-boot-loader-url: the loader from another (HTTPS) boot
+	// service, the agent's images still from --boot-url.
+	a = activities.New(st, activities.Config{BootURL: "http://10.99.0.1:8080", LoaderBaseURL: "https://10.99.0.1:8443"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n := &store.Node{Driver: "fake-hardware", BootInterface: string(hardware.HTTPIPXE), ProvisionState: "cleaning"}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	err := a.PrepareBoot(ctx, workflows.BootInput{Node: workflows.NodeInfo{UUID: n.UUID, BootInterface: hardware.HTTPIPXE,
+		BootMode: "uefi", MACs: []string{"52:54:00:00:16:02"}}, Kind: workflows.BootAgent})
+	bc, gerr := st.GetBootConfig(ctx, n.UUID)
+	if err != nil || gerr != nil || bc.LoaderURL != "https://10.99.0.1:8443/loaders/snponly.efi" || !strings.HasPrefix(bc.KernelURL, "http://10.99.0.1:8080/") {
+		t.Errorf("with a loader base URL: boot config %+v (%v, %v)", bc, err, gerr)
+	}
 }

@@ -1,6 +1,9 @@
 package pxe
 
 import (
+	"bytes"
+	"crypto/x509"
+	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -120,5 +123,44 @@ func TestHTTPLoaders(t *testing.T) {
 		if code, _ := get(t, srv+p); code != http.StatusNotFound {
 			t.Errorf("GET %s: status %d, want 404", p, code)
 		}
+	}
+}
+
+// TestEDK2CACerts: one EFI_SIGNATURE_LIST of EFI_CERT_X509_GUID per PEM
+// certificate, its sizes consistent and the DER certificate at its end;
+// a file without certificates is refused.
+func TestEDK2CACerts(t *testing.T) {
+	dir := t.TempDir()
+	c1, _ := writeLabCert(t, dir)
+	one, _ := os.ReadFile(c1)
+	c2, _ := writeLabCert(t, t.TempDir())
+	two, _ := os.ReadFile(c2)
+	b, err := EDK2CACerts(append(append([]byte("# a comment\n"), one...), two...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ders [][]byte
+	for rest := b; len(rest) > 0; {
+		if len(rest) < 28 || !bytes.Equal(rest[:16], efiCertX509GUID[:]) {
+			t.Fatalf("list %d: no EFI_CERT_X509_GUID header: % x", len(ders), rest[:min(len(rest), 28)])
+		}
+		listSize := binary.LittleEndian.Uint32(rest[16:])
+		hdrSize := binary.LittleEndian.Uint32(rest[20:])
+		sigSize := binary.LittleEndian.Uint32(rest[24:])
+		if hdrSize != 0 || listSize != 28+sigSize || int(listSize) > len(rest) {
+			t.Fatalf("list %d: sizes list %d header %d signature %d of %d bytes", len(ders), listSize, hdrSize, sigSize, len(rest))
+		}
+		der := rest[28+16 : listSize]
+		if _, err := x509.ParseCertificate(der); err != nil {
+			t.Fatalf("list %d: %v", len(ders), err)
+		}
+		ders = append(ders, der)
+		rest = rest[listSize:]
+	}
+	if len(ders) != 2 {
+		t.Errorf("%d lists, want 2", len(ders))
+	}
+	if _, err := EDK2CACerts([]byte("not PEM")); err == nil {
+		t.Errorf("a file without certificates was encoded")
 	}
 }

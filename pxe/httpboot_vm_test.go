@@ -1,8 +1,22 @@
 package pxe
 
 import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ovmfHTTPBootOnly are OVMF's fw_cfg switches that drop its PXE boot
@@ -12,26 +26,88 @@ var ovmfHTTPBootOnly = []string{
 	"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n",
 }
 
-// TestNetbootQEMU_UEFIHTTPBootIPXE boots a node whose boot interface is
-// http-ipxe on OVMF with no TFTP server in the lab: the firmware's PXE
-// attempt gets an address and no boot file, its UEFI HTTP boot gets
-// snponly.efi's URL, iPXE gets the node's script, the kernel and initrd
-// come over HTTP.
-func TestNetbootQEMU_UEFIHTTPBootIPXE(t *testing.T) {
+// helperHTTPS is the lab's HTTPS listener: the boot service's handler
+// with a certificate for the lab's address.
+type helperHTTPS struct {
+	Addr, CertFile, KeyFile string
+}
+
+// serveHTTPS runs the HTTP boot handler over TLS until ctx ends.
+func serveHTTPS(t *testing.T, ctx context.Context, c helperHTTPS, cfg HTTPConfig, backend NodeBackend, log *slog.Logger) {
+	h, err := NewHTTPHandler(cfg, backend, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Addr: c.Addr, Handler: h, TLSConfig: firmwareTLSConfig()}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.ServeTLS(ln, c.CertFile, c.KeyFile)
+	context.AfterFunc(ctx, func() { srv.Close() })
+}
+
+// writeLabCert writes a self-signed RSA certificate for the lab's address
+// (EDK2 checks the server's address against it) and returns the cert and
+// key files.
+func writeLabCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(16), Subject: pkix.Name{CommonName: "ironflow lab boot service"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP(labAddr)}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "boot.crt"), filepath.Join(dir, "boot.key")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+	return certFile, keyFile
+}
+
+// TestNetbootQEMU_UEFIHTTPSBootIPXE boots a node whose boot interface is
+// http-ipxe on OVMF with no TFTP server in the lab, its loader over HTTPS:
+// DHCP answers the firmware's UEFI HTTP boot with snponly.efi's https URL,
+// OVMF trusts the boot service's certificate through fw_cfg
+// etc/edk2/https/cacerts (EDK2CACerts) and fetches it over TLS
+// (FirmwareTLSCipherSuites), iPXE gets the node's script, the kernel and
+// initrd come over HTTP (Debian's iPXE has no HTTPS). The plain HTTP
+// chain is the e2e test TestDeployUEFIHTTPBootWithoutTFTP's.
+func TestNetbootQEMU_UEFIHTTPSBootIPXE(t *testing.T) {
 	requireVMHost(t)
 	dir := t.TempDir()
-	const node, mac = "0b0f6c1e-2a4d-4a9e-8c7b-1d2e3f4a5b16", "52:54:00:99:16:01"
+	const node, mac = "0b0f6c1e-2a4d-4a9e-8c7b-1d2e3f4a5b17", "52:54:00:99:16:02"
+	certFile, keyFile := writeLabCert(t, dir)
+	pemData, _ := os.ReadFile(certFile)
+	cacerts, err := EDK2CACerts(pemData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacertsFile := filepath.Join(dir, "cacerts.bin")
+	if err := os.WriteFile(cacertsFile, cacerts, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	bc := labBootConfig(node, mac, BootModeUEFI)
 	bc.Method = MethodHTTPIPXE
-	bc.LoaderURL = labHTTP + LoaderPath(DefaultHTTPIPXELoader)
-	l := newLabWith(t, dir, func(c *Config) { c.TFTP = nil }, bc)
+	bc.LoaderURL = "https://" + labAddr + ":8443" + LoaderPath(DefaultHTTPIPXELoader)
+	l := newLabWith(t, dir, func(c *helperConfig) {
+		c.Config.TFTP = nil
+		c.HTTPS = &helperHTTPS{Addr: labAddr + ":8443", CertFile: certFile, KeyFile: keyFile}
+	}, bc)
 	// romfile= drops the NIC's iPXE option ROM, which would otherwise
 	// boot first and hide the firmware's own HTTP boot. OVMF's PXE boot
 	// options are turned off as a machine set to boot UEFI HTTP only is:
 	// each would wait out its DHCP timeouts (about 2.5 min under TCG)
 	// before the HTTP boot option runs.
 	args := append(ovmfArgs(t, dir), ovmfHTTPBootOnly...)
-	args = append(args,
+	args = append(args, "-fw_cfg", "name=etc/edk2/https/cacerts,file="+cacertsFile,
 		"-netdev", "tap,id=n0,ifname="+l.tap+",script=no,downscript=no",
 		"-device", "virtio-net-pci,netdev=n0,mac="+mac+",bootindex=1,romfile=")
 	console := runVM(t, dir, []string{"ip", "netns", "exec", l.ns}, args...)
@@ -40,8 +116,8 @@ func TestNetbootQEMU_UEFIHTTPBootIPXE(t *testing.T) {
 	if !logLine(logs, `"msg":"boot file offered"`, `"http_boot":true`, `"file":"`+bc.LoaderURL+`"`) {
 		t.Errorf("DHCP never offered the loader's URL to a UEFI HTTP boot client")
 	}
-	if !logLine(logs, `"path":"/loaders/snponly.efi"`, `"status":200`) {
-		t.Errorf("the firmware never fetched snponly.efi over HTTP")
+	if !logLine(logs, `"method":"GET"`, `"path":"/loaders/snponly.efi"`, `"status":200`) {
+		t.Errorf("the firmware never fetched snponly.efi")
 	}
 	if !strings.Contains(logs, "/boot/"+node+"/boot.ipxe") {
 		t.Errorf("the node's iPXE script was never fetched")
@@ -49,4 +125,11 @@ func TestNetbootQEMU_UEFIHTTPBootIPXE(t *testing.T) {
 	if strings.Contains(logs, "TFTP") {
 		t.Errorf("the lab ran a TFTP service")
 	}
+	if !strings.Contains(console, "URI: "+bc.LoaderURL) {
+		t.Errorf("the firmware did not boot the HTTPS URI %s", bc.LoaderURL)
+	}
+}
+
+func firmwareTLSConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: FirmwareTLSCipherSuites()}
 }

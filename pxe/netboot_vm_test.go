@@ -36,6 +36,9 @@ const helperEnv = "IRONFLOW_PXE_HELPER"
 type helperConfig struct {
 	Config      Config       `json:"config"`
 	BootConfigs []BootConfig `json:"boot_configs"`
+	// HTTPS, when set, serves the HTTP boot service over TLS too, at
+	// HTTPS.Addr (httpboot_vm_test.go).
+	HTTPS *helperHTTPS `json:"https,omitempty"`
 }
 
 // TestHelperPXEServices is not a test: it is the child process that runs
@@ -58,6 +61,9 @@ func TestHelperPXEServices(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if hc.HTTPS != nil {
+		serveHTTPS(t, ctx, *hc.HTTPS, *hc.Config.HTTP, backend, log)
+	}
 	if err := Run(ctx, hc.Config, backend, NewMemoryLeases(), log); err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +95,8 @@ func newLab(t *testing.T, dir string, bcs ...BootConfig) *lab {
 	return newLabWith(t, dir, nil, bcs...)
 }
 
-// newLabWith is newLab whose services' configuration edit changes first.
-func newLabWith(t *testing.T, dir string, edit func(*Config), bcs ...BootConfig) *lab {
+// newLabWith is newLab whose helper's configuration edit changes first.
+func newLabWith(t *testing.T, dir string, edit func(*helperConfig), bcs ...BootConfig) *lab {
 	t.Helper()
 	l := &lab{ns: fmt.Sprintf("ifpxe%d", os.Getpid()%100000), tap: "tap0"}
 	exec.Command("ip", "netns", "del", l.ns).Run() // a leftover from a killed run
@@ -134,7 +140,7 @@ func newLabWith(t *testing.T, dir string, edit func(*Config), bcs ...BootConfig)
 		BootConfigs: bcs,
 	}
 	if edit != nil {
-		edit(&hc.Config)
+		edit(&hc)
 	}
 	raw, _ := json.Marshal(hc)
 	cmd := exec.Command("ip", "netns", "exec", l.ns, os.Args[0], "-test.run=^TestHelperPXEServices$", "-test.count=1")

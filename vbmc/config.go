@@ -81,6 +81,10 @@ type VM struct {
 	// QEMU's iPXE option ROM is not loaded (it would take the network boot
 	// before the firmware's own HTTP client). UEFI firmware only.
 	HTTPBoot bool `json:"http_boot,omitempty"`
+	// HTTPSCACerts is a PEM file of the CAs the VM's firmware trusts for
+	// HTTPS boot (a boot service's certificate): handed to OVMF as fw_cfg
+	// etc/edk2/https/cacerts (pxe.EDK2CACerts). UEFI firmware only.
+	HTTPSCACerts string `json:"https_cacerts,omitempty"`
 	// VNCAddress ("127.0.0.1:5901") gives the VM a VGA display and QEMU's
 	// VNC server (RFB, no password) on that address, the BMC side of a
 	// graphical console; SerialAddress ("127.0.0.1:7001") puts its serial
@@ -187,6 +191,14 @@ func (c *Config) normalize() error {
 		}
 		if vm.Firmware != FirmwareBIOS && vm.Firmware != FirmwareUEFI {
 			return fmt.Errorf("vm %s: firmware %q is neither %q nor %q", vm.Name, vm.Firmware, FirmwareBIOS, FirmwareUEFI)
+		}
+		if vm.HTTPSCACerts != "" {
+			if vm.Firmware != FirmwareUEFI {
+				return fmt.Errorf("vm %s: https_cacerts needs firmware %q, not %q", vm.Name, FirmwareUEFI, vm.Firmware)
+			}
+			if _, err := edk2CACerts(vm.HTTPSCACerts); err != nil {
+				return fmt.Errorf("vm %s: https_cacerts: %w", vm.Name, err)
+			}
 		}
 		if vm.HTTPBoot && vm.Firmware != FirmwareUEFI {
 			return fmt.Errorf("vm %s: http_boot needs firmware %q (UEFI HTTP boot), not %q", vm.Name, FirmwareUEFI, vm.Firmware)

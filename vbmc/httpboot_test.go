@@ -2,8 +2,12 @@ package vbmc
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ironflow/ironflow/internal/testkit/selfsigned"
 )
 
 // TestHTTPBootArgs: http_boot drops the NIC's iPXE option ROM and OVMF's
@@ -31,5 +35,28 @@ func TestHTTPBootArgs(t *testing.T) {
 	bad := Config{StateDir: "/tmp/x", Password: "p", VMs: []VM{{Name: "b", MAC: "52:54:00:00:00:22", HTTPBoot: true}}}
 	if err := bad.normalize(); err == nil || !strings.Contains(err.Error(), "http_boot needs firmware") {
 		t.Errorf("http_boot on a BIOS VM: %v, want refused", err)
+	}
+}
+
+// TestHTTPSCACertsArgs: https_cacerts hands OVMF the CAs as fw_cfg
+// etc/edk2/https/cacerts; a file without certificates is refused.
+func TestHTTPSCACertsArgs(t *testing.T) {
+	dir := t.TempDir()
+	pemFile := filepath.Join(dir, "ca.pem")
+	certFile, _, _ := selfsigned.Write(t, "boot")
+	b, _ := os.ReadFile(certFile)
+	os.WriteFile(pemFile, b, 0o644)
+	cfg := Config{StateDir: dir, Password: "p", VMs: []VM{{Name: "https", MAC: "52:54:00:00:00:23", Firmware: FirmwareUEFI, HTTPSCACerts: pemFile}}}
+	if err := cfg.normalize(); err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(newMachine(&cfg, cfg.VMs[0], slog.Default()).qemuArgs(nil, ""), " ")
+	if want := "-fw_cfg name=etc/edk2/https/cacerts,file=" + filepath.Join(dir, "https", "https-cacerts.bin"); !strings.Contains(args, want) {
+		t.Errorf("args lack %q:\n%s", want, args)
+	}
+	os.WriteFile(pemFile, []byte("no certificate"), 0o644)
+	bad := Config{StateDir: dir, Password: "p", VMs: []VM{{Name: "b", MAC: "52:54:00:00:00:24", Firmware: FirmwareUEFI, HTTPSCACerts: pemFile}}}
+	if err := bad.normalize(); err == nil || !strings.Contains(err.Error(), "https_cacerts") {
+		t.Errorf("https_cacerts without certificates: %v, want refused", err)
 	}
 }

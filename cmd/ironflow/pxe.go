@@ -108,6 +108,7 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 	}
 	limits := f.limits
 	limits.tls = f.tls
+	limits.tls.firmware = true // UEFI HTTPS boot fetches loaders here
 	addr, done, err := serveHTTP(ctx, "boot http", *f.listen, h, limits, log)
 	if err != nil {
 		return "", nil, nil, err

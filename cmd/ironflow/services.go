@@ -310,7 +310,7 @@ type workerFlags struct {
 	conductorInterval                                                              *time.Duration
 	bmcAttempts, maxActivities, wfPollers, actPollers                              *int
 	automatedClean, agentInsecure, healthMonitoring                                *bool
-	ipxeByArch                                                                     *string
+	ipxeByArch, loaderURL                                                          *string
 	glance                                                                         glanceFlags
 	signal                                                                         signalKeyFlags
 	payload                                                                        payloadKeyFlags
@@ -342,6 +342,7 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		glance:           addGlanceFlags(s),
 		ipxeByArch: s.String("ipxe-bootfile-name-by-arch", "x86_64:"+pxe.DefaultHTTPIPXELoader,
 			"cpu_arch:file,... the iPXE loader a node with boot interface http-ipxe fetches over UEFI HTTP boot from the boot service's /loaders/ (Ironic's [pxe]ipxe_bootfile_name_by_arch)"),
+		loaderURL: s.String("http-boot-loader-url", "", "the boot service UEFI HTTP boot fetches loaders from, e.g. an https:// one (default: --boot-url)"),
 	}
 	host, _ := os.Hostname()
 	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
@@ -408,6 +409,7 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 		return nil, fmt.Errorf("--ipxe-bootfile-name-by-arch: %w", err)
 	}
 	cfg.IPXEBootfileByArch = byArch
+	cfg.LoaderBaseURL = *f.loaderURL
 	gc, err := f.glance.client()
 	if err != nil {
 		return nil, err
