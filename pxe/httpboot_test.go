@@ -130,10 +130,9 @@ func TestHTTPLoaders(t *testing.T) {
 // certificate, its sizes consistent and the DER certificate at its end;
 // a file without certificates is refused.
 func TestEDK2CACerts(t *testing.T) {
-	dir := t.TempDir()
-	c1, _ := writeLabCert(t, dir)
+	c1, _ := writeLabCert(t)
 	one, _ := os.ReadFile(c1)
-	c2, _ := writeLabCert(t, t.TempDir())
+	c2, _ := writeLabCert(t)
 	two, _ := os.ReadFile(c2)
 	b, err := EDK2CACerts(append(append([]byte("# a comment\n"), one...), two...))
 	if err != nil {

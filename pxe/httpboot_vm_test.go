@@ -2,21 +2,16 @@ package pxe
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ironflow/ironflow/internal/testkit/selfsigned"
 )
 
 // ovmfHTTPBootOnly are OVMF's fw_cfg switches that drop its PXE boot
@@ -50,25 +45,9 @@ func serveHTTPS(t *testing.T, ctx context.Context, c helperHTTPS, cfg HTTPConfig
 // writeLabCert writes a self-signed RSA certificate for the lab's address
 // (EDK2 checks the server's address against it) and returns the cert and
 // key files.
-func writeLabCert(t *testing.T, dir string) (certFile, keyFile string) {
+func writeLabCert(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(16), Subject: pkix.Name{CommonName: "ironflow lab boot service"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP(labAddr)}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "boot.crt"), filepath.Join(dir, "boot.key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+	certFile, keyFile, _ = selfsigned.WriteRSA(t, "ironflow lab boot service", labAddr)
 	return certFile, keyFile
 }
 
@@ -84,7 +63,7 @@ func TestNetbootQEMU_UEFIHTTPSBootIPXE(t *testing.T) {
 	requireVMHost(t)
 	dir := t.TempDir()
 	const node, mac = "0b0f6c1e-2a4d-4a9e-8c7b-1d2e3f4a5b17", "52:54:00:99:16:02"
-	certFile, keyFile := writeLabCert(t, dir)
+	certFile, keyFile := writeLabCert(t)
 	pemData, _ := os.ReadFile(certFile)
 	cacerts, err := EDK2CACerts(pemData)
 	if err != nil {

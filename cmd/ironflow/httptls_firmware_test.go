@@ -2,21 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ironflow/ironflow/internal/testkit/selfsigned"
 )
 
 // TestBootServiceTLSServesUEFIFirmware: the boot service's HTTPS (an RSA
@@ -27,25 +20,7 @@ import (
 func TestBootServiceTLSServesUEFIFirmware(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "boot"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cert, keyFile := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
-	os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
-	parsed, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(parsed)
+	cert, keyFile, pool := selfsigned.WriteRSA(t, "boot", "127.0.0.1")
 	firmware := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: pool, MaxVersion: tls.VersionTLS12,
 		CipherSuites: []uint16{tls.TLS_RSA_WITH_AES_128_GCM_SHA256, tls.TLS_RSA_WITH_AES_256_GCM_SHA384}}}}
