@@ -103,6 +103,15 @@ type Config struct {
 	// ConsoleHolderTimeout: a console holder whose conductor heartbeat is
 	// older is gone (DefaultConsoleHolderTimeout when 0).
 	ConsoleHolderTimeout time.Duration
+	// IPXEBootfileByArch names, per cpu_arch, the iPXE loader a node whose
+	// boot interface is http-ipxe fetches over UEFI HTTP boot from the
+	// boot service's /loaders/ (Ironic's [pxe]ipxe_bootfile_name_by_arch);
+	// DefaultIPXEBootfileByArch when nil.
+	IPXEBootfileByArch map[string]string
+	// LoaderBaseURL is the boot service that serves those loaders under
+	// /loaders/ (an https:// one for UEFI HTTPS boot, while iPXE's script
+	// and images stay on BootURL); BootURL when empty.
+	LoaderBaseURL string
 }
 
 // VirtualMedia is what the activities need from the ISO builder.

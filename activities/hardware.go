@@ -314,11 +314,16 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	if _, err := a.repeatedIn(ctx, loaded, keyAgentBootCall, store.AgentSessionKeys()); err != nil {
 		return err
 	}
+	method, loader, err := a.netbootMethod(node, loaded) // httpboot.go
+	if err != nil {
+		return err
+	}
 	err = a.Store.PutBootConfig(ctx, &store.BootConfig{
 		NodeUUID:     node.UUID,
 		MACs:         node.MACs,
 		BootMode:     node.BootMode,
-		Method:       store.BootMethodPXE,
+		Method:       method,
+		LoaderURL:    loader,
 		KernelURL:    agent.KernelURL,
 		InitrdURL:    agent.InitrdURL,
 		KernelParams: a.agentKernelParams(node.UUID, agent.KernelParams),

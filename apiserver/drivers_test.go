@@ -88,3 +88,36 @@ func TestSecretDriverInfoKeysAreMasked(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateHTTPIPXEAsIPXE: the http-ipxe boot interface is accepted
+// by the hardware types that offer ipxe and validates as Ironic validates
+// it, the same as ipxe: deploy_kernel and deploy_ramdisk go together.
+func TestValidateHTTPIPXEAsIPXE(t *testing.T) {
+	e := newEnv(t)
+	for _, boot := range []string{"ipxe", "http-ipxe"} {
+		for _, c := range []struct {
+			info   map[string]any
+			result any
+			reason string
+		}{
+			{map[string]any{"deploy_kernel": "http://k"}, false, "Some parameters were missing in node's driver_info. Missing are: ['deploy_ramdisk']"},
+			{map[string]any{"deploy_kernel": "http://k", "deploy_ramdisk": "http://r"}, true, ""},
+			{map[string]any{}, true, ""},
+		} {
+			n := e.createNode(map[string]any{"driver": "fake-hardware", "boot_interface": boot, "driver_info": c.info})
+			if n["boot_interface"] != boot {
+				t.Errorf("%s: node created with boot_interface %v", boot, n["boot_interface"])
+			}
+			got := e.do("GET", "/v1/nodes/"+n["uuid"].(string)+"/validate", "1.78", nil).json(t)["boot"].(map[string]any)
+			if got["result"] != c.result || (c.reason != "" && got["reason"] != c.reason) {
+				t.Errorf("%s with %v: boot %v, want result %v reason %q", boot, c.info, got, c.result, c.reason)
+			}
+		}
+	}
+	for _, name := range []string{"ipmi", "redfish", "fake-hardware"} { // the shipped types
+		ht, _ := hardware.Lookup(name)
+		if !ht.Supports(hardware.KindBoot, hardware.IPXE) || !ht.Supports(hardware.KindBoot, hardware.HTTPIPXE) {
+			t.Errorf("%s: ipxe %v but http-ipxe %v", name, ht.Supports(hardware.KindBoot, hardware.IPXE), ht.Supports(hardware.KindBoot, hardware.HTTPIPXE))
+		}
+	}
+}

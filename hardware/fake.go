@@ -15,7 +15,7 @@ func init() {
 			{Name: "fake_state_file", Description: "File that keeps the machine's power and boot state and a log of its power actions, so that it outlives the worker process. Optional."},
 		}),
 		Interfaces: map[Kind][]Interface{
-			KindBIOS: {Fake, NoBIOS}, KindBoot: {Fake, IPXE, PXE}, KindConsole: {Fake, NoConsole},
+			KindBIOS: {Fake, NoBIOS}, KindBoot: {Fake, IPXE, PXE, HTTPIPXE}, KindConsole: {Fake, NoConsole},
 			KindDeploy: {Fake, Direct, Ramdisk, Anaconda, CustomAgent}, KindFirmware: {Fake, NoFirmware},
 			KindInspect: {Fake, Agent, NoInspect}, KindManagement: {Fake, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Fake}, KindRAID: {Fake, NoRAID, Agent},

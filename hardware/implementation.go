@@ -73,6 +73,9 @@ type Boot interface {
 	// VirtualMedia reports whether the machine boots ironflow's images
 	// from a virtual CD the BMC inserts, rather than from the network.
 	VirtualMedia() bool
+	// HTTPBoot reports whether the firmware fetches its loader over UEFI
+	// HTTP boot rather than PXE and TFTP (docs/bmcs-and-boot.md).
+	HTTPBoot() bool
 }
 
 // DeployFlow is how a deploy interface gets the instance onto the machine;
@@ -162,9 +165,10 @@ type Network interface {
 	RecordsVIFs() bool
 }
 
-type bootBehaviour struct{ virtualMedia bool }
+type bootBehaviour struct{ virtualMedia, httpBoot bool }
 
 func (b bootBehaviour) VirtualMedia() bool { return b.virtualMedia }
+func (b bootBehaviour) HTTPBoot() bool     { return b.httpBoot }
 
 type deployBehaviour struct {
 	flow                     DeployFlow
@@ -269,6 +273,9 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	for _, name := range []Interface{IPXE, PXE} {
 		implement(KindBoot, name, servedByPXE, "", bootBehaviour{}, agentImageKeys...)
 	}
+	// http-ipxe (Ironic's HttpIPXEBoot): UEFI HTTP boot of iPXE, then as
+	// ipxe; no TFTP (pxe/httpboot.go).
+	implement(KindBoot, HTTPIPXE, servedByPXE, "", bootBehaviour{httpBoot: true}, agentImageKeys...)
 	implement(KindBoot, RedfishVirtualMedia, servedByVirtualCD, CapVirtualMedia, bootBehaviour{virtualMedia: true}, agentImageKeys...)
 
 	implement(KindDeploy, Direct, "workflows DeployNode: the agent's deploy steps", "", deployBehaviour{FlowAgent, true, true, true}, imageTrustKeys...)

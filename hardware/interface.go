@@ -52,8 +52,11 @@ const (
 	NoVendor   Interface = "no-vendor"
 
 	// Boot interfaces: how the machine boots ironflow's images.
-	IPXE                Interface = "ipxe"
-	PXE                 Interface = "pxe"
+	IPXE Interface = "ipxe"
+	PXE  Interface = "pxe"
+	// HTTPIPXE: the firmware's UEFI HTTP boot loads iPXE, which loads the
+	// node's script (Ironic's http-ipxe).
+	HTTPIPXE            Interface = "http-ipxe"
 	RedfishVirtualMedia Interface = "redfish-virtual-media"
 
 	// Deploy interfaces: how the instance gets onto the machine.

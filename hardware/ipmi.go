@@ -17,7 +17,7 @@ func init() {
 			{Name: "ipmi_retries", Description: "Further tries of an exchange whose answer was lost; default 3. Optional."},
 		}, powerWaitKeys),
 		Interfaces: map[Kind][]Interface{
-			KindBIOS: {NoBIOS}, KindBoot: {IPXE, PXE}, KindConsole: {NoConsole, IPMIToolSocat, IPMIToolShellinabox},
+			KindBIOS: {NoBIOS}, KindBoot: {IPXE, PXE, HTTPIPXE}, KindConsole: {NoConsole, IPMIToolSocat, IPMIToolShellinabox},
 			KindDeploy: {Direct, Ramdisk, Anaconda, CustomAgent}, KindFirmware: {NoFirmware},
 			KindInspect: {NoInspect, Agent}, KindManagement: {IPMITool, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {IPMITool}, KindRAID: {NoRAID, Agent},

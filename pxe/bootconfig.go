@@ -23,6 +23,7 @@ const (
 
 	MethodPXE    = "pxe"
 	MethodVMedia = "vmedia"
+	// MethodHTTPIPXE is in httpboot.go.
 )
 
 // BootConfig is what the pxe services need to know about one node's next
@@ -32,7 +33,7 @@ type BootConfig struct {
 	NodeUUID     string
 	MACs         []string
 	BootMode     string // "bios" | "uefi"
-	Method       string // "pxe" | "vmedia"
+	Method       string // "pxe" | "vmedia" | "http-ipxe"
 	KernelURL    string
 	InitrdURL    string
 	KernelParams string
@@ -44,7 +45,10 @@ type BootConfig struct {
 	// SecureBoot: the node boots with secure boot on (its secure_boot
 	// field): a UEFI PXE boot goes through the signed chain (grubnet.go).
 	SecureBoot bool
-	UpdatedAt  time.Time
+	// LoaderURL is the UEFI loader a node that boots over UEFI HTTP boot
+	// fetches (Method MethodHTTPIPXE; httpboot.go).
+	LoaderURL string
+	UpdatedAt time.Time
 }
 
 // Backend is what the DHCP handler reads: the boot config of the machine

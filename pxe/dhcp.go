@@ -357,7 +357,7 @@ func isPXEClient(req *dhcpv4.DHCPv4) bool {
 // isNetbootClient: a PXE ROM or iPXE, as opposed to an OS DHCP client such
 // as the agent's, which gets an address but no boot file.
 func isNetbootClient(req *dhcpv4.DHCPv4) bool {
-	return isPXEClient(req) || isIPXE(req)
+	return isPXEClient(req) || isIPXE(req) || isHTTPClient(req)
 }
 
 // clientArch returns the first architecture of option 93 (RFC 4578 §2.1);
@@ -411,6 +411,9 @@ func (b *bootOptions) chooseBootFile(req *dhcpv4.DHCPv4, bc *BootConfig) (file s
 func (b *bootOptions) apply(req, reply *dhcpv4.DHCPv4, bc *BootConfig, log *slog.Logger) bool {
 	if !isNetbootClient(req) || bc.Method == MethodVMedia {
 		return false
+	}
+	if !isIPXE(req) && (isHTTPClient(req) || isHTTPBootMethod(bc.Method)) {
+		return b.applyHTTPBoot(req, reply, bc, log) // httpboot.go
 	}
 	file, viaTFTP, ok := b.chooseBootFile(req, bc)
 	if !ok {

@@ -47,6 +47,9 @@ type HTTPConfig struct {
 	// Neighbors resolves a client's address to its link-layer address;
 	// the host's neighbour table (ARP, NDP) if nil.
 	Neighbors func(netip.Addr) (net.HardwareAddr, bool) `json:"-"`
+	// LoadersDir holds the UEFI loaders (*.efi) served under /loaders/ for
+	// UEFI HTTP boot (httpboot.go); DefaultLoadersDir if empty.
+	LoadersDir string `json:"loaders_dir,omitempty"`
 }
 
 type httpBoot struct {
@@ -56,6 +59,7 @@ type httpBoot struct {
 	log       *slog.Logger
 	anyClient bool
 	neighbors func(netip.Addr) (net.HardwareAddr, bool)
+	loaders   *os.Root // nil when the loaders directory is absent
 }
 
 // NewHTTPHandler returns the boot service's routes:
@@ -66,6 +70,7 @@ type httpBoot struct {
 //	GET /iso/{uuid}-{key}.iso    the node's virtual media ISO (404 without a boot config or with another key)
 //	GET /cache/{uuid}/image      the node's instance image through the image cache (with HTTPConfig.Cache)
 //	GET /cache/{uuid}/progress   that cache's download in flight, as JSON
+//	GET /loaders/{file}          a UEFI loader for UEFI HTTP boot (httpboot.go)
 //	GET /health                  200 "ok"
 func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http.Handler, error) {
 	if backend == nil {
@@ -90,8 +95,12 @@ func NewHTTPHandler(cfg HTTPConfig, backend NodeBackend, log *slog.Logger) (http
 			return nil, fmt.Errorf("http boot: open ISO dir: %w", err)
 		}
 	}
+	if err := h.openLoaders(cfg); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /boot/{uuid}/boot.ipxe", h.script)
+	mux.HandleFunc("GET /loaders/{file}", h.loader)
 	mux.HandleFunc("GET /boot/{uuid}/ks.cfg", h.kickstart)
 	mux.HandleFunc("GET /images/{path...}", h.image)
 	mux.HandleFunc("GET /iso/{file}", h.iso)

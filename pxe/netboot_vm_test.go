@@ -36,6 +36,9 @@ const helperEnv = "IRONFLOW_PXE_HELPER"
 type helperConfig struct {
 	Config      Config       `json:"config"`
 	BootConfigs []BootConfig `json:"boot_configs"`
+	// HTTPS, when set, serves the HTTP boot service over TLS too, at
+	// HTTPS.Addr (httpboot_vm_test.go).
+	HTTPS *helperHTTPS `json:"https,omitempty"`
 }
 
 // TestHelperPXEServices is not a test: it is the child process that runs
@@ -58,6 +61,9 @@ func TestHelperPXEServices(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if hc.HTTPS != nil {
+		serveHTTPS(t, ctx, *hc.HTTPS, *hc.Config.HTTP, backend, log)
+	}
 	if err := Run(ctx, hc.Config, backend, NewMemoryLeases(), log); err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +91,12 @@ func run(t *testing.T, args ...string) {
 
 // newLab creates the namespace and starts the services with bcs.
 func newLab(t *testing.T, dir string, bcs ...BootConfig) *lab {
+	t.Helper()
+	return newLabWith(t, dir, nil, bcs...)
+}
+
+// newLabWith is newLab whose helper's configuration edit changes first.
+func newLabWith(t *testing.T, dir string, edit func(*helperConfig), bcs ...BootConfig) *lab {
 	t.Helper()
 	l := &lab{ns: fmt.Sprintf("ifpxe%d", os.Getpid()%100000), tap: "tap0"}
 	exec.Command("ip", "netns", "del", l.ns).Run() // a leftover from a killed run
@@ -126,6 +138,9 @@ func newLab(t *testing.T, dir string, bcs ...BootConfig) *lab {
 			HTTP: &HTTPConfig{Addr: labAddr + ":8080", ImagesDir: images},
 		},
 		BootConfigs: bcs,
+	}
+	if edit != nil {
+		edit(&hc)
 	}
 	raw, _ := json.Marshal(hc)
 	cmd := exec.Command("ip", "netns", "exec", l.ns, os.Args[0], "-test.run=^TestHelperPXEServices$", "-test.count=1")

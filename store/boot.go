@@ -15,6 +15,9 @@ const (
 
 	BootMethodPXE    = "pxe"
 	BootMethodVMedia = "vmedia"
+	// BootMethodHTTPIPXE: UEFI HTTP boot of iPXE, then the node's iPXE
+	// script (the http-ipxe boot interface); LoaderURL is set.
+	BootMethodHTTPIPXE = "http-ipxe"
 
 	BootKindAgent    = "agent"
 	BootKindRamdisk  = "ramdisk"
@@ -38,21 +41,23 @@ type BootConfig struct {
 	// /boot/{uuid}/ks.cfg. It carries the agent token, so it is never
 	// logged and never marshalled to JSON (which would put the token into
 	// API output or Temporal history): the activity that renders it stores it.
-	Kickstart string    `json:"-" db:"kickstart"`
+	Kickstart string `json:"-" db:"kickstart"`
+	// LoaderURL is the UEFI loader a node of BootMethodHTTPIPXE fetches.
+	LoaderURL string    `json:"loader_url" db:"loader_url"`
 	UpdatedAt time.Time `json:"updated_at" db:"updated_at"`
 	// SecureBoot is the node's secure_boot (read, never written here): a
 	// UEFI PXE boot of a node with secure boot on takes the signed chain.
 	SecureBoot bool `json:"secure_boot"`
 }
 
-const bootColumns = "node_uuid, macs, boot_mode, method, kernel_url, initrd_url, kernel_params, iso_path, kind, kickstart, updated_at"
+const bootColumns = "node_uuid, macs, boot_mode, method, kernel_url, initrd_url, kernel_params, iso_path, kind, kickstart, loader_url, updated_at"
 
 // readBootColumns are bootColumns and the node's secure_boot.
 const readBootColumns = bootColumns + ", COALESCE((SELECT n.secure_boot FROM nodes n WHERE n.uuid = boot_configs.node_uuid), false)"
 
 func scanBootConfig(row pgx.CollectableRow) (*BootConfig, error) {
 	c := &BootConfig{}
-	err := row.Scan(&c.NodeUUID, &c.MACs, &c.BootMode, &c.Method, &c.KernelURL, &c.InitrdURL, &c.KernelParams, &c.ISOPath, &c.Kind, &c.Kickstart, &c.UpdatedAt, &c.SecureBoot)
+	err := row.Scan(&c.NodeUUID, &c.MACs, &c.BootMode, &c.Method, &c.KernelURL, &c.InitrdURL, &c.KernelParams, &c.ISOPath, &c.Kind, &c.Kickstart, &c.LoaderURL, &c.UpdatedAt, &c.SecureBoot)
 	return c, err
 }
 
@@ -74,7 +79,7 @@ func validateBootConfig(c *BootConfig) error {
 		return fmt.Errorf("boot mode %q: %w", c.BootMode, ErrInvalidInput)
 	}
 	switch c.Method {
-	case BootMethodPXE, BootMethodVMedia:
+	case BootMethodPXE, BootMethodVMedia, BootMethodHTTPIPXE:
 	default:
 		return fmt.Errorf("boot method %q: %w", c.Method, ErrInvalidInput)
 	}
@@ -95,13 +100,13 @@ func (s *Store) PutBootConfig(ctx context.Context, c *BootConfig) error {
 		return fmt.Errorf("put boot config of node %s: %w", c.NodeUUID, err)
 	}
 	err := s.pool.QueryRow(ctx, `INSERT INTO boot_configs (`+bootColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
 		ON CONFLICT (node_uuid) DO UPDATE SET macs = EXCLUDED.macs, boot_mode = EXCLUDED.boot_mode,
 			method = EXCLUDED.method, kernel_url = EXCLUDED.kernel_url, initrd_url = EXCLUDED.initrd_url,
 			kernel_params = EXCLUDED.kernel_params, iso_path = EXCLUDED.iso_path, kind = EXCLUDED.kind,
-			kickstart = EXCLUDED.kickstart, updated_at = now()
+			kickstart = EXCLUDED.kickstart, loader_url = EXCLUDED.loader_url, updated_at = now()
 		RETURNING updated_at`,
-		c.NodeUUID, c.MACs, c.BootMode, c.Method, c.KernelURL, c.InitrdURL, c.KernelParams, c.ISOPath, c.Kind, c.Kickstart,
+		c.NodeUUID, c.MACs, c.BootMode, c.Method, c.KernelURL, c.InitrdURL, c.KernelParams, c.ISOPath, c.Kind, c.Kickstart, c.LoaderURL,
 	).Scan(&c.UpdatedAt)
 	return dbError(err, "put boot config of node %s", c.NodeUUID)
 }

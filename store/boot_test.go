@@ -170,3 +170,27 @@ func TestBootConfigCarriesTheNodesSecureBoot(t *testing.T) {
 		t.Errorf("node without secure boot: %+v, %v; want no SecureBoot", c, err)
 	}
 }
+
+// An http-ipxe boot config keeps its loader URL through the store, which
+// the DHCP service offers to the node's UEFI HTTP boot.
+func TestBootConfigHTTPBootLoaderURL(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	n := newNode(t, s, &store.Node{})
+	bc := agentBoot(n.UUID, "52:54:00:00:16:01")
+	bc.Method, bc.LoaderURL = store.BootMethodHTTPIPXE, "http://127.0.0.1:8080/loaders/snponly.efi"
+	if err := s.PutBootConfig(ctx, bc); err != nil {
+		t.Fatalf("PutBootConfig: %v", err)
+	}
+	got, err := s.BootConfigByMAC(ctx, "52:54:00:00:16:01")
+	if err != nil || got.Method != store.BootMethodHTTPIPXE || got.LoaderURL != bc.LoaderURL {
+		t.Fatalf("BootConfigByMAC = %+v, %v; want method http-ipxe and loader %s", got, err, bc.LoaderURL)
+	}
+	// Replaced by a PXE config, the loader goes with it.
+	if err := s.PutBootConfig(ctx, agentBoot(n.UUID, "52:54:00:00:16:01")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetBootConfig(ctx, n.UUID); err != nil || got.LoaderURL != "" {
+		t.Fatalf("GetBootConfig after replace = %+v, %v; want no loader URL", got, err)
+	}
+}

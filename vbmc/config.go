@@ -97,6 +97,15 @@ type VM struct {
 	Netdev    string   `json:"netdev,omitempty"`
 	SerialLog string   `json:"serial_log,omitempty"`
 	QEMUExtra []string `json:"qemu_extra,omitempty"`
+	// HTTPBoot makes the NIC network-boot over UEFI HTTP boot only, as a
+	// server whose firmware is set so: OVMF's PXE boot options are off and
+	// QEMU's iPXE option ROM is not loaded (it would take the network boot
+	// before the firmware's own HTTP client). UEFI firmware only.
+	HTTPBoot bool `json:"http_boot,omitempty"`
+	// HTTPSCACerts is a PEM file of the CAs the VM's firmware trusts for
+	// HTTPS boot (a boot service's certificate): handed to OVMF as fw_cfg
+	// etc/edk2/https/cacerts (pxe.EDK2CACerts). UEFI firmware only.
+	HTTPSCACerts string `json:"https_cacerts,omitempty"`
 	// VNCAddress ("127.0.0.1:5901") gives the VM a VGA display and QEMU's
 	// VNC server (RFB, no password) on that address, the BMC side of a
 	// graphical console; SerialAddress ("127.0.0.1:7001") puts its serial
@@ -217,6 +226,17 @@ func (c *Config) normalize() error {
 			}
 		default:
 			return fmt.Errorf("vm %s: arch %q is neither %q nor %q", vm.Name, vm.Arch, ArchX8664, ArchAArch64)
+		}
+		if vm.HTTPSCACerts != "" {
+			if vm.Firmware != FirmwareUEFI {
+				return fmt.Errorf("vm %s: https_cacerts needs firmware %q, not %q", vm.Name, FirmwareUEFI, vm.Firmware)
+			}
+			if _, err := edk2CACerts(vm.HTTPSCACerts); err != nil {
+				return fmt.Errorf("vm %s: https_cacerts: %w", vm.Name, err)
+			}
+		}
+		if vm.HTTPBoot && vm.Firmware != FirmwareUEFI {
+			return fmt.Errorf("vm %s: http_boot needs firmware %q (UEFI HTTP boot), not %q", vm.Name, FirmwareUEFI, vm.Firmware)
 		}
 		if vm.Netdev == "" {
 			vm.Netdev = DefaultNetdev

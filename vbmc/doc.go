@@ -60,6 +60,8 @@
 //	    "cpus": 1,                             // default 1
 //	    "firmware": "bios",                    // "bios" (SeaBIOS) or "uefi" (OVMF)
 //	    "arch": "x86_64",                      // or "aarch64": virt machine, AAVMF, uefi only (machine_aarch64.go)
+//	    "http_boot": false,                    // uefi only: network boot is OVMF's UEFI HTTP boot alone (no iPXE ROM, no PXE)
+//	    "https_cacerts": "/path/boot-ca.pem",  // uefi only: CAs OVMF trusts for HTTPS boot (fw_cfg etc/edk2/https/cacerts)
 //	    "netdev": "tap:tap0",                  // "tap:IFNAME", "user" or "none"
 //	    "serial_log": "/path/console.log",     // default state_dir/NAME/console.log
 //	    "serial_address": "127.0.0.1:9003",        // also serve the serial line here; ipmi_sim's SOL connects to it

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/ironflow/ironflow/pxe"
 )
 
 // Timeouts and poll intervals of power operations.
@@ -107,12 +109,13 @@ func newMachine(cfg *Config, vm VM, log *slog.Logger) *Machine {
 	}
 }
 
-func (m *Machine) qmpSocket() string  { return filepath.Join(m.dir, "qmp.sock") }
-func (m *Machine) pidFile() string    { return filepath.Join(m.dir, "qemu.pid") }
-func (m *Machine) bootFile() string   { return filepath.Join(m.dir, "boot.json") }
-func (m *Machine) mediaFile() string  { return filepath.Join(m.dir, "media.json") }
-func (m *Machine) mediaDir() string   { return filepath.Join(m.dir, "media") }
-func (m *Machine) serconFile() string { return filepath.Join(m.dir, "sercon-port.bin") }
+func (m *Machine) qmpSocket() string   { return filepath.Join(m.dir, "qmp.sock") }
+func (m *Machine) pidFile() string     { return filepath.Join(m.dir, "qemu.pid") }
+func (m *Machine) cacertsFile() string { return filepath.Join(m.dir, "https-cacerts.bin") }
+func (m *Machine) bootFile() string    { return filepath.Join(m.dir, "boot.json") }
+func (m *Machine) mediaFile() string   { return filepath.Join(m.dir, "media.json") }
+func (m *Machine) mediaDir() string    { return filepath.Join(m.dir, "media") }
+func (m *Machine) serconFile() string  { return filepath.Join(m.dir, "sercon-port.bin") }
 
 // UUID is the SMBIOS system UUID QEMU presents, stable for a VM name.
 func (m *Machine) UUID() string { return nameUUID(m.vm.Name) }
@@ -583,6 +586,15 @@ func (m *Machine) start(ctx context.Context) error {
 	if hasMedia {
 		mediaPath = media.Path
 	}
+	if m.vm.HTTPSCACerts != "" {
+		b, err := edk2CACerts(m.vm.HTTPSCACerts)
+		if err == nil {
+			err = os.WriteFile(m.cacertsFile(), b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("HTTPS boot CA certificates of %s: %w", m.vm.Name, err)
+		}
+	}
 	args := m.qemuArgs(m.bootOrder(boot), mediaPath)
 
 	logPath := filepath.Join(m.dir, "qemu.log")
@@ -803,12 +815,22 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 	if m.vm.Netdev != "none" {
 		nic += ",netdev=n0"
 	}
-	if secure {
+	if secure || m.vm.HTTPBoot {
 		// OVMF starts unsigned option ROMs even under secure boot; QEMU's
 		// iPXE ROM would then take the network boot and fail to start any
 		// kernel. Without it OVMF's own network stack boots, as a real
-		// machine's signed PXE firmware does (shim over TFTP, pxe/grubnet.go).
+		// machine's signed PXE firmware does (shim over TFTP, pxe/grubnet.go),
+		// and its UEFI HTTP boot client is the one that runs.
 		nic += ",romfile="
+	}
+	if m.vm.HTTPSCACerts != "" {
+		a = append(a, "-fw_cfg", "name=etc/edk2/https/cacerts,file="+m.cacertsFile())
+	}
+	if m.vm.HTTPBoot {
+		// OVMF's switches for its PXE boot options (IPv4 and IPv6): off,
+		// the NIC's boot options are UEFI HTTP boot's alone.
+		a = append(a, "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n")
 	}
 	a = append(a, "-device", nic)
 	// The disk, the Storage controller's other drives, and its volumes
@@ -897,4 +919,14 @@ func tail(path string, n int64) string {
 	b := make([]byte, st.Size()-off)
 	_, _ = f.ReadAt(b, off)
 	return strings.TrimSpace(string(b))
+}
+
+// edk2CACerts reads a PEM file of CAs and encodes them as OVMF takes them
+// for HTTPS boot.
+func edk2CACerts(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return pxe.EDK2CACerts(b)
 }

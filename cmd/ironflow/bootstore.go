@@ -20,6 +20,7 @@ func toPXE(c *store.BootConfig) *pxe.BootConfig {
 		NodeUUID: c.NodeUUID, MACs: c.MACs, BootMode: c.BootMode, Method: c.Method,
 		KernelURL: c.KernelURL, InitrdURL: c.InitrdURL, KernelParams: c.KernelParams,
 		ISOPath: c.ISOPath, Kind: c.Kind, Kickstart: c.Kickstart, UpdatedAt: c.UpdatedAt, SecureBoot: c.SecureBoot,
+		LoaderURL: c.LoaderURL,
 	}
 }
 

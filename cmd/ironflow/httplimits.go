@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/ironflow/ironflow/pxe"
 )
 
 // httpLimits bound one HTTP server's connections, so that a client that
@@ -47,7 +49,13 @@ func (l httpLimits) apply(srv *http.Server) {
 // speaks HTTPS only (Ironic's [api]enable_ssl_api with cert_file and
 // key_file); unset, plain HTTP behind a TLS-terminating proxy or on a
 // trusted network (docs/security.md).
-type httpTLS struct{ cert, key *string }
+type httpTLS struct {
+	cert, key *string
+	// firmware: UEFI firmware fetches loaders from this server over HTTPS
+	// (the boot service), so it also offers the cipher suites EDK2 builds
+	// without elliptic curves speak (pxe.FirmwareTLSCipherSuites).
+	firmware bool
+}
 
 // addHTTPTLS registers --<prefix>tls-cert and --<prefix>tls-key.
 func addHTTPTLS(s *settings, prefix, what string) httpTLS {
@@ -88,5 +96,9 @@ func (t httpTLS) config(name string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: load TLS certificate %s and key %s: %w", name, cert, key, err)
 	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if t.firmware {
+		cfg.CipherSuites = pxe.FirmwareTLSCipherSuites()
+	}
+	return cfg, nil
 }

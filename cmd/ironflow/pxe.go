@@ -22,7 +22,7 @@ import (
 type bootFlags struct {
 	listen, publicURL, imagesDir, isoDir, tftpListen, tftpRoot *string
 	dhcpInterface, dhcpMode, dhcpAddr, dhcpPool, dhcpRouter    *string
-	dhcpListen                                                 *string
+	dhcpListen, loadersDir                                     *string
 	kickstartAnyClient                                         *bool
 	limits                                                     httpLimits
 	tls                                                        httpTLS
@@ -39,6 +39,7 @@ func addBootFlags(s *settings) bootFlags {
 		isoDir:        s.String("iso-dir", "", "per-node virtual media ISOs (default <data-dir>/iso)"),
 		tftpListen:    s.String("tftp-listen", "", "TFTP listen address for iPXE binaries, e.g. 10.0.0.1:69 (empty: off)"),
 		tftpRoot:      s.String("tftp-root", "", "TFTP root (default: Debian's /usr/lib/ipxe)"),
+		loadersDir:    s.String("boot-loaders-dir", pxe.DefaultLoadersDir, "UEFI loaders (*.efi) served under /loaders/ for UEFI HTTP boot (boot interface http-ipxe)"),
 		dhcpInterface: s.String("dhcp-interface", "", "interface to serve DHCP on (empty: off unless --dhcp-listen is set)"),
 		dhcpListen:    s.String("dhcp-listen", "", "UDP address ip:port to serve DHCP on, e.g. 0.0.0.0:67 with --dhcp-interface, or a relay-facing address (empty: port 67 on --dhcp-interface)"),
 		dhcpMode:      s.String("dhcp-mode", pxe.DHCPModeReservation, "reservation (authoritative for prepared nodes) or proxy (boot options only)"),
@@ -101,12 +102,13 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 		return "", nil, nil, err
 	}
 	h, err := pxe.NewHTTPHandler(pxe.HTTPConfig{Addr: *f.listen, ImagesDir: *f.imagesDir, ISODir: *f.isoDir, Cache: cache,
-		KickstartAnyClient: *f.kickstartAnyClient}, backend, blog)
+		KickstartAnyClient: *f.kickstartAnyClient, LoadersDir: *f.loadersDir}, backend, blog)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	limits := f.limits
 	limits.tls = f.tls
+	limits.tls.firmware = true // UEFI HTTPS boot fetches loaders here
 	addr, done, err := serveHTTP(ctx, "boot http", *f.listen, h, limits, log)
 	if err != nil {
 		return "", nil, nil, err

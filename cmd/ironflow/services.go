@@ -314,6 +314,7 @@ type workerFlags struct {
 	conductorInterval                                                              *time.Duration
 	bmcAttempts, maxActivities, wfPollers, actPollers                              *int
 	automatedClean, agentInsecure, healthMonitoring                                *bool
+	ipxeByArch, loaderURL                                                          *string
 	glance                                                                         glanceFlags
 	signal                                                                         signalKeyFlags
 	payload                                                                        payloadKeyFlags
@@ -351,6 +352,9 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		agentInsecure:       s.Bool("agent-insecure", false, "do not verify agents' TLS certificates (labs)"),
 		healthMonitoring:    s.Bool("health-monitoring", true, "read each node's hardware health from its BMC in the power-state sync (Ironic's [conductor] enable_health_monitoring; one more BMC query per node and tick)"),
 		glance:              addGlanceFlags(s),
+		ipxeByArch: s.String("ipxe-bootfile-name-by-arch", "x86_64:"+pxe.DefaultHTTPIPXELoader,
+			"cpu_arch:file,... the iPXE loader a node with boot interface http-ipxe fetches over UEFI HTTP boot from the boot service's /loaders/ (Ironic's [pxe]ipxe_bootfile_name_by_arch)"),
+		loaderURL: s.String("http-boot-loader-url", "", "the boot service UEFI HTTP boot fetches loaders from, e.g. an https:// one (default: --boot-url)"),
 	}
 	host, _ := os.Hostname()
 	f.hostname = s.String("conductor-hostname", host, "the name this worker registers as a conductor (GET /v1/conductors); unique per worker")
@@ -414,6 +418,12 @@ func (f workerFlags) options() worker.Options {
 func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities.VirtualMedia, log *slog.Logger) (func(), error) {
 	cfg := f.activitiesConfig()
 	cfg.VirtualMedia = vm
+	byArch, err := parseByArch(*f.ipxeByArch)
+	if err != nil {
+		return nil, fmt.Errorf("--ipxe-bootfile-name-by-arch: %w", err)
+	}
+	cfg.IPXEBootfileByArch = byArch
+	cfg.LoaderBaseURL = *f.loaderURL
 	gc, err := f.glance.client()
 	if err != nil {
 		return nil, err
@@ -583,4 +593,21 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// parseByArch reads an Ironic DictOpt "key:value,key:value" into a map; an
+// empty string is an empty map (no architecture has a loader).
+func parseByArch(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(e, ":")
+		if k, val = strings.TrimSpace(k), strings.TrimSpace(val); !ok || k == "" || val == "" {
+			return nil, fmt.Errorf("%q is not cpu_arch:file", e)
+		}
+		out[k] = val
+	}
+	return out, nil
 }

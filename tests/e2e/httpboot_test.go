@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/embedded"
+)
+
+// TestDeployUEFIHTTPBootWithoutTFTP deploys an OVMF VM behind `ironflow
+// vbmc serve` whose boot interface is http-ipxe, on a stack that runs no
+// TFTP server (docs/bmcs-and-boot.md, "UEFI HTTP boot"): the VM's
+// firmware network-boots over UEFI HTTP only (vbmc http_boot: no iPXE
+// option ROM, OVMF's PXE boot options off), DHCP answers its "HTTPClient"
+// request with the URL of snponly.efi on the boot service, iPXE gets the
+// node's script, the agent boots over HTTP and writes the image; the VM
+// then boots its disk and reads its config drive.
+//
+// Bad input first, on a second node of the same BMC whose cpu_arch has no
+// loader configured: its deploy fails in the boot preparation with a
+// last_error naming the architecture and the setting, and its machine is
+// never powered on.
+func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
+	RequireQEMU(t)
+	begin := time.Now()
+	lab := NewLab(t)
+	// --tftp-listen= turns the boot service's TFTP off.
+	s := startStack(t, lab, "--automated-clean=false", "--tftp-listen=")
+	_, sum, err := BuildTestImage(DefaultCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := lab.AddVM("node-http", "52:54:00:e2:16:01", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-http", "disk.raw"))
+	arm := lab.AddVM("node-http-arm", "52:54:00:e2:16:02", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-http-arm", "disk.raw"))
+	def, armDef := agentVM(vm), agentVM(arm)
+	def.HTTPBoot, armDef.HTTPBoot = true, true
+	bmc := startRedfishBMC(t, s, def, armDef)
+	devLog := filepath.Join(lab.Dir, "ironflow-dev.log")
+
+	enroll := func(v *LabVM, extra ...string) string {
+		t.Helper()
+		uuid := createRedfishNode(t, s, bmc, v.Name, v.Firmware, v.MAC, append([]string{
+			"--deploy-interface", "direct", "--boot-interface", "http-ipxe", "--no-automated-clean"}, extra...)...)
+		s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
+		s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
+		s.mustCLI(t, "node", "set", uuid,
+			"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
+			"--instance-info", "image_os_hash_algo=sha256",
+			"--instance-info", "image_os_hash_value="+sum)
+		return uuid
+	}
+
+	// Bad input: no loader for aarch64.
+	armUUID := enroll(arm, "--property", "cpu_arch=aarch64")
+	s.mustCLI(t, "node", "deploy", armUUID)
+	deadline := time.Now().Add(manageWait)
+	var f map[string]any
+	for {
+		f = s.nodeFields(t, armUUID)
+		if le, _ := f["last_error"].(string); le != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the aarch64 node's deploy recorded no last_error: %s", s.nodeShow(t, armUUID))
+		}
+		time.Sleep(time.Second)
+	}
+	le, _ := f["last_error"].(string)
+	for _, want := range []string{"architecture aarch64", "--ipxe-bootfile-name-by-arch"} {
+		if !strings.Contains(le, want) {
+			t.Errorf("aarch64 node: last_error %q lacks %q", le, want)
+		}
+	}
+	if f["power_state"] != "power off" {
+		t.Errorf("aarch64 node: power_state %v after the failed boot preparation, want power off", f["power_state"])
+	}
+	if line, ok := lineWithAll(bmc.proc.Log, "vm="+arm.Name, "powered on"); ok {
+		t.Errorf("aarch64 node's machine was powered on: %s", line)
+	}
+	t.Logf("bad input: %v, last_error %q", f["provision_state"], le)
+
+	// The deploy over UEFI HTTP boot.
+	uuid := enroll(vm)
+	defer printNodeHistory(t, s, uuid)
+	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2EhttpBoot e2e"
+	s.deploy(t, uuid, vm, "e2e-http", pubKey)
+	printTimeline(t, s, uuid, "deploy over UEFI HTTP boot")
+	waitBootedFromDisk(t, vm, "e2e-http", pubKey)
+	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" {
+		t.Errorf("node is %v, want active", f["provision_state"])
+	}
+	for _, want := range [][]string{
+		{"boot file offered", "http_boot=true", "/loaders/snponly.efi", vm.MAC},
+		{"http request", "method=GET", "path=/loaders/snponly.efi", "status=200"},
+		{"http request", "path=/boot/" + uuid + "/boot.ipxe", "status=200"},
+	} {
+		if line, ok := lineWithAll(devLog, want...); !ok {
+			t.Errorf("the stack's log has no line with %q; tail:\n%s", want, embedded.Tail(devLog, 3000))
+		} else {
+			t.Logf("stack: %s", line)
+		}
+	}
+	if line, ok := findLine(vm.SerialLog, "Start HTTP Boot over IPv4"); !ok {
+		t.Errorf("the VM's firmware did not HTTP-boot; console tail:\n%s", embedded.Tail(vm.SerialLog, 3000))
+	} else {
+		t.Logf("console: %s", strings.TrimSpace(line[strings.Index(line, "Start"):]))
+	}
+	if _, ok := findLine(vm.SerialLog, "Start PXE over IPv4"); ok {
+		t.Errorf("the VM's firmware tried PXE")
+	}
+	// The BMC's log names power-ons as the bad-input check above reads it.
+	if _, ok := lineWithAll(bmc.proc.Log, "vm="+vm.Name, "powered on"); !ok {
+		t.Errorf("the BMC's log shows no power-on of %s:\n%s", vm.Name, embedded.Tail(bmc.proc.Log, 3000))
+	}
+	if _, ok := findLine(devLog, "tftp listening"); ok {
+		t.Errorf("the stack ran a TFTP server")
+	}
+	t.Logf("UEFI HTTP boot deploy: active and booted from disk %.1fs after the test began", time.Since(begin).Seconds())
+}
+
+// lineWithAll returns the first line of the file at path holding every one
+// of parts.
+func lineWithAll(path string, parts ...string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(sc.Text(), p)
+		}
+		if all {
+			return sc.Text(), true
+		}
+	}
+	return "", false
+}
