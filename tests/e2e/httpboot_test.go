@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,24 +121,3 @@ func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
 	t.Logf("UEFI HTTP boot deploy: active and booted from disk %.1fs after the test began", time.Since(begin).Seconds())
 }
 
-// lineWithAll returns the first line of the file at path holding every one
-// of parts.
-func lineWithAll(path string, parts ...string) (string, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(sc.Text(), p)
-		}
-		if all {
-			return sc.Text(), true
-		}
-	}
-	return "", false
-}
