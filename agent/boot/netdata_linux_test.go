@@ -4,6 +4,7 @@ package boot
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -168,5 +169,72 @@ func TestReadISOFileReadsTheAgentISO(t *testing.T) {
 	}
 	if _, err := readISOFile(iso, "/openstack/latest/meta_data.json"); err == nil {
 		t.Error("readISOFile found a file the ISO does not hold")
+	}
+}
+
+// TestApplyPlanBondAndVLAN applies a bond of two NICs with a VLAN on it
+// and an address on the VLAN, in a network namespace. It needs a kernel
+// with bonding and 8021q (the agent's ramdisk loads both); a kernel
+// without them is reported and the test skipped.
+func TestApplyPlanBondAndVLAN(t *testing.T) {
+	skip := "" // SkipNow belongs to the test's goroutine, not inNewNetns's
+	inNewNetns(t, func() {
+		for i, name := range []string{"nd1", "nd2"} {
+			mac, _ := net.ParseMAC("52:54:00:77:01:0" + string(rune('1'+i)))
+			if err := nl.LinkAdd(&nl.Veth{LinkAttrs: nl.LinkAttrs{Name: name, HardwareAddr: mac}, PeerName: name + "peer"}); err != nil {
+				t.Errorf("ip link add %s type veth: %v", name, err)
+				return
+			}
+		}
+		if err := nl.LinkAdd(nl.NewLinkBond(nl.LinkAttrs{Name: "probe0"})); err != nil {
+			skip = fmt.Sprintf("SKIPPING: this kernel cannot create a bond (%v): the bonding module is missing", err)
+			return
+		}
+		_ = nl.LinkDel(&nl.Bond{LinkAttrs: nl.LinkAttrs{Name: "probe0"}})
+		nd, err := ParseNetworkData([]byte(`{"links": [
+		    {"id": "a", "type": "phy", "ethernet_mac_address": "52:54:00:77:01:01"},
+		    {"id": "b", "type": "phy", "ethernet_mac_address": "52:54:00:77:01:02"},
+		    {"id": "bond", "type": "bond", "bond_mode": "active-backup", "bond_links": ["a", "b"], "ethernet_mac_address": "52:54:00:77:01:01"},
+		    {"id": "vl", "type": "vlan", "vlan_link": "bond", "vlan_id": 42, "vlan_mac_address": "52:54:00:77:01:01"}],
+		  "networks": [{"id": "n", "type": "ipv4", "link": "vl", "network_id": "x", "ip_address": "192.0.2.10", "netmask": "255.255.255.0"}],
+		  "services": []}`))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		plan, err := PlanNetwork(nd, map[string]string{"52:54:00:77:01:01": "nd1", "52:54:00:77:01:02": "nd2"})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if err := applyPlan(plan, filepath.Join(t.TempDir(), "resolv.conf")); err != nil {
+			if strings.Contains(err.Error(), "type vlan") {
+				skip = fmt.Sprintf("SKIPPING: this kernel cannot create a VLAN (%v): the 8021q module is missing", err)
+				return
+			}
+			t.Errorf("applyPlan: %v", err)
+			return
+		}
+		for _, m := range []string{"nd1", "nd2"} {
+			l, err := nl.LinkByName(m)
+			if err != nil || l.Attrs().MasterIndex == 0 {
+				t.Errorf("%s is not enslaved: %v", m, err)
+			}
+		}
+		vlan, err := nl.LinkByName("bond0.42")
+		if err != nil {
+			t.Errorf("no VLAN bond0.42: %v", err)
+			return
+		}
+		if v, ok := vlan.(*nl.Vlan); !ok || v.VlanId != 42 {
+			t.Errorf("bond0.42 is %T %+v, want a VLAN with id 42", vlan, vlan)
+		}
+		addrs, _ := nl.AddrList(vlan, nl.FAMILY_V4)
+		if len(addrs) != 1 || addrs[0].IPNet.String() != "192.0.2.10/24" {
+			t.Errorf("bond0.42 addresses %v, want 192.0.2.10/24", addrs)
+		}
+	})
+	if skip != "" {
+		t.Skip(skip)
 	}
 }
