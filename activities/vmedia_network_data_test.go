@@ -60,7 +60,7 @@ func TestAgentISOsCarryNetworkData(t *testing.T) {
 	a := activities.New(st, activities.Config{Conductor: "c1", APIURL: "http://127.0.0.1:6385", VirtualMedia: rec},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	nd := map[string]any{
-		"links": []any{map[string]any{"id": "nic0", "type": "phy", "ethernet_mac_address": "52:54:00:dd:02:01"}},
+		"links":    []any{map[string]any{"id": "nic0", "type": "phy", "ethernet_mac_address": "52:54:00:dd:02:01"}},
 		"networks": []any{map[string]any{"id": "v6", "type": "ipv6", "link": "nic0", "network_id": "p", "ip_address": "fd00::5/64"}},
 		"services": []any{},
 	}

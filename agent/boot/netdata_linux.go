@@ -230,9 +230,9 @@ func applyLink(l PlanLink) error {
 		if bond.Mode == nl.BOND_MODE_UNKNOWN {
 			return fmt.Errorf("bond %s: mode %q unknown", l.Name, l.Mode)
 		}
-		if l.Mode == "802.3ad" || l.Mode == "balance-alb" || l.Mode == "balance-tlb" {
-			bond.Miimon = 100 // link monitoring these modes need to pick members
-		}
+		// Link monitoring, which every mode needs to pick or drop a member
+		// (ifupdown and NetworkManager default to the same 100 ms).
+		bond.Miimon = 100
 		if err := nl.LinkAdd(bond); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("ip link add %s type bond: %w", l.Name, err)
 		}

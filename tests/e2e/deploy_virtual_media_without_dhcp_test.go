@@ -17,9 +17,10 @@ const staticAgentAddress = "10.77.0.50"
 // TestDeployVirtualMediaWithoutDHCP deploys an OVMF VM through
 // redfish-virtual-media on a bridge where no DHCP server runs (ironflow
 // dev with its DHCP off, nothing else in the lab's namespace answers
-// DHCP): the node's network_data (a static IPv4 address with a default
-// route, a static IPv6 address, DNS) goes onto the agent ISO, the agent
-// applies it before its lookup, looks up and heartbeats from that
+// DHCP): the node's network_data (its NIC found by MAC in a bond, a
+// static IPv4 address with a default route and a static IPv6 address on
+// the bond, a VLAN on the bond, DNS) goes onto the agent ISO, the agent
+// applies it before its lookup, looks up and heartbeats from the static
 // address, writes the image, and the VM boots its disk.
 func TestDeployVirtualMediaWithoutDHCP(t *testing.T) {
 	RequireQEMU(t)
@@ -39,14 +40,24 @@ func TestDeployVirtualMediaWithoutDHCP(t *testing.T) {
 	bmc := startRedfishBMC(t, s, agentVM(vm))
 
 	begin := time.Now()
+	// The VM's NIC in an active-backup bond (as servers' provisioning
+	// NICs often are), the static addresses on the bond, and a VLAN on
+	// the bond with an address of its own: the lab's bridge carries no
+	// VLAN, but the agent must create it, or it never looks up.
 	nd, err := json.Marshal(map[string]any{
-		"links": []any{map[string]any{"id": "prov0", "type": "phy", "ethernet_mac_address": strings.ToUpper(mac)}},
+		"links": []any{
+			map[string]any{"id": "nic0", "type": "phy", "ethernet_mac_address": strings.ToUpper(mac)},
+			map[string]any{"id": "prov0", "type": "bond", "bond_mode": "active-backup", "bond_links": []any{"nic0"}, "ethernet_mac_address": mac},
+			map[string]any{"id": "storage0", "type": "vlan", "vlan_link": "prov0", "vlan_id": 42, "vlan_mac_address": mac},
+		},
 		"networks": []any{
 			map[string]any{"id": "prov-v4", "type": "ipv4", "link": "prov0", "network_id": "provisioning",
 				"ip_address": staticAgentAddress, "netmask": "255.255.255.0",
 				"routes": []any{map[string]any{"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": LabAddress}}},
 			map[string]any{"id": "prov-v6", "type": "ipv6", "link": "prov0", "network_id": "provisioning",
 				"ip_address": "fd00:77::50", "netmask": "ffff:ffff:ffff:ffff::"},
+			map[string]any{"id": "storage-v4", "type": "ipv4", "link": "storage0", "network_id": "storage",
+				"ip_address": "192.0.2.50", "netmask": "255.255.255.0"},
 		},
 		"services": []any{map[string]any{"type": "dns", "address": LabAddress}},
 	})
@@ -69,11 +80,19 @@ func TestDeployVirtualMediaWithoutDHCP(t *testing.T) {
 
 	// The agent configured the static address from the ISO's
 	// network_data and called back from it.
-	for _, step := range []string{"ip address add " + staticAgentAddress + "/24 dev", "ip address add fd00:77::50/64 dev",
-		"ip -4 route replace default via " + LabAddress} {
+	// Each step is logged before it is applied; the agent looks up only
+	// once all succeeded.
+	for _, step := range []string{"ip link add bond0 type bond mode active-backup", " master bond0",
+		"ip link add link bond0 name bond0.42 type vlan id 42",
+		"ip address add " + staticAgentAddress + "/24 dev bond0", "ip address add fd00:77::50/64 dev bond0",
+		"ip address add 192.0.2.50/24 dev bond0.42", "ip -4 route replace default via " + LabAddress + " dev bond0",
+		"echo nameserver " + LabAddress} {
 		if _, ok := findLine(vm.SerialLog, step); !ok {
 			t.Errorf("the agent's console shows no network_data step %q; console tail:\n%s", step, embedded.Tail(vm.SerialLog, 3000))
 		}
+	}
+	if line, ok := findLine(vm.SerialLog, "network not up"); ok {
+		t.Errorf("applying network_data failed at least once: %s", line)
 	}
 	if line, ok := findLine(vm.SerialLog, "DHCP attempt"); ok {
 		t.Errorf("the agent tried DHCP although network_data was on its ISO: %s", line)
