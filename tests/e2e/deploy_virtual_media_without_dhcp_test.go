@@ -91,6 +91,9 @@ func TestDeployVirtualMediaWithoutDHCP(t *testing.T) {
 			t.Errorf("the agent's console shows no network_data step %q; console tail:\n%s", step, embedded.Tail(vm.SerialLog, 3000))
 		}
 	}
+	if line, ok := findLine(vm.SerialLog, "network_data found on virtual media"); ok {
+		t.Logf("agent: %s", strings.TrimSpace(line))
+	}
 	if line, ok := findLine(vm.SerialLog, "network not up"); ok {
 		t.Errorf("applying network_data failed at least once: %s", line)
 	}
