@@ -39,20 +39,11 @@ func (r *isoRecorder) RemoveAgentISO(string) error { return nil }
 // the node has; a node without network_data gets ISOs without it. The
 // ISO is inserted through ironflow's virtual BMC over Redfish.
 func TestAgentISOsCarryNetworkData(t *testing.T) {
-	dir := t.TempDir()
 	iso := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("an ISO image, as far as a virtual CD cares"))
 	}))
 	t.Cleanup(iso.Close)
-	cfg := vbmc.Config{StateDir: filepath.Join(dir, "state"), Username: "admin", Password: "password",
-		MediaNetworks: []string{"127.0.0.0/8"},
-		VMs:           []vbmc.VM{{Name: "vm0", MAC: "52:54:00:dd:02:01", Disk: filepath.Join(dir, "vm0.raw"), DiskSize: "1M", Netdev: "none"}}}
-	srv, err := vbmc.NewServer(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() { hs.Close(); srv.Close() })
+	bmcURL := virtualMediaBMC(t, "52:54:00:dd:02:01")
 
 	st := storetest.New(t)
 	ctx := context.Background()
@@ -65,7 +56,7 @@ func TestAgentISOsCarryNetworkData(t *testing.T) {
 		"services": []any{},
 	}
 	withND := &store.Node{Driver: "redfish", BootInterface: "redfish-virtual-media", ProvisionState: provision.Manageable, NetworkData: nd,
-		DriverInfo: map[string]any{"redfish_address": hs.URL, "redfish_system_id": "/redfish/v1/Systems/vm0",
+		DriverInfo: map[string]any{"redfish_address": bmcURL, "redfish_system_id": "/redfish/v1/Systems/vm0",
 			"redfish_username": "admin", "redfish_password": "password"}}
 	without := *withND
 	without.NetworkData = map[string]any{}
@@ -110,4 +101,23 @@ func jsonValue(t *testing.T, v any) any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// virtualMediaBMC serves one VM's Redfish BMC (ironflow's virtual BMC,
+// admin/password) that takes media from loopback URLs, for the
+// virtual-media activities; it returns the BMC's URL. No VM runs: the
+// BMC records the media for the machine's next start.
+func virtualMediaBMC(t *testing.T, mac string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := vbmc.Config{StateDir: filepath.Join(dir, "state"), Username: "admin", Password: "password",
+		MediaNetworks: []string{"127.0.0.0/8"},
+		VMs:           []vbmc.VM{{Name: "vm0", MAC: mac, Disk: filepath.Join(dir, "vm0.raw"), DiskSize: "1M", Netdev: "none"}}}
+	srv, err := vbmc.NewServer(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return hs.URL
 }
