@@ -129,6 +129,9 @@ type AgentISO struct {
 	// SecureBoot: the machine boots with secure boot on; the ISO's UEFI
 	// entry is then the signed chain (pxe.ISOParams.SecureBoot).
 	SecureBoot bool
+	// NetworkData is the node's network_data (JSON) for the agent on a
+	// network without DHCP; nil when the node has none.
+	NetworkData []byte
 }
 
 // Activities holds the dependencies every activity shares.

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -300,7 +301,7 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		if arch := NormalizeArch(cpuArch(loaded)); arch != ArchX8664 {
 			return invalidConfig("node %s: cpu_arch %s: virtual media boots the x86_64 agent ISO only; boot this node over the network (boot interface ipxe or pxe)", node.UUID, arch)
 		}
-		return a.prepareVirtualMedia(ctx, node)
+		return a.prepareVirtualMedia(ctx, node, loaded.NetworkData)
 	}
 	if len(node.MACs) == 0 {
 		return temporal.NewNonRetryableApplicationError(
@@ -332,7 +333,10 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 	return storeErr(err, "store boot configuration of node %s", node.UUID)
 }
 
-func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.NodeInfo) error {
+// prepareVirtualMedia builds the node's agent ISO, with its network_data
+// when it has some (Ironic's prepare_deploy_iso does the same), and
+// inserts it through the BMC.
+func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.NodeInfo, networkData map[string]any) error {
 	if a.Config.VirtualMedia == nil {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s boots from virtual media, but this worker has no virtual-media ISO service configured", node.UUID),
@@ -356,10 +360,16 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 	if err != nil {
 		return err
 	}
+	var nd []byte
+	if len(networkData) > 0 {
+		if nd, err = json.MarshalIndent(networkData, "", "  "); err != nil {
+			return invalidConfig("node %s: network_data: %v", node.UUID, err)
+		}
+	}
 	isoURL, err := a.Config.VirtualMedia.BuildAgentISO(ctx, AgentISO{
 		NodeUUID: node.UUID, APIURL: a.Config.APIURL, Token: token,
 		KernelParams: strings.Join(a.agentExtraParams(node.UUID, a.Config.AgentKernelParams), " "),
-		SecureBoot:   secure,
+		SecureBoot:   secure, NetworkData: nd,
 	})
 	if err != nil {
 		return fmt.Errorf("build agent ISO for node %s: %w", node.UUID, err)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/vbmc"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -25,16 +23,7 @@ import (
 // virtual CD of ironflow's virtual BMC over Redfish as attach and detach
 // leave it; an IPMI node has no virtual media to read.
 func TestReadVirtualMediaThroughRedfish(t *testing.T) {
-	dir := t.TempDir()
-	cfg := vbmc.Config{StateDir: filepath.Join(dir, "state"), Username: "admin", Password: "password",
-		MediaNetworks: []string{"127.0.0.0/8"},
-		VMs:           []vbmc.VM{{Name: "vm0", MAC: "52:54:00:dd:93:01", Disk: filepath.Join(dir, "vm0.raw"), DiskSize: "1M", Netdev: "none"}}}
-	srv, err := vbmc.NewServer(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() { hs.Close(); srv.Close() })
+	bmcURL := virtualMediaBMC(t, "52:54:00:dd:93:01")
 	iso := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("iso")) }))
 	t.Cleanup(iso.Close)
 
@@ -42,7 +31,7 @@ func TestReadVirtualMediaThroughRedfish(t *testing.T) {
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{Conductor: "c1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	n := &store.Node{Driver: "redfish", ProvisionState: provision.Manageable, DriverInfo: map[string]any{
-		"redfish_address": hs.URL, "redfish_system_id": "/redfish/v1/Systems/vm0",
+		"redfish_address": bmcURL, "redfish_system_id": "/redfish/v1/Systems/vm0",
 		"redfish_username": "admin", "redfish_password": "password",
 	}}
 	if err := st.CreateNode(ctx, n); err != nil {
@@ -86,7 +75,7 @@ func TestReadVirtualMediaThroughRedfish(t *testing.T) {
 	if err := st.CreateNode(ctx, ipmi); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.ReadVirtualMedia(ctx, workflows.VirtualMediaInput{Node: workflows.NodeInfo{UUID: ipmi.UUID, Driver: "ipmi"}})
+	_, err := a.ReadVirtualMedia(ctx, workflows.VirtualMediaInput{Node: workflows.NodeInfo{UUID: ipmi.UUID, Driver: "ipmi"}})
 	var app *temporal.ApplicationError
 	if !errors.As(err, &app) || app.Type() != workflows.ErrTypeBMCUnsupported {
 		t.Fatalf("ipmi read: %v, want %s", err, workflows.ErrTypeBMCUnsupported)

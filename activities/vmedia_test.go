@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/ironflow/ironflow/activities"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
-	"github.com/ironflow/ironflow/vbmc"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -23,26 +21,17 @@ import (
 // the BMC's own view (VirtualMedia/Cd) shows each change. No VM runs: the
 // BMC records the media for the machine's next start.
 func TestVirtualMediaThroughRedfish(t *testing.T) {
-	dir := t.TempDir()
 	iso := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("an ISO image, as far as a virtual CD cares"))
 	}))
 	t.Cleanup(iso.Close)
-	cfg := vbmc.Config{StateDir: filepath.Join(dir, "state"), Username: "admin", Password: "password",
-		MediaNetworks: []string{"127.0.0.0/8"},
-		VMs:           []vbmc.VM{{Name: "vm0", MAC: "52:54:00:dd:01:01", Disk: filepath.Join(dir, "vm0.raw"), DiskSize: "1M", Netdev: "none"}}}
-	srv, err := vbmc.NewServer(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() { hs.Close(); srv.Close() })
+	bmcURL := virtualMediaBMC(t, "52:54:00:dd:01:01")
 
 	st := storetest.New(t)
 	ctx := context.Background()
 	a := activities.New(st, activities.Config{Conductor: "c1"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	n := &store.Node{Driver: "redfish", ProvisionState: provision.Manageable, DriverInfo: map[string]any{
-		"redfish_address": hs.URL, "redfish_system_id": "/redfish/v1/Systems/vm0",
+		"redfish_address": bmcURL, "redfish_system_id": "/redfish/v1/Systems/vm0",
 		"redfish_username": "admin", "redfish_password": "password",
 	}}
 	if err := st.CreateNode(ctx, n); err != nil {
@@ -50,7 +39,7 @@ func TestVirtualMediaThroughRedfish(t *testing.T) {
 	}
 	cd := func() map[string]any {
 		t.Helper()
-		req, _ := http.NewRequest("GET", hs.URL+"/redfish/v1/Managers/vm0/VirtualMedia/Cd", nil)
+		req, _ := http.NewRequest("GET", bmcURL+"/redfish/v1/Managers/vm0/VirtualMedia/Cd", nil)
 		req.SetBasicAuth("admin", "password")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/ironflow/ironflow/networkdata"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
@@ -194,6 +195,16 @@ func (s *server) patchNode(c *gin.Context, n *store.Node) error {
 	}
 	if err := nodeResource.checkPatch(ops, ver(c)); err != nil {
 		return err
+	}
+	// Ironic's _validate_patch checks a value set at /network_data itself
+	// against network_data's schema; a patch below it is checked with
+	// the patched node (setNetworkData).
+	for _, op := range ops {
+		if op.Path == "/network_data" && op.Op != "remove" {
+			if msg := networkdata.Message(normalizeNumbers(deepCopy(op.Value))); msg != "" {
+				return badRequest("%s", msg)
+			}
+		}
 	}
 	touched := map[string]bool{}
 	for _, op := range ops {

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/ironflow/ironflow/networkdata"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
@@ -66,7 +68,7 @@ var nodeFields = []nodeField{
 	{name: "maintenance_reason", since: 1, value: optText(func(n *node) **string { return &n.MaintenanceReason }, maxMaintenanceReason)},
 	{name: "management_interface", since: v31DynamicIfaces, value: ifaceName(func(n *node) *string { return &n.ManagementInterface }), access: writable},
 	{name: "name", since: v5NodeName, value: optText(func(n *node) **string { return &n.Name }, 0).setBy(setNodeName), access: writable, sortable: true},
-	{name: "network_data", since: v66NetworkData, value: dict(func(n *node) *map[string]any { return &n.NetworkData }), access: writable},
+	{name: "network_data", since: v66NetworkData, value: dict(func(n *node) *map[string]any { return &n.NetworkData }).setBy(setNetworkData), access: writable},
 	{name: "network_interface", since: v20NetworkIface, value: ifaceName(func(n *node) *string { return &n.NetworkInterface }), access: writable},
 	{name: "owner", since: v50Owner, value: optText(func(n *node) **string { return &n.Owner }, 255), access: writable, sortable: true,
 		filter: textFilter(v50Owner, func(f *nodeQuery) *string { return &f.Owner })},
@@ -197,6 +199,15 @@ func setConsoleEnabled(n *node, v any) error {
 
 // setInstanceName: Ironic's schema gives instance_name (API 1.104) a
 // length of 1 to 255.
+// setNetworkData sets network_data when Ironic's node schema accepts it:
+// null, {} or network_data (package networkdata).
+func setNetworkData(n *node, v any) error {
+	if msg := networkdata.FieldError(v); msg != "" {
+		return errors.New(msg)
+	}
+	return dict(func(n *node) *map[string]any { return &n.NetworkData }).set(n, v)
+}
+
 func setInstanceName(n *node, v any) error {
 	if s, ok := v.(string); ok && s == "" {
 		return fmt.Errorf("'' is too short")

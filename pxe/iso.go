@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,17 +53,11 @@ const (
 	// efiBootSlack is free room in efiboot.img for FAT metadata.
 	efiBootSlack = 4 << 20
 	isoVolumeID  = "IRONFLOW_AGENT"
+	// NetworkDataPath is where the agent ISO holds the node's
+	// network_data, as on an OpenStack config drive (Ironic's virtual
+	// media ISO puts it there too).
+	NetworkDataPath = "openstack/latest/network_data.json"
 )
-
-// ISONetwork is a static network configuration for the agent, for
-// networks without DHCP. It becomes the kernel's ip= parameter.
-type ISONetwork struct {
-	Interface string       // e.g. "eth0"; empty lets the kernel try every NIC
-	Address   netip.Prefix // e.g. 192.0.2.10/24
-	Gateway   netip.Addr   // optional
-	DNS       []netip.Addr // at most two are used
-	Hostname  string
-}
 
 // ISOParams is what the agent ISO tells the agent on its command line.
 type ISOParams struct {
@@ -74,8 +67,11 @@ type ISOParams struct {
 	// (ipa-agent-token=). It is a secret: it is written into the ISO and
 	// nowhere else, never into logs or errors.
 	AgentToken   string
-	KernelParams string      // extra parameters, e.g. "console=ttyS0"
-	Network      *ISONetwork // optional static network
+	KernelParams string // extra parameters, e.g. "console=ttyS0"
+	// NetworkData is the node's network_data (JSON), written on the ISO
+	// as NetworkDataPath, where the agent reads it before its lookup on
+	// a network without DHCP; empty: none.
+	NetworkData []byte
 	// Boot loaders; the Default* paths when empty.
 	ISOLinuxBin, LDLinuxC32, EFILoader string
 	// SecureBoot builds the UEFI entry as the signed chain shim → GRUB →
@@ -104,13 +100,6 @@ func (p ISOParams) KernelCommandLine() (string, error) {
 		}
 		words = append(words, "ipa-agent-token="+p.AgentToken)
 	}
-	if n := p.Network; n != nil {
-		ip, err := n.kernelIPParam()
-		if err != nil {
-			return "", err
-		}
-		words = append(words, ip)
-	}
 	for _, w := range words {
 		if strings.ContainsFunc(w, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return "", errors.New("agent ISO: kernel parameters contain control characters")
@@ -120,41 +109,6 @@ func (p ISOParams) KernelCommandLine() (string, error) {
 }
 
 func isCmdlineBreak(r rune) bool { return r <= 0x20 || r == 0x7f }
-
-// kernelIPParam renders the kernel's
-// ip=<client>::<gateway>:<netmask>:<hostname>:<device>:off:<dns0>:<dns1>
-// (Documentation/admin-guide/nfs/nfsroot.rst).
-func (n *ISONetwork) kernelIPParam() (string, error) {
-	if !n.Address.Addr().Is4() {
-		return "", fmt.Errorf("agent ISO: static address %q is not IPv4", n.Address)
-	}
-	for _, s := range []string{n.Interface, n.Hostname} {
-		if strings.ContainsFunc(s, func(r rune) bool { return isCmdlineBreak(r) || r == ':' }) {
-			return "", errors.New("agent ISO: static network interface or hostname has invalid characters")
-		}
-	}
-	m := prefixMask(n.Address.Bits())
-	gw := ""
-	if n.Gateway.IsValid() {
-		gw = n.Gateway.String()
-	}
-	dns := []string{"", ""}
-	for i, d := range n.DNS {
-		if i == 2 {
-			break
-		}
-		dns[i] = d.String()
-	}
-	return fmt.Sprintf("ip=%s::%s:%s:%s:%s:off:%s:%s", n.Address.Addr(), gw, m, n.Hostname, n.Interface, dns[0], dns[1]), nil
-}
-
-func prefixMask(bits int) string {
-	var m [4]byte
-	for i := 0; i < bits && i < 32; i++ {
-		m[i/8] |= 0x80 >> (i % 8)
-	}
-	return netip.AddrFrom4(m).String()
-}
 
 // BuildAgentISO writes to out an ISO that boots kernel and initrd with the
 // node's parameters under BIOS (El Torito, isolinux) and UEFI (El Torito
@@ -217,6 +171,9 @@ func BuildAgentISO(ctx context.Context, out, kernel, initrd string, params ISOPa
 		func() error {
 			return buildEFIBootImage(ctx, filepath.Join(tree, "efiboot.img"), kernel, initrd, efiLoaderFiles(params, cmdline))
 		},
+	}
+	if len(params.NetworkData) > 0 {
+		steps = append(steps, func() error { return writeFile(filepath.Join(tree, NetworkDataPath), string(params.NetworkData)) })
 	}
 	if params.SecureBoot {
 		// Debian's signed GRUB, started from the El Torito image, finds

@@ -17,14 +17,12 @@ import (
 )
 
 func TestKernelCommandLine(t *testing.T) {
-	p := ISOParams{APIURL: "http://10.99.0.1:6385", AgentToken: "s3cret", KernelParams: "console=ttyS0  nofb",
-		Network: &ISONetwork{Interface: "eth0", Address: netip.MustParsePrefix("192.0.2.10/24"), Gateway: netip.MustParseAddr("192.0.2.1"),
-			DNS: []netip.Addr{netip.MustParseAddr("192.0.2.53")}, Hostname: "node-1"}}
+	p := ISOParams{APIURL: "http://10.99.0.1:6385", AgentToken: "s3cret", KernelParams: "console=ttyS0  nofb"}
 	got, err := p.KernelCommandLine()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "console=ttyS0 nofb ipa-api-url=http://10.99.0.1:6385 ipa-agent-token=s3cret ip=192.0.2.10::192.0.2.1:255.255.255.0:node-1:eth0:off:192.0.2.53:"
+	want := "console=ttyS0 nofb ipa-api-url=http://10.99.0.1:6385 ipa-agent-token=s3cret"
 	if got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
@@ -288,4 +286,33 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestAgentISOCarriesNetworkData: a node's network_data is on its agent
+// ISO as openstack/latest/network_data.json, byte for byte, where the
+// agent looks for it; an ISO built without network_data has no such file.
+func TestAgentISOCarriesNetworkData(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
+	params := ISOParams{NodeUUID: testNode, APIURL: "http://a:1", AgentToken: "t0k",
+		ISOLinuxBin: write("isolinux.bin", strings.Repeat("i", 2048)), LDLinuxC32: write("ldlinux.c32", "ldlinux"),
+		EFILoader: write("systemd-boot.efi", "systemd-boot")}
+	k, i := write("vmlinuz", "kernel"), write("initrd", "initrd")
+	nd := `{"links": [{"id": "eth0", "type": "phy", "ethernet_mac_address": "52:54:00:aa:bb:cc"}], "networks": [], "services": []}`
+	with := filepath.Join(dir, "with.iso")
+	params.NetworkData = []byte(nd)
+	if err := BuildAgentISO(context.Background(), with, k, i, params); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := isoFile(t, with, NetworkDataPath); err != nil || got != nd {
+		t.Errorf("%s on the ISO = %q, %v; want %q", NetworkDataPath, got, err, nd)
+	}
+	without := filepath.Join(dir, "without.iso")
+	params.NetworkData = nil
+	if err := BuildAgentISO(context.Background(), without, k, i, params); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := isoFile(t, without, NetworkDataPath); err == nil {
+		t.Errorf("an ISO built without network_data holds %s: %q", NetworkDataPath, got)
+	}
 }

@@ -3,7 +3,9 @@
 // Package boot is what ironflow's agent does as PID 1 of its ramdisk before
 // the agent proper starts: mount the kernel filesystems, load the kernel
 // modules for the hardware present, make sure the kernel's random pool is
-// ready, and bring up the network with DHCP. It never touches disks.
+// ready, and bring up the network: with DHCP, or with the node's
+// network_data read from the virtual CD it booted from (netdata.go). It
+// never writes to disks; it reads only a CD-ROM drive's ISO.
 package boot
 
 import (

@@ -49,6 +49,8 @@ var DefaultModules = []string{
 	"xhci_pci", "ehci_pci", "usb_storage", "uas",
 	// software RAID (MDModules)
 	"md_mod", "raid0", "raid1", "raid10", "raid456",
+	// bonds and VLANs of a node's network_data (agent/boot/netdata.go)
+	"bonding", "8021q",
 }
 
 // Options configure a build.

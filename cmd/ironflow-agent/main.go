@@ -1,7 +1,8 @@
 // Command ironflow-agent is ironflow's ramdisk agent. As PID 1 of the
 // ramdisk (/init) it mounts the kernel filesystems, loads the kernel modules
-// for the hardware present, waits for entropy, brings the network up with
-// DHCP, then runs the IPA-compatible agent configured from the kernel
+// for the hardware present, waits for entropy, brings the network up (with
+// the network_data on the virtual media it booted from, else with DHCP),
+// then runs the IPA-compatible agent configured from the kernel
 // command line:
 //
 //	ipa-api-url=http://10.0.0.1:6385   ironflow API (required)
@@ -87,8 +88,13 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 			log.Warn("some kernel modules failed to load", "err", err)
 		}
 		boot.WaitForEntropy(log)
+		nd := networkData(ctx, opts, log)
 		for {
-			if _, err := boot.BringUpNetwork(ctx, bootMAC, log); err != nil {
+			bringUp := func() error { _, err := boot.BringUpNetwork(ctx, bootMAC, log); return err }
+			if nd != nil {
+				bringUp = func() error { _, err := boot.ApplyNetworkData(ctx, nd, log); return err }
+			}
+			if err := bringUp(); err != nil {
 				log.Error("network not up, retrying", "err", err)
 				select {
 				case <-ctx.Done():
@@ -162,6 +168,28 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 	fmt.Fprintf(os.Stderr, "IRONFLOW-RESCUE user=%s password=%s agent=stopped\n", agent.RescueUser.Name, scheme)
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// networkData is the node's network_data from the virtual media the agent
+// booted from (an ISO with a pre-generated token), nil when there is none
+// and the network is configured with DHCP. As Ironic's agent, a node on a
+// network without DHCP gets its static configuration this way, before
+// lookup (docs/bmcs-and-boot.md, "Virtual media without DHCP").
+func networkData(ctx context.Context, opts map[string]string, log *slog.Logger) *boot.NetworkData {
+	wait := time.Duration(0)
+	if opts["ipa-agent-token"] != "" {
+		wait = boot.CDWait // booted from an ISO: its drive is there, maybe not yet scanned
+	}
+	b, err := boot.ReadNetworkData(ctx, wait, log)
+	if err != nil || b == nil {
+		return nil
+	}
+	nd, err := boot.ParseNetworkData(b)
+	if err != nil {
+		log.Error("network_data on virtual media is unreadable, using DHCP", "err", err)
+		return nil
+	}
+	return nd
 }
 
 // accountRoot is where the rescue user is written: the ramdisk's own root,

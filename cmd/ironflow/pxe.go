@@ -66,7 +66,7 @@ type isoService struct {
 func (v isoService) BuildAgentISO(ctx context.Context, req activities.AgentISO) (string, error) {
 	_, err := v.isos.Build(ctx, filepath.Join(v.imagesDir, "agent.kernel"), filepath.Join(v.imagesDir, "agent.initramfs"), pxe.ISOParams{
 		NodeUUID: req.NodeUUID, APIURL: req.APIURL, AgentToken: req.Token, KernelParams: req.KernelParams,
-		SecureBoot: req.SecureBoot,
+		SecureBoot: req.SecureBoot, NetworkData: req.NetworkData,
 	})
 	if err != nil {
 		return "", err
