@@ -1,0 +1,228 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"testing"
+	"time"
+
+	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/embedded"
+)
+
+// outageLength is how long the tests keep a part of the control plane
+// down: the longest retry interval of the workflows' store work
+// (workflows/recorder.go, localOptions: 30 s) plus a margin, so that every
+// waiting workflow has retried against the dead part at least once at its
+// longest interval (docs/crash-safety.md, "Outages that last").
+const outageLength = 40 * time.Second
+
+// outageClient is the HTTP client of the outage tests' requests. Its bound
+// is far above any answer's (the API's own bounds are seconds): a request
+// that reaches it is a hang, which the tests report as such.
+var outageClient = &http.Client{Timeout: 90 * time.Second}
+
+// ironicFault is Ironic's error body, decoded.
+type ironicFault struct {
+	status      int
+	faultcode   string
+	faultstring string
+}
+
+// outageCall sends a request to the API at base and decodes Ironic's error
+// body when the answer is an error. A transport error (a hang cut by
+// outageClient, a reset) is returned as such.
+func outageCall(base, method, path string, body any) (ironicFault, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequest(method, base+path, r)
+	if err != nil {
+		return ironicFault{}, nil, err
+	}
+	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.78")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := outageClient.Do(req)
+	if err != nil {
+		return ironicFault{}, nil, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	f := ironicFault{status: resp.StatusCode}
+	if resp.StatusCode >= 400 {
+		var outer struct {
+			ErrorMessage string `json:"error_message"`
+		}
+		var inner struct {
+			Faultcode   string `json:"faultcode"`
+			Faultstring string `json:"faultstring"`
+		}
+		if err := json.Unmarshal(data, &outer); err != nil {
+			return f, data, fmt.Errorf("error body %q is not Ironic's: %w", data, err)
+		}
+		if err := json.Unmarshal([]byte(outer.ErrorMessage), &inner); err != nil {
+			return f, data, fmt.Errorf("error_message %q is not Ironic's: %w", outer.ErrorMessage, err)
+		}
+		f.faultcode, f.faultstring = inner.Faultcode, inner.Faultstring
+	}
+	return f, data, nil
+}
+
+// wantTemporaryFailure checks that a request made during an outage is
+// answered, with Ironic's TemporaryFailure: 503, a Server fault, and the
+// message that tells the client to retry.
+func wantTemporaryFailure(t *testing.T, base, method, path string, body any) {
+	t.Helper()
+	f, data, err := outageCall(base, method, path, body)
+	if err != nil {
+		t.Errorf("%s %s during the outage: %v", method, path, err)
+		return
+	}
+	if f.status != http.StatusServiceUnavailable || f.faultcode != "Server" || f.faultstring != "Resource temporarily unavailable, please retry." {
+		t.Errorf("%s %s during the outage: HTTP %d %s, want 503 with Ironic's TemporaryFailure", method, path, f.status, data)
+	}
+}
+
+// outageNodes enrols n agent nodes (fake-hardware, the simulated agent),
+// brings them to available without cleaning and returns their UUIDs.
+func outageNodes(t *testing.T, prefix string, n int, macByte byte, img *imageServer) (uuids, macs []string) {
+	t.Helper()
+	for i := range n {
+		mac := fmt.Sprintf("52:54:00:%02x:%02x:%02x", macByte, i/256, i%256)
+		uuid := enrollAgentNode(t, fmt.Sprintf("%s-%d", prefix, i), mac, img)
+		if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{{"op": "add", "path": "/automated_clean", "value": false}}, nil); code != 200 {
+			t.Fatalf("set automated_clean: %d", code)
+		}
+		uuids, macs = append(uuids, uuid), append(macs, mac)
+	}
+	for _, verb := range []string{"manage", "provide"} {
+		for _, uuid := range uuids {
+			if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": verb}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, uuid := range uuids {
+			waitState(t, uuid, map[string]string{"manage": "manageable", "provide": "available"}[verb], 2*time.Minute)
+		}
+	}
+	return uuids, macs
+}
+
+// settled waits until every node has ended its deploy: active, or deploy
+// failed with a last_error. A node in any other state at the end is stuck.
+func settled(t *testing.T, uuids []string, timeout time.Duration) (active, failed int) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, uuid := range uuids {
+		var n node
+		for {
+			n = getNode(t, uuid)
+			if n.ProvisionState == "active" || n.ProvisionState == "deploy failed" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		switch n.ProvisionState {
+		case "active":
+			active++
+		case "deploy failed":
+			failed++
+			if n.LastError == nil || *n.LastError == "" {
+				t.Errorf("node %s: deploy failed without a last_error", uuid)
+			}
+			t.Logf("node %s: deploy failed: %s", uuid, deref(n.LastError))
+		default:
+			t.Errorf("node %s stuck in %q (target %s, last_error %s)", uuid, n.ProvisionState, deref(n.TargetProvisionState), deref(n.LastError))
+		}
+	}
+	return active, failed
+}
+
+// TestPostgresStoppedDuringDeploys stops the lab's PostgreSQL (connections
+// refused) for outageLength while deploys are in flight on the simulated
+// agent: every API call answers 503 with Ironic's TemporaryFailure and none
+// hangs, the workflows wait and retry their store work, the agents' lookups
+// and heartbeats fail and are retried, and once PostgreSQL is back every
+// node ends active or deploy failed with a reason.
+func TestPostgresStoppedDuringDeploys(t *testing.T) {
+	const nodes = 8
+	img := newImageServer(t, 1<<20)
+	uuids, macs := outageNodes(t, "pg-stopped", nodes, 0xd1, img)
+	spare, _ := outageNodes(t, "pg-stopped-spare", 1, 0xd2, img)
+	for _, uuid := range uuids {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, uuid := range uuids {
+		startSimMachine(t, uuid, []string{macs[i]}, sim.Config{})
+	}
+	// Some nodes have called back; the rest will while the database is down.
+	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
+
+	pgDir := lab.Postgres.DataDir()
+	if err := lab.Postgres.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	restart := func() {
+		if restarted {
+			return
+		}
+		restarted = true
+		pg, err := embedded.StartPostgres(context.Background(), pgDir, nil)
+		if err != nil {
+			t.Fatalf("start PostgreSQL again: %v", err)
+		}
+		if pg.Port() != lab.Postgres.Port() {
+			t.Fatalf("PostgreSQL came back on port %d, not %d", pg.Port(), lab.Postgres.Port())
+		}
+		lab.Postgres = pg
+	}
+	t.Cleanup(restart)
+	down := time.Now()
+
+	wantTemporaryFailure(t, lab.APIURL, "GET", "/v1/nodes/"+uuids[0], nil)
+	wantTemporaryFailure(t, lab.APIURL, "GET", "/v1/nodes?detail=true", nil)
+	wantTemporaryFailure(t, lab.APIURL, "PUT", "/v1/nodes/"+spare[0]+"/states/provision", map[string]any{"target": "active"})
+	wantTemporaryFailure(t, lab.APIURL, "POST", "/v1/heartbeat/"+uuids[0], map[string]any{"callback_url": "http://127.0.0.1:1", "agent_token": "x"})
+	wantTemporaryFailure(t, lab.APIURL, "GET", "/v1/lookup?addresses="+macs[0], nil)
+
+	time.Sleep(time.Until(down.Add(outageLength)))
+	restart()
+
+	active, failed := settled(t, uuids, 4*time.Minute)
+	t.Logf("after a %s PostgreSQL outage: %d active, %d deploy failed", outageLength, active, failed)
+	if failed > 0 {
+		// An outage of the database is no fault of the machine: the
+		// workflows wait it out.
+		t.Errorf("%d of %d deploys failed because PostgreSQL was down", failed, nodes)
+	}
+	if n := getNode(t, spare[0]); n.ProvisionState != "available" || n.TargetProvisionState != nil {
+		t.Errorf("the verb refused with 503 changed node %s: %q target %s", spare[0], n.ProvisionState, deref(n.TargetProvisionState))
+	}
+}
+
+// waitAnyState waits until one of the nodes is in one of the states.
+func waitAnyState(t *testing.T, uuids, states []string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, uuid := range uuids {
+			for _, s := range states {
+				if getNode(t, uuid).ProvisionState == s {
+					return
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no node reached %v within %s", states, timeout)
+}
