@@ -7,12 +7,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/blackhole"
 )
 
 // outageLength is how long the tests keep a part of the control plane
@@ -225,4 +226,108 @@ func waitAnyState(t *testing.T, uuids, states []string, timeout time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("no node reached %v within %s", states, timeout)
+}
+
+// TestPostgresBlackHoledDuringDeploys puts PostgreSQL behind a black hole
+// (package blackhole: packets dropped, so calls hang rather than fail) for
+// outageLength, for an API and a worker that reach it through the hole,
+// while deploys are in flight: every API call is answered, 503 with Ironic's
+// TemporaryFailure, within the store's deadlines; the workflows wait; once
+// the hole is lifted every node ends active.
+func TestPostgresBlackHoledDuringDeploys(t *testing.T) {
+	const nodes = 6
+	ctx := context.Background()
+	img := newImageServer(t, 1<<20)
+	uuids, macs := outageNodes(t, "pg-blackholed", nodes, 0xd3, img)
+	spare, _ := outageNodes(t, "pg-blackholed-spare", 1, 0xd4, img)
+
+	direct := fmt.Sprintf("127.0.0.1:%d", lab.Postgres.Port())
+	hole, err := blackhole.Start(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hole.Close)
+	viaHole := strings.Replace(lab.DatabaseURL, direct, hole.Addr(), 1)
+	if viaHole == lab.DatabaseURL {
+		t.Fatalf("the lab's database URL %q does not name %s", lab.DatabaseURL, direct)
+	}
+	port, err := embedded.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	apiURL := "http://" + listen
+	api, err := lab.Spawn("ironflow-api-blackhole", append(lab.APIArgs(listen), "--database-url", viaHole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Kill)
+	if err := lab.WaitHTTP(ctx, apiURL+"/", api); err != nil {
+		t.Fatal(err)
+	}
+	// The workflows run on a worker behind the hole too.
+	lab.KillWorker()
+	worker, err := lab.Spawn("ironflow-worker-blackhole", append(lab.WorkerArgs(), "--database-url", viaHole, "--agent-api-url", apiURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A worker that cannot reach the database at start exits (it
+	// registers as a conductor first): the hole opens once it serves.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(worker.Tail(1<<16), `msg="worker started"`); {
+		if time.Now().After(deadline) || !worker.Running() {
+			t.Fatalf("the worker behind the proxy did not start:\n%s", worker.Tail(4000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		worker.Kill()
+		if lab.Worker == nil {
+			if err := lab.StartWorker(); err != nil {
+				t.Errorf("start the lab's worker again: %v", err)
+			}
+		}
+	})
+
+	for _, uuid := range uuids {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, uuid := range uuids {
+		startSimMachine(t, uuid, []string{macs[i]}, sim.Config{APIURL: apiURL})
+	}
+	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
+
+	hole.Drop()
+	t.Cleanup(hole.Pass)
+	down := time.Now()
+	var wg sync.WaitGroup
+	for _, r := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/v1/nodes/" + uuids[0], nil},
+		{"GET", "/v1/nodes?detail=true", nil},
+		{"PUT", "/v1/nodes/" + spare[0] + "/states/provision", map[string]any{"target": "active"}},
+		{"POST", "/v1/heartbeat/" + uuids[0], map[string]any{"callback_url": "http://127.0.0.1:1", "agent_token": "x"}},
+		{"GET", "/v1/lookup?addresses=" + macs[0], nil},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wantTemporaryFailure(t, apiURL, r.method, r.path, r.body)
+		}()
+	}
+	wg.Wait()
+	time.Sleep(time.Until(down.Add(outageLength)))
+	hole.Pass()
+
+	active, failed := settled(t, uuids, 4*time.Minute)
+	t.Logf("after a %s black hole in front of PostgreSQL: %d active, %d deploy failed", outageLength, active, failed)
+	if failed > 0 {
+		t.Errorf("%d of %d deploys failed because PostgreSQL was unreachable\nworker log:\n%s", failed, nodes, worker.Tail(4000))
+	}
+	if n := getNode(t, spare[0]); n.ProvisionState != "available" || n.TargetProvisionState != nil {
+		t.Errorf("the verb refused with 503 changed node %s: %q target %s", spare[0], n.ProvisionState, deref(n.TargetProvisionState))
+	}
 }
