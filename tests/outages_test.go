@@ -331,3 +331,84 @@ func TestPostgresBlackHoledDuringDeploys(t *testing.T) {
 		t.Errorf("the verb refused with 503 changed node %s: %q target %s", spare[0], n.ProvisionState, deref(n.TargetProvisionState))
 	}
 }
+
+// TestTemporalDownDuringDeploys kills the Temporal server for outageLength
+// while deploys are in flight: a provision or power verb is answered 503
+// with Ironic's TemporaryFailure and leaves its node as it was (no state
+// written without a workflow to carry it on), heartbeats are refused with
+// 503 and retried by the agents, and once the server is back every
+// workflow in flight finishes: every node ends active.
+func TestTemporalDownDuringDeploys(t *testing.T) {
+	const nodes = 4
+	img := newImageServer(t, 1<<20)
+	uuids, macs := outageNodes(t, "temporal-down", nodes, 0xd5, img)
+	spare, _ := outageNodes(t, "temporal-down-spare", 1, 0xd6, img)
+	before := getNode(t, spare[0])
+	for _, uuid := range uuids {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, uuid := range uuids {
+		startSimMachine(t, uuid, []string{macs[i]}, sim.Config{})
+	}
+	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
+
+	lab.KillTemporal()
+	back := false
+	restart := func() {
+		if back {
+			return
+		}
+		back = true
+		if err := lab.StartTemporal(context.Background()); err != nil {
+			t.Fatalf("start Temporal again: %v", err)
+		}
+	}
+	t.Cleanup(restart)
+	down := time.Now()
+
+	wantTemporaryFailure(t, lab.APIURL, "PUT", "/v1/nodes/"+spare[0]+"/states/provision", map[string]any{"target": "active"})
+	wantTemporaryFailure(t, lab.APIURL, "PUT", "/v1/nodes/"+spare[0]+"/states/power", map[string]any{"target": "power on"})
+	// Reads need the database only.
+	if f, data, err := outageCall(lab.APIURL, "GET", "/v1/nodes/"+spare[0], nil); err != nil || f.status != http.StatusOK {
+		t.Errorf("GET a node while Temporal is down: %d %s %v", f.status, data, err)
+	}
+	after := getNode(t, spare[0])
+	if after.ProvisionState != before.ProvisionState || deref(after.TargetProvisionState) != deref(before.TargetProvisionState) ||
+		deref(after.LastError) != deref(before.LastError) {
+		t.Errorf("the verbs refused with 503 changed node %s: %+v, was %+v", spare[0], after, before)
+	}
+	var full struct {
+		TargetPowerState *string `json:"target_power_state"`
+	}
+	if code, _ := call(t, "GET", "/v1/nodes/"+spare[0], nil, &full); code != 200 || full.TargetPowerState != nil {
+		t.Errorf("the power verb refused with 503 left target_power_state %s", deref(full.TargetPowerState))
+	}
+	var history struct {
+		History []struct {
+			Event string `json:"event"`
+		} `json:"history"`
+	}
+	if code, _ := callAt(t, lab.APIURL, "1.78", "GET", "/v1/nodes/"+spare[0]+"/history", nil, &history); code != 200 {
+		t.Errorf("GET history: %d", code)
+	}
+	for _, h := range history.History {
+		if strings.Contains(h.Event, `"active" accepted`) || strings.Contains(h.Event, `Power action "power on" accepted`) {
+			t.Errorf("node %s's history records a verb refused with 503: %q", spare[0], h.Event)
+		}
+	}
+
+	time.Sleep(time.Until(down.Add(outageLength)))
+	restart()
+
+	active, failed := settled(t, uuids, 4*time.Minute)
+	t.Logf("after a %s Temporal outage: %d active, %d deploy failed", outageLength, active, failed)
+	if failed > 0 {
+		t.Errorf("%d of %d deploys failed because Temporal was down\nworker log:\n%s", failed, nodes, workerLog())
+	}
+	// The verb refused during the outage is accepted now.
+	if _, err := call2(t, "PUT", "/v1/nodes/"+spare[0]+"/states/provision", map[string]any{"target": "manage"}); err != nil {
+		t.Errorf("a verb once Temporal is back: %v", err)
+	}
+}
