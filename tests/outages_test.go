@@ -21,7 +21,7 @@ import (
 // (workflows/recorder.go, localOptions: 30 s) plus a margin, so that every
 // waiting workflow has retried against the dead part at least once at its
 // longest interval (docs/crash-safety.md, "Outages that last").
-const outageLength = 40 * time.Second
+const outageLength = 35 * time.Second
 
 // outageClient is the HTTP client of the outage tests' requests. Its bound
 // is far above any answer's (the API's own bounds are seconds): a request
