@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -410,5 +413,82 @@ func TestTemporalDownDuringDeploys(t *testing.T) {
 	// The verb refused during the outage is accepted now.
 	if _, err := call2(t, "PUT", "/v1/nodes/"+spare[0]+"/states/provision", map[string]any{"target": "manage"}); err != nil {
 		t.Errorf("a verb once Temporal is back: %v", err)
+	}
+}
+
+// TestPostgresOnAFullDisk runs an API on a PostgreSQL whose data lives on
+// a 200 MiB tmpfs, then fills the disk: a write is answered 503 with
+// Ironic's TemporaryFailure (PostgreSQL's disk_full, not a 500), reads are
+// still served, and writes succeed again once space returns.
+func TestPostgresOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: a full disk needs a tmpfs mount, which needs root")
+	}
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ironflow-fulldisk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=200m,mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: cannot mount a tmpfs here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	pg, err := embedded.StartPostgres(ctx, filepath.Join(dir, "pg"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	if out, err := exec.Command(lab.Bin, "migrate", "--database-url", pg.URL()).CombinedOutput(); err != nil {
+		t.Fatalf("migrate: %v: %s", err, out)
+	}
+	port, err := embedded.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	apiURL := "http://" + listen
+	api, err := lab.Spawn("ironflow-api-fulldisk", append(lab.APIArgs(listen), "--database-url", pg.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Kill)
+	if err := lab.WaitHTTP(ctx, apiURL+"/", api); err != nil {
+		t.Fatal(err)
+	}
+	create := func(i int) (ironicFault, []byte, error) {
+		return outageCall(apiURL, "POST", "/v1/nodes", map[string]any{"name": fmt.Sprintf("full-disk-%d", i), "driver": "fake-hardware",
+			"description": strings.Repeat("x", 4000)})
+	}
+	if f, data, err := create(0); err != nil || f.status != http.StatusCreated {
+		t.Fatalf("create a node before the disk fills: %d %s %v", f.status, data, err)
+	}
+	filler := filepath.Join(dir, "filler")
+	// dd ends with "No space left on device": that is the point.
+	_ = exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M").Run()
+	full := false
+	for i := 1; i < 2000 && !full; i++ {
+		f, data, err := create(i)
+		switch {
+		case err != nil:
+			t.Fatalf("create a node on a full disk: %v", err)
+		case f.status == http.StatusCreated:
+		case f.status == http.StatusServiceUnavailable && f.faultstring == "Resource temporarily unavailable, please retry.":
+			full = true
+		default:
+			t.Fatalf("create a node on a full disk: %d %s, want 503 TemporaryFailure", f.status, data)
+		}
+	}
+	if !full {
+		t.Fatal("2000 nodes fitted on the full disk: it never refused a write")
+	}
+	if f, data, err := outageCall(apiURL, "GET", "/v1/nodes?detail=true", nil); err != nil || f.status != http.StatusOK {
+		t.Errorf("list nodes on a full disk: %d %s %v", f.status, data, err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if f, data, err := create(5000); err != nil || f.status != http.StatusCreated {
+		t.Errorf("create a node once space returns: %d %s %v", f.status, data, err)
 	}
 }
