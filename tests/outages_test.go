@@ -119,6 +119,20 @@ func outageNodes(t *testing.T, prefix string, n int, macByte byte, img *imageSer
 	return uuids, macs
 }
 
+// startDeploys deploys the nodes (through the lab's API) and starts their
+// machines, whose simulated agents call apiURL ("" for the lab's API).
+func startDeploys(t *testing.T, uuids, macs []string, apiURL string) {
+	t.Helper()
+	for _, uuid := range uuids {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, uuid := range uuids {
+		startSimMachine(t, uuid, []string{macs[i]}, sim.Config{APIURL: apiURL})
+	}
+}
+
 // settled waits until every node has ended its deploy: active, or deploy
 // failed with a last_error. A node in any other state at the end is stuck.
 func settled(t *testing.T, uuids []string, timeout time.Duration) (active, failed int) {
@@ -160,14 +174,7 @@ func TestPostgresStoppedDuringDeploys(t *testing.T) {
 	img := newImageServer(t, 1<<20)
 	uuids, macs := outageNodes(t, "pg-stopped", nodes, 0xd1, img)
 	spare, _ := outageNodes(t, "pg-stopped-spare", 1, 0xd2, img)
-	for _, uuid := range uuids {
-		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, uuid := range uuids {
-		startSimMachine(t, uuid, []string{macs[i]}, sim.Config{})
-	}
+	startDeploys(t, uuids, macs, "")
 	// Some nodes have called back; the rest will while the database is down.
 	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
 
@@ -291,14 +298,7 @@ func TestPostgresBlackHoledDuringDeploys(t *testing.T) {
 		}
 	})
 
-	for _, uuid := range uuids {
-		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, uuid := range uuids {
-		startSimMachine(t, uuid, []string{macs[i]}, sim.Config{APIURL: apiURL})
-	}
+	startDeploys(t, uuids, macs, apiURL)
 	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
 
 	hole.Drop()
@@ -347,14 +347,7 @@ func TestTemporalDownDuringDeploys(t *testing.T) {
 	uuids, macs := outageNodes(t, "temporal-down", nodes, 0xd5, img)
 	spare, _ := outageNodes(t, "temporal-down-spare", 1, 0xd6, img)
 	before := getNode(t, spare[0])
-	for _, uuid := range uuids {
-		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, uuid := range uuids {
-		startSimMachine(t, uuid, []string{macs[i]}, sim.Config{})
-	}
+	startDeploys(t, uuids, macs, "")
 	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
 
 	lab.KillTemporal()
