@@ -336,11 +336,13 @@ func (a *Activities) showStep(ctx context.Context, nodeUUID string, rs *provisio
 	if rs.Index != nil {
 		// The plan moves to the step in the same write (what RecordStepPlan
 		// writes for an index alone).
-		err := a.Store.RecordStepAt(ctx, nodeUUID, string(rs.Kind), rs.Step.View(), stepIndexKey(rs.Kind), *rs.Index,
-			[]string{workflows.StepProgressKey(rs.Kind)})
+		err := awaitStore(ctx, func() error {
+			return a.Store.RecordStepAt(ctx, nodeUUID, string(rs.Kind), rs.Step.View(), stepIndexKey(rs.Kind), *rs.Index,
+				[]string{workflows.StepProgressKey(rs.Kind)})
+		})
 		return storeErr(err, "record step %s of node %s", rs.Step.Name(), nodeUUID)
 	}
-	err := a.Store.RecordStep(ctx, nodeUUID, string(rs.Kind), rs.Step.View())
+	err := awaitStore(ctx, func() error { return a.Store.RecordStep(ctx, nodeUUID, string(rs.Kind), rs.Step.View()) })
 	return storeErr(err, "record step %s of node %s", rs.Step.Name(), nodeUUID)
 }
 

@@ -23,7 +23,11 @@ import (
 // agentFor connects to the agent that last heartbeated for the node, with
 // the token and CA the store holds (never passed through workflow history).
 func (a *Activities) agentFor(ctx context.Context, in workflows.AgentInput) (*client.Client, *store.Node, error) {
-	n, err := a.Store.GetNode(ctx, in.NodeUUID)
+	var n *store.Node
+	err := awaitStore(ctx, func() (err error) {
+		n, err = a.Store.GetNode(ctx, in.NodeUUID)
+		return err
+	})
 	if err != nil {
 		return nil, nil, storeErr(err, "load node %s", in.NodeUUID)
 	}

@@ -35,7 +35,11 @@ var driverColumns = store.MustNodeColumns("driver", "driver_info", "driver_inter
 // activity that reads more of it (the marks of effects.go) without loading
 // it again: only driverColumns are set.
 func (a *Activities) nodeDriver(ctx context.Context, node workflows.NodeInfo) (*store.Node, bmc.Driver, error) {
-	n, err := a.Store.GetNodeColumns(ctx, node.UUID, driverColumns)
+	var n *store.Node
+	err := awaitStore(ctx, func() (err error) {
+		n, err = a.Store.GetNodeColumns(ctx, node.UUID, driverColumns)
+		return err
+	})
 	if err != nil {
 		return nil, nil, storeErr(err, "load driver_info of node %s", node.UUID)
 	}

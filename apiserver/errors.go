@@ -114,7 +114,13 @@ func introducedIn(minor int, h handler) handler {
 // logged with the request id).
 func (s *server) writeError(c *gin.Context, err error) {
 	var ae *apiError
-	if !errors.As(err, &ae) {
+	switch {
+	case errors.As(err, &ae):
+	case dependencyDown(err) && c.Request.Context().Err() == nil:
+		s.log.WarnContext(c.Request.Context(), "request failed: a dependency is unavailable",
+			"method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
+		ae = temporaryFailure()
+	default:
 		s.log.ErrorContext(c.Request.Context(), "request failed",
 			"method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 		ae = &apiError{status: http.StatusInternalServerError, msg: "Internal Server Error"}

@@ -422,7 +422,11 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 	// closes, keeping the transition. The check is a Temporal describe of
 	// the node's earlier run, the dearest call of a verb (the README's
 	// "Against Temporal's ceiling").
-	if !n.ProvisionState.Settled() {
+	if n.ProvisionState.Settled() {
+		if err := s.requireEngine(ctx); err != nil {
+			return err
+		}
+	} else {
 		if running, err := s.eng.Running(ctx, n.UUID); err != nil {
 			return fmt.Errorf("read the lock of node %s: %w", n.UUID, err)
 		} else if running {

@@ -81,6 +81,9 @@ func (s *server) power(c *gin.Context) error {
 			return err
 		}
 	}
+	if err := s.requireEngine(ctx); err != nil {
+		return err
+	}
 	// target_power_state is recorded before the workflow starts so that the
 	// workflow's own completion (which clears it) always comes after.
 	var previous *string

@@ -279,10 +279,12 @@ func (c *rfConn) login(ctx context.Context, timeout time.Duration, seenGen uint6
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return netError(ctx, "create redfish session", err)
+		return deadlineError(ctx, rctx, timeout, "create redfish session", err)
 	}
-	payload, _ := io.ReadAll(io.LimitReader(resp.Body, maxRedfishBody))
-	resp.Body.Close()
+	payload, err := readBody(resp)
+	if err != nil {
+		return deadlineError(ctx, rctx, timeout, "create redfish session", err)
+	}
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("%w: create redfish session as %q: HTTP %d: %s", ErrAuth, c.username, resp.StatusCode, bmcMessage(payload))
@@ -353,10 +355,12 @@ func (c *rfConn) getPlain(ctx context.Context, timeout time.Duration, path strin
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return netError(ctx, "read redfish service root", err)
+		return deadlineError(ctx, rctx, timeout, "read redfish service root", err)
 	}
-	payload, _ := io.ReadAll(io.LimitReader(resp.Body, maxRedfishBody))
-	resp.Body.Close()
+	payload, err := readBody(resp)
+	if err != nil {
+		return deadlineError(ctx, rctx, timeout, "read redfish service root", err)
+	}
 	if resp.StatusCode >= 300 {
 		return httpError("read redfish service root", http.MethodGet, path, resp.StatusCode, payload)
 	}
@@ -571,6 +575,25 @@ func netError(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrUnreachable, what, ctx.Err())
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnreachable, what, err)
+}
+
+// readBody reads an answer's body (at most maxRedfishBody) and closes it.
+// A body cut short (the deadline fell while a BMC dribbled it) is an error,
+// never a document to parse.
+func readBody(resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	return io.ReadAll(io.LimitReader(resp.Body, maxRedfishBody))
+}
+
+// deadlineError is netError for a request made under rctx, a deadline of
+// timeout within ctx: a request that outlived it says so, as the BMC not
+// answering in time (retryable, ErrUnreachable), rather than as the
+// context's bare error.
+func deadlineError(ctx, rctx context.Context, timeout time.Duration, what string, err error) error {
+	if rctx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w: %s: no complete answer within %s (redfish_timeout)", ErrUnreachable, what, timeout)
+	}
+	return netError(ctx, what, err)
 }
 
 // httpError maps an HTTP status to the typed errors, with the BMC's own

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ironflow/ironflow/metrics"
@@ -347,6 +348,21 @@ func (c *Cache) removeLocked(e *entry) {
 	os.Remove(strings.TrimSuffix(e.file, ".img") + ".json")
 }
 
+// evictUnusedLocked removes every entry no deploy uses and returns the
+// bytes it freed.
+func (c *Cache) evictUnusedLocked() int64 {
+	var freed int64
+	for el := c.lru.Back(); el != nil; {
+		e := el.Value.(*entry)
+		el = el.Prev()
+		if e.refs == 0 {
+			freed += e.size
+			c.removeLocked(e)
+		}
+	}
+	return freed
+}
+
 // reserveLocked evicts unused entries, least recently used first, until n
 // more bytes fit.
 func (c *Cache) reserveLocked(n int64) error {
@@ -370,7 +386,43 @@ func (c *Cache) reserveLocked(n int64) error {
 	return nil
 }
 
+// diskFullError: the cache's disk had no space left for a download (the
+// part file is removed with it).
+type diskFullError struct {
+	written int64
+	err     error
+}
+
+func (e *diskFullError) Error() string { return e.err.Error() }
+func (e *diskFullError) Unwrap() error { return e.err }
+
+// fetch downloads src into the cache. A disk fuller than --image-cache-size
+// says (it is shared, or the size is too large for it) costs the images no
+// deploy uses, and the download runs once more if that freed anything;
+// otherwise the answer is ErrFull, with what was tried.
 func (c *Cache) fetch(src Source, f *flight) error {
+	err := c.fetchOnce(src, f)
+	var full *diskFullError
+	if !errors.As(err, &full) {
+		return err
+	}
+	c.mu.Lock()
+	freed := c.evictUnusedLocked()
+	c.mu.Unlock()
+	if freed > 0 {
+		f.downloaded.Store(0)
+		if err = c.fetchOnce(src, f); !errors.As(err, &full) {
+			return err
+		}
+		c.mu.Lock()
+		freed += c.evictUnusedLocked()
+		c.mu.Unlock()
+	}
+	return fmt.Errorf("%w: no space left on the disk of %s for %s after %d bytes, %d bytes of unused images evicted: %w",
+		ErrFull, c.dir, src.Key, full.written, freed, full.err)
+}
+
+func (c *Cache) fetchOnce(src Source, f *flight) error {
 	h, err := newHash(src.Algo)
 	if err != nil {
 		return err
@@ -414,6 +466,9 @@ func (c *Cache) fetch(src Source, f *flight) error {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return &diskFullError{written: n, err: err}
+	}
 	if err != nil {
 		return fmt.Errorf("image cache: download %s: %w", src.Key, err)
 	}
@@ -440,6 +495,9 @@ func (c *Cache) addLocked(part string, m meta) error {
 	mb, _ := json.Marshal(m)
 	if err := os.WriteFile(base+".json", mb, 0o640); err != nil {
 		os.Remove(base + ".img")
+		if errors.Is(err, syscall.ENOSPC) {
+			return &diskFullError{written: m.Size, err: err}
+		}
 		return fmt.Errorf("image cache: %w", err)
 	}
 	st, err := os.Stat(base + ".img")

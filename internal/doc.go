@@ -5,7 +5,8 @@
 //	testkit/storetest  a migrated, empty database per test
 //	testkit/...        other real parts for tests: the baremetal CLI, Debian's Ironic, a serial line
 //	                   behind ipmi_sim, a container registry, an OTLP collector, Prometheus scrapes,
-//	                   RFB and Chromium clients, self-signed certificates
+//	                   RFB and Chromium clients, self-signed certificates, a TCP proxy that
+//	                   turns into a black hole (blackhole)
 //	bench              make bench: ironflow against baselines measured in the same run
 //	record-histories   make record-histories: the workflow histories later versions replay
 //	withpostgres       make fuzz: one PostgreSQL cluster for every fuzz process's database

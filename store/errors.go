@@ -39,6 +39,9 @@ func dbError(err error, format string, args ...any) error {
 		return nil
 	}
 	what := fmt.Sprintf(format, args...)
+	if IsUnavailable(err) && !errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}

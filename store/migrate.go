@@ -57,6 +57,9 @@ func migrations() ([]migration, error) {
 // schema_migrations, each in its own transaction. Concurrent callers (two
 // processes starting at once) serialise on a session advisory lock.
 func (s *Store) Migrate(ctx context.Context) error {
+	// A migration may wait for another process's lock and rewrite large
+	// tables: no DefaultQueryTimeout, only the caller's own deadline.
+	ctx = withoutQueryDeadline(ctx)
 	ms, err := migrations()
 	if err != nil {
 		return err

@@ -55,6 +55,10 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		// The URL may carry a password: never echo it.
 		return nil, fmt.Errorf("parse database URL: %w", ErrInvalidInput)
 	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	cfg.ConnConfig.Tracer = queryDeadline{timeout: DefaultQueryTimeout}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to database %s on %s: %w", cfg.ConnConfig.Database, cfg.ConnConfig.Host, err)
@@ -70,8 +74,14 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 // Close releases the pool.
 func (s *Store) Close() { s.pool.Close() }
 
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+// Ping checks that the database answers, within DefaultQueryTimeout when
+// ctx has no deadline of its own.
+func (s *Store) Ping(ctx context.Context) error {
+	q := queryDeadline{timeout: DefaultQueryTimeout}
+	ctx = q.start(ctx)
+	defer q.end(ctx)
+	return s.pool.Ping(ctx)
+}
 
 // Pool exposes the connection pool, for tests and tools that need raw SQL.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -37,7 +37,10 @@ type simMachine struct {
 
 func startSimMachine(t *testing.T, uuid string, macs []string, cfg sim.Config) *simMachine {
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.APIURL, cfg.MACs = lab.APIURL, macs
+	if cfg.APIURL == "" {
+		cfg.APIURL = lab.APIURL
+	}
+	cfg.MACs = macs
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = time.Second
 	}

@@ -303,7 +303,17 @@ func (s *Stack) KillWorker() {
 // RestartTemporal kills the Temporal server as a crash would and starts it
 // again on the same port and database file.
 func (s *Stack) RestartTemporal(ctx context.Context) error {
-	s.Temporal.Kill()
+	s.KillTemporal()
+	return s.StartTemporal(ctx)
+}
+
+// KillTemporal ends the Temporal server as a crash would; StartTemporal
+// brings it back on the same port and database file. Meanwhile
+// s.Temporal keeps the stopped server, whose Address stays right.
+func (s *Stack) KillTemporal() { s.Temporal.Kill() }
+
+// StartTemporal starts the Temporal server KillTemporal ended.
+func (s *Stack) StartTemporal(ctx context.Context) error {
 	t, err := embedded.StartTemporal(ctx, s.temporalCfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
