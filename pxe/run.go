@@ -21,8 +21,8 @@ type Config struct {
 	// DHCPv6 and RA serve IPv6 segments (dhcpv6.go, ra.go).
 	DHCPv6 *DHCPv6Config `json:"dhcpv6,omitempty"`
 	RA     *RAConfig     `json:"ra,omitempty"`
-	TFTP *TFTPConfig `json:"tftp,omitempty"`
-	HTTP *HTTPConfig `json:"http,omitempty"`
+	TFTP   *TFTPConfig   `json:"tftp,omitempty"`
+	HTTP   *HTTPConfig   `json:"http,omitempty"`
 }
 
 // Run opens every enabled service's sockets, then serves until ctx ends or
