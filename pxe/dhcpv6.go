@@ -476,11 +476,11 @@ func (h *DHCPv6Handler) bootFile(m, reply *dhcpv6.Message, bc *BootConfig, mac n
 		h.log.Warn("no boot loader for DHCPv6 client architecture", "mac", mac.String(), "node", bc.NodeUUID, "arch", arch.String())
 		return
 	}
+	// No "PXEClient" vendor class in the reply: UEFI's PXE client
+	// (edk2 NetworkPkg, PxeBcDhcp6.c) takes an offer with it for a BINL
+	// offer and asks the server again on port 4011, which ironflow does
+	// not serve; without it the offer is an address with a boot file URL.
 	reply.AddOption(dhcpv6.OptBootFileURL(url))
-	if vendorClass6(m, pxeClientClass) {
-		// UEFI's PXE client classifies an offer as PXE by this class.
-		reply.AddOption(&dhcpv6.OptVendorClass{EnterpriseNumber: pxeEnterprise, Data: [][]byte{[]byte(pxeClientClass)}})
-	}
 	h.log.Info("boot file offered", "mac", mac.String(), "node", bc.NodeUUID, "file", url, "ipxe", isIPXE6(m), "family", "ipv6")
 }
 

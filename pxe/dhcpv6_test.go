@@ -167,6 +167,9 @@ func TestDHCPv6AnswersPXEClients(t *testing.T) {
 			if cid := r.Options.ClientID(); cid == nil || !cid.Equal(m.Options.ClientID()) {
 				t.Errorf("client ID %v not echoed", cid)
 			}
+			if len(r.Options.VendorClasses()) > 0 {
+				t.Errorf("reply carries a vendor class (UEFI would then ask port 4011): %v", r.Options.VendorClasses())
+			}
 			if got := r.Options.BootFileURL(); got != tc.wantURL {
 				t.Errorf("boot file URL %q, want %q", got, tc.wantURL)
 			}
