@@ -88,7 +88,7 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 		}
 		boot.WaitForEntropy(log)
 		for {
-			if _, err := boot.BringUpNetwork(ctx, bootMAC, log); err != nil {
+			if _, err := boot.BringUpNetwork(ctx, bootMAC, boot.FamiliesFor(apiURL), log); err != nil {
 				log.Error("network not up, retrying", "err", err)
 				select {
 				case <-ctx.Done():
