@@ -103,6 +103,12 @@ func TestAgentDHCPv6OnARealIPv6Segment(t *testing.T) {
 	if !strings.Contains(string(out), "agent net helper fetched: 200 over IPv6") {
 		t.Errorf("the agent's namespace did not fetch from http://[fd52::1]:8080:\n%s\nroutes: %s", out, ipRoutes6(cli))
 	}
+	// From its leased address, not its link-local one: the bring-up
+	// returned after duplicate address detection, so the address was a
+	// usable source (the agent's callback URL is made of it).
+	if !logLine(l.serviceLog(), `"msg":"http request"`, `"path":"/images/hello"`, `"peer":"[`+a.String()+`]:`) {
+		t.Errorf("the fetch did not come from %s; service log:\n%s", a, l.serviceLog())
+	}
 }
 
 func ipRoutes6(ns string) string {

@@ -5,6 +5,7 @@ package boot
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -294,6 +296,13 @@ func dhcp6(ctx context.Context, name string, log *slog.Logger) (net.IP, error) {
 		if err := addAddress6(name, ip); err != nil {
 			return nil, fmt.Errorf("set address %s: %w", ip, err)
 		}
+		// A tentative address is no source address (RFC 4862 §5.4): until
+		// duplicate address detection ends, the kernel would send the
+		// agent's lookup from its link-local address, and that would
+		// become its callback URL.
+		if err := waitDAD(ctx, name, ip, dadWait); err != nil {
+			return nil, fmt.Errorf("address %s: %w", ip, err)
+		}
 		log.Info("DHCPv6 lease", "interface", name, "address", ip.String())
 		return ip, nil
 	}
@@ -384,6 +393,53 @@ func addAddress(name string, addr net.IPNet) error {
 		return nil
 	}
 	return err
+}
+
+// dadWait bounds the wait for duplicate address detection (one probe,
+// RetransTimer 1 s, by default).
+const dadWait = 10 * time.Second
+
+// Flags of /proc/net/if_inet6 (IFA_F_* of rtnetlink(7)).
+const (
+	ifaFlagDADFailed = 0x08
+	ifaFlagTentative = 0x40
+)
+
+// waitDAD waits until ip on name is no longer tentative, reading
+// /proc/net/if_inet6 (address, index, prefix length, scope, flags, name).
+func waitDAD(ctx context.Context, name string, ip net.IP, bound time.Duration) error {
+	want := hex.EncodeToString(ip.To16())
+	deadline := time.Now().Add(bound)
+	for {
+		b, err := os.ReadFile("/proc/net/if_inet6")
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 6 || f[0] != want || f[5] != name {
+				continue
+			}
+			flags, err := strconv.ParseUint(f[4], 16, 32)
+			if err != nil {
+				return err
+			}
+			if flags&ifaFlagDADFailed != 0 {
+				return errors.New("duplicate address detection failed: another machine has it")
+			}
+			if flags&ifaFlagTentative == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still tentative after %s", bound)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // addAddress6 sets ip/128 on name.
