@@ -130,6 +130,8 @@ func (s *DHCPv6Server) Serve(ctx context.Context) error {
 			}
 			if _, err := conn.WriteTo(reply, up); err != nil {
 				s.log.Warn("send DHCPv6 reply", "dest", up.String(), "error", err)
+			} else {
+				observeDHCPv6Reply(reply)
 			}
 		}()
 	}

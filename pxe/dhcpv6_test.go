@@ -10,6 +10,9 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv6"
 	"github.com/insomniacslk/dhcp/iana"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ironflow/ironflow/metrics"
 )
 
 const (
@@ -387,5 +390,14 @@ func TestDHCPv6ServerUDP(t *testing.T) {
 	r, err := dhcpv6.MessageFromBytes(buf[:n])
 	if err != nil || r.Type() != dhcpv6.MessageTypeAdvertise || r.TransactionID != sol.TransactionID || !leased6(r).IsValid() {
 		t.Fatalf("want the Advertise of %v with an address, got %v (%v)", sol.TransactionID, r, err)
+	}
+}
+
+func TestDHCPv6RepliesAreCounted(t *testing.T) {
+	before := testutil.ToFloat64(metrics.DHCPReplies.WithLabelValues("advertise"))
+	observeDHCPv6Reply(newTestDHCPv6(t, testBackend(t)).HandleBytes(context.Background(),
+		message6(t, dhcpv6.MessageTypeSolicit, testMAC, ovmfPXE6).ToBytes(), linkLocal(testMAC)))
+	if got := testutil.ToFloat64(metrics.DHCPReplies.WithLabelValues("advertise")); got != before+1 {
+		t.Errorf("ironflow_dhcp_replies_total{type=advertise} went from %v to %v, want one more", before, got)
 	}
 }
