@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,9 +44,10 @@ func startIPv6Stack(t *testing.T, lab *Lab) *stack {
 }
 
 // TestDeployIPv6OnlyUEFIPXE deploys an OVMF VM on a segment without IPv4:
-// ironflow's router advertisement sends the VM's iPXE to DHCPv6, which
-// gives it its reserved address and the node's script at
-// http://[fd77::1]:8080; the agent boots, gets its address by DHCPv6,
+// ironflow's router advertisement sends OVMF's PXEv6 client to DHCPv6,
+// which gives it its reserved address and tftp://[fd77::1]/ipxe.efi; iPXE
+// asks DHCPv6 again and gets the node's script at http://[fd77::1]:8080;
+// the agent boots, gets its address by DHCPv6,
 // looks up and heartbeats to http://[fd77::1]:6385 (its callback URL a
 // bracketed IPv6 one), streams the image from the boot service over IPv6,
 // writes a config drive whose network_data is IPv6; the VM then boots its
@@ -59,7 +61,12 @@ func TestDeployIPv6OnlyUEFIPXE(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm := lab.AddVM("node-6", "52:54:00:e2:06:01", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-6", "disk.raw"))
-	bmc := startRedfishBMC(t, s, agentVM(vm))
+	// No iPXE option ROM and no IPv4 PXE: OVMF's own PXEv6 client boots
+	// (edk2 OvmfPkg's RUNTIME_CONFIG, opt/org.tianocore/IPv4PXESupport),
+	// fetches ipxe.efi over TFTP on IPv6, and iPXE asks DHCPv6 again.
+	def := agentVM(vm)
+	def.QEMUExtra = []string{"-global", "virtio-net-pci.romfile=", "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n"}
+	bmc := startRedfishBMC(t, s, def)
 	begin := time.Now()
 	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC, "--deploy-interface", "direct", "--boot-interface", "ipxe",
 		"--no-automated-clean")
@@ -100,10 +107,31 @@ func TestDeployIPv6OnlyUEFIPXE(t *testing.T) {
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" {
 		t.Errorf("node is %v, want active", f["provision_state"])
 	}
+	if !logHasLine(s.procs[0].Log, "TFTP transfer done", "file=ipxe.efi") {
+		t.Errorf("OVMF's PXEv6 client did not fetch ipxe.efi over TFTP")
+	}
 	// The agent's callback URL (cleared once the deploy ends) is in the
 	// node's history: its DHCPv6 address, bracketed.
 	hist := s.mustCLI(t, "node", "history", "list", uuid, "-f", "value", "-c", "Description of the event")
 	if !strings.Contains(hist, "Agent called back from http://[fd77::") {
 		t.Errorf("the agent did not call back from an address of %s:\n%s", LabPrefix6, hist)
 	}
+}
+
+// logHasLine reports whether one line of the log file holds every part.
+func logHasLine(path string, parts ...string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
