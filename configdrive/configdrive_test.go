@@ -183,3 +183,37 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
+
+// TestIPv6NetworkDataReachesTheDrive: Ironic's JSON form with an IPv6-only
+// network_data (Nova's schema: a "ipv6" network with its address, netmask
+// and default route, DNS over IPv6) lands in openstack/latest/network_data.json
+// with every IPv6 field as given, for cloud-init or Glean to configure.
+func TestIPv6NetworkDataReachesTheDrive(t *testing.T) {
+	nd := `{"links":[{"id":"port-0","type":"phy","ethernet_mac_address":"52:54:00:99:00:06","mtu":1500}],` +
+		`"networks":[{"id":"network0","type":"ipv6","link":"port-0","ip_address":"fd99::100","netmask":"ffff:ffff:ffff:ffff::",` +
+		`"routes":[{"network":"::","netmask":"::","gateway":"fd99::1"}],"services":[{"type":"dns","address":"fd99::53"}]}],` +
+		`"services":[{"type":"dns","address":"fd99::53"}]}`
+	d, err := FromJSONForm([]byte(`{"meta_data":{"uuid":"u"},"network_data":` + nd + `}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Build(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	_, files := readISO(t, buf.Bytes())
+	got, ok := files["openstack/latest/network_data.json"]
+	if !ok {
+		t.Fatalf("no network_data.json; files %v", keys(files))
+	}
+	var want, have any
+	if err := json.Unmarshal([]byte(nd), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(got), &have); err != nil {
+		t.Fatalf("network_data.json is not JSON: %v\n%s", err, got)
+	}
+	if !reflect.DeepEqual(want, have) {
+		t.Errorf("network_data.json\n%s\nwant\n%s", got, nd)
+	}
+}

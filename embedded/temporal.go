@@ -240,7 +240,7 @@ func StartTemporal(ctx context.Context, cfg TemporalConfig, log *slog.Logger) (*
 			cfg.UIPort = cfg.Port + 1000
 		}
 		args = append(args, "--ui-port", strconv.Itoa(cfg.UIPort))
-		t.uiURL = fmt.Sprintf("http://%s:%d", cfg.IP, cfg.UIPort)
+		t.uiURL = "http://" + net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.UIPort))
 	}
 	if cfg.Command == nil {
 		if cfg.MetricsPort == 0 {

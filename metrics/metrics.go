@@ -99,7 +99,7 @@ var (
 	}, []string{"outcome"})
 	DHCPReplies = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironflow_dhcp_replies_total",
-		Help: "DHCP replies the boot service sent, by message type (offer, ack, nak).",
+		Help: "DHCP replies the boot service sent, by message type (DHCPv4: offer, ack, nak; DHCPv6: advertise, reply, relay-repl).",
 	}, []string{"type"})
 	TFTPTransfers = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ironflow_tftp_transfers_total",

@@ -69,7 +69,8 @@ type BootConfigs interface {
 	NodeBackend
 }
 
-// Leases hands out IPv4 addresses in reservation mode. An implementation
+// Leases hands out IPv4 addresses in reservation mode, and IPv6 addresses
+// to DHCPv6 clients. An implementation
 // must return the same address to the same MAC for as long as its lease
 // lives, so that a machine keeps its address across the PXE, iPXE and agent
 // DHCP exchanges of one deploy.
@@ -181,13 +182,18 @@ func NewMemoryLeases() *MemoryLeases {
 
 // Allocate implements Leases.
 func (l *MemoryLeases) Allocate(_ context.Context, mac net.HardwareAddr, _ string, first, last netip.Addr, ttl time.Duration) (netip.Addr, error) {
-	if !first.Is4() || !last.Is4() || last.Less(first) {
+	if !first.IsValid() || first.Is4() != last.Is4() || last.Less(first) {
 		return netip.Addr{}, fmt.Errorf("allocate lease for %s: invalid pool %s-%s", mac, first, last)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
+	// A MAC holds one IPv4 and one IPv6 lease (DHCPv4 and DHCPv6 on one
+	// dual-stack segment).
 	key := mac.String()
+	if first.Is6() {
+		key += "/6"
+	}
 	if cur, ok := l.byMAC[key]; ok && !cur.addr.Less(first) && !last.Less(cur.addr) {
 		l.byMAC[key] = memoryLease{addr: cur.addr, expires: now.Add(ttl)}
 		return cur.addr, nil

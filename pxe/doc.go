@@ -1,5 +1,6 @@
 // Package pxe owns ironflow's network boot services and boot media: DHCP
-// (reservation or ProxyDHCP mode), read-only TFTP for the iPXE loaders, the
+// (reservation or ProxyDHCP mode), DHCPv6 and router advertisements,
+// read-only TFTP for the iPXE loaders, the
 // HTTP boot service (per-node iPXE scripts, agent images, per-node virtual
 // media ISOs, per-node kickstarts for anaconda deploys) and the agent ISO
 // builder. RenderKickstart renders a kickstart like Ironic's: it carries the
@@ -31,12 +32,15 @@
 // iPXE client.
 //
 // IPv6: iPXE also waits about 16 s for an IPv6 router advertisement before
-// it runs the script when no router answers on the segment. ironflow does
-// not send router advertisements: on a segment with an IPv6 router the wait
-// ends at once; on an IPv4-only provisioning network each iPXE boot costs
-// those 16 s. Operators who want them back can run a router advertisement
-// daemon (radvd) on the provisioning interface or use an iPXE build without
-// IPv6 (NET_PROTO_IPV6 undefined).
+// it runs the script when no router answers on the segment. On an IPv6
+// segment ironflow can advertise itself (RAConfig, ra.go: Managed flag, no
+// default route); on an IPv4-only provisioning network it sends none, and
+// each iPXE boot costs those 16 s unless a router advertisement daemon runs
+// there or the iPXE build has no IPv6 (NET_PROTO_IPV6 undefined).
+//
+// DHCPv6 (dhcpv6.go) is stateful only: RFC 8415 has no ProxyDHCP, so the
+// DHCPv6 service is the segment's server for the MACs it boots, and silent
+// for all others (docs/bmcs-and-boot.md, "IPv6 provisioning networks").
 //
 // Reservation-mode replies to clients without an address are broadcast
 // (RFC 2131 §4.1 allows unicast to yiaddr only with an injected ARP entry).

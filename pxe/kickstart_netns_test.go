@@ -24,6 +24,16 @@ const ksHelperEnv = "IRONFLOW_KS_NETNS_HELPER"
 // node with another MAC: the boot host's neighbour table (read over
 // rtnetlink) named the card that asked.
 func TestKickstartOnlyToTheNodesMACOnARealSegment(t *testing.T) {
+	kickstartOnRealSegment(t, "10.251.0.1", "10.251.0.2", 24)
+}
+
+// TestKickstartOnlyToTheNodesMACOnARealIPv6Segment is the same on an
+// IPv6-only segment: the neighbour table's NDP entries name the card.
+func TestKickstartOnlyToTheNodesMACOnARealIPv6Segment(t *testing.T) {
+	kickstartOnRealSegment(t, "fd51::1", "fd51::2", 64)
+}
+
+func kickstartOnRealSegment(t *testing.T, srvIP, cliIP string, bits int) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING NETWORK NAMESPACE TEST: needs root (ip netns, veth); run as root")
 	}
@@ -42,8 +52,16 @@ func TestKickstartOnlyToTheNodesMACOnARealSegment(t *testing.T) {
 	// the host's own namespace is never touched.
 	run(t, "ip", "-n", srv, "link", "add", "ks0", "type", "veth", "peer", "name", "ks1")
 	run(t, "ip", "-n", srv, "link", "set", "ks1", "netns", cli)
-	run(t, "ip", "-n", srv, "addr", "add", "10.251.0.1/24", "dev", "ks0")
-	run(t, "ip", "-n", cli, "addr", "add", "10.251.0.2/24", "dev", "ks1")
+	// nodad: IPv6 addresses usable at once, not after duplicate address
+	// detection.
+	for _, a := range []struct{ ns, ip, dev string }{{srv, srvIP, "ks0"}, {cli, cliIP, "ks1"}} {
+		args := []string{"ip", "-n", a.ns, "addr", "add", fmt.Sprintf("%s/%d", a.ip, bits), "dev", a.dev}
+		if strings.Contains(a.ip, ":") {
+			args = append(args, "nodad")
+		}
+		run(t, args...)
+	}
+	hostPort := net.JoinHostPort(srvIP, "8099")
 	run(t, "ip", "-n", srv, "link", "set", "ks0", "up")
 	run(t, "ip", "-n", cli, "link", "set", "ks1", "up")
 	mac, err := exec.Command("ip", "netns", "exec", cli, "cat", "/sys/class/net/ks1/address").Output()
@@ -52,7 +70,7 @@ func TestKickstartOnlyToTheNodesMACOnARealSegment(t *testing.T) {
 	}
 	const own, other = "3d9c8f0e-1b2a-4c5d-8e7f-6a5b4c3d2e01", "3d9c8f0e-1b2a-4c5d-8e7f-6a5b4c3d2e02"
 	server := exec.Command("ip", "netns", "exec", srv, os.Args[0], "-test.run=^TestKickstartNetnsHelper$", "-test.count=1")
-	server.Env = append(os.Environ(), ksHelperEnv+"=serve 10.251.0.1:8099 "+own+"="+strings.TrimSpace(string(mac))+" "+other+"=52:54:00:66:66:66")
+	server.Env = append(os.Environ(), ksHelperEnv+"=serve "+hostPort+" "+own+"="+strings.TrimSpace(string(mac))+" "+other+"=52:54:00:66:66:66")
 	stderr, _ := server.StderrPipe()
 	if err := server.Start(); err != nil {
 		t.Fatal(err)
@@ -75,7 +93,7 @@ func TestKickstartOnlyToTheNodesMACOnARealSegment(t *testing.T) {
 	}
 	fetch := func(node string) string {
 		c := exec.Command("ip", "netns", "exec", cli, os.Args[0], "-test.run=^TestKickstartNetnsHelper$", "-test.count=1")
-		c.Env = append(os.Environ(), ksHelperEnv+"=fetch http://10.251.0.1:8099/boot/"+node+"/ks.cfg")
+		c.Env = append(os.Environ(), ksHelperEnv+"=fetch http://"+hostPort+"/boot/"+node+"/ks.cfg")
 		out, _ := c.CombinedOutput()
 		for _, line := range strings.Split(string(out), "\n") {
 			if s, ok := strings.CutPrefix(line, "ks helper status "); ok {

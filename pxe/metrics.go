@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv6"
 
 	"github.com/ironflow/ironflow/metrics"
 )
@@ -14,6 +15,15 @@ import (
 // ack, nak: RFC 2131's DHCPOFFER, DHCPACK, DHCPNAK).
 func observeDHCPReply(reply *dhcpv4.DHCPv4) {
 	metrics.DHCPReplies.WithLabelValues(strings.ToLower(reply.MessageType().String())).Inc()
+}
+
+// observeDHCPv6Reply counts a DHCPv6 reply sent in the same counter, by
+// its message type (advertise, reply, relay-repl: RFC 8415's).
+func observeDHCPv6Reply(reply []byte) {
+	if len(reply) == 0 {
+		return
+	}
+	metrics.DHCPReplies.WithLabelValues(strings.ToLower(dhcpv6.MessageType(reply[0]).String())).Inc()
 }
 
 // observeTFTP counts a TFTP read request by outcome.

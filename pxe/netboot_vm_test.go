@@ -98,31 +98,8 @@ func newLab(t *testing.T, dir string, bcs ...BootConfig) *lab {
 // newLabWith is newLab whose helper's configuration edit changes first.
 func newLabWith(t *testing.T, dir string, edit func(*helperConfig), bcs ...BootConfig) *lab {
 	t.Helper()
-	l := &lab{ns: fmt.Sprintf("ifpxe%d", os.Getpid()%100000), tap: "tap0"}
-	exec.Command("ip", "netns", "del", l.ns).Run() // a leftover from a killed run
-	run(t, "ip", "netns", "add", l.ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", l.ns).Run() })
-	for _, c := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"link", "add", "br0", "type", "bridge", "forward_delay", "0"},
-		{"addr", "add", labAddr + "/24", "dev", "br0"},
-		{"link", "set", "br0", "up"},
-		{"tuntap", "add", "dev", l.tap, "mode", "tap"},
-		{"link", "set", l.tap, "master", "br0"},
-		{"link", "set", l.tap, "up"},
-	} {
-		run(t, append([]string{"ip", "-n", l.ns}, c...)...)
-	}
-	images := filepath.Join(dir, "images")
-	if err := os.MkdirAll(images, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := placeFile(testKernel(t), filepath.Join(images, "vmlinuz")); err != nil {
-		t.Fatal(err)
-	}
-	if err := placeFile(testInitramfs(t, dir), filepath.Join(images, "initrd.gz")); err != nil {
-		t.Fatal(err)
-	}
+	l := newNetns(t, []string{"addr", "add", labAddr + "/24", "dev", "br0"})
+	images := labImages(t, dir)
 	hc := helperConfig{
 		Config: Config{
 			DHCP: &DHCPConfig{
@@ -142,6 +119,52 @@ func newLabWith(t *testing.T, dir string, edit func(*helperConfig), bcs ...BootC
 	if edit != nil {
 		edit(&hc)
 	}
+	l.start(t, hc)
+	return l
+}
+
+// newNetns creates the lab's namespace: a bridge br0 with addr (an "ip"
+// command), and a tap on it for the VM.
+func newNetns(t *testing.T, addr []string) *lab {
+	t.Helper()
+	l := &lab{ns: fmt.Sprintf("ifpxe%d", os.Getpid()%100000), tap: "tap0"}
+	exec.Command("ip", "netns", "del", l.ns).Run() // a leftover from a killed run
+	run(t, "ip", "netns", "add", l.ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", l.ns).Run() })
+	for _, c := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "add", "br0", "type", "bridge", "forward_delay", "0"},
+		addr,
+		{"link", "set", "br0", "up"},
+		{"tuntap", "add", "dev", l.tap, "mode", "tap"},
+		{"link", "set", l.tap, "master", "br0"},
+		{"link", "set", l.tap, "up"},
+	} {
+		run(t, append([]string{"ip", "-n", l.ns}, c...)...)
+	}
+	return l
+}
+
+// labImages places the test kernel and initramfs in dir/images.
+func labImages(t *testing.T, dir string) string {
+	t.Helper()
+	images := filepath.Join(dir, "images")
+	if err := os.MkdirAll(images, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := placeFile(testKernel(t), filepath.Join(images, "vmlinuz")); err != nil {
+		t.Fatal(err)
+	}
+	if err := placeFile(testInitramfs(t, dir), filepath.Join(images, "initrd.gz")); err != nil {
+		t.Fatal(err)
+	}
+	return images
+}
+
+// start runs the pxe services of hc in the lab's namespace, in a child
+// process, until the test ends.
+func (l *lab) start(t *testing.T, hc helperConfig) {
+	t.Helper()
 	raw, _ := json.Marshal(hc)
 	cmd := exec.Command("ip", "netns", "exec", l.ns, os.Args[0], "-test.run=^TestHelperPXEServices$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
@@ -181,7 +204,6 @@ func newLabWith(t *testing.T, dir string, edit func(*helperConfig), bcs ...BootC
 	case <-time.After(60 * time.Second):
 		t.Fatalf("pxe services did not start; log:\n%s", l.serviceLog())
 	}
-	return l
 }
 
 func labBootConfig(node, mac, mode string) BootConfig {

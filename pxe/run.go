@@ -18,8 +18,11 @@ const DefaultShutdownTimeout = 10 * time.Second
 // Config enables and configures the boot services; a nil section is off.
 type Config struct {
 	DHCP *DHCPConfig `json:"dhcp,omitempty"`
-	TFTP *TFTPConfig `json:"tftp,omitempty"`
-	HTTP *HTTPConfig `json:"http,omitempty"`
+	// DHCPv6 and RA serve IPv6 segments (dhcpv6.go, ra.go).
+	DHCPv6 *DHCPv6Config `json:"dhcpv6,omitempty"`
+	RA     *RAConfig     `json:"ra,omitempty"`
+	TFTP   *TFTPConfig   `json:"tftp,omitempty"`
+	HTTP   *HTTPConfig   `json:"http,omitempty"`
 }
 
 // Run opens every enabled service's sockets, then serves until ctx ends or
@@ -30,7 +33,7 @@ func Run(ctx context.Context, cfg Config, backend BootConfigs, leases Leases, lo
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "pxe")
-	if cfg.DHCP == nil && cfg.TFTP == nil && cfg.HTTP == nil {
+	if cfg.DHCP == nil && cfg.DHCPv6 == nil && cfg.TFTP == nil && cfg.HTTP == nil {
 		return errors.New("pxe: no service enabled")
 	}
 	var serves []func(context.Context) error
@@ -51,6 +54,23 @@ func Run(ctx context.Context, cfg Config, backend BootConfigs, leases Leases, lo
 		}
 		serves = append(serves, srv.Serve)
 	}
+	if cfg.DHCPv6 != nil {
+		srv, err := NewDHCPv6Server(*cfg.DHCPv6, backend, leases, log)
+		if err != nil {
+			return err
+		}
+		if err := srv.Listen(); err != nil {
+			return err
+		}
+		serves = append(serves, srv.Serve)
+	}
+	if cfg.RA != nil {
+		ra := *cfg.RA
+		if err := ra.validate(); err != nil {
+			return err
+		}
+		serves = append(serves, func(ctx context.Context) error { return ServeRouterAdvertisements(ctx, ra, log) })
+	}
 	if cfg.TFTP != nil {
 		srv, err := NewTFTPServer(*cfg.TFTP, log)
 		if err != nil {
@@ -58,7 +78,7 @@ func Run(ctx context.Context, cfg Config, backend BootConfigs, leases Leases, lo
 		}
 		srv.ServeBootConfigs(backend)
 		closers = append(closers, func() { srv.Close() })
-		conn, err := net.ListenPacket("udp4", srv.cfg.Addr)
+		conn, err := net.ListenPacket("udp", srv.cfg.Addr)
 		if err != nil {
 			return fmt.Errorf("tftp: listen on %s: %w", srv.cfg.Addr, err)
 		}
@@ -89,7 +109,7 @@ func Run(ctx context.Context, cfg Config, backend BootConfigs, leases Leases, lo
 		})
 	}
 
-	log.Info("pxe services ready", "dhcp", cfg.DHCP != nil, "tftp", cfg.TFTP != nil, "http", cfg.HTTP != nil)
+	log.Info("pxe services ready", "dhcp", cfg.DHCP != nil, "dhcpv6", cfg.DHCPv6 != nil, "ra", cfg.RA != nil, "tftp", cfg.TFTP != nil, "http", cfg.HTTP != nil)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

@@ -246,7 +246,7 @@ func (s *TFTPServer) Serve(ctx context.Context, conn net.PacketConn) error {
 
 // ListenAndServe listens on cfg.Addr and serves until ctx ends.
 func (s *TFTPServer) ListenAndServe(ctx context.Context) error {
-	conn, err := net.ListenPacket("udp4", s.cfg.Addr)
+	conn, err := net.ListenPacket("udp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("tftp: listen on %s: %w", s.cfg.Addr, err)
 	}

@@ -23,7 +23,35 @@ type Lease struct {
 // allocation takes the address (or the MAC) it chose first.
 const leaseAllocateAttempts = 32
 
-// GetLease returns the lease of mac (expired or not) or ErrNotFound.
+// GetLeases returns the leases of mac (expired or not), IPv4's first: one
+// per address family.
+func (s *Store) GetLeases(ctx context.Context, mac string) ([]Lease, error) {
+	m, err := NormalizeMAC(mac)
+	if err != nil {
+		return nil, fmt.Errorf("get leases: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, "SELECT mac, ip, node_uuid, expires_at FROM dhcp_leases WHERE mac = $1 ORDER BY family", m)
+	if err != nil {
+		return nil, dbError(err, "get leases of %s", m)
+	}
+	defer rows.Close()
+	var out []Lease
+	for rows.Next() {
+		var l Lease
+		var node *string
+		if err := rows.Scan(&l.MAC, &l.IP, &node, &l.ExpiresAt); err != nil {
+			return nil, dbError(err, "get leases of %s", m)
+		}
+		if node != nil {
+			l.NodeUUID = *node
+		}
+		out = append(out, l)
+	}
+	return out, dbError(rows.Err(), "get leases of %s", m)
+}
+
+// GetLease returns the IPv4 lease of mac, or its IPv6 one when it has no
+// IPv4 lease (expired or not), or ErrNotFound.
 func (s *Store) GetLease(ctx context.Context, mac string) (*Lease, error) {
 	m, err := NormalizeMAC(mac)
 	if err != nil {
@@ -31,7 +59,7 @@ func (s *Store) GetLease(ctx context.Context, mac string) (*Lease, error) {
 	}
 	l := &Lease{}
 	var node *string
-	err = s.pool.QueryRow(ctx, "SELECT mac, ip, node_uuid, expires_at FROM dhcp_leases WHERE mac = $1", m).
+	err = s.pool.QueryRow(ctx, "SELECT mac, ip, node_uuid, expires_at FROM dhcp_leases WHERE mac = $1 ORDER BY family LIMIT 1", m).
 		Scan(&l.MAC, &l.IP, &node, &l.ExpiresAt)
 	if err != nil {
 		return nil, dbError(err, "get lease of %s", m)
@@ -92,8 +120,9 @@ func (s *Store) tryAllocateLease(ctx context.Context, mac string, node *string, 
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		// A lease outside the range (the pool was reconfigured) is dropped.
-		if _, err := tx.Exec(ctx, "DELETE FROM dhcp_leases WHERE mac = $1", mac); err != nil {
+		// A lease of this family outside the range (the pool was
+		// reconfigured) is dropped; the other family's stays.
+		if _, err := tx.Exec(ctx, "DELETE FROM dhcp_leases WHERE mac = $1 AND family = family($2::inet)", mac, first); err != nil {
 			return err
 		}
 		// The lowest free address is first, or one past an active lease.

@@ -153,3 +153,39 @@ func TestConcurrentLeasesAreDistinct(t *testing.T) {
 		t.Fatalf("%d leases, %d exhausted; want 12 and %d", len(seen), exhausted, clients-12)
 	}
 }
+
+// TestLeasesOnePerFamily: on a dual-stack segment a MAC holds its DHCPv4
+// and its DHCPv6 lease at once; each family's allocation keeps its own
+// address and leaves the other's alone.
+func TestLeasesOnePerFamily(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	const mac = "52:54:00:00:06:01"
+	first6, last6 := netip.MustParseAddr("2001:db8::100"), netip.MustParseAddr("2001:db8::1ff")
+	v4 := allocate(t, s, mac)
+	v6, err := s.AllocateLease(ctx, mac, "", first6, last6, leaseTTL)
+	if err != nil || v6 != first6 {
+		t.Fatalf("IPv6 lease = %s, %v; want %s", v6, err, first6)
+	}
+	if again := allocate(t, s, mac); again != v4 {
+		t.Errorf("IPv4 lease after the IPv6 one = %s, want %s still", again, v4)
+	}
+	if again, err := s.AllocateLease(ctx, mac, "", first6, last6, leaseTTL); err != nil || again != v6 {
+		t.Errorf("IPv6 lease again = %s, %v; want %s", again, err, v6)
+	}
+	ls, err := s.GetLeases(ctx, mac)
+	if err != nil || len(ls) != 2 || ls[0].IP != v4 || ls[1].IP != v6 {
+		t.Fatalf("GetLeases = %+v, %v; want %s then %s", ls, err, v4, v6)
+	}
+	if l, err := s.GetLease(ctx, mac); err != nil || l.IP != v4 {
+		t.Errorf("GetLease = %+v, %v; want the IPv4 lease", l, err)
+	}
+	// The IPv6 pool reconfigured: only the IPv6 lease moves.
+	moved, err := s.AllocateLease(ctx, mac, "", netip.MustParseAddr("2001:db8:1::10"), netip.MustParseAddr("2001:db8:1::20"), leaseTTL)
+	if err != nil || moved != netip.MustParseAddr("2001:db8:1::10") {
+		t.Fatalf("IPv6 lease in the new pool = %s, %v", moved, err)
+	}
+	if ls, _ := s.GetLeases(ctx, mac); len(ls) != 2 || ls[0].IP != v4 {
+		t.Errorf("after the IPv6 pool moved: %+v, want the IPv4 lease kept", ls)
+	}
+}

@@ -5,17 +5,23 @@ package boot
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"github.com/insomniacslk/dhcp/dhcpv6"
+	"github.com/insomniacslk/dhcp/dhcpv6/nclient6"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,8 +39,9 @@ const (
 type Interface struct {
 	Name    string
 	MAC     string
-	Addr    net.IPNet
+	Addr    net.IPNet // IPv4, zero when DHCPv4 gave none
 	Gateway net.IP
+	Addr6   net.IP // from DHCPv6, nil when it gave none
 }
 
 // MACs returns the MAC addresses of all non-loopback interfaces (the
@@ -68,7 +75,7 @@ func readFile(p string) string {
 // runs DHCP on those with a link, in parallel. bootMAC (from BOOTIF), when
 // set, is preferred for the default route. It returns the configured
 // interfaces; an error only when none could be configured.
-func BringUpNetwork(ctx context.Context, bootMAC string, log *slog.Logger) ([]Interface, error) {
+func BringUpNetwork(ctx context.Context, bootMAC string, fam Families, log *slog.Logger) ([]Interface, error) {
 	if err := linkUp("lo"); err != nil {
 		log.Warn("bring up lo failed", "err", err)
 	}
@@ -90,7 +97,7 @@ func BringUpNetwork(ctx context.Context, bootMAC string, log *slog.Logger) ([]In
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ifc, err := configure(ctx, name, log)
+			ifc, err := configure(ctx, name, fam, log)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -122,7 +129,33 @@ func BringUpNetwork(ctx context.Context, bootMAC string, log *slog.Logger) ([]In
 	return done, nil
 }
 
-func configure(ctx context.Context, name string, log *slog.Logger) (Interface, error) {
+// Families are the address families the agent asks DHCP for.
+type Families struct{ V4, V6 bool }
+
+// FamiliesFor picks the families that reach the API at apiURL: only IPv4
+// for an IPv4 literal (no DHCPv6 wait on IPv4 networks), only IPv6 for a
+// bracketed IPv6 literal, both for a host name.
+func FamiliesFor(apiURL string) Families {
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return Families{V4: true, V6: true}
+	}
+	a, err := netip.ParseAddr(u.Hostname())
+	switch {
+	case err != nil:
+		return Families{V4: true, V6: true}
+	case a.Is4() || a.Is4In6():
+		return Families{V4: true}
+	default:
+		return Families{V6: true}
+	}
+}
+
+// configure brings name up and runs DHCPv4 and DHCPv6 (those of fam) on it
+// at once. With both, once one family has an address the other gets one
+// more DHCPTimeout, so a segment without the other family's server costs
+// that much, not every attempt.
+func configure(ctx context.Context, name string, fam Families, log *slog.Logger) (Interface, error) {
 	ifc := Interface{Name: name, MAC: readFile(filepath.Join("/sys/class/net", name, "address"))}
 	if err := linkUp(name); err != nil {
 		return ifc, fmt.Errorf("set %s up: %w", name, err)
@@ -134,11 +167,63 @@ func configure(ctx context.Context, name string, log *slog.Logger) (Interface, e
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		once        sync.Once
+		wg          sync.WaitGroup
+		err4, err6  error
+		addr4       net.IPNet
+		gw4, addr6  net.IP
+		gotOne      = make(chan struct{})
+		markSuccess = func() { once.Do(func() { close(gotOne) }) }
+	)
+	err4, err6 = errors.New("not asked"), errors.New("not asked")
+	if fam.V4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if addr4, gw4, err4 = dhcp4(ctx, name, log); err4 == nil {
+				markSuccess()
+			}
+		}()
+	}
+	if fam.V6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if addr6, err6 = dhcp6(ctx, name, log); err6 == nil {
+				markSuccess()
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-gotOne:
+		select {
+		case <-done:
+		case <-time.After(DHCPTimeout):
+			cancel()
+			<-done
+		}
+	}
+	if err4 != nil && err6 != nil {
+		return ifc, fmt.Errorf("%s: no address: DHCPv4: %w; DHCPv6: %w", name, err4, err6)
+	}
+	ifc.Addr, ifc.Gateway, ifc.Addr6 = addr4, gw4, addr6
+	log.Info("interface configured", "interface", name, "mac", ifc.MAC, "address", ifc.Addr.String(), "gateway", ifc.Gateway, "address6", ifc.Addr6)
+	return ifc, nil
+}
+
+// dhcp4 leases an IPv4 address and sets it on name.
+func dhcp4(ctx context.Context, name string, log *slog.Logger) (net.IPNet, net.IP, error) {
 	var lastErr error
-	for attempt := 1; attempt <= DHCPAttempts; attempt++ {
+	for attempt := 1; attempt <= DHCPAttempts && ctx.Err() == nil; attempt++ {
 		c, err := nclient4.New(name, nclient4.WithTimeout(DHCPTimeout/3), nclient4.WithRetry(3))
 		if err != nil {
-			return ifc, fmt.Errorf("%s: DHCP client: %w", name, err)
+			return net.IPNet{}, nil, fmt.Errorf("DHCP client: %w", err)
 		}
 		actx, cancel := context.WithTimeout(ctx, DHCPTimeout)
 		lease, err := c.Request(actx)
@@ -154,17 +239,74 @@ func configure(ctx context.Context, name string, log *slog.Logger) (Interface, e
 		if mask == nil {
 			mask = ack.YourIPAddr.DefaultMask()
 		}
-		ifc.Addr = net.IPNet{IP: ack.YourIPAddr.To4(), Mask: mask}
+		addr := net.IPNet{IP: ack.YourIPAddr.To4(), Mask: mask}
+		var gw net.IP
 		if r := ack.Router(); len(r) > 0 {
-			ifc.Gateway = r[0].To4()
+			gw = r[0].To4()
 		}
-		if err := addAddress(name, ifc.Addr); err != nil {
-			return ifc, fmt.Errorf("%s: set address %s: %w", name, ifc.Addr.String(), err)
+		if err := addAddress(name, addr); err != nil {
+			return addr, gw, fmt.Errorf("set address %s: %w", addr.String(), err)
 		}
-		log.Info("interface configured", "interface", name, "mac", ifc.MAC, "address", ifc.Addr.String(), "gateway", ifc.Gateway, "server", ack.ServerIPAddr)
-		return ifc, nil
+		log.Info("DHCPv4 lease", "interface", name, "address", addr.String(), "gateway", gw, "server", ack.ServerIPAddr)
+		return addr, gw, nil
 	}
-	return ifc, fmt.Errorf("%s: DHCP failed after %d attempts: %w", name, DHCPAttempts, lastErr)
+	return net.IPNet{}, nil, fmt.Errorf("DHCP failed after %d attempts: %w", DHCPAttempts, errors.Join(lastErr, ctx.Err()))
+}
+
+// dhcp6 leases an IPv6 address (stateful DHCPv6, RFC 8415 §18) and sets
+// it on name as a /128: the on-link prefix and the default route come
+// from the segment's router advertisements, which the kernel applies.
+func dhcp6(ctx context.Context, name string, log *slog.Logger) (net.IP, error) {
+	var lastErr error
+	for attempt := 1; attempt <= DHCPAttempts && ctx.Err() == nil; attempt++ {
+		// The client binds the link-local address, usable once duplicate
+		// address detection is over (about a second after link up).
+		c, err := nclient6.New(name, nclient6.WithTimeout(DHCPTimeout/3), nclient6.WithRetry(3))
+		if err != nil {
+			lastErr = err
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, DHCPTimeout)
+		var reply *dhcpv6.Message
+		adv, err := c.Solicit(actx)
+		if err == nil {
+			reply, err = c.Request(actx, adv)
+		}
+		cancel()
+		c.Close()
+		if err != nil {
+			lastErr = err
+			log.Info("DHCPv6 attempt failed", "interface", name, "attempt", attempt, "err", err)
+			continue
+		}
+		var ip net.IP
+		if ia := reply.Options.OneIANA(); ia != nil {
+			if a := ia.Options.OneAddress(); a != nil {
+				ip = a.IPv6Addr
+			}
+		}
+		if ip == nil {
+			lastErr = errors.New("the DHCPv6 reply holds no address")
+			continue
+		}
+		if err := addAddress6(name, ip); err != nil {
+			return nil, fmt.Errorf("set address %s: %w", ip, err)
+		}
+		// A tentative address is no source address (RFC 4862 §5.4): until
+		// duplicate address detection ends, the kernel would send the
+		// agent's lookup from its link-local address, and that would
+		// become its callback URL.
+		if err := waitDAD(ctx, name, ip, dadWait); err != nil {
+			return nil, fmt.Errorf("address %s: %w", ip, err)
+		}
+		log.Info("DHCPv6 lease", "interface", name, "address", ip.String())
+		return ip, nil
+	}
+	return nil, fmt.Errorf("DHCPv6 failed after %d attempts: %w", DHCPAttempts, errors.Join(lastErr, ctx.Err()))
 }
 
 func linkUp(name string) error {
@@ -246,6 +388,69 @@ func addAddress(name string, addr net.IPNet) error {
 		bcast[i] = ip[i] | ^addr.Mask[i]
 	}
 	body = append(body, rtattr(unix.IFA_BROADCAST, bcast)...)
+	err = netlink(unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_REPLACE, body)
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	return err
+}
+
+// dadWait bounds the wait for duplicate address detection (one probe,
+// RetransTimer 1 s, by default).
+const dadWait = 10 * time.Second
+
+// Flags of /proc/net/if_inet6 (IFA_F_* of rtnetlink(7)).
+const (
+	ifaFlagDADFailed = 0x08
+	ifaFlagTentative = 0x40
+)
+
+// waitDAD waits until ip on name is no longer tentative, reading
+// /proc/net/if_inet6 (address, index, prefix length, scope, flags, name).
+func waitDAD(ctx context.Context, name string, ip net.IP, bound time.Duration) error {
+	want := hex.EncodeToString(ip.To16())
+	deadline := time.Now().Add(bound)
+	for {
+		b, err := os.ReadFile("/proc/net/if_inet6")
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 6 || f[0] != want || f[5] != name {
+				continue
+			}
+			flags, err := strconv.ParseUint(f[4], 16, 32)
+			if err != nil {
+				return err
+			}
+			if flags&ifaFlagDADFailed != 0 {
+				return errors.New("duplicate address detection failed: another machine has it")
+			}
+			if flags&ifaFlagTentative == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still tentative after %s", bound)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// addAddress6 sets ip/128 on name.
+func addAddress6(name string, ip net.IP) error {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return err
+	}
+	body := []byte{unix.AF_INET6, 128, 0, unix.RT_SCOPE_UNIVERSE, 0, 0, 0, 0}
+	binary.NativeEndian.PutUint32(body[4:], uint32(ifi.Index))
+	body = append(body, rtattr(unix.IFA_ADDRESS, ip.To16())...)
 	err = netlink(unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_REPLACE, body)
 	if errors.Is(err, unix.EEXIST) {
 		return nil

@@ -150,7 +150,7 @@ func ApplyNetworkData(ctx context.Context, nd *NetworkData, log *slog.Logger) ([
 		done = append(done, ifc)
 	}
 	for _, l := range plan.DHCP {
-		ifc, err := configure(ctx, l, log)
+		ifc, err := configure(ctx, l, Families{V4: true}, log)
 		if err != nil {
 			log.Warn("network_data: DHCP failed", "interface", l, "err", err)
 			continue

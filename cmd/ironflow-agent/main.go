@@ -90,7 +90,7 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 		boot.WaitForEntropy(log)
 		nd := networkData(ctx, opts, log)
 		for {
-			bringUp := func() error { _, err := boot.BringUpNetwork(ctx, bootMAC, log); return err }
+			bringUp := func() error { _, err := boot.BringUpNetwork(ctx, bootMAC, boot.FamiliesFor(apiURL), log); return err }
 			if nd != nil {
 				bringUp = func() error { _, err := boot.ApplyNetworkData(ctx, nd, log); return err }
 			}

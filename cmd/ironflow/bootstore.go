@@ -55,15 +55,14 @@ func (b bootStore) Allocate(ctx context.Context, mac net.HardwareAddr, nodeUUID 
 func (b bootStore) LeasedAddrs(ctx context.Context, macs []string) ([]netip.Addr, error) {
 	var out []netip.Addr
 	for _, m := range macs {
-		l, err := b.st.GetLease(ctx, m)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
+		ls, err := b.st.GetLeases(ctx, m)
 		if err != nil {
 			return nil, err
 		}
-		if time.Now().Before(l.ExpiresAt) {
-			out = append(out, l.IP.Unmap())
+		for _, l := range ls {
+			if time.Now().Before(l.ExpiresAt) {
+				out = append(out, l.IP.Unmap())
+			}
 		}
 	}
 	return out, nil

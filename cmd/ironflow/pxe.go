@@ -23,6 +23,7 @@ type bootFlags struct {
 	listen, publicURL, imagesDir, isoDir, tftpListen, tftpRoot *string
 	dhcpInterface, dhcpMode, dhcpAddr, dhcpPool, dhcpRouter    *string
 	dhcpListen, loadersDir                                     *string
+	dhcp6                                                      dhcpv6Flags
 	kickstartAnyClient                                         *bool
 	limits                                                     httpLimits
 	tls                                                        httpTLS
@@ -46,6 +47,7 @@ func addBootFlags(s *settings) bootFlags {
 		dhcpAddr:      s.String("dhcp-server-address", "", "ironflow's IPv4 address on the DHCP segment"),
 		dhcpPool:      s.String("dhcp-pool", "", "reservation pool as CIDR,first,last e.g. 10.0.0.0/24,10.0.0.100,10.0.0.200"),
 		dhcpRouter:    s.String("dhcp-router", "", "router option for the pool"),
+		dhcp6:         addDHCPv6Flags(s),
 		kickstartAnyClient: s.Bool("boot-kickstart-any-client", false,
 			"serve a node's kickstart to any client when the node has no lease from ironflow's DHCP (a boot service off the nodes' segment; docs/security.md)"),
 		// Machines download kernels, ramdisks and images: a long write timeout.
@@ -117,7 +119,7 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 	if base == "" {
 		base = f.tls.scheme() + "://" + addr
 	}
-	errs := make(chan error, 3)
+	errs := make(chan error, 5)
 	go func() { errs <- <-done }()
 
 	if *f.tftpListen != "" {
@@ -143,6 +145,9 @@ func startBoot(ctx context.Context, f bootFlags, dataDir string, st *store.Store
 		}
 		go func() { errs <- d.Serve(ctx) }()
 		log.Info("dhcp serving", "interface", *f.dhcpInterface, "listen", *f.dhcpListen, "mode", cfg.Mode)
+	}
+	if err := f.dhcp6.start(ctx, base, backend, blog, errs); err != nil {
+		return "", nil, nil, err
 	}
 	vm := isoService{isos: pxe.AgentISOs{Dir: *f.isoDir}, imagesDir: *f.imagesDir, baseURL: base}
 	return addr, errs, vm, nil

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv6"
+	"github.com/insomniacslk/dhcp/iana"
 
 	"github.com/ironflow/ironflow/pxe"
 )
@@ -75,6 +77,22 @@ func benchBoot(ctx context.Context, cfg config, dir string, log *slog.Logger) ([
 	}
 	rows = append(rows, row("boot", fmt.Sprintf("DHCP offers from pxe.DHCPHandler.HandleBytes (%d machines, in memory, %d goroutines)", dhcpMachines, numCPU()), handled, "offers/s").
 		vs("decode + encode the same packets only", codec))
+
+	// DHCPv6: the same machines' UEFI PXE Solicits, against the DHCPv4
+	// offers just measured.
+	h6, solicits, err := newDHCPv6Setup(backend)
+	if err != nil {
+		return nil, err
+	}
+	handled6, err := loopRate(ctx, cfg.dhcpDuration, numCPU(), func(i int) bool {
+		s := solicits[i%len(solicits)]
+		return h6.HandleBytes(ctx, s.wire, s.peer) != nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row("boot", fmt.Sprintf("DHCPv6 advertises from pxe.DHCPv6Handler.HandleBytes (%d machines, in memory, %d goroutines)", dhcpMachines, numCPU()), handled6, "answers/s").
+		vs("DHCPv4 offers from pxe.DHCPHandler.HandleBytes, same machines", handled))
 
 	// Over UDP on 127.0.0.1: the real pxe.DHCPServer on a free port, vs a
 	// socket loop of the same shape that only echoes the packet (what the
@@ -178,6 +196,37 @@ func newDHCPSetup() (*pxe.MemoryBackend, *pxe.DHCPHandler, []*dhcpv4.DHCPv4, err
 	}
 	h, err := pxe.NewDHCPHandler(dhcpConfig(), backend, pxe.NewMemoryLeases(), nil)
 	return backend, h, discovers, err
+}
+
+// solicit6 is one machine's DHCPv6 Solicit and the link-local address it
+// comes from (the MAC's modified EUI-64, RFC 4291 appendix A).
+type solicit6 struct {
+	wire []byte
+	peer netip.Addr
+}
+
+// newDHCPv6Setup builds a DHCPv6 handler over backend's machines and one
+// UEFI PXE Solicit per machine (DUID-UUID, as OVMF sends).
+func newDHCPv6Setup(backend *pxe.MemoryBackend) (*pxe.DHCPv6Handler, []solicit6, error) {
+	var out []solicit6
+	for i := range dhcpMachines {
+		mac := net.HardwareAddr{0x52, 0x57, 0, 0, byte(i >> 8), byte(i)}
+		m, err := dhcpv6.NewSolicit(mac,
+			dhcpv6.WithClientID(&dhcpv6.DUIDUUID{UUID: [16]byte{0: byte(i >> 8), 1: byte(i)}}),
+			dhcpv6.WithRequestedOptions(dhcpv6.OptionBootfileURL),
+			dhcpv6.WithArchType(iana.EFI_X86_64),
+			dhcpv6.WithOption(&dhcpv6.OptVendorClass{EnterpriseNumber: 343, Data: [][]byte{[]byte("PXEClient:Arch:00007:UNDI:003016")}}))
+		if err != nil {
+			return nil, nil, err
+		}
+		ll := netip.AddrFrom16([16]byte{0xfe, 0x80, 8: mac[0] ^ 2, 9: mac[1], 10: mac[2], 11: 0xff, 12: 0xfe, 13: mac[3], 14: mac[4], 15: mac[5]})
+		out = append(out, solicit6{wire: m.ToBytes(), peer: ll})
+	}
+	h, err := pxe.NewDHCPv6Handler(pxe.DHCPv6Config{
+		Addr: netip.MustParseAddr("fd98::1"), HTTPBaseURL: "http://[fd98::1]:8080",
+		Pools: []pxe.DHCPv6Pool{{Prefix: netip.MustParsePrefix("fd98::/64"), First: netip.MustParseAddr("fd98::1:0"), Last: netip.MustParseAddr("fd98::1:ffff")}},
+	}, backend, pxe.NewMemoryLeases(), nil)
+	return h, out, err
 }
 
 // dhcpConfig is the reservation-mode configuration of the DHCP measures.

@@ -54,6 +54,13 @@ if [ -n "$dev" ] && mount -t iso9660 -o ro "$dev" /mnt; then
 	key=$(echo "$json" | sed -n 's/.*"public_keys" *: *{ *"[^"]*" *: *"\([^"]*\)".*/\1/p')
 	echo "IRONFLOW-E2E config-drive=$dev"
 	echo "IRONFLOW-E2E hostname=$host key=$key"
+	# The first network's address in network_data, IPv6 ones included.
+	if [ -f /mnt/openstack/latest/network_data.json ]; then
+		nd=$(tr -d '\n' </mnt/openstack/latest/network_data.json)
+		ntype=$(echo "$nd" | grep -o '"type" *: *"ipv[46][^"]*"' | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
+		naddr=$(echo "$nd" | grep -o '"ip_address" *: *"[^"]*"' | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')
+		echo "IRONFLOW-E2E network-data type=$ntype ip_address=$naddr"
+	fi
 else
 	echo "IRONFLOW-E2E no-config-drive"
 fi

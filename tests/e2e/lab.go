@@ -52,6 +52,35 @@ type Lab struct {
 // deletes it, with everything still running inside, when the test ends.
 func NewLab(t testing.TB) *Lab {
 	t.Helper()
+	l := newLab(t, []string{"addr", "add", LabAddress + "/" + strconv.Itoa(LabPrefix), "dev", LabBridge})
+	l.AdvertiseIPv6Router()
+	t.Logf("lab: network namespace %s, bridge %s %s/%d", l.Netns, l.Bridge, LabAddress, LabPrefix)
+	return l
+}
+
+// The IPv6-only lab's network: no IPv4 address anywhere on the bridge.
+const (
+	LabAddress6   = "fd77::1"
+	LabPrefix6    = "fd77::/64"
+	LabPoolFirst6 = "fd77::100"
+	LabPoolLast6  = "fd77::1ff"
+)
+
+// NewIPv6Lab is NewLab on an IPv6-only segment: the bridge has
+// LabAddress6/64 (without duplicate address detection, so services bind it
+// at once) and no IPv4 address, and the lab sends no router advertisement
+// of its own: ironflow's (--router-advertisements) is the segment's.
+func NewIPv6Lab(t testing.TB) *Lab {
+	t.Helper()
+	l := newLab(t, []string{"addr", "add", LabAddress6 + "/64", "dev", LabBridge, "nodad"})
+	t.Logf("lab: network namespace %s, bridge %s %s/64, no IPv4", l.Netns, l.Bridge, LabAddress6)
+	return l
+}
+
+// newLab creates the namespace and its bridge with the address addr (an
+// "ip" command).
+func newLab(t testing.TB, addr []string) *Lab {
+	t.Helper()
 	RequireQEMU(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -64,13 +93,11 @@ func NewLab(t testing.TB) *Lab {
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
 		{"link", "add", l.Bridge, "type", "bridge", "forward_delay", "0"},
-		{"addr", "add", LabAddress + "/" + strconv.Itoa(LabPrefix), "dev", l.Bridge},
+		addr,
 		{"link", "set", l.Bridge, "up"},
 	} {
 		l.ip(args...)
 	}
-	l.AdvertiseIPv6Router()
-	t.Logf("lab: network namespace %s, bridge %s %s/%d", l.Netns, l.Bridge, LabAddress, LabPrefix)
 	return l
 }
 

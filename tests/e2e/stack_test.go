@@ -135,7 +135,11 @@ func linkOrCopy(src, dst string) error {
 // A split stack (startSplitStack) is devstack's Stack instead, each part a
 // process of its own inside the lab, so that a scenario can kill one.
 type stack struct {
-	lab       *Lab
+	lab *Lab
+	// api and boot are the API's and the boot service's host:port as the
+	// lab reaches them: apiListen and bootListen, bracketed IPv6 on
+	// startIPv6Stack's.
+	api, boot string
 	bin       string
 	dataDir   string
 	imagesDir string
@@ -170,7 +174,7 @@ func (s *stack) logTail() string {
 // directory with the agent kernel and initramfs and the test image.
 func newStack(t *testing.T, lab *Lab) *stack {
 	t.Helper()
-	s := &stack{lab: lab, bin: ironflowBinary(t)}
+	s := &stack{lab: lab, bin: ironflowBinary(t), api: apiListen, boot: bootListen}
 	// PostgreSQL runs as an unprivileged user: its directory must be
 	// reachable by it, which t.TempDir's 0700 parents are not.
 	dir, err := os.MkdirTemp("", "ironflow-e2e-stack-")
@@ -352,7 +356,7 @@ func (s *stack) waitHTTP(t *testing.T, url string, p *Process) {
 	}
 }
 
-func (s *stack) imageURL(name string) string { return "http://" + bootListen + "/images/" + name }
+func (s *stack) imageURL(name string) string { return "http://" + s.boot + "/images/" + name }
 
 // baremetal runs the unmodified baremetal CLI inside the lab. Arguments
 // after a "--driver-info" whose value holds a password are masked in logs.
@@ -376,9 +380,9 @@ func (s *stack) runCLI(t *testing.T, logIt bool, args ...string) (string, error)
 	if s.cliErr != nil {
 		t.Fatal(s.cliErr)
 	}
-	endpoint := "http://" + apiListen
+	endpoint := "http://" + s.api
 	if s.apiCA != "" { // an HTTPS API: agent_https_api_test.go
-		endpoint = "https://" + apiListen
+		endpoint = "https://" + s.api
 	}
 	env := append(os.Environ(), "OS_ENDPOINT="+endpoint, "OS_AUTH_TYPE=none")
 	if s.apiCA != "" {
