@@ -215,7 +215,9 @@ func benchIronic(ctx context.Context, cfg config, dir string, log *slog.Logger) 
 func (r lifecycleResult) summary() string {
 	var parts []string
 	for _, s := range lifecycleSteps {
-		parts = append(parts, fmt.Sprintf("%s %.1f/s", s.name, r.steps[s.name].rate))
+		if st, ok := r.steps[s.name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f/s", s.name, st.rate))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"slices"
 	"testing"
 )
@@ -33,5 +34,39 @@ func TestRoleTreesCountEveryProcessOnce(t *testing.T) {
 			}
 			seen[p] = role
 		}
+	}
+}
+
+// The fleet part runs only when named; the footprint part is in the
+// default set; other builds for the footprint part are a list.
+func TestFootprintAndFleetFlags(t *testing.T) {
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.has("footprint") || cfg.has("fleet") || cfg.has("compare") {
+		t.Fatalf("default parts %v: want footprint, not fleet or compare", cfg.parts)
+	}
+	if cfg.footprintNodes != 10000 || cfg.footprintDeploys != 1000 || cfg.fleetNodes != 10000 {
+		t.Fatalf("default sizes: footprint %d nodes, %d deploys; fleet %d nodes", cfg.footprintNodes, cfg.footprintDeploys, cfg.fleetNodes)
+	}
+	cfg, err = parseFlags([]string{"-parts", "fleet", "-footprint-also", "/a/ironflow, /b/ironflow,", "-fleet-nodes", "200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.has("fleet") || cfg.fleetNodes != 200 || !slices.Equal(cfg.footprintAlso, []string{"/a/ironflow", "/b/ironflow"}) {
+		t.Fatalf("parts %v, fleet nodes %d, also %q", cfg.parts, cfg.fleetNodes, cfg.footprintAlso)
+	}
+	if _, err := parseFlags([]string{"-footprint-deploys", "0"}); err == nil {
+		t.Fatal("0 deploys accepted")
+	}
+}
+
+// The anonymous part of a footprint is part of its PSS: this process's
+// heap is anonymous, its binary's pages are not.
+func TestFootprintAnonymousWithinPSS(t *testing.T) {
+	f := measureFootprint(map[string]int{"self": os.Getpid()})
+	if f.anon <= 0 || f.anon > f.pss {
+		t.Fatalf("anonymous %d of PSS %d", f.anon, f.pss)
 	}
 }
