@@ -43,7 +43,7 @@ export IRONFLOW_TEMPORAL_SQL_TOOL_BIN := $(TEMPORAL_SQL_TOOL)
 export IRONFLOW_TEMPORAL_UI_BIN := $(TEMPORAL_UI)
 export IRONFLOW_IMAGES_DIR := $(DATA)/images
 
-.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-metal3 bench-compare test-unit fuzz fuzz-targets bench soak ramdisk ramdisk-arm64 kernel lint clean help record-histories docs
+.PHONY: all build tools deps deps-run deps-bench run run-cluster test test-metal3 bench-compare bench-fleet test-unit fuzz fuzz-targets bench soak ramdisk ramdisk-arm64 kernel lint clean help record-histories docs
 
 all: build
 
@@ -52,6 +52,7 @@ help:
 	@echo "make run-cluster  make run on a Temporal cluster (PostgreSQL, mTLS) instead of the dev server"
 	@echo "make test     run every test (unit, integration, baremetal CLI, VM end-to-end)"
 	@echo "make bench    run the benchmarks and print their tables"
+	@echo "make bench-fleet  10,000 fake nodes enrolled, managed, provided on ironflow dev and Ironic; reads and idle CPU at that size (about 40 min)"
 	@echo "make bench-compare BASE=<commit>  this build's deploy rate and CPU per deploy against another commit's, one run"
 	@echo "make fuzz     run every fuzz target longer (FUZZTIME=$(FUZZTIME))"
 	@echo "make soak     deploy SOAK_NODES=$(SOAK_NODES) fake nodes with faults and crashes (not in make test)"
@@ -180,6 +181,13 @@ deps-bench:
 bench: deps-bench tools build ramdisk
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 	$(GO) run ./internal/bench -out $(DATA)/bench/results.json $(BENCH_FLAGS)
+
+# The fleet part alone (docs/benchmarks.md, "The 10,000-node fleet"; not in
+# make bench, about 40 minutes on 2 cores): -fleet-nodes (default 10,000)
+# fake-hardware nodes through enroll, manage and provide on ironflow dev
+# and on Ironic, list and show at that size, the idle fleet's CPU.
+bench-fleet: deps-bench $(TEMPORAL) build
+	$(GO) run ./internal/bench -parts fleet -ironflow $(BIN)/ironflow -out $(DATA)/bench/fleet.json $(BENCH_FLAGS)
 
 # This build against another commit's in one run (docs/benchmarks.md,
 # "Comparing two builds"): BASE's ironflow is built from a clean export of

@@ -24,7 +24,10 @@ import (
 func TestPrepareBootHTTPIPXE(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
-	a := activities.New(st, activities.Config{BootURL: "http://10.99.0.1:8080/"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// The worker boots an aarch64 agent (arch.go), so that an aarch64
+	// node reaches the question of its UEFI HTTP boot loader.
+	a := activities.New(st, activities.Config{BootURL: "http://10.99.0.1:8080/", AgentArchitectures: []string{activities.ArchX8664, activities.ArchAArch64}},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, c := range []struct {
 		name, mode, arch string
 		loader           string

@@ -119,7 +119,11 @@ type lifecycleResult struct {
 // footprint is the memory of a service's process trees.
 type footprint struct {
 	rss, pss int64
-	byRole   map[string]int64 // PSS
+	// anon is the anonymous part of pss (heaps, caches): what the
+	// processes hold themselves, apart from their binaries' pages, whose
+	// PSS also depends on who else maps the same files.
+	anon   int64
+	byRole map[string]int64 // PSS
 }
 
 func benchIronic(ctx context.Context, cfg config, dir string, log *slog.Logger) ([]Row, error) {
@@ -211,7 +215,9 @@ func benchIronic(ctx context.Context, cfg config, dir string, log *slog.Logger) 
 func (r lifecycleResult) summary() string {
 	var parts []string
 	for _, s := range lifecycleSteps {
-		parts = append(parts, fmt.Sprintf("%s %.1f/s", s.name, r.steps[s.name].rate))
+		if st, ok := r.steps[s.name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f/s", s.name, st.rate))
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -223,6 +229,13 @@ const lifecycleQuietMax = 30 * time.Second
 // runLifecycle enrolls n nodes and takes them through every step, then
 // deletes them (not measured).
 func runLifecycle(ctx context.Context, t *target, n, clients int, log *slog.Logger) (lifecycleResult, error) {
+	return runLifecycleUpTo(ctx, t, n, clients, lifecycleSteps[len(lifecycleSteps)-1].name, false, log)
+}
+
+// runLifecycleUpTo is runLifecycle ending with the step named last; with
+// keep the nodes stay (the fleet part measures reads and idle cost on
+// them, and the stack is thrown away after).
+func runLifecycleUpTo(ctx context.Context, t *target, n, clients int, last string, keep bool, log *slog.Logger) (lifecycleResult, error) {
 	res := lifecycleResult{steps: map[string]stepResult{}}
 	runID := time.Now().UnixNano() % 1_000_000
 	nodes := make([]*benchNode, n)
@@ -253,7 +266,9 @@ func runLifecycle(ctx context.Context, t *target, n, clients int, log *slog.Logg
 		return res, fmt.Errorf("enroll: %d of %d failed, first: %w", len(errs), n, errs[0])
 	}
 	res.steps["enroll"] = stepResult{rate: float64(n) / time.Since(start).Seconds()}
-	defer deleteNodes(context.WithoutCancel(ctx), t, nodes, clients, log)
+	if !keep {
+		defer deleteNodes(context.WithoutCancel(ctx), t, nodes, clients, log)
+	}
 	for _, s := range lifecycleSteps[1:] {
 		cpu0 := treeCPUByRole(t.procs())
 		r, err := transition(ctx, t, nodes, s.verb, s.state, clients)
@@ -275,6 +290,9 @@ func runLifecycle(ctx context.Context, t *target, n, clients int, log *slog.Logg
 		}
 		if r.failed == n {
 			return res, fmt.Errorf("%s: every node failed, first: %s", s.name, r.failure)
+		}
+		if s.name == last {
+			break
 		}
 	}
 	return res, nil

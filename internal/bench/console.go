@@ -68,7 +68,7 @@ func benchConsole(ctx context.Context, cfg config, st *stack, log *slog.Logger) 
 		time.Sleep(consoleSettle)
 		fp := map[string]procFootprint{}
 		for role, pid := range roles() {
-			fp[role] = procFootprint{rss: procRSS(pid), pss: procPSS(pid)}
+			fp[role] = procFootprint{rss: procRSS(pid), pss: procSmapsRollup(pid, "Pss:")}
 		}
 		return fp, treeCPUByRole(roles())
 	}

@@ -10,14 +10,31 @@ import (
 	"time"
 )
 
-// procTree is pid and every process below it.
-func procTree(pid int) []int {
-	if pid <= 0 {
-		return nil
+// roleTrees is each role's processes: its root and every process below
+// it, but not another role's root nor anything below that one. ironflow
+// dev's Temporal server and PostgreSQL are its children and count as
+// theirs alone, once.
+func roleTrees(roles map[string]int, children func(int) []int) map[string][]int {
+	roots := map[int]bool{}
+	for _, pid := range roles {
+		if pid > 0 {
+			roots[pid] = true
+		}
 	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, childrenOf(out[i])...)
+	out := map[string][]int{}
+	for role, pid := range roles {
+		if pid <= 0 {
+			continue
+		}
+		tree := []int{pid}
+		for i := 0; i < len(tree); i++ {
+			for _, c := range children(tree[i]) {
+				if !roots[c] {
+					tree = append(tree, c)
+				}
+			}
+		}
+		out[role] = tree
 	}
 	return out
 }
@@ -26,9 +43,9 @@ func procTree(pid int) []int {
 // children it already waited for (a PostgreSQL backend that exited).
 func treeCPUByRole(roles map[string]int) map[string]time.Duration {
 	out := map[string]time.Duration{}
-	for role, pid := range roles {
+	for role, tree := range roleTrees(roles, childrenOf) {
 		var total time.Duration
-		for _, p := range procTree(pid) {
+		for _, p := range tree {
 			total += procCPU(p)
 		}
 		out[role] = total
@@ -41,10 +58,11 @@ func treeCPUByRole(roles map[string]int) map[string]time.Duration {
 // so PostgreSQL's shared buffers count once, not once per backend.
 func measureFootprint(roles map[string]int) footprint {
 	f := footprint{byRole: map[string]int64{}}
-	for role, pid := range roles {
-		for _, p := range procTree(pid) {
+	for role, tree := range roleTrees(roles, childrenOf) {
+		for _, p := range tree {
 			rss := procRSS(p)
-			pss := procPSS(p)
+			pss := procSmapsRollup(p, "Pss:")
+			f.anon += procSmapsRollup(p, "Pss_Anon:")
 			if pss == 0 {
 				pss = rss
 			}
@@ -56,13 +74,15 @@ func measureFootprint(roles map[string]int) footprint {
 	return f
 }
 
-func procPSS(pid int) int64 {
+// procSmapsRollup is one figure of the process's smaps_rollup, in bytes
+// (Pss:, Pss_Anon:).
+func procSmapsRollup(pid int, key string) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "Pss:") {
+		if strings.HasPrefix(l, key) {
 			if f := strings.Fields(l); len(f) >= 2 {
 				v, _ := strconv.ParseInt(f[1], 10, 64)
 				return v * 1024

@@ -8,6 +8,11 @@
 //	         the Temporal cluster's with -cluster) through the same client and
 //	         workloads: enroll, manage, provide, deploy, undeploy, list, show;
 //	         CPU and memory of every process each needs
+//	footprint memory (PSS, every process summed) of ironflow dev and of
+//	         Ironic at idle, with 10,000 nodes more enrolled and after 1,000
+//	         deploys; CPU per deploy
+//	fleet    (only when named) 10,000 nodes enrolled, managed and provided
+//	         on both; list and show at that size; idle CPU per node-minute
 //	control  deploys/s of fake-hardware nodes through the real API, api and
 //	         worker as processes, on the file-backed Temporal dev server, vs
 //	         bare workflows running the same activity mix on the same server
@@ -60,9 +65,11 @@ const (
 	// DefaultRounds: the deploy parts alternate ceiling and ironflow runs
 	// this many times and compare medians, because one run of either
 	// moves by a quarter on a shared machine.
-	DefaultRounds          = 3
-	DefaultPollInterval    = 500 * time.Millisecond
-	allParts               = "latency,ironic,allocation,control,cluster,agent,api,image,qcow2,boot,console"
+	DefaultRounds       = 3
+	DefaultPollInterval = 500 * time.Millisecond
+	allParts            = "latency,ironic,footprint,allocation,control,cluster,agent,api,image,qcow2,boot,console"
+	// optionalParts run only when -parts names them.
+	optionalParts          = "compare,fleet"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -111,6 +118,11 @@ type config struct {
 	compareRounds int
 	// consoles is how many consoles the console part opens at once.
 	consoles int
+	// The footprint and fleet parts' (fleet.go).
+	footprintNodes, footprintDeploys int
+	footprintAlso                    []string
+	fleetNodes                       int
+	fleetIdle                        time.Duration
 }
 
 func main() {
@@ -172,16 +184,26 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.compareBin, "compare-ironflow", "", "the compare part (not run unless named in -parts): another build's ironflow binary whose control deploys alternate with this build's on one stack (make bench-compare BASE=<commit>)")
 	fs.IntVar(&cfg.consoles, "consoles", DefaultConsoles, "fake consoles the console part enables and opens a session to at once")
 	fs.IntVar(&cfg.compareRounds, "compare-rounds", 7, "rounds of the compare part, each one trial of either build (medians are compared)")
+	fs.IntVar(&cfg.footprintNodes, "footprint-nodes", DefaultFootprintNodes, "nodes the footprint part seeds into each system's database before its second memory measure")
+	fs.IntVar(&cfg.footprintDeploys, "footprint-deploys", DefaultFootprintDeploys, "nodes the footprint part enrolls, manages, provides and deploys through the API on each system")
+	also := fs.String("footprint-also", "", "comma-separated other ironflow binaries whose `ironflow dev` the footprint and fleet parts measure in the same run (a before/after of the embedded stack's settings)")
+	fs.IntVar(&cfg.fleetNodes, "fleet-nodes", DefaultFleetNodes, "nodes the fleet part (not run unless named in -parts) enrolls, manages and provides on each system")
+	fs.DurationVar(&cfg.fleetIdle, "fleet-idle", DefaultFleetIdle, "how long the fleet part measures the idle fleet's CPU")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	for _, b := range strings.Split(*also, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.footprintAlso = append(cfg.footprintAlso, b)
+		}
 	}
 	for _, p := range strings.Split(*parts, ",") {
 		p = strings.TrimSpace(p)
 		if p == "" {
 			continue
 		}
-		if !slices.Contains(strings.Split(allParts, ","), p) && p != "compare" {
-			return cfg, fmt.Errorf("unknown part %q (want some of %s, or compare)", p, allParts)
+		if !slices.Contains(strings.Split(allParts+","+optionalParts, ","), p) {
+			return cfg, fmt.Errorf("unknown part %q (want some of %s, or %s)", p, allParts, optionalParts)
 		}
 		cfg.parts = append(cfg.parts, p)
 	}
@@ -204,7 +226,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
 		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
 	}
-	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 || cfg.consoles <= 0 {
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 || cfg.consoles <= 0 || cfg.footprintNodes <= 0 || cfg.footprintDeploys <= 0 || cfg.fleetNodes <= 0 || cfg.fleetIdle <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
 	return cfg, nil
@@ -264,6 +286,8 @@ func run(ctx context.Context, cfg config) error {
 	parts := []part{
 		{"latency", func(ctx context.Context) ([]Row, error) { return benchLatency(ctx, cfg, st, log) }},
 		{"ironic", func(ctx context.Context) ([]Row, error) { return benchIronic(ctx, cfg, dir, log) }},
+		{"footprint", func(ctx context.Context) ([]Row, error) { return benchFootprint(ctx, cfg, dir, log) }},
+		{"fleet", func(ctx context.Context) ([]Row, error) { return benchFleet(ctx, cfg, dir, log) }},
 		{"allocation", func(ctx context.Context) ([]Row, error) { return benchAllocation(ctx, cfg, dir, log) }},
 		{"control", func(ctx context.Context) ([]Row, error) { return benchControl(ctx, cfg, st, log) }},
 		{"cluster", func(ctx context.Context) ([]Row, error) { return benchCluster(ctx, cfg, dir, log) }},
