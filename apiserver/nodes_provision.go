@@ -12,7 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ironflow/ironflow/configdrive"
-	"github.com/ironflow/ironflow/internal/crashhook"
+	"github.com/ironflow/ironflow/crashhook"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
@@ -475,7 +475,7 @@ func (s *server) actProvision(c *gin.Context, n *store.Node, req provisionBody, 
 		return err
 	}
 	// A test may kill the API here, its state written and no workflow
-	// started (internal/crashhook): the reconciler mends that node.
+	// started (crashhook): the reconciler mends that node.
 	crashhook.Point(ctx, n.UUID, "StartWorkflow/"+string(t.Next), "start")
 	// The request carries no config drive: DeployNode finds it with the
 	// node (provision.Request.ConfigDrive is for histories recorded before).

@@ -32,7 +32,7 @@ import (
 
 // crashCase is one row of the crash table: a point of a deploy, a cleaning
 // or an undeploy (docs/architecture.md's thirteen steps), where the crash
-// hook (internal/crashhook/on.go) stops the worker, and which process is
+// hook (crashhook/on.go) stops the worker, and which process is
 // killed while the node is there.
 type crashCase struct {
 	op   string // deploy, clean, undeploy

@@ -38,7 +38,7 @@ type reconcileStack struct {
 }
 
 // startReconcileStack starts the stack with a crashhook build whose rules
-// are crashAt (internal/crashhook).
+// are crashAt (crashhook).
 func startReconcileStack(t *testing.T, crashAt string) *reconcileStack {
 	t.Helper()
 	dir := t.TempDir()
@@ -199,7 +199,7 @@ func (rs *reconcileStack) repairs(t *testing.T) map[string]float64 {
 }
 
 // killedAPI sends a verb to the API armed to SIGKILL itself after its
-// state write, before the workflow start (internal/crashhook's
+// state write, before the workflow start (crashhook's
 // StartWorkflow/<state> point), then starts the API again.
 func (rs *reconcileStack) killedAPI(t *testing.T, uuid, verb string) {
 	t.Helper()
