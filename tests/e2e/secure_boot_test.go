@@ -145,7 +145,7 @@ func buildSignedTestImage(t *testing.T, unsigned string) (string, string) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "grub.cfg")
-	if err := os.WriteFile(cfg, []byte("set timeout=0\nmenuentry \"ironflow e2e signed\" {\n\tlinux /vmlinuz console=ttyS0,115200\n\tinitrd /initrd.img\n}\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte("set timeout=0\nmenuentry \"ironflow e2e signed\" {\n\tlinux /vmlinuz console=ttyS0,115200 no_timer_check\n\tinitrd /initrd.img\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	esp := fmt.Sprintf("%s@@%d", disk, partOffset)
