@@ -121,4 +121,3 @@ func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
 	}
 	t.Logf("UEFI HTTP boot deploy: active and booted from disk %.1fs after the test began", time.Since(begin).Seconds())
 }
-
