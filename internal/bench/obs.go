@@ -204,8 +204,11 @@ func benchObs(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 				} else if spans != 0 {
 					return fmt.Errorf("metrics and tracing off: the OTLP receiver got %.0f spans", spans)
 				}
+				n := float64(len(nodes))
 				log.Info("obs trial", "metrics_and_tracing", side.name, "round", round+1, "rate", fmt.Sprintf("%.2f/s", tr.rate),
-					"cpu_per_deploy_ms", fmt.Sprintf("%.1f", cpuPerDeploy(tr)), "spans", spans, "dropped", dropped)
+					"cpu_per_deploy_ms", fmt.Sprintf("%.1f", cpuPerDeploy(tr)), "spans", spans, "dropped", dropped,
+					"api_ms", fmt.Sprintf("%.1f", ms(tr.used.APICPU)/n), "worker_ms", fmt.Sprintf("%.1f", ms(tr.used.WorkerCPU)/n),
+					"temporal_ms", fmt.Sprintf("%.1f", ms(tr.used.TemporalCPU)/n), "postgres_ms", fmt.Sprintf("%.1f", ms(tr.used.PostgresCPU)/n))
 				side.trials = append(side.trials, tr)
 				side.spans = append(side.spans, spans)
 				side.dropped = append(side.dropped, dropped)
@@ -255,6 +258,22 @@ func obsDeployRows(cfg config, off, on *obsSide) []Row {
 	offRate, offRates := pick(off, rate)
 	onCPU, onCPUs := pick(on, cpuPerDeploy)
 	offCPU, offCPUs := pick(off, cpuPerDeploy)
+	// Where the CPU goes: each process's median per deploy, on/off.
+	perProc := func(f func(usage) time.Duration) string {
+		m := func(s *obsSide) float64 {
+			x, _ := pick(s, func(tr deployTrial) float64 {
+				if n := tr.active + tr.failed; n > 0 {
+					return ms(f(tr.used)) / float64(n)
+				}
+				return 0
+			})
+			return x
+		}
+		return fmt.Sprintf("%.1f/%.1f", m(on), m(off))
+	}
+	split := fmt.Sprintf("medians on/off per process: api %s, worker %s, Temporal %s, PostgreSQL %s ms",
+		perProc(func(u usage) time.Duration { return u.APICPU }), perProc(func(u usage) time.Duration { return u.WorkerCPU }),
+		perProc(func(u usage) time.Duration { return u.TemporalCPU }), perProc(func(u usage) time.Duration { return u.PostgresCPU }))
 	var perDeploy []float64
 	for i, tr := range on.trials {
 		if n := tr.active + tr.failed; n > 0 {
@@ -267,7 +286,7 @@ func obsDeployRows(cfg config, off, on *obsSide) []Row {
 			note("goal: ratio ≥ 0.97; on/off per round: " + pairs(onRates, offRates, "%.1f") + " nodes/s"),
 		lowerBetter(row("obs", "CPU per deploy, metrics and tracing on (api + worker + Temporal + PostgreSQL)", onCPU, "ms"),
 			"metrics and tracing off", offCPU).
-			note("goal: ratio ≥ 0.97; on/off per round: " + pairs(onCPUs, offCPUs, "%.1f") + " ms"),
+			note("goal: ratio ≥ 0.97; on/off per round: " + pairs(onCPUs, offCPUs, "%.1f") + " ms; " + split),
 		row("obs", "spans exported per deploy, metrics and tracing on (received by the bench's OTLP receiver)", median(perDeploy), "spans").
 			note(fmt.Sprintf("per round: %s; dropped (ironflow_trace_spans_dropped_total of api + worker) per round: %s",
 				joinFloats(on.spans, "%.0f"), joinFloats(on.dropped, "%.0f"))),

@@ -71,3 +71,26 @@ ironflow_trace_spans_dropped_total 5
 		}
 	}
 }
+
+// The rows compare medians, on against off: a dearer "on" shows as a
+// ratio below 1 for both the rate and the CPU per deploy.
+func TestObsDeployRows(t *testing.T) {
+	trial := func(rate float64, cpuMS int) deployTrial {
+		return deployTrial{rate: rate, active: 10, used: usage{WorkerCPU: time.Duration(cpuMS*10) * time.Millisecond}}
+	}
+	off := &obsSide{name: "off", trials: []deployTrial{trial(100, 20), trial(90, 22), trial(200, 10)}, spans: []float64{0, 0, 0}, dropped: []float64{0, 0, 0}}
+	on := &obsSide{name: "on", on: true, trials: []deployTrial{trial(80, 25), trial(50, 30), trial(90, 24)}, spans: []float64{110, 120, 100}, dropped: []float64{0, 1, 0}}
+	rows := obsDeployRows(config{nodes: 10, clients: 4}, off, on)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	if r := rows[0]; r.Value != 80 || *r.BaseVal != 100 || *r.Ratio != 0.8 {
+		t.Errorf("rate: %v against %v, ratio %v; want 80 against 100, 0.8", r.Value, *r.BaseVal, *r.Ratio)
+	}
+	if r := rows[1]; r.Value != 25 || *r.BaseVal != 20 || *r.Ratio != 0.8 {
+		t.Errorf("CPU per deploy: %v against %v, ratio %v; want 25 against 20, 0.8", r.Value, *r.BaseVal, *r.Ratio)
+	}
+	if r := rows[2]; r.Value != 11 {
+		t.Errorf("spans per deploy: %v, want 11", r.Value)
+	}
+}
