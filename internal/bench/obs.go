@@ -176,6 +176,12 @@ func benchObs(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 				if err := settle(ctx, st); err != nil {
 					return err
 				}
+				// The undeploys' spans out before the trial (both sides wait
+				// alike): neither their export's CPU nor their count is the
+				// trial's.
+				if err := sleepCtx(ctx, obsFlushWait); err != nil {
+					return err
+				}
 				spansBefore := len(sink.Spans())
 				tr, err := runDeployTrial(ctx, st, nodes, cfg, nil)
 				if err != nil {
