@@ -13,6 +13,9 @@
 //	         deploys; CPU per deploy
 //	fleet    (only when named) 10,000 nodes enrolled, managed and provided
 //	         on both; list and show at that size; idle CPU per node-minute
+//	obs      (only when named) what metrics and tracing cost: the control
+//	         part's deploys with them off and on in alternating rounds, and
+//	         the CPU of scraping every endpoint with 10,000 nodes
 //	control  deploys/s of fake-hardware nodes through the real API, api and
 //	         worker as processes, on the file-backed Temporal dev server, vs
 //	         bare workflows running the same activity mix on the same server
@@ -69,7 +72,7 @@ const (
 	DefaultPollInterval = 500 * time.Millisecond
 	allParts            = "latency,ironic,footprint,allocation,control,cluster,agent,api,image,qcow2,boot,console"
 	// optionalParts run only when -parts names them.
-	optionalParts          = "compare,fleet"
+	optionalParts          = "compare,fleet,obs"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
 	childAgentWriter       = "agent-writer"
 	defaultOutFile         = ".data/bench/results.json"
@@ -123,6 +126,9 @@ type config struct {
 	footprintAlso                    []string
 	fleetNodes                       int
 	fleetIdle                        time.Duration
+	// The obs part's (obs.go).
+	obsRounds, obsNodes, obsScrapes int
+	obsScrapeGap                    time.Duration
 }
 
 func main() {
@@ -189,6 +195,10 @@ func parseFlags(args []string) (config, error) {
 	also := fs.String("footprint-also", "", "comma-separated other ironflow binaries whose `ironflow dev` the footprint and fleet parts measure in the same run (a before/after of the embedded stack's settings)")
 	fs.IntVar(&cfg.fleetNodes, "fleet-nodes", DefaultFleetNodes, "nodes the fleet part (not run unless named in -parts) enrolls, manages and provides on each system")
 	fs.DurationVar(&cfg.fleetIdle, "fleet-idle", DefaultFleetIdle, "how long the fleet part measures the idle fleet's CPU")
+	fs.IntVar(&cfg.obsRounds, "obs-rounds", DefaultObsRounds, "rounds of the obs part (not run unless named in -parts), each one trial of -nodes deploys with metrics and tracing off and one with them on (medians are compared)")
+	fs.IntVar(&cfg.obsNodes, "obs-nodes", DefaultObsNodes, "nodes in the store while the obs part times scrapes")
+	fs.IntVar(&cfg.obsScrapes, "obs-scrapes", DefaultObsScrapes, "scrapes of each metrics endpoint the obs part times")
+	fs.DurationVar(&cfg.obsScrapeGap, "obs-scrape-gap", DefaultObsScrapeGap, "pause between two timed scrapes, in which the processes' background CPU is read")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -226,7 +236,8 @@ func parseFlags(args []string) (config, error) {
 	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
 		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
 	}
-	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 || cfg.consoles <= 0 || cfg.footprintNodes <= 0 || cfg.footprintDeploys <= 0 || cfg.fleetNodes <= 0 || cfg.fleetIdle <= 0 {
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 || cfg.consoles <= 0 || cfg.footprintNodes <= 0 || cfg.footprintDeploys <= 0 || cfg.fleetNodes <= 0 || cfg.fleetIdle <= 0 ||
+		cfg.obsRounds <= 0 || cfg.obsNodes <= 0 || cfg.obsScrapes <= 0 || cfg.obsScrapeGap <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
 	return cfg, nil
@@ -236,7 +247,7 @@ func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
 
 // needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
 func (c config) needsStack() bool {
-	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2") || c.has("console")
+	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2") || c.has("console") || c.has("obs")
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -298,6 +309,7 @@ func run(ctx context.Context, cfg config) error {
 		{"boot", func(ctx context.Context) ([]Row, error) { return benchBoot(ctx, cfg, dir, log) }},
 		{"console", func(ctx context.Context) ([]Row, error) { return benchConsole(ctx, cfg, st, log) }},
 		{"compare", func(ctx context.Context) ([]Row, error) { return benchCompare(ctx, cfg, st, log) }},
+		{"obs", func(ctx context.Context) ([]Row, error) { return benchObs(ctx, cfg, st, log) }},
 	}
 	var failed []string
 	for _, p := range parts {

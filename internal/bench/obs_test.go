@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The obs part runs only when named, with its own flags.
+func TestObsFlags(t *testing.T) {
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.has("obs") {
+		t.Errorf("the default parts %v include obs; it runs only when named", cfg.parts)
+	}
+	if cfg.obsRounds != DefaultObsRounds || cfg.obsNodes != DefaultObsNodes || cfg.obsScrapes != DefaultObsScrapes || cfg.obsScrapeGap != DefaultObsScrapeGap {
+		t.Errorf("defaults: %d rounds, %d nodes, %d scrapes, gap %s", cfg.obsRounds, cfg.obsNodes, cfg.obsScrapes, cfg.obsScrapeGap)
+	}
+	cfg, err = parseFlags([]string{"-parts", "obs", "-obs-rounds", "7", "-obs-nodes", "2000", "-obs-scrapes", "10", "-obs-scrape-gap", "1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.has("obs") || !cfg.needsStack() {
+		t.Errorf("-parts obs: has %v, needs the stack %v", cfg.has("obs"), cfg.needsStack())
+	}
+	if cfg.obsRounds != 7 || cfg.obsNodes != 2000 || cfg.obsScrapes != 10 || cfg.obsScrapeGap != time.Second {
+		t.Errorf("parsed: %d rounds, %d nodes, %d scrapes, gap %s", cfg.obsRounds, cfg.obsNodes, cfg.obsScrapes, cfg.obsScrapeGap)
+	}
+	for _, bad := range [][]string{{"-obs-rounds", "0"}, {"-obs-nodes", "-1"}, {"-obs-scrapes", "0"}, {"-obs-scrape-gap", "0s"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// Off gives every process no metrics endpoint and no exporter; on gives
+// both, after the stack's own flags (the later flag wins).
+func TestObsArgs(t *testing.T) {
+	if got, want := obsArgs(false, "127.0.0.1:1", "127.0.0.1:2"), []string{"--metrics-listen", "", "--otel-endpoint", ""}; !slices.Equal(got, want) {
+		t.Errorf("off: %q, want %q", got, want)
+	}
+	if got, want := obsArgs(true, "127.0.0.1:1", "127.0.0.1:2"), []string{"--metrics-listen", "127.0.0.1:1", "--otel-endpoint", "127.0.0.1:2"}; !slices.Equal(got, want) {
+		t.Errorf("on: %q, want %q", got, want)
+	}
+}
+
+// scrapeCounter sums one metric's samples, not those of metrics whose
+// names start with it.
+func TestScrapeCounter(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `# HELP ironflow_nodes nodes by state
+# TYPE ironflow_nodes gauge
+ironflow_nodes{conductor_group="",provision_state="active"} 7
+ironflow_nodes{conductor_group="rack1",provision_state="available"} 3
+ironflow_nodes_maintenance{conductor_group=""} 100
+ironflow_trace_spans_dropped_total{reason="queue_full"} 2
+ironflow_trace_spans_dropped_total 5
+`)
+	}))
+	defer srv.Close()
+	for name, want := range map[string]float64{"ironflow_nodes": 10, "ironflow_trace_spans_dropped_total": 7, "ironflow_absent": 0} {
+		got, err := scrapeCounter(context.Background(), srv.Client(), srv.URL, name)
+		if err != nil || got != want {
+			t.Errorf("%s: %v, %v; want %v", name, got, err, want)
+		}
+	}
+}
+
+// The rows compare medians, on against off: a dearer "on" shows as a
+// ratio below 1 for both the rate and the CPU per deploy.
+func TestObsDeployRows(t *testing.T) {
+	trial := func(rate float64, cpuMS int) deployTrial {
+		return deployTrial{rate: rate, active: 10, used: usage{WorkerCPU: time.Duration(cpuMS*10) * time.Millisecond}}
+	}
+	off := &obsSide{name: "off", trials: []deployTrial{trial(100, 20), trial(90, 22), trial(200, 10)}, spans: []float64{0, 0, 0}, dropped: []float64{0, 0, 0}}
+	on := &obsSide{name: "on", on: true, trials: []deployTrial{trial(80, 25), trial(50, 30), trial(90, 24)}, spans: []float64{110, 120, 100}, dropped: []float64{0, 1, 0}}
+	rows := obsDeployRows(config{nodes: 10, clients: 4}, off, on)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	if r := rows[0]; r.Value != 80 || *r.BaseVal != 100 || *r.Ratio != 0.8 {
+		t.Errorf("rate: %v against %v, ratio %v; want 80 against 100, 0.8", r.Value, *r.BaseVal, *r.Ratio)
+	}
+	if r := rows[1]; r.Value != 25 || *r.BaseVal != 20 || *r.Ratio != 0.8 {
+		t.Errorf("CPU per deploy: %v against %v, ratio %v; want 25 against 20, 0.8", r.Value, *r.BaseVal, *r.Ratio)
+	}
+	if r := rows[2]; r.Value != 11 {
+		t.Errorf("spans per deploy: %v, want 11", r.Value)
+	}
+}
