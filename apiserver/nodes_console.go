@@ -10,6 +10,7 @@ import (
 
 	"github.com/ironflow/ironflow/console"
 	"github.com/ironflow/ironflow/hardware"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/pyliteral"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
@@ -117,6 +118,17 @@ func (s *server) setConsole(c *gin.Context, n *store.Node) error {
 		writeEmpty(c, http.StatusAccepted, location)
 		return nil
 	}
+	if !consoleBesideOperation(n.ProvisionState) {
+		// Ironic's set_console_mode takes the node's exclusive lock: 409
+		// while an operation that holds it in Ironic runs.
+		running, err := s.eng.Running(c.Request.Context(), n.UUID)
+		if err != nil {
+			return fmt.Errorf("check workflow of node %s: %w", n.UUID, err)
+		}
+		if running {
+			return nodeLocked(n.UUID, lockHolder(n))
+		}
+	}
 	err = s.eng.SetConsole(c.Request.Context(), workflows.ConsoleRequest{NodeUUID: n.UUID, ConductorGroup: n.ConductorGroup, Enabled: enabled})
 	if errors.Is(err, ErrNodeLocked) {
 		return nodeLocked(n.UUID, lockHolder(n))
@@ -126,6 +138,20 @@ func (s *server) setConsole(c *gin.Context, n *store.Node) error {
 	}
 	writeEmpty(c, http.StatusAccepted, location)
 	return nil
+}
+
+// consoleBesideOperation: in these states Ironic holds no lock on the node
+// (an operation waits for its agent or an operator, or has failed and
+// rests), so a console change goes through there, beside the workflow
+// that holds the node here (docs/console.md, "Consoles beside
+// operations"); in any other state an operation's workflow refuses it.
+func consoleBesideOperation(st provision.State) bool {
+	switch st {
+	case provision.DeployWait, provision.CleanWait, provision.InspectWait, provision.RescueWait, provision.ServiceWait,
+		provision.DeployHold, provision.CleanHold, provision.ServiceHold:
+		return true
+	}
+	return st.Failed()
 }
 
 // parseConsoleBody reads {"enabled": bool} with the messages of Ironic's

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ironflow/ironflow/console"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -64,6 +65,12 @@ func TestConsoleAPI(t *testing.T) {
 	if r := put(socat, map[string]any{"enabled": false}); r.status != http.StatusAccepted {
 		t.Fatalf("disable a disabled console: %d %s", r.status, r.body)
 	}
+	// An operation that Ironic runs under the node's lock refuses it.
+	e.eng.hold(socat, true)
+	if r := put(socat, map[string]any{"enabled": "true"}); r.status != http.StatusConflict || !strings.Contains(r.faultstring(t), "is locked by host") {
+		t.Errorf("enable on a locked node: %d %s", r.status, r.body)
+	}
+	e.eng.hold(socat, false)
 	e.eng.mu.Lock()
 	e.eng.consoleBusy = map[string]bool{socat: true}
 	e.eng.mu.Unlock()
@@ -137,5 +144,29 @@ func TestConsoleAPI(t *testing.T) {
 	target, err = tokens.Resolve(ctx, u.Query().Get("token"), console.KindGraphical)
 	if err != nil || target != (console.Target{NodeUUID: vnc, Kind: console.KindGraphical, Addr: "127.0.0.1:23456"}) {
 		t.Errorf("Resolve the VNC page's token = %+v, %v", target, err)
+	}
+
+	// Where Ironic holds no lock (an operation waits for its agent or an
+	// operator, or has failed), a console change goes through beside the
+	// workflow that holds the node; in an operation's active state it
+	// does not.
+	for _, st := range []provision.State{provision.DeployWait, provision.CleanWait, provision.RescueWait, provision.DeployFailed, provision.Deploying} {
+		n := e.createNode(map[string]any{"driver": "ipmi", "console_interface": "ipmitool-socat",
+			"driver_info": map[string]any{"ipmi_address": "127.0.0.1"}})["uuid"].(string)
+		e.setState(n, st)
+		e.eng.hold(n, true)
+		asked := len(e.eng.consoles)
+		r := put(n, map[string]any{"enabled": true})
+		switch st {
+		case provision.Deploying:
+			if r.status != http.StatusConflict || len(e.eng.consoles) != asked {
+				t.Errorf("enable while %s holds the node: %d %s", st, r.status, r.body)
+			}
+		default:
+			if r.status != http.StatusAccepted || len(e.eng.consoles) != asked+1 {
+				t.Errorf("enable in %s while its workflow holds the node: %d %s", st, r.status, r.body)
+			}
+		}
+		e.eng.hold(n, false)
 	}
 }
