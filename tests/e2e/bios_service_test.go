@@ -67,7 +67,7 @@ func TestServiceAppliesBIOSSettingOnActiveVM(t *testing.T) {
 	s.mustCLI(t, "node", "set", uuid,
 		"--instance-info", "kernel="+kernelURL,
 		"--instance-info", "ramdisk="+ramdiskURL,
-		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200")
+		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200 no_timer_check")
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(deployWait)); err != nil {
 		s.failStep(t, uuid, vm.SerialLog, err)
 	}
@@ -171,7 +171,7 @@ func TestBootModeSwitchToUEFIThenDeploy(t *testing.T) {
 	s.mustCLI(t, "node", "set", uuid,
 		"--instance-info", "kernel="+kernelURL,
 		"--instance-info", "ramdisk="+ramdiskURL,
-		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200")
+		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200 no_timer_check")
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(deployWait)); err != nil {
 		s.failStep(t, uuid, vm.SerialLog, err)
 	}

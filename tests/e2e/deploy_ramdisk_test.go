@@ -89,7 +89,7 @@ func TestDeployRamdisk(t *testing.T) {
 	s.mustCLI(t, "node", "set", uuid,
 		"--instance-info", "kernel="+kernelURL,
 		"--instance-info", "ramdisk="+ramdiskURL,
-		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200 "+word)
+		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200 no_timer_check "+word)
 	deployStart := time.Now()
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(deployWait)); err != nil {
 		s.failStep(t, uuid, vm.SerialLog, err)

@@ -95,7 +95,7 @@ func TestSecureBootAgentInspectionThenRamdiskDeployOverPXE(t *testing.T) {
 	s.mustCLI(t, "node", "set", uuid,
 		"--instance-info", "kernel="+kernelURL,
 		"--instance-info", "ramdisk="+ramdiskURL,
-		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200",
+		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200 no_timer_check",
 		"--instance-info", `capabilities={"secure_boot": "true"}`)
 	mark, _ = os.Stat(vm.SerialLog)
 	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(deployWait)); err != nil {

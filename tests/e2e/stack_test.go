@@ -261,6 +261,10 @@ func startStack(t *testing.T, lab *Lab, extra ...string) *stack {
 		"--temporal-port", temporalPort,
 		"--temporal-ui-port", "-1",
 		"--agent-insecure",
+		// no_timer_check: a guest under TCG on a loaded host can fail the
+		// kernel's IO-APIC timer check and panic at boot though its timer
+		// works (image.go).
+		"--agent-kernel-params", "console=ttyS0 no_timer_check",
 	}
 	args = append(append(args, s.bootFlags()...), extra...)
 	dev := lab.Start("ironflow-dev", []string{"IRONFLOW_TEMPORAL_BIN=" + temporalCLI()}, args...)
