@@ -104,12 +104,7 @@ func TestStopClosesEverySessionBeforeItReturns(t *testing.T) {
 // held answers the same endpoints (an activity retried), a stopped node's
 // port is taken again, and a full range is an error.
 func TestManagerPortsAndRestart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	base := twoFreePorts(t)
 	pr, err := ParsePortRange(strings.Join([]string{itoa(base), itoa(base + 1)}, ":"))
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +138,28 @@ func TestManagerPortsAndRestart(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// twoFreePorts is a port p of loopback such that p and p+1 are both free
+// now: other tests of the machine take ports at any time, so a free port's
+// neighbour is not free by chance.
+func twoFreePorts(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := a.Addr().(*net.TCPAddr).Port
+		b, err := net.Listen("tcp", "127.0.0.1:"+itoa(p+1))
+		a.Close()
+		if err == nil {
+			b.Close()
+			return p
+		}
+	}
+	t.Fatal("no two neighbouring free ports on 127.0.0.1 in 100 tries")
+	return 0
+}
 
 // TestIPMISOLNeverPutsThePasswordOnTheCommandLine: ipmitool reads it from
 // IPMI_PASSWORD (-E); the arguments are Ironic's lanplus ones.
