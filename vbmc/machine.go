@@ -805,12 +805,7 @@ func (m *Machine) qemuArgs(order []bootDevice, cdImage string) []string {
 		// console log.
 		a = append(a, "-fw_cfg", "name=etc/sercon-port,file="+m.serconFile())
 	}
-	switch {
-	case m.vm.Netdev == "user":
-		a = append(a, "-netdev", "user,id=n0")
-	case strings.HasPrefix(m.vm.Netdev, "tap:"):
-		a = append(a, "-netdev", "tap,id=n0,ifname="+strings.TrimPrefix(m.vm.Netdev, "tap:")+",script=no,downscript=no")
-	}
+	a = append(a, m.netdevArgs()...)
 	nic := fmt.Sprintf("virtio-net-pci,id=%s,mac=%s,bootindex=%d", devNet, m.vm.MAC, idx[devNet])
 	if m.vm.Netdev != "none" {
 		nic += ",netdev=n0"
@@ -929,4 +924,15 @@ func edk2CACerts(path string) ([]byte, error) {
 		return nil, err
 	}
 	return pxe.EDK2CACerts(b)
+}
+
+// netdevArgs is the VM's network backend n0 (none for netdev "none").
+func (m *Machine) netdevArgs() []string {
+	switch {
+	case m.vm.Netdev == "user":
+		return []string{"-netdev", "user,id=n0"}
+	case strings.HasPrefix(m.vm.Netdev, "tap:"):
+		return []string{"-netdev", "tap,id=n0,ifname=" + strings.TrimPrefix(m.vm.Netdev, "tap:") + ",script=no,downscript=no"}
+	}
+	return nil
 }

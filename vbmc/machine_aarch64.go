@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 )
 
 // qemuArgsAArch64 is the command line of an aarch64 VM: QEMU's virt
@@ -42,12 +41,7 @@ func (m *Machine) qemuArgsAArch64(order []bootDevice, cdImage string) []string {
 		"-drive", "if=pflash,format=raw,unit=1,file="+vars,
 	)
 	a = append(a, m.vncArgs()...)
-	switch {
-	case m.vm.Netdev == "user":
-		a = append(a, "-netdev", "user,id=n0")
-	case strings.HasPrefix(m.vm.Netdev, "tap:"):
-		a = append(a, "-netdev", "tap,id=n0,ifname="+strings.TrimPrefix(m.vm.Netdev, "tap:")+",script=no,downscript=no")
-	}
+	a = append(a, m.netdevArgs()...)
 	// No option ROM: QEMU's are x86 iPXE builds, and AAVMF's own network
 	// stack boots, as an arm64 server's firmware does (pxe/dhcp.go).
 	nic := fmt.Sprintf("virtio-net-pci,id=%s,mac=%s,bootindex=%d,romfile=", devNet, m.vm.MAC, idx[devNet])
