@@ -70,6 +70,13 @@ func waitTokenWiped(t *testing.T, st *store.Store, uuid string) *store.Node {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("workflow history of node %s:\n%s", uuid, historySummary(t, uuid))
+			// Last, so that it is in the tail a CI log keeps: the node as
+			// the store has it now.
+			if n, err := st.GetNode(context.Background(), uuid); err == nil {
+				t.Logf("node %s now: provision_state %q, last_error %q, driver_internal_info %v", uuid, n.ProvisionState, deref(n.LastError), n.DriverInternalInfo)
+			} else {
+				t.Logf("node %s now: %v", uuid, err)
+			}
 		}
 	})
 	var n *store.Node
