@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/chromedp/chromedp"
 	"io"
 	"net"
 	"net/http"
@@ -224,4 +225,42 @@ func TestConsolesOfAVbmcVM(t *testing.T) {
 	})
 
 	t.Run("noVNC page in chromium", func(t *testing.T) { vncPageInChromium(t, vm, ts, q) })
+
+	// The terminal page in a real browser on the booting VM: after a
+	// reset, xterm.js holds the firmware's serial text as the page shows it.
+	t.Run("terminal page in chromium", func(t *testing.T) {
+		if _, err := q.Do("cont", nil); err != nil { // the graphical subtests paused it
+			t.Fatal(err)
+		}
+		ctx := chromium(t)
+		if _, err := chromedp.Run(ctx, chromedp.Navigate(ts.URL+"/console/terminal?token=serial-token")); err != nil {
+			t.Fatal(err)
+		}
+		pageState(t, ctx, "connected")
+		if _, err := q.Do("system_reset", nil); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+		defer cancel()
+		var text string
+		err := waitFor(wctx, "the VM's boot text in xterm.js", func() (bool, error) {
+			var err error
+			text, err = chromedp.Run(ctx, chromedp.Evaluate[string](xtermText))
+			return strings.Contains(text, "SeaBIOS"), err
+		})
+		if err != nil {
+			t.Fatalf("%v; terminal holds %q", err, text)
+		}
+		t.Logf("xterm.js holds the VM's boot text: %q", firstLineWith(text, "SeaBIOS"))
+	})
+}
+
+// firstLineWith is the first line of text that holds s.
+func firstLineWith(text, s string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }
