@@ -39,6 +39,12 @@ type LinuxHardware struct {
 	// the agent run on a spare machine for debugging never changes its
 	// accounts.
 	AccountRoot string
+	// BootIF is the kernel command line's BOOTIF: the inventory's
+	// boot.pxe_interface.
+	BootIF string
+	// LLDP, when set, gives each interface's LLDP TLVs to the inventory
+	// (ipa-collect-lldp=1).
+	LLDP *LLDPCollector
 }
 
 // SetRescueUser implements Rescuer: the rescue user's /etc/passwd, group
@@ -306,14 +312,26 @@ func (h *LinuxHardware) Inventory(ctx context.Context) (client.Inventory, error)
 		if ni, err := net.InterfaceByName(name); err == nil {
 			addrs, _ := ni.Addrs()
 			for _, a := range addrs {
-				if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				ipn, ok := a.(*net.IPNet)
+				switch {
+				case !ok:
+				case ipn.IP.To4() != nil && it.IPV4Address == "":
 					it.IPV4Address = ipn.IP.String()
-					break
+				case ipn.IP.To4() == nil && ipn.IP.IsGlobalUnicast() && it.IPV6Address == "":
+					it.IPV6Address = ipn.IP.String()
 				}
 			}
 		}
+		h.nicDevice(&it)
 		inv.Interfaces = append(inv.Interfaces, it)
 	}
+	if h.LLDP != nil {
+		lldp := h.LLDP.Wait(ctx)
+		for i := range inv.Interfaces {
+			inv.Interfaces[i].LLDP = lldp[inv.Interfaces[i].Name]
+		}
+	}
+	inv.Boot.PXEInterface = h.BootIF
 	dmi := func(f string) string { return readTrim(h.sys("class", "dmi", "id", f)) }
 	inv.SystemVendor = client.SystemVendor{Manufacturer: dmi("sys_vendor"), ProductName: dmi("product_name"), SerialNumber: dmi("product_serial")}
 	inv.Boot.CurrentBootMode = "bios"
@@ -322,6 +340,32 @@ func (h *LinuxHardware) Inventory(ctx context.Context) (client.Inventory, error)
 	}
 	return inv, nil
 }
+
+// nicDevice fills the interface's device facts from sysfs: PCI IDs and
+// address, driver, link speed (-1 or unreadable when the link is down:
+// left out).
+func (h *LinuxHardware) nicDevice(it *client.Interface) {
+	dev := h.sys("class", "net", it.Name, "device")
+	it.Vendor, it.Product = readTrim(filepath.Join(dev, "vendor")), readTrim(filepath.Join(dev, "device"))
+	if target, err := filepath.EvalSymlinks(dev); err == nil {
+		// virtio NICs sit under their PCI function: .../0000:00:03.0/virtio0
+		for p := target; p != "/" && p != "."; p = filepath.Dir(p) {
+			if base := filepath.Base(p); pciAddress.MatchString(base) {
+				it.PCIAddress = base
+				break
+			}
+		}
+	}
+	if drv, err := filepath.EvalSymlinks(filepath.Join(dev, "driver")); err == nil {
+		it.Driver = filepath.Base(drv)
+	}
+	if v, err := strconv.Atoi(readTrim(h.sys("class", "net", it.Name, "speed"))); err == nil && v > 0 {
+		it.SpeedMbps = v
+	}
+}
+
+// pciAddress is a PCI function's sysfs name (domain:bus:device.function).
+var pciAddress = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
 
 // efiGlobalGUID is EFI_GLOBAL_VARIABLE, the namespace of Boot#### and BootOrder.
 const efiGlobalGUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"

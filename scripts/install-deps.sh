@@ -103,6 +103,9 @@ if [[ "$what" == test || "$what" == bench ]]; then
 		# The OCI registry of the oci:// image source tests
 		# (internal/testkit/registry, docs/oci-images.md).
 		[/usr/bin/docker-registry]=docker-registry
+		# LLDP from a switch port for the Metal3 VM test's inspection
+		# (tests/metal3: lldpd on the lab's bridge, inside its namespace).
+		[lldpd]=lldpd
 	)
 fi
 
@@ -136,6 +139,14 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 echo "installing Debian packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Packages such as lldpd, prometheus and docker-registry ship services:
+# none may start on this host (the tests start their own, on loopback or
+# inside their namespaces), so invoke-rc.d is told no while apt runs.
+policy=/usr/sbin/policy-rc.d
+if [[ ! -e $policy ]]; then
+	printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+	trap 'rm -f "$policy"' EXIT
+fi
 if ! apt-get update -qq >/dev/null || ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
 	echo "ironflow could not install these Debian packages: ${missing[*]}" >&2
 	echo "apt-get said why above; install them, then run this again" >&2

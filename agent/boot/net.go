@@ -48,6 +48,16 @@ type Interface struct {
 // lookup addresses), read from /sys/class/net.
 func MACs() []string {
 	var out []string
+	for _, name := range Interfaces() {
+		out = append(out, readFile(filepath.Join("/sys/class/net", name, "address")))
+	}
+	return out
+}
+
+// Interfaces are the names of the machine's Ethernet interfaces with a MAC
+// address (what MACs lists the addresses of).
+func Interfaces() []string {
+	var out []string
 	ents, _ := os.ReadDir("/sys/class/net")
 	for _, e := range ents {
 		if e.Name() == "lo" {
@@ -57,7 +67,7 @@ func MACs() []string {
 			continue // not Ethernet
 		}
 		if mac := readFile(filepath.Join("/sys/class/net", e.Name(), "address")); mac != "" && mac != "00:00:00:00:00:00" {
-			out = append(out, mac)
+			out = append(out, e.Name())
 		}
 	}
 	return out

@@ -205,7 +205,20 @@ type Interface struct {
 	Name        string `json:"name"`
 	MACAddress  string `json:"mac_address"`
 	IPV4Address string `json:"ipv4_address,omitempty"`
+	IPV6Address string `json:"ipv6_address,omitempty"`
 	HasCarrier  *bool  `json:"has_carrier,omitempty"`
+	// Vendor and Product are the PCI IDs ("0x1af4"), PCIAddress the
+	// device's PCI address, Driver its kernel driver, SpeedMbps the link
+	// speed (left out where the kernel does not know it): IPA's fields,
+	// which Metal3 shows as the NIC's model, PCI address and speed.
+	Vendor     string `json:"vendor,omitempty"`
+	Product    string `json:"product,omitempty"`
+	PCIAddress string `json:"pci_address,omitempty"`
+	Driver     string `json:"driver,omitempty"`
+	SpeedMbps  int    `json:"speed_mbps,omitempty"`
+	// LLDP is the first LLDP frame the interface received, as [type, "hex
+	// value"] pairs (IPA's collect_lldp); nil when not collected.
+	LLDP [][2]any `json:"lldp,omitempty"`
 }
 
 // SystemVendor comes from DMI.
@@ -218,7 +231,9 @@ type SystemVendor struct {
 // Boot says how the machine booted: current_boot_mode "uefi" or "bios".
 type Boot struct {
 	CurrentBootMode string `json:"current_boot_mode"`
-	PXEInterface    string `json:"pxe_interface,omitempty"`
+	// PXEInterface is the BOOTIF the machine booted with
+	// ("01-52-54-00-12-34-56"), as IPA reports it.
+	PXEInterface string `json:"pxe_interface,omitempty"`
 }
 
 // CommandFailedError is a command that ran and ended FAILED; the text is the

@@ -14,6 +14,8 @@
 //	ipa-listen-port=9999               command API port
 //	ipa-debug=1                        debug logs
 //	BOOTIF=01-52-54-00-12-34-56        the boot NIC (PXE), preferred for the default route
+//	ipa-collect-lldp=1                 listen for LLDP on every interface for the inventory
+//	ipa-lldp-timeout=30                seconds to listen for LLDP (from boot)
 //
 // Outside a ramdisk the same keys are read from flags (-ipa-api-url ...) for
 // debugging on a spare machine; it then touches only disks it is told about
@@ -48,7 +50,7 @@ func main() {
 		}
 		opts = boot.Cmdline()
 	} else {
-		for _, k := range []string{"ipa-api-url", "ipa-agent-token", "ipa-node-uuid", "ipa-insecure", "ipa-heartbeat-interval", "ipa-min-disk-size", "ipa-listen-port", "ipa-debug", "BOOTIF", "ipa-macs"} {
+		for _, k := range []string{"ipa-api-url", "ipa-agent-token", "ipa-node-uuid", "ipa-insecure", "ipa-heartbeat-interval", "ipa-min-disk-size", "ipa-listen-port", "ipa-debug", "BOOTIF", "ipa-macs", "ipa-collect-lldp", "ipa-lldp-timeout"} {
 			flag.Func(k, "same as the kernel command line key", func(v string) error { opts[k] = v; return nil })
 		}
 		flag.Parse()
@@ -110,13 +112,28 @@ func run(log *slog.Logger, pid1 bool, opts map[string]string, ring *logRing) err
 	if m := opts["ipa-macs"]; m != "" {
 		macs = strings.Split(m, ",")
 	}
+	hw := &agent.LinuxHardware{Logs: func() map[string][]byte { return map[string][]byte{"ironflow-agent.log": ring.bytes()} },
+		AccountRoot: accountRoot(pid1), BootIF: opts["BOOTIF"]}
+	if isTrue(opts["ipa-collect-lldp"]) {
+		timeout := agent.DefaultLLDPTimeout
+		if v := opts["ipa-lldp-timeout"]; v != "" {
+			s, err := strconv.ParseFloat(v, 64)
+			if err != nil || s <= 0 {
+				return fmt.Errorf("ipa-lldp-timeout=%q: want a number of seconds", v)
+			}
+			timeout = time.Duration(s * float64(time.Second))
+		}
+		ifaces := boot.Interfaces()
+		log.Info("listening for LLDP", "interfaces", ifaces, "timeout", timeout)
+		hw.LLDP = agent.NewLLDPCollector(ctx, ifaces, timeout, agent.ListenLLDP)
+	}
 	cfg := agent.Config{
 		APIURL:          apiURL,
 		LookupAddresses: macs,
 		NodeUUID:        opts["ipa-node-uuid"],
 		AgentToken:      opts["ipa-agent-token"],
 		Insecure:        isTrue(opts["ipa-insecure"]),
-		Hardware:        &agent.LinuxHardware{Logs: func() map[string][]byte { return map[string][]byte{"ironflow-agent.log": ring.bytes()} }, AccountRoot: accountRoot(pid1)},
+		Hardware:        hw,
 		Logger:          log,
 	}
 	if p := opts["ipa-listen-port"]; p != "" {
