@@ -72,6 +72,10 @@ type Config struct {
 	AgentKernelURL, AgentInitrdURL string
 	// AgentKernelParams are appended to the agent's command line (x86_64).
 	AgentKernelParams string
+	// InspectionKernelParams are appended too when the agent boots to
+	// inspect (Ironic's [inspector]extra_kernel_params);
+	// DefaultInspectionKernelParams has the agent collect LLDP.
+	InspectionKernelParams string
 	// AgentArchitectures are the cpu_arch values (arch.go) whose agent and
 	// loader the boot service has (DefaultAgentArchitectures when empty):
 	// a node of any other architecture fails boot preparation, before it
@@ -390,6 +394,20 @@ func (a *Activities) ClearInstanceInfo(ctx context.Context, nodeUUID string) err
 		return nil
 	})
 	return storeErr(err, "clear instance_info of node %s", nodeUUID)
+}
+
+// DefaultInspectionKernelParams: the agent listens for LLDP on every
+// interface (IPA's collect_lldp), so that inspection's plugin_data has
+// each NIC's switch port (parsed_lldp).
+const DefaultInspectionKernelParams = "ipa-collect-lldp=1"
+
+// bootParams is extra with what a boot of kind adds: the inspection
+// parameters when the agent boots to inspect.
+func (a *Activities) bootParams(kind workflows.BootKind, extra string) string {
+	if kind == workflows.BootInspect && a.Config.InspectionKernelParams != "" {
+		return strings.TrimSpace(extra + " " + a.Config.InspectionKernelParams)
+	}
+	return extra
 }
 
 // agentKernelParams is the agent's command line for a node, with extra,

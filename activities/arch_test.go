@@ -97,3 +97,37 @@ func TestPrepareBootPicksTheAgentByCPUArch(t *testing.T) {
 		t.Errorf("NormalizeArch(ARM64) = %q", got)
 	}
 }
+
+// An agent booted to inspect gets the inspection parameters (LLDP by
+// default) on its command line; one booted for anything else does not.
+func TestPrepareBootAddsInspectionParamsToInspectionBoots(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := activities.New(st, activities.Config{BootURL: "http://boot", AgentKernelParams: "console=ttyS0",
+		InspectionKernelParams: activities.DefaultInspectionKernelParams}, log)
+	for _, c := range []struct {
+		kind  workflows.BootKind
+		state provision.State
+		lldp  bool
+	}{
+		{workflows.BootInspect, provision.Inspecting, true},
+		{workflows.BootAgent, provision.Cleaning, false},
+		{workflows.BootRescue, provision.Rescuing, false},
+	} {
+		n := &store.Node{Driver: "fake-hardware", ProvisionState: c.state}
+		if err := st.CreateNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.PrepareBoot(ctx, workflows.BootInput{Node: workflows.NodeInfo{UUID: n.UUID, BootMode: "uefi", MACs: []string{"52:54:00:00:00:02"}}, Kind: c.kind}); err != nil {
+			t.Fatalf("%s: PrepareBoot: %v", c.kind, err)
+		}
+		bc, err := st.GetBootConfig(ctx, n.UUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(bc.KernelParams, "ipa-collect-lldp=1"); got != c.lldp || !strings.Contains(bc.KernelParams, "console=ttyS0") {
+			t.Errorf("%s boot: kernel params %q; want ipa-collect-lldp=1: %v", c.kind, bc.KernelParams, c.lldp)
+		}
+	}
+}

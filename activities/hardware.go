@@ -305,7 +305,7 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		if arch := NormalizeArch(cpuArch(loaded)); arch != ArchX8664 {
 			return invalidConfig("node %s: cpu_arch %s: virtual media boots the x86_64 agent ISO only; boot this node over the network (boot interface ipxe or pxe)", node.UUID, arch)
 		}
-		return a.prepareVirtualMedia(ctx, node, loaded.NetworkData)
+		return a.prepareVirtualMedia(ctx, node, in.Kind, loaded.NetworkData)
 	}
 	if len(node.MACs) == 0 {
 		return temporal.NewNonRetryableApplicationError(
@@ -331,16 +331,27 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		LoaderURL:    loader,
 		KernelURL:    agent.KernelURL,
 		InitrdURL:    agent.InitrdURL,
-		KernelParams: a.agentKernelParams(node.UUID, agent.KernelParams),
+		KernelParams: a.agentKernelParams(node.UUID, a.bootParams(in.Kind, agent.KernelParams)),
 		Kind:         store.BootKindAgent,
 	})
 	return storeErr(err, "store boot configuration of node %s", node.UUID)
 }
 
+// vmediaBootIF adds BOOTIF, in pxelinux's 01-aa-bb-... form, for the node's
+// first PXE-enabled port: a machine booted from virtual media names its
+// boot NIC as a network-booted one does (the agent's default route, the
+// inventory's boot.pxe_interface, the NIC's PXE flag in plugin_data).
+func vmediaBootIF(macs []string, params string) string {
+	if len(macs) == 0 || strings.Contains(params, "BOOTIF=") {
+		return params
+	}
+	return strings.TrimSpace(params + " BOOTIF=01-" + strings.ReplaceAll(strings.ToLower(macs[0]), ":", "-"))
+}
+
 // prepareVirtualMedia builds the node's agent ISO, with its network_data
 // when it has some (Ironic's prepare_deploy_iso does the same), and
 // inserts it through the BMC.
-func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.NodeInfo, networkData map[string]any) error {
+func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.NodeInfo, kind workflows.BootKind, networkData map[string]any) error {
 	if a.Config.VirtualMedia == nil {
 		return temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("node %s boots from virtual media, but this worker has no virtual-media ISO service configured", node.UUID),
@@ -372,7 +383,7 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 	}
 	isoURL, err := a.Config.VirtualMedia.BuildAgentISO(ctx, AgentISO{
 		NodeUUID: node.UUID, APIURL: a.Config.APIURL, Token: token,
-		KernelParams: strings.Join(a.agentExtraParams(node.UUID, a.Config.AgentKernelParams), " "),
+		KernelParams: strings.Join(a.agentExtraParams(node.UUID, vmediaBootIF(node.MACs, a.bootParams(kind, a.Config.AgentKernelParams))), " "),
 		SecureBoot:   secure, NetworkData: nd,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ironflow/ironflow/activities"
@@ -36,7 +37,9 @@ func (r *isoRecorder) RemoveAgentISO(string) error { return nil }
 // TestAgentISOsCarryNetworkData: every agent ISO of a virtual-media node
 // (deploy, clean and inspect boot the agent; rescue boots it too) is
 // asked to hold the node's network_data, as JSON that decodes to what
-// the node has; a node without network_data gets ISOs without it. The
+// the node has; a node without network_data gets ISOs without it. Each
+// ISO's command line names the boot NIC (BOOTIF), and an inspection
+// boot's asks for LLDP. The
 // ISO is inserted through ironflow's virtual BMC over Redfish.
 func TestAgentISOsCarryNetworkData(t *testing.T) {
 	iso := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +51,8 @@ func TestAgentISOsCarryNetworkData(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
 	rec := &isoRecorder{url: iso.URL + "/agent.iso"}
-	a := activities.New(st, activities.Config{Conductor: "c1", APIURL: "http://127.0.0.1:6385", VirtualMedia: rec},
+	a := activities.New(st, activities.Config{Conductor: "c1", APIURL: "http://127.0.0.1:6385", VirtualMedia: rec,
+		InspectionKernelParams: activities.DefaultInspectionKernelParams},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	nd := map[string]any{
 		"links":    []any{map[string]any{"id": "nic0", "type": "phy", "ethernet_mac_address": "52:54:00:dd:02:01"}},
@@ -68,12 +72,22 @@ func TestAgentISOsCarryNetworkData(t *testing.T) {
 	for _, kind := range []workflows.BootKind{workflows.BootAgent, workflows.BootInspect, workflows.BootRescue} {
 		for _, n := range []*store.Node{withND, &without} {
 			rec.reqs = nil
-			node := workflows.NodeInfo{UUID: n.UUID, Driver: "redfish", BootInterface: "redfish-virtual-media", BootMode: "uefi"}
+			node := workflows.NodeInfo{UUID: n.UUID, Driver: "redfish", BootInterface: "redfish-virtual-media", BootMode: "uefi",
+				MACs: []string{"52:54:00:DD:02:01"}}
 			if err := a.PrepareBoot(ctx, workflows.BootInput{Node: node, Kind: kind}); err != nil {
 				t.Fatalf("PrepareBoot %s: %v", kind, err)
 			}
 			if len(rec.reqs) != 1 {
 				t.Fatalf("PrepareBoot %s built %d ISOs, want 1", kind, len(rec.reqs))
+			}
+			// The ISO names the boot NIC as a network boot does, and an
+			// inspection boot collects LLDP.
+			params := rec.reqs[0].KernelParams
+			if !strings.Contains(params, "BOOTIF=01-52-54-00-dd-02-01") {
+				t.Errorf("%s: the ISO's kernel params %q do not name the boot NIC", kind, params)
+			}
+			if got := strings.Contains(params, "ipa-collect-lldp=1"); got != (kind == workflows.BootInspect) {
+				t.Errorf("%s: the ISO's kernel params %q: ipa-collect-lldp=1 %v", kind, params, got)
 			}
 			got := rec.reqs[0].NetworkData
 			if n == &without {

@@ -302,7 +302,7 @@ func runAPICommand(ctx context.Context, args []string) error {
 // workerFlags are the worker's settings.
 type workerFlags struct {
 	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams        *string
-	agentArchs, kernelParamsAArch64                                                *string
+	agentArchs, kernelParamsAArch64, inspectionParams                              *string
 	callbackTimeout, rescueTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout *time.Duration
 	syncInterval                                                                   *time.Duration
 	reconcileInterval, reconcileGrace, reconcileLookback                           *time.Duration
@@ -333,6 +333,8 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		agentArchs: s.String("agent-architectures", strings.Join(activities.DefaultAgentArchitectures, ","),
 			"comma-separated cpu_arch values the boot service has an agent and a loader for (x86_64, aarch64: make ramdisk-arm64); a node of another architecture fails before power-on"),
 		kernelParamsAArch64: s.String("agent-kernel-params-aarch64", activities.DefaultAgentKernelParamsAArch64, "extra kernel parameters for the aarch64 agent"),
+		inspectionParams: s.String("inspection-kernel-params", activities.DefaultInspectionKernelParams,
+			"extra kernel parameters for the agent when it boots to inspect (Ironic's [inspector]extra_kernel_params; the default collects LLDP)"),
 		callbackTimeout:     s.Duration("deploy-callback-timeout", p.CallbackTimeout, "how long to wait for the agent's first heartbeat"),
 		rescueTimeout:       s.Duration("rescue-callback-timeout", p.RescueCallbackTimeout, "how long rescue wait waits for the rescue agent's first heartbeat"),
 		heartbeatTimeout:    s.Duration("agent-heartbeat-timeout", p.HeartbeatTimeout, "a running agent step fails after this long without a heartbeat"),
@@ -397,6 +399,7 @@ func (f workerFlags) activitiesConfig() activities.Config {
 		APIURL:                  *f.apiURL,
 		BootURL:                 *f.bootURL,
 		AgentKernelParams:       *f.kernelParams,
+		InspectionKernelParams:  *f.inspectionParams,
 		AgentArchitectures:      splitList(*f.agentArchs),
 		AgentKernelParamsByArch: map[string]string{activities.ArchAArch64: *f.kernelParamsAArch64},
 		AgentInsecure:           *f.agentInsecure,

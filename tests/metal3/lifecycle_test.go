@@ -281,9 +281,7 @@ func checkDetails(t *testing.T, d *bmo.HardwareDetails, mac string) {
 	t.Logf("hardware details: %d MiB, %d CPUs %s, %d disks, %d NICs", d.RAMMebibytes, d.CPU.Count, d.CPU.Arch, len(d.Storage), len(d.NIC))
 	t.Run("pxe-flag", func(t *testing.T) {
 		if d.AllInterfaces == 0 {
-			t.Skip("plugin_data has no all_interfaces: ironflow stores the agent's plugin_data as sent, without Ironic's " +
-				"inspection hooks (validate_interfaces fills all_interfaces with pxe_enabled), so BMO shows no NIC as PXE; " +
-				"needs the inspection hooks for plugin_data (API 1.96 inspection rules and hooks)")
+			t.Fatal("plugin_data has no all_interfaces (Ironic's validate-interfaces hook fills it, with pxe_enabled): BMO would show no NIC as PXE")
 		}
 		if !boot.PXE {
 			t.Errorf("NIC %s (the boot MAC) is not PXE enabled in plugin_data's all_interfaces", boot.Name)

@@ -241,6 +241,7 @@ func newVMLab(t *testing.T) *vmLab {
 	l.ip("tuntap", "add", "dev", vmLabTap, "mode", "tap")
 	l.ip("link", "set", vmLabTap, "master", vmLabBridge)
 	l.ip("link", "set", vmLabTap, "up")
+	l.startSwitchLLDP()
 
 	var err error
 	if l.bin, err = ironflowBinary(l.dir); err != nil {
@@ -290,6 +291,43 @@ func newVMLab(t *testing.T) *vmLab {
 	bmc := l.start("vbmc", nil, l.bin, "vbmc", "serve", "--config", path, "--listen", vmBMCListen)
 	l.waitHTTP("http://"+vmBMCListen+"/redfish/v1", bmc)
 	return l
+}
+
+// The lab's switch announces itself over LLDP, as a top-of-rack switch
+// does: Debian's lldpd on a port of the lab's bridge (a veth pair), and
+// the bridge forwards LLDP frames (group_fwd_mask bit 14: 01:80:c2:00:00:0e),
+// which a Linux bridge otherwise keeps to itself. The machine's agent hears
+// it on its NIC during inspection.
+const (
+	vmLabSwitchName = "metal3-lab-switch"
+	vmLabSwitchPort = "swport7"
+)
+
+func (l *vmLab) startSwitchLLDP() {
+	l.t.Helper()
+	if _, err := exec.LookPath("lldpd"); err != nil {
+		l.t.Fatal("lldpd is missing: make test installs it (scripts/install-deps.sh)")
+	}
+	l.ip("link", "add", vmLabSwitchPort, "type", "veth", "peer", "name", "swport7-br")
+	l.ip("link", "set", "swport7-br", "master", vmLabBridge)
+	l.ip("link", "set", vmLabBridge, "type", "bridge", "group_fwd_mask", "0x4000")
+	l.ip("link", "set", "swport7-br", "up")
+	l.ip("link", "set", vmLabSwitchPort, "up")
+	// lldpd configures itself through its control socket as an
+	// unprivileged user: a directory all can reach.
+	dir, err := os.MkdirTemp("", "ironflow-lldpd-")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "lldpd.conf")
+	if err := os.WriteFile(conf, []byte("configure system hostname "+vmLabSwitchName+"\nconfigure lldp portidsubtype ifname\nconfigure lldp tx-interval 1\n"), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	l.start("lldpd", nil, "lldpd", "-d", "-u", filepath.Join(dir, "lldpd.socket"), "-O", conf, "-I", vmLabSwitchPort)
 }
 
 // diskHas reports whether the machine's sparse disk holds marker in its
@@ -386,6 +424,19 @@ func TestBMOVirtualMediaVM(t *testing.T) {
 	// A virtual media host skips BMO's busy-host count.
 	c.check("inspect", goldenInspect[1:])
 	checkDetails(t, details, vmMAC)
+	for _, n := range details.NIC {
+		if !strings.EqualFold(n.MAC, vmMAC) {
+			continue
+		}
+		// The NIC's switch port, from the agent's LLDP through Ironic's
+		// parse-lldp, as BMO shows it.
+		if n.LLDP == nil || n.LLDP.SwitchSystemName != vmLabSwitchName || n.LLDP.PortID != vmLabSwitchPort || n.LLDP.SwitchID == "" {
+			t.Errorf("NIC %s: LLDP %+v; want switch %s port %s with its chassis ID", n.Name, n.LLDP, vmLabSwitchName, vmLabSwitchPort)
+		}
+		if n.PCIAddress == "" || n.Model == "" {
+			t.Errorf("NIC %s: PCI address %q, model %q; want the agent's PCI facts", n.Name, n.PCIAddress, n.Model)
+		}
+	}
 
 	c.run("provision", 15*time.Minute, c.p.Provision)
 	c.check("provision", goldenProvision[1:])

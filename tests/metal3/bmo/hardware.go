@@ -34,6 +34,27 @@ type NIC struct {
 	Name, Model, MAC, IP, PCIAddress string
 	SpeedGbps                        int
 	PXE                              bool
+	// LLDP is the switch port from plugin_data's parsed_lldp; nil when
+	// none of its three names is there (BMO's getLLDPData).
+	LLDP *LLDP
+}
+
+// LLDP is what BMO keeps of an interface's LLDP neighbour.
+type LLDP struct {
+	SwitchID, PortID, SwitchSystemName string
+}
+
+// lldpOf is BMO's getLLDPData: the switch's chassis ID, port ID and system
+// name, nil when all three are missing or empty.
+func lldpOf(parsed map[string]any) *LLDP {
+	var l LLDP
+	l.SwitchID, _ = parsed["switch_chassis_id"].(string)
+	l.PortID, _ = parsed["switch_port_id"].(string)
+	l.SwitchSystemName, _ = parsed["switch_system_name"].(string)
+	if l == (LLDP{}) {
+		return nil
+	}
+	return &l
 }
 
 // Storage is one disk.
@@ -59,7 +80,7 @@ type CPU struct {
 // hardwareDetails builds the details from GET /v1/nodes/{node}/inventory
 // the way BMO's GetHardwareDetails does: one NIC per address (an interface
 // with neither address still counts once), PXE flags from plugin_data's
-// all_interfaces, disk type from rotational and the /dev/nvme prefix, the
+// all_interfaces, the switch port from its parsed_lldp, disk type from rotational and the /dev/nvme prefix, the
 // disk's by_path as its name when set, the CPU frequency string rounded
 // to whole MHz, CPU flags sorted.
 func hardwareDetails(data *nodes.InventoryData) *HardwareDetails {
@@ -75,7 +96,8 @@ func hardwareDetails(data *nodes.InventoryData) *HardwareDetails {
 	d.RAMMebibytes = inv.Memory.PhysicalMb
 	for _, intf := range inv.Interfaces {
 		nic := NIC{Name: intf.Name, Model: strings.TrimLeft(intf.Vendor+" "+intf.Product, " "), MAC: intf.MACAddress,
-			SpeedGbps: intf.SpeedMbps / 1000, PXE: std.AllInterfaces[intf.Name].PXEEnabled, PCIAddress: intf.PCIAddress}
+			SpeedGbps: intf.SpeedMbps / 1000, PXE: std.AllInterfaces[intf.Name].PXEEnabled, PCIAddress: intf.PCIAddress,
+			LLDP: lldpOf(std.ParsedLLDP[intf.Name])}
 		if intf.IPV4Address != "" || intf.IPV6Address == "" {
 			n := nic
 			n.IP = intf.IPV4Address
