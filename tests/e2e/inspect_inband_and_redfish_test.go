@@ -33,8 +33,16 @@ type inspectedInventory struct {
 		Interfaces []struct {
 			Name       string `json:"name"`
 			MACAddress string `json:"mac_address"`
+			PCIAddress string `json:"pci_address"`
+			LLDP       []any  `json:"lldp"`
 		} `json:"interfaces"`
+		Boot struct {
+			PXEInterface string `json:"pxe_interface"`
+		} `json:"boot"`
 	} `json:"inventory"`
+	PluginData struct {
+		ParsedLLDP map[string]map[string]any `json:"parsed_lldp"`
+	} `json:"plugin_data"`
 }
 
 func (inv inspectedInventory) hasMAC(mac string) bool {
@@ -60,7 +68,9 @@ func (inv inspectedInventory) hasDisk(size int64) bool {
 // In-band: node-ia (2 vCPUs, 512 MiB, a 5 GiB disk) is inspected by the
 // agent it network-boots: its inventory, read back through the API at
 // microversion 1.81, and the properties filled from it describe the VM as
-// QEMU runs it; the machine is off afterwards.
+// QEMU runs it, the NIC it booted from is the inventory's PXE interface,
+// and the lab's switch (lldpd) is that NIC's LLDP neighbour in plugin_data
+// and in its port's local_link_connection; the machine is off afterwards.
 //
 // Out-of-band: node-ib (3 vCPUs, 768 MiB, a 7 GiB disk, never powered on)
 // with inspect_interface redfish: the properties come from the BMC's
@@ -85,6 +95,8 @@ func TestInspectInBandAndRedfish(t *testing.T) {
 	defB := vbmc.VM{Name: "node-ib", MAC: macB, Disk: filepath.Join(lab.Dir, "vm-node-ib.raw"), DiskSize: "7G",
 		MemoryMB: memB, CPUs: cpusB, Firmware: FirmwareBIOS, Netdev: "none", SerialLog: filepath.Join(lab.Dir, "vm-node-ib.log")}
 	bmc := startRedfishBMC(t, s, vmDefinition(vmA, cpusA, memA, "5G"), defB)
+	const switchName, switchPort = "e2e-lab-switch", "swp3"
+	lab.StartLLDPSwitch(switchName, switchPort)
 
 	t.Run("agent", func(t *testing.T) {
 		uuid := createRedfishNode(t, s, bmc, vmA.Name, vmA.Firmware, vmA.MAC,
@@ -115,6 +127,37 @@ func TestInspectInBandAndRedfish(t *testing.T) {
 		}
 		if !inv.hasMAC(vmA.MAC) {
 			t.Errorf("inventory interfaces %+v: no %s", inv.Inventory.Interfaces, vmA.MAC)
+		}
+		// The NIC the machine booted from, and the switch port it hears
+		// (the agent's LLDP, Ironic's parse-lldp and local-link-connection).
+		if !strings.EqualFold(strings.ReplaceAll(strings.TrimPrefix(inv.Inventory.Boot.PXEInterface, "01-"), "-", ":"), vmA.MAC) {
+			t.Errorf("inventory boot.pxe_interface %q, want the VM's NIC %s", inv.Inventory.Boot.PXEInterface, vmA.MAC)
+		}
+		for _, i := range inv.Inventory.Interfaces {
+			if !strings.EqualFold(i.MACAddress, vmA.MAC) {
+				continue
+			}
+			lldp := inv.PluginData.ParsedLLDP[i.Name]
+			t.Logf("interface %s (PCI %s): %d LLDP TLVs, parsed_lldp %v", i.Name, i.PCIAddress, len(i.LLDP), lldp)
+			if lldp["switch_system_name"] != switchName || lldp["switch_port_id"] != switchPort {
+				t.Errorf("plugin_data.parsed_lldp[%s] = %v; want switch %s port %s", i.Name, lldp, switchName, switchPort)
+			}
+		}
+		var ports struct {
+			Ports []struct {
+				Address string         `json:"address"`
+				LLC     map[string]any `json:"local_link_connection"`
+			} `json:"ports"`
+		}
+		code, body := labGet(t, s.lab, "http://"+apiListen+"/v1/ports?node="+uuid+"&fields=address,local_link_connection",
+			"X-OpenStack-Ironic-API-Version", inventoryAPIVersion)
+		if err := json.Unmarshal(body, &ports); code != http.StatusOK || err != nil {
+			t.Fatalf("GET ports of %s: HTTP %d, %v: %s", uuid, code, err, body)
+		}
+		for _, p := range ports.Ports {
+			if strings.EqualFold(p.Address, vmA.MAC) && (p.LLC["port_id"] != switchPort || p.LLC["switch_info"] != switchName) {
+				t.Errorf("port %s: local_link_connection %v; want port_id %s, switch_info %s", p.Address, p.LLC, switchPort, switchName)
+			}
 		}
 		f := s.nodeFields(t, uuid)
 		checkProperties(t, f, cpusA, memA, diskA/(1<<30)-1)

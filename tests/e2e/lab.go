@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/ironflow/ironflow/internal/testkit/lldpswitch"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,6 +100,18 @@ func newLab(t testing.TB, addr []string) *Lab {
 		l.ip(args...)
 	}
 	return l
+}
+
+// StartLLDPSwitch makes the lab's bridge a switch that announces itself
+// over LLDP as name, on a port of its own (internal/testkit/lldpswitch):
+// the lab's machines hear it on their NICs.
+func (l *Lab) StartLLDPSwitch(name, port string) {
+	l.t.Helper()
+	argv := lldpswitch.Command(l.t, name, port)
+	for _, args := range lldpswitch.IPCommands(l.Bridge, port) {
+		l.ip(args...)
+	}
+	l.Start("lldpd", nil, argv...)
 }
 
 func (l *Lab) ip(args ...string) {

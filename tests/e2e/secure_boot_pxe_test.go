@@ -42,6 +42,9 @@ func TestSecureBootAgentInspectionThenRamdiskDeployOverPXE(t *testing.T) {
 	begin := time.Now()
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=false")
+	// A rack's switch announces itself: the inspection's LLDP listening
+	// ends as soon as the NIC hears it.
+	lab.StartLLDPSwitch("e2e-lab-switch", "swp1")
 	kernelURL, ramdiskURL := publishRamdiskInstance(t, lab, s)
 	vm := lab.AddVM("node-sbpxe", "52:54:00:e2:5b:0c", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-sbpxe", "disk.raw"))
 	bmc := startRedfishBMC(t, s, vmDefinition(vm, 1, 1024, vmDiskSize))

@@ -294,13 +294,14 @@ func newVMLab(t *testing.T) *vmLab {
 }
 
 // The lab's switch announces itself over LLDP, as a top-of-rack switch
-// does: Debian's lldpd on a port of the lab's bridge (a veth pair), and
-// the bridge forwards LLDP frames (group_fwd_mask bit 14: 01:80:c2:00:00:0e),
-// which a Linux bridge otherwise keeps to itself. The machine's agent hears
-// it on its NIC during inspection.
+// does: Debian's lldpd on a veth port of the lab's bridge, which forwards
+// LLDP frames (group_fwd_mask bit 14: 01:80:c2:00:00:0e; a Linux bridge
+// otherwise keeps them to itself). The machine's agent hears it on its NIC
+// during inspection. (ironflow's internal/testkit/lldpswitch is the same
+// switch for the e2e labs; this module does not import ironflow's.)
 const (
 	vmLabSwitchName = "metal3-lab-switch"
-	vmLabSwitchPort = "swport7"
+	vmLabSwitchPort = "swp7"
 )
 
 func (l *vmLab) startSwitchLLDP() {
@@ -308,13 +309,13 @@ func (l *vmLab) startSwitchLLDP() {
 	if _, err := exec.LookPath("lldpd"); err != nil {
 		l.t.Fatal("lldpd is missing: make test installs it (scripts/install-deps.sh)")
 	}
-	l.ip("link", "add", vmLabSwitchPort, "type", "veth", "peer", "name", "swport7-br")
-	l.ip("link", "set", "swport7-br", "master", vmLabBridge)
+	l.ip("link", "add", vmLabSwitchPort, "type", "veth", "peer", "name", vmLabSwitchPort+"-br")
+	l.ip("link", "set", vmLabSwitchPort+"-br", "master", vmLabBridge)
 	l.ip("link", "set", vmLabBridge, "type", "bridge", "group_fwd_mask", "0x4000")
-	l.ip("link", "set", "swport7-br", "up")
+	l.ip("link", "set", vmLabSwitchPort+"-br", "up")
 	l.ip("link", "set", vmLabSwitchPort, "up")
-	// lldpd configures itself through its control socket as an
-	// unprivileged user: a directory all can reach.
+	// lldpd's own lldpcli applies the configuration as an unprivileged
+	// user: the socket and the file live where every user reaches.
 	dir, err := os.MkdirTemp("", "ironflow-lldpd-")
 	if err != nil {
 		l.t.Fatal(err)
@@ -433,6 +434,7 @@ func TestBMOVirtualMediaVM(t *testing.T) {
 		if n.LLDP == nil || n.LLDP.SwitchSystemName != vmLabSwitchName || n.LLDP.PortID != vmLabSwitchPort || n.LLDP.SwitchID == "" {
 			t.Errorf("NIC %s: LLDP %+v; want switch %s port %s with its chassis ID", n.Name, n.LLDP, vmLabSwitchName, vmLabSwitchPort)
 		}
+		t.Logf("NIC %s (%s, PCI %s, PXE %v): switch %+v", n.Name, n.Model, n.PCIAddress, n.PXE, n.LLDP)
 		if n.PCIAddress == "" || n.Model == "" {
 			t.Errorf("NIC %s: PCI address %q, model %q; want the agent's PCI facts", n.Name, n.PCIAddress, n.Model)
 		}
