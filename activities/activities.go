@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ironflow/ironflow/inspection/hooks"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -76,6 +77,10 @@ type Config struct {
 	// inspect (Ironic's [inspector]extra_kernel_params);
 	// DefaultInspectionKernelParams has the agent collect LLDP.
 	InspectionKernelParams string
+	// InspectionHooks run on an in-band inspection's inventory, in order
+	// (nil: hooks.DefaultHooks); InspectionHookConfig is their settings.
+	InspectionHooks      []string
+	InspectionHookConfig hooks.Config
 	// AgentArchitectures are the cpu_arch values (arch.go) whose agent and
 	// loader the boot service has (DefaultAgentArchitectures when empty):
 	// a node of any other architecture fails boot preparation, before it

@@ -59,7 +59,7 @@ func (a *Activities) ApplyInventory(ctx context.Context, nodeUUID string) error 
 		defer cancel()
 	}
 	node, err := a.Store.ApplyInspection(ctx, nodeUUID, func(n *store.Node, ports []*store.Port, inv *store.Inventory) (*store.InspectionOutcome, error) {
-		o, l, c, err := inspectionOutcome(rulesCtx, n, ports, inv, engineRules)
+		o, l, c, err := inspectionOutcome(rulesCtx, n, ports, inv, engineRules, a.Config.InspectionHooks, a.Config.InspectionHookConfig)
 		logs, created = l, c
 		return o, err
 	})
@@ -89,7 +89,8 @@ func (e *inspectionRefused) Error() string { return e.msg }
 
 // inspectionOutcome runs the hooks, then the rules, over copies of the
 // locked node, its ports and its inventory, and says what to write.
-func inspectionOutcome(ctx context.Context, n *store.Node, ports []*store.Port, inv *store.Inventory, rs []rules.Rule) (*store.InspectionOutcome, []rules.LogEntry, int, error) {
+func inspectionOutcome(ctx context.Context, n *store.Node, ports []*store.Port, inv *store.Inventory, rs []rules.Rule,
+	inBand []string, hookCfg hooks.Config) (*store.InspectionOutcome, []rules.LogEntry, int, error) {
 	var pluginData, props map[string]any
 	if err := deepCopy(inv.PluginData, &pluginData); err != nil {
 		return nil, nil, 0, err
@@ -101,9 +102,12 @@ func inspectionOutcome(ctx context.Context, n *store.Node, ports []*store.Port, 
 	if err := deepCopy(ports, &portMaps); err != nil {
 		return nil, nil, 0, err
 	}
-	names, cfg := hooks.DefaultHooks, hooks.Config{}
+	names, cfg := inBand, hookCfg
+	if names == nil {
+		names = hooks.DefaultHooks
+	}
 	if pluginData["source"] == pluginSourceOutOfBand {
-		names, cfg.OutOfBand = hooks.OutOfBandHooks, true
+		names, cfg = hooks.OutOfBandHooks, hooks.Config{OutOfBand: true}
 	}
 	d := &hooks.Data{NodeUUID: n.UUID, Properties: props, Ports: portMaps, Inventory: inv.Inventory, PluginData: pluginData}
 	if err := hooks.Run(names, cfg, d); err != nil {

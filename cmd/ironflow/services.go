@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/console"
 	"github.com/ironflow/ironflow/console/web"
+	"github.com/ironflow/ironflow/inspection/hooks"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/signature"
@@ -303,6 +306,7 @@ func runAPICommand(ctx context.Context, args []string) error {
 type workerFlags struct {
 	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams        *string
 	agentArchs, kernelParamsAArch64, inspectionParams                              *string
+	inspectionHooks, physnetCIDRMap, pciAlias                                      *string
 	callbackTimeout, rescueTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout *time.Duration
 	syncInterval                                                                   *time.Duration
 	reconcileInterval, reconcileGrace, reconcileLookback                           *time.Duration
@@ -335,6 +339,12 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 		kernelParamsAArch64: s.String("agent-kernel-params-aarch64", activities.DefaultAgentKernelParamsAArch64, "extra kernel parameters for the aarch64 agent"),
 		inspectionParams: s.String("inspection-kernel-params", activities.DefaultInspectionKernelParams,
 			"extra kernel parameters for the agent when it boots to inspect (Ironic's [inspector]extra_kernel_params; the default collects LLDP)"),
+		inspectionHooks: s.String("inspection-hooks", strings.Join(hooks.DefaultHooks, ","),
+			"comma-separated inspection hooks an in-band inspection runs, in order (Ironic's [inspector]hooks; optional: boot-mode, physical-network, pci-devices; docs/inspection.md)"),
+		physnetCIDRMap: s.String("inspection-physical-network-cidr-map", "",
+			"comma-separated <cidr>:<physical network> entries the physical-network hook sets ports' physical_network from (Ironic's [inspector]physical_network_cidr_map)"),
+		pciAlias: s.String("inspection-pci-device-alias", "",
+			`a JSON list of {"vendor_id", "product_id", "name"} the pci-devices hook counts into capabilities (Ironic's [inspector]pci_device_alias)`),
 		callbackTimeout:   s.Duration("deploy-callback-timeout", p.CallbackTimeout, "how long to wait for the agent's first heartbeat"),
 		rescueTimeout:     s.Duration("rescue-callback-timeout", p.RescueCallbackTimeout, "how long rescue wait waits for the rescue agent's first heartbeat"),
 		heartbeatTimeout:  s.Duration("agent-heartbeat-timeout", p.HeartbeatTimeout, "a running agent step fails after this long without a heartbeat"),
@@ -418,6 +428,42 @@ func (f workerFlags) options() worker.Options {
 		WorkflowTaskPollers: *f.wfPollers, ActivityTaskPollers: *f.actPollers}
 }
 
+// hookSettings reads the hook settings: every hook named is known,
+// ramdisk-error and validate-interfaces stay in (Ironic's hooks need
+// them), the CIDR map and the PCI aliases parse.
+func (f workerFlags) hookSettings() ([]string, hooks.Config, error) {
+	var cfg hooks.Config
+	names := splitList(*f.inspectionHooks)
+	for _, n := range names {
+		if !slices.Contains(hooks.Known, n) {
+			return nil, cfg, fmt.Errorf("--inspection-hooks: unknown hook %q (known: %s)", n, strings.Join(hooks.Known, ", "))
+		}
+	}
+	for _, must := range []string{hooks.RamdiskError, hooks.ValidateInterfaces} {
+		if !slices.Contains(names, must) {
+			return nil, cfg, fmt.Errorf("--inspection-hooks: %s is required (the other hooks read what it checks)", must)
+		}
+	}
+	cfg.PhysicalNetworkCIDRMap = splitList(*f.physnetCIDRMap)
+	if _, err := hooks.ParseCIDRMap(cfg.PhysicalNetworkCIDRMap); err != nil {
+		return nil, cfg, fmt.Errorf("--inspection-physical-network-cidr-map: %w", err)
+	}
+	if *f.pciAlias != "" {
+		var list []json.RawMessage
+		if err := json.Unmarshal([]byte(*f.pciAlias), &list); err != nil {
+			return nil, cfg, fmt.Errorf("--inspection-pci-device-alias: want a JSON list of objects: %w", err)
+		}
+		for _, raw := range list {
+			a, err := hooks.ParsePCIAlias(string(raw))
+			if err != nil {
+				return nil, cfg, fmt.Errorf("--inspection-pci-device-alias: %w", err)
+			}
+			cfg.PCIDeviceAlias = append(cfg.PCIDeviceAlias, a)
+		}
+	}
+	return names, cfg, nil
+}
+
 func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities.VirtualMedia, log *slog.Logger) (func(), error) {
 	cfg := f.activitiesConfig()
 	cfg.VirtualMedia = vm
@@ -427,6 +473,9 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	}
 	cfg.IPXEBootfileByArch = byArch
 	cfg.LoaderBaseURL = *f.loaderURL
+	if cfg.InspectionHooks, cfg.InspectionHookConfig, err = f.hookSettings(); err != nil {
+		return nil, err
+	}
 	gc, err := f.glance.client()
 	if err != nil {
 		return nil, err

@@ -33,7 +33,17 @@ const (
 	CPUCapabilities     = "cpu-capabilities"
 	ParseLLDPHook       = "parse-lldp"
 	LocalLinkConnection = "local-link-connection"
+	// The optional hooks (optional.go): not in DefaultHooks, enabled by
+	// the worker's --inspection-hooks as Ironic's [inspector]hooks.
+	BootMode        = "boot-mode"
+	PhysicalNetwork = "physical-network"
+	PCIDevices      = "pci-devices"
 )
+
+// Known are the hooks Run knows, for the worker's check of its
+// --inspection-hooks.
+var Known = []string{RamdiskError, ValidateInterfaces, Ports, Architecture, Memory, CPUs, RootDevice, CPUCapabilities,
+	ParseLLDPHook, LocalLinkConnection, BootMode, PhysicalNetwork, PCIDevices}
 
 // DefaultHooks run on every in-band inspection: Ironic's default_hooks
 // (ramdisk-error, validate-interfaces, ports, architecture) and the hooks
@@ -67,6 +77,14 @@ type Config struct {
 	// MinRootDiskSize is the smallest disk root-device picks without hints
 	// and without the ramdisk's root_disk (agent.DefaultMinRootDiskSize).
 	MinRootDiskSize int64
+	// PhysicalNetworkCIDRMap: "cidr:physnet" entries (Ironic's
+	// [inspector]physical_network_cidr_map) the physical-network hook
+	// matches the interfaces' addresses against.
+	PhysicalNetworkCIDRMap []string
+	// PCIDeviceAlias: the pci-devices hook's aliases (Ironic's
+	// [inspector]pci_device_alias, JSON objects with exactly vendor_id,
+	// product_id and name).
+	PCIDeviceAlias []PCIAlias
 	// OutOfBand: the inventory is a BMC's, which may list no network
 	// interface and no CPU architecture: validate-interfaces then finds
 	// none and architecture sets nothing, instead of failing (Ironic runs
@@ -174,6 +192,12 @@ func Run(names []string, cfg Config, d *Data) error {
 			parseLLDP(d)
 		case LocalLinkConnection:
 			localLinkConnection(d)
+		case BootMode:
+			bootMode(d)
+		case PhysicalNetwork:
+			err = physicalNetwork(cfg, d)
+		case PCIDevices:
+			pciDevices(cfg, d)
 		case RamdiskError, ValidateInterfaces:
 		default:
 			err = fmt.Errorf("unknown inspection hook %q", n)
@@ -469,6 +493,17 @@ func cpuCapabilities(cfg Config, d *Data) {
 // capability "true": existing ones keep their place (and get the new
 // value), new ones are appended.
 func UpdatedCapabilities(current string, set []string) string {
+	vals := make(map[string]string, len(set))
+	for _, k := range set {
+		vals[k] = "true"
+	}
+	return updatedCapabilityValues(current, set, vals)
+}
+
+// updatedCapabilityValues is Ironic's get_updated_capabilities: the keys
+// (in order) take their values from set; existing capabilities keep their
+// place, new ones are appended.
+func updatedCapabilityValues(current string, keysInOrder []string, set map[string]string) string {
 	var keys []string
 	vals := map[string]string{}
 	if current != "" {
@@ -480,11 +515,11 @@ func UpdatedCapabilities(current string, set []string) string {
 			vals[k] = v
 		}
 	}
-	for _, k := range set {
+	for _, k := range keysInOrder {
 		if _, ok := vals[k]; !ok {
 			keys = append(keys, k)
 		}
-		vals[k] = "true"
+		vals[k] = set[k]
 	}
 	parts := make([]string, len(keys))
 	for i, k := range keys {

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/inspection/hooks"
 	"github.com/ironflow/ironflow/vbmc"
 )
 
@@ -70,7 +72,10 @@ func (inv inspectedInventory) hasDisk(size int64) bool {
 // microversion 1.81, and the properties filled from it describe the VM as
 // QEMU runs it, the NIC it booted from is the inventory's PXE interface,
 // and the lab's switch (lldpd) is that NIC's LLDP neighbour in plugin_data
-// and in its port's local_link_connection; the machine is off afterwards.
+// and in its port's local_link_connection; with the optional hooks
+// boot-mode and physical-network on, the port's physical_network comes
+// from the CIDR map that holds the NIC's address; the machine is off
+// afterwards.
 //
 // Out-of-band: node-ib (3 vCPUs, 768 MiB, a 7 GiB disk, never powered on)
 // with inspect_interface redfish: the properties come from the BMC's
@@ -80,7 +85,9 @@ func TestInspectInBandAndRedfish(t *testing.T) {
 	RequireQEMU(t)
 	begin := time.Now()
 	lab := NewLab(t)
-	s := startStack(t, lab)
+	// Two of Ironic's optional hooks as an operator turns them on.
+	s := startStack(t, lab, "--inspection-hooks", strings.Join(append(slices.Clone(hooks.DefaultHooks), hooks.BootMode, hooks.PhysicalNetwork), ","),
+		"--inspection-physical-network-cidr-map", "10.77.0.0/24:physnet-lab,192.0.2.0/24:physnet-other")
 	const (
 		memA  = 512
 		cpusA = 2
@@ -145,18 +152,27 @@ func TestInspectInBandAndRedfish(t *testing.T) {
 		}
 		var ports struct {
 			Ports []struct {
-				Address string         `json:"address"`
-				LLC     map[string]any `json:"local_link_connection"`
+				Address         string         `json:"address"`
+				LLC             map[string]any `json:"local_link_connection"`
+				PhysicalNetwork *string        `json:"physical_network"`
 			} `json:"ports"`
 		}
-		code, body := labGet(t, s.lab, "http://"+apiListen+"/v1/ports?node="+uuid+"&fields=address,local_link_connection",
+		code, body := labGet(t, s.lab, "http://"+apiListen+"/v1/ports?node="+uuid+"&fields=address,local_link_connection,physical_network",
 			"X-OpenStack-Ironic-API-Version", inventoryAPIVersion)
 		if err := json.Unmarshal(body, &ports); code != http.StatusOK || err != nil {
 			t.Fatalf("GET ports of %s: HTTP %d, %v: %s", uuid, code, err, body)
 		}
 		for _, p := range ports.Ports {
-			if strings.EqualFold(p.Address, vmA.MAC) && (p.LLC["port_id"] != switchPort || p.LLC["switch_info"] != switchName) {
+			if !strings.EqualFold(p.Address, vmA.MAC) {
+				continue
+			}
+			if p.LLC["port_id"] != switchPort || p.LLC["switch_info"] != switchName {
 				t.Errorf("port %s: local_link_connection %v; want port_id %s, switch_info %s", p.Address, p.LLC, switchPort, switchName)
+			}
+			// physical-network: the NIC's DHCP address is in the lab's
+			// 10.77.0.0/24.
+			if p.PhysicalNetwork == nil || *p.PhysicalNetwork != "physnet-lab" {
+				t.Errorf("port %s: physical_network %v; want physnet-lab from the CIDR map", p.Address, p.PhysicalNetwork)
 			}
 		}
 		f := s.nodeFields(t, uuid)
