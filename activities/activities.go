@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ironflow/ironflow/inspection/hooks"
+	"github.com/ironflow/ironflow/inspection/rules"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -81,6 +82,12 @@ type Config struct {
 	// (nil: hooks.DefaultHooks); InspectionHookConfig is their settings.
 	InspectionHooks      []string
 	InspectionHookConfig hooks.Config
+	// BuiltInRules run with the stored inspection rules (Ironic's
+	// [inspection_rules]built_in_rules, rules.LoadBuiltIn);
+	// RulesMaskSecrets is [inspection_rules]mask_secrets ("always" when
+	// empty, "sensitive", "never").
+	BuiltInRules     []rules.Rule
+	RulesMaskSecrets string
 	// AgentArchitectures are the cpu_arch values (arch.go) whose agent and
 	// loader the boot service has (DefaultAgentArchitectures when empty):
 	// a node of any other architecture fails boot preparation, before it

@@ -42,11 +42,14 @@ func (a *Activities) ApplyInventory(ctx context.Context, nodeUUID string) error 
 	if err != nil {
 		return storeErr(err, "read the inspection rules")
 	}
-	engineRules := make([]rules.Rule, len(rs))
+	engineRules := make([]rules.Rule, len(rs), len(rs)+len(a.Config.BuiltInRules))
 	for i, r := range rs {
 		engineRules[i] = rules.Rule{UUID: r.UUID, Description: r.Description, Phase: r.Phase, Priority: r.Priority,
 			Sensitive: r.Sensitive, Conditions: r.Conditions, Actions: r.Actions}
 	}
+	// The file's rules after the stored ones: where priorities are equal,
+	// the stored rule runs first (Ironic's apply_rules, a stable sort).
+	engineRules = append(engineRules, a.Config.BuiltInRules...)
 	var logs []rules.LogEntry
 	var created int
 	// The rules' api-call GETs end before this local activity's own
@@ -59,7 +62,7 @@ func (a *Activities) ApplyInventory(ctx context.Context, nodeUUID string) error 
 		defer cancel()
 	}
 	node, err := a.Store.ApplyInspection(ctx, nodeUUID, func(n *store.Node, ports []*store.Port, inv *store.Inventory) (*store.InspectionOutcome, error) {
-		o, l, c, err := inspectionOutcome(rulesCtx, n, ports, inv, engineRules, a.Config.InspectionHooks, a.Config.InspectionHookConfig)
+		o, l, c, err := inspectionOutcome(rulesCtx, n, ports, inv, engineRules, a.Config.InspectionHooks, a.Config.InspectionHookConfig, a.Config.RulesMaskSecrets)
 		logs, created = l, c
 		return o, err
 	})
@@ -90,7 +93,7 @@ func (e *inspectionRefused) Error() string { return e.msg }
 // inspectionOutcome runs the hooks, then the rules, over copies of the
 // locked node, its ports and its inventory, and says what to write.
 func inspectionOutcome(ctx context.Context, n *store.Node, ports []*store.Port, inv *store.Inventory, rs []rules.Rule,
-	inBand []string, hookCfg hooks.Config) (*store.InspectionOutcome, []rules.LogEntry, int, error) {
+	inBand []string, hookCfg hooks.Config, maskSecrets string) (*store.InspectionOutcome, []rules.LogEntry, int, error) {
 	var pluginData, props map[string]any
 	if err := deepCopy(inv.PluginData, &pluginData); err != nil {
 		return nil, nil, 0, err
@@ -123,7 +126,7 @@ func inspectionOutcome(ctx context.Context, n *store.Node, ports []*store.Port, 
 		return nil, nil, 0, err
 	}
 	subj := &rules.Subject{NodeUUID: n.UUID, Node: nodeMap, Traits: append([]string(nil), n.Traits...), Ports: d.Ports,
-		Inventory: inv.Inventory, PluginData: d.PluginData, Get: rules.HTTPGet(ruleHTTPClient)}
+		Inventory: inv.Inventory, PluginData: d.PluginData, Get: rules.HTTPGet(ruleHTTPClient), MaskSecrets: maskSecrets}
 	if err := rules.Apply(ctx, rs, subj); err != nil {
 		return nil, subj.Logs, 0, &inspectionRefused{err.Error()}
 	}

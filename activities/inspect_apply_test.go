@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/inspection/rules"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
@@ -130,5 +131,43 @@ func TestApplyInventoryOutOfBandWithoutInterfaces(t *testing.T) {
 	got, _ := st.GetNode(ctx, n.UUID)
 	if got.Properties["cpus"] != 4.0 || got.Properties["memory_mb"] != 8192.0 || got.Properties["local_gb"] != 99.0 {
 		t.Errorf("properties from a BMC's inventory: %v", got.Properties)
+	}
+}
+
+// Built-in rules (a file's, not stored) run with the stored ones by
+// priority, the stored rule first where priorities are equal, and are
+// written in the same transaction.
+func TestApplyInventoryRunsBuiltInRules(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	builtIn := []rules.Rule{
+		{UUID: "00000000-0000-0000-0000-000000000000", Priority: 20000,
+			Actions: []map[string]any{{"op": "set-attribute", "args": map[string]any{"path": "/extra/first", "value": "built-in"}}}},
+		{UUID: "00000000-0000-0000-0000-000000000001", Priority: 50,
+			Actions: []map[string]any{{"op": "set-attribute", "args": map[string]any{"path": "/extra/last", "value": "built-in"}},
+				{"op": "add-trait", "args": map[string]any{"name": "CUSTOM_BUILT_IN"}}}},
+	}
+	a := activities.New(st, activities.Config{BuiltInRules: builtIn}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: provision.Inspecting}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	inv, pd := ipaInventory(t)
+	if err := st.PutInventory(ctx, &store.Inventory{NodeUUID: n.UUID, Inventory: inv, PluginData: pd}); err != nil {
+		t.Fatal(err)
+	}
+	stored := &store.InspectionRule{Priority: 50, Actions: []map[string]any{
+		{"op": "set-attribute", "args": map[string]any{"path": "/extra/first", "value": "stored"}},
+		{"op": "set-attribute", "args": map[string]any{"path": "/extra/last", "value": "stored"}}}}
+	if err := st.CreateInspectionRule(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ApplyInventory(ctx, n.UUID); err != nil {
+		t.Fatalf("ApplyInventory: %v", err)
+	}
+	got, _ := st.GetNode(ctx, n.UUID)
+	// 20000 (built-in) first, then 50 stored, then 50 built-in.
+	if got.Extra["first"] != "stored" || got.Extra["last"] != "built-in" || len(got.Traits) != 1 || got.Traits[0] != "CUSTOM_BUILT_IN" {
+		t.Errorf("after inspection: extra %v, traits %v; want the stored rule between the two built-in ones", got.Extra, got.Traits)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/ironflow/ironflow/console"
 	"github.com/ironflow/ironflow/console/web"
 	"github.com/ironflow/ironflow/inspection/hooks"
+	"github.com/ironflow/ironflow/inspection/rules"
 	"github.com/ironflow/ironflow/payload"
 	"github.com/ironflow/ironflow/pxe"
 	"github.com/ironflow/ironflow/signature"
@@ -306,7 +307,7 @@ func runAPICommand(ctx context.Context, args []string) error {
 type workerFlags struct {
 	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams        *string
 	agentArchs, kernelParamsAArch64, inspectionParams                              *string
-	inspectionHooks, physnetCIDRMap, pciAlias                                      *string
+	inspectionHooks, physnetCIDRMap, pciAlias, builtInRules, maskSecrets           *string
 	callbackTimeout, rescueTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout *time.Duration
 	syncInterval                                                                   *time.Duration
 	reconcileInterval, reconcileGrace, reconcileLookback                           *time.Duration
@@ -343,6 +344,10 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 			"comma-separated inspection hooks an in-band inspection runs, in order (Ironic's [inspector]hooks; optional: boot-mode, physical-network, pci-devices; docs/inspection.md)"),
 		physnetCIDRMap: s.String("inspection-physical-network-cidr-map", "",
 			"comma-separated <cidr>:<physical network> entries the physical-network hook sets ports' physical_network from (Ironic's [inspector]physical_network_cidr_map)"),
+		builtInRules: s.String("inspection-rules-built-in", "",
+			"a YAML file of inspection rules that run with the stored ones, not listed by the API (Ironic's [inspection_rules]built_in_rules; docs/inspection.md)"),
+		maskSecrets: s.String("inspection-rules-mask-secrets", "always",
+			"which inspection rules see BMC passwords and tokens as \"***\": always, sensitive (rules not marked sensitive) or never (Ironic's [inspection_rules]mask_secrets)"),
 		pciAlias: s.String("inspection-pci-device-alias", "",
 			`a JSON list of {"vendor_id", "product_id", "name"} the pci-devices hook counts into capabilities (Ironic's [inspector]pci_device_alias)`),
 		callbackTimeout:   s.Duration("deploy-callback-timeout", p.CallbackTimeout, "how long to wait for the agent's first heartbeat"),
@@ -475,6 +480,18 @@ func startWorker(st *store.Store, tc client.Client, f workerFlags, vm activities
 	cfg.LoaderBaseURL = *f.loaderURL
 	if cfg.InspectionHooks, cfg.InspectionHookConfig, err = f.hookSettings(); err != nil {
 		return nil, err
+	}
+	switch *f.maskSecrets {
+	case "always", "sensitive", "never":
+		cfg.RulesMaskSecrets = *f.maskSecrets
+	default:
+		return nil, fmt.Errorf("--inspection-rules-mask-secrets %q: want always, sensitive or never", *f.maskSecrets)
+	}
+	if *f.builtInRules != "" {
+		if cfg.BuiltInRules, err = rules.LoadBuiltIn(*f.builtInRules); err != nil {
+			return nil, fmt.Errorf("--inspection-rules-built-in: %w", err)
+		}
+		log.Info("built-in inspection rules loaded", "file", *f.builtInRules, "rules", len(cfg.BuiltInRules))
 	}
 	gc, err := f.glance.client()
 	if err != nil {

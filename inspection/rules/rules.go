@@ -173,6 +173,12 @@ var bodyKeys = map[string]bool{"actions": true, "conditions": true, "description
 // operator set-attribute: missing required argument(s): value"). The
 // caller answers it as a 400.
 func ValidateBody(body map[string]any) error {
+	return validate(body, false)
+}
+
+// validate is ValidateBody; a built-in rule (a file's, LoadBuiltIn) may
+// have a priority above MaxPriority, as Ironic's validate_rule allows.
+func validate(body map[string]any, builtIn bool) error {
 	if err := schemaCheck(body); err != nil {
 		return fmt.Errorf("Schema error: %s", err.Error())
 	}
@@ -180,7 +186,7 @@ func ValidateBody(body map[string]any) error {
 	if p, ok := body["phase"].(string); ok && p != PhaseMain {
 		errs = append(errs, fmt.Sprintf("Invalid phase: %s. Valid phases are: %s", p, PhaseMain))
 	}
-	if p, ok := body["priority"].(float64); ok && p > MaxPriority {
+	if p, ok := body["priority"].(float64); ok && p > MaxPriority && !builtIn {
 		errs = append(errs, "Priority must be between 0 and 9999 for user-defined rules.")
 	}
 	conds, _ := body["conditions"].([]any)

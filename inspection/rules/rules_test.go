@@ -38,7 +38,6 @@ func rule(t *testing.T, s string) Rule {
 	return r
 }
 
-func asList(v any) []any { l, _ := v.([]any); return l }
 
 // subject is the node, inventory and plugin data of Ironic's own rule tests
 // (ironic/tests/unit/common/test_inspection_rule.py: bmc_address

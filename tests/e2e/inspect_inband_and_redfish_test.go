@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,7 +76,8 @@ func (inv inspectedInventory) hasDisk(size int64) bool {
 // and in its port's local_link_connection; with the optional hooks
 // boot-mode and physical-network on, the port's physical_network comes
 // from the CIDR map that holds the NIC's address; the machine is off
-// afterwards.
+// afterwards; a built-in rule (--inspection-rules-built-in) tags it with
+// the switch it hears.
 //
 // Out-of-band: node-ib (3 vCPUs, 768 MiB, a 7 GiB disk, never powered on)
 // with inspect_interface redfish: the properties come from the BMC's
@@ -85,9 +87,22 @@ func TestInspectInBandAndRedfish(t *testing.T) {
 	RequireQEMU(t)
 	begin := time.Now()
 	lab := NewLab(t)
-	// Two of Ironic's optional hooks as an operator turns them on.
+	// Two of Ironic's optional hooks as an operator turns them on, and a
+	// built-in rule that tags machines by the switch they hear.
+	rulesFile := filepath.Join(lab.Dir, "built-in-rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte(`- description: machines on the e2e switch
+  conditions:
+    - op: eq
+      args: {values: ["{plugin_data[parsed_lldp][eth0][switch_system_name]}", "e2e-lab-switch"]}
+  actions:
+    - op: add-trait
+      args: {name: CUSTOM_E2E_SWITCH}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	s := startStack(t, lab, "--inspection-hooks", strings.Join(append(slices.Clone(hooks.DefaultHooks), hooks.BootMode, hooks.PhysicalNetwork), ","),
-		"--inspection-physical-network-cidr-map", "10.77.0.0/24:physnet-lab,192.0.2.0/24:physnet-other")
+		"--inspection-physical-network-cidr-map", "10.77.0.0/24:physnet-lab,192.0.2.0/24:physnet-other",
+		"--inspection-rules-built-in", rulesFile)
 	const (
 		memA  = 512
 		cpusA = 2
@@ -176,6 +191,9 @@ func TestInspectInBandAndRedfish(t *testing.T) {
 			}
 		}
 		f := s.nodeFields(t, uuid)
+		if traits, _ := f["traits"].([]any); !slices.Contains(traits, any("CUSTOM_E2E_SWITCH")) {
+			t.Errorf("traits %v: the built-in rule's CUSTOM_E2E_SWITCH is missing", f["traits"])
+		}
 		checkProperties(t, f, cpusA, memA, diskA/(1<<30)-1)
 		if f["provision_state"] != "manageable" || f["power_state"] != "power off" {
 			t.Errorf("after inspection node-ia is %v / %v, want manageable / power off", f["provision_state"], f["power_state"])
