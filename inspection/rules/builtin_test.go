@@ -48,12 +48,12 @@ func TestLoadBuiltIn(t *testing.T) {
 		t.Fatalf("rules %+v", rs)
 	}
 	for body, want := range map[string]string{
-		"actions: []":                              "should contain a list of rules",
-		"- actions:\n    - op: frobnicate\n      args: {}": "rule 1: Schema error",
-		"- priority: -1\n  actions:\n    - op: log\n      args: {msg: x}": "rule 1:",
+		"actions: []": "should contain a list of rules",
+		"- actions:\n    - op: frobnicate\n      args: {}":                  "rule 1: Schema error",
+		"- priority: -1\n  actions:\n    - op: log\n      args: {msg: x}":   "rule 1:",
 		"- actions:\n    - op: set-attribute\n      args: {path: /extra/x}": "Invalid parameters for action operator set-attribute",
 		"- [not, a, rule]": "rule 1 is not a mapping",
-		"{": "built-in inspection rules file",
+		"{":                "built-in inspection rules file",
 	} {
 		if _, err := LoadBuiltIn(writeRules(t, body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want an error saying %q", body, err, want)

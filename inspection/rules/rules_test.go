@@ -38,7 +38,6 @@ func rule(t *testing.T, s string) Rule {
 	return r
 }
 
-
 // subject is the node, inventory and plugin data of Ironic's own rule tests
 // (ironic/tests/unit/common/test_inspection_rule.py: bmc_address
 // 192.168.1.100, an x86_64 CPU), with a port and a trait.
