@@ -22,9 +22,13 @@ func TestInspectionHookFlags(t *testing.T) {
 		}
 		return f.hookSettings()
 	}
-	names, _, err := parse()
-	if err != nil || !slices.Equal(names, hooks.DefaultHooks) {
-		t.Fatalf("default hooks %v, %v; want %v", names, err, hooks.DefaultHooks)
+	names, def, err := parse()
+	if err != nil || !slices.Equal(names, hooks.DefaultHooks) || def.AddPorts != "all" || def.KeepPorts != "all" || def.KeepPXEEnabled {
+		t.Fatalf("default hooks %v, config %+v, %v; want %v, all ports added and kept, pxe_enabled updated", names, def, err, hooks.DefaultHooks)
+	}
+	if _, c, err := parse("--inspection-add-ports", "pxe", "--inspection-keep-ports", "present", "--inspection-update-pxe-enabled=false"); err != nil ||
+		c.AddPorts != "pxe" || c.KeepPorts != "present" || !c.KeepPXEEnabled {
+		t.Fatalf("port settings: %+v, %v", c, err)
 	}
 	names, cfg, err := parse("--inspection-hooks", "ramdisk-error,validate-interfaces,ports,boot-mode,physical-network,pci-devices",
 		"--inspection-physical-network-cidr-map", "10.0.0.0/24:physnet1,2001:db8::/64:physnet2",
@@ -41,6 +45,8 @@ func TestInspectionHookFlags(t *testing.T) {
 		{[]string{"--inspection-physical-network-cidr-map", "10.0.0.0/24"}, "--inspection-physical-network-cidr-map"},
 		{[]string{"--inspection-pci-device-alias", `[{"vendor_id": "10de", "name": "gpu"}]`}, "--inspection-pci-device-alias"},
 		{[]string{"--inspection-pci-device-alias", `{"vendor_id": "10de"}`}, "want a JSON list"},
+		{[]string{"--inspection-add-ports", "some"}, "--inspection-add-ports"},
+		{[]string{"--inspection-keep-ports", "none"}, "--inspection-keep-ports"},
 	} {
 		if _, _, err := parse(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want an error saying %q", tc.args, err, tc.want)

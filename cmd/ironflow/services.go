@@ -308,6 +308,8 @@ type workerFlags struct {
 	databaseURL, temporal, namespace, groups, apiURL, bootURL, kernelParams        *string
 	agentArchs, kernelParamsAArch64, inspectionParams                              *string
 	inspectionHooks, physnetCIDRMap, pciAlias, builtInRules, maskSecrets           *string
+	addPorts, keepPorts                                                            *string
+	updatePXEEnabled                                                               *bool
 	callbackTimeout, rescueTimeout, heartbeatTimeout, operatorWait, bmcCallTimeout *time.Duration
 	syncInterval                                                                   *time.Duration
 	reconcileInterval, reconcileGrace, reconcileLookback                           *time.Duration
@@ -344,6 +346,12 @@ func addWorkerFlags(s *settings, shared *apiFlags) workerFlags {
 			"comma-separated inspection hooks an in-band inspection runs, in order (Ironic's [inspector]hooks; optional: boot-mode, physical-network, pci-devices; docs/inspection.md)"),
 		physnetCIDRMap: s.String("inspection-physical-network-cidr-map", "",
 			"comma-separated <cidr>:<physical network> entries the physical-network hook sets ports' physical_network from (Ironic's [inspector]physical_network_cidr_map)"),
+		addPorts: s.String("inspection-add-ports", "all",
+			"which inspected interfaces become ports: all, pxe (the PXE interface only), active (those with an IP address) or disabled (Ironic's [inspector]add_ports)"),
+		keepPorts: s.String("inspection-keep-ports", "all",
+			"which ports an inspection keeps: all, present (those whose MAC the inventory has) or added (those add_ports selects) (Ironic's [inspector]keep_ports)"),
+		updatePXEEnabled: s.Bool("inspection-update-pxe-enabled", true,
+			"inspection brings existing ports' pxe_enabled in line with the inventory's PXE interface (Ironic's [inspector]update_pxe_enabled)"),
 		builtInRules: s.String("inspection-rules-built-in", "",
 			"a YAML file of inspection rules that run with the stored ones, not listed by the API (Ironic's [inspection_rules]built_in_rules; docs/inspection.md)"),
 		maskSecrets: s.String("inspection-rules-mask-secrets", "always",
@@ -449,6 +457,19 @@ func (f workerFlags) hookSettings() ([]string, hooks.Config, error) {
 			return nil, cfg, fmt.Errorf("--inspection-hooks: %s is required (the other hooks read what it checks)", must)
 		}
 	}
+	switch *f.addPorts {
+	case "all", "pxe", "active", "disabled":
+		cfg.AddPorts = *f.addPorts
+	default:
+		return nil, cfg, fmt.Errorf("--inspection-add-ports %q: want all, pxe, active or disabled", *f.addPorts)
+	}
+	switch *f.keepPorts {
+	case "all", "present", "added":
+		cfg.KeepPorts = *f.keepPorts
+	default:
+		return nil, cfg, fmt.Errorf("--inspection-keep-ports %q: want all, present or added", *f.keepPorts)
+	}
+	cfg.KeepPXEEnabled = !*f.updatePXEEnabled
 	cfg.PhysicalNetworkCIDRMap = splitList(*f.physnetCIDRMap)
 	if _, err := hooks.ParseCIDRMap(cfg.PhysicalNetworkCIDRMap); err != nil {
 		return nil, cfg, fmt.Errorf("--inspection-physical-network-cidr-map: %w", err)
