@@ -104,7 +104,7 @@ kernel:
 # The agent ramdisk: Debian's kernel and an initramfs with the static agent
 # as /init, cached under .data/images (agent.kernel, agent.initramfs).
 ramdisk: build kernel
-	$(GO) run ./agent/ramdisk/cmd/mkramdisk -agent $(AGENT) -kernel $(DATA)/kernel -out $(DATA)/ramdisk
+	$(GO) run ./agent/ramdisk/cmd/mkramdisk -agent $(AGENT) -kernel $(DATA)/kernel -out $(DATA)/ramdisk $(if $(AGENT_CUSTOM_STEPS),-custom-steps $(AGENT_CUSTOM_STEPS))
 	@mkdir -p $(DATA)/images
 	@ln -f $(DATA)/ramdisk/vmlinuz $(DATA)/images/agent.kernel
 	@ln -f $(DATA)/ramdisk/initramfs.cpio.gz $(DATA)/images/agent.initramfs

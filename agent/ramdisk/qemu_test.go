@@ -223,6 +223,12 @@ type vm struct {
 // bootVM builds the ramdisk, boots it (UEFI with OVMF when uefi) and waits
 // for the agent's first heartbeat; it returns a client for the agent.
 func bootVM(t *testing.T, uefi bool, image []byte, extraDisks ...int64) *vm {
+	return bootVMWithSteps(t, "", uefi, image, extraDisks...)
+}
+
+// bootVMWithSteps is bootVM with a ramdisk of its own that carries the
+// custom deploy steps of stepsDir ("": the shared ramdisk).
+func bootVMWithSteps(t *testing.T, stepsDir string, uefi bool, image []byte, extraDisks ...int64) *vm {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP: the agent VM tests need root (network namespaces, tap devices)")
 	}
@@ -237,6 +243,14 @@ func bootVM(t *testing.T, uefi bool, image []byte, extraDisks ...int64) *vm {
 	res, err := ramdisk.Build(ramdisk.Options{KernelDir: kernelDir, OutDir: filepath.Join(root, ".data", "ramdisk"), ModuleRoot: root})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if stepsDir != "" {
+		// The agent the shared build made, in a ramdisk of this test's own.
+		own := ramdisk.Options{KernelDir: kernelDir, OutDir: t.TempDir(), ModuleRoot: root,
+			Agent: filepath.Join(root, ".data", "ramdisk", "ironflow-agent"), CustomSteps: stepsDir}
+		if res, err = ramdisk.Build(own); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Logf("ramdisk %s (cached %v)", res.Initramfs, res.Cached)
 
@@ -394,6 +408,49 @@ func TestAgentQEMU(t *testing.T) {
 	if !bytes.Equal(got, v.api.image) {
 		t.Fatal("the VM's disk does not hold the image after power off")
 	}
+}
+
+// TestAgentQEMUCustomStep: a custom deploy step packaged by mkramdisk
+// (Options.CustomSteps: a #! script, with Debian's dash and its libraries
+// carried for it) is offered by the agent booted in QEMU and runs there by
+// name: its output, made from the step's args on its standard input and
+// the node's UUID in its environment, is the step's deploy_result.
+func TestAgentQEMUCustomStep(t *testing.T) {
+	steps := t.TempDir()
+	script := "#!/bin/sh\nread -r args\necho \"flashed on $IRONFLOW_NODE_UUID with $args\"\n"
+	if err := os.WriteFile(filepath.Join(steps, "flash_firmware"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	v := bootVMWithSteps(t, steps, false, vmImage(1<<20))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const node = "3b8f6c1e-2a4d-4e5f-9a6b-7c8d9e0f1a2b"
+	list, err := v.client.GetDeploySteps(ctx, map[string]any{"uuid": node, "deploy_interface": "custom-agent"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var step *client.Step
+	for i, s := range list.Steps {
+		if s.Step == "flash_firmware" {
+			step = &list.Steps[i]
+		}
+	}
+	if step == nil {
+		t.Fatalf("deploy steps %+v: the packaged flash_firmware is not offered", list.Steps)
+	}
+	step.Args = map[string]any{}
+	r, err := v.client.ExecuteDeployStep(ctx, *step, map[string]any{"uuid": node}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := v.client.WaitCommand(ctx, r.ID, time.Second, nil)
+	if err != nil {
+		t.Fatalf("flash_firmware: %v", err)
+	}
+	if want := "flashed on " + node + " with {}"; !strings.Contains(string(done.CommandResult), want) {
+		t.Fatalf("the step's result %s; want %q", done.CommandResult, want)
+	}
+	t.Logf("custom step result: %s", done.CommandResult)
 }
 
 // TestAgentQEMUSoftwareRAID runs raid.create_configuration on the real

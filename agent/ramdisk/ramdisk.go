@@ -31,7 +31,7 @@ import (
 )
 
 // builderVersion changes when the layout changes, invalidating caches.
-const builderVersion = "ironflow-ramdisk-3"
+const builderVersion = "ironflow-ramdisk-4"
 
 // DefaultModules are the modules (by name; dependencies follow) the agent
 // may need on real and virtual machines.
@@ -91,6 +91,13 @@ type Options struct {
 	// when the build host has it (Debian's mdadm), "-" none (the RAID
 	// steps then fail saying mdadm is missing).
 	Mdadm string
+	// CustomSteps is a directory of custom deploy steps (agent.CustomStep,
+	// docs/bmcs-and-boot.md "custom-agent"): each executable file, named as
+	// a step, is carried at agent.DefaultCustomStepsDir with what it needs
+	// to run there: a dynamically linked program its loader and shared
+	// libraries, a "#!" script its interpreter (and the interpreter's
+	// libraries). Empty means none.
+	CustomSteps string
 }
 
 // DefaultCABundle is Debian's CA bundle, and where the ramdisk carries one.
@@ -194,6 +201,13 @@ func Build(o Options) (Result, error) {
 			mdadmFiles[strings.TrimPrefix(DefaultMdadm, "/")] = b
 		}
 	}
+	var stepFiles map[string][]byte
+	execs := map[string]bool{}
+	if o.CustomSteps != "" {
+		if stepFiles, execs, err = customStepFiles(o.CustomSteps); err != nil {
+			return res, err
+		}
+	}
 	var grubFiles map[string][]byte
 	if o.GRUBDir != "" {
 		if grubFiles, err = grubImages(o.GRUBDir); err != nil {
@@ -219,6 +233,10 @@ func Build(o Options) (Result, error) {
 	for _, n := range sortedNames(mdadmFiles) {
 		fmt.Fprintf(h, "%s\n", n)
 		h.Write(mdadmFiles[n])
+	}
+	for _, n := range sortedNames(stepFiles) {
+		fmt.Fprintf(h, "%s\n", n)
+		h.Write(stepFiles[n])
 	}
 	key := hex.EncodeToString(h.Sum(nil))
 	stamp := filepath.Join(o.OutDir, ".inputs")
@@ -266,6 +284,9 @@ func Build(o Options) (Result, error) {
 	for n, b := range mdadmFiles {
 		files[n] = b
 	}
+	for n, b := range stepFiles {
+		files[n] = b
+	}
 	modPrefix := "lib/modules/" + version + "/"
 	files[modPrefix+kmod.IndexFile] = index
 	for _, n := range closure {
@@ -275,7 +296,7 @@ func Build(o Options) (Result, error) {
 		}
 		files[modPrefix+full.Modules[n].Path] = b
 	}
-	if err := writeInitramfs(res.Initramfs, files); err != nil {
+	if err := writeInitramfs(res.Initramfs, files, execs); err != nil {
 		return res, err
 	}
 	if err := copyFile(filepath.Join(o.KernelDir, "vmlinuz"), res.Kernel); err != nil {
@@ -374,7 +395,7 @@ func consoleArchive() []byte {
 	return b.Bytes()
 }
 
-func writeInitramfs(out string, files map[string][]byte) error {
+func writeInitramfs(out string, files map[string][]byte, executableAt map[string]bool) error {
 	tmp := out + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -412,7 +433,7 @@ func writeInitramfs(out string, files map[string][]byte) error {
 	sort.Strings(names)
 	for _, n := range names {
 		mode := cpio.FileMode(0o644)
-		if n == "init" || n == strings.TrimPrefix(DefaultMdadm, "/") || strings.HasPrefix(path.Base(n), "ld-linux") {
+		if n == "init" || n == strings.TrimPrefix(DefaultMdadm, "/") || strings.HasPrefix(path.Base(n), "ld-linux") || executableAt[n] {
 			mode = 0o755
 		}
 		if err := w.WriteHeader(&cpio.Header{Name: n, Mode: cpio.TypeReg | mode, Size: int64(len(files[n])), Links: 1}); err != nil {

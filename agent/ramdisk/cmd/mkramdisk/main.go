@@ -6,6 +6,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/ironflow/ironflow/agent"
 	"os"
 
 	"github.com/ironflow/ironflow/agent/grub"
@@ -20,9 +21,10 @@ func main() {
 	caBundle := flag.String("ca-bundle", "", "PEM CA bundle the agent trusts for HTTPS (an https API or image server); default: the build host's "+ramdisk.DefaultCABundle+" when present; - for none")
 	sdboot := flag.String("systemd-boot", "", "systemd-boot EFI binary the agent installs for partition images (default: the build host's "+ramdisk.DefaultSystemdBoot+" when present); - for none (the arm64 ramdisk: the host's is x86-64)")
 	mdadm := flag.String("mdadm", "", "mdadm binary for the software RAID steps (default: the build host's "+ramdisk.DefaultMdadm+" when present); - for none (the arm64 ramdisk: the host's is x86-64)")
+	steps := flag.String("custom-steps", "", "a directory of custom deploy steps (executables named as steps: static or dynamic programs, or #! scripts whose interpreter the build host has) carried at "+agent.DefaultCustomStepsDir+" with what they need; docs/bmcs-and-boot.md, custom-agent")
 	force := flag.Bool("force", false, "rebuild even when inputs are unchanged")
 	flag.Parse()
-	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force, GRUBDir: *grubDir, CABundle: *caBundle, SystemdBoot: *sdboot, Mdadm: *mdadm})
+	res, err := ramdisk.Build(ramdisk.Options{KernelDir: *kernel, OutDir: *out, Agent: *agentBin, ModuleRoot: ".", Force: *force, GRUBDir: *grubDir, CABundle: *caBundle, SystemdBoot: *sdboot, Mdadm: *mdadm, CustomSteps: *steps})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkramdisk:", err)
 		os.Exit(1)
