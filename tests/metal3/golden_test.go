@@ -160,6 +160,34 @@ var goldenDeleteActive = []want{
 	get("/v1/nodes/{node}"), {Method: "DELETE", Path: "/v1/nodes/{node}"}, get("/v1/nodes/{node}"),
 }
 
+// goldenProvisionLiveISO: a live ISO (BMO's setLiveIsoUpdateOptsForNode):
+// provide, instance_info boot_iso and the ramdisk deploy interface,
+// validation, active with the empty config drive BMO sends for a live ISO.
+var goldenProvisionLiveISO = []want{
+	hasCapacity,
+	get("/v1/nodes/{node}"), provision("provide"),
+	pollNode,
+	patch("add /instance_uuid", "add /instance_info/capabilities", "add /instance_info/root_device",
+		"add /instance_info/boot_iso", "add /deploy_interface", "add /driver_info/force_persistent_boot_device"),
+	get("/v1/nodes/{node}/validate"),
+	{Method: "PUT", Path: "/v1/nodes/{node}/states/provision", Body: []string{"configdrive", "target"}, Values: map[string]any{"target": "active"}},
+	pollNode,
+}
+
+// dataImageStatus is one GetDataImageStatus pass: the node, then its
+// virtual media unless the node is reserved.
+var dataImageStatus = want{Repeat: true, Group: []want{get("/v1/nodes/{node}"), withOptional(get("/v1/nodes/{node}/vmedia"))}}
+
+// goldenDataImage: BMO's DataImage reconciler attaches the image as a CD,
+// reads the status until inserted, detaches every CD, reads it until
+// ejected.
+var goldenDataImage = []want{
+	{Method: "POST", Path: "/v1/nodes/{node}/vmedia", Body: []string{"device_type", "image_url"}, Values: map[string]any{"device_type": "cdrom"}},
+	dataImageStatus,
+	{Method: "DELETE", Path: "/v1/nodes/{node}/vmedia", Query: url.Values{"device_types": {"cdrom"}}},
+	dataImageStatus,
+}
+
 func withOptional(w want) want {
 	w.Optional = true
 	return w

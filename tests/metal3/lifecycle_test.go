@@ -2,6 +2,7 @@ package metal3
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -164,6 +165,43 @@ func (c *client) adopt(timeout time.Duration) {
 		c.t.Fatalf("adopt: %v\n%s", err, c.logTail())
 	}
 	c.check("adopt", goldenAdopt)
+}
+
+// dataImage runs BMO's DataImage reconciler on the host: attach url, read
+// the status until inserted, detach, read it until ejected; seen is told
+// each settled status with the image.
+func (c *client) dataImage(url string, seen func(inserted bool, image string)) {
+	c.t.Helper()
+	ctx := ctxFor(c.t, 3*time.Minute)
+	if err := c.p.AttachDataImage(ctx, url); err != nil {
+		c.t.Fatalf("attach the data image: %v\n%s", err, c.logTail())
+	}
+	waitStatus := func(want bool) {
+		for {
+			c.rec.NextPass()
+			got, err := c.p.GetDataImageStatus(ctx)
+			if err == nil && got == want {
+				return
+			}
+			if err != nil && !errors.Is(err, bmo.ErrNodeIsBusy) {
+				c.t.Fatalf("data image status: %v\n%s", err, c.logTail())
+			}
+			select {
+			case <-ctx.Done():
+				c.t.Fatalf("the data image is not inserted=%v after 3 minutes\n%s", want, c.logTail())
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	waitStatus(true)
+	seen(true, url)
+	c.rec.NextPass()
+	if err := c.p.DetachDataImage(ctx); err != nil {
+		c.t.Fatalf("detach the data image: %v\n%s", err, c.logTail())
+	}
+	waitStatus(false)
+	seen(false, "")
+	c.check("data-image", goldenDataImage)
 }
 
 // TestBMOHostLifecycle runs a fake-hardware host through every phase BMO

@@ -461,8 +461,94 @@ func TestBMOVirtualMediaVM(t *testing.T) {
 	c = newVMClient()
 	c.initAndRegisterWith(vmMAC, goldenRegisterWith(vmMAC, vmediaIfaces, vmediaValues))
 	c.adopt(5 * time.Minute)
+	// A DataImage on the adopted host: attached as the BMC's CD, ejected.
+	dataURL := "http://" + vmBootListen + "/images/" + writeISO(t, filepath.Join(l.dir, "images"), "data.iso", "METAL3DATA")
+	c.dataImage(dataURL, func(inserted bool, image string) {
+		if cd := l.cd(); cd.Inserted != inserted || (inserted && cd.Image != image) {
+			t.Errorf("data image: the BMC's CD is %+v; want inserted %v with %s", cd, inserted, image)
+		}
+	})
 	c.run("power-off-before-delete", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, false, false) })
 	c.check("power-off-before-delete", goldenPowerOffBeforeDelete)
 	c.run("delete", 2*time.Minute, c.p.Delete)
 	c.check("delete", goldenDeleteActive)
+
+	// The same machine as a live-ISO host: provisioning inserts the ISO
+	// and boots it (deploy interface ramdisk); nothing is written to disk.
+	liveURL := "http://" + vmBootListen + "/images/" + writeISO(t, filepath.Join(l.dir, "images"), "live.iso", "METAL3LIVE")
+	h.ProvisioningID, h.Name = "", "vm0-live"
+	h.Image = bmo.Image{URL: liveURL, DiskFormat: "live-iso"}
+	h.AutomatedCleaningMode, h.UserData, h.NetworkData = "disabled", "", nil
+	c = newVMClient()
+	c.initAndRegisterWith(vmMAC, goldenRegisterWith(vmMAC, vmediaIfaces, vmediaValues))
+	c.run("provision-live-iso", 10*time.Minute, c.p.Provision)
+	c.check("provision-live-iso", goldenProvisionLiveISO[1:])
+	if cd := l.cd(); !cd.Inserted || cd.Image != liveURL {
+		t.Errorf("live ISO: the BMC's CD is %+v; want %s inserted", cd, liveURL)
+	}
+	if n := l.node(h.ProvisioningID); n.DeployInterface != "ramdisk" || n.ProvisionState != "active" {
+		t.Errorf("live ISO host: deploy_interface %q, provision_state %q; want ramdisk, active", n.DeployInterface, n.ProvisionState)
+	}
+	c.run("power-off-before-delete", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, false, false) })
+	c.check("power-off-before-delete", goldenPowerOffBeforeDelete)
+	c.run("delete", 2*time.Minute, c.p.Delete)
+	c.check("delete", goldenDeleteActive)
+}
+
+// writeISO makes a small ISO 9660 image named name in dir (xorriso), with
+// volume label label, and returns its name.
+func writeISO(t *testing.T, dir, name, label string) string {
+	t.Helper()
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "README"), []byte(label+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("xorriso", "-as", "mkisofs", "-quiet", "-V", label, "-o", filepath.Join(dir, name), src).CombinedOutput(); err != nil {
+		t.Fatalf("xorriso: %v\n%s", err, out)
+	}
+	return name
+}
+
+// node reads a node from the API outside BMO's recorded calls.
+func (l *vmLab) node(uuid string) (n struct {
+	DeployInterface string `json:"deploy_interface"`
+	ProvisionState  string `json:"provision_state"`
+}) {
+	l.t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+vmAPIListen+"/v1/nodes/"+uuid, nil)
+	req.SetBasicAuth(apiUser, apiPassword)
+	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.110")
+	resp, err := (&http.Client{Transport: l.transport(), Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		l.t.Fatalf("read node %s: %v", uuid, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil || resp.StatusCode != http.StatusOK {
+		l.t.Fatalf("node %s: HTTP %d, %v", uuid, resp.StatusCode, err)
+	}
+	return n
+}
+
+// cdState is the Redfish VirtualMedia of the machine's CD, as its BMC
+// reports it.
+type cdState struct {
+	Image    string
+	Inserted bool
+}
+
+// cd reads the machine's CD from its BMC.
+func (l *vmLab) cd() cdState {
+	l.t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+vmBMCListen+"/redfish/v1/Managers/vm0/VirtualMedia/Cd", nil)
+	req.SetBasicAuth("admin", "metal3-bmc-password")
+	resp, err := (&http.Client{Transport: l.transport(), Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		l.t.Fatalf("read the BMC's CD: %v", err)
+	}
+	defer resp.Body.Close()
+	var cd cdState
+	if err := json.NewDecoder(resp.Body).Decode(&cd); err != nil || resp.StatusCode != http.StatusOK {
+		l.t.Fatalf("the BMC's CD: HTTP %d, %v", resp.StatusCode, err)
+	}
+	return cd
 }

@@ -732,10 +732,18 @@ func (p *Provisioner) Prepare(ctx context.Context) (Result, error) {
 }
 
 func (p *Provisioner) sameImage(n *nodes.Node) bool {
+	if p.liveISO() {
+		return n.InstanceInfo["boot_iso"] == p.host.Image.URL
+	}
 	return n.InstanceInfo["image_source"] == p.host.Image.URL
 }
 
-// instanceUpdates are BMO's getInstanceUpdateOpts for a direct deploy.
+// liveISO is BMO's Image.IsLiveISO: the image is an ISO the machine boots
+// as it is (deploy_interface ramdisk, instance_info boot_iso).
+func (p *Provisioner) liveISO() bool { return p.host.Image.DiskFormat == "live-iso" }
+
+// instanceUpdates are BMO's getInstanceUpdateOpts: a direct deploy, a
+// live ISO or a custom deploy.
 func (p *Provisioner) instanceUpdates(n *nodes.Node) *updater {
 	u := &updater{}
 	u.top("instance_uuid", p.host.UID, n.InstanceUUID)
@@ -759,6 +767,15 @@ func (p *Provisioner) instanceUpdates(n *nodes.Node) *updater {
 		opts["image_checksum"], opts["image_os_hash_algo"], opts["image_os_hash_value"] = img.Checksum, nil, nil
 	default:
 		opts["image_checksum"], opts["image_os_hash_algo"], opts["image_os_hash_value"] = nil, img.ChecksumType, img.Checksum
+	}
+	if p.liveISO() && p.host.CustomDeployMethod == "" {
+		// BMO's setLiveIsoUpdateOptsForNode: boot_iso, no image fields,
+		// the ramdisk deploy.
+		u.section("/instance_info", n.InstanceInfo, map[string]any{"boot_iso": img.URL, "image_source": nil,
+			"image_os_hash_value": nil, "image_os_hash_algo": nil, "image_checksum": nil})
+		u.top("deploy_interface", "ramdisk", n.DeployInterface)
+		u.section("/driver_info", n.DriverInfo, map[string]any{"force_persistent_boot_device": "Default"})
+		return u
 	}
 	if p.host.CustomDeployMethod != "" && img.URL == "" {
 		// BMO's getCustomDeployUpdateOptsForNode without an image: every
@@ -838,7 +855,8 @@ func (p *Provisioner) configDrive() nodes.ConfigDrive {
 	return cd
 }
 
-// Provision is BMO's Provision for a direct deploy: provide from
+// Provision is BMO's Provision (a direct deploy, a live ISO, a custom
+// deploy): provide from
 // manageable, then from available instance_info, validation and active
 // with a JSON config drive; waits for active.
 func (p *Provisioner) Provision(ctx context.Context) (Result, error) {
@@ -860,6 +878,11 @@ func (p *Provisioner) Provision(ctx context.Context) (Result, error) {
 			return r, err
 		}
 		opts := nodes.ProvisionStateOpts{Target: nodes.TargetActive, ConfigDrive: p.configDrive()}
+		if p.liveISO() {
+			// BMO's getConfigDrive gives a live ISO none: the zero config
+			// drive, which gophercloud sends as {}.
+			opts.ConfigDrive = nodes.ConfigDrive{}
+		}
 		if m := p.host.CustomDeployMethod; m != "" {
 			// BMO's customDeploy: the method as a deploy step at
 			// priority 80, with empty args.
@@ -1112,4 +1135,60 @@ func sameJSON(a, b any) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// ErrNodeIsBusy is BMO's provisioner.ErrNodeIsBusy: the node holds a
+// reservation, so BMO does not ask for its virtual media.
+var ErrNodeIsBusy = errors.New("node is busy")
+
+// vmediaEntry is one device of GET /v1/nodes/{node}/vmedia, as BMO's
+// VirtualMedia type decodes it.
+type vmediaEntry struct {
+	Image      string   `json:"image"`
+	Inserted   bool     `json:"inserted"`
+	MediaTypes []string `json:"media_types"`
+}
+
+// GetDataImageStatus is BMO's: the node (busy while reserved), then its
+// virtual media (API 1.93); attached when any device has media inserted.
+func (p *Provisioner) GetDataImageStatus(ctx context.Context) (bool, error) {
+	if p.MaxVersion < VirtualMediaGET {
+		return false, fmt.Errorf("ironic version=%d doesn't support Virtual Media Get API, needs version>=1.93", p.MaxVersion)
+	}
+	n, err := p.getNode(ctx)
+	if err != nil {
+		return true, err
+	}
+	if n == nil {
+		return false, errNeedsRegistration
+	}
+	if n.Reservation != "" {
+		return false, ErrNodeIsBusy
+	}
+	r := nodes.GetVirtualMedia(ctx, p.client, p.host.ProvisioningID)
+	if r.Err != nil {
+		return false, r.Err
+	}
+	var list []vmediaEntry
+	if err := r.ExtractInto(&list); err != nil {
+		return false, err
+	}
+	for _, v := range list {
+		if v.Inserted {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// AttachDataImage is BMO's: the image as a CD (API 1.89).
+func (p *Provisioner) AttachDataImage(ctx context.Context, url string) error {
+	return nodes.AttachVirtualMedia(ctx, p.client, p.host.ProvisioningID, nodes.AttachVirtualMediaOpts{
+		DeviceType: nodes.VirtualMediaCD, ImageURL: url}).ExtractErr()
+}
+
+// DetachDataImage is BMO's: every CD ejected.
+func (p *Provisioner) DetachDataImage(ctx context.Context) error {
+	return nodes.DetachVirtualMedia(ctx, p.client, p.host.ProvisioningID, nodes.DetachVirtualMediaOpts{
+		DeviceTypes: []nodes.VirtualMediaDeviceType{nodes.VirtualMediaCD}}).ExtractErr()
 }
