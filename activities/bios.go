@@ -178,6 +178,39 @@ func (a *Activities) CacheBIOSFrom(ctx context.Context, bc bmc.BIOSConfigurer, n
 
 // biosArgs reads apply_configuration's settings argument: a non-empty
 // list of {"name": ..., "value": ...}.
+// fakeApplyBIOS is the fake bios interface's apply_configuration, as
+// Ironic's FakeBIOS does it: the settings are written into the node's BIOS
+// settings (new ones created, changed ones updated, the rest kept), so
+// that GET /v1/nodes/{node}/bios shows them; no BMC is involved.
+func (a *Activities) fakeApplyBIOS(ctx context.Context, in workflows.InterfaceStepInput) error {
+	node := in.Node.UUID
+	values, err := biosArgs(in.Step.Args)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("step %s of node %s: %v", in.Step.Name(), node, err), ErrTypeBIOSRefused, nil)
+	}
+	cur, err := a.Store.ListBIOSSettings(ctx, node)
+	if err != nil {
+		return storeErr(err, "read the BIOS settings of node %s", node)
+	}
+	byName := make(map[string]int, len(cur))
+	for i, b := range cur {
+		byName[b.Name] = i
+	}
+	for _, v := range values {
+		val := fmt.Sprint(v.Value)
+		if i, ok := byName[v.Name]; ok {
+			cur[i].Value = val
+			continue
+		}
+		byName[v.Name] = len(cur)
+		cur = append(cur, store.BIOSSetting{NodeUUID: node, Name: v.Name, Value: val})
+	}
+	if err := a.Store.ReplaceBIOSSettings(ctx, node, cur); err != nil {
+		return storeErr(err, "store the BIOS settings of node %s", node)
+	}
+	return a.history(ctx, node, "", string(in.Kind), fmt.Sprintf("Step %s ran: BIOS settings %s stored (fake bios interface)", in.Step.Name(), biosNames(values)))
+}
+
 func biosArgs(raw json.RawMessage) ([]bmc.BIOSValue, error) {
 	var args struct {
 		Settings []map[string]any `json:"settings"`

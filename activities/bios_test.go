@@ -236,3 +236,39 @@ func TestCacheBIOSSettingsActivity(t *testing.T) {
 		t.Fatalf("cached %+v, %v", list, err)
 	}
 }
+
+// The fake bios interface's apply_configuration stores the settings, as
+// Ironic's FakeBIOS does: a new one is created, a changed one updated, the
+// others kept; no BMC call.
+func TestFakeBIOSStepStoresTheSettings(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a := activities.New(st, activities.Config{Conductor: "c"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n := &store.Node{Driver: "fake-hardware", ProvisionState: "cleaning"}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReplaceBIOSSettings(ctx, n.UUID, []store.BIOSSetting{{Name: "ProcSMT", Value: "Enabled"}, {Name: "BootMode", Value: "Uefi"}}); err != nil {
+		t.Fatal(err)
+	}
+	node := workflows.NodeInfo{UUID: n.UUID, Driver: "fake-hardware", BIOSInterface: hardware.Fake}
+	err := a.RunInterfaceStep(ctx, workflows.InterfaceStepInput{Node: node, Kind: provision.StepKindClean,
+		Step: biosStep("apply_configuration", map[string]any{"settings": []any{
+			map[string]any{"name": "ProcSMT", "value": "Disabled"}, map[string]any{"name": "ProcVirtualization", "value": "Enabled"}}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := st.ListBIOSSettings(ctx, n.UUID)
+	values := map[string]string{}
+	for _, b := range got {
+		values[b.Name] = b.Value
+	}
+	if len(values) != 3 || values["ProcSMT"] != "Disabled" || values["ProcVirtualization"] != "Enabled" || values["BootMode"] != "Uefi" {
+		t.Fatalf("BIOS settings after the fake apply_configuration: %v", values)
+	}
+	err = a.RunInterfaceStep(ctx, workflows.InterfaceStepInput{Node: node, Kind: provision.StepKindClean, Step: biosStep("apply_configuration", map[string]any{})})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || !app.NonRetryable() || !strings.Contains(err.Error(), "argument settings is required") {
+		t.Fatalf("no settings: %v", err)
+	}
+}

@@ -48,6 +48,9 @@ func (a *Activities) RunInterfaceStep(ctx context.Context, in workflows.Interfac
 			return a.runRedfishRAID(ctx, in) // activities/raid.go
 		}
 	case hardware.StepsRecorded:
+		if kind == hardware.KindBIOS && in.Step.Step == "apply_configuration" {
+			return a.fakeApplyBIOS(ctx, in) // activities/bios.go
+		}
 		return a.history(ctx, in.Node.UUID, "", string(in.Kind), fmt.Sprintf("Step %s ran (fake %s interface: nothing to do)", in.Step.Name(), in.Step.Interface))
 	}
 	return temporal.NewNonRetryableApplicationError(

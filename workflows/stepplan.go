@@ -35,8 +35,15 @@ var interfaceSteps = map[string]map[hardware.Interface][]provision.Step{
 	"firmware": {hardware.Redfish: {
 		{StepID: provision.StepFirmwareUpdate, ArgsInfo: map[string]provision.ArgInfo{
 			"settings": {Description: "A list of dicts with firmware components to be updated", Required: true}}},
+	}, hardware.Fake: { // Ironic's FakeFirmware: a clean step only, doing nothing
+		{StepID: provision.StepFirmwareUpdate, ArgsInfo: map[string]provision.ArgInfo{
+			"settings": {Description: "List of Firmware components, each item needs to contain a dictionary with name/value pairs", Required: true}}},
 	}},
 }
+
+// cleanOnlySteps are interface steps Ironic declares as clean steps only
+// (not deploy or service steps): the fake firmware interface's update.
+var cleanOnlySteps = map[string]map[hardware.Interface]bool{"firmware": {hardware.Fake: true}}
 
 // raidSteps are the raid interface's steps, fake and redfish alike
 // (activities/raid.go runs redfish's through the BMC's Storage Volumes),
@@ -54,6 +61,9 @@ func InterfaceSteps(kind provision.StepKind, ifaces map[string]hardware.Interfac
 	for _, name := range []string{"bios", "raid", "firmware"} {
 		for _, s := range interfaceSteps[name][ifaces[name]] {
 			if kind == provision.StepKindDeploy && !deployInterfaceSteps[s.StepID] {
+				continue
+			}
+			if kind != provision.StepKindClean && cleanOnlySteps[name][ifaces[name]] {
 				continue
 			}
 			s.OutOfBand = true

@@ -261,3 +261,30 @@ func (f *fakeCloud) cleanStepsShown() []string {
 	}
 	return out
 }
+
+// The fake firmware interface's update is a clean step only, as Ironic's
+// FakeFirmware declares it; redfish's is a clean, service and deploy step.
+func TestFakeFirmwareUpdateIsACleanStepOnly(t *testing.T) {
+	has := func(kind provision.StepKind, fw hardware.Interface) bool {
+		for _, s := range InterfaceSteps(kind, map[string]hardware.Interface{"firmware": fw}) {
+			if s.StepID == provision.StepFirmwareUpdate {
+				return s.OutOfBand && s.ArgsInfo["settings"].Required
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		kind provision.StepKind
+		fw   hardware.Interface
+		want bool
+	}{
+		{provision.StepKindClean, hardware.Fake, true}, {provision.StepKindDeploy, hardware.Fake, false},
+		{provision.StepKindService, hardware.Fake, false}, {provision.StepKindClean, hardware.Redfish, true},
+		{provision.StepKindDeploy, hardware.Redfish, true}, {provision.StepKindService, hardware.Redfish, true},
+		{provision.StepKindClean, hardware.NoFirmware, false},
+	} {
+		if got := has(c.kind, c.fw); got != c.want {
+			t.Errorf("%s steps of firmware interface %s offer update: %v, want %v", c.kind, c.fw, got, c.want)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func TestBMOCustomDeploy(t *testing.T) {
 	t.Setenv("SIMMACHINE_CUSTOM_STEP", "install_coreos")
 	startMachine(t, h.ProvisioningID, mac)
 
-	c.run("prepare", time.Minute, c.p.Prepare)
+	c.run("prepare", time.Minute, c.prepare(bmo.PrepareData{}))
 	c.check("prepare", goldenPrepare)
 	if ok, err := c.p.HasCapacity(ctxFor(t, time.Minute), 20); err != nil || !ok {
 		t.Fatalf("HasCapacity: %v %v", ok, err)

@@ -98,6 +98,16 @@ var goldenInspect = []want{
 	pollNode, get("/v1/nodes/{node}/inventory"),
 }
 
+// goldenPrepareManualClean: BMO's startManualCleaning from manageable:
+// the target RAID configuration (the RAID interface is the driver's
+// already), then clean with BMO's steps, polling through cleaning.
+var goldenPrepareManualClean = []want{
+	get("/v1/nodes/{node}"),
+	{Method: "PUT", Path: "/v1/nodes/{node}/states/raid", Body: []string{"logical_disks"}},
+	{Method: "PUT", Path: "/v1/nodes/{node}/states/provision", Body: []string{"clean_steps", "target"}, Values: map[string]any{"target": "clean"}},
+	pollNode,
+}
+
 // goldenPrepare: nothing to configure, the node is only read.
 var goldenPrepare = []want{get("/v1/nodes/{node}")}
 

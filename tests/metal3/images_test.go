@@ -72,3 +72,21 @@ func operatorPatch(t *testing.T, uuid string, ops ...map[string]any) {
 		t.Fatalf("operator PATCH of node %s: %s", uuid, resp.Status)
 	}
 }
+
+// operatorGet reads a node as an operator would, outside BMO's calls.
+func operatorGet(t *testing.T, uuid string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", stack.APIURL+"/v1/nodes/"+uuid, nil)
+	req.Header.Set("X-OpenStack-Ironic-API-Version", "1.81")
+	req.SetBasicAuth(apiUser, apiPassword)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var n map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&n); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("operator GET of node %s: %s, %v", uuid, resp.Status, err)
+	}
+	return n
+}

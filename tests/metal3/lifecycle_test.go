@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -204,6 +205,53 @@ func (c *client) dataImage(url string, seen func(inserted bool, image string)) {
 	c.check("data-image", goldenDataImage)
 }
 
+// changedSetting picks a writable BIOS setting with another allowed value,
+// and that value.
+func changedSetting(t *testing.T, settings map[string]bmo.FirmwareSetting) (string, string) {
+	t.Helper()
+	names := make([]string, 0, len(settings))
+	for n := range settings {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := settings[n]
+		if s.ReadOnly {
+			continue
+		}
+		for _, v := range s.AllowableValues {
+			if v != s.Value {
+				return n, v
+			}
+		}
+	}
+	// A BIOS that lists nothing yet (fake-hardware's, until a setting is
+	// applied): a setting of Redfish's common names.
+	return "ProcVirtualization", "Enabled"
+}
+
+func settingValues(settings map[string]bmo.FirmwareSetting) map[string]string {
+	out := make(map[string]string, len(settings))
+	for n, s := range settings {
+		out[n] = s.Value
+	}
+	return out
+}
+
+// prepare is BMO's preparing state: Prepare with the host unprepared
+// until a manual clean starts (or there is nothing to do), then as BMO
+// calls it once the host's status records the configuration.
+func (c *client) prepare(data bmo.PrepareData) func(context.Context) (bmo.Result, error) {
+	unprepared := true
+	return func(ctx context.Context) (bmo.Result, error) {
+		r, started, err := c.p.Prepare(ctx, data, unprepared, false)
+		if started {
+			unprepared = false
+		}
+		return r, err
+	}
+}
+
 // TestBMOHostLifecycle runs a fake-hardware host through every phase BMO
 // drives: register, firmware settings, inspect, prepare, provision (a raw
 // image and a JSON config drive with network_data, written by the agent),
@@ -260,7 +308,30 @@ func TestBMOHostLifecycle(t *testing.T) {
 	c.check("inspect", goldenInspect)
 	checkDetails(t, details, mac)
 
-	c.run("prepare", time.Minute, c.p.Prepare)
+	// BMO's prepare with the host's spec asking for a RAID volume, a BIOS
+	// setting and a firmware update: the target RAID configuration, then a
+	// manual clean with BMO's steps, waited for to manageable.
+	name, value := changedSetting(t, settings)
+	size := 10
+	data := bmo.PrepareData{
+		TargetRAIDConfig:         &bmo.RAIDConfig{HardwareRAIDVolumes: []bmo.HardwareRAIDVolume{{SizeGibibytes: &size, Level: "1", Name: "root"}}},
+		ActualFirmwareSettings:   settingValues(settings),
+		TargetFirmwareSettings:   map[string]string{name: value},
+		TargetFirmwareComponents: []bmo.FirmwareUpdate{{Component: "bios", URL: img.URL + "/bios-2.0.bin"}},
+	}
+	c.run("prepare", 3*time.Minute, c.prepare(data))
+	c.check("prepare", goldenPrepareManualClean)
+	n := operatorGet(t, h.ProvisioningID)
+	if n["provision_state"] != "manageable" || fmt.Sprint(n["target_raid_config"]) == "map[]" {
+		t.Errorf("after BMO's manual clean: %v, target_raid_config %v", n["provision_state"], n["target_raid_config"])
+	}
+	after, err := c.p.GetFirmwareSettings(ctxFor(t, time.Minute), false)
+	if err != nil || after[name].Value != value {
+		t.Errorf("BIOS setting %s after the clean: %+v, %v; want %q", name, after[name], err, value)
+	}
+	c.rec.Take()
+	// Prepared: another pass finds nothing to do.
+	c.run("prepare", time.Minute, c.prepare(bmo.PrepareData{}))
 	c.check("prepare", goldenPrepare)
 
 	if ok, err := c.p.HasCapacity(ctx, 20); err != nil || !ok {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 
@@ -541,20 +542,31 @@ func (p *Provisioner) updateResult(err error) (Result, error) {
 // changeProvisionState is BMO's tryChangeNodeProvisionState: it waits
 // out a fault, clears maintenance first, retries a 409 after its delay.
 func (p *Provisioner) changeProvisionState(ctx context.Context, n *nodes.Node, opts nodes.ProvisionStateOpts) (Result, error) {
+	_, r, err := p.tryChangeProvisionState(ctx, n, opts)
+	return r, err
+}
+
+// tryChangeProvisionState is BMO's tryChangeNodeProvisionState: success
+// says the API took the change.
+func (p *Provisioner) tryChangeProvisionState(ctx context.Context, n *nodes.Node, opts nodes.ProvisionStateOpts) (bool, Result, error) {
 	if n.Fault != "" {
-		return p.retryAfter(bmoRequeueDelay)
+		r, err := p.retryAfter(bmoRequeueDelay)
+		return false, r, err
 	}
 	if n.Maintenance {
-		return p.setMaintenance(ctx, n, false, "")
+		r, err := p.setMaintenance(ctx, n, false, "")
+		return false, r, err
 	}
 	err := nodes.ChangeProvisionState(ctx, p.client, n.UUID, opts).ExtractErr()
 	if gophercloud.ResponseCodeIs(err, http.StatusConflict) {
-		return p.retryAfter(bmoRequeueDelay)
+		r, err := p.retryAfter(bmoRequeueDelay)
+		return false, r, err
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("failed to change provisioning state to %q: %w", opts.Target, err)
+		return false, Result{}, fmt.Errorf("failed to change provisioning state to %q: %w", opts.Target, err)
 	}
-	return p.continuing(bmoRequeueDelay)
+	r, err := p.continuing(bmoRequeueDelay)
+	return true, r, err
 }
 
 func (p *Provisioner) setMaintenance(ctx context.Context, n *nodes.Node, on bool, reason string) (Result, error) {
@@ -712,23 +724,280 @@ func (p *Provisioner) InspectHardware(ctx context.Context, refresh bool) (Result
 	return Result{}, hardwareDetails(data), nil
 }
 
-// Prepare is BMO's Prepare for a host without RAID, BIOS or firmware
-// settings: it reads the node and has nothing to do in manageable or
-// available.
-func (p *Provisioner) Prepare(ctx context.Context) (Result, error) {
+// PrepareData is the part of BMO's provisioner.PrepareData this client
+// models: the host's RAID (target and what the host has), its firmware
+// settings (target and actual, by name) and firmware updates.
+type PrepareData struct {
+	TargetRAIDConfig, ActualRAIDConfig *RAIDConfig
+	TargetFirmwareSettings             map[string]string
+	ActualFirmwareSettings             map[string]string
+	TargetFirmwareComponents           []FirmwareUpdate
+}
+
+// RAIDConfig is BMO's RAIDConfig.
+type RAIDConfig struct {
+	HardwareRAIDVolumes []HardwareRAIDVolume
+	SoftwareRAIDVolumes []SoftwareRAIDVolume
+}
+
+// HardwareRAIDVolume is BMO's HardwareRAIDVolume.
+type HardwareRAIDVolume struct {
+	SizeGibibytes         *int
+	Level, Name           string
+	Rotational            *bool
+	NumberOfPhysicalDisks *int
+	Controller            string
+	PhysicalDisks         []string
+}
+
+// SoftwareRAIDVolume is BMO's SoftwareRAIDVolume; PhysicalDisks are
+// device names (BMO's root device hints, deviceName only).
+type SoftwareRAIDVolume struct {
+	SizeGibibytes *int
+	Level         string
+	PhysicalDisks []string
+}
+
+// FirmwareUpdate is BMO's FirmwareUpdate.
+type FirmwareUpdate struct{ Component, URL string }
+
+// Prepare is BMO's Prepare: with unprepared, a host whose RAID, firmware
+// settings or firmware components differ goes from available back to
+// manageable, then (in manageable) gets its RAID interface and target
+// RAID configuration and a manual clean with BMO's steps; it waits
+// through cleaning; a failed clean with restartOnFailure goes back to
+// manageable (out of maintenance first). started says a manual clean was
+// started, or that there was nothing to do (BMO then records the host as
+// prepared and calls again with unprepared false).
+func (p *Provisioner) Prepare(ctx context.Context, data PrepareData, unprepared, restartOnFailure bool) (Result, bool, error) {
+	access, err := ParseBMCAddress(p.host.BMCAddress)
+	if err != nil {
+		return Result{}, false, err
+	}
 	n, err := p.mustGetNode(ctx)
 	if err != nil {
+		return Result{}, false, err
+	}
+	done := func(r Result, err error) (Result, bool, error) { return r, false, err }
+	switch nodes.ProvisionState(n.ProvisionState) {
+	case nodes.Available:
+		if unprepared {
+			steps, err := p.manualCleaningSteps(access, data)
+			if err != nil {
+				return done(p.failed(err.Error()))
+			}
+			if len(steps) != 0 {
+				return done(p.changeProvisionState(ctx, n, nodes.ProvisionStateOpts{Target: nodes.TargetManage}))
+			}
+			r, err := complete()
+			return r, true, err // nothing to do
+		}
+		return done(complete())
+	case nodes.Manageable:
+		if unprepared {
+			if r, err := p.setTargetRAID(ctx, access, n, data); err != nil || r.Dirty || r.ErrorMessage != "" {
+				return r, false, err
+			}
+			steps, err := p.manualCleaningSteps(access, data)
+			if err != nil {
+				return done(p.failed(err.Error()))
+			}
+			if len(steps) != 0 {
+				return p.tryChangeProvisionStateStarted(ctx, n, nodes.ProvisionStateOpts{Target: nodes.TargetClean, CleanSteps: steps})
+			}
+			r, err := complete()
+			return r, true, err // nothing to do
+		}
+		return done(complete())
+	case nodes.CleanFail:
+		if !restartOnFailure {
+			return done(p.failed(n.LastError))
+		}
+		if n.Maintenance {
+			return done(p.setMaintenance(ctx, n, false, ""))
+		}
+		return done(p.changeProvisionState(ctx, n, nodes.ProvisionStateOpts{Target: nodes.TargetManage}))
+	case nodes.Cleaning, nodes.CleanWait:
+		return done(p.continuing(bmoRequeueDelay))
+	}
+	return Result{}, false, fmt.Errorf("have unexpected ironic node state %s", n.ProvisionState)
+}
+
+// tryChangeProvisionStateStarted is tryChangeProvisionState with Prepare's
+// result order.
+func (p *Provisioner) tryChangeProvisionStateStarted(ctx context.Context, n *nodes.Node, opts nodes.ProvisionStateOpts) (Result, bool, error) {
+	started, r, err := p.tryChangeProvisionState(ctx, n, opts)
+	return r, started, err
+}
+
+// raidInterface is BMO's CheckRAIDInterface: software volumes (wanted or
+// present) need the agent's RAID interface; hardware volumes a driver
+// with one.
+func raidInterface(current string, target, actual *RAIDConfig) (string, error) {
+	if target == nil {
+		return current, nil
+	}
+	if current == "no-raid" && len(target.HardwareRAIDVolumes) != 0 {
+		return "", fmt.Errorf("RAID settings are defined, but the node's driver %s does not support RAID", current)
+	}
+	if current == "agent" && len(target.HardwareRAIDVolumes) != 0 {
+		return "", fmt.Errorf("hardware RAID settings are defined, but the node's driver %s only supports software RAID", current)
+	}
+	if len(target.SoftwareRAIDVolumes) != 0 || (actual != nil && len(actual.SoftwareRAIDVolumes) != 0) {
+		return "agent", nil
+	}
+	return current, nil
+}
+
+// setTargetRAID is BMO's setTargetRAIDCfg: the RAID interface patched if
+// it changes, then PUT states/raid with the logical disks (the first the
+// root volume: this client's hosts have no root device hints with RAID).
+func (p *Provisioner) setTargetRAID(ctx context.Context, access *AccessDetails, n *nodes.Node, data PrepareData) (Result, error) {
+	iface, err := raidInterface(access.RAIDInterface, data.TargetRAIDConfig, data.ActualRAIDConfig)
+	if err != nil {
+		return p.failed(err.Error())
+	}
+	if iface == "" {
+		// This client's fake:// kind leaves the interface to the driver's
+		// default (BMO's kinds always name one): nothing to patch.
+		iface = n.RAIDInterface
+	}
+	disks, err := logicalDisks(data.TargetRAIDConfig)
+	if err != nil {
+		return p.failed(err.Error())
+	}
+	if len(disks) == 0 {
+		return Result{}, nil
+	}
+	if p.host.RootDeviceName == "" {
+		disks[0].IsRootVolume = new(bool)
+		*disks[0].IsRootVolume = true
+	}
+	u := &updater{}
+	u.top("raid_interface", iface, n.RAIDInterface)
+	if n, err = p.update(ctx, n, u); err != nil {
+		return p.updateResult(err)
+	}
+	if err := nodes.SetRAIDConfig(ctx, p.client, n.UUID, nodes.RAIDConfigOpts{LogicalDisks: disks}).ExtractErr(); err != nil {
 		return Result{}, err
 	}
-	switch nodes.ProvisionState(n.ProvisionState) {
-	case nodes.Available, nodes.Manageable:
-		return complete()
-	case nodes.Cleaning, nodes.CleanWait:
-		return p.continuing(bmoRequeueDelay)
-	case nodes.CleanFail:
-		return p.failed(n.LastError)
+	return Result{}, nil
+}
+
+// logicalDisks is BMO's BuildTargetRAIDCfg (without the root volume).
+func logicalDisks(raid *RAIDConfig) ([]nodes.LogicalDisk, error) {
+	if raid == nil {
+		return nil, nil
 	}
-	return Result{}, fmt.Errorf("have unexpected ironic node state %s", n.ProvisionState)
+	var out []nodes.LogicalDisk
+	if len(raid.HardwareRAIDVolumes) != 0 {
+		names := map[string]int{}
+		for i, v := range raid.HardwareRAIDVolumes {
+			if v.Name != "" {
+				if j, dup := names[v.Name]; dup {
+					return nil, fmt.Errorf("the names(%s) of volume[%d] and volume[%d] are repeated", v.Name, i, j)
+				}
+				names[v.Name] = i
+			}
+			if len(v.PhysicalDisks) != 0 && v.Controller == "" {
+				return nil, errors.New("'controller' must be specified if 'physicalDisks' are used")
+			}
+			d := nodes.LogicalDisk{SizeGB: v.SizeGibibytes, RAIDLevel: nodes.RAIDLevel(v.Level), VolumeName: v.Name, Controller: v.Controller}
+			for _, pd := range v.PhysicalDisks {
+				d.PhysicalDisks = append(d.PhysicalDisks, pd)
+			}
+			if v.Rotational != nil {
+				d.DiskType = nodes.SSD
+				if *v.Rotational {
+					d.DiskType = nodes.HDD
+				}
+			}
+			if v.NumberOfPhysicalDisks != nil {
+				d.NumberOfPhysicalDisks = *v.NumberOfPhysicalDisks
+			}
+			out = append(out, d)
+		}
+		return out, nil
+	}
+	if len(raid.SoftwareRAIDVolumes) != 0 {
+		if nodes.RAIDLevel(raid.SoftwareRAIDVolumes[0].Level) != nodes.RAID1 {
+			return nil, errors.New("the level in first volume of software raid must be RAID1")
+		}
+		for _, v := range raid.SoftwareRAIDVolumes {
+			d := nodes.LogicalDisk{SizeGB: v.SizeGibibytes, RAIDLevel: nodes.RAIDLevel(v.Level), Controller: "software"}
+			for _, name := range v.PhysicalDisks {
+				d.PhysicalDisks = append(d.PhysicalDisks, map[string]any{"name": "s== " + name})
+			}
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// manualCleaningSteps is BMO's buildManualCleaningSteps: RAID steps, then
+// bios.apply_configuration with the settings that differ, then
+// firmware.update with the components.
+func (p *Provisioner) manualCleaningSteps(access *AccessDetails, data PrepareData) ([]nodes.CleanStep, error) {
+	steps, err := raidCleanSteps(access.RAIDInterface, data.TargetRAIDConfig, data.ActualRAIDConfig)
+	if err != nil {
+		return nil, err
+	}
+	var settings []map[string]any
+	names := make([]string, 0, len(data.TargetFirmwareSettings))
+	for k := range data.TargetFirmwareSettings {
+		names = append(names, k)
+	}
+	sort.Strings(names) // BMO ranges over a map; the order is not part of the contract
+	for _, k := range names {
+		if v := data.TargetFirmwareSettings[k]; data.ActualFirmwareSettings == nil || data.ActualFirmwareSettings[k] != v {
+			settings = append(settings, map[string]any{"name": k, "value": v})
+		}
+	}
+	if data.ActualFirmwareSettings == nil {
+		settings = nil // BMO then sends only the BMC driver's own settings (none here)
+	}
+	if len(settings) != 0 {
+		steps = append(steps, nodes.CleanStep{Interface: nodes.InterfaceBIOS, Step: "apply_configuration", Args: map[string]any{"settings": settings}})
+	}
+	var updates []map[string]string
+	for _, u := range data.TargetFirmwareComponents {
+		updates = append(updates, map[string]string{"component": u.Component, "url": u.URL})
+	}
+	if len(updates) != 0 {
+		steps = append(steps, nodes.CleanStep{Interface: nodes.InterfaceFirmware, Step: "update", Args: map[string]any{"settings": updates}})
+	}
+	return steps, nil
+}
+
+// raidCleanSteps is BMO's BuildRAIDCleanSteps.
+func raidCleanSteps(iface string, target, actual *RAIDConfig) ([]nodes.CleanStep, error) {
+	if _, err := raidInterface(iface, target, actual); err != nil {
+		return nil, err
+	}
+	if target != nil && target.SoftwareRAIDVolumes != nil {
+		if actual != nil && reflect.DeepEqual(target.SoftwareRAIDVolumes, actual.SoftwareRAIDVolumes) {
+			return nil, nil
+		}
+		if len(target.SoftwareRAIDVolumes) == 0 && (actual == nil || len(actual.SoftwareRAIDVolumes) == 0) {
+			return nil, nil
+		}
+		steps := []nodes.CleanStep{{Interface: nodes.InterfaceRAID, Step: "delete_configuration"}, {Interface: nodes.InterfaceDeploy, Step: "erase_devices_metadata"}}
+		if len(target.SoftwareRAIDVolumes) == 0 {
+			return steps, nil
+		}
+		return append(steps, nodes.CleanStep{Interface: nodes.InterfaceRAID, Step: "create_configuration"}), nil
+	}
+	if iface == "no-raid" || target == nil || target.HardwareRAIDVolumes == nil {
+		return nil, nil
+	}
+	if actual != nil && reflect.DeepEqual(target.HardwareRAIDVolumes, actual.HardwareRAIDVolumes) {
+		return nil, nil
+	}
+	steps := []nodes.CleanStep{{Interface: nodes.InterfaceRAID, Step: "delete_configuration"}}
+	if len(target.HardwareRAIDVolumes) == 0 {
+		return steps, nil
+	}
+	return append(steps, nodes.CleanStep{Interface: nodes.InterfaceRAID, Step: "create_configuration"}), nil
 }
 
 func (p *Provisioner) sameImage(n *nodes.Node) bool {
