@@ -108,6 +108,14 @@ var goldenPrepareManualClean = []want{
 	pollNode,
 }
 
+// goldenService: BMO's startServicing from active: service with BMO's
+// steps, polling through servicing (and service wait) back to active.
+var goldenService = []want{
+	get("/v1/nodes/{node}"),
+	{Method: "PUT", Path: "/v1/nodes/{node}/states/provision", Body: []string{"service_steps", "target"}, Values: map[string]any{"target": "service"}},
+	pollNode,
+}
+
 // goldenPrepare: nothing to configure, the node is only read.
 var goldenPrepare = []want{get("/v1/nodes/{node}")}
 

@@ -205,6 +205,18 @@ func (c *client) dataImage(url string, seen func(inserted bool, image string)) {
 	c.check("data-image", goldenDataImage)
 }
 
+// service is BMO's servicing state, as prepare is its preparing state.
+func (c *client) service(data bmo.ServicingData) func(context.Context) (bmo.Result, error) {
+	unprepared := true
+	return func(ctx context.Context) (bmo.Result, error) {
+		r, started, err := c.p.Service(ctx, data, unprepared, false)
+		if started {
+			unprepared = false
+		}
+		return r, err
+	}
+}
+
 // changedSetting picks a writable BIOS setting with another allowed value,
 // and that value.
 func changedSetting(t *testing.T, settings map[string]bmo.FirmwareSetting) (string, string) {
@@ -342,6 +354,21 @@ func TestBMOHostLifecycle(t *testing.T) {
 	t.Logf("provision: %s", waitConfigDriveWritten(t, h.ProvisioningID))
 	c.run("register-active", time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.Register(ctx, false) })
 	c.check("register-active", goldenRegisterSteady)
+
+	// BMO's host update on the provisioned host: a changed BIOS setting
+	// is a servicing with BMO's step, through to active again.
+	current, err := c.p.GetFirmwareSettings(ctxFor(t, time.Minute), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.rec.Take()
+	svc := bmo.ServicingData{ActualFirmwareSettings: settingValues(current), TargetFirmwareSettings: map[string]string{name: "Disabled"}, HasFirmwareSpec: true}
+	c.run("service", 3*time.Minute, c.service(svc))
+	c.check("service", goldenService)
+	if after, err := c.p.GetFirmwareSettings(ctxFor(t, time.Minute), false); err != nil || after[name].Value != "Disabled" {
+		t.Errorf("BIOS setting %s after servicing: %+v, %v; want Disabled", name, after[name], err)
+	}
+	c.rec.Take()
 
 	c.run("power-off", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, true, false) })
 	for _, call := range c.check("power-off", goldenSoftPowerOff) {

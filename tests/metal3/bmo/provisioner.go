@@ -1461,3 +1461,77 @@ func (p *Provisioner) DetachDataImage(ctx context.Context) error {
 	return nodes.DetachVirtualMedia(ctx, p.client, p.host.ProvisioningID, nodes.DetachVirtualMediaOpts{
 		DeviceTypes: []nodes.VirtualMediaDeviceType{nodes.VirtualMediaCD}}).ExtractErr()
 }
+
+// ServicingData is the part of BMO's provisioner.ServicingData this
+// client models: firmware settings (target and actual, by name), firmware
+// updates, and whether the host's spec has any firmware part at all.
+type ServicingData struct {
+	TargetFirmwareSettings   map[string]string
+	ActualFirmwareSettings   map[string]string
+	TargetFirmwareComponents []FirmwareUpdate
+	HasFirmwareSpec          bool
+}
+
+// Service is BMO's Service (its host updates on a provisioned host): from
+// active, with unprepared, service with BMO's steps (bios.apply_configuration
+// with the settings that differ, firmware.update with the components); it
+// waits through servicing and service wait; a failed servicing is aborted
+// when the spec lost its firmware parts, else restarted (restartOnFailure)
+// or reported. started is as Prepare's.
+func (p *Provisioner) Service(ctx context.Context, data ServicingData, unprepared, restartOnFailure bool) (Result, bool, error) {
+	n, err := p.mustGetNode(ctx)
+	if err != nil {
+		return Result{}, false, err
+	}
+	done := func(r Result, err error) (Result, bool, error) { return r, false, err }
+	abort := func() (Result, bool, error) {
+		started, r, err := p.tryChangeProvisionState(ctx, n, nodes.ProvisionStateOpts{Target: nodes.TargetAbort})
+		return r, started, err
+	}
+	switch nodes.ProvisionState(n.ProvisionState) {
+	case nodes.ServiceFail:
+		if !data.HasFirmwareSpec {
+			return abort()
+		}
+		if !restartOnFailure {
+			return done(p.failed(n.LastError))
+		}
+		if n.Maintenance {
+			return done(p.setMaintenance(ctx, n, false, ""))
+		}
+		unprepared = true
+		fallthrough
+	case nodes.Active:
+		if unprepared {
+			steps := p.serviceSteps(data)
+			if len(steps) != 0 {
+				started, r, err := p.tryChangeProvisionState(ctx, n, nodes.ProvisionStateOpts{Target: nodes.TargetService, ServiceSteps: steps})
+				return r, started, err
+			}
+			r, err := complete()
+			return r, true, err // nothing to do
+		}
+		return done(complete())
+	case nodes.Servicing:
+		return done(p.continuing(bmoRequeueDelay))
+	case nodes.ServiceWait:
+		if !data.HasFirmwareSpec {
+			return abort()
+		}
+		return done(p.continuing(bmoRequeueDelay))
+	}
+	return Result{}, false, fmt.Errorf("have unexpected ironic node state %s", n.ProvisionState)
+}
+
+// serviceSteps is BMO's buildServiceSteps: Prepare's BIOS and firmware
+// steps, as service steps.
+func (p *Provisioner) serviceSteps(data ServicingData) []nodes.ServiceStep {
+	clean, _ := p.manualCleaningSteps(&AccessDetails{RAIDInterface: "no-raid"}, PrepareData{
+		TargetFirmwareSettings: data.TargetFirmwareSettings, ActualFirmwareSettings: data.ActualFirmwareSettings,
+		TargetFirmwareComponents: data.TargetFirmwareComponents})
+	steps := make([]nodes.ServiceStep, 0, len(clean))
+	for _, c := range clean {
+		steps = append(steps, nodes.ServiceStep{Interface: nodes.StepInterface(c.Interface), Step: c.Step, Args: c.Args})
+	}
+	return steps
+}
