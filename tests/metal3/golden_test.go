@@ -206,6 +206,14 @@ var goldenDataImage = []want{
 	dataImageStatus,
 }
 
+// goldenBMCEventSubscription: BMO's BMCEventSubscription controller
+// creates the subscription through the node's vendor passthru and deletes
+// it by the ID it kept.
+var goldenBMCEventSubscription = []want{
+	{Method: "POST", Path: "/v1/nodes/{node}/vendor_passthru", Query: url.Values{"method": {"create_subscription"}}, Body: []string{"Context", "Destination", "HttpHeaders"}},
+	{Method: "DELETE", Path: "/v1/nodes/{node}/vendor_passthru", Query: url.Values{"method": {"delete_subscription"}}, Body: []string{"id"}},
+}
+
 func withOptional(w want) want {
 	w.Optional = true
 	return w

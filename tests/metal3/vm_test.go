@@ -468,6 +468,25 @@ func TestBMOVirtualMediaVM(t *testing.T) {
 			t.Errorf("data image: the BMC's CD is %+v; want inserted %v with %s", cd, inserted, image)
 		}
 	})
+	// A BMCEventSubscription on it: the BMC holds the subscription, with
+	// BMO's destination and context, until BMO deletes it.
+	subCtx := ctxFor(t, time.Minute)
+	subID, err := c.p.AddBMCEventSubscriptionForNode(subCtx, "http://"+vmLabAddress+":9090/metal3-events", "metal3-ctx",
+		[]map[string]string{{"Authorization": "Bearer event-secret"}})
+	if err != nil {
+		t.Fatalf("BMC event subscription: %v\n%s", err, l.logTail())
+	}
+	if sub, code := l.redfish("/redfish/v1/EventService/Subscriptions/" + subID); code != http.StatusOK ||
+		sub["Destination"] != "http://"+vmLabAddress+":9090/metal3-events" || sub["Context"] != "metal3-ctx" {
+		t.Errorf("subscription %s on the BMC: HTTP %d, %v", subID, code, sub)
+	}
+	if err := c.p.RemoveBMCEventSubscriptionForNode(subCtx, subID); err != nil {
+		t.Fatalf("remove the BMC event subscription: %v", err)
+	}
+	if _, code := l.redfish("/redfish/v1/EventService/Subscriptions/" + subID); code != http.StatusNotFound {
+		t.Errorf("subscription %s after BMO deleted it: HTTP %d, want 404", subID, code)
+	}
+	c.check("bmc-event-subscription", goldenBMCEventSubscription)
 	c.run("power-off-before-delete", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, false, false) })
 	c.check("power-off-before-delete", goldenPowerOffBeforeDelete)
 	c.run("delete", 2*time.Minute, c.p.Delete)
@@ -539,16 +558,26 @@ type cdState struct {
 // cd reads the machine's CD from its BMC.
 func (l *vmLab) cd() cdState {
 	l.t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+vmBMCListen+"/redfish/v1/Managers/vm0/VirtualMedia/Cd", nil)
+	v, code := l.redfish("/redfish/v1/Managers/vm0/VirtualMedia/Cd")
+	if code != http.StatusOK {
+		l.t.Fatalf("the BMC's CD: HTTP %d", code)
+	}
+	image, _ := v["Image"].(string)
+	inserted, _ := v["Inserted"].(bool)
+	return cdState{Image: image, Inserted: inserted}
+}
+
+// redfish reads a resource of the machine's BMC: its JSON and status.
+func (l *vmLab) redfish(path string) (map[string]any, int) {
+	l.t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+vmBMCListen+path, nil)
 	req.SetBasicAuth("admin", "metal3-bmc-password")
 	resp, err := (&http.Client{Transport: l.transport(), Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		l.t.Fatalf("read the BMC's CD: %v", err)
+		l.t.Fatalf("read %s from the BMC: %v", path, err)
 	}
 	defer resp.Body.Close()
-	var cd cdState
-	if err := json.NewDecoder(resp.Body).Decode(&cd); err != nil || resp.StatusCode != http.StatusOK {
-		l.t.Fatalf("the BMC's CD: HTTP %d, %v", resp.StatusCode, err)
-	}
-	return cd
+	var v map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&v)
+	return v, resp.StatusCode
 }

@@ -1535,3 +1535,22 @@ func (p *Provisioner) serviceSteps(data ServicingData) []nodes.ServiceStep {
 	}
 	return steps
 }
+
+// AddBMCEventSubscriptionForNode is BMO's (a BMCEventSubscription): the
+// node's vendor passthru create_subscription with the destination, the
+// context and the headers BMO read from the subscription's secret; it
+// answers the subscription's ID, which BMO keeps in its status.
+func (p *Provisioner) AddBMCEventSubscriptionForNode(ctx context.Context, destination, subContext string, headers []map[string]string) (string, error) {
+	s, err := nodes.CreateSubscription(ctx, p.client, p.host.ProvisioningID, nodes.CallVendorPassthruOpts{Method: "create_subscription"},
+		nodes.CreateSubscriptionOpts{Destination: destination, Context: subContext, HttpHeaders: headers}).Extract()
+	if err != nil {
+		return "", err
+	}
+	return s.Id, nil
+}
+
+// RemoveBMCEventSubscriptionForNode is BMO's: delete_subscription by ID.
+func (p *Provisioner) RemoveBMCEventSubscriptionForNode(ctx context.Context, id string) error {
+	return nodes.DeleteSubscription(ctx, p.client, p.host.ProvisioningID, nodes.CallVendorPassthruOpts{Method: "delete_subscription"},
+		nodes.DeleteSubscriptionOpts{Id: id}).ExtractErr()
+}
