@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -189,6 +190,44 @@ func agentImageDir(t *testing.T) string {
 	return ""
 }
 
+// vmCustomStep is the custom deploy step the lab's agent carries; it
+// writes vmCustomMarker and the node's UUID on the machine's console.
+const (
+	vmCustomStep   = "metal3_custom"
+	vmCustomMarker = "METAL3-CUSTOM-STEP ran on"
+)
+
+// customStepRamdisk builds the lab's agent ramdisk with ironflow's
+// mkramdisk from the repository's kernel (make ramdisk fetched it) and the
+// agent binary, adding vmCustomStep; it answers the kernel and the
+// initramfs.
+func customStepRamdisk(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	root, _ := filepath.Abs("../..")
+	agentDir := agentImageDir(t) // the shared ramdisk exists: make ramdisk ran
+	steps := filepath.Join(dir, "custom-steps")
+	if err := os.MkdirAll(steps, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nread -r args\necho \"" + vmCustomMarker + " $IRONFLOW_NODE_UUID\" > /dev/console\necho done\n"
+	if err := os.WriteFile(filepath.Join(steps, vmCustomStep), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "ramdisk")
+	args := []string{"run", "./agent/ramdisk/cmd/mkramdisk", "-kernel", filepath.Join(root, ".data", "kernel"), "-out", out, "-custom-steps", steps}
+	if agent := os.Getenv("IRONFLOW_AGENT_BIN"); agent != "" {
+		args = append(args, "-agent", agent)
+	} else if _, err := os.Stat(filepath.Join(root, "bin", "ironflow-agent")); err == nil {
+		args = append(args, "-agent", filepath.Join(root, "bin", "ironflow-agent"))
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mkramdisk with a custom step (the shared agent is in %s): %v\n%s", agentDir, err, b)
+	}
+	return filepath.Join(out, "vmlinuz"), filepath.Join(out, "initramfs.cpio.gz")
+}
+
 // writeQCOW2 makes a small whole-disk image (wholeDiskImage) as qcow2
 // into dir and returns its name and sha256.
 func writeQCOW2(t *testing.T, dir string) (string, string) {
@@ -251,9 +290,10 @@ func newVMLab(t *testing.T) *vmLab {
 	if err := os.MkdirAll(images, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	agent := agentImageDir(t)
-	for _, name := range []string{"agent.kernel", "agent.initramfs"} {
-		src, _ := filepath.Abs(filepath.Join(agent, name))
+	// The lab's agent carries a custom deploy step, as an operator's
+	// ramdisk for BMO's customDeploy does (mkramdisk -custom-steps).
+	kernel, initramfs := customStepRamdisk(t, l.dir)
+	for name, src := range map[string]string{"agent.kernel": kernel, "agent.initramfs": initramfs} {
 		if err := os.Symlink(src, filepath.Join(images, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -507,6 +547,26 @@ func TestBMOVirtualMediaVM(t *testing.T) {
 	}
 	if n := l.node(h.ProvisioningID); n.DeployInterface != "ramdisk" || n.ProvisionState != "active" {
 		t.Errorf("live ISO host: deploy_interface %q, provision_state %q; want ramdisk, active", n.DeployInterface, n.ProvisionState)
+	}
+	c.run("power-off-before-delete", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, false, false) })
+	c.check("power-off-before-delete", goldenPowerOffBeforeDelete)
+	c.run("delete", 2*time.Minute, c.p.Delete)
+	c.check("delete", goldenDeleteActive)
+
+	// The same machine as a customDeploy host: the agent boots from the
+	// virtual CD and runs the step its ramdisk carries, by BMO's method.
+	h.ProvisioningID, h.Name = "", "vm0-custom"
+	h.Image, h.CustomDeployMethod, h.UserData = bmo.Image{}, vmCustomStep, "#cloud-config\nhostname: vm0-custom\n"
+	c = newVMClient()
+	customValues := map[string]any{"deploy_interface": "custom-agent"}
+	for k, v := range vmediaValues {
+		customValues[k] = v
+	}
+	c.initAndRegisterWith(vmMAC, goldenRegisterWith(vmMAC, append(slices.Clone(vmediaIfaces), "deploy_interface"), customValues))
+	c.run("provision-custom", 10*time.Minute, c.p.Provision)
+	c.check("provision-custom", goldenCustomProvision[1:])
+	if console, _ := os.ReadFile(filepath.Join(l.dir, "vm0-console.log")); !strings.Contains(string(console), vmCustomMarker+" "+h.ProvisioningID) {
+		t.Errorf("the machine's console does not show the custom step running for node %s", h.ProvisioningID)
 	}
 	c.run("power-off-before-delete", 2*time.Minute, func(ctx context.Context) (bmo.Result, error) { return c.p.PowerOff(ctx, false, false) })
 	c.check("power-off-before-delete", goldenPowerOffBeforeDelete)
