@@ -17,6 +17,24 @@ import (
 	"github.com/ironflow/ironflow/store"
 )
 
+// ociPinEvent is the history line of the manifest a deploy fetches: the
+// one validate resolved (and, when the tag has moved since, where it
+// points now), or the one resolved at the start.
+func (a *Activities) ociPinEvent(ctx context.Context, n *store.Node, pin, validated map[string]any, stale bool) string {
+	switch {
+	case validated != nil:
+		msg := fmt.Sprintf("Deploying %s as node validate resolved it at %s: manifest %s, layer %s", pin["source"], validated[imagecache.PinnedAt], pin["manifest"], pin["layer"])
+		now, _, err := imagecache.LocateNode(ctx, a.Config.Glance, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties})
+		if err == nil && now.OCI != nil && now.OCI.Manifest.String() != pin["manifest"] {
+			msg += fmt.Sprintf(" (the reference now resolves to manifest %s; the validated one is deployed)", now.OCI.Manifest)
+		}
+		return msg
+	case stale:
+		return fmt.Sprintf("Deploying %s as resolved now: manifest %s, layer %s (node validate's resolution is older than %s)", pin["source"], pin["manifest"], pin["layer"], imagecache.OCIValidatePinMaxAge)
+	}
+	return fmt.Sprintf("Deploying %s as resolved at the start of the deploy: manifest %s, layer %s", pin["source"], pin["manifest"], pin["layer"])
+}
+
 // checkImage refuses, before the agent boots, a deploy whose Glance image
 // cannot be deployed (missing, not active, no checksum), or whose
 // image_download_source cannot work: Ironic validates the image when a
@@ -26,13 +44,23 @@ func (a *Activities) checkImage(ctx context.Context, n *store.Node) error {
 	if _, err := imageTrust(n); err != nil {
 		return err
 	}
-	// An oci:// image is resolved afresh (no pin) and pinned for the
-	// deploy: the cache and the agent fetch what it resolved to now.
-	o, _, err := imagecache.LocateNode(ctx, a.Config.Glance, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties})
+	// An oci:// image is resolved afresh and pinned for the deploy: the
+	// cache and the agent fetch what it resolved to now; or, when node
+	// validate resolved it recently, what validate resolved
+	// (imagecache.ValidatedPin), and the history says which.
+	ni := imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties}
+	src, _ := n.InstanceInfo["image_source"].(string)
+	validated, stale := imagecache.ValidatedPin(n.DriverInternalInfo, src, time.Now())
+	if validated != nil {
+		ni.DriverInternalInfo = map[string]any{imagecache.KeyOCIPin: validated}
+	}
+	o, _, err := imagecache.LocateNode(ctx, a.Config.Glance, n.InstanceInfo, ni)
 	if err != nil {
 		return imageErr(n.UUID, err)
 	}
 	if pin := o.OCIPin(); pin != nil {
+		pin[imagecache.PinnedBy], pin[imagecache.PinnedAt] = imagecache.PinnedByDeploy, time.Now().UTC().Format(time.RFC3339)
+		_ = a.history(ctx, n.UUID, "", "deploy", a.ociPinEvent(ctx, n, pin, validated, stale))
 		if err := a.Store.MergeDriverInternalInfo(ctx, n.UUID, map[string]any{imagecache.KeyOCIPin: pin}); err != nil {
 			return storeErr(err, "pin the OCI image of node %s", n.UUID)
 		}

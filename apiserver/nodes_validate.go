@@ -14,6 +14,7 @@ import (
 	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/imagecache"
 	"github.com/ironflow/ironflow/oci"
+	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
 
@@ -95,7 +96,7 @@ func (s *server) ociImageProblem(ctx context.Context, n *store.Node) string {
 	ctx, cancel := context.WithTimeout(ctx, ociValidateTimeout)
 	defer cancel()
 	ni := imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties}
-	_, _, err := imagecache.LocateNode(ctx, nil, n.InstanceInfo, ni)
+	o, _, err := imagecache.LocateNode(ctx, nil, n.InstanceInfo, ni)
 	for _, part := range imagecache.BootParts {
 		if err != nil {
 			break
@@ -105,10 +106,31 @@ func (s *server) ociImageProblem(ctx context.Context, n *store.Node) string {
 		}
 	}
 	if err == nil {
+		s.pinValidated(ctx, n, o)
 		return ""
 	}
 	if oci.KindOf(err) == oci.ErrUnavailable {
 		s.log.Warn("validate: the OCI registry did not answer", "node", n.UUID, "err", errors.Unwrap(err))
 	}
 	return err.Error()
+}
+
+// pinValidated keeps the manifest validate resolved for the next deploy
+// (imagecache.ValidatedPin): the digest an operator validated is the one
+// deployed, even if the tag moves in between. Only a node a deploy can
+// start from (available) is pinned, so that a running deploy's own pin is
+// never replaced; a failure to write is logged, validation stands.
+func (s *server) pinValidated(ctx context.Context, n *store.Node, o imagecache.Origin) {
+	pin := o.OCIPin()
+	if pin == nil {
+		return
+	}
+	pin[imagecache.PinnedBy], pin[imagecache.PinnedAt] = imagecache.PinnedByValidate, time.Now().UTC().Format(time.RFC3339)
+	ok, err := s.store.MergeDriverInternalInfoInState(ctx, n.UUID, map[string]any{imagecache.KeyOCIPin: pin}, []provision.State{provision.Available})
+	switch {
+	case err != nil:
+		s.log.Warn("validate: the resolved OCI manifest was not kept for the deploy", "node", n.UUID, "err", err)
+	case ok:
+		s.log.Info("validate: OCI image resolved and kept for the next deploy", "node", n.UUID, "source", pin["source"], "manifest", pin["manifest"])
+	}
 }

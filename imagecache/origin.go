@@ -66,6 +66,41 @@ type NodeInfo struct {
 // driver_internal_info's image_source override).
 const KeyOCIPin = "oci_image"
 
+// A pin says who resolved it (PinnedBy: PinnedByValidate or
+// PinnedByDeploy) and when (PinnedAt, RFC 3339). node validate pins the
+// manifest it resolved for a node that can be deployed; the next deploy
+// within OCIValidatePinMaxAge fetches that manifest even if the tag has
+// moved since (docs/oci-images.md, "What a deploy fetches").
+const (
+	PinnedBy         = "pinned_by"
+	PinnedAt         = "pinned_at"
+	PinnedByValidate = "validate"
+	PinnedByDeploy   = "deploy"
+)
+
+// OCIValidatePinMaxAge: a validate's pin older than this is not used; the
+// deploy resolves the reference afresh (and its history says so).
+const OCIValidatePinMaxAge = 24 * time.Hour
+
+// ValidatedPin is the pin node validate left in driver_internal_info for
+// image_source src, resolved within OCIValidatePinMaxAge of now; nil when
+// there is none. stale reports a validate pin of src that is too old.
+func ValidatedPin(dii map[string]any, src string, now time.Time) (pin map[string]any, stale bool) {
+	p, _ := dii[KeyOCIPin].(map[string]any)
+	if p == nil || p[PinnedBy] != PinnedByValidate {
+		return nil, false
+	}
+	ref, err := oci.Parse(src)
+	if err != nil || p["source"] != ref.String() {
+		return nil, false
+	}
+	at, err := time.Parse(time.RFC3339, fmt.Sprint(p[PinnedAt]))
+	if err != nil || now.Sub(at) > OCIValidatePinMaxAge {
+		return nil, true
+	}
+	return p, false
+}
+
 // ociTimeout bounds a resolution: a registry that does not answer in time
 // is reported unavailable (and the activity retried).
 const ociTimeout = 30 * time.Second

@@ -709,6 +709,18 @@ func (s *Store) MergeDriverInternalInfo(ctx context.Context, uuid string, kv map
 	return s.updateDriverInternalInfo(ctx, uuid, kv, nil, "merge driver_internal_info")
 }
 
+// MergeDriverInternalInfoInState is MergeDriverInternalInfo only while
+// the node is in one of states; it reports whether it wrote.
+func (s *Store) MergeDriverInternalInfoInState(ctx context.Context, uuid string, kv map[string]any, states []provision.State) (bool, error) {
+	u, _ := canonicalUUID(uuid)
+	tag, err := s.pool.Exec(ctx, `UPDATE nodes SET driver_internal_info = driver_internal_info || $2::jsonb, updated_at = now()
+		WHERE uuid = $1 AND provision_state = ANY($3::text[])`, u, kv, states)
+	if err != nil {
+		return false, dbError(err, "merge driver_internal_info of node %s", uuid)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // MergeDropDriverInternalInfo merges kv into driver_internal_info and
 // removes the keys drop in one statement (one round trip, one row version).
 func (s *Store) MergeDropDriverInternalInfo(ctx context.Context, uuid string, kv map[string]any, drop ...string) error {

@@ -264,6 +264,38 @@ func TestDeployOCIImages(t *testing.T) {
 		t.Errorf("moved tag: the agent did not write the %d bytes of the image resolved at the start", len(disk.data))
 	}
 
+	// A tag moved between node validate and the deploy: the manifest
+	// validate resolved is deployed, and the node's history says so and
+	// where the tag points now. The moved tag's layer is never fetched.
+	reg.PushIndex(t, "ironflow/disk", []string{"validated"},
+		registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Data: disk.data})
+	mac = "52:54:00:0c:02:01"
+	uuid = enrollOCINode(t, "oci-validated-tag", mac, "x86_64", base+":validated", caFile, secret)
+	if code, _ := call(t, "GET", "/v1/nodes/"+uuid+"/validate", nil, &v); code != 200 || v["deploy"]["result"] != true {
+		t.Fatalf("validate before the tag moves: %d %v", code, v["deploy"])
+	}
+	if pin, _ := getNode(t, uuid).DriverInternalInfo["oci_image"].(map[string]any); pin["pinned_by"] != "validate" || pin["layer"] != p.Layers[0].String() {
+		t.Fatalf("after validate: driver_internal_info/oci_image %v, want validate's pin of layer %s", pin, p.Layers[0])
+	}
+	p3 := reg.PushIndex(t, "ironflow/disk", []string{"validated"},
+		registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Data: moved.data})
+	m = startSimMachine(t, uuid, []string{mac}, sim.Config{})
+	n = deployAndWait(t, uuid, "active")
+	if pin, _ := n.DriverInternalInfo["oci_image"].(map[string]any); pin["layer"] != p.Layers[0].String() || pin["pinned_by"] != "deploy" {
+		t.Errorf("validated tag: driver_internal_info/oci_image %v, want the layer %s validate resolved (the tag now has %s)", pin, p.Layers[0], p3.Layers[0])
+	}
+	hist := mustCLI(t, "node", "history", "list", uuid, "-f", "value", "-c", "Description of the event")
+	if !strings.Contains(hist, "as node validate resolved it at") || !strings.Contains(hist, "the reference now resolves to manifest") ||
+		!strings.Contains(hist, p3.Manifests[0].String()) {
+		t.Errorf("validated tag: the history does not say which manifest was deployed and where the tag points now:\n%s", hist)
+	}
+	if got := seriesAt(t, g.metrics, "ironflow_image_cache_downloaded_bytes_total"); got != float64(len(disk.data)) {
+		t.Errorf("validated tag: the cache downloaded %v bytes in all, want only the validated layer's %d", got, len(disk.data))
+	}
+	if a := m.current(); a == nil || a.Hardware().Disks()[0].BytesWritten() < int64(len(disk.data)) {
+		t.Errorf("validated tag: the agent did not write the %d bytes of the validated image", len(disk.data))
+	}
+
 	// A partition image whose kernel and ramdisk are artifacts named by
 	// manifest digest: the agent fetches all three from the cache.
 	blob := func(tag string, n int) []byte {

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ironflow/ironflow/hardware"
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/provision"
 )
 

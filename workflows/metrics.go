@@ -28,6 +28,9 @@ const (
 	metricStepDuration       = "ironflow_step_duration"
 	metricStepFailures       = "ironflow_step_failures"
 	metricCallbackTimeouts   = "ironflow_callback_timeouts"
+	metricRolloutsStarted    = "ironflow_rollouts_started"
+	metricRolloutsFinished   = "ironflow_rollouts_finished"
+	metricRolloutNodes       = "ironflow_rollout_nodes"
 )
 
 // MetricHelp is the help text of the workflows' metrics by Prometheus name
@@ -39,6 +42,18 @@ var MetricHelp = map[string]string{
 	metricStepDuration + "_seconds":      "Time a deploy, clean or service step took, by operation, step (interface.step) and outcome (ok, failed), an operator's wait after a failure included.",
 	metricStepFailures + "_total":        "Failed attempts of a step or stage, by operation, step and failure class (bmc_auth, bmc_unsupported, invalid_config, agent_step_failed, agent_unreachable, timeout, ...).",
 	metricCallbackTimeouts + "_total":    "Waits for the agent's first heartbeat that ran out (deploy_callback_timeout and its kin), by the state that waited.",
+	metricRolloutsStarted + "_total":     "Rollouts started (docs/rollouts.md).",
+	metricRolloutsFinished + "_total":    "Rollouts ended, by outcome (succeeded, failed: the failure budget spent, aborted).",
+	metricRolloutNodes + "_total":        "Nodes of rollouts whose part ended, by outcome (succeeded, failed, skipped).",
+}
+
+// rolloutCount counts a rollout event (name) with its outcome, if any.
+func rolloutCount(ctx workflow.Context, name, outcome string) {
+	h := workflow.GetMetricsHandler(ctx)
+	if outcome != "" {
+		h = h.WithTags(map[string]string{"outcome": outcome})
+	}
+	h.Counter(name).Inc(1)
 }
 
 // runMetrics is what a run keeps to measure itself.

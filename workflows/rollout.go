@@ -358,6 +358,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 		for _, u := range nodes {
 			st.Nodes = append(st.Nodes, RolloutNode{UUID: u, State: RolloutNodePending})
 		}
+		rolloutCount(ctx, metricRolloutsStarted, "")
 		st.Waves = PlanWaves(len(nodes), spec.Canary, spec.WaveSize)
 		for w, idx := range st.Waves {
 			for _, i := range idx {
@@ -374,6 +375,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 	running := map[int]bool{}
 
 	finish := func(state, reason string) (*RolloutStatus, error) {
+		rolloutCount(ctx, metricRolloutsFinished, state)
 		st.State, st.Reason = state, reason
 		st.Approved = approvals
 		return st, nil
@@ -406,6 +408,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 					n.State = RolloutNodeFailed
 					st.Failed++
 				}
+				rolloutCount(ctx, metricRolloutNodes, n.State)
 			}
 		}
 		return nil
@@ -504,6 +507,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 				default:
 					n.State, n.LastError = RolloutNodeSkipped, res.Error
 					st.Skipped++
+					rolloutCount(ctx, metricRolloutNodes, n.State)
 					logger.Info("rollout skipped a node", "node", n.UUID, "reason", res.Error)
 				}
 			}

@@ -76,6 +76,7 @@ var commandSettings = []struct {
 	{"pxe", func() *settings { s, _, _, _ := pxeSettings(); return s }},
 	{"migrate", func() *settings { s, _ := migrateSettings(); return s }},
 	{"timeline", func() *settings { s, _, _, _, _ := timelineSettings(); return s }},
+	{"rollout", func() *settings { s, _ := rolloutSettings(); return s }},
 	{"codec-server", func() *settings { s, _, _ := codecServerSettings(); return s }},
 	{"version", versionSettings},
 }

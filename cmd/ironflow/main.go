@@ -31,6 +31,7 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 	"pxe":          runPXECommand,
 	"vbmc":         runVBMC,
 	"timeline":     runTimeline,
+	"rollout":      runRollout,
 	"codec-server": runCodecServer,
 	"version":      runVersion,
 }
@@ -46,6 +47,7 @@ commands:
   migrate   apply the database migrations
   vbmc      a virtual BMC for QEMU virtual machines
   timeline  each step of a node's latest workflow with its start and duration
+  rollout   create, watch and steer rollouts (docs/rollouts.md)
   codec-server  decrypt workflow payloads for the Temporal Web UI (authenticated)
   version   the release and the commit of this binary
 

@@ -6,9 +6,9 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/ironflow/ironflow/agent"
 	"os"
 
+	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/agent/grub"
 	"github.com/ironflow/ironflow/agent/ramdisk"
 )
