@@ -100,23 +100,26 @@ func fakeAvailableNodes(t *testing.T, prefix, rc string, n int) []string {
 	return uuids
 }
 
-// TestRolloutOfFakeDeploysStopsOnItsBudget: 20 fake-hardware nodes, waves
-// of 5, a budget of 5 failures; six nodes' deploys fail (an unreadable
+// TestRolloutOfFakeDeploysStopsOnItsBudget: 200 fake-hardware nodes, waves
+// of 50, a budget of 5 failures; six nodes' deploys fail (an unreadable
 // driver_info setting), the sixth in the third wave: the rollout stops in
-// that wave, the fourth wave's nodes are never touched, and each node's
-// history names the rollout. Then an undeploy rollout over the deployed
-// nodes, paused through the API and resumed through `temporal workflow
-// signal`; and the refusals, with nothing started.
+// that wave with the exact lists, the fourth wave's nodes are never
+// touched, the workflow continues as new every 40 starts, and each node's
+// history names the rollout. Then an undeploy rollout over the 144
+// deployed nodes in waves of 36, paused through the API, resumed through
+// `temporal workflow signal`, its worker killed mid-wave, each node
+// undeployed exactly once; and the refusals, with nothing started.
 func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	start := time.Now()
-	nodes := fakeAvailableNodes(t, "rollout", "rollout-test", 20)
-	t.Logf("20 nodes available in %s", time.Since(start).Round(time.Millisecond))
+	const total, wave, perRun = 200, 50, 40
+	nodes := fakeAvailableNodes(t, "rollout", "rollout-test", total)
+	t.Logf("%d nodes available in %s", total, time.Since(start).Round(time.Millisecond))
 	// The resolved order is by UUID: the waves are cut from it, and the
 	// failing nodes are chosen in it (the sixth in the third wave).
 	sorted := slices.Clone(nodes)
 	slices.Sort(sorted)
 	failSet := map[string]bool{}
-	for _, i := range []int{1, 3, 6, 8, 9, 12} {
+	for _, i := range []int{1, 30, 60, 80, 99, 120} {
 		failSet[sorted[i]] = true
 		if code, _ := call(t, "PATCH", "/v1/nodes/"+sorted[i], []map[string]any{
 			{"op": "add", "path": "/driver_info/deploy_callback_timeout", "value": "soon"}}, nil); code != 200 {
@@ -138,7 +141,7 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 		{map[string]any{"operation": map[string]any{"target": "deploy"}, "selector": map[string]any{"resource_class": "rollout-test"}, "wave_size": 5, "max_failure_percent": 101},
 			"Invalid max_failure_percent: 101 is not an integer between 1 and 100"},
 		{map[string]any{"operation": map[string]any{"target": "rebuild"}, "selector": map[string]any{"resource_class": "rollout-test"}, "wave_size": 5},
-			`The operation "rebuild" is not allowed on 20 of the rollout's nodes`},
+			`The operation "rebuild" is not allowed on 200 of the rollout's nodes`},
 		{map[string]any{"operation": map[string]any{"target": "clean"}, "selector": map[string]any{"resource_class": "rollout-test"}, "wave_size": 5},
 			`"clean_steps" is required when setting target provision state to clean`},
 	} {
@@ -156,7 +159,7 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	var created struct{ UUID string }
 	if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
 		"operation": map[string]any{"target": "active"}, "selector": map[string]any{"resource_class": "rollout-test"},
-		"wave_size": 5, "max_failures": 5, "poll_seconds": 0.2, "continue_as_new_after": 4,
+		"wave_size": wave, "max_failures": 5, "poll_seconds": 0.2, "continue_as_new_after": perRun,
 	}, &created); code != 201 {
 		t.Fatalf("create rollout: %d", code)
 	}
@@ -166,12 +169,17 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	if d.State != "failed" || d.Wave != 2 {
 		t.Fatalf("rollout %s in wave %d (%s), want failed in wave 2", d.State, d.Wave, d.Reason)
 	}
-	// 15 starts, 4 per run: the workflow continued as new three times.
+	// 150 starts, 40 per run: the workflow continued as new three times.
 	if d.Runs != 4 {
-		t.Errorf("the rollout ran %d runs, want 4 (continue_as_new_after 4, 15 starts)", d.Runs)
+		t.Errorf("the rollout ran %d runs, want 4 (continue_as_new_after %d, %d starts)", d.Runs, perRun, 3*wave)
+	}
+	for w, idx := range d.Waves {
+		if len(idx) != wave {
+			t.Errorf("wave %d has %d nodes, want %d", w, len(idx), wave)
+		}
 	}
 	var wantFailed, wantSucceeded []string
-	for _, u := range sorted[:15] {
+	for _, u := range sorted[:3*wave] {
 		if failSet[u] {
 			wantFailed = append(wantFailed, u)
 		} else {
@@ -184,15 +192,15 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	if got := d.nodesIn("succeeded"); !slices.Equal(got, wantSucceeded) {
 		t.Errorf("succeeded %v, want %v", got, wantSucceeded)
 	}
-	if got := d.nodesIn("pending"); !slices.Equal(got, sorted[15:]) {
-		t.Errorf("pending %v, want the last wave %v", got, sorted[15:])
+	if got := d.nodesIn("pending"); !slices.Equal(got, sorted[3*wave:]) {
+		t.Errorf("pending %v, want the last wave %v", got, sorted[3*wave:])
 	}
 	for _, n := range d.Nodes {
 		if n.State == "failed" && !strings.Contains(n.LastError, "deploy_callback_timeout") {
 			t.Errorf("failed node %s: last_error %q", n.UUID, n.LastError)
 		}
 	}
-	for _, u := range sorted[15:] {
+	for _, u := range sorted[3*wave:] {
 		if ps := getNode(t, u).ProvisionState; ps != "available" {
 			t.Errorf("node %s of the wave never started is %s", u, ps)
 		}
@@ -217,25 +225,26 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	}
 
 	// The nodes' own workflows carry the rollout's search attribute, as
-	// its workflow does: 15 node workflows and the rollout's 4 runs.
+	// its workflow does: 150 node workflows and the rollout's 4 runs.
 	cli, err := embedded.FindTemporalCLI("")
 	if err != nil {
 		t.Skipf("SKIPPED LOUDLY: no temporal CLI for the signal part: %v", err)
 	}
 	out, err := exec.Command(cli, "workflow", "count", "--address", lab.Temporal.Address(),
 		"--query", fmt.Sprintf("RolloutUUID = '%s' AND WorkflowType != 'Rollout'", created.UUID)).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "Total: 15") {
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("Total: %d", 3*wave)) {
 		all, _ := exec.Command(cli, "workflow", "list", "--address", lab.Temporal.Address(),
 			"--query", fmt.Sprintf("RolloutUUID = '%s'", created.UUID)).CombinedOutput()
 		t.Errorf("node workflows with the rollout's search attribute: %v\n%s\nall of the rollout's:\n%s", err, out, all)
 	}
 
-	// Undeploy the deployed nodes one at a time, paused through the API
-	// after the first and resumed through the temporal CLI.
+	// Undeploy the deployed nodes in waves of 36, paused through the API
+	// at once (at most the first wave starts) and resumed through the
+	// temporal CLI.
 	var undeploy struct{ UUID string }
 	if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
 		"operation": map[string]any{"target": "deleted"}, "selector": map[string]any{"nodes": wantSucceeded},
-		"wave_size": 1, "soak_seconds": 1, "poll_seconds": 0.2,
+		"wave_size": 36, "soak_seconds": 1, "poll_seconds": 0.2,
 	}, &undeploy); code != 201 {
 		t.Fatalf("create undeploy rollout: %d", code)
 	}
@@ -246,7 +255,7 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	time.Sleep(2 * time.Second) // more than a soak: nothing more may start
 	d = getRollout(t, undeploy.UUID)
 	started := len(d.Nodes) - len(d.nodesIn("pending"))
-	if d.State != "paused" || started > 1 {
+	if d.State != "paused" || started > 36 {
 		t.Fatalf("paused rollout: state %s, %d nodes started", d.State, started)
 	}
 	if out, err := exec.Command(cli, "workflow", "signal", "--address", lab.Temporal.Address(),
@@ -255,7 +264,7 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	}
 	// The worker killed mid-rollout: the rollout goes on with the new one
 	// and each node is undeployed exactly once.
-	waitRollout(t, undeploy.UUID, time.Minute, func(d rolloutDoc) bool { return d.Succeeded >= 3 })
+	waitRollout(t, undeploy.UUID, 2*time.Minute, func(d rolloutDoc) bool { return d.Succeeded >= 40 })
 	lab.KillWorker()
 	if err := lab.StartWorker(); err != nil {
 		t.Fatalf("restart the worker: %v", err)
