@@ -42,73 +42,129 @@ func biosAPI(t *testing.T, s *stack, method, path, version string, body any) (in
 	return resp.StatusCode, out
 }
 
-// TestServiceAppliesBIOSSettingOnActiveVM: a SeaBIOS VM behind `ironflow
-// vbmc serve` (Redfish) with bios_interface redfish is deployed with the
-// ramdisk deploy interface (nothing to write: the instance network-boots),
-// then serviced with bios.apply_configuration ProcCores=2 and
-// disable_ramdisk: the step writes the setting to the BMC's settings
-// object, reboots the node, the vbmc applies it at the start (QEMU -smp 2)
-// and the instance's kernel comes up with 2 CPUs; the node is active
-// again and the setting shows in `baremetal node bios setting list`.
-func TestServiceAppliesBIOSSettingOnActiveVM(t *testing.T) {
+// TestRolloutServicesBIOSSettingOnTwoVMs: two SeaBIOS VMs behind
+// `ironflow vbmc serve` (Redfish) with bios_interface redfish are deployed
+// with the ramdisk deploy interface (nothing to write: the instances
+// network-boot), then serviced by one rollout (docs/rollouts.md) with
+// bios.apply_configuration ProcCores=2 and disable_ramdisk, a canary of
+// one and an approval before the other. The canary's step writes the
+// setting to the BMC's settings object and reboots the node, the vbmc
+// applies it at the start (QEMU -smp 2) and the instance's kernel comes up
+// with 2 CPUs; while the rollout waits for the approval the other VM still
+// runs with one CPU; once approved it gets the setting too, and the
+// rollout succeeds. The canary's setting shows in `baremetal node bios
+// setting list` and its history names the step.
+func TestRolloutServicesBIOSSettingOnTwoVMs(t *testing.T) {
 	RequireQEMU(t)
 	begin := time.Now()
 	lab := NewLab(t)
 	s := startStack(t, lab, "--automated-clean=false")
 	kernelURL, ramdiskURL := publishRamdiskInstance(t, lab, s)
 
-	vm := lab.AddVM("node-bios", "52:54:00:e2:b1:05", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-bios", "disk.raw"))
-	bmc := startRedfishBMC(t, s, vmDefinition(vm, 1, DefaultMemoryMB, vmDiskSize))
-	uuid := createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
-		"--deploy-interface", "ramdisk", "--boot-interface", "ipxe", "--bios-interface", "redfish")
-	defer printNodeHistory(t, s, uuid)
-	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
-	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
-	s.mustCLI(t, "node", "set", uuid,
-		"--instance-info", "kernel="+kernelURL,
-		"--instance-info", "ramdisk="+ramdiskURL,
-		"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200 no_timer_check")
-	if _, err := s.baremetal(t, "node", "deploy", uuid, "--wait", seconds(deployWait)); err != nil {
-		s.failStep(t, uuid, vm.SerialLog, err)
+	vms := []*LabVM{
+		lab.AddVM("node-bios", "52:54:00:e2:b1:05", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-bios", "disk.raw")),
+		lab.AddVM("node-bios2", "52:54:00:e2:b1:07", FirmwareBIOS, filepath.Join(lab.Dir, "vm-node-bios2", "disk.raw")),
+	}
+	bmc := startRedfishBMC(t, s, vmDefinition(vms[0], 1, DefaultMemoryMB, vmDiskSize), vmDefinition(vms[1], 1, DefaultMemoryMB, vmDiskSize))
+	uuids := make([]string, len(vms))
+	for i, vm := range vms {
+		uuids[i] = createRedfishNode(t, s, bmc, vm.Name, vm.Firmware, vm.MAC,
+			"--deploy-interface", "ramdisk", "--boot-interface", "ipxe", "--bios-interface", "redfish")
+		defer printNodeHistory(t, s, uuids[i])
+		s.mustCLI(t, "node", "manage", uuids[i], "--wait", seconds(manageWait))
+		s.mustCLI(t, "node", "provide", uuids[i], "--wait", seconds(provideWait))
+		s.mustCLI(t, "node", "set", uuids[i],
+			"--instance-info", "kernel="+kernelURL,
+			"--instance-info", "ramdisk="+ramdiskURL,
+			"--instance-info", "ramdisk_kernel_arguments=console=ttyS0,115200 no_timer_check")
+	}
+	// Both deploys at once.
+	errs := make(chan error, len(vms))
+	for i := range vms {
+		go func() {
+			_, err := s.baremetal(t, "node", "deploy", uuids[i], "--wait", seconds(deployWait))
+			errs <- err
+		}()
+	}
+	for range vms {
+		if err := <-errs; err != nil {
+			t.Fatalf("deploy: %v", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultBootTimeout)
 	defer cancel()
-	if _, err := WaitSerial(ctx, vm.SerialLog, ramdiskInstanceMarker, nil); err != nil {
-		t.Fatal(err)
+	for _, vm := range vms {
+		if _, err := WaitSerial(ctx, vm.SerialLog, ramdiskInstanceMarker, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Logf("bios: node active with its ramdisk instance %.1fs after start", time.Since(begin).Seconds())
+	t.Logf("bios: both nodes active with their ramdisk instance %.1fs after start", time.Since(begin).Seconds())
 
 	serviceStart := time.Now()
 	steps := []any{map[string]any{"interface": "bios", "step": "apply_configuration",
 		"args": map[string]any{"settings": []any{map[string]any{"name": "ProcCores", "value": "2"}}}}}
-	// disable_ramdisk with service: API 1.108.
-	code, body := biosAPI(t, s, http.MethodPut, "/v1/nodes/"+uuid+"/states/provision", "1.108",
-		map[string]any{"target": "service", "service_steps": steps, "disable_ramdisk": true})
-	if code != http.StatusAccepted {
-		t.Fatalf("service: HTTP %d: %s", code, body)
+	code, body := biosAPI(t, s, http.MethodPost, "/ironflow/v1/rollouts", "1.108", map[string]any{
+		"operation": map[string]any{"target": "service", "service_steps": steps, "disable_ramdisk": true},
+		"selector":  map[string]any{"nodes": uuids}, "canary": 1, "wave_size": 1, "approval": true, "poll_seconds": 0.5})
+	if code != http.StatusCreated {
+		t.Fatalf("create the rollout: HTTP %d: %s", code, body)
 	}
-	deadline := time.Now().Add(provideWait)
-	var f map[string]any
-	for {
-		f = s.nodeFields(t, uuid)
-		if f["provision_state"] == "active" || strings.HasSuffix(biosStr(f["provision_state"]), "failed") || time.Now().After(deadline) {
-			break
+	var created struct{ UUID string }
+	_ = json.Unmarshal(body, &created)
+	type rolloutView struct {
+		State     string
+		Running   bool
+		Succeeded int
+		Nodes     []struct{ UUID, State, LastError string } `json:"nodes"`
+	}
+	waitRollout := func(what string, cond func(rolloutView) bool) rolloutView {
+		t.Helper()
+		deadline := time.Now().Add(provideWait)
+		for {
+			var v rolloutView
+			code, body := biosAPI(t, s, http.MethodGet, "/ironflow/v1/rollouts/"+created.UUID, "1.108", nil)
+			_ = json.Unmarshal(body, &v)
+			if code == http.StatusOK && cond(v) {
+				return v
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rollout %s: not %s: HTTP %d %s; vbmc log:\n%s", created.UUID, what, code, body, embedded.Tail(bmc.proc.Log, 3000))
+			}
+			time.Sleep(time.Second)
 		}
-		time.Sleep(2 * time.Second)
 	}
-	printTimeline(t, s, uuid, "service with a BIOS setting")
-	if f["provision_state"] != "active" {
-		t.Fatalf("after servicing the node is %v (last_error %v); vbmc log:\n%s", f["provision_state"], f["last_error"], embedded.Tail(bmc.proc.Log, 3000))
-	}
-	t.Logf("bios: servicing took %.1fs", time.Since(serviceStart).Seconds())
+	waitRollout("awaiting approval after the canary", func(v rolloutView) bool { return v.State == "awaiting_approval" || !v.Running })
+	printTimeline(t, s, uuids[0], "service with a BIOS setting (the canary)")
+	t.Logf("bios: the canary's servicing took %.1fs", time.Since(serviceStart).Seconds())
 
-	// The vbmc started QEMU again with the setting.
-	bmc.checkSMPApplied(t, vm)
-	if _, err := WaitSerial(ctx, vm.SerialLog, "2 CPUs", nil); err != nil {
-		t.Errorf("the instance did not come up with 2 CPUs after the BIOS step's reboot: %v", err)
+	// The canary: the vbmc started QEMU again with the setting.
+	bmc.checkSMPApplied(t, vms[0])
+	if _, err := WaitSerial(ctx, vms[0].SerialLog, "2 CPUs", nil); err != nil {
+		t.Errorf("the canary's instance did not come up with 2 CPUs after the BIOS step's reboot: %v", err)
 	}
+	// The other waits for the approval: untouched, one CPU.
+	if starts := bmc.qemuStarts(vms[1]); len(starts) != 1 || !strings.Contains(starts[0], "-smp 1") {
+		t.Fatalf("before the approval the second VM was restarted or changed:\n%s", strings.Join(starts, "\n"))
+	}
+	if f := s.nodeFields(t, uuids[1]); f["provision_state"] != "active" {
+		t.Fatalf("before the approval the second node is %v", f["provision_state"])
+	}
+	if code, body := biosAPI(t, s, http.MethodPost, "/ironflow/v1/rollouts/"+created.UUID+"/approve", "1.108", nil); code != http.StatusAccepted {
+		t.Fatalf("approve: HTTP %d: %s", code, body)
+	}
+	v := waitRollout("ended", func(v rolloutView) bool { return !v.Running })
+	if v.State != "succeeded" || v.Succeeded != 2 {
+		t.Fatalf("rollout: %s with %d of 2 succeeded: %+v", v.State, v.Succeeded, v.Nodes)
+	}
+	bmc.checkSMPApplied(t, vms[1])
+	if _, err := WaitSerial(ctx, vms[1].SerialLog, "2 CPUs", nil); err != nil {
+		t.Errorf("the second instance did not come up with 2 CPUs after the approval: %v", err)
+	}
+	t.Logf("bios: the rollout took %.1fs", time.Since(serviceStart).Seconds())
 
-	// The cached settings, through the CLI and the API with registry fields.
+	// The canary's cached settings, through the CLI and the API with
+	// registry fields; its history names the step.
+	uuid := uuids[0]
 	out := s.mustCLI(t, "node", "bios", "setting", "list", uuid, "-f", "json")
 	var list []map[string]any
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
