@@ -70,7 +70,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds       = 3
 	DefaultPollInterval = 500 * time.Millisecond
-	allParts            = "latency,ironic,footprint,allocation,control,cluster,agent,api,image,qcow2,boot,console"
+	allParts            = "latency,ironic,footprint,allocation,control,cluster,agent,api,image,qcow2,boot,console,rollout"
 	// optionalParts run only when -parts names them.
 	optionalParts          = "compare,fleet,obs"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
@@ -128,7 +128,9 @@ type config struct {
 	fleetIdle                        time.Duration
 	// The obs part's (obs.go).
 	obsRounds, obsNodes, obsScrapes int
-	obsScrapeGap                    time.Duration
+	// The rollout part's (rollout.go).
+	rolloutNodes, rolloutWave int
+	obsScrapeGap              time.Duration
 }
 
 func main() {
@@ -195,6 +197,8 @@ func parseFlags(args []string) (config, error) {
 	also := fs.String("footprint-also", "", "comma-separated other ironflow binaries whose `ironflow dev` the footprint and fleet parts measure in the same run (a before/after of the embedded stack's settings)")
 	fs.IntVar(&cfg.fleetNodes, "fleet-nodes", DefaultFleetNodes, "nodes the fleet part (not run unless named in -parts) enrolls, manages and provides on each system")
 	fs.DurationVar(&cfg.fleetIdle, "fleet-idle", DefaultFleetIdle, "how long the fleet part measures the idle fleet's CPU")
+	fs.IntVar(&cfg.rolloutNodes, "rollout-nodes", DefaultRolloutNodes, "nodes the rollout part deploys, directly and as one rollout, each round")
+	fs.IntVar(&cfg.rolloutWave, "rollout-wave", DefaultRolloutWave, "the rollout part's wave size")
 	fs.IntVar(&cfg.obsRounds, "obs-rounds", DefaultObsRounds, "rounds of the obs part (not run unless named in -parts), each one trial of -nodes deploys with metrics and tracing off and one with them on (medians are compared)")
 	fs.IntVar(&cfg.obsNodes, "obs-nodes", DefaultObsNodes, "nodes in the store while the obs part times scrapes")
 	fs.IntVar(&cfg.obsScrapes, "obs-scrapes", DefaultObsScrapes, "scrapes of each metrics endpoint the obs part times")
@@ -237,7 +241,7 @@ func parseFlags(args []string) (config, error) {
 		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
 	}
 	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 || cfg.consoles <= 0 || cfg.footprintNodes <= 0 || cfg.footprintDeploys <= 0 || cfg.fleetNodes <= 0 || cfg.fleetIdle <= 0 ||
-		cfg.obsRounds <= 0 || cfg.obsNodes <= 0 || cfg.obsScrapes <= 0 || cfg.obsScrapeGap <= 0 {
+		cfg.obsRounds <= 0 || cfg.obsNodes <= 0 || cfg.obsScrapes <= 0 || cfg.obsScrapeGap <= 0 || cfg.rolloutNodes <= 0 || cfg.rolloutWave <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
 	return cfg, nil
@@ -247,7 +251,7 @@ func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
 
 // needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
 func (c config) needsStack() bool {
-	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2") || c.has("console") || c.has("obs")
+	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2") || c.has("console") || c.has("obs") || c.has("rollout")
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -310,6 +314,7 @@ func run(ctx context.Context, cfg config) error {
 		{"console", func(ctx context.Context) ([]Row, error) { return benchConsole(ctx, cfg, st, log) }},
 		{"compare", func(ctx context.Context) ([]Row, error) { return benchCompare(ctx, cfg, st, log) }},
 		{"obs", func(ctx context.Context) ([]Row, error) { return benchObs(ctx, cfg, st, log) }},
+		{"rollout", func(ctx context.Context) ([]Row, error) { return benchRollout(ctx, cfg, st, log) }},
 	}
 	var failed []string
 	for _, p := range parts {
