@@ -207,9 +207,9 @@ func (r *run) runManualPlan(m manualOp, user []UserStep, perr error, disableRamd
 // activity, the agent's in clean wait (where Ironic allows abort).
 func (r *run) manualStep(s provision.Step, underAgent bool) error {
 	if s.OutOfBand {
-		if s.StepID == provision.StepFirmwareUpdate && r.node.FirmwareInterface != hardware.Fake {
-			// (The fake interface's update does nothing: an interface step
-			// below, as Ironic's FakeFirmware.)
+		if s.StepID == provision.StepFirmwareUpdate && hardware.StepsOf(hardware.KindFirmware, r.node.FirmwareInterface) != hardware.StepsRecorded {
+			// (The fake interface's update does nothing but say so: an
+			// interface step below, as Ironic's FakeFirmware.)
 			return r.firmwareStep(r.rec.stepKind(), s, underAgent) // workflows/firmware.go
 		}
 		if r.biosStepUnderAgent(s, underAgent) {
