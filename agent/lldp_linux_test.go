@@ -16,6 +16,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/inspection/hooks"
+	"github.com/ironflow/ironflow/internal/testkit/lldpswitch"
 )
 
 // TestListenLLDPFromLldpd: Debian's lldpd, the switch side of a veth pair
@@ -27,20 +28,10 @@ func TestListenLLDPFromLldpd(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING: a network namespace and a packet socket need root (CI runs as root)")
 	}
-	if _, err := exec.LookPath("lldpd"); err != nil {
-		t.Fatal("lldpd is missing: make test installs it (scripts/install-deps.sh)")
-	}
-	// lldpd's own lldpcli configures it through the control socket as an
-	// unprivileged user: the socket's directory is reachable by all
-	// (t.TempDir's parent is not).
-	dir, err := os.MkdirTemp("", "lldpd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// The lab switch's lldpd command line (internal/testkit/lldpswitch):
+	// named ironflow-lab-switch, announcing every second on sw0.
+	argv := lldpswitch.Command(t, "ironflow-lab-switch", "sw0")
+	logPath := filepath.Join(t.TempDir(), "lldpd.log")
 	var frame []byte
 	var lldpd *exec.Cmd
 	done := make(chan struct{})
@@ -76,13 +67,8 @@ func TestListenLLDPFromLldpd(t *testing.T) {
 			return
 		}
 		defer l.Close()
-		conf := filepath.Join(dir, "lldpd.conf")
-		if err := os.WriteFile(conf, []byte("configure system hostname ironflow-lab-switch\nconfigure lldp tx-interval 1\n"), 0o644); err != nil {
-			t.Error(err)
-			return
-		}
-		lldpd = exec.Command("lldpd", "-d", "-u", filepath.Join(dir, "lldpd.socket"), "-O", conf, "-I", "sw0")
-		logf, err := os.Create(filepath.Join(dir, "lldpd.log"))
+		lldpd = exec.Command(argv[0], argv[1:]...)
+		logf, err := os.Create(logPath)
 		if err != nil {
 			t.Error(err)
 			return
@@ -113,7 +99,7 @@ func TestListenLLDPFromLldpd(t *testing.T) {
 		_ = lldpd.Wait()
 	}
 	if t.Failed() {
-		b, _ := os.ReadFile(filepath.Join(dir, "lldpd.log"))
+		b, _ := os.ReadFile(logPath)
 		t.Logf("lldpd's log:\n%s", b)
 		return
 	}

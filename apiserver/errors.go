@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -141,4 +142,23 @@ func sanitizeUTF8(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// FaultString is the message of an error body as the API writes it
+// (error_message holding faultstring); the error_message itself when it
+// holds no faultstring, the trimmed body when it is not one.
+func FaultString(body []byte) string {
+	var outer struct {
+		ErrorMessage string `json:"error_message"`
+	}
+	if json.Unmarshal(body, &outer) != nil || outer.ErrorMessage == "" {
+		return strings.TrimSpace(string(body))
+	}
+	var inner struct {
+		Faultstring string `json:"faultstring"`
+	}
+	if json.Unmarshal([]byte(outer.ErrorMessage), &inner) != nil || inner.Faultstring == "" {
+		return outer.ErrorMessage
+	}
+	return inner.Faultstring
 }

@@ -164,11 +164,11 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 	case rec.Code == http.StatusAccepted:
 		return workflows.RolloutStartResult{Started: true, Expect: expect}, nil
 	case rec.Code == http.StatusConflict:
-		return workflows.RolloutStartResult{Busy: true, Error: faultString(rec.Body.Bytes())}, nil
+		return workflows.RolloutStartResult{Busy: true, Error: FaultString(rec.Body.Bytes())}, nil
 	case rec.Code >= 500:
-		return workflows.RolloutStartResult{}, fmt.Errorf("node %s: the API answered %d: %s", n.UUID, rec.Code, faultString(rec.Body.Bytes()))
+		return workflows.RolloutStartResult{}, fmt.Errorf("node %s: the API answered %d: %s", n.UUID, rec.Code, FaultString(rec.Body.Bytes()))
 	default:
-		return workflows.RolloutStartResult{Error: faultString(rec.Body.Bytes())}, nil
+		return workflows.RolloutStartResult{Error: FaultString(rec.Body.Bytes())}, nil
 	}
 }
 
@@ -208,23 +208,6 @@ func (o *NodeOperator) acceptedBefore(ctx context.Context, n *store.Node, in wor
 }
 
 var acceptedEventRE = regexp.MustCompile(`; moving to "([^"]*)" with target "([^"]*)"$`)
-
-// faultString is the message of Ironic's error body.
-func faultString(body []byte) string {
-	var outer struct {
-		ErrorMessage string `json:"error_message"`
-	}
-	if json.Unmarshal(body, &outer) != nil {
-		return string(body)
-	}
-	var inner struct {
-		Faultstring string `json:"faultstring"`
-	}
-	if json.Unmarshal([]byte(outer.ErrorMessage), &inner) != nil {
-		return outer.ErrorMessage
-	}
-	return inner.Faultstring
-}
 
 // Await returns the nodes among in.Nodes whose operations have ended, as
 // soon as there is one, or none after a minute (the workflow asks again).

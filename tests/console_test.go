@@ -80,6 +80,48 @@ func expect(t *testing.T, c net.Conn, want string) {
 	}
 }
 
+// wsExpect reads the terminal's websocket until want appears.
+func wsExpect(t *testing.T, ctx context.Context, ws *websocket.Conn, want string) {
+	t.Helper()
+	var got strings.Builder
+	for !strings.Contains(got.String(), want) {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("websocket read %q, waiting for %q: %v", got.String(), want, err)
+		}
+		got.Write(b)
+	}
+}
+
+// disableWebSeesCloseFirst disables the node's console with a browser's
+// session open on it and checks, as disableSeesEOFFirst does for a TCP
+// session, that the websocket is closed by the time `console show` says
+// disabled.
+func disableWebSeesCloseFirst(t *testing.T, ctx context.Context, node string, ws *websocket.Conn) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for {
+			if _, _, err := ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	mustCLI(t, "node", "console", "disable", node)
+	waitFor(t, "web console of "+node+" disabled", 60*time.Second, func() bool {
+		if showConsole(t, node).Enabled {
+			return false
+		}
+		select {
+		case <-closed:
+		default:
+			t.Fatalf("console show says %s's console disabled while the browser's session is still open", node)
+		}
+		return true
+	})
+}
+
 // disableSeesEOFFirst disables the node's console with a session open on
 // it and checks the order Ironic's users rely on: the session has read EOF
 // by the time `console show` says disabled.
@@ -208,22 +250,11 @@ func TestConsoleThroughTheCLI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("terminal websocket: %v\nworker log:\n%s", err, workerLog())
 	}
-	wsExpect := func(want string) {
-		t.Helper()
-		var got strings.Builder
-		for !strings.Contains(got.String(), want) {
-			_, b, err := ws.Read(ctx)
-			if err != nil {
-				t.Fatalf("websocket read %q, waiting for %q: %v", got.String(), want, err)
-			}
-			got.Write(b)
-		}
-	}
-	wsExpect("looking up the node")
+	wsExpect(t, ctx, ws, "looking up the node")
 	if err := ws.Write(ctx, websocket.MessageText, []byte("typed in the browser\r")); err != nil {
 		t.Fatal(err)
 	}
-	wsExpect("TYPED IN THE BROWSER")
+	wsExpect(t, ctx, ws, "TYPED IN THE BROWSER")
 
 	forged := strings.Replace(wsURL, "token=", "token=x", 1)
 	if _, resp, err := websocket.Dial(ctx, forged, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
@@ -235,27 +266,7 @@ func TestConsoleThroughTheCLI(t *testing.T) {
 		t.Errorf("a token naming no node was written into con-ipmi's history:\n%s", h)
 	}
 
-	closed := make(chan struct{})
-	go func() {
-		defer close(closed)
-		for {
-			if _, _, err := ws.Read(ctx); err != nil {
-				return
-			}
-		}
-	}()
-	mustCLI(t, "node", "console", "disable", "con-ipmi")
-	waitFor(t, "web console of con-ipmi disabled", 60*time.Second, func() bool {
-		if showConsole(t, "con-ipmi").Enabled {
-			return false
-		}
-		select {
-		case <-closed:
-		default:
-			t.Fatalf("console show says disabled while the browser's session is still open")
-		}
-		return true
-	})
+	disableWebSeesCloseFirst(t, ctx, "con-ipmi", ws)
 	// The page's token died with the console: using it again is 401 and
 	// goes into the node's history.
 	if _, resp, err := websocket.Dial(ctx, wsURL, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {

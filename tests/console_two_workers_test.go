@@ -147,45 +147,14 @@ func TestConsoleWithTwoWorkersAndTwoAPIs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("terminal websocket through the second API: %v", err)
 	}
-	wsExpect := func(want string) {
-		t.Helper()
-		var got strings.Builder
-		for !strings.Contains(got.String(), want) {
-			_, b, err := ws.Read(ctx)
-			if err != nil {
-				t.Fatalf("websocket read %q, waiting for %q: %v", got.String(), want, err)
-			}
-			got.Write(b)
-		}
-	}
-	wsExpect("looking up the node")
+	wsExpect(t, ctx, ws, "looking up the node")
 	if err := ws.Write(ctx, websocket.MessageText, []byte("typed through the second api\r")); err != nil {
 		t.Fatal(err)
 	}
-	wsExpect("TYPED THROUGH THE SECOND API")
+	wsExpect(t, ctx, ws, "TYPED THROUGH THE SECOND API")
 
 	// The disable goes through the first API and reaches w2.
-	closed := make(chan struct{})
-	go func() {
-		defer close(closed)
-		for {
-			if _, _, err := ws.Read(ctx); err != nil {
-				return
-			}
-		}
-	}()
-	mustCLI(t, "node", "console", "disable", "con2-ipmi")
-	waitFor(t, "web console of con2-ipmi disabled", 60*time.Second, func() bool {
-		if showConsole(t, "con2-ipmi").Enabled {
-			return false
-		}
-		select {
-		case <-closed:
-		default:
-			t.Fatalf("console show says disabled while the browser's session through the second API is still open")
-		}
-		return true
-	})
+	disableWebSeesCloseFirst(t, ctx, "con2-ipmi", ws)
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		t.Errorf("w2's endpoint %s still listens after the disable", addr)

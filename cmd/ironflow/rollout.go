@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ironflow/ironflow/apiserver"
 )
 
 // The ironflow rollout CLI: the rollout API (docs/rollouts.md) from a
@@ -171,26 +173,9 @@ func (c *rolloutClient) do(ctx context.Context, method, path string, body []byte
 		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, c.base+path, resp.Status, apiMessage(b))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, c.base+path, resp.Status, apiserver.FaultString(b))
 	}
 	return b, nil
-}
-
-// apiMessage is the faultstring of Ironic's error body, else the body.
-func apiMessage(b []byte) string {
-	var e struct {
-		ErrorMessage string `json:"error_message"`
-	}
-	if json.Unmarshal(b, &e) == nil && e.ErrorMessage != "" {
-		var f struct {
-			Faultstring string `json:"faultstring"`
-		}
-		if json.Unmarshal([]byte(e.ErrorMessage), &f) == nil && f.Faultstring != "" {
-			return f.Faultstring
-		}
-		return e.ErrorMessage
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func (c *rolloutClient) create(ctx context.Context, file string) error {
