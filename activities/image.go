@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,12 +129,29 @@ func (a *Activities) agentImageInfo(ctx context.Context, n *store.Node) (map[str
 		return nil, imageErr(n.UUID, err)
 	}
 	ii := maps.Clone(n.InstanceInfo)
-	// The agent fetches an oci:// image from the cache: it never holds
-	// the registry's credentials.
+	// The agent never holds the registry's credentials: it fetches an
+	// oci:// image from the cache, or with a short-lived token.
 	delete(ii, "image_pull_secret")
 	changed, err := a.agentBootFiles(ctx, n, o, ii)
 	if err != nil {
 		return nil, err
+	}
+	if d, direct := o.DirectOCI(); direct {
+		// image_download_source=direct: the agent fetches the layer from
+		// the registry with a short-lived bearer token (Ironic's
+		// image_request_authorization_secret, sent to the agent as
+		// image_request_authorization, base64 of the header's value). It
+		// is in this command to the agent only: never in a history.
+		ii["image_source"] = d.URL
+		if d.Authorization != "" {
+			ii["image_request_authorization"] = base64.StdEncoding.EncodeToString([]byte(d.Authorization))
+		}
+		ii["image_os_hash_algo"], ii["image_os_hash_value"] = o.Algo, o.Hash
+		delete(ii, "image_checksum")
+		if o.DiskFormat != "" {
+			ii["image_disk_format"] = o.DiskFormat
+		}
+		return ii, nil
 	}
 	if !ok || (o.GlanceID == "" && o.DownloadSource == imagecache.DownloadDirect) {
 		if changed {

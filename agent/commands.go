@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,9 +109,10 @@ func (c *command) view() commandView {
 }
 
 // redactParams hides config drives (large, may hold secrets in user data)
-// from command listings, as IPA does.
+// from command listings, as IPA does, and an image's request authorization
+// (a registry token).
 func redactParams(p json.RawMessage) json.RawMessage {
-	if len(p) < 4096 {
+	if len(p) < 4096 && !bytes.Contains(p, []byte("image_request_authorization")) {
 		return p
 	}
 	var m map[string]any
@@ -131,6 +133,21 @@ func redactParams(p json.RawMessage) json.RawMessage {
 		if ii, ok := node["instance_info"].(map[string]any); ok {
 			if _, ok := ii["configdrive"]; ok {
 				ii["configdrive"] = "<...>"
+			}
+			if _, ok := ii["image_request_authorization"]; ok {
+				ii["image_request_authorization"] = "******"
+			}
+		}
+	}
+	if step, ok := m["step"].(map[string]any); ok {
+		if args, ok := step["args"].(map[string]any); ok {
+			if _, ok := args["image_request_authorization"]; ok {
+				args["image_request_authorization"] = "******"
+			}
+			if info, ok := args["image_info"].(map[string]any); ok {
+				if _, ok := info["image_request_authorization"]; ok {
+					info["image_request_authorization"] = "******"
+				}
 			}
 		}
 	}

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -24,14 +26,61 @@ type imageParams struct {
 	// trusting the image server as image_verify_ca says (nil: the
 	// agent's download client).
 	Client *http.Client
+	// Authorization is the header value the image's own URL is fetched
+	// with: image_request_authorization (base64 of it), as IPA's
+	// _load_supplied_authorization reads it; the conductor gives a
+	// short-lived registry token for an oci:// image downloaded directly.
+	Authorization string
 }
 
 // downloadClient is the client for img's downloads.
 func (a *Agent) downloadClient(img imageParams) *http.Client {
-	if img.Client != nil {
-		return img.Client
+	hc := img.Client
+	if hc == nil {
+		hc = a.cfg.DownloadClient
 	}
-	return a.cfg.DownloadClient
+	if img.Authorization == "" {
+		return hc
+	}
+	u, err := url.Parse(img.URL)
+	if err != nil {
+		return hc
+	}
+	c := *hc
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = &authorizing{next: next, url: u, value: img.Authorization}
+	return &c
+}
+
+// authorizing sends the Authorization header with requests for the
+// image's URL only: not its checksum file, not the config drive, not a
+// redirect to another place (a registry's blob storage).
+type authorizing struct {
+	next  http.RoundTripper
+	url   *url.URL
+	value string
+}
+
+func (a *authorizing) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == a.url.Scheme && req.URL.Host == a.url.Host && req.URL.Path == a.url.Path && req.Header.Get("Authorization") == "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", a.value)
+	}
+	return a.next.RoundTrip(req)
+}
+
+// requestAuthorization decodes image_request_authorization (standard
+// base64 of the header's value, as Ironic sends it); "" when absent or
+// malformed.
+func requestAuthorization(v string) string {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func str(m map[string]any, keys ...string) string {
@@ -80,6 +129,9 @@ func resolveImageParams(node, args map[string]any) imageParams {
 		}
 		if p.ConfigDrive == "" {
 			p.ConfigDrive = str(m, "configdrive")
+		}
+		if p.Authorization == "" {
+			p.Authorization = requestAuthorization(str(m, "image_request_authorization"))
 		}
 	}
 	return p
@@ -168,7 +220,7 @@ func (a *Agent) writeImage(ctx context.Context, cmd *command, node, args map[str
 	log.Info("writing image", "image", redactURL(p.URL), "checksum_algo", ck.Algo)
 	start := time.Now()
 	var lastPublish time.Time
-	res, err := streamImageAs(ctx, hc, p.URL, p.DiskFormat, ck, dev, dev.Size(), a.cfg.Download, func(written, downloaded, total int64) {
+	res, err := streamImageAs(ctx, a.downloadClient(p), p.URL, p.DiskFormat, ck, dev, dev.Size(), a.cfg.Download, func(written, downloaded, total int64) {
 		// Publishing is a lock and an allocation: a few times a second is
 		// plenty for a poller.
 		if now := time.Now(); now.Sub(lastPublish) > 100*time.Millisecond || (total > 0 && downloaded == total) {

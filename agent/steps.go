@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/ironflow/ironflow/agent/client"
@@ -58,6 +59,29 @@ type stepParams struct {
 	Ports   []map[string]any `json:"ports"`
 	Version map[string]any   `json:"deploy_version"`
 	Clean   map[string]any   `json:"clean_version"`
+}
+
+// echoStep is the step as a command's result repeats it (IPA's
+// deploy_step, clean_step), without what must not travel on into the
+// conductor's records: an image's request authorization (a registry
+// token) and a config drive (large, may hold secrets in user data).
+func echoStep(s client.Step) client.Step {
+	if s.Args == nil {
+		return s
+	}
+	_, auth := s.Args["image_request_authorization"]
+	_, cd := s.Args["configdrive"]
+	if !auth && !cd {
+		return s
+	}
+	s.Args = maps.Clone(s.Args)
+	if auth {
+		s.Args["image_request_authorization"] = "******"
+	}
+	if cd {
+		s.Args["configdrive"] = "<...>"
+	}
+	return s
 }
 
 // commandSpecs is the command table: IPA's names, sync or async.
@@ -150,7 +174,7 @@ func (a *Agent) executeDeployStep(ctx context.Context, cmd *command, raw json.Ra
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"deploy_result": result, "deploy_step": p.Step}, nil
+	return map[string]any{"deploy_result": result, "deploy_step": echoStep(p.Step)}, nil
 }
 
 func (a *Agent) executeCleanStep(ctx context.Context, cmd *command, raw json.RawMessage) (any, error) {
@@ -237,7 +261,7 @@ func (a *Agent) executeStep(ctx context.Context, cmd *command, raw json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{kind + "_result": result, kind + "_step": p.Step}, nil
+	return map[string]any{kind + "_result": result, kind + "_step": echoStep(p.Step)}, nil
 }
 
 // prepareImage is IPA's legacy standby.prepare_image {image_info, configdrive}.

@@ -48,6 +48,21 @@ type Origin struct {
 	// returned).
 	OCI     *oci.Image
 	ociOpts oci.Options
+	// ociDirect is how the agent fetches the layer itself, for
+	// image_download_source=direct (a secret: see DirectOCI).
+	ociDirect *oci.Direct
+}
+
+// DirectOCI is, for an oci:// image with image_download_source=direct,
+// the layer's URL in the registry and the short-lived bearer token the
+// agent fetches it with (oci.DirectAccess). The token is a secret: it is
+// handed to the agent by the activity that sends the deploy step and
+// never logged, recorded in a workflow history or returned by the API.
+func (o Origin) DirectOCI() (oci.Direct, bool) {
+	if o.ociDirect == nil {
+		return oci.Direct{}, false
+	}
+	return *o.ociDirect, true
 }
 
 // NodeInfo is what Locate reads of a node beyond instance_info for an
@@ -258,7 +273,7 @@ func Cached(ii map[string]any) bool {
 		return ds != DownloadDirect
 	}
 	if oci.IsOCI(src) {
-		return true
+		return ds != DownloadDirect
 	}
 	return ds == DownloadHTTP
 }
@@ -267,12 +282,12 @@ func Cached(ii map[string]any) bool {
 // node's pull secret and CA, and the pinned manifest if the deploy pinned
 // one for this image_source. The cache serves it (image_download_source
 // http, the default); the agent never holds the registry's credentials.
+// With image_download_source=direct the agent fetches the layer from the
+// registry with a short-lived bearer token asked for here (a registry
+// that takes the pull secret itself is refused).
 func locateOCI(ctx context.Context, src string, o Origin, ii map[string]any, ni NodeInfo) (Origin, bool, error) {
-	switch o.DownloadSource {
-	case "", DownloadHTTP:
+	if o.DownloadSource == "" {
 		o.DownloadSource = DownloadHTTP
-	default:
-		return o, false, fmt.Errorf("image_download_source=%s is not supported for an oci:// image_source: the image cache fetches it (image_download_source=http)", o.DownloadSource)
 	}
 	ref, err := oci.Parse(src)
 	if err != nil {
@@ -303,6 +318,13 @@ func locateOCI(ctx context.Context, src string, o Origin, ii map[string]any, ni 
 		img.DiskFormat = pinnedFormat
 	}
 	o.OCI, o.ociOpts = &img, opts
+	if o.DownloadSource == DownloadDirect {
+		d, err := oci.DirectAccess(rctx, img, opts)
+		if err != nil {
+			return o, false, err
+		}
+		o.ociDirect = &d
+	}
 	o.Algo, o.Hash, o.Size = img.Algo(), img.Hex(), img.Size
 	o.DiskFormat = img.DiskFormat
 	if f, _ := ii["image_disk_format"].(string); o.DiskFormat == "" {

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -24,6 +25,16 @@ func trusting(ca []byte) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 20 * time.Second}
+}
+
+func wantError(t *testing.T, reg *registry.Registry, err error, kind oci.ErrorKind, text string) {
+	t.Helper()
+	if err == nil || oci.KindOf(err) != kind || !strings.Contains(err.Error(), text) {
+		t.Fatalf("error %v (kind %d), want kind %d with %q", err, oci.KindOf(err), kind, text)
+	}
+	if strings.Contains(err.Error(), reg.Password) {
+		t.Fatalf("error shows the password: %v", err)
+	}
 }
 
 // TestRegistry resolves and fetches images from Debian's docker-registry
@@ -91,12 +102,7 @@ func TestRegistry(t *testing.T) {
 	})
 	wantErr := func(t *testing.T, err error, kind oci.ErrorKind, text string) {
 		t.Helper()
-		if err == nil || oci.KindOf(err) != kind || !strings.Contains(err.Error(), text) {
-			t.Fatalf("error %v (kind %d), want kind %d with %q", err, oci.KindOf(err), kind, text)
-		}
-		if strings.Contains(err.Error(), reg.Password) {
-			t.Fatalf("error shows the password: %v", err)
-		}
+		wantError(t, reg, err, kind, text)
 	}
 	t.Run("missing architecture", func(t *testing.T) {
 		o := good
@@ -169,4 +175,96 @@ func TestRegistry(t *testing.T) {
 		_, err := oci.Resolve(ctx, "oci://127.0.0.1:1/ironflow/disk:1.0", good)
 		wantErr(t, err, oci.ErrUnavailable, "Resource temporarily unavailable")
 	})
+	t.Run("direct download refused with basic auth", func(t *testing.T) {
+		img, err := oci.Resolve(ctx, base+":1.0", good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := oci.DirectAccess(ctx, img, good)
+		wantErr(t, err, oci.ErrInvalid, "image_download_source=direct: the registry takes the pull secret itself (basic auth)")
+		if d.Authorization != "" || strings.Contains(err.Error(), reg.Password) {
+			t.Fatalf("refused direct access handed out %q / %v", d.Authorization, err)
+		}
+	})
+}
+
+// TestRegistryTokenAuth resolves an image from Debian's docker-registry
+// configured for token authentication (bearer tokens from a token
+// service), and hands an agent the blob's URL with a short-lived bearer
+// token that fetches the layer, never the pull secret itself.
+func TestRegistryTokenAuth(t *testing.T) {
+	reg := registry.StartTokenAuth(t)
+	ctx := context.Background()
+	raw := bytes.Repeat([]byte("amd64 raw by token "), 2000)
+	p := reg.PushIndex(t, "ironflow/disk", []string{"1.0"},
+		registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Data: raw})
+	base := "oci://" + reg.Host + "/ironflow/disk"
+	o := oci.Options{Credential: oci.Credential{Username: reg.User, Password: reg.Password}, HTTPClient: trusting(reg.CAPEM), CPUArch: "x86_64"}
+	img, err := oci.Resolve(ctx, base+":1.0", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Layer != p.Layers[0].String() {
+		t.Fatalf("resolved layer %s, want %s", img.Layer, p.Layers[0])
+	}
+	before := len(reg.Tokens.IssuedTokens())
+	d, err := oci.DirectAccess(ctx, img, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "https://" + reg.Host + "/v2/ironflow/disk/blobs/" + img.Layer; d.URL != want {
+		t.Fatalf("direct URL %s, want %s", d.URL, want)
+	}
+	issued := reg.Tokens.IssuedTokens()
+	if len(issued) <= before {
+		t.Fatal("DirectAccess asked the token service for no token")
+	}
+	last := issued[len(issued)-1]
+	if d.Authorization != "Bearer "+last.Token || !strings.Contains(strings.Join(last.Scopes, " "), "repository:ironflow/disk:pull") {
+		t.Fatalf("authorization %.20q..., want the bearer token issued for pulling ironflow/disk (scopes %v)", d.Authorization, last.Scopes)
+	}
+	if ttl := time.Until(last.Expires); ttl > reg.Tokens.Lifetime {
+		t.Fatalf("the token lives %s, longer than the service's %s", ttl, reg.Tokens.Lifetime)
+	}
+	if strings.Contains(d.Authorization, reg.Password) || strings.Contains(fmt.Sprint(d), "Bearer") {
+		t.Fatalf("the direct access carries the pull secret, or prints its token: %v", d)
+	}
+	// What the agent does: a GET of the URL with the header alone.
+	get := func(authz string) (int, []byte) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL, nil)
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := trusting(reg.CAPEM).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if code, b := get(d.Authorization); code != 200 || !bytes.Equal(b, raw) {
+		t.Fatalf("GET with the token: %d, %d bytes; want 200 and the layer's %d", code, len(b), len(raw))
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized {
+		t.Fatalf("GET without the token: %d, want 401 (the registry is not open)", code)
+	}
+	// The token is for that repository only.
+	other := reg.PushIndex(t, "ironflow/other", []string{"1"},
+		registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Data: []byte("other")})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+reg.Host+"/v2/ironflow/other/blobs/"+other.Layers[0].String(), nil)
+	req.Header.Set("Authorization", d.Authorization)
+	resp, err := trusting(reg.CAPEM).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the token fetched another repository's blob: %d", resp.StatusCode)
+	}
+	// A wrong pull secret gets no token: Ironic's authentication text.
+	bad := o
+	bad.Credential.Password = "wrong"
+	_, err = oci.Resolve(ctx, base+":1.0", bad)
+	wantError(t, reg, err, oci.ErrAuth, "requires authentication")
 }

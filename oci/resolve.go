@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -424,4 +425,103 @@ func Open(ctx context.Context, img Image, o Options) (io.ReadCloser, error) {
 		return nil, o.registryError(img.Manifest, err)
 	}
 	return rc, nil
+}
+
+// Direct is how an agent fetches a layer from the registry itself
+// (image_download_source=direct): the blob's URL and the Authorization
+// header to send with it, as Ironic's identify_specific_image returns them
+// (image_url, image_request_authorization_secret). Authorization is a
+// bearer token the registry's token service issued for pulling this
+// repository; it is a secret: never logged, recorded in a workflow history
+// or returned by the API.
+type Direct struct {
+	URL           string
+	Authorization string // "Bearer <token>", "" for a registry without auth
+}
+
+// String hides the token from any %v.
+func (d Direct) String() string {
+	if d.Authorization == "" {
+		return d.URL
+	}
+	return d.URL + " (with a bearer token)"
+}
+
+// ErrLastingCredential: the registry takes basic credentials, which an
+// agent given them would hold for good.
+var ErrLastingCredential = errors.New("the registry takes the pull secret itself (basic auth), not short-lived bearer tokens")
+
+// DirectAccess asks the registry for img's layer (a HEAD of the blob)
+// the way an agent will fetch it, and returns the URL and the
+// Authorization the registry accepted. A registry that accepted the pull
+// secret itself (basic auth) is refused: the agent gets short-lived
+// tokens only, so that a machine never holds a lasting registry
+// credential (docs/oci-images.md, "Direct download").
+func DirectAccess(ctx context.Context, img Image, o Options) (Direct, error) {
+	r := img.Manifest
+	if r.Registry == "" {
+		r = img.Ref
+	}
+	rec := &authRecorder{}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	copied := *hc
+	rec.next = base
+	copied.Transport = rec
+	o.HTTPClient = &copied
+	repo, err := o.repository(r)
+	if err != nil {
+		return Direct{}, err
+	}
+	if _, err := repo.Blobs().Resolve(ctx, img.Layer); err != nil {
+		return Direct{}, o.registryError(r, err)
+	}
+	scheme := "https"
+	if o.PlainHTTP {
+		scheme = "http"
+	}
+	host := repo.Reference.Host() // docker.io is served by registry-1.docker.io
+	d := Direct{URL: fmt.Sprintf("%s://%s/v2/%s/blobs/%s", scheme, host, r.Repository, img.Layer)}
+	authz := rec.accepted(host)
+	switch kind, _, _ := strings.Cut(authz, " "); {
+	case authz == "":
+	case strings.EqualFold(kind, "Bearer"):
+		d.Authorization = authz
+	default:
+		return Direct{}, &Error{Kind: ErrInvalid, Msg: fmt.Sprintf("Validation of image href %s failed, reason: image_download_source=direct: %v; use image_download_source=http (the image cache fetches it)", img.Ref, ErrLastingCredential), Err: ErrLastingCredential}
+	}
+	return d, nil
+}
+
+// authRecorder keeps the Authorization header of the last request to a
+// registry host that the registry answered with success.
+type authRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	last map[string]string
+}
+
+func (a *authRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.next.RoundTrip(req)
+	if err == nil && resp.StatusCode < 300 && strings.HasPrefix(req.URL.Path, "/v2/") {
+		a.mu.Lock()
+		if a.last == nil {
+			a.last = map[string]string{}
+		}
+		a.last[req.URL.Host] = req.Header.Get("Authorization")
+		a.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (a *authRecorder) accepted(host string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last[host]
 }

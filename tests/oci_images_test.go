@@ -381,3 +381,122 @@ func TestDeployOCIImages(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployOCIImageDirect deploys an oci:// image with
+// image_download_source=direct: the agent fetches the layer from the
+// registry itself (Debian's docker-registry with token authentication),
+// with a short-lived bearer token the worker asked the registry's token
+// service for, never the pull secret; the image cache downloads nothing,
+// and no token is in any history or log. A registry that takes the pull
+// secret itself (basic auth) is refused for direct download by validate
+// and by the deploy, before the agent boots, with the way out in the
+// message.
+func TestDeployOCIImageDirect(t *testing.T) {
+	reg := registry.StartTokenAuth(t)
+	caFile := filepath.Join(t.TempDir(), "registry-ca.pem")
+	if err := os.WriteFile(caFile, reg.CAPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	disk := newImageServer(t, 3<<20)
+	disk.Close() // the image is in the registry only
+	p := reg.PushIndex(t, "ironflow/direct", []string{"1.0"},
+		registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Title: "disk.x86_64.raw", Data: disk.data})
+	g := startOCIGroup(t, "oci-direct")
+	base := "oci://" + reg.Host + "/ironflow/direct"
+	direct := func(uuid string) {
+		t.Helper()
+		if code, _ := call(t, "PATCH", "/v1/nodes/"+uuid, []map[string]any{
+			{"op": "add", "path": "/instance_info/image_download_source", "value": "direct"}}, nil); code != 200 {
+			t.Fatalf("patch %s: %d", uuid, code)
+		}
+	}
+	var nodes []string
+	var machines []*simMachine
+	for i := range 2 {
+		mac := fmt.Sprintf("52:54:00:0c:05:%02x", i)
+		uuid := enrollOCINode(t, fmt.Sprintf("oci-direct-%d", i), mac, "x86_64", base+":1.0", caFile, reg.User+":"+reg.Password)
+		direct(uuid)
+		machines = append(machines, startSimMachine(t, uuid, []string{mac}, sim.Config{}))
+		nodes = append(nodes, uuid)
+	}
+	var v map[string]map[string]any
+	if code, _ := call(t, "GET", "/v1/nodes/"+nodes[0]+"/validate", nil, &v); code != 200 || v["deploy"]["result"] != true {
+		t.Fatalf("validate: %d %v", code, v["deploy"])
+	}
+	for _, uuid := range nodes {
+		if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
+			t.Fatalf("deploy %s: %d", uuid, code)
+		}
+	}
+	for i, uuid := range nodes {
+		n := waitState(t, uuid, "active", 3*time.Minute)
+		if pin, _ := n.DriverInternalInfo["oci_image"].(map[string]any); pin["layer"] != p.Layers[0].String() {
+			t.Errorf("node %s: driver_internal_info/oci_image %v, want layer %s", uuid, pin, p.Layers[0])
+		}
+		// The registry refuses a request without a valid bearer token, and
+		// the bytes are nowhere else: the agent fetched them from the
+		// registry with the token.
+		if a := machines[i].current(); a == nil || a.Hardware().Disks()[0].BytesWritten() < int64(len(disk.data)) {
+			t.Errorf("node %s: the image was not written to the simulated disk", uuid)
+		}
+	}
+	if n := seriesAt(t, g.metrics, "ironflow_image_cache_downloaded_bytes_total"); n != 0 {
+		t.Errorf("ironflow_image_cache_downloaded_bytes_total = %v, want 0: the agents fetch directly", n)
+	}
+	issued := reg.Tokens.IssuedTokens()
+	if len(issued) == 0 {
+		t.Fatal("the token service issued no token")
+	}
+	for _, tok := range issued {
+		if tok.Expires.Sub(time.Now()) > reg.Tokens.Lifetime {
+			t.Errorf("a token lives until %s, beyond the service's %s", tok.Expires, reg.Tokens.Lifetime)
+		}
+	}
+	// No token, no pull secret in a history or a log.
+	for _, uuid := range nodes {
+		h, payloads := decodedHistory(t, uuid)
+		if payloads < 10 || !strings.Contains(h, uuid) {
+			t.Fatalf("node %s: the history read decoded %d payloads: the check read nothing", uuid, payloads)
+		}
+		if strings.Contains(h, reg.Password) {
+			t.Errorf("node %s: the pull secret is in the workflow history", uuid)
+		}
+		for _, tok := range issued {
+			if strings.Contains(h, tok.Token) || strings.Contains(h, base64.StdEncoding.EncodeToString([]byte("Bearer "+tok.Token))) {
+				t.Errorf("node %s: a registry token is in the workflow history", uuid)
+			}
+		}
+	}
+	for _, log := range []string{lab.WorkerLog(), lab.APILog(), g.pxeLog} {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range issued {
+			if strings.Contains(string(b), tok.Token) || strings.Contains(string(b), reg.Password) {
+				t.Errorf("%s holds a registry token or the pull secret", log)
+			}
+		}
+	}
+
+	// A registry with basic auth: the agent would have to hold the pull
+	// secret itself, which direct download refuses.
+	basic := registry.Start(t)
+	basicCA := filepath.Join(t.TempDir(), "basic-ca.pem")
+	if err := os.WriteFile(basicCA, basic.CAPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	basic.PushIndex(t, "ironflow/direct", []string{"1.0"},
+		registry.Disk{Arch: "amd64", DiskType: "raw", MediaType: "application/octet-stream", Data: disk.data})
+	mac := "52:54:00:0c:05:10"
+	uuid := enrollOCINode(t, "oci-direct-basic", mac, "x86_64", "oci://"+basic.Host+"/ironflow/direct:1.0", basicCA, basic.User+":"+basic.Password)
+	direct(uuid)
+	const want = "image_download_source=direct: the registry takes the pull secret itself (basic auth), not short-lived bearer tokens; use image_download_source=http"
+	if code, _ := call(t, "GET", "/v1/nodes/"+uuid+"/validate", nil, &v); code != 200 || v["deploy"]["result"] != false || !strings.Contains(fmt.Sprint(v["deploy"]["reason"]), want) {
+		t.Errorf("basic auth, direct: validate %d %v, want deploy false with %q", code, v["deploy"], want)
+	}
+	m := startSimMachine(t, uuid, []string{mac}, sim.Config{})
+	if n := deployAndWait(t, uuid, "deploy failed"); !strings.Contains(deref(n.LastError), want) || m.boots() != 0 {
+		t.Errorf("basic auth, direct: last_error %q after %d boots, want %q before any", deref(n.LastError), m.boots(), want)
+	}
+}

@@ -1,7 +1,8 @@
 // Package registry runs Debian's docker-registry (the CNCF distribution
-// server 2.8) on loopback, with TLS and htpasswd auth, for the tests of
-// oci:// image sources (docs/oci-images.md), and pushes disk images to it
-// in Ironic's layout.
+// server 2.8) on loopback, with TLS and htpasswd auth (or, with
+// StartTokenAuth, the distribution token authentication of a token
+// service the package runs), for the tests of oci:// image sources
+// (docs/oci-images.md), and pushes disk images to it in Ironic's layout.
 package registry
 
 import (
@@ -22,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -32,6 +32,17 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 )
+
+// T is what the package needs of a test: testing.TB has it, and the
+// benchmark (internal/bench, part oci) passes its own.
+type T interface {
+	Helper()
+	Skipf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
 
 // Binary is where Debian's docker-registry package installs the server.
 const Binary = "/usr/bin/docker-registry"
@@ -45,16 +56,28 @@ type Registry struct {
 	Log            *bytes.Buffer
 	cmd            *exec.Cmd
 	client         *http.Client
+	// Tokens is the token service of a registry started by
+	// StartTokenAuth; nil for htpasswd auth.
+	Tokens *TokenService
 }
 
 // Start runs a registry for the test, stopped at its end. It skips, loudly,
 // when Debian's docker-registry is not installed (scripts/install-deps.sh
 // test installs it).
-func Start(t testing.TB) *Registry { return StartFor(t) }
+func Start(t T) *Registry { return StartFor(t) }
 
 // StartFor is Start with a certificate valid for ips too (a lab address a
 // proxy forwards to the registry).
-func StartFor(t testing.TB, ips ...net.IP) *Registry {
+func StartFor(t T, ips ...net.IP) *Registry { return start(t, false, ips) }
+
+// StartTokenAuth is Start with the registry's token authentication (the
+// distribution spec's "Token Authentication Specification", as Docker
+// Hub, Quay and Harbor speak it): the registry answers 401 with a bearer
+// challenge naming the package's token service, which hands the test's
+// user short-lived tokens (TokenService.Lifetime) for the scopes asked.
+func StartTokenAuth(t T) *Registry { return start(t, true, nil) }
+
+func start(t T, tokenAuth bool, ips []net.IP) *Registry {
 	t.Helper()
 	if _, err := os.Stat(Binary); err != nil {
 		t.Skipf("SKIPPED: %s is absent (Debian's docker-registry; scripts/install-deps.sh test installs it)", Binary)
@@ -72,6 +95,14 @@ func StartFor(t testing.TB, ips ...net.IP) *Registry {
 	must(t, err)
 	r.Host = l.Addr().String()
 	l.Close()
+	authCfg := fmt.Sprintf(`  htpasswd:
+    realm: ironflow-test
+    path: %s
+`, filepath.Join(dir, "htpasswd"))
+	if tokenAuth {
+		r.Tokens = startTokenService(t, r, certPEM, keyPEM)
+		authCfg = r.Tokens.config(dir)
+	}
 	cfg := fmt.Sprintf(`version: 0.1
 log:
   level: warn
@@ -86,10 +117,7 @@ http:
     certificate: %s
     key: %s
 auth:
-  htpasswd:
-    realm: ironflow-test
-    path: %s
-`, filepath.Join(dir, "data"), r.Host, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "htpasswd"))
+%s`, filepath.Join(dir, "data"), r.Host, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), authCfg)
 	must(t, os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o600))
 	r.cmd = exec.Command(Binary, "serve", filepath.Join(dir, "config.yml"))
 	r.cmd.Stdout, r.cmd.Stderr = r.Log, r.Log
@@ -127,7 +155,7 @@ func (r *Registry) Stop() {
 // Client trusts the registry's CA.
 func (r *Registry) Client() *http.Client { return r.client }
 
-func (r *Registry) repo(t testing.TB, name string) *remote.Repository {
+func (r *Registry) repo(t T, name string) *remote.Repository {
 	t.Helper()
 	repo, err := remote.NewRepository(r.Host + "/" + name)
 	must(t, err)
@@ -164,7 +192,7 @@ type Pushed struct {
 // OciImageServiceTestCase.setUp's artifact_index, and the manifest
 // test_identify_specific_image_local fetches), read there and written here
 // independently of ironflow's oci package.
-func (r *Registry) PushIndex(t testing.TB, repoName string, tags []string, disks ...Disk) Pushed {
+func (r *Registry) PushIndex(t T, repoName string, tags []string, disks ...Disk) Pushed {
 	t.Helper()
 	ctx := context.Background()
 	repo := r.repo(t, repoName)
@@ -195,7 +223,7 @@ func (r *Registry) PushIndex(t testing.TB, repoName string, tags []string, disks
 
 // PushRaw pushes b as a manifest of media type mt under tag (for bad
 // manifests: oversized, unknown types).
-func (r *Registry) PushRaw(t testing.TB, repoName, tag, mt string, b []byte) digest.Digest {
+func (r *Registry) PushRaw(t T, repoName, tag, mt string, b []byte) digest.Digest {
 	t.Helper()
 	repo := r.repo(t, repoName)
 	desc := ocispec.Descriptor{MediaType: mt, Digest: digest.FromBytes(b), Size: int64(len(b))}
@@ -203,7 +231,7 @@ func (r *Registry) PushRaw(t testing.TB, repoName, tag, mt string, b []byte) dig
 	return desc.Digest
 }
 
-func (r *Registry) pushManifest(t testing.TB, repo *remote.Repository, empty ocispec.Descriptor, d Disk) (ocispec.Descriptor, []digest.Digest) {
+func (r *Registry) pushManifest(t T, repo *remote.Repository, empty ocispec.Descriptor, d Disk) (ocispec.Descriptor, []digest.Digest) {
 	layers := d.Layers
 	if layers == nil {
 		layers = [][]byte{d.Data}
@@ -227,7 +255,7 @@ func (r *Registry) pushManifest(t testing.TB, repo *remote.Repository, empty oci
 	return desc, ds
 }
 
-func (r *Registry) pushBlob(t testing.TB, repo *remote.Repository, mt string, b []byte) ocispec.Descriptor {
+func (r *Registry) pushBlob(t T, repo *remote.Repository, mt string, b []byte) ocispec.Descriptor {
 	desc := ocispec.Descriptor{MediaType: mt, Digest: digest.FromBytes(b), Size: int64(len(b))}
 	if ok, err := repo.Exists(context.Background(), desc); err == nil && ok {
 		return desc
@@ -236,7 +264,7 @@ func (r *Registry) pushBlob(t testing.TB, repo *remote.Repository, mt string, b 
 	return desc
 }
 
-func certs(t testing.TB, ips []net.IP) (caPEM, certPEM, keyPEM []byte) {
+func certs(t T, ips []net.IP) (caPEM, certPEM, keyPEM []byte) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	must(t, err)
 	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ironflow test registry CA"},
@@ -261,7 +289,7 @@ func certs(t testing.TB, ips []net.IP) (caPEM, certPEM, keyPEM []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
-func must(t testing.TB, err error) {
+func must(t T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
