@@ -84,6 +84,12 @@ type flight struct {
 	trust       string
 	downloaded  atomic.Int64
 	total       atomic.Int64
+	// part is the path of the file the download is written to, set
+	// when it is created (attempt counts the attempts); written is what
+	// of it is on the file. A Follower reads it as it grows.
+	part    atomic.Pointer[string]
+	attempt atomic.Int64
+	written atomic.Int64
 }
 
 // Cache is a bounded directory of verified images.
@@ -461,7 +467,10 @@ func (c *Cache) fetchOnce(src Source, f *flight) error {
 		return fmt.Errorf("image cache: %w", err)
 	}
 	defer os.Remove(part)
-	n, err := io.Copy(io.MultiWriter(out, h), progressReader{body, &f.downloaded})
+	f.written.Store(0)
+	f.attempt.Add(1)
+	f.part.Store(&part)
+	n, err := copyHashing(countingWriter{out, &f.written}, h, progressReader{body, &f.downloaded})
 	metrics.ImageCacheDownloadedBytes.Add(float64(n))
 	if cerr := out.Close(); err == nil {
 		err = cerr
@@ -471,6 +480,9 @@ func (c *Cache) fetchOnce(src Source, f *flight) error {
 	}
 	if err != nil {
 		return fmt.Errorf("image cache: download %s: %w", src.Key, err)
+	}
+	if testHookDownloaded != nil {
+		testHookDownloaded()
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
 		return fmt.Errorf("image cache: %w: %s: %s of the downloaded image is %s, expected %s", ErrChecksum, src.Key, src.Algo, got, want)
@@ -509,6 +521,79 @@ func (c *Cache) addLocked(part string, m meta) error {
 	c.entries[m.Key] = e
 	c.used += m.Size
 	return nil
+}
+
+// Chunks of a download: copyHashing hashes one while the next is read and
+// written.
+const (
+	copyChunk = 1 << 20
+	copyDepth = 4
+)
+
+// copyHashing copies body to out and feeds h the same bytes on another
+// goroutine: hashing (sha256 costs about as much as reading and writing
+// together) overlaps the reading and the writing, so a download runs at
+// the pace of the slower of the two rather than of their sum.
+func copyHashing(out io.Writer, h hash.Hash, body io.Reader) (int64, error) {
+	free := make(chan []byte, copyDepth)
+	for range copyDepth {
+		free <- make([]byte, copyChunk)
+	}
+	full := make(chan []byte, copyDepth)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for b := range full {
+			h.Write(b)
+			free <- b[:cap(b)]
+		}
+	}()
+	var n int64
+	var err error
+	for {
+		buf := <-free
+		m := 0
+		var rerr error
+		for m < len(buf) && rerr == nil {
+			var k int
+			k, rerr = body.Read(buf[m:])
+			m += k
+		}
+		if m > 0 {
+			if _, werr := out.Write(buf[:m]); werr != nil {
+				err = werr
+				break
+			}
+			n += int64(m)
+			full <- buf[:m]
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			err = rerr
+			break
+		}
+	}
+	close(full)
+	<-hashed
+	return n, err
+}
+
+// testHookDownloaded, set by tests only, runs between a download's last
+// byte and its verification.
+var testHookDownloaded func()
+
+// countingWriter counts what reached the file.
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 type progressReader struct {

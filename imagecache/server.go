@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -99,14 +101,56 @@ type lease struct {
 	timer *time.Timer
 }
 
-// Image handles one request; nodeUUID comes from the route.
+// Image handles one request; nodeUUID comes from the route. The first
+// request for an image not yet cached (a GET from its start) is served as
+// the cache downloads it (Follow); the others from the cached file.
 func (s *Server) Image(w http.ResponseWriter, r *http.Request, nodeUUID string) {
-	h, ok := s.acquireImage(w, r, nodeUUID)
+	src, ok := s.resolveImage(w, r, nodeUUID)
+	if !ok {
+		return
+	}
+	if r.Method == http.MethodGet && r.Header.Get("Range") == "" {
+		fl, err := s.Cache.Follow(r.Context(), src)
+		if err != nil {
+			s.failAcquire(w, nodeUUID, err)
+			return
+		}
+		if fl != nil {
+			s.follow(w, r, nodeUUID, src, fl)
+			return
+		}
+	}
+	h, ok := s.acquire(w, r, nodeUUID, nodeUUID, src)
 	if !ok {
 		return
 	}
 	defer h.Release()
 	s.serveFile(w, r, nodeUUID, h)
+}
+
+// follow answers with the image as the cache downloads it. A download that
+// fails midway (its checksum, the origin) aborts the answer, so that the
+// client sees a broken transfer, never a complete one; it resumes with a
+// Range request, which waits for the cache's verdict.
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, nodeUUID string, src Source, fl *Follower) {
+	defer fl.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if n := fl.Size(); n > 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, fl); err != nil {
+		if s.Log != nil {
+			s.Log.Warn("image cache: serving an image while it downloads failed", "node", nodeUUID, "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	// Cached and verified: the node holds its lease on it, as on any
+	// image it is served.
+	if h, err := s.Cache.Acquire(r.Context(), src); err == nil {
+		s.hold(nodeUUID, h.Key())
+		h.Release()
+	}
 }
 
 // BootFile handles GET {prefix}{node}/{part}: a partition image's kernel or
@@ -171,6 +215,16 @@ func (s *Server) Checksum(w http.ResponseWriter, r *http.Request, nodeUUID strin
 // node holding a lease on what it is served; it answers the request itself
 // when it fails.
 func (s *Server) acquireImage(w http.ResponseWriter, r *http.Request, nodeUUID string) (*Handle, bool) {
+	src, ok := s.resolveImage(w, r, nodeUUID)
+	if !ok {
+		return nil, false
+	}
+	return s.acquire(w, r, nodeUUID, nodeUUID, src)
+}
+
+// resolveImage finds what the node's image is, remembered for Progress;
+// it answers the request itself when it fails.
+func (s *Server) resolveImage(w http.ResponseWriter, r *http.Request, nodeUUID string) (Source, bool) {
 	src, err := s.Resolve(r.Context(), nodeUUID)
 	if err != nil {
 		code := http.StatusNotFound
@@ -178,7 +232,7 @@ func (s *Server) acquireImage(w http.ResponseWriter, r *http.Request, nodeUUID s
 			code = http.StatusBadGateway // the agent retries
 		}
 		s.fail(w, nodeUUID, err, code)
-		return nil, false
+		return Source{}, false
 	}
 	s.mu.Lock()
 	if s.keys == nil {
@@ -186,7 +240,7 @@ func (s *Server) acquireImage(w http.ResponseWriter, r *http.Request, nodeUUID s
 	}
 	s.keys[nodeUUID] = src.Key
 	s.mu.Unlock()
-	return s.acquire(w, r, nodeUUID, nodeUUID, src)
+	return src, true
 }
 
 // acquire takes a handle on src's cached file; holder names the lease that
@@ -194,25 +248,30 @@ func (s *Server) acquireImage(w http.ResponseWriter, r *http.Request, nodeUUID s
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request, nodeUUID, holder string, src Source) (*Handle, bool) {
 	h, err := s.Cache.Acquire(r.Context(), src)
 	if err != nil {
-		// The agent retries a 5xx (the origin may come back, a lease may
-		// end) and gives up on a 4xx: data that does not match its checksum
-		// will not match it next time either.
-		code := http.StatusBadGateway
-		switch {
-		case errors.Is(err, ErrFull):
-			code = http.StatusInsufficientStorage
-		case errors.Is(err, ErrChecksum), errors.Is(err, ErrUntrusted), errors.Is(err, ErrFormat),
-			errors.Is(err, qcow2.ErrCorrupt), errors.Is(err, qcow2.ErrUnsupported), errors.Is(err, qcow2.ErrReorderLimit):
-			// None changes by retrying: the agent gives up at once
-			// with the reason (the operator's fix is named in it).
-			code = http.StatusUnprocessableEntity
-		}
-		s.fail(w, nodeUUID, err, code)
+		s.failAcquire(w, nodeUUID, err)
 		return nil, false
 	}
 	// The lease is on the entry served: with ForceRaw, the raw one.
 	s.hold(holder, h.Key())
 	return h, true
+}
+
+// failAcquire answers a failure to get the image into the cache. The
+// agent retries a 5xx (the origin may come back, a lease may end) and
+// gives up on a 4xx: data that does not match its checksum will not match
+// it next time either.
+func (s *Server) failAcquire(w http.ResponseWriter, nodeUUID string, err error) {
+	code := http.StatusBadGateway
+	switch {
+	case errors.Is(err, ErrFull):
+		code = http.StatusInsufficientStorage
+	case errors.Is(err, ErrChecksum), errors.Is(err, ErrUntrusted), errors.Is(err, ErrFormat),
+		errors.Is(err, qcow2.ErrCorrupt), errors.Is(err, qcow2.ErrUnsupported), errors.Is(err, qcow2.ErrReorderLimit):
+		// None changes by retrying: the agent gives up at once
+		// with the reason (the operator's fix is named in it).
+		code = http.StatusUnprocessableEntity
+	}
+	s.fail(w, nodeUUID, err, code)
 }
 
 func (s *Server) fail(w http.ResponseWriter, node string, err error, code int) {

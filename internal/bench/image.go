@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/agent/client"
+	"github.com/ironflow/ironflow/imagecache"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 )
@@ -135,7 +137,10 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img imageSource, dis
 		TargetProvisionState: &target,
 		DriverInternalInfo:   map[string]any{store.KeyAgentToken: token},
 		InstanceInfo:         map[string]any{"image_source": img.URL, "image_os_hash_algo": "sha256", "image_os_hash_value": img.SHA256, "image_disk_format": img.Format},
+		DriverInfo:           img.DriverInfo,
+		Properties:           img.Properties,
 	}
+	maps.Copy(node.InstanceInfo, img.InstanceInfo)
 	if err := st.store.CreateNode(ctx, node); err != nil {
 		return 0, 0, 0, nil, fmt.Errorf("create the image node: %w", err)
 	}
@@ -205,9 +210,15 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img imageSource, dis
 	if cfg.profile {
 		p = startPerf(ctx, st.dir, log, map[string]int{"agent": cmd.Process.Pid})
 	}
+	url := img.URL
+	if img.CacheBase != "" {
+		// The agent fetches the node's image from the boot service's
+		// cache, as the worker points it there (activities' agentImageInfo).
+		url = strings.TrimRight(img.CacheBase, "/") + imagecache.CachePath(node.UUID)
+	}
 	start := time.Now()
 	res, err := ac.ExecuteDeployStep(wctx, client.Step{Step: "write_image", Interface: "deploy", Priority: 80, Args: map[string]any{
-		"image_info": map[string]any{"urls": []string{img.URL}, "os_hash_algo": "sha256", "os_hash_value": img.SHA256, "disk_format": img.Format},
+		"image_info": map[string]any{"urls": []string{url}, "os_hash_algo": "sha256", "os_hash_value": img.SHA256, "disk_format": img.Format},
 	}}, map[string]any{"uuid": node.UUID, "instance_info": node.InstanceInfo, "properties": map[string]any{}}, nil)
 	if err != nil {
 		return 0, 0, 0, nil, fmt.Errorf("start write_image: %w", err)
@@ -224,8 +235,18 @@ func agentWrite(ctx context.Context, cfg config, st *stack, img imageSource, dis
 	return took, hwm, idleRSS, prof, nil
 }
 
-// imageSource is an image the agent child writes.
-type imageSource struct{ URL, SHA256, Format string }
+// imageSource is an image the agent child writes: URL (with its sha256
+// and format) fetched by the agent, or, with CacheBase (the boot service's
+// URL), the node's instance_info image_source (URL, or an oci://
+// reference) fetched through the boot service's image cache, with
+// InstanceInfo, DriverInfo and Properties added to the node.
+type imageSource struct {
+	URL, SHA256, Format string
+	CacheBase           string
+	InstanceInfo        map[string]any
+	DriverInfo          map[string]any
+	Properties          map[string]any
+}
 
 // curlDD is the baseline: the same download written by curl and dd.
 func curlDD(ctx context.Context, url, file string) (time.Duration, error) {

@@ -60,6 +60,7 @@ const (
 	DefaultAPIRequests    = 200
 	DefaultAPIDuration    = 5 * time.Second
 	DefaultImageMiB       = 2048
+	DefaultOCIMiB         = 1024
 	DefaultBootClients    = 200
 	DefaultDHCPDuration   = 3 * time.Second
 	DefaultDeployTimeout  = 8 * time.Minute
@@ -70,7 +71,7 @@ const (
 	// moves by a quarter on a shared machine.
 	DefaultRounds       = 3
 	DefaultPollInterval = 500 * time.Millisecond
-	allParts            = "latency,ironic,footprint,allocation,control,cluster,agent,api,image,qcow2,boot,console,rollout"
+	allParts            = "latency,ironic,footprint,allocation,control,cluster,agent,api,image,qcow2,oci,boot,console,rollout"
 	// optionalParts run only when -parts names them.
 	optionalParts          = "compare,fleet,obs"
 	childEnv               = "IRONFLOW_BENCH_CHILD"
@@ -89,6 +90,8 @@ type config struct {
 	apiDuration    time.Duration
 	apiSizes       []int
 	imageMiB       int
+	ociMiB         int
+	ociRounds      int
 	bootClients    int
 	dhcpDuration   time.Duration
 	deployTimeout  time.Duration
@@ -169,6 +172,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.apiDuration, "api-duration", DefaultAPIDuration, "how long each requests/s measure runs")
 	sizes := fs.String("api-sizes", "1000,10000", "node counts the api part measures at")
 	fs.IntVar(&cfg.imageMiB, "image-mib", DefaultImageMiB, "size of the generated image the image part writes (MiB)")
+	fs.IntVar(&cfg.ociMiB, "oci-mib", DefaultOCIMiB, "size of the image the oci part pushes to the registry and writes (MiB)")
+	fs.IntVar(&cfg.ociRounds, "oci-rounds", 3, "rounds of the oci part's five writes (medians)")
 	fs.IntVar(&cfg.bootClients, "boot-clients", DefaultBootClients, "concurrent kernel+initramfs downloads")
 	fs.DurationVar(&cfg.dhcpDuration, "dhcp-duration", DefaultDHCPDuration, "how long each DHCP measure runs")
 	fs.DurationVar(&cfg.deployTimeout, "deploy-timeout", DefaultDeployTimeout, "bound of one part's deploys (nodes not active by then count as failed)")
@@ -240,7 +245,7 @@ func parseFlags(args []string) (config, error) {
 	if cfg.lifecycleClients <= 0 || cfg.lifecycleRounds <= 0 {
 		return cfg, errors.New("-lifecycle-clients and -lifecycle-rounds must be positive")
 	}
-	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 || cfg.consoles <= 0 || cfg.footprintNodes <= 0 || cfg.footprintDeploys <= 0 || cfg.fleetNodes <= 0 || cfg.fleetIdle <= 0 ||
+	if cfg.nodes <= 0 || cfg.agentNodes <= 0 || cfg.clients <= 0 || cfg.apiClients <= 0 || cfg.apiRequests <= 0 || cfg.imageMiB <= 0 || cfg.ociMiB <= 0 || cfg.ociRounds <= 0 || cfg.bootClients <= 0 || cfg.rounds <= 0 || cfg.compareRounds <= 0 || cfg.latencyRuns <= 0 || cfg.consoles <= 0 || cfg.footprintNodes <= 0 || cfg.footprintDeploys <= 0 || cfg.fleetNodes <= 0 || cfg.fleetIdle <= 0 ||
 		cfg.obsRounds <= 0 || cfg.obsNodes <= 0 || cfg.obsScrapes <= 0 || cfg.obsScrapeGap <= 0 || cfg.rolloutNodes <= 0 || cfg.rolloutWave <= 0 {
 		return cfg, errors.New("counts and sizes must be positive")
 	}
@@ -251,7 +256,7 @@ func (c config) has(part string) bool { return slices.Contains(c.parts, part) }
 
 // needsStack: every part but boot runs against PostgreSQL, Temporal and the API.
 func (c config) needsStack() bool {
-	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2") || c.has("console") || c.has("obs") || c.has("rollout")
+	return c.has("latency") || c.has("compare") || c.has("control") || c.has("agent") || c.has("api") || c.has("image") || c.has("qcow2") || c.has("oci") || c.has("console") || c.has("obs") || c.has("rollout")
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -310,6 +315,7 @@ func run(ctx context.Context, cfg config) error {
 		{"api", func(ctx context.Context) ([]Row, error) { return benchAPI(ctx, cfg, st, log) }},
 		{"image", func(ctx context.Context) ([]Row, error) { return benchImage(ctx, cfg, st, dir, log) }},
 		{"qcow2", func(ctx context.Context) ([]Row, error) { return benchQcow2(ctx, cfg, st, dir, log) }},
+		{"oci", func(ctx context.Context) ([]Row, error) { return benchOCI(ctx, cfg, st, dir, log) }},
 		{"boot", func(ctx context.Context) ([]Row, error) { return benchBoot(ctx, cfg, dir, log) }},
 		{"console", func(ctx context.Context) ([]Row, error) { return benchConsole(ctx, cfg, st, log) }},
 		{"compare", func(ctx context.Context) ([]Row, error) { return benchCompare(ctx, cfg, st, log) }},
