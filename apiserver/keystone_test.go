@@ -270,7 +270,7 @@ func ksRows(t *testing.T) []ksRow {
 		path := ksPath(rt.path)
 		for _, o := range rt.ops {
 			rr := o.policy
-			if ksRunbookRoute(rr) || ksAllocationRoute(rr) {
+			if ksRunbookRoute(rr) || ksAllocationRoute(rr) || ksRolloutRoute(rr) {
 				continue
 			}
 			if rr.kind == onNodePatch {
@@ -501,10 +501,6 @@ var ksWho = map[string][]ksPersona{
 	"baremetal:conductor:get":                           sysReader,
 	"baremetal:events:post":                             sysAdmin,
 	"baremetal:driver:vendor_passthru":                  sysAdmin,
-	// ironflow's rollouts (policy_defaults.go, docs/rollouts.md).
-	"ironflow:rollout:get":    sysReader,
-	"ironflow:rollout:create": sysMember,
-	"ironflow:rollout:update": sysMember,
 }
 
 func ksWhoMay(t *testing.T, rule string) []ksPersona {
@@ -565,6 +561,14 @@ func TestKeystone(t *testing.T) {
 		for _, r := range ksAllocationRoutes {
 			covered[r] = true
 		}
+		// RolloutByPersona.
+		for _, rt := range (&server{}).routeTable() {
+			for _, o := range rt.ops {
+				if ksRolloutRoute(o.policy) {
+					covered[o.method+" "+routePattern(rt.path)] = true
+				}
+			}
+		}
 		for _, r := range registeredRoutes(t) {
 			if !covered[r] {
 				t.Errorf("route %s has no row in ksRows", r)
@@ -575,6 +579,7 @@ func TestKeystone(t *testing.T) {
 
 	t.Run("RunbookByPersona", e.runbookByPersona)
 	t.Run("AllocationByPersona", e.allocationByPersona)
+	t.Run("RolloutByPersona", e.rolloutByPersona)
 
 	t.Run("ListsAndFilters", func(t *testing.T) {
 		owned := e.fixture(e.ownerPID, "", false)

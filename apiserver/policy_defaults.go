@@ -199,11 +199,21 @@ var ironicDefaultRules = []defaultRule{
 }
 
 // ironflowDefaultRules are the rules of ironflow's own resources, which
-// Ironic does not have (docs/rollouts.md): a rollout is the system's, read
-// by a system reader and created, paused, resumed, approved or aborted by
-// a system member.
+// Ironic does not have (docs/rollouts.md): a system member rolls out over
+// any node, a project member over the nodes its project owns or leases
+// (create without create_all); a rollout a project created is its
+// project's to read (reader) and to pause, resume, approve and abort
+// (member), as an allocation is its owner's.
+const (
+	polRolloutProjectMember = `role:member and project_id:%(rollout.project)s`
+	polRolloutProjectReader = `role:reader and project_id:%(rollout.project)s`
+)
+
 var ironflowDefaultRules = []defaultRule{
-	{"ironflow:rollout:get", polSystemReader, sysOnly},
-	{"ironflow:rollout:create", polSystemMember, sysOnly},
-	{"ironflow:rollout:update", polSystemMember, sysOnly},
+	{"ironflow:rollout:get", `(` + polSystemReader + `) or (` + polRolloutProjectReader + `)`, sysProj},
+	{"ironflow:rollout:list", polAPIReader, sysProj},
+	{"ironflow:rollout:list_all", polSystemReader, sysProj},
+	{"ironflow:rollout:create", `(` + polSystemMember + `) or (role:member)`, sysProj},
+	{"ironflow:rollout:create_all", polSystemMember, sysProj},
+	{"ironflow:rollout:update", `(` + polSystemMember + `) or (` + polRolloutProjectMember + `)`, sysProj},
 }

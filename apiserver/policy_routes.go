@@ -81,6 +81,12 @@ const (
 	onAllocation
 	onAllocationCreate
 	onNodeAllocation
+	// onRollout, onRolloutCreate, onRolloutList: ironflow's rollouts,
+	// checked with the rollout's project as "rollout.project"
+	// (policy_rollouts.go).
+	onRollout
+	onRolloutCreate
+	onRolloutList
 )
 
 // routeRule is the policy of one route's operation (its op in routes.go).
@@ -219,6 +225,8 @@ func (s *server) enforce(c *gin.Context, cr *creds, rr routeRule) error {
 		return s.runbookAllowed(c, cr, rr)
 	case onAllocation, onAllocationCreate, onNodeAllocation:
 		return s.allocationRouteAllowed(c, cr, rr)
+	case onRollout, onRolloutCreate, onRolloutList:
+		return s.rolloutRouteAllowed(c, cr, rr)
 	case onPort, onPortgroup, onConnector, onVolumeTarget:
 		nodeUUID, notFound, err := s.objectNode(c, rr.kind)
 		if err != nil {

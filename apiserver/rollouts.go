@@ -81,6 +81,10 @@ func (s *server) createRollout(c *gin.Context) error {
 	if len(nodes) > maxRolloutNodes {
 		return badRequest("The rollout's selector matches %d nodes, more than %d.", len(nodes), maxRolloutNodes)
 	}
+	// A project's rollout (policy_rollouts.go): its nodes are the ones
+	// the project owns or leases; one it named that is not is a node it
+	// cannot see.
+	project := c.GetString(ctxRolloutProject)
 	var allowed []string
 	for _, u := range nodes {
 		n, err := s.store.GetNode(c.Request.Context(), u)
@@ -89,6 +93,12 @@ func (s *server) createRollout(c *gin.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if project != "" && !ownsOrLeases(n, project) {
+			if len(spec.Requested.Nodes) > 0 {
+				return errorf(http.StatusNotFound, "Node %s could not be found.", u)
+			}
+			continue
 		}
 		if _, ok := provision.Accept(n.ProvisionState, verb); !ok {
 			spec.Refused = append(spec.Refused, workflows.RolloutNode{UUID: u, State: workflows.RolloutNodeSkipped,
@@ -104,12 +114,16 @@ func (s *server) createRollout(c *gin.Context) error {
 		}
 		return badRequest("%s", msg[:len(msg)-1])
 	}
+	if len(allowed) == 0 && len(spec.Refused) == 0 {
+		return badRequest("The rollout's selector matches no node.")
+	}
 	if len(allowed) == 0 {
 		return badRequest("The operation \"%s\" is allowed on none of the rollout's nodes.", verb)
 	}
 	spec.UUID = uuid.NewString()
 	spec.Selector = workflows.RolloutSelector{Nodes: allowed}
 	spec.CreatedBy = c.GetString(ctxUser)
+	spec.Project = project
 	if err := re.StartRollout(c.Request.Context(), workflows.RolloutInput{Spec: spec}); err != nil {
 		return err
 	}
@@ -119,6 +133,11 @@ func (s *server) createRollout(c *gin.Context) error {
 		"links": []link{{Href: s.baseURL(c) + rolloutsRoot + "/" + spec.UUID, Rel: "self"}},
 	})
 	return nil
+}
+
+// ownsOrLeases reports whether project owns or leases n.
+func ownsOrLeases(n *store.Node, project string) bool {
+	return (n.Owner != nil && *n.Owner == project) || (n.Lessee != nil && *n.Lessee == project)
 }
 
 // checkRolloutOperation checks the operation as PUT
@@ -146,7 +165,7 @@ func parseRolloutSpec(body map[string]any) (workflows.RolloutSpec, string, error
 	spec := workflows.RolloutSpec{MaxFailures: -1, OnBusy: workflows.RolloutOnBusySkip, ContinueAsNewAfter: defaultContinueAsNewAfter}
 	known := map[string]bool{"operation": true, "selector": true, "canary": true, "wave_size": true, "parallelism": true,
 		"max_failures": true, "max_failure_percent": true, "soak_seconds": true, "approval": true, "on_busy": true,
-		"on_refused": true, "continue_as_new_after": true, "poll_seconds": true}
+		"on_refused": true, "continue_as_new_after": true, "poll_seconds": true, "rolling": true}
 	for k := range body {
 		if !known[k] {
 			return spec, "", badRequest("Unknown argument: \"%s\"", k)
@@ -227,6 +246,16 @@ func parseRolloutSpec(body map[string]any) (workflows.RolloutSpec, string, error
 			return spec, "", badRequest("Invalid approval: %s is not a boolean", pyliteral.Repr(v))
 		}
 		spec.Approval = b
+	}
+	if v, ok := body["rolling"]; ok && v != nil {
+		b, ok := v.(bool)
+		if !ok {
+			return spec, "", badRequest("Invalid rolling: %s is not a boolean", pyliteral.Repr(v))
+		}
+		spec.Rolling = b
+	}
+	if spec.Rolling && (spec.SoakSeconds > 0 || spec.Approval) {
+		return spec, "", badRequest("Invalid rolling: rolling waves have no soak time or approval between them (soak_seconds %d, approval %t).", spec.SoakSeconds, spec.Approval)
 	}
 	if v, ok := body["on_busy"]; ok && v != nil {
 		if v != workflows.RolloutOnBusySkip && v != workflows.RolloutOnBusyWait {
@@ -337,7 +366,7 @@ func (s *server) listRollouts(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := re.ListRollouts(c.Request.Context())
+	list, err := re.ListRollouts(c.Request.Context(), c.GetString(ctxRolloutProject))
 	if err != nil {
 		return err
 	}

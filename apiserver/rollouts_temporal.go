@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -20,7 +22,11 @@ type rolloutEngine interface {
 	StartRollout(ctx context.Context, in workflows.RolloutInput) error
 	SignalRollout(ctx context.Context, rolloutUUID, signal string) error
 	ShowRollout(ctx context.Context, rolloutUUID string) (*workflows.RolloutView, bool, error)
-	ListRollouts(ctx context.Context) ([]rolloutSummary, error)
+	// ListRollouts lists every rollout, or a project's alone.
+	ListRollouts(ctx context.Context, project string) ([]rolloutSummary, error)
+	// RolloutProject is the project a rollout belongs to ("" for the
+	// system's); errNoRollout when there is no such rollout.
+	RolloutProject(ctx context.Context, rolloutUUID string) (string, error)
 }
 
 // rolloutSummary is one rollout of the list.
@@ -41,7 +47,7 @@ func (e *TemporalEngine) StartRollout(ctx context.Context, in workflows.RolloutI
 		TaskQueue:                workflows.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes:    workflows.RolloutSearchAttributes(in.Spec.UUID),
+		TypedSearchAttributes:    workflows.RolloutSearchAttributes(in.Spec.UUID, in.Spec.Project),
 	}, workflows.WorkflowRollout, in)
 	if err != nil {
 		return fmt.Errorf("start rollout %s: %w", in.Spec.UUID, err)
@@ -84,12 +90,16 @@ func (e *TemporalEngine) ShowRollout(ctx context.Context, rolloutUUID string) (*
 }
 
 // ListRollouts lists the rollouts' workflows, newest first.
-func (e *TemporalEngine) ListRollouts(ctx context.Context) ([]rolloutSummary, error) {
+func (e *TemporalEngine) ListRollouts(ctx context.Context, project string) ([]rolloutSummary, error) {
 	var out []rolloutSummary
 	var token []byte
+	query := fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowRollout)
+	if project != "" {
+		query += fmt.Sprintf(" AND %s = '%s'", workflows.SearchAttrRolloutProject, strings.ReplaceAll(project, "'", ""))
+	}
 	for {
 		resp, err := e.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         fmt.Sprintf("WorkflowType = '%s'", workflows.WorkflowRollout),
+			Query:         query,
 			NextPageToken: token,
 		})
 		if err != nil {
@@ -131,4 +141,27 @@ func dedupRollouts(in []rolloutSummary) []rolloutSummary {
 		}
 	}
 	return out
+}
+
+// RolloutProject reads the rollout's project from its workflow's search
+// attributes (no query, so no worker is asked, and an ended rollout
+// answers too).
+func (e *TemporalEngine) RolloutProject(ctx context.Context, rolloutUUID string) (string, error) {
+	d, err := e.Client.DescribeWorkflowExecution(ctx, workflows.RolloutWorkflowID(rolloutUUID), "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return "", errNoRollout
+	}
+	if err != nil {
+		return "", fmt.Errorf("describe rollout %s: %w", rolloutUUID, err)
+	}
+	p := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SearchAttrRolloutProject]
+	if p == nil {
+		return "", nil
+	}
+	var project string
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &project); err != nil {
+		return "", fmt.Errorf("rollout %s: search attribute %s: %w", rolloutUUID, workflows.SearchAttrRolloutProject, err)
+	}
+	return project, nil
 }

@@ -418,23 +418,23 @@ func (s *server) routeTable() []route {
 		}},
 		// ironflow's rollouts (docs/rollouts.md): rollouts.go.
 		{path: rolloutsRoot, auth: authUser, ops: []op{
-			{"GET", s.listRollouts, routeRule{onGlobal, "ironflow:rollout:get", ""}, 0},
-			{"POST", s.createRollout, routeRule{onGlobal, "ironflow:rollout:create", ""}, 0},
+			{"GET", s.listRollouts, routeRule{onRolloutList, "ironflow:rollout:list", ""}, 0},
+			{"POST", s.createRollout, routeRule{onRolloutCreate, "ironflow:rollout:create", ""}, 0},
 		}},
 		{path: rolloutsRoot + "/:uuid", auth: authUser, ops: []op{
-			{"GET", s.showRollout, routeRule{onGlobal, "ironflow:rollout:get", ""}, 0},
+			{"GET", s.showRollout, routeRule{onRollout, "ironflow:rollout:get", ""}, 0},
 		}},
 		{path: rolloutsRoot + "/:uuid/pause", auth: authUser, ops: []op{
-			{"POST", s.signalRollout(workflows.SignalRolloutPause), routeRule{onGlobal, "ironflow:rollout:update", ""}, 0},
+			{"POST", s.signalRollout(workflows.SignalRolloutPause), routeRule{onRollout, "ironflow:rollout:update", ""}, 0},
 		}},
 		{path: rolloutsRoot + "/:uuid/resume", auth: authUser, ops: []op{
-			{"POST", s.signalRollout(workflows.SignalRolloutResume), routeRule{onGlobal, "ironflow:rollout:update", ""}, 0},
+			{"POST", s.signalRollout(workflows.SignalRolloutResume), routeRule{onRollout, "ironflow:rollout:update", ""}, 0},
 		}},
 		{path: rolloutsRoot + "/:uuid/approve", auth: authUser, ops: []op{
-			{"POST", s.signalRollout(workflows.SignalRolloutApprove), routeRule{onGlobal, "ironflow:rollout:update", ""}, 0},
+			{"POST", s.signalRollout(workflows.SignalRolloutApprove), routeRule{onRollout, "ironflow:rollout:update", ""}, 0},
 		}},
 		{path: rolloutsRoot + "/:uuid/abort", auth: authUser, ops: []op{
-			{"POST", s.signalRollout(workflows.SignalRolloutAbort), routeRule{onGlobal, "ironflow:rollout:update", ""}, 0},
+			{"POST", s.signalRollout(workflows.SignalRolloutAbort), routeRule{onRollout, "ironflow:rollout:update", ""}, 0},
 		}},
 	}
 }

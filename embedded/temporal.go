@@ -60,6 +60,7 @@ func WorkflowSearchAttributes() map[string]string {
 		workflows.SearchAttrProvisionState: "Keyword",
 		workflows.SearchAttrOperation:      "Keyword",
 		workflows.SearchAttrRollout:        "Keyword",
+		workflows.SearchAttrRolloutProject: "Keyword",
 	}
 }
 

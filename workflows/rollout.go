@@ -31,11 +31,23 @@ func RolloutWorkflowID(rolloutUUID string) string { return "rollout-" + rolloutU
 // own workflow carries it (Temporal Web UI: RolloutUUID = "<uuid>").
 const SearchAttrRollout = "RolloutUUID"
 
-var saRollout = temporal.NewSearchAttributeKeyKeyword(SearchAttrRollout)
+// SearchAttrRolloutProject names the Keystone project a rollout belongs
+// to, when a project (not the system) created it: its rollouts are listed
+// and read by it alone (docs/rollouts.md, "The API").
+const SearchAttrRolloutProject = "RolloutProject"
 
-// RolloutSearchAttributes are the attributes a rollout's workflow starts with.
-func RolloutSearchAttributes(rolloutUUID string) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(saRollout.ValueSet(rolloutUUID))
+var (
+	saRollout        = temporal.NewSearchAttributeKeyKeyword(SearchAttrRollout)
+	saRolloutProject = temporal.NewSearchAttributeKeyKeyword(SearchAttrRolloutProject)
+)
+
+// RolloutSearchAttributes are the attributes a rollout's workflow starts
+// with: its UUID, and its project when a project created it.
+func RolloutSearchAttributes(rolloutUUID, project string) temporal.SearchAttributes {
+	if project == "" {
+		return temporal.NewSearchAttributes(saRollout.ValueSet(rolloutUUID))
+	}
+	return temporal.NewSearchAttributes(saRollout.ValueSet(rolloutUUID), saRolloutProject.ValueSet(project))
 }
 
 // NodeRolloutSearchAttributes are those a node's workflow starts with when
@@ -100,6 +112,12 @@ type RolloutSpec struct {
 	SoakSeconds int `json:"soak_seconds"`
 	// Approval: every wave after the first waits for an approve signal.
 	Approval bool `json:"approval"`
+	// Rolling: the waves after the canary roll into each other: a wave's
+	// nodes start as the one before frees its slots, at most a wave's
+	// size (or Parallelism) running at once, instead of after the whole
+	// wave ended. Not with a soak time or an approval, which stand
+	// between waves; the canary wave always ends first.
+	Rolling bool `json:"rolling,omitempty"`
 	// OnBusy is RolloutOnBusySkip or RolloutOnBusyWait.
 	OnBusy string `json:"on_busy"`
 	// ContinueAsNewAfter is how many node operations one run of the
@@ -110,6 +128,11 @@ type RolloutSpec struct {
 	// CreatedBy is the user who created the rollout; each node's history
 	// names the rollout.
 	CreatedBy string `json:"created_by,omitempty"`
+	// Project is the Keystone project that created the rollout, when it
+	// was not the system: the rollout's nodes are ones the project owns
+	// or leases (checked when it was created), and the rollout is the
+	// project's to read, pause, resume, approve and abort.
+	Project string `json:"project,omitempty"`
 	// Requested is the selector as the user wrote it; Selector is what the
 	// API resolved it to when it created the rollout (Selector.Nodes), and
 	// Refused the nodes it left out because their state does not allow
@@ -453,6 +476,14 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 		par := spec.Parallelism
 		if par <= 0 {
 			par = len(st.Waves[st.Wave])
+			if spec.Rolling && spec.WaveSize > 0 {
+				par = spec.WaveSize
+			}
+		}
+		// rollsOn: with rolling waves, the next wave's nodes start as the
+		// current one's slots free up (never out of the canary wave).
+		rollsOn := func() bool {
+			return spec.Rolling && st.Wave+1 < len(st.Waves) && (spec.Canary == 0 || st.Wave > 0)
 		}
 		for len(pending) > 0 || len(running) > 0 {
 			if aborted {
@@ -479,6 +510,14 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 					return nil, err
 				}
 				continue
+			}
+			for len(pending) == 0 && rollsOn() && !paused && !aborted {
+				st.Wave++
+				for _, i := range st.Waves[st.Wave] {
+					if st.Nodes[i].State == RolloutNodePending {
+						pending = append(pending, i)
+					}
+				}
 			}
 			if len(running) == 0 && startedThisRun >= spec.ContinueAsNewAfter && spec.ContinueAsNewAfter > 0 {
 				st.Approved = approvals

@@ -25,6 +25,10 @@ type fakeFleet struct {
 	started []string
 	// onStart runs after each start (signals sent at a node's start).
 	onStart func(node string)
+	// endOne: an await ends only the longest-running node; awaited logs
+	// the running nodes of every await.
+	endOne  bool
+	awaited [][]string
 }
 
 func rolloutNodes(n int) []string {
@@ -60,7 +64,18 @@ func newRolloutEnv(t *testing.T, f *fakeFleet) *testsuite.TestWorkflowEnvironmen
 	}, activity.RegisterOptions{Name: ActRolloutStartNode})
 	env.RegisterActivityWithOptions(func(ctx context.Context, in RolloutAwaitInput) ([]RolloutNodeEnd, error) {
 		var out []RolloutNodeEnd
+		f.mu.Lock()
+		var names []string
 		for _, n := range in.Nodes {
+			names = append(names, n.UUID)
+		}
+		f.awaited = append(f.awaited, names)
+		nodes := in.Nodes
+		if f.endOne && len(nodes) > 1 {
+			nodes = nodes[:1]
+		}
+		f.mu.Unlock()
+		for _, n := range nodes {
 			if f.failing[n.UUID] {
 				out = append(out, RolloutNodeEnd{UUID: n.UUID, ProvisionState: "deploy failed", LastError: "boom on " + n.UUID})
 			} else {
@@ -313,4 +328,48 @@ func TestRolloutContinuesAsNewWithItsStatus(t *testing.T) {
 // converterDecode reads a continue-as-new's argument.
 func converterDecode(can *workflow.ContinueAsNewError, v any) error {
 	return converter.GetDefaultDataConverter().FromPayloads(can.Input, v)
+}
+
+// TestRollingWavesStartAsSlotsFree: with rolling waves, the canary wave
+// ends alone, then the next wave's nodes start as the current one's end,
+// never more than a wave's size at once; without, a wave's nodes never
+// run beside another wave's.
+func TestRollingWavesStartAsSlotsFree(t *testing.T) {
+	for _, rolling := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rolling=%t", rolling), func(t *testing.T) {
+			f := &fakeFleet{endOne: true}
+			env := newRolloutEnv(t, f)
+			spec := rolloutSpec(rolloutNodes(12))
+			spec.Canary, spec.Rolling = 1, rolling
+			env.ExecuteWorkflow(Rollout, RolloutInput{Spec: spec})
+			st := rolloutResult(t, env)
+			if st.State != RolloutSucceeded || st.Succeeded != 12 {
+				t.Fatalf("rollout %s, %d succeeded; want succeeded, 12", st.State, st.Succeeded)
+			}
+			waveOf := map[string]int{}
+			for _, n := range st.Nodes {
+				waveOf[n.UUID] = n.Wave
+			}
+			if len(f.awaited) == 0 || fmt.Sprint(f.awaited[0]) != "[node-00]" {
+				t.Fatalf("first await %v, want the canary alone", f.awaited[:1])
+			}
+			mixed := false
+			for _, running := range f.awaited {
+				if len(running) > 5 {
+					t.Fatalf("%d nodes running at once (%v), more than a wave of 5", len(running), running)
+				}
+				waves := map[int]bool{}
+				for _, n := range running {
+					waves[waveOf[n]] = true
+				}
+				if waves[0] && len(running) > 1 {
+					t.Fatalf("the canary ran beside other nodes: %v", running)
+				}
+				mixed = mixed || len(waves) > 1
+			}
+			if mixed != rolling {
+				t.Fatalf("nodes of two waves ran together: %v, want %v (awaits: %v)", mixed, rolling, f.awaited)
+			}
+		})
+	}
 }
