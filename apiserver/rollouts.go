@@ -165,7 +165,8 @@ func parseRolloutSpec(body map[string]any) (workflows.RolloutSpec, string, error
 	spec := workflows.RolloutSpec{MaxFailures: -1, OnBusy: workflows.RolloutOnBusySkip, ContinueAsNewAfter: defaultContinueAsNewAfter}
 	known := map[string]bool{"operation": true, "selector": true, "canary": true, "wave_size": true, "parallelism": true,
 		"max_failures": true, "max_failure_percent": true, "soak_seconds": true, "approval": true, "on_busy": true,
-		"on_refused": true, "continue_as_new_after": true, "poll_seconds": true, "rolling": true}
+		"on_refused": true, "continue_as_new_after": true, "poll_seconds": true, "rolling": true,
+		"wave_max_failures": true, "wave_max_failure_percent": true}
 	for k := range body {
 		if !known[k] {
 			return spec, "", badRequest("Unknown argument: \"%s\"", k)
@@ -223,6 +224,8 @@ func parseRolloutSpec(body map[string]any) (workflows.RolloutSpec, string, error
 		{"parallelism", 0, maxRolloutNodes, &spec.Parallelism},
 		{"max_failures", 0, maxRolloutNodes, &spec.MaxFailures},
 		{"max_failure_percent", 1, 100, &spec.MaxFailurePercent},
+		{"wave_max_failures", 1, maxRolloutNodes, &spec.WaveMaxFailures},
+		{"wave_max_failure_percent", 1, 100, &spec.WaveMaxFailurePercent},
 		{"soak_seconds", 0, maxRolloutSoakSeconds, &spec.SoakSeconds},
 		{"continue_as_new_after", 1, maxRolloutNodes, &spec.ContinueAsNewAfter},
 	} {

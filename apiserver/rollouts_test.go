@@ -29,6 +29,8 @@ func TestRolloutSpecRefusals(t *testing.T) {
 		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "poll_seconds": 10}`, "Invalid poll_seconds: 10"},
 		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "approval": "yes"}`, "Invalid approval: 'yes' is not a boolean"},
 		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "rolling": 1}`, "Invalid rolling: 1 is not a boolean"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "wave_max_failures": 0}`, "Invalid wave_max_failures: 0 is not an integer between 1 and"},
+		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "wave_max_failure_percent": 101}`, "Invalid wave_max_failure_percent: 101 is not an integer between 1 and 100"},
 		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "rolling": true, "soak_seconds": 60}`, "Invalid rolling: rolling waves have no soak time or approval between them (soak_seconds 60, approval false)."},
 		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "rolling": true, "approval": true}`, "Invalid rolling: rolling waves have no soak time or approval between them (soak_seconds 0, approval true)."},
 		{`{"operation": {"target": "active"}, "selector": {"resource_class": "gpu"}, "wave_size": 5, "waves": 3}`, `Unknown argument: "waves"`},

@@ -309,3 +309,49 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 	}
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }
+
+// TestRolloutStopsOnAWavesOwnBudget: 12 fake-hardware nodes in waves of 4
+// with a budget of one failure per wave (and none overall): wave 0 with
+// one failure passes, wave 1 with two stops the rollout with the reason,
+// and wave 2 is never started.
+func TestRolloutStopsOnAWavesOwnBudget(t *testing.T) {
+	nodes := fakeAvailableNodes(t, "wave-budget", "rollout-wave-budget", 12)
+	sorted := slices.Clone(nodes)
+	slices.Sort(sorted)
+	failSet := map[string]bool{}
+	for _, i := range []int{1, 5, 6} {
+		failSet[sorted[i]] = true
+		if code, _ := call(t, "PATCH", "/v1/nodes/"+sorted[i], []map[string]any{
+			{"op": "add", "path": "/driver_info/deploy_callback_timeout", "value": "soon"}}, nil); code != 200 {
+			t.Fatalf("patch: %d", code)
+		}
+	}
+	var created struct{ UUID string }
+	if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
+		"operation": map[string]any{"target": "active"}, "selector": map[string]any{"resource_class": "rollout-wave-budget"},
+		"wave_size": 4, "wave_max_failures": 1, "poll_seconds": 0.2,
+	}, &created); code != 201 {
+		t.Fatalf("create rollout: %d", code)
+	}
+	d := waitRollout(t, created.UUID, 2*time.Minute, func(d rolloutDoc) bool { return !d.Running })
+	if d.State != "failed" || !strings.Contains(d.Reason, "the failure budget of wave 1 is spent: 2 of its 4 nodes failed (3 nodes failed in all)") {
+		t.Fatalf("rollout %s (%s), want failed on wave 1's own budget", d.State, d.Reason)
+	}
+	var wantFailed []string
+	for _, u := range sorted {
+		if failSet[u] {
+			wantFailed = append(wantFailed, u)
+		}
+	}
+	if got := d.nodesIn("failed"); !slices.Equal(got, wantFailed) {
+		t.Errorf("failed %v, want %v", got, wantFailed)
+	}
+	if got := d.nodesIn("pending"); !slices.Equal(got, sorted[8:]) {
+		t.Errorf("pending %v, want wave 2 %v untouched", got, sorted[8:])
+	}
+	for _, u := range sorted[8:] {
+		if n := getNode(t, u); n.ProvisionState != "available" {
+			t.Errorf("node %s of wave 2 is %s, want available", u, n.ProvisionState)
+		}
+	}
+}

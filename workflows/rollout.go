@@ -108,6 +108,12 @@ type RolloutSpec struct {
 	// more than that percent of its nodes failed (0: none).
 	MaxFailures       int `json:"max_failures"`
 	MaxFailurePercent int `json:"max_failure_percent"`
+	// WaveMaxFailures and WaveMaxFailurePercent are the same budgets for
+	// each wave on its own (counting the failures of that wave's nodes
+	// against its size): 0 for none. The rollout stops at the failure
+	// that spends either.
+	WaveMaxFailures       int `json:"wave_max_failures,omitempty"`
+	WaveMaxFailurePercent int `json:"wave_max_failure_percent,omitempty"`
 	// SoakSeconds is the wait between waves.
 	SoakSeconds int `json:"soak_seconds"`
 	// Approval: every wave after the first waits for an approve signal.
@@ -305,6 +311,27 @@ func (s RolloutSpec) budgetSpent(failed, total int) bool {
 	return false
 }
 
+// waveBudgetSpent names the first wave whose failures exceed the spec's
+// per-wave budget, -1 when none does.
+func (s RolloutSpec) waveBudgetSpent(st *RolloutStatus) int {
+	if s.WaveMaxFailures <= 0 && s.WaveMaxFailurePercent <= 0 {
+		return -1
+	}
+	for w, idx := range st.Waves {
+		failed := 0
+		for _, i := range idx {
+			if st.Nodes[i].State == RolloutNodeFailed {
+				failed++
+			}
+		}
+		if s.WaveMaxFailures > 0 && failed > s.WaveMaxFailures ||
+			s.WaveMaxFailurePercent > 0 && failed*100 > s.WaveMaxFailurePercent*len(idx) {
+			return w
+		}
+	}
+	return -1
+}
+
 // Rollout runs a rollout (docs/rollouts.md). How it waits for a node: the
 // node's workflow is not its child (the API starts it under the node's own
 // ID, as for a person), so an activity polls the nodes' rows and locks
@@ -498,6 +525,13 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 				}
 				return finish(RolloutBudgetSpent, fmt.Sprintf("failure budget spent in wave %d: %d nodes failed", st.Wave, st.Failed))
 			}
+			if w := spec.waveBudgetSpent(st); w >= 0 {
+				if err := drain(); err != nil {
+					return nil, err
+				}
+				return finish(RolloutBudgetSpent, fmt.Sprintf("the failure budget of wave %d is spent: %d of its %d nodes failed (%d nodes failed in all)",
+					w, waveFailed(st, w), len(st.Waves[w]), st.Failed))
+			}
 			if paused {
 				// Running operations end on their own; nothing new starts.
 				if len(running) > 0 {
@@ -575,8 +609,23 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 		if spec.budgetSpent(st.Failed, len(st.Nodes)) {
 			return finish(RolloutBudgetSpent, fmt.Sprintf("failure budget spent in wave %d: %d nodes failed", st.Wave, st.Failed))
 		}
+		if w := spec.waveBudgetSpent(st); w >= 0 {
+			return finish(RolloutBudgetSpent, fmt.Sprintf("the failure budget of wave %d is spent: %d of its %d nodes failed (%d nodes failed in all)",
+				w, waveFailed(st, w), len(st.Waves[w]), st.Failed))
+		}
 	}
 	return finish(RolloutSucceeded, "")
+}
+
+// waveFailed counts the failed nodes of wave w.
+func waveFailed(st *RolloutStatus, w int) int {
+	n := 0
+	for _, i := range st.Waves[w] {
+		if st.Nodes[i].State == RolloutNodeFailed {
+			n++
+		}
+	}
+	return n
 }
 
 // RolloutOperationJSON is a rollout's operation as JSON, for messages.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -371,5 +372,35 @@ func TestRollingWavesStartAsSlotsFree(t *testing.T) {
 				t.Fatalf("nodes of two waves ran together: %v, want %v (awaits: %v)", mixed, rolling, f.awaited)
 			}
 		})
+	}
+}
+
+// TestRolloutStopsAtAWavesOwnBudget: a per-wave budget of one failure
+// lets a wave with one failure pass and stops the rollout in the first
+// wave with two, though the overall budget is unlimited; the waves after
+// it never start.
+func TestRolloutStopsAtAWavesOwnBudget(t *testing.T) {
+	f := &fakeFleet{failing: map[string]bool{"node-02": true, "node-07": true, "node-08": true}}
+	env := newRolloutEnv(t, f)
+	spec := rolloutSpec(rolloutNodes(20))
+	spec.WaveMaxFailures = 1
+	env.ExecuteWorkflow(Rollout, RolloutInput{Spec: spec})
+	st := rolloutResult(t, env)
+	if st.State != RolloutBudgetSpent || !strings.Contains(st.Reason, "the failure budget of wave 1 is spent: 2 of its 5 nodes failed") {
+		t.Fatalf("rollout %s (%s), want stopped in wave 1 by its own budget", st.State, st.Reason)
+	}
+	if started := slices.Sorted(slices.Values(f.started)); fmt.Sprint(started) != fmt.Sprint(rolloutNodes(10)) {
+		t.Fatalf("started %v, want waves 0 and 1 only", started)
+	}
+	if got := nodesIn(st, RolloutNodePending); len(got) != 10 {
+		t.Fatalf("pending %v, want the 10 nodes of waves 2 and 3", got)
+	}
+	// The same with a percent: 1 of 5 is 20 %, 2 of 5 is 40 %.
+	f2 := &fakeFleet{failing: f.failing}
+	env = newRolloutEnv(t, f2)
+	spec.WaveMaxFailures, spec.WaveMaxFailurePercent = 0, 30
+	env.ExecuteWorkflow(Rollout, RolloutInput{Spec: spec})
+	if st := rolloutResult(t, env); st.State != RolloutBudgetSpent || len(f2.started) != 10 {
+		t.Fatalf("percent budget: %s after %d starts, want stopped after wave 1", st.State, len(f2.started))
 	}
 }
