@@ -131,6 +131,9 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 	if err != nil {
 		return workflows.RolloutStartResult{}, err
 	}
+	if power, ok := workflows.RolloutPowerAction(in.Operation); ok {
+		return o.startPower(ctx, n, in, power)
+	}
 	verb := provision.ParseVerb(fmt.Sprint(in.Operation["target"]))
 	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
 		if ok, expect, err := o.acceptedBefore(ctx, n, in); err != nil {
@@ -170,6 +173,67 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 	default:
 		return workflows.RolloutStartResult{Error: FaultString(rec.Body.Bytes())}, nil
 	}
+}
+
+// startPower sends a rollout's power action to one node: PUT
+// /v1/nodes/{node}/states/power through the API's own path. Retried after
+// a crash, an attempt whose request was accepted before (the node's
+// target_power_state is the action's, or its power already what the
+// action ends in) does not send it again.
+func (o *NodeOperator) startPower(ctx context.Context, n *store.Node, in workflows.RolloutStartInput, power map[string]any) (workflows.RolloutStartResult, error) {
+	target := fmt.Sprint(power["target"])
+	final := "power on"
+	if target == "power off" || target == "soft power off" {
+		final = "power off"
+	}
+	expect := workflows.RolloutPowerExpect + final
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
+		if (n.TargetPowerState != nil && *n.TargetPowerState == final) || o.poweredBefore(ctx, n, in, target) {
+			return workflows.RolloutStartResult{Started: true, Expect: expect}, nil
+		}
+	}
+	if n.Maintenance {
+		return workflows.RolloutStartResult{Busy: true, Error: fmt.Sprintf("Node %s is in maintenance mode.", n.UUID)}, nil
+	}
+	body, err := json.Marshal(power)
+	if err != nil {
+		return workflows.RolloutStartResult{}, err
+	}
+	req := httptest.NewRequestWithContext(ctx, http.MethodPut, "/v1/nodes/"+n.UUID+"/states/power", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(headerVersion, "latest")
+	req.Header.Set(headerRolloutUser, rolloutUser(in.Rollout))
+	req.Header.Set(headerRollout, in.Rollout)
+	rec := httptest.NewRecorder()
+	o.handler.ServeHTTP(rec, req)
+	fault := FaultString(rec.Body.Bytes())
+	switch {
+	case rec.Code == http.StatusAccepted:
+		return workflows.RolloutStartResult{Started: true, Expect: expect}, nil
+	case rec.Code == http.StatusConflict && strings.Contains(fault, "locked"):
+		return workflows.RolloutStartResult{Busy: true, Error: fault}, nil
+	case rec.Code >= 500:
+		return workflows.RolloutStartResult{}, fmt.Errorf("node %s: the API answered %d: %s", n.UUID, rec.Code, fault)
+	default:
+		return workflows.RolloutStartResult{Error: fault}, nil
+	}
+}
+
+// poweredBefore reports whether the node's history has this rollout's
+// power action accepted (an attempt before this one got the 202 but its
+// answer was lost, and the action has ended since).
+func (o *NodeOperator) poweredBefore(ctx context.Context, n *store.Node, in workflows.RolloutStartInput, target string) bool {
+	events, err := o.s.store.ListHistory(ctx, n.UUID)
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf("Power action \"%s\" accepted", target)
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Event == want && events[i].User == rolloutUser(in.Rollout) {
+			return true
+		}
+	}
+	return false
 }
 
 // acceptedBefore reports whether the node's latest provision request the
@@ -231,6 +295,28 @@ func (o *NodeOperator) Await(ctx context.Context, in workflows.RolloutAwaitInput
 			if err != nil {
 				return nil, err
 			}
+			if final, isPower := strings.CutPrefix(w.Expect, workflows.RolloutPowerExpect); isPower {
+				// A power action has ended when no power target is left
+				// (the power workflow clears it at its end).
+				if n.TargetPowerState != nil {
+					continue
+				}
+				e := workflows.RolloutNodeEnd{UUID: w.UUID, ProvisionState: string(n.ProvisionState)}
+				if n.PowerState != nil && *n.PowerState == final {
+					e.OK = true
+				} else {
+					got := "None"
+					if n.PowerState != nil {
+						got = *n.PowerState
+					}
+					e.LastError = fmt.Sprintf("the power action ended with the node %s, not %s", got, final)
+					if n.LastError != nil && *n.LastError != "" {
+						e.LastError = *n.LastError
+					}
+				}
+				ends = append(ends, e)
+				continue
+			}
 			ps := n.ProvisionState
 			if !ps.Settled() && !ps.Failed() {
 				continue
@@ -259,4 +345,4 @@ func (o *NodeOperator) Await(ctx context.Context, in workflows.RolloutAwaitInput
 	}
 }
 
-var awaitColumns = store.MustNodeColumns("provision_state", "last_error")
+var awaitColumns = store.MustNodeColumns("provision_state", "last_error", "power_state", "target_power_state")

@@ -68,6 +68,7 @@ func (s *server) createRollout(c *gin.Context) error {
 		return err
 	}
 	verb := provision.ParseVerb(fmt.Sprint(spec.Operation["target"]))
+	power, isPower := workflows.RolloutPowerAction(spec.Operation)
 	if err := s.checkRolloutOperation(spec.Operation); err != nil {
 		return err
 	}
@@ -100,6 +101,19 @@ func (s *server) createRollout(c *gin.Context) error {
 			}
 			continue
 		}
+		if isPower {
+			// A power action is taken in any provision state but while
+			// another operation holds the node (on_busy says what then).
+			if power["target"] == "power off" || power["target"] == "soft power off" {
+				if n.DisablePowerOff {
+					spec.Refused = append(spec.Refused, workflows.RolloutNode{UUID: u, State: workflows.RolloutNodeSkipped,
+						ProvisionState: string(n.ProvisionState), LastError: fmt.Sprintf("Node %s must stay powered on (disable_power_off).", u)})
+					continue
+				}
+			}
+			allowed = append(allowed, u)
+			continue
+		}
 		if _, ok := provision.Accept(n.ProvisionState, verb); !ok {
 			spec.Refused = append(spec.Refused, workflows.RolloutNode{UUID: u, State: workflows.RolloutNodeSkipped,
 				ProvisionState: string(n.ProvisionState), LastError: provision.NotAllowed(verb, u, n.ProvisionState)})
@@ -108,7 +122,11 @@ func (s *server) createRollout(c *gin.Context) error {
 		allowed = append(allowed, u)
 	}
 	if len(spec.Refused) > 0 && onRefused != "skip" {
-		msg := fmt.Sprintf("The operation \"%s\" is not allowed on %d of the rollout's nodes (on_refused is \"refuse\"):", verb, len(spec.Refused))
+		name := string(verb)
+		if isPower {
+			name = fmt.Sprint(power["target"])
+		}
+		msg := fmt.Sprintf("The operation \"%s\" is not allowed on %d of the rollout's nodes (on_refused is \"refuse\"):", name, len(spec.Refused))
 		for _, r := range spec.Refused {
 			msg += fmt.Sprintf(" %s (%s);", r.UUID, r.ProvisionState)
 		}
@@ -147,7 +165,12 @@ func (s *server) checkRolloutOperation(op map[string]any) error {
 	if _, ok := op["configdrive"]; ok {
 		return badRequest("A rollout takes no configdrive: it would be kept in the rollout's history.")
 	}
-	b, err := json.Marshal(op)
+	power, isPower := workflows.RolloutPowerAction(op)
+	body := any(op)
+	if isPower {
+		body = power
+	}
+	b, err := json.Marshal(body)
 	if err != nil {
 		return badRequest("Invalid operation: %s", err.Error())
 	}
@@ -155,6 +178,17 @@ func (s *server) checkRolloutOperation(op map[string]any) error {
 	tc.Request = httptest.NewRequest(http.MethodPut, "/", bytes.NewReader(b))
 	tc.Request.Header.Set("Content-Type", "application/json")
 	tc.Set(ctxVersion, servedMaxMinor)
+	if isPower {
+		// PUT .../states/power's checks, with its messages.
+		req, err := parsePower(tc)
+		if err != nil {
+			return err
+		}
+		if !req.known {
+			return badRequest("A rollout cannot carry out the power target \"%s\" (power on, power off, rebooting, soft power off, soft rebooting).", req.target)
+		}
+		return nil
+	}
 	_, err = parseProvision(tc)
 	return err
 }
@@ -176,12 +210,22 @@ func parseRolloutSpec(body map[string]any) (workflows.RolloutSpec, string, error
 	if !ok {
 		return spec, "", badRequest("Invalid operation: %s is not of type 'object'", pyliteral.Repr(body["operation"]))
 	}
-	target, ok := op["target"].(string)
-	if !ok {
-		return spec, "", badRequest("Missing argument: \"operation.target\"")
-	}
-	if !rolloutTargets[provision.ParseVerb(target)] {
-		return spec, "", badRequest("A rollout cannot carry out the provision target \"%s\".", target)
+	if pw, isPower := op["power"]; isPower {
+		// A power action: the body of PUT /v1/nodes/{node}/states/power.
+		if len(op) != 1 {
+			return spec, "", badRequest("Invalid operation: a power action is {\"power\": {\"target\": ..., \"timeout\": ...}} alone, not with a provision target.")
+		}
+		if _, ok := pw.(map[string]any); !ok {
+			return spec, "", badRequest("Invalid operation.power: %s is not of type 'object'", pyliteral.Repr(pw))
+		}
+	} else {
+		target, ok := op["target"].(string)
+		if !ok {
+			return spec, "", badRequest("Missing argument: \"operation.target\"")
+		}
+		if !rolloutTargets[provision.ParseVerb(target)] {
+			return spec, "", badRequest("A rollout cannot carry out the provision target \"%s\".", target)
+		}
 	}
 	spec.Operation = op
 

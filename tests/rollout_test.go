@@ -355,3 +355,64 @@ func TestRolloutStopsOnAWavesOwnBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutOfPowerActions: a rollout whose operation is a power action
+// (the body of PUT .../states/power) powers six fake-hardware nodes on,
+// then reboots them, wave by wave, each node's power state checked and
+// its history naming the rollout; bad power actions are refused with
+// the power endpoint's messages.
+func TestRolloutOfPowerActions(t *testing.T) {
+	nodes := fakeAvailableNodes(t, "power-rollout", "rollout-power", 6)
+	for _, bad := range []struct {
+		op   map[string]any
+		want string
+	}{
+		{map[string]any{"power": map[string]any{"target": "sideways"}}, `A rollout cannot carry out the power target "sideways"`},
+		{map[string]any{"power": map[string]any{"target": "power on", "timeout": -1}}, "Invalid timeout value -1. The timeout must be a positive integer."},
+		{map[string]any{"power": map[string]any{"target": "power on"}, "target": "active"}, "a power action is"},
+		{map[string]any{"power": "power on"}, "Invalid operation.power: 'power on' is not of type 'object'"},
+	} {
+		var e struct {
+			ErrorMessage string `json:"error_message"`
+		}
+		var fault struct{ Faultstring string }
+		code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{"operation": bad.op,
+			"selector": map[string]any{"resource_class": "rollout-power"}, "wave_size": 3}, &e)
+		_ = json.Unmarshal([]byte(e.ErrorMessage), &fault)
+		if code != 400 || !strings.Contains(fault.Faultstring, bad.want) {
+			t.Errorf("%v: %d %s, want 400 with %q", bad.op, code, e.ErrorMessage, bad.want)
+		}
+	}
+	for _, step := range []struct{ target, final string }{{"power on", "power on"}, {"rebooting", "power on"}, {"power off", "power off"}} {
+		var created struct{ UUID string }
+		if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
+			"operation": map[string]any{"power": map[string]any{"target": step.target}},
+			"selector":  map[string]any{"resource_class": "rollout-power"}, "wave_size": 3, "poll_seconds": 0.2,
+		}, &created); code != 201 {
+			t.Fatalf("%s: create rollout: %d", step.target, code)
+		}
+		d := waitRollout(t, created.UUID, time.Minute, func(d rolloutDoc) bool { return !d.Running })
+		if d.State != "succeeded" || len(d.nodesIn("succeeded")) != 6 || len(d.Waves) != 2 {
+			t.Fatalf("%s: rollout %s (%s), %d succeeded in %d waves; want succeeded, 6, 2", step.target, d.State, d.Reason, len(d.nodesIn("succeeded")), len(d.Waves))
+		}
+		for _, u := range nodes {
+			n := getNode(t, u)
+			if n.PowerState == nil || *n.PowerState != step.final || n.TargetPowerState != nil {
+				t.Errorf("%s: node %s power %v (target %v), want %s", step.target, u, deref(n.PowerState), deref(n.TargetPowerState), step.final)
+			}
+		}
+		var hist struct {
+			History []struct{ Event, User string } `json:"history"`
+		}
+		if code, _ := callAt(t, lab.APIURL, "1.78", "GET", "/v1/nodes/"+nodes[0]+"/history?detail=true", nil, &hist); code != 200 {
+			t.Fatalf("history: %d", code)
+		}
+		named := false
+		for _, h := range hist.History {
+			named = named || h.Event == fmt.Sprintf("Power action \"%s\" accepted", step.target) && h.User == "rollout "+created.UUID
+		}
+		if !named {
+			t.Errorf("%s: the node's history does not name the rollout: %+v", step.target, hist.History)
+		}
+	}
+}

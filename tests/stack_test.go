@@ -133,6 +133,7 @@ type node struct {
 	ProvisionState       string         `json:"provision_state"`
 	TargetProvisionState *string        `json:"target_provision_state"`
 	PowerState           *string        `json:"power_state"`
+	TargetPowerState     *string        `json:"target_power_state"`
 	LastError            *string        `json:"last_error"`
 	InstanceInfo         map[string]any `json:"instance_info"`
 	DriverInternalInfo   map[string]any `json:"driver_internal_info"`

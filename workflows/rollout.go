@@ -94,7 +94,8 @@ type RolloutSpec struct {
 	// Operation is the body of PUT /v1/nodes/{node}/states/provision each
 	// node gets (target, clean_steps, service_steps, deploy_steps, runbook,
 	// disable_ramdisk): no config drive, which would put secrets into the
-	// history.
+	// history. Or a power action: {"power": the body of PUT
+	// /v1/nodes/{node}/states/power}.
 	Operation map[string]any  `json:"operation"`
 	Selector  RolloutSelector `json:"selector"`
 	// Canary is the size of the first wave (0: none); WaveSize the size of
@@ -627,6 +628,17 @@ func waveFailed(st *RolloutStatus, w int) int {
 	}
 	return n
 }
+
+// RolloutPowerAction is the power action a rollout's operation carries
+// ({"power": <body of PUT /v1/nodes/{node}/states/power>}), if it is one.
+func RolloutPowerAction(op map[string]any) (map[string]any, bool) {
+	p, ok := op["power"].(map[string]any)
+	return p, ok
+}
+
+// RolloutPowerExpect marks the Expect of a node whose operation is a power
+// action: "power:" and the power state it ends in.
+const RolloutPowerExpect = "power:"
 
 // RolloutOperationJSON is a rollout's operation as JSON, for messages.
 func RolloutOperationJSON(op map[string]any) string {
