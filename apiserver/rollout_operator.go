@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -152,7 +153,25 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 			expect = string(t.Next)
 		}
 	}
-	body, err := json.Marshal(in.Operation)
+	op := in.Operation
+	if in.ConfigDriveTemplate {
+		// The node's own config drive, rendered from the kept template:
+		// it travels in this request only, as a person's would.
+		tmpl, err := o.s.store.GetRolloutConfigDrive(ctx, in.Rollout)
+		if errors.Is(err, store.ErrNotFound) {
+			return workflows.RolloutStartResult{Error: "the rollout's config drive template is gone (the rollout ended)"}, nil
+		}
+		if err != nil {
+			return workflows.RolloutStartResult{}, err
+		}
+		cd, err := renderConfigDrive(tmpl, n)
+		if err != nil {
+			return workflows.RolloutStartResult{Error: err.Error()}, nil
+		}
+		op = maps.Clone(op)
+		op["configdrive"] = cd
+	}
+	body, err := json.Marshal(op)
 	if err != nil {
 		return workflows.RolloutStartResult{}, err
 	}
@@ -173,6 +192,86 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 	default:
 		return workflows.RolloutStartResult{Error: FaultString(rec.Body.Bytes())}, nil
 	}
+}
+
+// Forget drops the rollout's config drive template when it ends.
+func (o *NodeOperator) Forget(ctx context.Context, rolloutUUID string) error {
+	return o.s.store.DeleteRolloutConfigDrive(ctx, rolloutUUID)
+}
+
+// configDrivePlaceholder is a placeholder of a rollout's config drive
+// template: {{ node.uuid }}, {{ node.name }}, {{ node.extra.<key> }}.
+var configDrivePlaceholder = regexp.MustCompile(`\{\{\s*([^{}]*?)\s*\}\}`)
+
+// checkConfigDriveTemplate refuses a template naming anything but the
+// node's uuid, name or extra keys.
+func checkConfigDriveTemplate(v any) error {
+	var err error
+	walkStrings(v, func(s string) string {
+		for _, m := range configDrivePlaceholder.FindAllStringSubmatch(s, -1) {
+			if !validPlaceholder(m[1]) && err == nil {
+				err = fmt.Errorf("the config drive template's placeholder {{ %s }} is not one of node.uuid, node.name, node.extra.<key>", m[1])
+			}
+		}
+		return s
+	})
+	return err
+}
+
+func validPlaceholder(p string) bool {
+	if p == "node.uuid" || p == "node.name" {
+		return true
+	}
+	k, ok := strings.CutPrefix(p, "node.extra.")
+	return ok && k != ""
+}
+
+// renderConfigDrive is the template with every placeholder replaced by
+// the node's value; a placeholder the node has no value for is an error
+// naming it (the node is then skipped, not deployed without it).
+func renderConfigDrive(tmpl any, n *store.Node) (any, error) {
+	var err error
+	out := walkStrings(tmpl, func(s string) string {
+		return configDrivePlaceholder.ReplaceAllStringFunc(s, func(ph string) string {
+			p := configDrivePlaceholder.FindStringSubmatch(ph)[1]
+			switch {
+			case p == "node.uuid":
+				return n.UUID
+			case p == "node.name" && n.Name != nil:
+				return *n.Name
+			case strings.HasPrefix(p, "node.extra."):
+				if v, ok := n.Extra[strings.TrimPrefix(p, "node.extra.")]; ok && v != nil {
+					return fmt.Sprint(v)
+				}
+			}
+			if err == nil {
+				err = fmt.Errorf("the config drive template names {{ %s }}, which node %s does not have", p, n.UUID)
+			}
+			return ph
+		})
+	})
+	return out, err
+}
+
+// walkStrings copies v (decoded JSON) with f applied to every string.
+func walkStrings(v any, f func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return f(x)
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = walkStrings(e, f)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = walkStrings(e, f)
+		}
+		return l
+	}
+	return v
 }
 
 // startPower sends a rollout's power action to one node: PUT

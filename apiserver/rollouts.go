@@ -2,9 +2,11 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -142,7 +144,19 @@ func (s *server) createRollout(c *gin.Context) error {
 	spec.Selector = workflows.RolloutSelector{Nodes: allowed}
 	spec.CreatedBy = c.GetString(ctxUser)
 	spec.Project = project
+	if cd, ok := spec.Operation["configdrive"]; ok {
+		// The template stays in PostgreSQL, out of the workflow's history.
+		if err := s.store.PutRolloutConfigDrive(c.Request.Context(), spec.UUID, cd); err != nil {
+			return err
+		}
+		spec.Operation = maps.Clone(spec.Operation)
+		delete(spec.Operation, "configdrive")
+		spec.ConfigDriveTemplate = true
+	}
 	if err := re.StartRollout(c.Request.Context(), workflows.RolloutInput{Spec: spec}); err != nil {
+		if spec.ConfigDriveTemplate {
+			_ = s.store.DeleteRolloutConfigDrive(context.WithoutCancel(c.Request.Context()), spec.UUID)
+		}
 		return err
 	}
 	c.Header("Location", s.baseURL(c)+rolloutsRoot+"/"+spec.UUID)
@@ -162,8 +176,15 @@ func ownsOrLeases(n *store.Node, project string) bool {
 // /v1/nodes/{node}/states/provision checks its body (parseProvision, at
 // the newest version), with its messages.
 func (s *server) checkRolloutOperation(op map[string]any) error {
-	if _, ok := op["configdrive"]; ok {
-		return badRequest("A rollout takes no configdrive: it would be kept in the rollout's history.")
+	if cd, ok := op["configdrive"]; ok {
+		// A template, rendered for each node (docs/rollouts.md, "Config
+		// drives"); the provision endpoint's own checks follow.
+		if v := provision.ParseVerb(fmt.Sprint(op["target"])); v != provision.VerbActive && v != provision.VerbDeploy && v != provision.VerbRebuild {
+			return badRequest("A configdrive goes with a deploy or a rebuild (target active, deploy or rebuild), not %s.", pyliteral.Repr(op["target"]))
+		}
+		if err := checkConfigDriveTemplate(cd); err != nil {
+			return badRequest("Invalid configdrive: %s", err.Error())
+		}
 	}
 	power, isPower := workflows.RolloutPowerAction(op)
 	body := any(op)

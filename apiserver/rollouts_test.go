@@ -57,8 +57,9 @@ func TestRolloutSpecRefusals(t *testing.T) {
 }
 
 // TestRolloutOperationCheckedAsTheProvisionEndpoint: the operation is
-// refused with the provision endpoint's own messages, and a config drive
-// is refused (it would enter the workflow's history).
+// refused with the provision endpoint's own messages; a config drive is a
+// template, checked as that endpoint checks one, for deploys and rebuilds
+// only, with known placeholders.
 func TestRolloutOperationCheckedAsTheProvisionEndpoint(t *testing.T) {
 	s := &server{}
 	for _, c := range []struct {
@@ -67,7 +68,9 @@ func TestRolloutOperationCheckedAsTheProvisionEndpoint(t *testing.T) {
 	}{
 		{map[string]any{"target": "clean"}, `"clean_steps" is required when setting target provision state to clean`},
 		{map[string]any{"target": "active", "clean_steps": []any{}}, `"clean_steps" is only valid when setting target provision state to clean`},
-		{map[string]any{"target": "active", "configdrive": "aGVsbG8="}, "A rollout takes no configdrive"},
+		{map[string]any{"target": "active", "configdrive": "aGVsbG8="}, "Invalid configdrive format: configdrive is base64 but not gzip"},
+		{map[string]any{"target": "manage", "configdrive": map[string]any{"user_data": "x"}}, "A configdrive goes with a deploy or a rebuild (target active, deploy or rebuild), not 'manage'."},
+		{map[string]any{"target": "active", "configdrive": map[string]any{"user_data": "{{ node.secret }}"}}, "placeholder {{ node.secret }} is not one of node.uuid, node.name, node.extra.<key>"},
 		{map[string]any{"target": "active", "bogus": 1}, `Unknown argument: "bogus"`},
 	} {
 		err := s.checkRolloutOperation(c.op)

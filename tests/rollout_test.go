@@ -1,8 +1,14 @@
 package tests
 
 import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"slices"
 	"strings"
@@ -10,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/store"
 )
 
 // rolloutDoc is what GET /ironflow/v1/rollouts/{uuid} shows.
@@ -414,5 +423,117 @@ func TestRolloutOfPowerActions(t *testing.T) {
 		if !named {
 			t.Errorf("%s: the node's history does not name the rollout: %+v", step.target, hist.History)
 		}
+	}
+}
+
+// TestRolloutRendersEachNodesConfigDrive: a deploy rollout's configdrive
+// is a template rendered for each node ({{ node.name }}, {{ node.uuid }},
+// {{ node.extra.<key> }}): each node's stored config drive holds its own
+// values; a node without a value it names is skipped with the reason;
+// the template (and its secret) is in no workflow history, and it is
+// forgotten when the rollout ends; bad templates are refused.
+func TestRolloutRendersEachNodesConfigDrive(t *testing.T) {
+	nodes := fakeAvailableNodes(t, "cd-rollout", "rollout-configdrive", 4)
+	sorted := slices.Clone(nodes)
+	slices.Sort(sorted)
+	for i, u := range sorted[:3] {
+		if code, _ := call(t, "PATCH", "/v1/nodes/"+u, []map[string]any{{"op": "add", "path": "/extra/role", "value": fmt.Sprintf("role-%d", i)}}, nil); code != 200 {
+			t.Fatalf("patch: %d", code)
+		}
+	}
+	const marker = "MARKER-rollout-secret-5e1d"
+	tmpl := map[string]any{
+		"meta_data": map[string]any{"hostname": "{{ node.name }}", "role": "{{node.extra.role}}"},
+		"user_data": "#!/bin/sh\necho " + marker + " {{ node.uuid }}\n",
+	}
+	for _, bad := range []struct {
+		op   map[string]any
+		want string
+	}{
+		{map[string]any{"target": "active", "configdrive": map[string]any{"user_data": "{{ node.password }}"}},
+			"Invalid configdrive: the config drive template's placeholder {{ node.password }} is not one of node.uuid, node.name, node.extra.<key>"},
+		{map[string]any{"target": "manage", "configdrive": tmpl}, "A configdrive goes with a deploy or a rebuild"},
+	} {
+		var e struct {
+			ErrorMessage string `json:"error_message"`
+		}
+		var fault struct{ Faultstring string }
+		code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{"operation": bad.op,
+			"selector": map[string]any{"resource_class": "rollout-configdrive"}, "wave_size": 4}, &e)
+		_ = json.Unmarshal([]byte(e.ErrorMessage), &fault)
+		if code != 400 || !strings.Contains(fault.Faultstring, bad.want) {
+			t.Errorf("%v: %d %s, want 400 with %q", bad.op, code, e.ErrorMessage, bad.want)
+		}
+	}
+	var created struct {
+		UUID string
+		Spec map[string]any
+	}
+	if code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{
+		"operation": map[string]any{"target": "active", "configdrive": tmpl},
+		"selector":  map[string]any{"resource_class": "rollout-configdrive"}, "wave_size": 2, "poll_seconds": 0.2,
+	}, &created); code != 201 {
+		t.Fatalf("create rollout: %d", code)
+	}
+	if op, _ := created.Spec["operation"].(map[string]any); op["configdrive"] != nil || created.Spec["configdrive_template"] != true {
+		t.Errorf("the created rollout shows its config drive: %v", created.Spec)
+	}
+	d := waitRollout(t, created.UUID, 2*time.Minute, func(d rolloutDoc) bool { return !d.Running })
+	if d.State != "succeeded" || len(d.nodesIn("succeeded")) != 3 || fmt.Sprint(d.nodesIn("skipped")) != fmt.Sprint([]string{sorted[3]}) {
+		t.Fatalf("rollout %s (%s): succeeded %v, skipped %v; want 3 succeeded and %s skipped", d.State, d.Reason, d.nodesIn("succeeded"), d.nodesIn("skipped"), sorted[3])
+	}
+	for _, n := range d.Nodes {
+		if n.UUID == sorted[3] && !strings.Contains(n.LastError, "names {{ node.extra.role }}, which node "+sorted[3]+" does not have") {
+			t.Errorf("skipped node's reason %q", n.LastError)
+		}
+	}
+	st := openStore(t)
+	for i, u := range sorted[:3] {
+		n, err := st.GetNode(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drive, _ := n.InstanceInfo["configdrive"].(string)
+		raw, err := base64.StdEncoding.DecodeString(drive)
+		if err != nil {
+			t.Fatalf("node %s: configdrive %.40q: %v", u, drive, err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		iso, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{*n.Name, fmt.Sprintf("role-%d", i), marker + " " + u} {
+			if !bytes.Contains(iso, []byte(want)) {
+				t.Errorf("node %s: its config drive lacks %q", u, want)
+			}
+		}
+		if bytes.Contains(iso, []byte("{{")) {
+			t.Errorf("node %s: its config drive holds an unrendered placeholder", u)
+		}
+	}
+	c := temporalClient(t)
+	for _, u := range sorted[:3] {
+		if _, text := nodeHistories(t, c, u); strings.Contains(text, marker) {
+			t.Errorf("node %s: the template's secret is in its workflow history", u)
+		}
+	}
+	var rollout strings.Builder
+	it := c.GetWorkflowHistory(context.Background(), "rollout-"+created.UUID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rollout.WriteString(ev.String())
+	}
+	if rollout.Len() < 1000 || strings.Contains(rollout.String(), marker) || strings.Contains(rollout.String(), "node.extra.role") {
+		t.Errorf("the rollout's history (%d bytes) holds the template", rollout.Len())
+	}
+	if _, err := st.GetRolloutConfigDrive(context.Background(), created.UUID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the template outlived its rollout: %v", err)
 	}
 }

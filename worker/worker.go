@@ -54,6 +54,7 @@ type RolloutOperator interface {
 	Resolve(ctx context.Context, in workflows.RolloutResolveInput) ([]string, error)
 	StartNode(ctx context.Context, in workflows.RolloutStartInput) (workflows.RolloutStartResult, error)
 	Await(ctx context.Context, in workflows.RolloutAwaitInput) ([]workflows.RolloutNodeEnd, error)
+	Forget(ctx context.Context, rolloutUUID string) error
 }
 
 // Named defaults (README: configuration).
@@ -199,6 +200,7 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 		acts[workflows.ActRolloutResolve] = opts.Rollouts.Resolve
 		acts[workflows.ActRolloutStartNode] = opts.Rollouts.StartNode
 		acts[workflows.ActRolloutAwait] = opts.Rollouts.Await
+		acts[workflows.ActRolloutForget] = opts.Rollouts.Forget
 	}
 	wf := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
 		MaxConcurrentWorkflowTaskExecutionSize:  opts.MaxConcurrentWorkflowTasks,

@@ -78,6 +78,9 @@ const (
 	ActRolloutResolve   = "RolloutResolve"
 	ActRolloutStartNode = "RolloutStartNode"
 	ActRolloutAwait     = "RolloutAwaitNodes"
+	// ActRolloutForget drops what the rollout kept outside its history
+	// (its config drive template) when it ends.
+	ActRolloutForget = "RolloutForget"
 )
 
 // Busy policies: what a rollout does with a node another operation holds
@@ -97,6 +100,11 @@ type RolloutSpec struct {
 	// history. Or a power action: {"power": the body of PUT
 	// /v1/nodes/{node}/states/power}.
 	Operation map[string]any  `json:"operation"`
+	// ConfigDriveTemplate: the deploy's config drive is a template kept in
+	// PostgreSQL (not in this history: it may hold secrets), rendered for
+	// each node when its operation starts (docs/rollouts.md, "Config
+	// drives"); the rollout forgets it when it ends.
+	ConfigDriveTemplate bool `json:"configdrive_template,omitempty"`
 	Selector  RolloutSelector `json:"selector"`
 	// Canary is the size of the first wave (0: none); WaveSize the size of
 	// every other; Parallelism the most node operations running at once
@@ -243,6 +251,9 @@ type RolloutStartInput struct {
 	Node      string         `json:"node"`
 	Operation map[string]any `json:"operation"`
 	User      string         `json:"user,omitempty"`
+	// ConfigDriveTemplate: render the rollout's kept template for the
+	// node and send it as the operation's configdrive.
+	ConfigDriveTemplate bool `json:"configdrive_template,omitempty"`
 }
 
 // RolloutAwaitInput lists the nodes whose operations run.
@@ -426,6 +437,12 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 	running := map[int]bool{}
 
 	finish := func(state, reason string) (*RolloutStatus, error) {
+		if spec.ConfigDriveTemplate {
+			// The template may hold secrets: it goes with the rollout.
+			if err := workflow.ExecuteActivity(sctx, ActRolloutForget, spec.UUID).Get(ctx, nil); err != nil {
+				logger.Warn("rollout: forgetting the config drive template failed", "err", err)
+			}
+		}
 		rolloutCount(ctx, metricRolloutsFinished, state)
 		st.State, st.Reason = state, reason
 		st.Approved = approvals
@@ -573,6 +590,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (*RolloutStatus, error) {
 				pending = pending[1:]
 				batch = append(batch, start{i, workflow.ExecuteActivity(sctx, ActRolloutStartNode, RolloutStartInput{
 					Rollout: spec.UUID, Node: st.Nodes[i].UUID, Operation: spec.Operation, User: spec.CreatedBy,
+					ConfigDriveTemplate: spec.ConfigDriveTemplate,
 				})})
 			}
 			for _, b := range batch {
