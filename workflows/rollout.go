@@ -99,13 +99,13 @@ type RolloutSpec struct {
 	// disable_ramdisk): no config drive, which would put secrets into the
 	// history. Or a power action: {"power": the body of PUT
 	// /v1/nodes/{node}/states/power}.
-	Operation map[string]any  `json:"operation"`
+	Operation map[string]any `json:"operation"`
 	// ConfigDriveTemplate: the deploy's config drive is a template kept in
 	// PostgreSQL (not in this history: it may hold secrets), rendered for
 	// each node when its operation starts (docs/rollouts.md, "Config
 	// drives"); the rollout forgets it when it ends.
-	ConfigDriveTemplate bool `json:"configdrive_template,omitempty"`
-	Selector  RolloutSelector `json:"selector"`
+	ConfigDriveTemplate bool            `json:"configdrive_template,omitempty"`
+	Selector            RolloutSelector `json:"selector"`
 	// Canary is the size of the first wave (0: none); WaveSize the size of
 	// every other; Parallelism the most node operations running at once
 	// within a wave (0: the whole wave).
