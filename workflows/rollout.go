@@ -96,8 +96,8 @@ type RolloutSpec struct {
 	UUID string `json:"uuid"`
 	// Operation is the body of PUT /v1/nodes/{node}/states/provision each
 	// node gets (target, clean_steps, service_steps, deploy_steps, runbook,
-	// disable_ramdisk): no config drive, which would put secrets into the
-	// history. Or a power action: {"power": the body of PUT
+	// disable_ramdisk), never a config drive, which may hold secrets (a
+	// template is kept apart: ConfigDriveTemplate). Or a power action: {"power": the body of PUT
 	// /v1/nodes/{node}/states/power}.
 	Operation map[string]any `json:"operation"`
 	// ConfigDriveTemplate: the deploy's config drive is a template kept in
