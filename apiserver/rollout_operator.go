@@ -171,17 +171,10 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 		op = maps.Clone(op)
 		op["configdrive"] = cd
 	}
-	body, err := json.Marshal(op)
+	rec, err := o.put(ctx, "/v1/nodes/"+n.UUID+"/states/provision", in.Rollout, op)
 	if err != nil {
 		return workflows.RolloutStartResult{}, err
 	}
-	req := httptest.NewRequestWithContext(ctx, http.MethodPut, "/v1/nodes/"+n.UUID+"/states/provision", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerVersion, "latest")
-	req.Header.Set(headerRolloutUser, rolloutUser(in.Rollout))
-	req.Header.Set(headerRollout, in.Rollout)
-	rec := httptest.NewRecorder()
-	o.handler.ServeHTTP(rec, req)
 	switch {
 	case rec.Code == http.StatusAccepted:
 		return workflows.RolloutStartResult{Started: true, Expect: expect}, nil
@@ -192,6 +185,24 @@ func (o *NodeOperator) StartNode(ctx context.Context, in workflows.RolloutStartI
 	default:
 		return workflows.RolloutStartResult{Error: FaultString(rec.Body.Bytes())}, nil
 	}
+}
+
+// put sends body to path on the operator's own API, as the rollout (the
+// node's history records the rollout as its user, and the node's
+// workflow starts with the rollout's search attribute).
+func (o *NodeOperator) put(ctx context.Context, path, rollout string, body any) (*httptest.ResponseRecorder, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req := httptest.NewRequestWithContext(ctx, http.MethodPut, path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(headerVersion, "latest")
+	req.Header.Set(headerRolloutUser, rolloutUser(rollout))
+	req.Header.Set(headerRollout, rollout)
+	rec := httptest.NewRecorder()
+	o.handler.ServeHTTP(rec, req)
+	return rec, nil
 }
 
 // Forget drops the rollout's config drive template when it ends.
@@ -294,17 +305,10 @@ func (o *NodeOperator) startPower(ctx context.Context, n *store.Node, in workflo
 	if n.Maintenance {
 		return workflows.RolloutStartResult{Busy: true, Error: fmt.Sprintf("Node %s is in maintenance mode.", n.UUID)}, nil
 	}
-	body, err := json.Marshal(power)
+	rec, err := o.put(ctx, "/v1/nodes/"+n.UUID+"/states/power", in.Rollout, power)
 	if err != nil {
 		return workflows.RolloutStartResult{}, err
 	}
-	req := httptest.NewRequestWithContext(ctx, http.MethodPut, "/v1/nodes/"+n.UUID+"/states/power", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerVersion, "latest")
-	req.Header.Set(headerRolloutUser, rolloutUser(in.Rollout))
-	req.Header.Set(headerRollout, in.Rollout)
-	rec := httptest.NewRecorder()
-	o.handler.ServeHTTP(rec, req)
 	fault := FaultString(rec.Body.Bytes())
 	switch {
 	case rec.Code == http.StatusAccepted:

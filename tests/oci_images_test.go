@@ -95,6 +95,21 @@ func enrollOCINode(t *testing.T, name, mac, arch, src, caFile, secret string) st
 	return uuid
 }
 
+// validateAndDeploy checks that validate of the first node passes (it
+// resolves the reference), then asks every node to deploy.
+func validateAndDeploy(t *testing.T, nodes []string) {
+	t.Helper()
+	var v map[string]map[string]any
+	if code, _ := call(t, "GET", "/v1/nodes/"+nodes[0]+"/validate", nil, &v); code != 200 || v["deploy"]["result"] != true {
+		t.Fatalf("validate: %d %v", code, v["deploy"])
+	}
+	for _, uuid := range nodes {
+		if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
+			t.Fatalf("deploy %s: %d", uuid, code)
+		}
+	}
+}
+
 // decodedHistory is every event of the node's deploy workflow as text,
 // with every payload decoded with the lab's key: what anyone holding the
 // key (the Web UI's codec server) reads.
@@ -180,15 +195,8 @@ func TestDeployOCIImages(t *testing.T) {
 		nodes = append(nodes, uuid)
 	}
 	// validate resolves the reference.
+	validateAndDeploy(t, nodes)
 	var v map[string]map[string]any
-	if code, _ := call(t, "GET", "/v1/nodes/"+nodes[0]+"/validate", nil, &v); code != 200 || v["deploy"]["result"] != true {
-		t.Fatalf("validate: %d %v", code, v["deploy"])
-	}
-	for _, uuid := range nodes {
-		if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
-			t.Fatalf("deploy %s: %d", uuid, code)
-		}
-	}
 	for _, uuid := range nodes {
 		n := waitState(t, uuid, "active", 3*time.Minute)
 		pin, _ := n.DriverInternalInfo["oci_image"].(map[string]any)
@@ -419,15 +427,8 @@ func TestDeployOCIImageDirect(t *testing.T) {
 		machines = append(machines, startSimMachine(t, uuid, []string{mac}, sim.Config{}))
 		nodes = append(nodes, uuid)
 	}
+	validateAndDeploy(t, nodes)
 	var v map[string]map[string]any
-	if code, _ := call(t, "GET", "/v1/nodes/"+nodes[0]+"/validate", nil, &v); code != 200 || v["deploy"]["result"] != true {
-		t.Fatalf("validate: %d %v", code, v["deploy"])
-	}
-	for _, uuid := range nodes {
-		if code, _ := call(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}, nil); code != 202 {
-			t.Fatalf("deploy %s: %d", uuid, code)
-		}
-	}
 	for i, uuid := range nodes {
 		n := waitState(t, uuid, "active", 3*time.Minute)
 		if pin, _ := n.DriverInternalInfo["oci_image"].(map[string]any); pin["layer"] != p.Layers[0].String() {

@@ -109,6 +109,21 @@ func fakeAvailableNodes(t *testing.T, prefix, rc string, n int) []string {
 	return uuids
 }
 
+// rolloutRefused creates a rollout of body and checks the API refuses it:
+// 400 with want in Ironic's error message.
+func rolloutRefused(t *testing.T, body map[string]any, want string) {
+	t.Helper()
+	var e struct {
+		ErrorMessage string `json:"error_message"`
+	}
+	var fault struct{ Faultstring string }
+	code, _ := call(t, "POST", "/ironflow/v1/rollouts", body, &e)
+	_ = json.Unmarshal([]byte(e.ErrorMessage), &fault)
+	if code != 400 || !strings.Contains(fault.Faultstring, want) {
+		t.Errorf("%v: %d %s, want 400 with %q", body, code, e.ErrorMessage, want)
+	}
+}
+
 // TestRolloutOfFakeDeploysStopsOnItsBudget: 200 fake-hardware nodes, waves
 // of 50, a budget of 5 failures; six nodes' deploys fail (an unreadable
 // driver_info setting), the sixth in the third wave: the rollout stops in
@@ -154,15 +169,7 @@ func TestRolloutOfFakeDeploysStopsOnItsBudget(t *testing.T) {
 		{map[string]any{"operation": map[string]any{"target": "clean"}, "selector": map[string]any{"resource_class": "rollout-test"}, "wave_size": 5},
 			`"clean_steps" is required when setting target provision state to clean`},
 	} {
-		var e struct {
-			ErrorMessage string `json:"error_message"`
-		}
-		var fault struct{ Faultstring string }
-		code, _ := call(t, "POST", "/ironflow/v1/rollouts", bad.body, &e)
-		_ = json.Unmarshal([]byte(e.ErrorMessage), &fault)
-		if code != 400 || !strings.Contains(fault.Faultstring, bad.want) {
-			t.Fatalf("%v: %d %s, want 400 with %q", bad.body, code, e.ErrorMessage, bad.want)
-		}
+		rolloutRefused(t, bad.body, bad.want)
 	}
 
 	var created struct{ UUID string }
@@ -381,16 +388,7 @@ func TestRolloutOfPowerActions(t *testing.T) {
 		{map[string]any{"power": map[string]any{"target": "power on"}, "target": "active"}, "a power action is"},
 		{map[string]any{"power": "power on"}, "Invalid operation.power: 'power on' is not of type 'object'"},
 	} {
-		var e struct {
-			ErrorMessage string `json:"error_message"`
-		}
-		var fault struct{ Faultstring string }
-		code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{"operation": bad.op,
-			"selector": map[string]any{"resource_class": "rollout-power"}, "wave_size": 3}, &e)
-		_ = json.Unmarshal([]byte(e.ErrorMessage), &fault)
-		if code != 400 || !strings.Contains(fault.Faultstring, bad.want) {
-			t.Errorf("%v: %d %s, want 400 with %q", bad.op, code, e.ErrorMessage, bad.want)
-		}
+		rolloutRefused(t, map[string]any{"operation": bad.op, "selector": map[string]any{"resource_class": "rollout-power"}, "wave_size": 3}, bad.want)
 	}
 	for _, step := range []struct{ target, final string }{{"power on", "power on"}, {"rebooting", "power on"}, {"power off", "power off"}} {
 		var created struct{ UUID string }
@@ -454,16 +452,7 @@ func TestRolloutRendersEachNodesConfigDrive(t *testing.T) {
 			"Invalid configdrive: the config drive template's placeholder {{ node.password }} is not one of node.uuid, node.name, node.extra.<key>"},
 		{map[string]any{"target": "manage", "configdrive": tmpl}, "A configdrive goes with a deploy or a rebuild"},
 	} {
-		var e struct {
-			ErrorMessage string `json:"error_message"`
-		}
-		var fault struct{ Faultstring string }
-		code, _ := call(t, "POST", "/ironflow/v1/rollouts", map[string]any{"operation": bad.op,
-			"selector": map[string]any{"resource_class": "rollout-configdrive"}, "wave_size": 4}, &e)
-		_ = json.Unmarshal([]byte(e.ErrorMessage), &fault)
-		if code != 400 || !strings.Contains(fault.Faultstring, bad.want) {
-			t.Errorf("%v: %d %s, want 400 with %q", bad.op, code, e.ErrorMessage, bad.want)
-		}
+		rolloutRefused(t, map[string]any{"operation": bad.op, "selector": map[string]any{"resource_class": "rollout-configdrive"}, "wave_size": 4}, bad.want)
 	}
 	var created struct {
 		UUID string
