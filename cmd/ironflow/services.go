@@ -39,13 +39,49 @@ const (
 	defaultBootListen      = "127.0.0.1:8080"
 )
 
+// databaseStartWait is how long a process starting while its database
+// does not answer (connection refused, timed out: PostgreSQL restarting,
+// or started after ironflow) waits for it, logging each try, before it
+// gives up (docs/production.md, "Starting order"). A database that
+// answers with an error (a wrong password, no such database) fails the
+// start at once.
+var databaseStartWait = 2 * time.Minute
+
 func openStore(ctx context.Context, url string, migrate bool) (*store.Store, error) {
+	return openStoreWaiting(ctx, url, migrate, databaseStartWait, slog.Default())
+}
+
+// openStoreWaiting opens the database, waiting up to wait for one that
+// does not answer yet.
+func openStoreWaiting(ctx context.Context, url string, migrate bool, wait time.Duration, log *slog.Logger) (*store.Store, error) {
 	if url == "" {
 		return nil, errors.New("no database: set --database-url or DATABASE_URL (postgres://user@host:port/db), or use 'ironflow dev' for an embedded PostgreSQL")
 	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+	deadline := time.Now().Add(wait)
+	delay := 500 * time.Millisecond
+	var st *store.Store
+	for attempt := 1; ; attempt++ {
+		var err error
+		st, err = store.Open(ctx, url)
+		if err == nil {
+			if attempt > 1 {
+				log.Info("database answers", "attempts", attempt)
+			}
+			break
+		}
+		if !store.IsUnavailable(err) || time.Now().Add(delay).After(deadline) {
+			if store.IsUnavailable(err) && attempt > 1 {
+				return nil, fmt.Errorf("open database: it did not answer in %s (%d tries): %w", wait, attempt, err)
+			}
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+		log.Warn("database does not answer yet: waiting", "attempt", attempt, "retry_in", delay.String(), "gives_up_in", time.Until(deadline).Round(time.Second).String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open database: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
 	}
 	if migrate {
 		if err := st.Migrate(ctx); err != nil {
