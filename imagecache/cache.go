@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/ironflow/ironflow/metrics"
+	"github.com/ironflow/ironflow/qcow2"
 )
 
 // ErrChecksum: downloaded data does not hash to the image's checksum.
@@ -102,6 +103,10 @@ type Cache struct {
 	lru     *list.List // front: most recently used
 	used    int64
 	flights map[string]*flight
+	// failed keeps, for failedMemory, the downloads that failed in a way
+	// no retry mends (the data does not match its checksum): an agent's
+	// resume of a broken transfer gets the reason, not a new download.
+	failed map[string]failure
 	// Downloads counts origin fetches (observability, tests).
 	Downloads atomic.Int64
 	// ForceRaw converts qcow2 images to raw once, in the cache, and
@@ -126,7 +131,7 @@ func Open(dir string, maxBytes int64) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
-	c := &Cache{dir: dir, max: maxBytes, entries: map[string]*entry{}, lru: list.New(), flights: map[string]*flight{}}
+	c := &Cache{dir: dir, max: maxBytes, entries: map[string]*entry{}, lru: list.New(), flights: map[string]*flight{}, failed: map[string]failure{}}
 	metas, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	for _, mf := range metas {
 		b, err := os.ReadFile(mf)
@@ -265,6 +270,10 @@ func (c *Cache) await(ctx context.Context, key, trust string, size int64, run fu
 		}
 		f := c.flights[key]
 		if f == nil {
+			if err := c.recentFailureLocked(key); err != nil {
+				c.mu.Unlock()
+				return nil, false, err
+			}
 			f = &flight{done: make(chan struct{}), trust: trust}
 			f.total.Store(size)
 			c.flights[key] = f
@@ -297,6 +306,9 @@ func (c *Cache) fly(key string, f *flight, run func(*flight) error) {
 	err := run(f)
 	c.mu.Lock()
 	delete(c.flights, key)
+	if permanent(err) {
+		c.failed[key] = failure{err: err, at: time.Now()}
+	}
 	f.err = err
 	c.mu.Unlock()
 	close(f.done)
@@ -578,6 +590,37 @@ func copyHashing(out io.Writer, h hash.Hash, body io.Reader) (int64, error) {
 	close(full)
 	<-hashed
 	return n, err
+}
+
+// failedMemory is how long a download's permanent failure answers for
+// its key without a new download.
+const failedMemory = time.Minute
+
+// failure is a download that failed for good, and when.
+type failure struct {
+	err error
+	at  time.Time
+}
+
+// permanent reports a failure that fetching again would not mend: the
+// bytes do not match their checksum, or are not the declared format.
+func permanent(err error) bool {
+	return errors.Is(err, ErrChecksum) || errors.Is(err, ErrFormat) ||
+		errors.Is(err, qcow2.ErrCorrupt) || errors.Is(err, qcow2.ErrUnsupported)
+}
+
+// recentFailureLocked is key's permanent failure of the last
+// failedMemory, nil when there is none.
+func (c *Cache) recentFailureLocked(key string) error {
+	f, ok := c.failed[key]
+	if !ok {
+		return nil
+	}
+	if time.Since(f.at) > failedMemory {
+		delete(c.failed, key)
+		return nil
+	}
+	return f.err
 }
 
 // testHookDownloaded, set by tests only, runs between a download's last

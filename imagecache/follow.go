@@ -51,6 +51,10 @@ func (c *Cache) Follow(ctx context.Context, src Source) (*Follower, error) {
 	}
 	f := c.flights[src.Key]
 	if f == nil {
+		if err := c.recentFailureLocked(src.Key); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
 		f = &flight{done: make(chan struct{}), trust: src.Trust}
 		f.total.Store(src.Size)
 		c.flights[src.Key] = f

@@ -132,6 +132,11 @@ func TestAStreamedImageFailingItsChecksumNeverEnds(t *testing.T) {
 	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "checksum") {
 		t.Fatalf("resume: %d %s, want 422 naming the checksum", code, body)
 	}
+	// The resume, and another node's request, get the reason without a
+	// second download of the bad bytes.
+	if code, _ := get(t, hs.URL+"/n2/image"); code != http.StatusUnprocessableEntity || c.Downloads.Load() != 1 {
+		t.Fatalf("another node: %d after %d downloads, want 422 from the one download", code, c.Downloads.Load())
+	}
 }
 
 // TestTwoFollowersShareOneDownload: nodes asking while the download runs
