@@ -1,13 +1,11 @@
 package apiserver
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -16,18 +14,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
+	"github.com/ironflow/ironflow/internal/testkit/syncbuf"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
-}
 
 // TestRequestSpanAndLogCarryTheRequestIDs: Ironic's behaviour (oslo.middleware's
 // request_id): the answer carries the API's own request id, and a client's
@@ -41,7 +29,7 @@ func TestRequestSpanAndLogCarryTheRequestIDs(t *testing.T) {
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	t.Cleanup(func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	st := storetest.New(t)
 	h, err := New(DefaultConfig(), st, newFakeEngine(st), slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err != nil {

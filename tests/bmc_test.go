@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/ironflow/ironflow/bmc"
 	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/internal/testkit/promcheck"
+	"github.com/ironflow/ironflow/internal/testkit/syncbuf"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/vbmc"
 )
@@ -32,26 +31,7 @@ type bmcLab struct {
 	ipmiPort          int
 	// vbmcLog is what the Redfish vbmc logged: each power action, boot
 	// override and virtual media change it carried out.
-	vbmcLog *lockedBuffer
-}
-
-// lockedBuffer is a bytes.Buffer the vbmc's handlers write from several
-// goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	vbmcLog *syncbuf.Buffer
 }
 
 func requireQEMU(t *testing.T) {
@@ -82,7 +62,7 @@ func startBMCLab(t *testing.T) *bmcLab {
 		},
 	}
 	b, _ := json.Marshal(cfg)
-	l := &bmcLab{cfgPath: filepath.Join(dir, "vms.json"), stateDir: filepath.Join(dir, "state"), vbmcLog: &lockedBuffer{}}
+	l := &bmcLab{cfgPath: filepath.Join(dir, "vms.json"), stateDir: filepath.Join(dir, "state"), vbmcLog: &syncbuf.Buffer{}}
 	if err := os.WriteFile(l.cfgPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -1,36 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/internal/testkit/syncbuf"
 )
-
-// syncBuffer is a log sink the waiting goroutine and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestProcessStartsBeforeItsDatabase: a process that starts while its
 // PostgreSQL does not answer (stopped here, then started on the same
@@ -60,7 +41,7 @@ func TestProcessStartsBeforeItsDatabase(t *testing.T) {
 	}
 
 	// Up after the process started: it waits, then opens it.
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	type result struct{ err error }
 	done := make(chan result, 1)

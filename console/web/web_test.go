@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/ironflow/ironflow/internal/testkit/syncbuf"
 )
 
 // tokens is a Resolver over a fixed table, standing in for the console
@@ -475,7 +477,7 @@ func TestPagesAndAssets(t *testing.T) {
 // TestNothingOfTheTrafficIsLogged: the session's log lines name the node
 // and kind, never the token or a byte that crossed the bridge.
 func TestNothingOfTheTrafficIsLogged(t *testing.T) {
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ts, _ := newConsoleServer(t, endpoint(t, echo), "", Options{Log: log})
 	c := dialWS(t, wsURL(ts, "/console/terminal/ws?token=serial-token"))
@@ -495,23 +497,6 @@ func TestNothingOfTheTrafficIsLogged(t *testing.T) {
 			t.Fatalf("log holds %q: %s", secret, out)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestSessionOutlivesServerTimeouts: the API's http.Server has read and
