@@ -47,11 +47,7 @@ func (s *server) rolloutRouteAllowed(c *gin.Context, cr *creds, rr routeRule) er
 		c.Set(ctxRolloutProject, cr.ProjectID)
 		return nil
 	}
-	re, err := s.rollouts()
-	if err != nil {
-		return err
-	}
-	id, err := rolloutUUIDParam(c)
+	re, id, err := s.rolloutOf(c)
 	if err != nil {
 		return err
 	}

@@ -341,6 +341,16 @@ func parseRolloutSpec(body map[string]any) (workflows.RolloutSpec, string, error
 	return spec, onRefused, nil
 }
 
+// rolloutOf is the rollout engine and the rollout the path names.
+func (s *server) rolloutOf(c *gin.Context) (rolloutEngine, string, error) {
+	re, err := s.rollouts()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := rolloutUUIDParam(c)
+	return re, id, err
+}
+
 // rolloutUUIDParam is the rollout the path names, or 404.
 func rolloutUUIDParam(c *gin.Context) (string, error) {
 	id := c.Param("uuid")
@@ -368,11 +378,7 @@ type waveSummary struct {
 }
 
 func (s *server) showRollout(c *gin.Context) error {
-	re, err := s.rollouts()
-	if err != nil {
-		return err
-	}
-	id, err := rolloutUUIDParam(c)
+	re, id, err := s.rolloutOf(c)
 	if err != nil {
 		return err
 	}
@@ -454,11 +460,7 @@ func (s *server) listRollouts(c *gin.Context) error {
 // approve,abort}: 202 once the workflow has the signal.
 func (s *server) signalRollout(signal string) handler {
 	return func(c *gin.Context) error {
-		re, err := s.rollouts()
-		if err != nil {
-			return err
-		}
-		id, err := rolloutUUIDParam(c)
+		re, id, err := s.rolloutOf(c)
 		if err != nil {
 			return err
 		}
