@@ -25,7 +25,11 @@ func (a *Activities) ociPinEvent(ctx context.Context, n *store.Node, pin, valida
 	switch {
 	case validated != nil:
 		msg := fmt.Sprintf("Deploying %s as node validate resolved it at %s: manifest %s, layer %s", pin["source"], validated[imagecache.PinnedAt], pin["manifest"], pin["layer"])
-		now, _, err := imagecache.LocateNode(ctx, a.Config.Glance, n.InstanceInfo, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties})
+		// Where the reference points now: resolved alone (no direct
+		// download's token is asked for this line).
+		ii := maps.Clone(n.InstanceInfo)
+		delete(ii, "image_download_source")
+		now, _, err := imagecache.LocateNode(ctx, a.Config.Glance, ii, imagecache.NodeInfo{DriverInfo: n.DriverInfo, Properties: n.Properties})
 		if err == nil && now.OCI != nil && now.OCI.Manifest.String() != pin["manifest"] {
 			msg += fmt.Sprintf(" (the reference now resolves to manifest %s; the validated one is deployed)", now.OCI.Manifest)
 		}
