@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,12 +101,7 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 		}
 	}
 
-	ports := make([]int, 6)
-	for i := range ports {
-		if ports[i], err = embedded.FreePort("127.0.0.1"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ports := quietPorts(t, 6)
 	apiURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	uiURL := fmt.Sprintf("http://127.0.0.1:%d", ports[2])
 	cmd := exec.Command("make", "run")
@@ -132,8 +130,14 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); pw.Close() }()
+	// exited is closed when make run has ended, waitErr then says how;
+	// both the wait for readiness and the cleanup read it. WaitDelay
+	// bounds the wait for a process that left make's group and still
+	// holds its output open.
+	cmd.WaitDelay = 10 * time.Second
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); pw.Close(); close(exited) }()
 	t.Cleanup(func() {
 		// Ctrl-C, as the README says to stop it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
@@ -141,7 +145,11 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 		case <-exited:
 		case <-time.After(30 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				t.Errorf("make run (process group %d) did not end 30 s after SIGKILL", cmd.Process.Pid)
+			}
 		}
 	})
 	ready := make(chan struct{})
@@ -157,8 +165,8 @@ func TestMakeRunInFreshCloneUnder0700Parent(t *testing.T) {
 	}()
 	select {
 	case <-ready:
-	case err := <-exited:
-		t.Fatalf("make run exited before ironflow ran: %v\n%s", err, embedded.Tail(logPath, 6000))
+	case <-exited:
+		t.Fatalf("make run exited before ironflow ran: %v\n%s", waitErr, embedded.Tail(logPath, 6000))
 	case <-time.After(15 * time.Minute):
 		t.Fatalf("make run not running after 15 minutes\n%s", embedded.Tail(logPath, 6000))
 	}
@@ -451,4 +459,38 @@ func checkMetrics(t *testing.T, url, want string) {
 	case err != nil:
 		t.Errorf("make run's scrape: %v", err)
 	}
+}
+
+// quietPorts are n distinct ports free on 127.0.0.1 now and below the
+// kernel's ephemeral range: make run binds them minutes later, after its
+// build, and a port from that range (what a listen on port 0 hands out)
+// may by then be the local end of another test's connection or listener.
+func quietPorts(t *testing.T, n int) []int {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				low = v
+			}
+		}
+	}
+	const from = 20000
+	if low <= from+n {
+		t.Fatalf("the ephemeral port range starts at %d: no room below it for %d ports from %d", low, n, from)
+	}
+	var ports []int
+	for _, p := range rand.Perm(low - from) {
+		port := from + p
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		if ports = append(ports, port); len(ports) == n {
+			return ports
+		}
+	}
+	t.Fatalf("no %d free ports between %d and %d", n, from, low)
+	return nil
 }
