@@ -82,6 +82,16 @@ func defaultDownloadClient() *http.Client {
 	// Images are compressed or not on purpose: never let the transport
 	// gunzip behind our back (the checksum is of the file as served).
 	tr.DisableCompression = true
+	// HTTP/1.1 to every image server, as the image cache fetches: an
+	// image is one long stream, which HTTP/2's framing and flow control
+	// slow down.
+	tr.ForceAttemptHTTP2 = false
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
+	if tr.TLSClientConfig != nil {
+		// The clone of a default transport that has run offers h2 in ALPN.
+		tr.TLSClientConfig.NextProtos = nil
+	}
 	return &http.Client{Transport: tr}
 }
 

@@ -2,10 +2,12 @@ package agent
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -82,4 +84,55 @@ func otherCAPEM(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(pemBytes)
+}
+
+// TestWriteImageFetchesOverHTTP1 is the agent's image download on an
+// image server that offers HTTP/2: the agent asks for HTTP/1.1, on which
+// one long stream runs at the connection's rate.
+func TestWriteImageFetchesOverHTTP1(t *testing.T) {
+	img := testImage(1 << 20)
+	var protos []string
+	var mu sync.Mutex
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protos = append(protos, r.Proto)
+		mu.Unlock()
+		http.ServeContent(w, r, "img", time.Unix(0, 0), bytes.NewReader(img))
+	}))
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	// The server does speak HTTP/2 to a client that asks for it.
+	if resp, err := srv.Client().Get(srv.URL + "/probe"); err != nil || resp.ProtoMajor != 2 {
+		t.Fatalf("the test server does not offer HTTP/2: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	caPEM := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	for name, verify := range map[string]any{"the server's CA": caPEM, "False": false} {
+		t.Run(name, func(t *testing.T) {
+			mu.Lock()
+			protos = nil
+			mu.Unlock()
+			hw := newFileHardware(t, 4<<20)
+			_, c := startAgent(t, newFakeAPI(t), hw, nil)
+			if _, err := runWriteImage(t, c, map[string]any{"image_source": srv.URL + "/disk.img", "image_checksum": sha256hex(img), "image_verify_ca": verify}, nil); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(protos) == 0 {
+				t.Fatal("the image server got no request")
+			}
+			for _, p := range protos {
+				if p != "HTTP/1.1" {
+					t.Fatalf("the agent fetched the image over %s, want HTTP/1.1 (all: %v)", p, protos)
+				}
+			}
+			if !bytes.Equal(readDisk(t, hw, len(img)), img) {
+				t.Fatal("disk content differs from the image")
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -12,7 +13,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,5 +170,70 @@ func TestTrustOf(t *testing.T) {
 	}
 	if tr, err := TrustOf(map[string]any{hardware.KeyImageVerifyCA: "no"}); err != nil || tr.AgentArg() != false {
 		t.Errorf("no: %+v %v", tr, err)
+	}
+}
+
+// TestTheCacheFetchesOverHTTP1 is a download from an origin that offers
+// HTTP/2, with each trust setting: the cache asks for HTTP/1.1, on which
+// one long stream runs at the connection's rate (docs/oci-images.md,
+// "Speed"), also after the process's default transport has spoken h2.
+func TestTheCacheFetchesOverHTTP1(t *testing.T) {
+	img := randBytes(256 << 10)
+	var protos []string
+	var mu sync.Mutex
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protos = append(protos, r.Proto)
+		mu.Unlock()
+		w.Write(img)
+	}))
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{NextProtos: []string{"h2", "http/1.1"}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	if resp, err := srv.Client().Get(srv.URL + "/probe"); err != nil || resp.ProtoMajor != 2 {
+		t.Fatalf("the test origin does not offer HTTP/2: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// The process's default transport has run (its TLS settings now
+	// offer h2); its certificate check fails here, which does not matter.
+	if resp, err := http.Get(srv.URL + "/probe"); err == nil {
+		resp.Body.Close()
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, info := range map[string]map[string]any{
+		"CA bundle": {hardware.KeyImageVerifyCA: caFile},
+		"False":     {hardware.KeyImageVerifyCA: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mu.Lock()
+			protos = nil
+			mu.Unlock()
+			c, _ := Open(t.TempDir(), 0)
+			h, err := c.Acquire(context.Background(), trustedSource(t, srv.URL+"/disk.img", img, info))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Release()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(protos) == 0 {
+				t.Fatal("the origin got no request")
+			}
+			for _, p := range protos {
+				if p != "HTTP/1.1" {
+					t.Fatalf("the cache fetched over %s, want HTTP/1.1 (all: %v)", p, protos)
+				}
+			}
+		})
+	}
+	// The system store's client, after the default transport has run.
+	tr := Trust{}.Client().Transport.(*http.Transport)
+	if tr.TLSClientConfig != nil && slices.Contains(tr.TLSClientConfig.NextProtos, "h2") {
+		t.Fatalf("the cache's client with the system store offers %v in ALPN", tr.TLSClientConfig.NextProtos)
 	}
 }
