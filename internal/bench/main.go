@@ -173,7 +173,7 @@ func parseFlags(args []string) (config, error) {
 	sizes := fs.String("api-sizes", "1000,10000", "node counts the api part measures at")
 	fs.IntVar(&cfg.imageMiB, "image-mib", DefaultImageMiB, "size of the generated image the image part writes (MiB)")
 	fs.IntVar(&cfg.ociMiB, "oci-mib", DefaultOCIMiB, "size of the image the oci part pushes to the registry and writes (MiB)")
-	fs.IntVar(&cfg.ociRounds, "oci-rounds", 3, "rounds of the oci part's five writes (medians)")
+	fs.IntVar(&cfg.ociRounds, "oci-rounds", 6, "rounds of the oci part's five writes (geometric means), made a multiple of 3")
 	fs.IntVar(&cfg.bootClients, "boot-clients", DefaultBootClients, "concurrent kernel+initramfs downloads")
 	fs.DurationVar(&cfg.dhcpDuration, "dhcp-duration", DefaultDHCPDuration, "how long each DHCP measure runs")
 	fs.DurationVar(&cfg.deployTimeout, "deploy-timeout", DefaultDeployTimeout, "bound of one part's deploys (nodes not active by then count as failed)")
