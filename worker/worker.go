@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -229,6 +230,9 @@ func New(c client.Client, a *activities.Activities, opts Options) ([]sdkworker.W
 			MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
 			MaxConcurrentActivityTaskPollers:   opts.ActivityTaskPollers,
 			DisableWorkflowWorker:              true,
+			// Every BMC and agent call reports while it runs: its heartbeat
+			// timeout notices a worker that died.
+			Interceptors: []interceptor.WorkerInterceptor{&activities.KeepAliveInterceptor{}},
 		})
 		for name, fn := range acts {
 			hw.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})

@@ -108,8 +108,11 @@ type Policy struct {
 	BMCInitialInterval time.Duration `json:"bmc_initial_interval"`
 	// BMCCallTimeout bounds one BMC activity attempt.
 	BMCCallTimeout time.Duration `json:"bmc_call_timeout"`
-	// AgentActivityHeartbeat is how long a worker running an agent step may
-	// go without reporting before Temporal hands the step to another worker.
+	// AgentActivityHeartbeat is how long a worker running an agent step or
+	// a BMC call (a regular activity on a conductor group's queue) may go
+	// without reporting before Temporal hands the attempt to another
+	// worker; the group's workers report every 10 s while one runs
+	// (activities.KeepAliveInterceptor).
 	AgentActivityHeartbeat time.Duration `json:"agent_activity_heartbeat"`
 	// AgentCommandTimeout bounds one agent command (write_image of a large
 	// image is the long one).

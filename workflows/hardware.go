@@ -38,9 +38,15 @@ func (h *hardwareCalls) call(name string, in, out any) error {
 		})
 		return workflow.ExecuteLocalActivity(ctx, name, in).Get(ctx, out)
 	}
+	// The heartbeat timeout hands the attempt of a worker that died to
+	// another in its length rather than the call's whole timeout (a BMC
+	// that hangs holds a call to its deadline, and a power action with a
+	// timeout may wait minutes); histories recorded without it replay, as
+	// activity timeouts are not compared.
 	ctx := workflow.WithActivityOptions(h.ctx, workflow.ActivityOptions{
 		TaskQueue:           HardwareQueue(h.node.ConductorGroup),
 		StartToCloseTimeout: p.BMCCallTimeout,
+		HeartbeatTimeout:    p.AgentActivityHeartbeat,
 		RetryPolicy:         retry,
 	})
 	return workflow.ExecuteActivity(ctx, name, in).Get(ctx, out)
