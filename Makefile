@@ -216,7 +216,7 @@ record-histories: $(TEMPORAL)
 # fake-hardware nodes deployed at once with BMC and agent faults while the
 # worker, the API and Temporal are killed; every node must end active or
 # failed with a last_error.
-SOAK_NODES ?= 1000
+SOAK_NODES ?= 2000
 soak: deps $(TEMPORAL) build
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 150m ./tests/ -soak.nodes $(SOAK_NODES)
 

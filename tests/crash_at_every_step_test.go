@@ -508,6 +508,17 @@ type countingImage struct {
 	*httptest.Server
 	sha256             string
 	started, completed atomic.Int64
+	// perNode counts the downloads that started by the URL's node query
+	// (a node's image_source may name it: the soak's do).
+	perNode sync.Map
+}
+
+// forNode is how many downloads started of the URL whose node query is key.
+func (s *countingImage) forNode(key string) int64 {
+	if v, ok := s.perNode.Load(key); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 func newCountingImage(t *testing.T, size int, total time.Duration) *countingImage {
@@ -532,6 +543,10 @@ func newCountingImage(t *testing.T, size int, total time.Duration) *countingImag
 			return
 		}
 		s.started.Add(1)
+		if key := r.URL.Query().Get("node"); key != "" {
+			v, _ := s.perNode.LoadOrStore(key, new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
+		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		for off := 0; off < len(data); off += 1 << 20 {
 			if _, err := w.Write(data[off:min(off+1<<20, len(data))]); err != nil {

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,39 +18,56 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/ironflow/ironflow/agent/sim"
+	"github.com/ironflow/ironflow/bmc"
+	"github.com/ironflow/ironflow/embedded"
+	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
 // `make soak` (docs/benchmarks.md, "Soak"): not part of make test.
 var (
-	soakNodes   = flag.Int("soak.nodes", 1000, "fake-hardware nodes the soak deploys")
+	soakNodes   = flag.Int("soak.nodes", 2000, "fake-hardware nodes the soak deploys")
 	soakTimeout = flag.Duration("soak.timeout", 90*time.Minute, "bound of the whole soak; a node not settled by then is stuck")
 )
 
 // TestSoak deploys -soak.nodes fake-hardware nodes at once with simulated
 // agents, with faults injected everywhere — 20 % of BMC calls fail, 10 % of
-// the agents' deploy steps fail — and kills the worker, the API and the
-// Temporal server during the run (at 10 %, 30 % and 50 % of the nodes
-// settled). Every node must end active, or deploy failed with a last_error:
-// none stuck. It prints the figures: completion time, states, retries.
+// the agents' deploy steps fail, the BMCs of a few more nodes accept TCP
+// and never answer — and, as the nodes settle, restarts PostgreSQL twice
+// (down 20 s each) and the Temporal server twice, and kills the worker
+// three times and the API three times. Every node must end active, or
+// deploy failed with a last_error: none stuck; no node's operations may
+// overlap, and no active node may have done anything twice (an image
+// download, a BMC boot, an agent boot). It prints the figures: completion
+// time, states, retries, the outages, the duplicates.
 func TestSoak(t *testing.T) {
 	n := *soakNodes
 	start := time.Now()
 	img := newCountingImage(t, 1<<20, 0)
 	uuids := make([]string, n)
 	macs := map[string]string{}
+	// Each machine's power actions are kept in a state file of its own,
+	// to count its boots; each node's image URL names it, to count its
+	// downloads.
+	stateDir := t.TempDir()
+	stateFile := func(i int) string { return filepath.Join(stateDir, fmt.Sprintf("soak-%04d.json", i)) }
 	var mu sync.Mutex
 	parallel(n, 8, func(i int) {
 		mac := fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", 0xa0|i>>24&0x0f, i>>16&0xff, i>>8&0xff, i&0xff)
+		if err := os.WriteFile(stateFile(i), []byte(`{"power": "power off", "boot": {}}`), 0o644); err != nil {
+			t.Error(err)
+			return
+		}
 		var nd node
 		if code, _ := call(t, "POST", "/v1/nodes", map[string]any{
 			"name": fmt.Sprintf("soak-%04d", i), "driver": "fake-hardware", "deploy_interface": "direct",
 			"automated_clean": false,
-			"driver_info":     map[string]any{"fake_fail_rate": "0.2"},
+			"driver_info":     map[string]any{"fake_fail_rate": "0.2", "fake_state_file": stateFile(i)},
 			"properties":      map[string]any{"cpus": 2, "memory_mb": 2048, "local_gb": 20},
-			"instance_info": map[string]any{"image_source": img.URL + "/disk.raw",
+			"instance_info": map[string]any{"image_source": fmt.Sprintf("%s/disk.raw?node=%d", img.URL, i),
 				"image_os_hash_algo": "sha256", "image_os_hash_value": img.sha256},
 		}, &nd); code != 201 {
 			t.Errorf("create node %d: %d", i, code)
@@ -92,11 +112,23 @@ func TestSoak(t *testing.T) {
 	}
 	prepared := time.Since(start)
 
+	// The nodes whose BMC hangs: available with a redfish BMC that
+	// accepts TCP and never answers (they could not have been managed).
+	hang := startDeadBMC(t, false)
+	hung := soakHungNodes(t, hang.url(), soakHungBMCs)
+	index := map[string]int{}
+	for i, u := range uuids {
+		if u != "" {
+			index[u] = i
+		}
+	}
+	uuids = append(uuids, hung...)
+
 	f := startFleet(t, macs, func(uuid string) sim.Config {
 		return sim.Config{HeartbeatInterval: 10 * time.Second, FailureRate: 0.1}
 	})
 	deployStart := time.Now()
-	parallel(n, 16, func(i int) {
+	parallel(len(uuids), 16, func(i int) {
 		if uuids[i] != "" && !soakVerb(t, uuids[i], "active", &refused, &maintenance) {
 			uuids[i] = ""
 		}
@@ -114,10 +146,21 @@ func TestSoak(t *testing.T) {
 		what string
 		do   func() error
 	}
+	worker := func() error { lab.KillWorker(); return lab.StartWorker() }
+	api := func() error { lab.KillAPI(); return lab.StartAPI(context.Background()) }
+	temporal := func() error { return lab.RestartTemporal(context.Background()) }
+	postgres := func() error { return soakPostgresOutage(soakPostgresDown) }
 	kills := []kill{
-		{0.1, "worker", func() error { lab.KillWorker(); return lab.StartWorker() }},
-		{0.3, "api", func() error { lab.KillAPI(); return lab.StartAPI(context.Background()) }},
-		{0.5, "temporal", func() error { return lab.RestartTemporal(context.Background()) }},
+		{0.05, "worker", worker},
+		{0.10, "postgres", postgres},
+		{0.20, "api", api},
+		{0.30, "temporal", temporal},
+		{0.40, "worker", worker},
+		{0.50, "api", api},
+		{0.60, "postgres", postgres},
+		{0.70, "temporal", temporal},
+		{0.80, "worker", worker},
+		{0.90, "api", api},
 	}
 	var killLog []string
 	settled := map[string]node{}
@@ -159,6 +202,9 @@ func TestSoak(t *testing.T) {
 	}
 	deployTime := time.Since(deployStart)
 	f.stop()
+	for _, k := range kills {
+		t.Errorf("the %s was not killed at %.0f %% settled: the run ended first", k.what, 100*k.at)
+	}
 
 	// Figures.
 	counts := map[string]int{}
@@ -181,13 +227,53 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	retries, operatorWaits := soakRetries(t, settled)
+	overlapping, twice := soakOverlaps(t, deployStart)
+
+	// What each active node did, which it must have done once: download
+	// the image, boot from the BMC twice (the agent, then the instance),
+	// boot one agent.
+	var dupDownloads, dupBoots, dupAgents []string
+	for u, nd := range settled {
+		i, ok := index[u]
+		if !ok || nd.ProvisionState != "active" {
+			continue
+		}
+		if d := img.forNode(strconv.Itoa(i)); d != 1 {
+			dupDownloads = append(dupDownloads, fmt.Sprintf("%s: %d downloads", u, d))
+		}
+		if st, err := bmc.ReadFakeState(stateFile(i)); err != nil {
+			t.Errorf("node %s: read its machine's state: %v", u, err)
+		} else if st.Boots() != 2 {
+			dupBoots = append(dupBoots, fmt.Sprintf("%s: %d BMC boots", u, st.Boots()))
+		}
+		if boots, _ := f.counts(u); boots != 1 {
+			dupAgents = append(dupAgents, fmt.Sprintf("%s: %d agent boots", u, boots))
+		}
+	}
+	// The nodes whose BMC hangs end deploy failed naming it, or were put
+	// in maintenance by the power sync first (then the verb was refused).
+	var hungOK int
+	for _, u := range hung {
+		nd, ok := settled[u]
+		switch {
+		case ok && nd.ProvisionState == "deploy failed" && strings.Contains(deref(nd.LastError), strings.TrimPrefix(hang.url(), "http://")):
+			hungOK++
+		case !ok && soakInMaintenanceNaming(t, u, strings.TrimPrefix(hang.url(), "http://")):
+			hungOK++
+		default:
+			t.Errorf("node %s with a hanging BMC: %q, last_error %q: want deploy failed naming the BMC %s, or maintenance", u, nd.ProvisionState, deref(nd.LastError), hang.url())
+		}
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: %d nodes, BMC faults 20 %%, agent step faults 10 %%, worker, API and Temporal killed during the run\n", n)
+	fmt.Fprintf(&b, "soak: %d nodes, BMC faults 20 %%, agent step faults 10 %%, %d more nodes whose BMC hangs; PostgreSQL and Temporal restarted twice, the worker and the API killed three times during the run\n", n, len(hung))
 	fmt.Fprintf(&b, "  enrolled in %s, managed and provided by %s (%d failed there with a last_error)\n", enrolled.Round(time.Second), prepared.Round(time.Second), failedBefore)
 	fmt.Fprintf(&b, "  in maintenance, put there by the power sync (BMC faults), so not deployed: %d\n", maintenance.Load())
 	fmt.Fprintf(&b, "  deploy of %d nodes: all settled in %s: active %d, deploy failed %d, stuck %d\n", deploying, deployTime.Round(time.Second), counts["active"], counts["deploy failed"], len(stuck))
 	fmt.Fprintf(&b, "  retries: %d activity attempts after a failed one (BMC and agent), %d steps failed to the operator\n", retries, operatorWaits)
 	fmt.Fprintf(&b, "  image downloads: %d for %d active nodes\n", img.started.Load(), counts["active"])
+	fmt.Fprintf(&b, "  duplicated side effects on active nodes: %d with more than one image download, %d with other than 2 BMC boots, %d with more than one agent boot\n", len(dupDownloads), len(dupBoots), len(dupAgents))
+	fmt.Fprintf(&b, "  operations: %d nodes with two workflow runs at once, %d with more than one deploy run\n", len(overlapping), len(twice))
+	fmt.Fprintf(&b, "  nodes whose BMC hangs: %d of %d ended deploy failed naming it, or in maintenance\n", hungOK, len(hung))
 	fmt.Fprintf(&b, "  verbs refused with 400 No valid host (the worker's conductor heartbeat late under load) and sent again: %d\n", refused.Load())
 	for _, k := range killLog {
 		fmt.Fprintf(&b, "  %s\n", k)
@@ -208,6 +294,123 @@ func TestSoak(t *testing.T) {
 	if counts["active"] == 0 {
 		t.Errorf("no node reached active")
 	}
+	for what, l := range map[string][]string{"image downloads": dupDownloads, "BMC boots": dupBoots, "agent boots": dupAgents,
+		"overlapping workflow runs": overlapping, "deploy runs": twice} {
+		if len(l) > 0 {
+			t.Errorf("%s: %d active nodes did it more than once: %v", what, len(l), l[:min(len(l), 10)])
+		}
+	}
+}
+
+// The soak's outages: PostgreSQL is down this long each time, and this
+// many more nodes have a BMC that hangs.
+const (
+	soakPostgresDown = 20 * time.Second
+	soakHungBMCs     = 5
+)
+
+// soakPostgresOutage stops the stack's PostgreSQL, keeps it down for
+// down, and starts it again on the same port and data.
+func soakPostgresOutage(down time.Duration) error {
+	dir := lab.Postgres.DataDir()
+	if err := lab.Postgres.Stop(); err != nil {
+		return err
+	}
+	time.Sleep(down)
+	pg, err := embedded.StartPostgres(context.Background(), dir, nil)
+	if err != nil {
+		return err
+	}
+	if pg.Port() != lab.Postgres.Port() {
+		return fmt.Errorf("PostgreSQL came back on port %d, not %d", pg.Port(), lab.Postgres.Port())
+	}
+	lab.Postgres = pg
+	return nil
+}
+
+// soakHungNodes creates n available redfish nodes whose BMC is address.
+func soakHungNodes(t *testing.T, address string, n int) []string {
+	ctx := context.Background()
+	st, err := store.Open(ctx, lab.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out []string
+	for i := range n {
+		name := fmt.Sprintf("soak-bmc-hangs-%d", i)
+		nd := &store.Node{Name: &name, Driver: "redfish", ProvisionState: "available", PowerState: psPtr("power off"),
+			DriverInfo: map[string]any{"redfish_address": address, "redfish_username": "admin", "redfish_password": "password",
+				"redfish_system_id": "/redfish/v1/Systems/1", "redfish_timeout": "2s", "redfish_connection_attempts": 1}}
+		if err := st.CreateNode(ctx, nd); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, nd.UUID)
+	}
+	return out
+}
+
+// soakInMaintenanceNaming reports whether the node is in maintenance with
+// a reason that names the BMC at address.
+func soakInMaintenanceNaming(t *testing.T, uuid, address string) bool {
+	var nd struct {
+		Maintenance       bool    `json:"maintenance"`
+		MaintenanceReason *string `json:"maintenance_reason"`
+	}
+	if code, _ := call(t, "GET", "/v1/nodes/"+uuid, nil, &nd); code != 200 {
+		return false
+	}
+	return nd.Maintenance && strings.Contains(deref(nd.MaintenanceReason), address)
+}
+
+// soakOverlaps reads every node workflow run from Temporal's visibility:
+// the nodes with two runs open at once, and those with more than one
+// deploy run started since the deploys began.
+func soakOverlaps(t *testing.T, since time.Time) (overlapping, twice []string) {
+	c := temporalClient(t)
+	type run struct {
+		start, end time.Time
+		typ        string
+	}
+	runs := map[string][]run{}
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{PageSize: 1000, NextPageToken: token})
+		if err != nil {
+			t.Errorf("list the workflow runs: %v", err)
+			return nil, nil
+		}
+		for _, e := range resp.GetExecutions() {
+			id := e.GetExecution().GetWorkflowId()
+			if !strings.HasPrefix(id, "node-") {
+				continue
+			}
+			r := run{start: e.GetStartTime().AsTime(), end: time.Now().Add(time.Hour), typ: e.GetType().GetName()}
+			if e.GetCloseTime() != nil && !e.GetCloseTime().AsTime().IsZero() {
+				r.end = e.GetCloseTime().AsTime()
+			}
+			runs[id] = append(runs[id], r)
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	for id, rs := range runs {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].start.Before(rs[j].start) })
+		deploys := 0
+		for i, r := range rs {
+			if i > 0 && r.start.Before(rs[i-1].end) {
+				overlapping = append(overlapping, fmt.Sprintf("%s: %s from %s while %s ran until %s", id, r.typ, r.start.Format(time.RFC3339Nano), rs[i-1].typ, rs[i-1].end.Format(time.RFC3339Nano)))
+			}
+			if r.typ == workflows.WorkflowDeployNode && r.start.After(since) {
+				deploys++
+			}
+		}
+		if deploys > 1 {
+			twice = append(twice, fmt.Sprintf("%s: %d deploy runs", id, deploys))
+		}
+	}
+	return overlapping, twice
 }
 
 // soakVerb sends a provision verb as a client of the API does: a 400 "No
