@@ -32,8 +32,10 @@ const (
 	PostgresDatabase = "ironflow"
 	// PostgresSuperuser is the cluster's superuser (trust auth, loopback only).
 	PostgresSuperuser = "postgres"
-	// PostgresStartTimeout bounds pg_ctl start and stop.
-	PostgresStartTimeout = 60 * time.Second
+	// PostgresStartTimeout bounds pg_ctl start and stop: generous, as a
+	// machine busy with other work (VMs, builds, its disk saturated) may
+	// take more than a minute to bring a cluster up.
+	PostgresStartTimeout = 3 * time.Minute
 	// postgresStartAttempts covers the race where the chosen free port is
 	// taken by someone else before the postmaster binds it.
 	postgresStartAttempts = 3
