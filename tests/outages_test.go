@@ -238,8 +238,37 @@ func waitAnyState(t *testing.T, uuids, states []string, timeout time.Duration) {
 	t.Fatalf("no node reached %v within %s", states, timeout)
 }
 
+// pgHole is the black hole between the test's API and worker and
+// PostgreSQL: a network namespace whose frames are dropped (as root), else
+// a proxy that stops forwarding.
+type pgHole struct {
+	addr       func() string
+	drop, pass func() error
+}
+
+func (h pgHole) Addr() string { return h.addr() }
+
+func pgBlackHole(t *testing.T, target string) pgHole {
+	if os.Geteuid() == 0 {
+		n, err := blackhole.StartNamespace(target, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Close)
+		return pgHole{addr: n.Addr, drop: n.Drop, pass: n.Pass}
+	}
+	t.Log("SKIPPED LOUDLY: the packet-dropping namespace needs root; a proxy that stops forwarding stands in")
+	p, err := blackhole.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return pgHole{addr: p.Addr, drop: func() error { p.Drop(); return nil }, pass: func() error { p.Pass(); return nil }}
+}
+
 // TestPostgresBlackHoledDuringDeploys puts PostgreSQL behind a black hole
-// (package blackhole: packets dropped, so calls hang rather than fail) for
+// (a network namespace whose frames are dropped, so calls hang rather than
+// fail: package blackhole) for
 // outageLength, for an API and a worker that reach it through the hole,
 // while deploys are in flight: every API call is answered, 503 with Ironic's
 // TemporaryFailure, within the store's deadlines; the workflows wait; once
@@ -252,11 +281,7 @@ func TestPostgresBlackHoledDuringDeploys(t *testing.T) {
 	spare, _ := outageNodes(t, "pg-blackholed-spare", 1, 0xd4, img)
 
 	direct := fmt.Sprintf("127.0.0.1:%d", lab.Postgres.Port())
-	hole, err := blackhole.Start(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hole.Close)
+	hole := pgBlackHole(t, direct)
 	viaHole := strings.Replace(lab.DatabaseURL, direct, hole.Addr(), 1)
 	if viaHole == lab.DatabaseURL {
 		t.Fatalf("the lab's database URL %q does not name %s", lab.DatabaseURL, direct)
@@ -301,8 +326,10 @@ func TestPostgresBlackHoledDuringDeploys(t *testing.T) {
 	startDeploys(t, uuids, macs, apiURL)
 	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
 
-	hole.Drop()
-	t.Cleanup(hole.Pass)
+	if err := hole.drop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hole.pass() })
 	down := time.Now()
 	var wg sync.WaitGroup
 	for _, r := range []struct {
@@ -323,7 +350,9 @@ func TestPostgresBlackHoledDuringDeploys(t *testing.T) {
 	}
 	wg.Wait()
 	time.Sleep(time.Until(down.Add(outageLength)))
-	hole.Pass()
+	if err := hole.pass(); err != nil {
+		t.Fatal(err)
+	}
 
 	active, failed := settled(t, uuids, 4*time.Minute)
 	t.Logf("after a %s black hole in front of PostgreSQL: %d active, %d deploy failed", outageLength, active, failed)

@@ -28,10 +28,15 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	return serveOn(l, target), nil
+}
+
+// serveOn forwards the connections l accepts to target.
+func serveOn(l net.Listener, target string) *Proxy {
 	p := &Proxy{l: l, target: target, open: make(chan struct{})}
 	close(p.open)
 	go p.serve()
-	return p, nil
+	return p
 }
 
 // Addr is the address to dial in place of the target.
