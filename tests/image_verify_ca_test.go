@@ -38,7 +38,12 @@ func newTLSImageServer(t *testing.T, size int) (img *imageServer, caFile string)
 // until the test ends; extra flags go to both.
 func startCacheGroup(t *testing.T, group string, extra ...string) (bootURL, cacheDir string) {
 	t.Helper()
-	cacheDir = t.TempDir()
+	return startCacheGroupAt(t, group, t.TempDir(), extra...)
+}
+
+// startCacheGroupAt is startCacheGroup with the image cache in cacheDir.
+func startCacheGroupAt(t *testing.T, group, cacheDir string, extra ...string) (bootURL, _ string) {
+	t.Helper()
 	port, err := embedded.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
