@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ironflow/ironflow/agent"
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/workflows"
 )
@@ -51,7 +52,10 @@ func TestDeployThroughACacheOnAFullDisk(t *testing.T) {
 	}, nil); code != 200 {
 		t.Fatalf("patch: %d", code)
 	}
-	m := startSimMachine(t, uuid, []string{mac}, sim.Config{})
+	// The agent tries a download 3 times, 1 s apart (IPA's
+	// image_download_connection_retries and _retry_interval, 9 and 10 s by
+	// default): the disk stays full.
+	m := startSimMachine(t, uuid, []string{mac}, sim.Config{Download: agent.DownloadConfig{Retries: 2, RetryDelay: time.Second}})
 	moveTo(t, uuid, [2]string{"manage", "manageable"}, [2]string{"provide", "available"})
 
 	n := deployAndWait(t, uuid, "deploy failed")
