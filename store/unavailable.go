@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Bounds on every database call, so that a PostgreSQL that is down (the
@@ -83,16 +84,31 @@ func withoutQueryDeadline(ctx context.Context) context.Context {
 
 func (q queryDeadline) start(ctx context.Context) context.Context {
 	if _, ok := ctx.Deadline(); ok || ctx.Value(noDeadlineKey{}) != nil {
-		return ctx
+		// No deadline of its own: a nil cancel hides an enclosing
+		// start's (Ping's around an acquire), which end must not call.
+		return context.WithValue(ctx, cancelKey{}, context.CancelFunc(nil))
 	}
 	ctx, cancel := context.WithTimeout(ctx, q.timeout)
 	return context.WithValue(ctx, cancelKey{}, cancel)
 }
 
 func (q queryDeadline) end(ctx context.Context) {
-	if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
+	if cancel, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok && cancel != nil {
 		cancel()
 	}
+}
+
+// TraceAcquireStart bounds taking a connection from the pool by the same
+// deadline: the wait for one while every connection is busy with a
+// statement that hangs, the connect of a new one, and the ping pgxpool
+// sends on one that was idle, which a black-holed database never answers
+// (pgxpool.AcquireTracer; the statement then gets its own deadline).
+func (q queryDeadline) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	return q.start(ctx)
+}
+
+func (q queryDeadline) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireEndData) {
+	q.end(ctx)
 }
 
 func (q queryDeadline) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {

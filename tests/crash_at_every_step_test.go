@@ -569,8 +569,8 @@ func newCountingImage(t *testing.T, size int, total time.Duration) *countingImag
 
 // fleet plays machines (node UUID → MAC): one loop reads the nodes' states
 // (list requests, not a poll per node) and boots a simulated agent, with
-// the configuration cfg gives, for a node that waits for one and has none
-// running.
+// the configuration cfg gives (the lab's API unless it names another), for
+// a node that waits for one and has none running.
 type fleet struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -607,7 +607,10 @@ func startFleet(t *testing.T, macs map[string]string, cfg func(uuid string) sim.
 					continue
 				}
 				c := cfg(uuid)
-				c.APIURL, c.MACs = lab.APIURL, []string{mac}
+				if c.APIURL == "" {
+					c.APIURL = lab.APIURL
+				}
+				c.MACs = []string{mac}
 				a, err := sim.Start(ctx, c)
 				if err != nil {
 					t.Errorf("boot simulated agent: %v", err)

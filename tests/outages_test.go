@@ -133,6 +133,22 @@ func startDeploys(t *testing.T, uuids, macs []string, apiURL string) {
 	}
 }
 
+// startFleetDeploys deploys the nodes (through the lab's API) and plays
+// their machines with one loop (a machine each would poll the API a
+// hundred times as often), whose simulated agents call apiURL ("" for the
+// lab's API).
+func startFleetDeploys(t *testing.T, uuids, macs []string, apiURL string) {
+	t.Helper()
+	machines := map[string]string{}
+	for i, uuid := range uuids {
+		if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
+			t.Fatal(err)
+		}
+		machines[uuid] = macs[i]
+	}
+	startFleet(t, machines, func(string) sim.Config { return sim.Config{APIURL: apiURL, HeartbeatInterval: 5 * time.Second} })
+}
+
 // settled waits until every node has ended its deploy: active, or deploy
 // failed with a last_error. A node in any other state at the end is stuck.
 func settled(t *testing.T, uuids []string, timeout time.Duration) (active, failed int) {
@@ -164,17 +180,17 @@ func settled(t *testing.T, uuids []string, timeout time.Duration) (active, faile
 }
 
 // TestPostgresStoppedDuringDeploys stops the lab's PostgreSQL (connections
-// refused) for outageLength while deploys are in flight on the simulated
-// agent: every API call answers 503 with Ironic's TemporaryFailure and none
+// refused) for outageLength while 100 deploys are in flight on the
+// simulated agent: every API call answers 503 with Ironic's TemporaryFailure and none
 // hangs, the workflows wait and retry their store work, the agents' lookups
 // and heartbeats fail and are retried, and once PostgreSQL is back every
 // node ends active or deploy failed with a reason.
 func TestPostgresStoppedDuringDeploys(t *testing.T) {
-	const nodes = 8
+	const nodes = 100
 	img := newImageServer(t, 1<<20)
 	uuids, macs := outageNodes(t, "pg-stopped", nodes, 0xd1, img)
 	spare, _ := outageNodes(t, "pg-stopped-spare", 1, 0xd2, img)
-	startDeploys(t, uuids, macs, "")
+	startFleetDeploys(t, uuids, macs, "")
 	// Some nodes have called back; the rest will while the database is down.
 	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
 
@@ -274,7 +290,7 @@ func pgBlackHole(t *testing.T, target string) pgHole {
 // TemporaryFailure, within the store's deadlines; the workflows wait; once
 // the hole is lifted every node ends active.
 func TestPostgresBlackHoledDuringDeploys(t *testing.T) {
-	const nodes = 6
+	const nodes = 100
 	ctx := context.Background()
 	img := newImageServer(t, 1<<20)
 	uuids, macs := outageNodes(t, "pg-blackholed", nodes, 0xd3, img)
@@ -323,7 +339,7 @@ func TestPostgresBlackHoledDuringDeploys(t *testing.T) {
 		}
 	})
 
-	startDeploys(t, uuids, macs, apiURL)
+	startFleetDeploys(t, uuids, macs, apiURL)
 	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
 
 	if err := hole.drop(); err != nil {
