@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/ironflow/ironflow/signature"
+	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
@@ -98,4 +101,63 @@ func oldAPIMAC(key []byte, node string, hb workflows.Heartbeat) string {
 	h.Write([]byte("ironflow heartbeat v1\x00"))
 	h.Write(covered)
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// A heartbeat signal checked while the database does not answer waits for
+// it, and is accepted once the node's token can be read; one that would be
+// too old to accept by then, or a database that answers with an error, is
+// not waited for.
+func TestVerifySignalWaitsOutTheDatabase(t *testing.T) {
+	keys := signature.Keys{Current: []byte("worker-test-signal-key-0123")}
+	node := "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"
+	current := "rbEz4Mg0tM6qCzLrh9NTnMSNQi4dcoXdx4MmjZ8NNCE"
+	down := fmt.Errorf("read agent token of node %s: %w", node, store.ErrUnavailable)
+	for name, c := range map[string]struct {
+		failures   int
+		err        error
+		age        time.Duration
+		authentic  bool
+		wantReads  int
+		wantFailed bool
+	}{
+		"the database back after two tries": {failures: 2, err: down, authentic: true, wantReads: 3},
+		"a signal too old to wait for":      {failures: 2, err: down, age: signature.MaxAge - 20*time.Second, wantReads: 1, wantFailed: true},
+		"the database answers an error":     {failures: 2, err: errors.New("permission denied for table nodes"), wantReads: 1, wantFailed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reads := 0
+			v := signalVerifier{keys: keys, tokens: func(context.Context, string) (string, error) {
+				reads++
+				if reads <= c.failures {
+					return "", c.err
+				}
+				return current, nil
+			}}
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestActivityEnvironment()
+			env.RegisterActivityWithOptions(v.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
+			hb := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", ReceivedAt: time.Now().Add(-c.age), AgentTokenRef: signature.TokenRef(current)}
+			signature.Sign(keys.Current, node, &hb)
+			val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: hb})
+			if reads != c.wantReads {
+				t.Errorf("the token was read %d times, want %d", reads, c.wantReads)
+			}
+			if c.wantFailed {
+				if err == nil {
+					t.Fatal("the check did not fail")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got workflows.SignalVerdict
+			if err := val.Get(&got); err != nil {
+				t.Fatal(err)
+			}
+			if (got.Reason == "") != c.authentic {
+				t.Errorf("verdict %+v, authentic want %v", got, c.authentic)
+			}
+		})
+	}
 }

@@ -299,7 +299,7 @@ func (v signalVerifier) verify(ctx context.Context, in workflows.VerifySignalInp
 	// A signal of an API of the release before (V1) names no token: it is
 	// accepted unbound while the APIs are upgraded after the workers.
 	if err == nil && version == signature.V2 && v.tokens != nil {
-		tok, terr := v.tokens(ctx, in.NodeUUID)
+		tok, terr := v.tokenWaiting(ctx, in)
 		if terr != nil {
 			return workflows.SignalVerdict{}, terr
 		}
@@ -312,6 +312,36 @@ func (v signalVerifier) verify(ctx context.Context, in workflows.VerifySignalInp
 		"workflow", activity.GetInfo(ctx).WorkflowExecution.ID, "reason", err.Error(),
 		"callback_url", in.Heartbeat.CallbackURL)
 	return workflows.SignalVerdict{Reason: err.Error()}, nil
+}
+
+// signalStoreWait bounds the pause between two reads of a node's token
+// while the database does not answer.
+const signalStoreWait = 10 * time.Second
+
+// tokenWaiting reads the node's agent token, waiting out a database that
+// does not answer for as long as the signal stays fresh enough to be
+// accepted (signature.MaxAge, less a margin for the rest of the check), or
+// the activity's deadline: a heartbeat the API accepted just before the
+// database went away is checked once it is back, not dropped.
+func (v signalVerifier) tokenWaiting(ctx context.Context, in workflows.VerifySignalInput) (string, error) {
+	fresh := in.Heartbeat.ReceivedAt.Add(signature.MaxAge - 30*time.Second)
+	delay := 500 * time.Millisecond
+	for {
+		tok, err := v.tokens(ctx, in.NodeUUID)
+		if err == nil || !store.IsUnavailable(err) || time.Now().Add(delay).After(fresh) {
+			return tok, err
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Now().Add(delay).After(deadline) {
+			return tok, err
+		}
+		activity.GetLogger(ctx).Warn("heartbeat signal: the database does not answer; its check waits", "node", in.NodeUUID, "retry_in", delay.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return tok, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, signalStoreWait)
+	}
 }
 
 // RestoreConsoles brings back the consoles of the groups that this process

@@ -113,8 +113,12 @@ func (a *agentSession) takeHeartbeat(c workflow.ReceiveChannel) (Heartbeat, bool
 // (nor the same clock). A signed heartbeat the run already accepted is
 // refused (signalLedger, workflow state only).
 func (a *agentSession) authentic(hb Heartbeat) bool {
+	// The check reads the node's token from the database and waits out a
+	// database that does not answer while the signal is fresh enough to
+	// be accepted (signature.MaxAge, 5 minutes); activity timeouts are not
+	// compared on replay.
 	ctx := workflow.WithLocalActivityOptions(a.ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
+		StartToCloseTimeout: 5 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
 	var v SignalVerdict
