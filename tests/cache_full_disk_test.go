@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,18 +21,7 @@ import (
 // cache; once the space is back, the operator's retry writes the image,
 // whole and intact.
 func TestDeployThroughACacheOnAFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED LOUDLY: a full disk needs a tmpfs mount, which needs root; run the tests as root")
-	}
-	dir, err := os.MkdirTemp("", "ironflow-fullcache-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m,mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	dir := smallDisk(t, "12m")
 	// 8 MiB of the 12 that are not the cache's to evict: the 6 MiB image
 	// does not fit.
 	filler := filepath.Join(dir, "filler")
@@ -83,18 +71,7 @@ func TestDeployThroughACacheOnAFullDisk(t *testing.T) {
 	// The agent verified the image's sha256 as it wrote it (or the deploy
 	// would have failed); the simulated disk keeps its first MiB, which
 	// must be the image's.
-	hw := m.current().Hardware()
-	bds, _ := hw.BlockDevices(context.Background())
-	dev, err := hw.Open(bds[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := make([]byte, 1<<20)
-	if _, err := dev.(interface {
-		ReadAt([]byte, int64) (int, error)
-	}).ReadAt(head, 0); err != nil {
-		t.Fatal(err)
-	}
+	head := diskHead(t, m.current().Hardware(), 1<<20)
 	if !bytes.Equal(head, img.data[:len(head)]) {
 		t.Error("the disk's first MiB differs from the image's after the deploy through the cache")
 	}

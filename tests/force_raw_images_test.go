@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -112,17 +111,7 @@ func TestForceRawImagesThroughTheCache(t *testing.T) {
 	if w := hw.Disks()[0].BytesWritten(); w != int64(len(ref)) {
 		t.Errorf("the agent wrote %d bytes, the raw disk is %d", w, len(ref))
 	}
-	bds, _ := hw.BlockDevices(context.Background())
-	dev, err := hw.Open(bds[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := make([]byte, 1<<20)
-	if _, err := dev.(interface {
-		ReadAt([]byte, int64) (int, error)
-	}).ReadAt(head, 0); err != nil {
-		t.Fatal(err)
-	}
+	head := diskHead(t, hw, 1<<20)
 	if !bytes.Equal(head, ref[:1<<20]) {
 		t.Error("the disk's first MiB differs from qemu-img convert -O raw")
 	}

@@ -459,19 +459,8 @@ func TestTemporalDownDuringDeploys(t *testing.T) {
 // Ironic's TemporaryFailure (PostgreSQL's disk_full, not a 500), reads are
 // still served, and writes succeed again once space returns.
 func TestPostgresOnAFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: a full disk needs a tmpfs mount, which needs root")
-	}
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "ironflow-fulldisk-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=200m,mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: cannot mount a tmpfs here: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	dir := smallDisk(t, "200m")
 	pg, err := embedded.StartPostgres(ctx, filepath.Join(dir, "pg"), nil)
 	if err != nil {
 		t.Fatal(err)

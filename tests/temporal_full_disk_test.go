@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -25,19 +24,8 @@ import (
 // again, reads are served, and once the space is back the deploy in flight
 // and the refused one both end active.
 func TestTemporalOnAFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED LOUDLY: a full disk needs a tmpfs mount, which needs root; run the tests as root")
-	}
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "ironflow-temporal-full-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	dir := smallDisk(t, "64m")
 	logFile := filepath.Join(t.TempDir(), "temporal.log")
 	tmp, err := embedded.StartTemporal(ctx, embedded.TemporalConfig{
 		DBFile: filepath.Join(dir, "temporal.db"), UIPort: -1, LogFile: logFile,
