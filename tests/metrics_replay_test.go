@@ -7,6 +7,7 @@ import (
 
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/internal/testkit/promcheck"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // workerSeries scrapes the lab worker's metrics and sums the samples of
@@ -47,6 +48,15 @@ func TestWorkflowMetricsCountOnceAcrossAWorkerRestart(t *testing.T) {
 	m.paused.Store(true) // the machine does not boot its agent yet
 	mustCLI(t, "node", "deploy", uuid)
 	waitState(t, uuid, "wait call-back", time.Minute)
+	// The state is written by a local activity inside the workflow task
+	// that started the deploy: killed before that task completes, the
+	// worker leaves the start to be run, not replayed. Kill it once the
+	// task is recorded.
+	c := temporalClient(t)
+	waitFor(t, "the deploy's first workflow task to be recorded", time.Minute, func() bool {
+		d, err := c.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(uuid), "")
+		return err == nil && d.GetPendingWorkflowTask() == nil
+	})
 	lab.KillWorker()
 	if err := lab.StartWorker(); err != nil {
 		t.Fatal(err)
