@@ -36,12 +36,8 @@ func TestVerifySignalChecksTheSharedKey(t *testing.T) {
 		"signed":   {signed, true},
 		"unsigned": {workflows.Heartbeat{CallbackURL: "http://10.0.0.66:9999", ReceivedAt: time.Now()}, false},
 	} {
-		val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: c.hb})
+		v, err := runVerify(env, node, c.hb)
 		if err != nil {
-			t.Fatal(err)
-		}
-		var v workflows.SignalVerdict
-		if err := val.Get(&v); err != nil {
 			t.Fatal(err)
 		}
 		if (v.Reason == "") != c.authentic {
@@ -76,12 +72,8 @@ func TestVerifySignalRefusesAnEarlierOperationsSignal(t *testing.T) {
 		if name == "old API" {
 			hb.MAC = oldAPIMAC(keys.Current, node, hb)
 		}
-		val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: hb})
+		got, err := runVerify(env, node, hb)
 		if err != nil {
-			t.Fatal(err)
-		}
-		var got workflows.SignalVerdict
-		if err := val.Get(&got); err != nil {
 			t.Fatal(err)
 		}
 		if (got.Reason == "") != c.authentic {
@@ -138,7 +130,7 @@ func TestVerifySignalWaitsOutTheDatabase(t *testing.T) {
 			env.RegisterActivityWithOptions(v.verify, activity.RegisterOptions{Name: workflows.ActVerifySignal})
 			hb := workflows.Heartbeat{CallbackURL: "https://10.0.0.5:9999", ReceivedAt: time.Now().Add(-c.age), AgentTokenRef: signature.TokenRef(current)}
 			signature.Sign(keys.Current, node, &hb)
-			val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: hb})
+			got, err := runVerify(env, node, hb)
 			if reads != c.wantReads {
 				t.Errorf("the token was read %d times, want %d", reads, c.wantReads)
 			}
@@ -151,13 +143,20 @@ func TestVerifySignalWaitsOutTheDatabase(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got workflows.SignalVerdict
-			if err := val.Get(&got); err != nil {
-				t.Fatal(err)
-			}
 			if (got.Reason == "") != c.authentic {
 				t.Errorf("verdict %+v, authentic want %v", got, c.authentic)
 			}
 		})
 	}
+}
+
+// runVerify runs the registered VerifySignal activity on hb and decodes
+// its verdict.
+func runVerify(env *testsuite.TestActivityEnvironment, node string, hb workflows.Heartbeat) (workflows.SignalVerdict, error) {
+	var v workflows.SignalVerdict
+	val, err := env.ExecuteActivity(workflows.ActVerifySignal, workflows.VerifySignalInput{NodeUUID: node, Heartbeat: hb})
+	if err != nil {
+		return v, err
+	}
+	return v, val.Get(&v)
 }
