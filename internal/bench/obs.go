@@ -21,7 +21,7 @@ import (
 const (
 	// DefaultObsRounds: rounds of one trial with metrics and tracing off
 	// and one with them on, the order alternating by round.
-	DefaultObsRounds = 5
+	DefaultObsRounds = 12
 	// DefaultObsNodes is the fleet the scrape measure seeds.
 	DefaultObsNodes = 10000
 	// DefaultObsScrapes is how many scrapes of each endpoint the scrape
@@ -46,6 +46,9 @@ type obsSide struct {
 	// spans are the spans the receiver got per trial; dropped the
 	// processes' ironflow_trace_spans_dropped_total per trial.
 	spans, dropped []float64
+	// histEvents and histBytes are the mean history of the trial's deploy
+	// workflows, in events and in bytes.
+	histEvents, histBytes []float64
 }
 
 // obsArgs are the flags of one ironflow process of a side: no metrics
@@ -183,6 +186,7 @@ func benchObs(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 					return err
 				}
 				spansBefore := len(sink.Spans())
+				trialStart := time.Now()
 				tr, err := runDeployTrial(ctx, st, nodes, cfg, nil)
 				if err != nil {
 					return fmt.Errorf("metrics and tracing %s: %w", side.name, err)
@@ -210,14 +214,24 @@ func benchObs(ctx context.Context, cfg config, st *stack, log *slog.Logger) ([]R
 				} else if spans != 0 {
 					return fmt.Errorf("metrics and tracing off: the OTLP receiver got %.0f spans", spans)
 				}
+				events, bytes, listed, err := historyPerDeploy(ctx, st, trialStart)
+				if err != nil {
+					return fmt.Errorf("metrics and tracing %s: %w", side.name, err)
+				}
+				if listed != len(nodes) {
+					return fmt.Errorf("metrics and tracing %s: %d deploy workflows listed for %d deploys", side.name, listed, len(nodes))
+				}
 				n := float64(len(nodes))
 				log.Info("obs trial", "metrics_and_tracing", side.name, "round", round+1, "rate", fmt.Sprintf("%.2f/s", tr.rate),
 					"cpu_per_deploy_ms", fmt.Sprintf("%.1f", cpuPerDeploy(tr)), "spans", spans, "dropped", dropped,
 					"api_ms", fmt.Sprintf("%.1f", ms(tr.used.APICPU)/n), "worker_ms", fmt.Sprintf("%.1f", ms(tr.used.WorkerCPU)/n),
-					"temporal_ms", fmt.Sprintf("%.1f", ms(tr.used.TemporalCPU)/n), "postgres_ms", fmt.Sprintf("%.1f", ms(tr.used.PostgresCPU)/n))
+					"temporal_ms", fmt.Sprintf("%.1f", ms(tr.used.TemporalCPU)/n), "postgres_ms", fmt.Sprintf("%.1f", ms(tr.used.PostgresCPU)/n),
+					"history_events", fmt.Sprintf("%.1f", events), "history_bytes", fmt.Sprintf("%.0f", bytes))
 				side.trials = append(side.trials, tr)
 				side.spans = append(side.spans, spans)
 				side.dropped = append(side.dropped, dropped)
+				side.histEvents = append(side.histEvents, events)
+				side.histBytes = append(side.histBytes, bytes)
 				return nil
 			})
 		}
@@ -280,13 +294,44 @@ func obsDeployRows(cfg config, off, on *obsSide) []Row {
 	split := fmt.Sprintf("medians on/off per process: api %s, worker %s, Temporal %s, PostgreSQL %s ms",
 		perProc(func(u usage) time.Duration { return u.APICPU }), perProc(func(u usage) time.Duration { return u.WorkerCPU }),
 		perProc(func(u usage) time.Duration { return u.TemporalCPU }), perProc(func(u usage) time.Duration { return u.PostgresCPU }))
+	// Per round: what on costs over off, the rate's and the CPU's, the
+	// CPU's split into ironflow's processes (api + worker, where the
+	// metrics and spans are made) and the Temporal server and PostgreSQL
+	// (which only store and send the span context), each as a share of
+	// the round's whole CPU per deploy off.
+	split2 := func(f func(usage) time.Duration) []float64 {
+		var cs []float64
+		for i := range min(len(on.trials), len(off.trials)) {
+			a, b := on.trials[i], off.trials[i]
+			na, nb := float64(a.active+a.failed), float64(b.active+b.failed)
+			if na == 0 || nb == 0 || cpuPerDeploy(b) == 0 {
+				continue
+			}
+			cs = append(cs, (ms(f(a.used))/na-ms(f(b.used))/nb)/cpuPerDeploy(b))
+		}
+		return cs
+	}
+	costRows := []Row{
+		costRow("deploy rate: what metrics and tracing on cost, median of the rounds' 1 − on/off", costs(onRates, offRates, false)),
+		costRow("CPU per deploy (api + worker + Temporal + PostgreSQL): what on costs, median of the rounds' on/off − 1", costs(onCPUs, offCPUs, true)),
+		costRow("CPU per deploy of ironflow's processes (api + worker): what on costs, as a share of the round's whole CPU per deploy off",
+			split2(func(u usage) time.Duration { return u.APICPU + u.WorkerCPU })),
+		costRow("CPU per deploy of the Temporal server and PostgreSQL: what on costs, as a share of the round's whole CPU per deploy off",
+			split2(func(u usage) time.Duration { return u.TemporalCPU + u.PostgresCPU })),
+		row("obs", "history of one deploy workflow, metrics and tracing on (mean events, from the Temporal server's visibility)", median(on.histEvents), "events").
+			vs("metrics and tracing off", median(off.histEvents)).
+			note("the same events either way: tracing records no command"),
+		lowerBetter(row("obs", "history of one deploy workflow, metrics and tracing on (mean bytes, from the Temporal server's visibility)", median(on.histBytes), "bytes"),
+			"metrics and tracing off", median(off.histBytes)).
+			note("tracing's span context in the headers of the workflow's start and of its activities; per round on/off: " + pairs(on.histBytes, off.histBytes, "%.0f")),
+	}
 	var perDeploy []float64
 	for i, tr := range on.trials {
 		if n := tr.active + tr.failed; n > 0 {
 			perDeploy = append(perDeploy, on.spans[i]/float64(n))
 		}
 	}
-	return []Row{
+	return append([]Row{
 		row("obs", "deploy rate, metrics and tracing on ("+label+")", onRate, "nodes/s").
 			vs("metrics and tracing off", offRate).
 			note("goal: ratio ≥ 0.97; on/off per round: " + pairs(onRates, offRates, "%.1f") + " nodes/s"),
@@ -296,7 +341,7 @@ func obsDeployRows(cfg config, off, on *obsSide) []Row {
 		row("obs", "spans exported per deploy, metrics and tracing on (received by the bench's OTLP receiver)", median(perDeploy), "spans").
 			note(fmt.Sprintf("per round: %s; dropped (ironflow_trace_spans_dropped_total of api + worker) per round: %s",
 				joinFloats(on.spans, "%.0f"), joinFloats(on.dropped, "%.0f"))),
-	}
+	}, costRows...)
 }
 
 func joinFloats(xs []float64, format string) string {

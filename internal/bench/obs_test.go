@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -80,8 +82,10 @@ func TestObsDeployRows(t *testing.T) {
 	}
 	off := &obsSide{name: "off", trials: []deployTrial{trial(100, 20), trial(90, 22), trial(200, 10)}, spans: []float64{0, 0, 0}, dropped: []float64{0, 0, 0}}
 	on := &obsSide{name: "on", on: true, trials: []deployTrial{trial(80, 25), trial(50, 30), trial(90, 24)}, spans: []float64{110, 120, 100}, dropped: []float64{0, 1, 0}}
+	off.histEvents, off.histBytes = []float64{60, 60, 60}, []float64{30000, 30100, 29900}
+	on.histEvents, on.histBytes = []float64{60, 60, 60}, []float64{33000, 33100, 32900}
 	rows := obsDeployRows(config{nodes: 10, clients: 4}, off, on)
-	if len(rows) != 3 {
+	if len(rows) != 9 {
 		t.Fatalf("%d rows", len(rows))
 	}
 	if r := rows[0]; r.Value != 80 || *r.BaseVal != 100 || *r.Ratio != 0.8 {
@@ -92,5 +96,83 @@ func TestObsDeployRows(t *testing.T) {
 	}
 	if r := rows[2]; r.Value != 11 {
 		t.Errorf("spans per deploy: %v, want 11", r.Value)
+	}
+}
+
+// Each round's cost is read against its own pair: the rate's 1 − on/off,
+// the CPU's on/off − 1, so that a dearer "on" is a positive cost of both;
+// the split by process shares the round's whole CPU off.
+func TestObsCostRows(t *testing.T) {
+	trial := func(rate float64, apiMS, temporalMS int) deployTrial {
+		return deployTrial{rate: rate, active: 10, used: usage{APICPU: time.Duration(apiMS*10) * time.Millisecond, TemporalCPU: time.Duration(temporalMS*10) * time.Millisecond}}
+	}
+	off := &obsSide{name: "off", trials: []deployTrial{trial(100, 10, 10), trial(50, 10, 30)}}
+	on := &obsSide{name: "on", on: true, trials: []deployTrial{trial(80, 11, 10), trial(60, 13, 27)}, spans: []float64{1, 1}, dropped: []float64{0, 0}}
+	rows := obsDeployRows(config{nodes: 10, clients: 4}, off, on)
+	want := map[string][]string{
+		"deploy rate: what":                     {"+20.0", "-20.0"}, // 1 − 80/100, 1 − 60/50
+		"CPU per deploy (api + worker":          {"+5.0", "+0.0"},   // 21/20 − 1, 40/40 − 1
+		"CPU per deploy of ironflow's":          {"+5.0", "+7.5"},   // (11−10)/20, (13−10)/40
+		"CPU per deploy of the Temporal server": {"+0.0", "-7.5"},   // (10−10)/20, (27−30)/40
+	}
+	for prefix, per := range want {
+		var r *Row
+		for i := range rows {
+			if strings.HasPrefix(rows[i].Measure, prefix) {
+				r = &rows[i]
+			}
+		}
+		if r == nil {
+			t.Errorf("no row %q", prefix)
+			continue
+		}
+		if w := "per round: " + strings.Join(per, ", ") + " %"; !strings.Contains(r.Note, w) {
+			t.Errorf("%s: note %q, want it to hold %q", prefix, r.Note, w)
+		}
+		// Two rounds are too few for an interval: never a verdict of met.
+		if !strings.Contains(r.Note, "not shown (too few rounds") {
+			t.Errorf("%s: note %q gives a verdict on two rounds", prefix, r.Note)
+		}
+	}
+}
+
+// The median's interval is the sign test's: with 6 values the whole range
+// (96.9 %), with 12 the 3rd to the 10th (96.1 %), with fewer than 6 none.
+func TestMedianCI(t *testing.T) {
+	seq := func(n int) []float64 {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(n - i) // descending: the interval is of the sorted values
+		}
+		return xs
+	}
+	if _, _, _, ok := medianCI(seq(5)); ok {
+		t.Error("5 values gave an interval")
+	}
+	for _, c := range []struct {
+		n      int
+		lo, hi float64
+		cov    float64
+	}{{6, 1, 6, 0.96875}, {12, 3, 10, 0.9614}, {15, 4, 12, 0.9648}} {
+		lo, hi, cov, ok := medianCI(seq(c.n))
+		if !ok || lo != c.lo || hi != c.hi || math.Abs(cov-c.cov) > 0.0001 {
+			t.Errorf("%d values: %v to %v (%.4f, %v); want %v to %v (%.4f)", c.n, lo, hi, cov, ok, c.lo, c.hi, c.cov)
+		}
+	}
+}
+
+// The verdict is met only when the whole interval lies under the goal,
+// missed only when it lies over it.
+func TestObsVerdict(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   string
+	}{{-0.02, 0.029, "met"}, {0.031, 0.1, "missed"}, {-0.01, 0.05, "not shown"}, {0.01, 0.03, "not shown"}} {
+		if got := obsVerdict(c.lo, c.hi, true); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%v to %v: %q, want %q", c.lo, c.hi, got, c.want)
+		}
+	}
+	if got := obsVerdict(-1, -1, false); !strings.HasPrefix(got, "not shown") {
+		t.Errorf("no interval: %q", got)
 	}
 }
