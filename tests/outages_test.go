@@ -11,12 +11,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/ironflow/ironflow/agent/sim"
 	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/internal/testkit/blackhole"
+	"github.com/ironflow/ironflow/workflows"
 )
 
 // outageLength is how long the tests keep a part of the control plane
@@ -194,26 +198,7 @@ func TestPostgresStoppedDuringDeploys(t *testing.T) {
 	// Some nodes have called back; the rest will while the database is down.
 	waitAnyState(t, uuids, []string{"deploying", "wait call-back"}, time.Minute)
 
-	pgDir := lab.Postgres.DataDir()
-	if err := lab.Postgres.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	restart := func() {
-		if restarted {
-			return
-		}
-		restarted = true
-		pg, err := embedded.StartPostgres(context.Background(), pgDir, nil)
-		if err != nil {
-			t.Fatalf("start PostgreSQL again: %v", err)
-		}
-		if pg.Port() != lab.Postgres.Port() {
-			t.Fatalf("PostgreSQL came back on port %d, not %d", pg.Port(), lab.Postgres.Port())
-		}
-		lab.Postgres = pg
-	}
-	t.Cleanup(restart)
+	restart := stopLabPostgres(t)
 	down := time.Now()
 
 	wantTemporaryFailure(t, lab.APIURL, "GET", "/v1/nodes/"+uuids[0], nil)
@@ -234,6 +219,144 @@ func TestPostgresStoppedDuringDeploys(t *testing.T) {
 	}
 	if n := getNode(t, spare[0]); n.ProvisionState != "available" || n.TargetProvisionState != nil {
 		t.Errorf("the verb refused with 503 changed node %s: %q target %s", spare[0], n.ProvisionState, deref(n.TargetProvisionState))
+	}
+}
+
+// stopLabPostgres stops the lab's PostgreSQL (connections refused) and
+// returns what starts it again on the same port and data (at most once;
+// the test's cleanup calls it too).
+func stopLabPostgres(t *testing.T) (restart func()) {
+	t.Helper()
+	pgDir := lab.Postgres.DataDir()
+	if err := lab.Postgres.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	restart = func() {
+		if restarted {
+			return
+		}
+		restarted = true
+		pg, err := embedded.StartPostgres(context.Background(), pgDir, nil)
+		if err != nil {
+			t.Fatalf("start PostgreSQL again: %v", err)
+		}
+		if pg.Port() != lab.Postgres.Port() {
+			t.Fatalf("PostgreSQL came back on port %d, not %d", pg.Port(), lab.Postgres.Port())
+		}
+		lab.Postgres = pg
+	}
+	t.Cleanup(restart)
+	return restart
+}
+
+// TestHeartbeatCheckedOnceTheDatabaseIsBack: a heartbeat the API accepted
+// just before PostgreSQL went away is not dropped. The worker checks a
+// heartbeat signal against the node's agent token in the database
+// (worker/worker.go, tokenWaiting); with the database down the check
+// waits, while the signal is fresh enough, instead of failing it. The
+// window between the API's acceptance and the worker's check is held open
+// here: the worker is paused (SIGSTOP) while the agent's one heartbeat is
+// accepted and signalled, PostgreSQL is stopped, then the worker goes on.
+// The agent's next heartbeat is minutes away, so the deploy moves only if
+// that heartbeat was checked and taken.
+func TestHeartbeatCheckedOnceTheDatabaseIsBack(t *testing.T) {
+	img := newImageServer(t, 1<<20)
+	uuids, macs := outageNodes(t, "hb-db-down", 1, 0xd5, img)
+	uuid := uuids[0]
+	if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, uuid, "wait call-back", time.Minute)
+
+	worker := lab.Worker.Pid()
+	if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(worker, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	logFrom := fileSize(t, lab.WorkerLog())
+
+	// One heartbeat now, the next in ten minutes: the deploy's liveness
+	// timeout (30 s in the lab) would end the deploy long before.
+	startSimMachine(t, uuid, macs, sim.Config{HeartbeatInterval: 10 * time.Minute})
+	c := temporalClient(t)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, signalled := historyCount(t, c, uuid, func(et enumspb.EventType, text string) bool {
+			return et == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED && strings.Contains(text, workflows.SignalHeartbeat)
+		})
+		if signalled > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent's heartbeat was not signalled to the deploy within a minute")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	restart := stopLabPostgres(t)
+	resume()
+	// The check waits for the database rather than failing the signal.
+	waitLog(t, lab.WorkerLog(), logFrom, time.Minute, "its check waits", uuid)
+	time.Sleep(15 * time.Second)
+	restart()
+
+	n := waitState(t, uuid, "active", 2*time.Minute)
+	if n.LastError != nil && *n.LastError != "" {
+		t.Errorf("node active with last_error %q", *n.LastError)
+	}
+	if line := logLine(t, lab.WorkerLog(), logFrom, "not authentic", uuid); line != "" {
+		t.Errorf("the heartbeat was refused: %s", line)
+	}
+}
+
+// fileSize is the size of the file at path (where a log's new lines start).
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// logLine is the first line of the log at path, from byte from on, that
+// holds every one of words ("" if none does).
+func logLine(t *testing.T, path string, from int64, words ...string) string {
+	t.Helper()
+	b := readFile(path)
+	if from > int64(len(b)) {
+		from = 0 // the log was rotated
+	}
+lines:
+	for _, l := range strings.Split(b[from:], "\n") {
+		for _, w := range words {
+			if !strings.Contains(l, w) {
+				continue lines
+			}
+		}
+		return l
+	}
+	return ""
+}
+
+// waitLog waits until the log at path holds, after byte from, a line
+// with every one of words.
+func waitLog(t *testing.T, path string, from int64, timeout time.Duration, words ...string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for logLine(t, path, from, words...) == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line with %q in %s after %s; its end:\n%s", words, path, timeout, embedded.Tail(path, 3000))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
