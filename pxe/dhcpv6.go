@@ -448,10 +448,15 @@ func clientArch6(m *dhcpv6.Message) iana.Arch {
 
 // bootFile adds option 59 (RFC 5970 §3.1) for a netboot client: iPXE gets
 // the node's script URL, UEFI's PXE client a TFTP URL of the loader with
-// the address in brackets (RFC 3986 §3.2.2). OS DHCPv6 clients (the
-// agent's) and virtual-media nodes get an address only.
+// the address in brackets (RFC 3986 §3.2.2), UEFI's HTTP boot client the
+// node's loader URL (http-ipxe). OS DHCPv6 clients (the agent's) and
+// virtual-media nodes get an address only, and so does a firmware client
+// of the other kind than the node boots by (PXE for an HTTP-boot node,
+// HTTP for a PXE one), as over DHCPv4 (applyHTTPBoot): the firmware goes
+// on to its next boot option.
 func (h *DHCPv6Handler) bootFile(m, reply *dhcpv6.Message, bc *BootConfig, mac net.HardwareAddr) {
-	netboot := m.IsOptionRequested(dhcpv6.OptionBootfileURL) || isIPXE6(m) || vendorClass6(m, pxeClientClass)
+	httpClient := vendorClass6(m, httpClientClass)
+	netboot := m.IsOptionRequested(dhcpv6.OptionBootfileURL) || isIPXE6(m) || vendorClass6(m, pxeClientClass) || httpClient
 	if !netboot || bc.Method == MethodVMedia {
 		return
 	}
@@ -459,11 +464,27 @@ func (h *DHCPv6Handler) bootFile(m, reply *dhcpv6.Message, bc *BootConfig, mac n
 	switch arch := clientArch6(m); {
 	case isIPXE6(m):
 		url = strings.TrimRight(h.cfg.HTTPBaseURL, "/") + "/boot/" + bc.NodeUUID + "/boot.ipxe"
-	case vendorClass6(m, httpClientClass):
-		// UEFI HTTP boot wants an http URL of a loader; ironflow serves
-		// loaders over TFTP only.
-		h.log.Warn("UEFI HTTP boot client over IPv6: no HTTP loader configured", "mac", mac.String(), "node", bc.NodeUUID)
+	case httpClient && !isHTTPBootMethod(bc.Method):
+		h.log.Debug("UEFI HTTP boot client of a node that boots over PXE: no boot file", "mac", mac.String(), "node", bc.NodeUUID, "family", "ipv6")
 		return
+	case !httpClient && isHTTPBootMethod(bc.Method):
+		h.log.Info("PXE client of a node that boots over UEFI HTTP: no boot file, the firmware tries HTTP next", "mac", mac.String(), "node", bc.NodeUUID, "family", "ipv6")
+		return
+	case httpClient:
+		if bc.LoaderURL == "" {
+			h.log.Warn("node boots over UEFI HTTP but has no loader URL", "mac", mac.String(), "node", bc.NodeUUID, "family", "ipv6")
+			return
+		}
+		if _, ok := httpBootArchs[arch]; !ok {
+			h.log.Warn("no UEFI HTTP boot loader for client architecture", "mac", mac.String(), "node", bc.NodeUUID, "arch", arch.String(), "family", "ipv6")
+			return
+		}
+		url = bc.LoaderURL
+		// UEFI specification §24.7.3: an offer is an HTTP boot offer when
+		// its vendor class says "HTTPClient" (edk2 HttpBootDhcp6.c reads
+		// the class data after the enterprise number), else the firmware
+		// passes it over.
+		reply.AddOption(&dhcpv6.OptVendorClass{EnterpriseNumber: pxeEnterprise, Data: [][]byte{[]byte(httpClientClass)}})
 	case arch == archEFIBC || arch == archEFIX8664:
 		file := h.cfg.UEFIBootFile
 		if bc.SecureBoot {
@@ -479,7 +500,7 @@ func (h *DHCPv6Handler) bootFile(m, reply *dhcpv6.Message, bc *BootConfig, mac n
 	// offer and asks the server again on port 4011, which ironflow does
 	// not serve; without it the offer is an address with a boot file URL.
 	reply.AddOption(dhcpv6.OptBootFileURL(url))
-	h.log.Info("boot file offered", "mac", mac.String(), "node", bc.NodeUUID, "file", url, "ipxe", isIPXE6(m), "family", "ipv6")
+	h.log.Info("boot file offered", "mac", mac.String(), "node", bc.NodeUUID, "file", url, "ipxe", isIPXE6(m), "http_boot", httpClient, "family", "ipv6")
 }
 
 // bracketHost is an address as a URL's host: IPv6 literals in brackets.

@@ -2,8 +2,10 @@ package pxe
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +198,72 @@ func TestDHCPv6AnswersPXEClients(t *testing.T) {
 			}
 			if tc.wantType == dhcpv6.MessageTypeAdvertise && r.Options.Preference() != DefaultDHCPv6Preference {
 				t.Errorf("preference %d, want %d", r.Options.Preference(), DefaultDHCPv6Preference)
+			}
+		})
+	}
+}
+
+// A node whose boot interface is http-ipxe gets its loader URL when its
+// firmware asks as a UEFI HTTP boot client over DHCPv6, with the
+// "HTTPClient" vendor class that makes the answer an HTTP boot offer (UEFI
+// §24.7.3); asked as a PXE client, the same node gets an address and no
+// file (the firmware goes on to HTTP boot); iPXE then gets the node's
+// script. A node without a loader URL, or a client architecture without
+// an HTTP loader, gets an address only.
+func TestDHCPv6AnswersUEFIHTTPBootClients(t *testing.T) {
+	const (
+		httpMAC, bareMAC = "52:54:00:aa:bb:61", "52:54:00:aa:bb:62"
+		httpNode         = "7a1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e61"
+		loader           = "http://[fd99::1]:8080/loaders/snponly.efi"
+	)
+	backend := testBackend(t)
+	for _, bc := range []BootConfig{
+		{NodeUUID: httpNode, MACs: []string{httpMAC}, BootMode: BootModeUEFI, Method: MethodHTTPIPXE, Kind: "agent", LoaderURL: loader},
+		{NodeUUID: "7a1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e62", MACs: []string{bareMAC}, BootMode: BootModeUEFI, Method: MethodHTTPIPXE, Kind: "agent"},
+	} {
+		if err := backend.Put(bc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ia32HTTP := client6Shape{vendorClass: "HTTPClient:Arch:00015:UNDI:003016", arch: []iana.Arch{iana.EFI_X86_HTTP}, wantsBoot: true, duidUUID: true}
+	for _, tc := range []struct {
+		name      string
+		mac       string
+		shape     client6Shape
+		wantURL   string
+		wantClass bool
+	}{
+		{"UEFI HTTP boot client gets the loader URL", httpMAC, httpBoot6, loader, true},
+		{"UEFI PXE client of the HTTP-boot node: address only", httpMAC, ovmfPXE6, "", false},
+		{"iPXE of the HTTP-boot node gets its script", httpMAC, iPXE6, testHTTPURL6 + "/boot/" + httpNode + "/boot.ipxe", false},
+		{"HTTP-boot node without a loader URL: address only", bareMAC, httpBoot6, "", false},
+		{"an architecture without an HTTP loader: address only", httpMAC, ia32HTTP, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newTestDHCPv6(t, backend)
+			m := message6(t, dhcpv6.MessageTypeSolicit, tc.mac, tc.shape)
+			r := reply6(t, h, m, linkLocal(tc.mac))
+			if r == nil {
+				t.Fatal("no reply")
+			}
+			if got := r.Options.BootFileURL(); got != tc.wantURL {
+				t.Errorf("boot file URL %q, want %q", got, tc.wantURL)
+			}
+			if !leased6(r).IsValid() {
+				t.Error("no address")
+			}
+			var classes []string
+			for _, vc := range r.Options.VendorClasses() {
+				for _, d := range vc.Data {
+					classes = append(classes, fmt.Sprintf("%d:%s", vc.EnterpriseNumber, d))
+				}
+			}
+			want := []string(nil)
+			if tc.wantClass {
+				want = []string{"343:HTTPClient"}
+			}
+			if !slices.Equal(classes, want) {
+				t.Errorf("vendor classes %q, want %q", classes, want)
 			}
 		})
 	}

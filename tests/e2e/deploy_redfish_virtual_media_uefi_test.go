@@ -50,12 +50,7 @@ func TestDeployRedfishVirtualMediaUEFIRescueThenClean(t *testing.T) {
 		"--deploy-interface", "direct", "--boot-interface", "redfish-virtual-media", "--no-automated-clean", "--rescue-interface", "agent",
 		"--console-interface", "redfish-graphical")
 	defer printNodeHistory(t, s, uuid)
-	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
-	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
-	s.mustCLI(t, "node", "set", uuid,
-		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
-		"--instance-info", "image_os_hash_algo=sha256",
-		"--instance-info", "image_os_hash_value="+sum)
+	s.availableWithTestImage(t, uuid, sum)
 	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2EscenarioB e2e"
 	deployWatchingTheScreen(t, s, bmc, uuid, vm, "e2e-b", pubKey)
 	printTimeline(t, s, uuid, "deploy over virtual media")

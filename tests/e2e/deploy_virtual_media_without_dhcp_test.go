@@ -68,12 +68,7 @@ func TestDeployVirtualMediaWithoutDHCP(t *testing.T) {
 		"--deploy-interface", "direct", "--boot-interface", "redfish-virtual-media", "--no-automated-clean",
 		"--network-data", string(nd))
 	defer printNodeHistory(t, s, uuid)
-	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
-	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
-	s.mustCLI(t, "node", "set", uuid,
-		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
-		"--instance-info", "image_os_hash_algo=sha256",
-		"--instance-info", "image_os_hash_value="+sum)
+	s.availableWithTestImage(t, uuid, sum)
 	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2Enodhcp e2e"
 	s.deploy(t, uuid, vm, "e2e-nodhcp", pubKey)
 	t.Logf("node-nodhcp active %.1fs after node create", time.Since(begin).Seconds())

@@ -45,12 +45,7 @@ func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
 		t.Helper()
 		uuid := createRedfishNode(t, s, bmc, v.Name, v.Firmware, v.MAC, append([]string{
 			"--deploy-interface", "direct", "--boot-interface", "http-ipxe", "--no-automated-clean"}, extra...)...)
-		s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
-		s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
-		s.mustCLI(t, "node", "set", uuid,
-			"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
-			"--instance-info", "image_os_hash_algo=sha256",
-			"--instance-info", "image_os_hash_value="+sum)
+		s.availableWithTestImage(t, uuid, sum)
 		return uuid
 	}
 
@@ -93,6 +88,24 @@ func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
 	if f := s.nodeFields(t, uuid); f["provision_state"] != "active" {
 		t.Errorf("node is %v, want active", f["provision_state"])
 	}
+	wantHTTPBooted(t, devLog, vm, uuid, "IPv4")
+	// The BMC's log names power-ons as the bad-input check above reads it.
+	if _, ok := lineWithAll(bmc.proc.Log, "vm="+vm.Name, "powered on"); !ok {
+		t.Errorf("the BMC's log shows no power-on of %s:\n%s", vm.Name, embedded.Tail(bmc.proc.Log, 3000))
+	}
+	if _, ok := findLine(devLog, "tftp listening"); ok {
+		t.Errorf("the stack ran a TFTP server")
+	}
+	t.Logf("UEFI HTTP boot deploy: active and booted from disk %.1fs after the test began", time.Since(begin).Seconds())
+}
+
+// wantHTTPBooted checks that vm's firmware booted node uuid over UEFI HTTP
+// boot on family ("IPv4" or "IPv6"): the stack's log (devLog) has the
+// DHCP offer of the loader's URL to the VM's MAC, the firmware's GET of the
+// loader and iPXE's of the node's script, and the VM's console the
+// firmware's HTTP boot and no PXE.
+func wantHTTPBooted(t *testing.T, devLog string, vm *LabVM, uuid, family string) {
+	t.Helper()
 	for _, want := range [][]string{
 		{"boot file offered", "http_boot=true", "/loaders/snponly.efi", vm.MAC},
 		{"http request", "method=GET", "path=/loaders/snponly.efi", "status=200"},
@@ -104,20 +117,12 @@ func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
 			t.Logf("stack: %s", line)
 		}
 	}
-	if line, ok := findLine(vm.SerialLog, "Start HTTP Boot over IPv4"); !ok {
-		t.Errorf("the VM's firmware did not HTTP-boot; console tail:\n%s", embedded.Tail(vm.SerialLog, 3000))
+	if line, ok := findLine(vm.SerialLog, "Start HTTP Boot over "+family); !ok {
+		t.Errorf("%s's firmware did not HTTP-boot over %s; console tail:\n%s", vm.Name, family, embedded.Tail(vm.SerialLog, 3000))
 	} else {
 		t.Logf("console: %s", strings.TrimSpace(line[strings.Index(line, "Start"):]))
 	}
-	if _, ok := findLine(vm.SerialLog, "Start PXE over IPv4"); ok {
-		t.Errorf("the VM's firmware tried PXE")
+	if line, ok := findLine(vm.SerialLog, "Start PXE over"); ok {
+		t.Errorf("%s's firmware tried PXE: %s", vm.Name, strings.TrimSpace(line))
 	}
-	// The BMC's log names power-ons as the bad-input check above reads it.
-	if _, ok := lineWithAll(bmc.proc.Log, "vm="+vm.Name, "powered on"); !ok {
-		t.Errorf("the BMC's log shows no power-on of %s:\n%s", vm.Name, embedded.Tail(bmc.proc.Log, 3000))
-	}
-	if _, ok := findLine(devLog, "tftp listening"); ok {
-		t.Errorf("the stack ran a TFTP server")
-	}
-	t.Logf("UEFI HTTP boot deploy: active and booted from disk %.1fs after the test began", time.Since(begin).Seconds())
 }

@@ -40,12 +40,7 @@ func rescueLab(t *testing.T, name, mac, firmware string) (*stack, *LabVM, string
 // (sha256 sum) and waits until the VM booted it.
 func deployBooted(t *testing.T, s *stack, uuid string, vm *LabVM, sum string) {
 	t.Helper()
-	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
-	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
-	s.mustCLI(t, "node", "set", uuid,
-		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
-		"--instance-info", "image_os_hash_algo=sha256",
-		"--instance-info", "image_os_hash_value="+sum)
+	s.availableWithTestImage(t, uuid, sum)
 	pubKey := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2Erescue " + vm.Name
 	s.deploy(t, uuid, vm, vm.Name, pubKey)
 	waitBootedFromDisk(t, vm, vm.Name, pubKey)

@@ -449,6 +449,19 @@ func (s *stack) failStep(t *testing.T, uuid, serialLog string, err error) {
 	t.Fatalf("%v\nnode: %s\n%s\nVM console tail:\n%s", err, s.nodeShow(t, uuid), s.logTail(), embedded.Tail(serialLog, 3000))
 }
 
+// availableWithTestImage brings an enrolled node to available (manage,
+// provide) and sets the lab's test image, whose sha256 is sum, as its
+// instance image.
+func (s *stack) availableWithTestImage(t *testing.T, uuid, sum string) {
+	t.Helper()
+	s.mustCLI(t, "node", "manage", uuid, "--wait", seconds(manageWait))
+	s.mustCLI(t, "node", "provide", uuid, "--wait", seconds(provideWait))
+	s.mustCLI(t, "node", "set", uuid,
+		"--instance-info", "image_source="+s.imageURL("e2e-test.img"),
+		"--instance-info", "image_os_hash_algo=sha256",
+		"--instance-info", "image_os_hash_value="+sum)
+}
+
 // publishImage puts src into the boot service's images directory as name
 // and returns its URL as the lab's machines reach it.
 func (s *stack) publishImage(t *testing.T, src, name string) string {

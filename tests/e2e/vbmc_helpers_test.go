@@ -114,13 +114,14 @@ func createIPMINode(t *testing.T, s *stack, vm *LabVM, name, password string, ex
 }
 
 // startRedfishBMC serves Redfish for vms inside the lab. Virtual media may
-// be downloaded from the lab network, where ironflow's boot service is.
+// be downloaded from the lab network, where ironflow's boot service is
+// (LabNetwork, or LabPrefix6 in an IPv6-only lab).
 func startRedfishBMC(t *testing.T, s *stack, vms ...vbmc.VM) *vbmcServer {
 	t.Helper()
 	v := &vbmcServer{password: newBMCPassword(), stateDir: filepath.Join(s.lab.Dir, "vbmc-redfish")}
 	path := filepath.Join(s.lab.Dir, "vbmc-redfish.json")
 	writeVBMCConfig(t, path, vbmc.Config{StateDir: v.stateDir, Username: "admin", Password: v.password,
-		MediaNetworks: []string{LabNetwork}, Accel: vbmcAccel(), VMs: vms})
+		MediaNetworks: []string{LabNetwork, LabPrefix6}, Accel: vbmcAccel(), VMs: vms})
 	v.proc = s.lab.Start("vbmc-redfish", nil, s.bin, "vbmc", "serve", "--config", path, "--listen", redfishListen)
 	s.procs = append(s.procs, v.proc)
 	s.waitHTTP(t, "http://"+redfishListen+"/redfish/v1", v.proc)
