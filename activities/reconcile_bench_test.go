@@ -1,64 +1,149 @@
 package activities_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/ironflow/ironflow/activities"
+	"github.com/ironflow/ironflow/embedded"
 	"github.com/ironflow/ironflow/internal/testkit/storetest"
 	"github.com/ironflow/ironflow/provision"
 	"github.com/ironflow/ironflow/store"
 	"github.com/ironflow/ironflow/workflows"
 )
 
-// listedVisibility stands in for Temporal's visibility in the benchmark
-// (named so: a fake): it answers ListWorkflow from a fixed set of
-// executions, a page of 1000 at a time, as the server pages them. Every
-// other client method is absent.
-type listedVisibility struct {
+// releaseSignal ends a held stand-in run (the bench never sends it).
+const releaseSignal = "release"
+
+// standInNodeRun is the body of the node workflows the benchmark seeds
+// into a real Temporal server's visibility (registered under the node
+// workflow's type name): the reconciler reads only what visibility lists
+// of them (ID, type, status, times, search attributes), so a run that
+// completes at once stands for one closed in agreement with its node, and
+// one that waits for a signal for one that still holds it.
+func standInNodeRun(ctx workflow.Context, hold bool) error {
+	if hold {
+		workflow.GetSignalChannel(ctx, releaseSignal).Receive(ctx, nil)
+	}
+	return nil
+}
+
+// seedNodeRuns starts one node workflow (ID node-<uuid>, the search
+// attributes ironflow's runs carry) for every node that is not
+// deploying, the first held of them left running, on the server c
+// reaches, with a worker of its own; it returns once visibility lists them
+// all (running and completed).
+func seedNodeRuns(b *testing.B, c client.Client, nodes []*store.Node, held int) {
+	ctx := context.Background()
+	const queue = "reconcile-bench"
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(standInNodeRun, workflow.RegisterOptions{Name: workflows.WorkflowDeployNode})
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	type start struct {
+		uuid  string
+		state provision.State
+		hold  bool
+	}
+	starts := make(chan start)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for st := range starts {
+				_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+					ID: workflows.WorkflowID(st.uuid), TaskQueue: queue,
+					TypedSearchAttributes: workflows.SearchAttributes(st.uuid, provision.OpDeploy, st.state),
+				}, workflows.WorkflowDeployNode, st.hold)
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	running, total := 0, 0
+	for _, n := range nodes {
+		if n.ProvisionState == provision.Deploying {
+			continue
+		}
+		starts <- start{uuid: n.UUID, state: n.ProvisionState, hold: running < held}
+		if running < held {
+			running++
+		}
+		total++
+	}
+	close(starts)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatalf("start the node runs: %v", err)
+	default:
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		open, err1 := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: "WorkflowId STARTS_WITH 'node-' AND ExecutionStatus = 'Running'"})
+		closed, err2 := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: "WorkflowId STARTS_WITH 'node-' AND ExecutionStatus = 'Completed'"})
+		if err := errors.Join(err1, err2); err != nil {
+			b.Fatal(err)
+		}
+		if open.GetCount() == int64(held) && closed.GetCount() == int64(total-held) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("visibility lists %d running and %d completed node runs, want %d and %d", open.GetCount(), closed.GetCount(), held, total-held)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// pagesCounted counts the visibility pages a pass reads.
+type pagesCounted struct {
 	client.Client
-	execs []*workflowpb.WorkflowExecutionInfo
 	pages int
 }
 
-func (v *listedVisibility) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
-	v.pages++
-	start := 0
-	if len(req.NextPageToken) > 0 {
-		fmt.Sscan(string(req.NextPageToken), &start)
-	}
-	end := min(start+int(req.PageSize), len(v.execs))
-	resp := &workflowservice.ListWorkflowExecutionsResponse{Executions: v.execs[start:end]}
-	if end < len(v.execs) {
-		resp.NextPageToken = []byte(fmt.Sprint(end))
-	}
-	return resp, nil
+func (p *pagesCounted) ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	p.pages++
+	return p.Client.ListWorkflow(ctx, req)
 }
 
 // BenchmarkReconcilePass10000Nodes is one reconciler pass over 10,000
-// nodes of a conductor group on real PostgreSQL: 9,000 settled nodes whose
-// last deploy or undeploy closed in agreement with them, 500 held by a
-// running workflow, 500 left in deploying with no workflow (the API's
-// start lost). The pass reads the facts (ReconcileFacts, run as an
-// activity) and decides (DecideRepairs). It reports the payload one pass
-// adds to the reconciler's history (facts and repairs: bounded by
-// MaxCandidates whatever the group's size) and, as a ratio, the pass
-// against the baseline of the same command: listing the same nodes'
-// columns alone.
+// nodes of a conductor group on real PostgreSQL and a real Temporal
+// server's visibility: 9,000 settled nodes whose last run closed in
+// agreement with them, 500 held by a running one, 500 left in deploying
+// with no workflow (the API's start lost). The pass reads the facts
+// (ReconcileFacts, run as an activity) and decides (DecideRepairs). It
+// reports the payload one pass adds to the reconciler's history (facts and
+// repairs: bounded by MaxCandidates whatever the group's size), the CPU
+// the pass costs the Temporal server and the process that runs it, and,
+// as a ratio, the pass against the baseline of the same command: listing
+// the same nodes' columns alone.
 func BenchmarkReconcilePass10000Nodes(b *testing.B) {
 	st := storetest.New(b)
 	ctx := context.Background()
@@ -78,33 +163,23 @@ func BenchmarkReconcilePass10000Nodes(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Visibility: every settled node's last run, closed in agreement after
-	// its state; the first `held` of those still running.
-	dc := converter.GetDefaultDataConverter()
-	kw := func(s string) *commonpb.Payload { p, _ := dc.ToPayload(s); return p }
-	started := timestamppb.New(time.Now().Add(-2 * time.Hour))
-	closed := timestamppb.New(time.Now().Add(-10 * time.Minute))
-	vis := &listedVisibility{}
-	running := 0
-	for _, n := range all {
-		if n.ProvisionState == provision.Deploying {
-			continue
-		}
-		e := &workflowpb.WorkflowExecutionInfo{
-			Execution: &commonpb.WorkflowExecution{WorkflowId: workflows.WorkflowID(n.UUID), RunId: "run-" + n.UUID},
-			Type:      &commonpb.WorkflowType{Name: workflows.WorkflowDeployNode},
-			StartTime: started, CloseTime: closed, Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED,
-			SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
-				workflows.SearchAttrNodeUUID: kw(n.UUID), workflows.SearchAttrOperation: kw("deploy"),
-				workflows.SearchAttrProvisionState: kw(string(n.ProvisionState)),
-			}},
-		}
-		if running < held {
-			e.Status, e.CloseTime = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
-			running++
-		}
-		vis.execs = append(vis.execs, e)
+	// Visibility: a real Temporal dev server (in memory) listing every
+	// settled node's last run, closed in agreement with it, the first
+	// `held` of them still running.
+	srv, err := embedded.StartTemporal(ctx, embedded.TemporalConfig{UIPort: -1, SearchAttributes: embedded.WorkflowSearchAttributes()},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
 	}
+	defer srv.Stop()
+	tc, err := client.Dial(client.Options{HostPort: srv.Address(), Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tc.Close()
+	seedNodeRuns(b, tc, all, held)
+	dc := converter.GetDefaultDataConverter()
+	vis := &pagesCounted{Client: tc}
 	a := activities.New(st, activities.Config{Conductor: "bench"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	rec := activities.NewReconciler(a, vis)
 	var suite testsuite.WorkflowTestSuite
@@ -115,7 +190,7 @@ func BenchmarkReconcilePass10000Nodes(b *testing.B) {
 		MaxCandidates: workflows.DefaultReconcileMaxCandidates}
 
 	group := ""
-	var baseline, pass time.Duration
+	var baseline, pass, serverCPU, ownCPU time.Duration
 	var facts workflows.ReconcileFacts
 	var repairs []workflows.Repair
 	b.ResetTimer()
@@ -127,7 +202,7 @@ func BenchmarkReconcilePass10000Nodes(b *testing.B) {
 		}
 		baseline += time.Since(t0)
 
-		t0 = time.Now()
+		t0, s0, o0 := time.Now(), pidCPU(b, srv.Pid()), selfCPU()
 		v, err := env.ExecuteActivity(rec.ReconcileFacts, scan)
 		if err != nil {
 			b.Fatal(err)
@@ -137,6 +212,8 @@ func BenchmarkReconcilePass10000Nodes(b *testing.B) {
 		}
 		repairs = workflows.DecideRepairs(facts.At, scan.Grace, group, facts)
 		pass += time.Since(t0)
+		serverCPU += pidCPU(b, srv.Pid()) - s0
+		ownCPU += selfCPU() - o0
 	}
 	if facts.Nodes != nodes || facts.Held != held || len(facts.Candidates) != stuck || len(repairs) != stuck {
 		b.Fatalf("pass read %d nodes, %d held, %d candidates, %d repairs; want %d, %d, %d, %d",
@@ -147,4 +224,27 @@ func BenchmarkReconcilePass10000Nodes(b *testing.B) {
 	b.ReportMetric(float64(len(factsPayload.Data)+len(repairsPayload.Data)), "history-bytes/pass")
 	b.ReportMetric(float64(pass)/float64(baseline), "x-list-nodes")
 	b.ReportMetric(float64(vis.pages)/float64(b.N), "visibility-pages/pass")
+	b.ReportMetric(float64(serverCPU.Milliseconds())/float64(b.N), "temporal-cpu-ms/pass")
+	b.ReportMetric(float64(ownCPU.Milliseconds())/float64(b.N), "worker-cpu-ms/pass")
+}
+
+// pidCPU is the user and system CPU process pid has used (/proc/<pid>/stat).
+func pidCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// selfCPU is the user and system CPU this process has used: the pass's
+// own side (the activity runs here, as in a worker).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
