@@ -45,6 +45,10 @@ const (
 	BootTargetPxe  = "Pxe"
 	BootTargetHdd  = "Hdd"
 	BootTargetCd   = "Cd"
+	// BootTargetUefiHTTP boots the firmware's UEFI HTTP boot: from the
+	// override's HTTPBootURI when it has one (efivars.go), else from the
+	// URL DHCP gives.
+	BootTargetUefiHTTP = "UefiHttp"
 
 	BootDisabled   = "Disabled"
 	BootOnce       = "Once"
@@ -55,6 +59,16 @@ const (
 type BootOverride struct {
 	Target  string `json:"target"`
 	Enabled string `json:"enabled"`
+	// HTTPBootURI is Boot.HttpBootUri: what a UefiHttp boot fetches.
+	HTTPBootURI string `json:"http_boot_uri,omitempty"`
+}
+
+// httpBootURI is the URI a start with override b boots from ("" for none).
+func (m *Machine) httpBootURI(b BootOverride) string {
+	if b.Target != BootTargetUefiHTTP || b.Enabled == BootDisabled || m.vm.Firmware != FirmwareUEFI {
+		return ""
+	}
+	return b.HTTPBootURI
 }
 
 // MediaState is the virtual CD, kept in state_dir/NAME/media.json.
@@ -264,7 +278,14 @@ func (m *Machine) ForceRestart(ctx context.Context) error {
 	if err := m.applyPendingFirmware(); err != nil { // a flashed BIOS (update.go)
 		return err
 	}
-	if m.biosPending() || m.volumesChanged() { // new firmware settings (bios.go) or volumes (storage.go) need a new QEMU
+	boot, err := m.Boot()
+	if err != nil {
+		return err
+	}
+	// New firmware settings (bios.go), volumes (storage.go) or a URI to
+	// boot from (efivars.go: the variable store is read at QEMU's start)
+	// need a new QEMU.
+	if m.biosPending() || m.volumesChanged() || m.httpBootURI(boot) != "" {
 		if err := m.stop(ctx); err != nil {
 			return err
 		}
@@ -368,10 +389,13 @@ func (m *Machine) Boot() (BootOverride, error) {
 // order now (QEMU follows it from the next reset).
 func (m *Machine) SetBoot(ctx context.Context, b BootOverride) error {
 	if b.Target == BootTargetNone || b.Enabled == BootDisabled {
-		b = BootOverride{Target: BootTargetNone, Enabled: BootDisabled}
+		b = BootOverride{Target: BootTargetNone, Enabled: BootDisabled, HTTPBootURI: b.HTTPBootURI}
 	}
 	if _, ok := bootOrders[b.Target]; !ok {
-		return fmt.Errorf("boot target %q is not one of None, Pxe, Hdd, Cd", b.Target)
+		return fmt.Errorf("boot target %q is not one of None, Pxe, Hdd, Cd, UefiHttp", b.Target)
+	}
+	if b.Target == BootTargetUefiHTTP && m.vm.Firmware != FirmwareUEFI {
+		return fmt.Errorf("boot target UefiHttp needs UEFI firmware; %s has %s", m.vm.Name, m.vm.Firmware)
 	}
 	switch b.Enabled {
 	case BootDisabled, BootOnce, BootContinuous:
@@ -403,6 +427,9 @@ var bootOrders = map[string][]bootDevice{
 	BootTargetHdd:  {devDisk, devNet, devCD},
 	BootTargetPxe:  {devNet, devDisk, devCD},
 	BootTargetCd:   {devCD, devDisk, devNet},
+	// The firmware's boot option for the URI comes first (BootNext); the
+	// network is next, as for Pxe.
+	BootTargetUefiHTTP: {devNet, devDisk, devCD},
 }
 
 // bootOrder is the device order for an override, without devices the VM lacks.
@@ -595,6 +622,13 @@ func (m *Machine) start(ctx context.Context) error {
 			return fmt.Errorf("HTTPS boot CA certificates of %s: %w", m.vm.Name, err)
 		}
 	}
+	if uri := m.httpBootURI(boot); uri != "" {
+		_, vars, _ := m.secureBootFirmware()
+		if err := setHTTPBootNext(vars, uri); err != nil {
+			return fmt.Errorf("UEFI HTTP boot of %s from %s: %w", m.vm.Name, uri, err)
+		}
+		m.log.Info("UEFI HTTP boot option set", "uri", uri)
+	}
 	args := m.qemuArgs(m.bootOrder(boot), mediaPath)
 
 	logPath := filepath.Join(m.dir, "qemu.log")
@@ -638,7 +672,7 @@ func (m *Machine) start(ctx context.Context) error {
 	if m.pid() == 0 {
 		return fmt.Errorf("start QEMU for %s: no live process after start (%s)", m.vm.Name, tail(logPath, 400))
 	}
-	m.log.Info("powered on", "pid", m.pid(), "boot_target", boot.Target, "boot_enabled", boot.Enabled, "media", media.Image)
+	m.log.Info("powered on", "pid", m.pid(), "boot_target", boot.Target, "boot_enabled", boot.Enabled, "media", media.Image, "http_boot_uri", m.httpBootURI(boot))
 	if boot.Enabled == BootOnce {
 		if err := qmpDo(ctx, m.qmpSocket(), m.consumeOnce); err != nil {
 			return fmt.Errorf("restore default boot order of %s after one-time override: %w", m.vm.Name, err)

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -47,7 +48,7 @@ const (
 var (
 	resetTypes = []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "Nmi"}
 	// BiosSetup and the others are left out: a VM cannot honour them.
-	bootTargets  = []string{BootTargetNone, BootTargetPxe, BootTargetHdd, BootTargetCd}
+	bootTargets  = []string{BootTargetNone, BootTargetPxe, BootTargetHdd, BootTargetCd, BootTargetUefiHTTP}
 	bootEnabled  = []string{BootDisabled, BootOnce, BootContinuous}
 	firmwareMode = map[string]string{FirmwareBIOS: "Legacy", FirmwareUEFI: "UEFI"}
 )
@@ -409,7 +410,7 @@ func (s *Server) handleSystems(w http.ResponseWriter, r *http.Request) {
 // bootETag changes when the writable part of a system (its boot override)
 // changes, so that a client's PATCH with If-Match survives power changes.
 func bootETag(b BootOverride) string {
-	sum := sha256.Sum256([]byte(b.Target + "/" + b.Enabled))
+	sum := sha256.Sum256([]byte(b.Target + "/" + b.Enabled + "/" + b.HTTPBootURI))
 	return `W/"` + hex.EncodeToString(sum[:4]) + `"`
 }
 
@@ -446,6 +447,7 @@ func (s *Server) systemJSON(ctx context.Context, m *Machine) (map[string]any, st
 			enabledAllowed:              bootEnabled,
 			"BootSourceOverrideMode":    m.nextBootMode(), // bios.go
 			modeAllowed:                 []string{"UEFI", "Legacy"},
+			"HttpBootUri":               boot.HTTPBootURI,
 		},
 		"Bios":       link(p + "/Bios"),
 		"SecureBoot": link(p + "/SecureBoot"),
@@ -512,6 +514,7 @@ func (s *Server) handlePatchSystem(w http.ResponseWriter, r *http.Request, m *Ma
 		BootSourceOverrideTarget  *string
 		BootSourceOverrideEnabled *string
 		BootSourceOverrideMode    *string
+		HTTPBootURI               *string `json:"HttpBootUri"`
 	}
 	if raw, ok := body["Boot"]; ok {
 		if err := json.Unmarshal(raw, &patch); err != nil {
@@ -545,6 +548,19 @@ func (s *Server) handlePatchSystem(w http.ResponseWriter, r *http.Request, m *Ma
 			next.Enabled = BootOnce
 		}
 	}
+	if patch.HTTPBootURI != nil {
+		if u, err := url.Parse(*patch.HTTPBootURI); *patch.HTTPBootURI != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			writeError(w, http.StatusBadRequest, "PropertyValueFormatError",
+				fmt.Sprintf("The value %s for the property HttpBootUri is not an http or https URI.", *patch.HTTPBootURI))
+			return
+		}
+		next.HTTPBootURI = *patch.HTTPBootURI
+	}
+	if next.Target == BootTargetUefiHTTP && m.vm.Firmware != FirmwareUEFI {
+		writeError(w, http.StatusBadRequest, "PropertyValueNotInList",
+			"The value UefiHttp for the property BootSourceOverrideTarget is not in the list of acceptable values: the system boots in Legacy mode.")
+		return
+	}
 	if patch.BootSourceOverrideEnabled != nil {
 		if !slices.Contains(bootEnabled, *patch.BootSourceOverrideEnabled) {
 			writeError(w, http.StatusBadRequest, "PropertyValueNotInList", fmt.Sprintf("The value %s for the property BootSourceOverrideEnabled is not in the list of acceptable values.", *patch.BootSourceOverrideEnabled))
@@ -561,7 +577,7 @@ func (s *Server) handlePatchSystem(w http.ResponseWriter, r *http.Request, m *Ma
 			return
 		}
 	}
-	s.log.Info("redfish boot override", "vm", m.vm.Name, "target", next.Target, "enabled", next.Enabled, "user", r.Context().Value(userKey{}))
+	s.log.Info("redfish boot override", "vm", m.vm.Name, "target", next.Target, "enabled", next.Enabled, "http_boot_uri", next.HTTPBootURI, "user", r.Context().Value(userKey{}))
 	if err := m.SetBoot(ctx, next); err != nil {
 		writeError(w, http.StatusInternalServerError, "InternalError", err.Error())
 		return
