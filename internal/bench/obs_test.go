@@ -176,3 +176,32 @@ func TestObsVerdict(t *testing.T) {
 		t.Errorf("no interval: %q", got)
 	}
 }
+
+// A rate ratio's rounds are the base's time over the measured one's; the
+// verdict is met only when the whole interval is at or above the goal.
+func TestRoundRatios(t *testing.T) {
+	secs := func(xs ...float64) []time.Duration {
+		var ds []time.Duration
+		for _, x := range xs {
+			ds = append(ds, time.Duration(x*float64(time.Second)))
+		}
+		return ds
+	}
+	base := secs(1, 1, 1, 1, 1, 1)
+	for _, c := range []struct {
+		measured []time.Duration
+		want     []string
+	}{
+		{secs(1, 1, 1.05, 1.1, 1, 1), []string{"round ratios 1.00, 1.00, 0.95, 0.91, 1.00, 1.00", "median 1.00", "interval 0.91 to 1.00", ": met"}},
+		{secs(1.2, 1.25, 1.3, 1.2, 1.25, 1.3), []string{"median 0.80", ": missed"}},
+		{secs(1, 1.25, 1, 1.25, 1, 1.25), []string{"not shown (the interval holds the goal)"}},
+		{secs(1, 1), []string{"not shown (too few rounds"}},
+	} {
+		got := roundRatios(base[:len(c.measured)], c.measured, 0.9)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%q lacks %q", got, w)
+			}
+		}
+	}
+}
