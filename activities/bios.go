@@ -73,6 +73,10 @@ func (a *Activities) runBIOSStep(ctx context.Context, in workflows.InterfaceStep
 		// boot before it reboots. Set here, not by the workflow, so that a
 		// retried attempt (the settings still pending) boots the agent too.
 		s := bmc.BootSetting{Device: bmc.BootDevice(in.RebootInto), Mode: bmc.BootMode(in.Node.BootMode)}
+		var err error
+		if s.HTTPBootURI, err = a.httpBootURI(ctx, in.Node, s.Device); err != nil {
+			return err
+		}
 		if err := d.SetBootDevice(ctx, s); err != nil {
 			return bmcErr(err, "set boot device %s on node %s before its BIOS reboot", in.RebootInto, node)
 		}

@@ -247,12 +247,16 @@ func (a *Activities) powerFailure(ctx context.Context, d bmc.Driver, in workflow
 func (a *Activities) SetBootDevice(ctx context.Context, in workflows.BootDeviceInput) error {
 	point := "SetBootDevice/" + in.Device
 	crashPoint(ctx, in.Node.UUID, point, "start")
+	s := bmc.BootSetting{Device: bmc.BootDevice(in.Device), Persistent: in.Persistent, Mode: bmc.BootMode(in.Node.BootMode)}
+	var err error
+	if s.HTTPBootURI, err = a.httpBootURI(ctx, in.Node, s.Device); err != nil {
+		return err
+	}
 	d, err := a.driver(ctx, in.Node)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	s := bmc.BootSetting{Device: bmc.BootDevice(in.Device), Persistent: in.Persistent, Mode: bmc.BootMode(in.Node.BootMode)}
 	if err := d.SetBootDevice(ctx, s); err != nil {
 		return bmcErr(err, "set boot device %s on node %s", in.Device, in.Node.UUID)
 	}
@@ -261,6 +265,23 @@ func (a *Activities) SetBootDevice(ctx context.Context, in workflows.BootDeviceI
 		"boot_device": map[string]any{"boot_device": in.Device, "persistent": in.Persistent},
 	})
 	return storeErr(err, "record boot device of node %s", in.Node.UUID)
+}
+
+// httpBootURI is what a boot of device from the BMC fetches: for
+// uefihttp on a node that boots a URL (redfish-https), the URL of the
+// agent ISO its boot preparation built; "" otherwise (the URL DHCP gives).
+func (a *Activities) httpBootURI(ctx context.Context, node workflows.NodeInfo, device bmc.BootDevice) (string, error) {
+	if device != bmc.BootUefiHTTP || !hardware.BootOf(node.BootInterface).BootsURL() {
+		return "", nil
+	}
+	bc, err := a.Store.GetBootConfig(ctx, node.UUID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", storeErr(err, "load boot configuration of node %s", node.UUID)
+	}
+	if bc == nil || bc.ISOPath == "" {
+		return "", invalidConfig("node %s boots the agent ISO by UEFI HTTP boot (boot interface %s), but no ISO was prepared for it", node.UUID, node.BootInterface)
+	}
+	return bc.ISOPath, nil
 }
 
 // PrepareBoot makes the node's next network or virtual-media boot load
@@ -302,6 +323,10 @@ func (a *Activities) PrepareBoot(ctx context.Context, in workflows.BootInput) er
 		return err
 	}
 	if node.VirtualMedia() {
+		if hardware.BootOf(node.BootInterface).BootsURL() && node.BootMode != store.BootModeUEFI {
+			return invalidConfig("node %s: boot interface %s boots over UEFI HTTP boot, which needs boot mode uefi; the node's boot mode is %s",
+				node.UUID, node.BootInterface, node.BootMode)
+		}
 		if arch := NormalizeArch(cpuArch(loaded)); arch != ArchX8664 {
 			return invalidConfig("node %s: cpu_arch %s: virtual media boots the x86_64 agent ISO only; boot this node over the network (boot interface ipxe or pxe)", node.UUID, arch)
 		}
@@ -395,6 +420,11 @@ func (a *Activities) prepareVirtualMedia(ctx context.Context, node workflows.Nod
 	}); err != nil {
 		return storeErr(err, "store boot configuration of node %s", node.UUID)
 	}
+	if hardware.BootOf(node.BootInterface).BootsURL() {
+		// redfish-https: the BMC gives the firmware the ISO's URL when the
+		// workflow sets boot device uefihttp (SetBootDevice).
+		return nil
+	}
 	d, err := a.driver(ctx, node)
 	if err != nil {
 		return err
@@ -416,13 +446,11 @@ func (a *Activities) CleanBoot(ctx context.Context, in workflows.BootInput) erro
 		return err
 	}
 	if node.VirtualMedia() {
-		d, err := a.driver(ctx, node)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		if err := d.EjectMedia(ctx); err != nil {
-			return bmcErr(err, "eject virtual media of node %s", node.UUID)
+		// A redfish-https node's ISO was never inserted.
+		if !hardware.BootOf(node.BootInterface).BootsURL() {
+			if err := a.ejectMedia(ctx, node); err != nil {
+				return err
+			}
 		}
 		if a.Config.VirtualMedia != nil {
 			if err := a.Config.VirtualMedia.RemoveAgentISO(node.UUID); err != nil {
@@ -431,6 +459,16 @@ func (a *Activities) CleanBoot(ctx context.Context, in workflows.BootInput) erro
 		}
 	}
 	return storeErr(a.Store.DeleteBootConfig(ctx, node.UUID), "remove boot configuration of node %s", node.UUID)
+}
+
+// ejectMedia ejects whatever the node's BMC has in its virtual CD.
+func (a *Activities) ejectMedia(ctx context.Context, node workflows.NodeInfo) error {
+	d, err := a.driver(ctx, node)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return bmcErr(d.EjectMedia(ctx), "eject virtual media of node %s", node.UUID)
 }
 
 // prepareRamdisk sets up deploy_interface=ramdisk: the instance's own

@@ -81,3 +81,32 @@ func TestPrepareBootHTTPIPXE(t *testing.T) {
 		t.Errorf("with a loader base URL: boot config %+v (%v, %v)", bc, err, gerr)
 	}
 }
+
+// redfish-https boots the virtual-media ISO by the firmware's UEFI HTTP
+// boot: a BIOS node fails the preparation before any power action, with
+// no boot config; a uefihttp boot with no ISO prepared is refused before
+// the BMC is called.
+func TestRedfishHTTPSNeedsUEFIAndAnISO(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	a := activities.New(st, activities.Config{BootURL: "http://10.99.0.1:8080/"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n := &store.Node{Driver: "redfish", BootInterface: string(hardware.RedfishHTTPS), ProvisionState: "cleaning"}
+	if err := st.CreateNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	node := workflows.NodeInfo{UUID: n.UUID, Driver: "redfish", BootInterface: hardware.RedfishHTTPS, BootMode: "bios", MACs: []string{"52:54:00:00:16:09"}}
+	err := a.PrepareBoot(ctx, workflows.BootInput{Node: node, Kind: workflows.BootAgent})
+	for _, want := range []string{"redfish-https", "needs boot mode uefi", "boot mode is bios"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("PrepareBoot of a BIOS node: %v, want an error with %q", err, want)
+		}
+	}
+	if bc, gerr := st.GetBootConfig(ctx, n.UUID); !errors.Is(gerr, store.ErrNotFound) {
+		t.Errorf("boot config stored after a failed preparation: %+v", bc)
+	}
+	node.BootMode = "uefi"
+	err = a.SetBootDevice(ctx, workflows.BootDeviceInput{Node: node, Device: workflows.BootDeviceUefiHTTP})
+	if err == nil || !strings.Contains(err.Error(), "no ISO was prepared") {
+		t.Errorf("SetBootDevice uefihttp without an ISO: %v", err)
+	}
+}

@@ -68,6 +68,9 @@ const (
 	BootDisk  BootDevice = "disk"
 	BootCDROM BootDevice = "cdrom"
 	BootBIOS  BootDevice = "bios"
+	// BootUefiHTTP is the firmware's UEFI HTTP boot, of the setting's
+	// HTTPBootURI (Redfish UefiHttp with Boot.HttpBootUri).
+	BootUefiHTTP BootDevice = "uefihttp"
 )
 
 // BootMode is the firmware mode a boot override asks for.
@@ -84,6 +87,8 @@ type BootSetting struct {
 	Device     BootDevice `json:"boot_device"`
 	Persistent bool       `json:"persistent"`
 	Mode       BootMode   `json:"boot_mode,omitempty"`
+	// HTTPBootURI is what a uefihttp boot fetches ("": the URL DHCP gives).
+	HTTPBootURI string `json:"http_boot_uri,omitempty"`
 }
 
 // Driver is one node's BMC. Implementations bound every call by the context

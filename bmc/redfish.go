@@ -512,6 +512,9 @@ var bootTargets = map[BootDevice]redfish.BootSourceOverrideTarget{
 	BootDisk:  redfish.HddBootSourceOverrideTarget,
 	BootCDROM: redfish.CdBootSourceOverrideTarget,
 	BootBIOS:  redfish.BiosSetupBootSourceOverrideTarget,
+	// UefiHttp with Boot.HttpBootUri (Ironic's redfish management for
+	// boot device uefihttp, the redfish-https boot interface).
+	BootUefiHTTP: redfish.UefiHTTPBootSourceOverrideTarget,
 }
 
 func (d *redfishDriver) SetBootDevice(ctx context.Context, bs BootSetting) error {
@@ -538,6 +541,9 @@ func (d *redfishDriver) setBoot(c *rfCall, bs BootSetting) error {
 		return fmt.Errorf("%w: BootSourceOverrideTarget %s not among %v", ErrUnsupported, target, s.bootTargets)
 	}
 	want := redfish.Boot{BootSourceOverrideTarget: target, BootSourceOverrideEnabled: redfish.OnceBootSourceOverrideEnabled}
+	if bs.Device == BootUefiHTTP {
+		want.HTTPBootURI = bs.HTTPBootURI
+	}
 	if bs.Persistent {
 		want.BootSourceOverrideEnabled = redfish.ContinuousBootSourceOverrideEnabled
 	}
@@ -561,6 +567,9 @@ func (d *redfishDriver) setBoot(c *rfCall, bs BootSetting) error {
 	b := got.Boot
 	if b.BootSourceOverrideTarget != target {
 		return fmt.Errorf("%w: BMC accepted boot override %s but reads back %q", ErrBusy, target, b.BootSourceOverrideTarget)
+	}
+	if want.HTTPBootURI != "" && b.HTTPBootURI != want.HTTPBootURI {
+		return fmt.Errorf("%w: BMC accepted HttpBootUri %s but reads back %q", ErrBusy, want.HTTPBootURI, b.HTTPBootURI)
 	}
 	if !bs.Persistent && b.BootSourceOverrideEnabled == redfish.ContinuousBootSourceOverrideEnabled {
 		d.log.Warn("BMC turned a one-time boot override into a persistent one; treating it as persistent",

@@ -644,3 +644,20 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("Describe(idrac): %v", err)
 	}
 }
+
+// Boot device uefihttp with a URI is Redfish's UefiHttp with
+// Boot.HttpBootUri (what the redfish-https boot interface sets), on the
+// recorded HPE iLO 5, which offers UefiHttp; the BMC keeps both.
+func TestRedfishUefiHTTPBootDevice(t *testing.T) {
+	ctx := context.Background()
+	b := startBMC(t, "hpe-ilo-dl325", nil)
+	d := newTestRedfish(t, b.info(nil))
+	const uri = "http://10.0.0.1:8080/iso/agent.iso"
+	if err := d.SetBootDevice(ctx, BootSetting{Device: BootUefiHTTP, Mode: BootModeUEFI, HTTPBootURI: uri}); err != nil {
+		t.Fatalf("SetBootDevice(uefihttp): %v", err)
+	}
+	boot := b.doc("/redfish/v1/Systems/1")["Boot"].(map[string]any)
+	if boot["BootSourceOverrideTarget"] != "UefiHttp" || boot["HttpBootUri"] != uri || boot["BootSourceOverrideEnabled"] != "Once" {
+		t.Fatalf("BMC boot override = target %v, uri %v, enabled %v; want UefiHttp, %s, Once", boot["BootSourceOverrideTarget"], boot["HttpBootUri"], boot["BootSourceOverrideEnabled"], uri)
+	}
+}

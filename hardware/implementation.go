@@ -66,6 +66,7 @@ const (
 	servedByBMC       = "the hardware type's BMC driver (package bmc)"
 	servedByPXE       = "activities PrepareBoot/CleanBoot: a boot configuration the pxe services serve"
 	servedByVirtualCD = "activities PrepareBoot/CleanBoot: an ISO inserted through the BMC driver"
+	servedByHTTPURI   = "activities PrepareBoot/CleanBoot and SetBootDevice: an ISO whose URL the BMC driver gives the firmware to HTTP-boot"
 )
 
 // Boot is what the workflows and activities ask of a node's boot interface.
@@ -76,6 +77,10 @@ type Boot interface {
 	// HTTPBoot reports whether the firmware fetches its loader over UEFI
 	// HTTP boot rather than PXE and TFTP (docs/bmcs-and-boot.md).
 	HTTPBoot() bool
+	// BootsURL reports whether the BMC points the firmware's UEFI HTTP
+	// boot at the agent ISO's URL (boot device uefihttp) instead of
+	// inserting the ISO (VirtualMedia is true too: the same ISO).
+	BootsURL() bool
 }
 
 // DeployFlow is how a deploy interface gets the instance onto the machine;
@@ -165,10 +170,11 @@ type Network interface {
 	RecordsVIFs() bool
 }
 
-type bootBehaviour struct{ virtualMedia, httpBoot bool }
+type bootBehaviour struct{ virtualMedia, httpBoot, bootsURL bool }
 
 func (b bootBehaviour) VirtualMedia() bool { return b.virtualMedia }
 func (b bootBehaviour) HTTPBoot() bool     { return b.httpBoot }
+func (b bootBehaviour) BootsURL() bool     { return b.bootsURL }
 
 type deployBehaviour struct {
 	flow                     DeployFlow
@@ -277,6 +283,9 @@ func declareImplementations() map[Kind]map[Interface]Implementation {
 	// ipxe; no TFTP (pxe/httpboot.go).
 	implement(KindBoot, HTTPIPXE, servedByPXE, "", bootBehaviour{httpBoot: true}, agentImageKeys...)
 	implement(KindBoot, RedfishVirtualMedia, servedByVirtualCD, CapVirtualMedia, bootBehaviour{virtualMedia: true}, agentImageKeys...)
+	// redfish-https (Ironic's RedfishHttpsBoot): the virtual-media ISO,
+	// its URL handed to the firmware's UEFI HTTP boot by the BMC.
+	implement(KindBoot, RedfishHTTPS, servedByHTTPURI, "", bootBehaviour{virtualMedia: true, bootsURL: true}, agentImageKeys...)
 
 	implement(KindDeploy, Direct, "workflows DeployNode: the agent's deploy steps", "", deployBehaviour{FlowAgent, true, true, true}, imageTrustKeys...)
 	// custom-agent (docs/bmcs-and-boot.md): the agent boots, the user's

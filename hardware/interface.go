@@ -58,6 +58,10 @@ const (
 	// node's script (Ironic's http-ipxe).
 	HTTPIPXE            Interface = "http-ipxe"
 	RedfishVirtualMedia Interface = "redfish-virtual-media"
+	// RedfishHTTPS: the agent ISO of virtual media, booted by the
+	// firmware's UEFI HTTP boot from the URL the BMC gives it (Redfish
+	// UefiHttp with Boot.HttpBootUri; Ironic's RedfishHttpsBoot).
+	RedfishHTTPS Interface = "redfish-https"
 
 	// Deploy interfaces: how the instance gets onto the machine.
 	Direct   Interface = "direct"

@@ -32,7 +32,7 @@ func init() {
 			{Name: "redfish_connection_retry_interval", Description: "Seconds (or a Go duration) between attempts to reach the BMC; default 2. Optional."},
 		}, powerWaitKeys),
 		Interfaces: map[Kind][]Interface{
-			KindBIOS: {NoBIOS, Redfish}, KindBoot: {RedfishVirtualMedia, IPXE, PXE, HTTPIPXE}, KindConsole: {NoConsole, RedfishGraphical},
+			KindBIOS: {NoBIOS, Redfish}, KindBoot: {RedfishVirtualMedia, IPXE, PXE, HTTPIPXE, RedfishHTTPS}, KindConsole: {NoConsole, RedfishGraphical},
 			KindDeploy: {Direct, Ramdisk, Anaconda, CustomAgent}, KindFirmware: {NoFirmware, Redfish},
 			KindInspect: {Redfish, Agent, NoInspect}, KindManagement: {Redfish, Noop},
 			KindNetwork: {Noop, Flat}, KindPower: {Redfish}, KindRAID: {NoRAID, Redfish, Agent},

@@ -91,11 +91,3 @@ func (r *run) bootInstalled(s provision.Step) error {
 		return r.hw.power("rebooting")
 	})
 }
-
-// netbootDevice is how the node boots what ironflow serves it.
-func (r *run) netbootDevice() string {
-	if r.node.VirtualMedia() {
-		return "cdrom"
-	}
-	return "pxe"
-}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/provision"
 )
 
@@ -751,5 +752,26 @@ func TestDeployNodeStepAboveTheCoreStepRunsOnceTheAgentIsUp(t *testing.T) {
 	}
 	if got := names(plan); got != "deploy.deploy deploy.erase_devices_metadata deploy.write_image deploy.prepare_instance_boot deploy.tear_down_agent deploy.boot_instance" {
 		t.Fatalf("deploy_steps %q", got)
+	}
+}
+
+// The agent's boot device follows the node's boot interface: the network
+// for ipxe, the virtual CD for redfish-virtual-media, UEFI HTTP boot of
+// the ISO's URL for redfish-https (the activity gives the BMC the URL).
+func TestDeployNodeBootsTheAgentByItsBootInterface(t *testing.T) {
+	for iface, want := range map[string]string{"ipxe": "pxe", "redfish-virtual-media": "cdrom", "redfish-https": "uefihttp"} {
+		t.Run(iface, func(t *testing.T) {
+			f := newFakeCloud()
+			f.node.Driver, f.node.BootInterface = "redfish", hardware.Interface(iface)
+			env := newEnv(t, f)
+			heartbeatAfter(env, 2*time.Minute)
+			env.ExecuteWorkflow(DeployNode, deployRequest())
+			if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+				t.Fatalf("workflow did not complete cleanly: %v", env.GetWorkflowError())
+			}
+			if got := f.callList(); countCalls(got, "SetBootDevice "+want) != 1 {
+				t.Errorf("calls %q: want one SetBootDevice %s", got, want)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/ironflow/ironflow/hardware"
 	"github.com/ironflow/ironflow/provision"
 )
 
@@ -78,13 +79,24 @@ func (h *hardwareCalls) prepareBoot(kind BootKind, starts *provision.RunningStep
 	return h.call(ActPrepareBoot, BootInput{Node: *h.node, Kind: kind, Starts: starts}, nil)
 }
 
-// netbootDevice is how the node boots what ironflow serves it.
+// netbootDevice is how the node boots what ironflow serves it: the
+// network, the virtual CD, or the ISO's URL by UEFI HTTP boot
+// (redfish-https: the activity gives the BMC the URL). The last is new in
+// 0.2.0, for a boot interface no earlier release had, so histories of
+// other nodes record the same devices as before.
 func (h *hardwareCalls) netbootDevice() string {
-	if h.node.VirtualMedia() {
+	switch b := hardware.BootOf(h.node.BootInterface); {
+	case b.BootsURL():
+		return BootDeviceUefiHTTP
+	case b.VirtualMedia():
 		return "cdrom"
 	}
 	return "pxe"
 }
+
+// BootDeviceUefiHTTP is the boot device of a redfish-https node's netboot:
+// UEFI HTTP boot of the URL its boot configuration holds.
+const BootDeviceUefiHTTP = "uefihttp"
 
 // netboot prepares what the machine is to boot from ironflow (starts is the
 // step the preparation begins, nil for none), points its next boot (or

@@ -36,21 +36,24 @@ func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
 	}
 	vm := lab.AddVM("node-http", "52:54:00:e2:16:01", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-http", "disk.raw"))
 	arm := lab.AddVM("node-http-arm", "52:54:00:e2:16:02", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-http-arm", "disk.raw"))
-	def, armDef := agentVM(vm), agentVM(arm)
-	def.HTTPBoot, armDef.HTTPBoot = true, true
-	bmc := startRedfishBMC(t, s, def, armDef)
+	// A third boots the agent ISO by the URL its BMC gives its firmware
+	// (redfish-https), beside the http-ipxe deploy.
+	rf := lab.AddVM("node-rf-https", "52:54:00:e2:16:03", FirmwareUEFI, filepath.Join(lab.Dir, "vm-node-rf-https", "disk.raw"))
+	def, armDef, rfDef := agentVM(vm), agentVM(arm), agentVM(rf)
+	def.HTTPBoot, armDef.HTTPBoot, rfDef.HTTPBoot = true, true, true
+	bmc := startRedfishBMC(t, s, def, armDef, rfDef)
 	devLog := filepath.Join(lab.Dir, "ironflow-dev.log")
 
-	enroll := func(v *LabVM, extra ...string) string {
+	enroll := func(v *LabVM, bootInterface string, extra ...string) string {
 		t.Helper()
 		uuid := createRedfishNode(t, s, bmc, v.Name, v.Firmware, v.MAC, append([]string{
-			"--deploy-interface", "direct", "--boot-interface", "http-ipxe", "--no-automated-clean"}, extra...)...)
+			"--deploy-interface", "direct", "--boot-interface", bootInterface, "--no-automated-clean"}, extra...)...)
 		s.availableWithTestImage(t, uuid, sum)
 		return uuid
 	}
 
 	// Bad input: no loader for aarch64.
-	armUUID := enroll(arm, "--property", "cpu_arch=aarch64")
+	armUUID := enroll(arm, "http-ipxe", "--property", "cpu_arch=aarch64")
 	s.mustCLI(t, "node", "deploy", armUUID)
 	deadline := time.Now().Add(manageWait)
 	var f map[string]any
@@ -78,9 +81,13 @@ func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
 	}
 	t.Logf("bad input: %v, last_error %q", f["provision_state"], le)
 
-	// The deploy over UEFI HTTP boot.
-	uuid := enroll(vm)
+	// The deploys over UEFI HTTP boot: http-ipxe (waited for) and
+	// redfish-https (started first).
+	uuid, rfUUID := enroll(vm, "http-ipxe"), enroll(rf, "redfish-https")
 	defer printNodeHistory(t, s, uuid)
+	defer printNodeHistory(t, s, rfUUID)
+	const rfPubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2ErfHttps e2e"
+	s.deployNoWait(t, rfUUID, "e2e-rf-https", rfPubKey)
 	const pubKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2EhttpBoot e2e"
 	s.deploy(t, uuid, vm, "e2e-http", pubKey)
 	printTimeline(t, s, uuid, "deploy over UEFI HTTP boot")
@@ -97,6 +104,31 @@ func TestDeployUEFIHTTPBootWithoutTFTP(t *testing.T) {
 		t.Errorf("the stack ran a TFTP server")
 	}
 	t.Logf("UEFI HTTP boot deploy: active and booted from disk %.1fs after the test began", time.Since(begin).Seconds())
+
+	// redfish-https: the BMC was given the agent ISO's URL (UefiHttp with
+	// HttpBootUri), the firmware fetched the ISO itself and booted it;
+	// nothing was inserted as virtual media.
+	waitProvisionState(t, s, rfUUID, "active", deployWait, rf.SerialLog)
+	printTimeline(t, s, rfUUID, "deploy over redfish-https")
+	waitBootedFromDisk(t, rf, "e2e-rf-https", rfPubKey)
+	line, ok := lineWithAll(bmc.proc.Log, "redfish boot override", "vm="+rf.Name, "target=UefiHttp", "http_boot_uri=http://")
+	if !ok {
+		t.Errorf("the BMC was never told to boot %s from a URL:\n%s", rf.Name, embedded.Tail(bmc.proc.Log, 3000))
+	} else {
+		t.Logf("bmc: %s", line)
+	}
+	if _, ok := lineWithAll(devLog, "http request", "method=GET", "path=/iso/"+rfUUID, "status=200"); !ok {
+		t.Errorf("the boot service served %s's ISO to no one; tail:\n%s", rfUUID, embedded.Tail(devLog, 3000))
+	}
+	if line, ok := findLine(rf.SerialLog, "Start HTTP Boot over IPv4"); !ok {
+		t.Errorf("%s's firmware did not HTTP-boot; console tail:\n%s", rf.Name, embedded.Tail(rf.SerialLog, 3000))
+	} else {
+		t.Logf("console: %s", strings.TrimSpace(line[strings.Index(line, "Start"):]))
+	}
+	if line, ok := lineWithAll(bmc.proc.Log, "redfish insert media", "vm="+rf.Name); ok {
+		t.Errorf("virtual media was inserted into %s: %s", rf.Name, line)
+	}
+	t.Logf("redfish-https deploy: active and booted from disk %.1fs after the test began", time.Since(begin).Seconds())
 }
 
 // wantHTTPBooted checks that vm's firmware booted node uuid over UEFI HTTP

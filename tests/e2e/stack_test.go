@@ -432,14 +432,26 @@ func (s *stack) mustCLI(t *testing.T, args ...string) string {
 // when it does not reach active.
 func (s *stack) deploy(t *testing.T, uuid string, vm *LabVM, hostname, pubKey string) {
 	t.Helper()
+	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", metaDataDrive(t, hostname, pubKey), "--wait", seconds(deployWait)); err != nil {
+		s.failStep(t, uuid, vm.SerialLog, err)
+	}
+}
+
+// deployNoWait starts the deploy deploy waits for.
+func (s *stack) deployNoWait(t *testing.T, uuid, hostname, pubKey string) {
+	t.Helper()
+	s.mustCLI(t, "node", "deploy", uuid, "--config-drive", metaDataDrive(t, hostname, pubKey))
+}
+
+// metaDataDrive is a config drive of the host name and key only.
+func metaDataDrive(t *testing.T, hostname, pubKey string) string {
+	t.Helper()
 	cd, err := json.Marshal(map[string]any{"meta_data": map[string]any{
 		"hostname": hostname, "public_keys": map[string]string{"0": pubKey}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.baremetal(t, "node", "deploy", uuid, "--config-drive", string(cd), "--wait", seconds(deployWait)); err != nil {
-		s.failStep(t, uuid, vm.SerialLog, err)
-	}
+	return string(cd)
 }
 
 // failStep fails the test with what explains a failed step: the node,
