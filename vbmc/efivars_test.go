@@ -169,13 +169,7 @@ func TestRedfishUefiHttpBootsTheURI(t *testing.T) {
 		vm["memory_mb"] = 512
 		vm["http_boot"] = true
 	})
-	srv, err := NewServer(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	srv, ts := serveRedfish(t, cfg)
 	t.Cleanup(func() { srv.machines["vm0"].ForceOff(context.Background()) })
 	client, err := gofish.Connect(gofish.ClientConfig{Endpoint: ts.URL, Username: "admin", Password: "password"})
 	if err != nil {
@@ -203,14 +197,7 @@ func TestRedfishUefiHttpBootsTheURI(t *testing.T) {
 	}
 	mu.Unlock()
 
-	legacy := newTestConfig(t)
-	lsrv, err := NewServer(legacy, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lsrv.Close() })
-	lts := httptest.NewServer(lsrv)
-	t.Cleanup(lts.Close)
+	_, lts := serveRedfish(t, newTestConfig(t))
 	lc, err := gofish.Connect(gofish.ClientConfig{Endpoint: lts.URL, Username: "admin", Password: "password"})
 	if err != nil {
 		t.Fatal(err)

@@ -320,13 +320,7 @@ func countSessions(t *testing.T, base string) int {
 // errors, and the boot override state machine on a powered-off system.
 func TestRedfishRequests(t *testing.T) {
 	cfg := newTestConfig(t)
-	srv, err := NewServer(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	srv, ts := serveRedfish(t, cfg)
 
 	tests := []struct {
 		name     string
@@ -539,4 +533,18 @@ func waitLogGrows(t *testing.T, path string, size int64) int64 {
 	}
 	t.Fatalf("%s did not grow past %d bytes", path, size)
 	return 0
+}
+
+// serveRedfish serves cfg's Redfish on a local test server, both closed
+// when the test ends.
+func serveRedfish(t *testing.T, cfg Config) (*Server, *httptest.Server) {
+	t.Helper()
+	srv, err := NewServer(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return srv, ts
 }
