@@ -262,7 +262,7 @@ func stopLabPostgres(t *testing.T) (restart func()) {
 // that heartbeat was checked and taken.
 func TestHeartbeatCheckedOnceTheDatabaseIsBack(t *testing.T) {
 	img := newImageServer(t, 1<<20)
-	uuids, macs := outageNodes(t, "hb-db-down", 1, 0xd5, img)
+	uuids, macs := outageNodes(t, "hb-db-down", 1, 0xd8, img)
 	uuid := uuids[0]
 	if _, err := call2(t, "PUT", "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": "active"}); err != nil {
 		t.Fatal(err)

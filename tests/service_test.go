@@ -144,6 +144,12 @@ func TestServiceFailureAndAbort(t *testing.T) {
 		t.Fatalf("servicing booted %d agents, want 1", m.boots()-boots)
 	}
 	mustCLI(t, "node", "abort", uuid)
+	// The node's workflow carries the abort out: until it does, the node
+	// is still in service failed, which waitState takes for a failure.
+	deadline := time.Now().Add(60 * time.Second)
+	for n = getNode(t, uuid); n.ProvisionState == "service failed" && time.Now().Before(deadline); n = getNode(t, uuid) {
+		time.Sleep(200 * time.Millisecond)
+	}
 	n = waitState(t, uuid, "active", 120*time.Second)
 	waitAgentOff(t, m)
 	if deref(n.PowerState) != "power on" {
